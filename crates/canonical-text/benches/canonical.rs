@@ -1,0 +1,2 @@
+//! Benchmark (under construction).
+fn main() {}

@@ -1,0 +1,3 @@
+//! canonical-text (under construction).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]

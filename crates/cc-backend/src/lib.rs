@@ -1,0 +1,3 @@
+//! cc-backend (under construction).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]

@@ -1,0 +1,2 @@
+//! The `kcache` tool.
+fn main() {}

@@ -1,0 +1,2 @@
+//! The kcache demo.
+fn main() {}

@@ -1,0 +1,3 @@
+//! kernel-cache (under construction).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]

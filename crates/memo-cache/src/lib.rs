@@ -1,0 +1,3 @@
+//! memo-cache (under construction).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]

@@ -1,0 +1,3 @@
+//! schedule-cache (under construction).
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]

@@ -1,0 +1,109 @@
+//! Project automation for the kcache workspace, in the rust-analyzer style:
+//! `cargo xtask <command>` (the alias lives in `.cargo/config.toml`).
+//!
+//! - `test`: every test of the workspace (unit, integration, property, doc tests,
+//!   and each benchmark run once in test mode so it cannot rot).
+//! - `ci`: `cargo fmt --check`, clippy with `-D warnings` on all targets, tidy, then `test`.
+//! - `tidy`: the repository rules of [`tidy`] (also run by `cargo test` as a plain test).
+//! - `bench [--quick]`: runs every criterion benchmark and prints one
+//!   `BENCH <name> <ratio> <unit>` line per figure (see [`bench`]).
+//! - `demo [ARGS…]`: the end-to-end autotuning demo (`kcache-demo`), arguments passed on.
+
+mod bench;
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (cmd, rest) = match args.split_first() {
+        Some((c, r)) => (c.as_str(), r),
+        None => ("help", &[][..]),
+    };
+    let result = match cmd {
+        "test" => test(),
+        "ci" => ci(),
+        "tidy" => tidy::check(&project_root()).map_err(|problems| {
+            for p in &problems {
+                eprintln!("tidy: {p}");
+            }
+            format!("{} tidy problem(s)", problems.len())
+        }),
+        "bench" => bench::run(&project_root(), rest),
+        "demo" => demo(rest),
+        _ => {
+            eprintln!("usage: cargo xtask <test | ci | tidy | bench [--quick] | demo [ARGS…]>");
+            return if cmd == "help" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask {cmd}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root (the parent of this crate's directory).
+pub(crate) fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Runs `cargo` with `args` in the workspace root, failing on a non-zero exit.
+pub(crate) fn cargo(args: &[&str]) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(cargo)
+        .args(args)
+        .current_dir(project_root())
+        .status()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
+
+fn test() -> Result<(), String> {
+    // One build of every target (benches included, run once each in test mode),
+    // then the doc tests, which `--all-targets` leaves out.
+    cargo(&["test", "--workspace", "--all-targets"])?;
+    cargo(&["test", "--workspace", "--doc"])
+}
+
+fn ci() -> Result<(), String> {
+    cargo(&["fmt", "--all", "--", "--check"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
+    tidy::check(&project_root()).map_err(|problems| problems.join("\n"))?;
+    test()
+}
+
+fn demo(rest: &[String]) -> Result<(), String> {
+    let mut args = vec![
+        "run",
+        "--release",
+        "--quiet",
+        "--package",
+        "kcache-demo",
+        "--",
+    ];
+    args.extend(rest.iter().map(String::as_str));
+    cargo(&args)
+}
