@@ -1,0 +1,261 @@
+//! Concurrent misses on one key compute once; a computation that panics or fails
+//! stores nothing, poisons nothing, and lets a waiter compute afresh.
+#![allow(clippy::unwrap_used)]
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Barrier, mpsc};
+use std::thread;
+
+use memo_cache::{
+    Fetched, Key, Stats, Table, fetch_or_put, get_or_put, try_fetch_or_put, try_get_or_put,
+    with_cache,
+};
+
+fn key(i: u8) -> Key {
+    Key::of_parts(&[b"test", &[i]])
+}
+
+/// Spins (yielding) until `n` calls are blocked on a computation in progress. The
+/// table's own count is the signal, so the test never depends on timing.
+fn wait_for_waiters(table: &Table<Key, u64>, n: u64) {
+    while table.stats().waits < n {
+        thread::yield_now();
+    }
+}
+
+#[test]
+fn eight_threads_asking_one_key_compute_once() {
+    let computed = AtomicUsize::new(0);
+    let barrier = Barrier::new(8);
+    with_cache(true, |table| {
+        let results: Vec<Fetched<u64>> = thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        fetch_or_put(table, key(1), || {
+                            computed.fetch_add(1, Ordering::SeqCst);
+                            // Stay in the computation until the other seven wait on
+                            // it (bounded, so a broken table fails instead of hanging).
+                            let t = table.expect("enabled");
+                            for _ in 0..1_000_000 {
+                                if t.stats().waits >= 7 {
+                                    break;
+                                }
+                                thread::yield_now();
+                            }
+                            42u64
+                        })
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(computed.load(Ordering::SeqCst), 1);
+        assert!(results.iter().all(|r| *r.value() == 42));
+        assert_eq!(results.iter().filter(|r| !r.is_hit()).count(), 1);
+        let stats = table.expect("enabled").stats();
+        assert_eq!((stats.misses, stats.hits, stats.entries), (1, 7, 1));
+        assert_eq!(stats.waits, 7);
+    });
+}
+
+#[test]
+fn concurrent_misses_on_many_keys_compute_each_once() {
+    let computed = AtomicUsize::new(0);
+    let barrier = Barrier::new(4);
+    with_cache(true, |table| {
+        thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    barrier.wait();
+                    for i in 0..200u8 {
+                        let v = get_or_put(table, key(i), || {
+                            computed.fetch_add(1, Ordering::SeqCst);
+                            u64::from(i) * 3
+                        });
+                        assert_eq!(v, u64::from(i) * 3);
+                    }
+                });
+            }
+        });
+        assert_eq!(computed.load(Ordering::SeqCst), 200);
+        let stats = table.expect("enabled").stats();
+        assert_eq!(stats.misses + stats.hits, 800);
+        assert_eq!(stats.entries, 200);
+    });
+}
+
+#[test]
+fn a_panicking_computation_stores_nothing_and_poisons_nothing() {
+    with_cache(true, |table: Option<&Table<Key, u64>>| {
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            get_or_put(table, key(1), || panic!("model unavailable"))
+        }));
+        let payload = result.expect_err("the panic reaches the computing caller");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"model unavailable"));
+        let t = table.expect("enabled");
+        assert_eq!(t.len(), 0);
+        // The next caller computes afresh and succeeds; then it is stored.
+        assert_eq!(fetch_or_put(table, key(1), || 5), Fetched::Miss(5));
+        assert_eq!(fetch_or_put(table, key(1), || 6), Fetched::Hit(5));
+        assert_eq!(
+            t.stats(),
+            Stats {
+                hits: 1,
+                misses: 1,
+                failures: 1,
+                waits: 0,
+                entries: 1
+            }
+        );
+    });
+}
+
+#[test]
+fn an_error_stores_nothing() {
+    with_cache(true, |table: Option<&Table<Key, u64>>| {
+        assert_eq!(
+            try_get_or_put(table, key(1), || Err("rate limited")),
+            Err("rate limited")
+        );
+        assert_eq!(table.expect("enabled").len(), 0);
+        assert_eq!(
+            try_fetch_or_put(table, key(1), || Ok::<_, &str>(9)),
+            Ok(Fetched::Miss(9))
+        );
+        assert_eq!(
+            try_fetch_or_put(table, key(1), || Err::<u64, _>("not called")),
+            Ok(Fetched::Hit(9))
+        );
+        assert_eq!(table.expect("enabled").stats().failures, 1);
+    });
+}
+
+/// Three callers wait on a computation that then fails (`panics` chooses how); exactly
+/// one of them computes afresh and the others get its value.
+fn waiters_recompute_after_failure(panics: bool) {
+    const WAITERS: u64 = 3;
+    let recomputed = AtomicUsize::new(0);
+    with_cache(true, |table: Option<&Table<Key, u64>>| {
+        let t = table.expect("enabled");
+        let (started_tx, started_rx) = mpsc::channel();
+        let (fail_tx, fail_rx) = mpsc::channel::<()>();
+        thread::scope(|s| {
+            let first = s.spawn(move || {
+                try_fetch_or_put(table, key(1), || {
+                    started_tx.send(()).unwrap();
+                    fail_rx.recv().unwrap();
+                    if panics {
+                        panic!("computation failed");
+                    }
+                    Err("computation failed")
+                })
+            });
+            started_rx.recv().unwrap();
+            let waiters: Vec<_> = (0..WAITERS)
+                .map(|_| {
+                    s.spawn(|| {
+                        try_fetch_or_put(table, key(1), || {
+                            recomputed.fetch_add(1, Ordering::SeqCst);
+                            Ok::<_, &str>(77)
+                        })
+                    })
+                })
+                .collect();
+            wait_for_waiters(t, WAITERS);
+            fail_tx.send(()).unwrap();
+            match first.join() {
+                Ok(result) => {
+                    assert!(!panics);
+                    assert_eq!(result, Err("computation failed"));
+                }
+                Err(payload) => {
+                    assert!(panics);
+                    assert_eq!(payload.downcast_ref::<&str>(), Some(&"computation failed"));
+                }
+            }
+            let results: Vec<_> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+            assert!(
+                results
+                    .iter()
+                    .all(|r| r.as_ref().map(|f| *f.value()) == Ok(77))
+            );
+            assert_eq!(
+                results
+                    .iter()
+                    .filter(|r| matches!(r, Ok(Fetched::Miss(_))))
+                    .count(),
+                1
+            );
+        });
+        assert_eq!(recomputed.load(Ordering::SeqCst), 1);
+        let stats = t.stats();
+        assert_eq!(
+            (stats.failures, stats.misses, stats.hits),
+            (1, 1, WAITERS - 1)
+        );
+        assert_eq!(fetch_or_put(table, key(1), || 0), Fetched::Hit(77));
+    });
+}
+
+#[test]
+fn waiters_on_a_panicked_computation_recompute() {
+    waiters_recompute_after_failure(true);
+}
+
+#[test]
+fn waiters_on_a_failed_computation_recompute() {
+    waiters_recompute_after_failure(false);
+}
+
+#[test]
+fn a_computation_may_use_the_table_for_other_keys() {
+    with_cache(true, |table: Option<&Table<Key, u64>>| {
+        let v = get_or_put(table, key(1), || {
+            get_or_put(table, key(2), || 2) + get_or_put(table, key(3), || 3)
+        });
+        assert_eq!(v, 5);
+        assert_eq!(table.expect("enabled").len(), 3);
+    });
+}
+
+#[test]
+fn a_computation_asking_for_its_own_key_computes_instead_of_deadlocking() {
+    with_cache(true, |table: Option<&Table<Key, u64>>| {
+        let v = get_or_put(table, key(1), || {
+            let inner = fetch_or_put(table, key(1), || 10);
+            assert_eq!(inner, Fetched::Miss(10));
+            inner.into_value() + 1
+        });
+        assert_eq!(v, 11);
+        assert_eq!(fetch_or_put(table, key(1), || 0), Fetched::Hit(11));
+    });
+}
+
+#[test]
+fn a_panicking_clone_stores_nothing() {
+    #[derive(Debug, PartialEq)]
+    struct Fragile(u32);
+    impl Clone for Fragile {
+        fn clone(&self) -> Self {
+            assert!(self.0 != 0, "cannot clone zero");
+            Fragile(self.0)
+        }
+    }
+    with_cache(true, |table: Option<&Table<Key, Fragile>>| {
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            get_or_put(table, key(1), || Fragile(0))
+        }));
+        assert!(result.is_err());
+        let t = table.expect("enabled");
+        assert_eq!(t.len(), 0);
+        assert_eq!(t.stats().failures, 1);
+        assert_eq!(get_or_put(table, key(1), || Fragile(4)), Fragile(4));
+        assert_eq!(
+            fetch_or_put(table, key(1), || Fragile(5)),
+            Fetched::Hit(Fragile(4))
+        );
+    });
+}
