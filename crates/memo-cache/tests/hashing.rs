@@ -1,0 +1,402 @@
+//! The stable hashes: order-independent where the spec says so, sensitive to every
+//! other field, and pinned (a change of encoding fails here first).
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, HashMap};
+
+use memo_cache::{
+    Demo, DemoStrategy, Key, LmConfig, PredictorState, Secret, Value, call_key, input_hash,
+    lm_config_hash, predictor_state_hash,
+};
+use proptest::prelude::*;
+use proptest::sample::Index;
+
+fn value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::Int),
+        any::<f64>().prop_map(Value::Float),
+        "[a-c]{0,3}".prop_map(Value::Text),
+        "[a-c]{0,3}".prop_map(|s| Value::Secret(Secret::new(s))),
+    ];
+    leaf.prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::List),
+            prop::collection::btree_map("[a-c]{0,2}", inner, 0..3).prop_map(Value::Map),
+        ]
+    })
+}
+
+/// Fields with distinct names (a map), in a canonical order.
+fn fields() -> impl Strategy<Value = Vec<(String, Value)>> {
+    prop::collection::btree_map("[a-d]{0,3}", value(), 0..5).prop_map(|m| m.into_iter().collect())
+}
+
+fn demo() -> impl Strategy<Value = Demo> {
+    (
+        prop::collection::btree_map("[a-c]{1,2}", value(), 0..3),
+        prop::collection::btree_map("[a-c]{1,2}", value(), 0..3),
+    )
+        .prop_map(|(inputs, outputs)| Demo { inputs, outputs })
+}
+
+fn strategy() -> impl Strategy<Value = DemoStrategy> {
+    prop_oneof![
+        Just(DemoStrategy::Fixed),
+        any::<u32>().prop_map(|max_demos| DemoStrategy::Bootstrap { max_demos }),
+        (any::<u32>(), any::<u64>()).prop_map(|(k, seed)| DemoStrategy::RandomSubset { k, seed }),
+    ]
+}
+
+fn predictor() -> impl Strategy<Value = PredictorState> {
+    (
+        "[a-c]{0,4}",
+        "[a-c]{0,4}",
+        prop::collection::vec(demo(), 0..4),
+        strategy(),
+    )
+        .prop_map(
+            |(signature, instructions, demos, demo_strategy)| PredictorState {
+                signature,
+                instructions,
+                demos,
+                demo_strategy,
+            },
+        )
+}
+
+fn lm_config() -> impl Strategy<Value = LmConfig> {
+    (
+        "[a-c]{0,4}",
+        prop::option::of("[a-c]{0,4}".prop_map(Secret::new)),
+        fields(),
+    )
+        .prop_map(|(model, api_key, options)| LmConfig {
+            model,
+            api_key,
+            options,
+        })
+}
+
+fn hash_fields(fields: &[(String, Value)]) -> Key {
+    input_hash(fields.iter().map(|(k, v)| (k.as_str(), v)))
+}
+
+/// A value surely different from `v`: wrapping changes the encoding's tag.
+fn changed(v: &Value) -> Value {
+    Value::List(vec![v.clone()])
+}
+
+/// One edit that changes a list of fields (a map or a keyword list).
+#[derive(Clone, Debug)]
+enum FieldEdit {
+    Value(Index),
+    Name(Index),
+    Remove(Index),
+    Add(String),
+}
+
+fn field_edit() -> impl Strategy<Value = FieldEdit> {
+    prop_oneof![
+        any::<Index>().prop_map(FieldEdit::Value),
+        any::<Index>().prop_map(FieldEdit::Name),
+        any::<Index>().prop_map(FieldEdit::Remove),
+        "[e-f]{1,2}".prop_map(FieldEdit::Add),
+    ]
+}
+
+/// Applies `edit`; `false` when it does not apply (no fields to edit).
+fn apply(fields: &mut Vec<(String, Value)>, edit: &FieldEdit) -> bool {
+    match edit {
+        FieldEdit::Add(name) => fields.push((name.clone(), Value::Null)),
+        _ if fields.is_empty() => return false,
+        FieldEdit::Value(i) => {
+            let at = i.index(fields.len());
+            let (_, v) = &mut fields[at];
+            *v = changed(v);
+        }
+        // Names are made of a-d: an appended `z` makes a name no other field has.
+        FieldEdit::Name(i) => {
+            let at = i.index(fields.len());
+            fields[at].0.push('z');
+        }
+        FieldEdit::Remove(i) => {
+            fields.remove(i.index(fields.len()));
+        }
+    }
+    true
+}
+
+/// One edit that changes what an LM is asked by a predictor.
+#[derive(Clone, Debug)]
+enum StateEdit {
+    Signature,
+    Instructions,
+    SwapSignatureAndInstructions,
+    DemoInputs(Index, FieldEdit),
+    DemoOutputs(Index, FieldEdit),
+    MoveInputToOutputs(Index),
+    DuplicateDemo(Index),
+    RemoveDemo(Index),
+}
+
+fn state_edit() -> impl Strategy<Value = StateEdit> {
+    prop_oneof![
+        Just(StateEdit::Signature),
+        Just(StateEdit::Instructions),
+        Just(StateEdit::SwapSignatureAndInstructions),
+        (any::<Index>(), field_edit()).prop_map(|(i, e)| StateEdit::DemoInputs(i, e)),
+        (any::<Index>(), field_edit()).prop_map(|(i, e)| StateEdit::DemoOutputs(i, e)),
+        any::<Index>().prop_map(StateEdit::MoveInputToOutputs),
+        any::<Index>().prop_map(StateEdit::DuplicateDemo),
+        any::<Index>().prop_map(StateEdit::RemoveDemo),
+    ]
+}
+
+fn edit_map(map: &mut BTreeMap<String, Value>, edit: &FieldEdit) -> bool {
+    let mut fields: Vec<(String, Value)> = std::mem::take(map).into_iter().collect();
+    let applies = apply(&mut fields, edit);
+    let len = fields.len();
+    *map = fields.into_iter().collect();
+    // An added name may replace an existing one in a map; then nothing changed.
+    applies && map.len() == len
+}
+
+fn edit_state(s: &mut PredictorState, edit: &StateEdit) -> bool {
+    let n = s.demos.len();
+    match edit {
+        StateEdit::Signature => s.signature.push('z'),
+        StateEdit::Instructions => s.instructions.push('z'),
+        StateEdit::SwapSignatureAndInstructions => {
+            if s.signature == s.instructions {
+                return false;
+            }
+            std::mem::swap(&mut s.signature, &mut s.instructions);
+        }
+        _ if n == 0 => return false,
+        StateEdit::DemoInputs(i, e) => return edit_map(&mut s.demos[i.index(n)].inputs, e),
+        StateEdit::DemoOutputs(i, e) => return edit_map(&mut s.demos[i.index(n)].outputs, e),
+        StateEdit::MoveInputToOutputs(i) => {
+            let d = &mut s.demos[i.index(n)];
+            let Some((k, v)) = d.inputs.pop_first() else {
+                return false;
+            };
+            if d.outputs.contains_key(&k) {
+                return false;
+            }
+            d.outputs.insert(k, v);
+        }
+        StateEdit::DuplicateDemo(i) => s.demos.push(s.demos[i.index(n)].clone()),
+        StateEdit::RemoveDemo(i) => {
+            s.demos.remove(i.index(n));
+        }
+    }
+    true
+}
+
+proptest! {
+    #[test]
+    fn input_hash_ignores_field_order(
+        (fields, shuffled) in fields().prop_flat_map(|f| (Just(f.clone()), Just(f).prop_shuffle()))
+    ) {
+        prop_assert_eq!(hash_fields(&fields), hash_fields(&shuffled));
+        // A HashMap (random iteration order) gives the same key as the list.
+        let map: HashMap<&str, &Value> = fields.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        prop_assert_eq!(input_hash(map), hash_fields(&fields));
+    }
+
+    #[test]
+    fn input_hash_sees_every_name_and_value(fields in fields(), edit in field_edit()) {
+        let mut edited = fields.clone();
+        prop_assume!(apply(&mut edited, &edit));
+        prop_assert_ne!(hash_fields(&fields), hash_fields(&edited));
+    }
+
+    #[test]
+    fn lm_config_hash_ignores_option_order(
+        (config, shuffled) in lm_config().prop_flat_map(|c| {
+            let options = Just(c.options.clone()).prop_shuffle();
+            (Just(c), options)
+        })
+    ) {
+        let reordered = LmConfig { options: shuffled, ..config.clone() };
+        prop_assert_eq!(lm_config_hash(&config), lm_config_hash(&reordered));
+    }
+
+    #[test]
+    fn lm_config_hash_sees_model_key_and_every_option(
+        config in lm_config(),
+        edit in field_edit(),
+        which in 0..4u8,
+    ) {
+        let mut edited = config.clone();
+        match which {
+            0 => edited.model.push('z'),
+            1 => edited.api_key = match &config.api_key {
+                None => Some(Secret::new("")),
+                Some(s) => Some(Secret::new(format!("{}z", s.expose()))),
+            },
+            2 => edited.api_key = match &config.api_key {
+                None => Some(Secret::new(config.model.clone())),
+                Some(_) => None,
+            },
+            _ => prop_assume!(apply(&mut edited.options, &edit)),
+        }
+        prop_assert_ne!(lm_config_hash(&config), lm_config_hash(&edited));
+    }
+
+    #[test]
+    fn predictor_hash_ignores_demo_order_and_strategy(
+        (state, demos) in predictor().prop_flat_map(|s| {
+            let demos = Just(s.demos.clone()).prop_shuffle();
+            (Just(s), demos)
+        }),
+        other_strategy in strategy(),
+    ) {
+        let same = PredictorState { demos, demo_strategy: other_strategy, ..state.clone() };
+        prop_assert_eq!(predictor_state_hash(&state), predictor_state_hash(&same));
+    }
+
+    #[test]
+    fn predictor_hash_sees_every_other_field(state in predictor(), edit in state_edit()) {
+        let mut edited = state.clone();
+        prop_assume!(edit_state(&mut edited, &edit));
+        prop_assert_ne!(predictor_state_hash(&state), predictor_state_hash(&edited));
+    }
+
+    #[test]
+    fn call_key_sees_each_component_and_its_position(
+        a in any::<[u8; 32]>(), b in any::<[u8; 32]>(), c in any::<[u8; 32]>(), d in any::<[u8; 32]>(),
+    ) {
+        let (a, b, c, d) = (Key::from_bytes(a), Key::from_bytes(b), Key::from_bytes(c), Key::from_bytes(d));
+        prop_assume!(a != b && b != c && a != c && d != a && d != b && d != c);
+        let k = call_key(&a, &b, &c);
+        for other in [call_key(&d, &b, &c), call_key(&a, &d, &c), call_key(&a, &b, &d),
+                      call_key(&b, &a, &c), call_key(&a, &c, &b), call_key(&c, &b, &a)] {
+            prop_assert_ne!(k, other);
+        }
+    }
+
+    #[test]
+    fn values_hash_alike_exactly_when_equal(a in value(), b in value()) {
+        let (ha, hb) = (input_hash([("f", &a)]), input_hash([("f", &b)]));
+        prop_assert_eq!(canon(&a) == canon(&b), ha == hb);
+        prop_assert_eq!(input_hash([("f", &a)]), ha);
+    }
+}
+
+/// A value's identity as text: floats by their bits, secrets revealed.
+fn canon(v: &Value) -> String {
+    match v {
+        Value::Float(f) => format!("Float({:#x})", f.to_bits()),
+        Value::Secret(s) => format!("Secret({:?})", s.expose()),
+        Value::List(items) => format!(
+            "List[{}]",
+            items.iter().map(canon).collect::<Vec<_>>().join(",")
+        ),
+        Value::Map(m) => format!(
+            "Map{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{k:?}:{}", canon(v)))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_field_never_moves_between_name_and_value() {
+    let ab = Value::from("b");
+    let b = Value::from("");
+    // "a" = "b" vs "ab" = "": same bytes if unframed.
+    assert_ne!(input_hash([("a", &ab)]), input_hash([("ab", &b)]));
+    assert_ne!(
+        input_hash([("f", &Value::from("a"))]),
+        input_hash([("f", &Value::Secret(Secret::new("a")))])
+    );
+    assert_ne!(
+        input_hash([("f", &Value::Float(0.0))]),
+        input_hash([("f", &Value::Float(-0.0))])
+    );
+}
+
+#[test]
+fn tenants_never_share_a_key() {
+    let a = LmConfig::new("m").with_api_key(Secret::new("sk-a"));
+    let b = LmConfig::new("m").with_api_key(Secret::new("sk-b"));
+    let none = LmConfig::new("m");
+    assert_ne!(lm_config_hash(&a), lm_config_hash(&b));
+    assert_ne!(lm_config_hash(&a), lm_config_hash(&none));
+    // The option named like the field is a different thing from the field.
+    let as_option = LmConfig::new("m").with_option("api_key", Value::Secret(Secret::new("sk-a")));
+    assert_ne!(lm_config_hash(&a), lm_config_hash(&as_option));
+    let shown = format!("{a:?} {} {:?}", lm_config_hash(&a), lm_config_hash(&a));
+    assert!(!shown.contains("sk-a"), "{shown}");
+}
+
+/// Fixed inputs and their keys. These literals are the compatibility promise: if one
+/// changes, every stored key changes, so bump the domain tags' version. They were
+/// computed independently of this crate, by a short Python script (`hashlib`)
+/// following the encoding documented in `memo_cache::key`.
+#[test]
+fn hashes_are_pinned() {
+    let question = Value::from("What is 2+2?");
+    let context = Value::Map(BTreeMap::from([
+        ("n".to_owned(), Value::Int(-3)),
+        ("t".to_owned(), Value::Float(0.5)),
+        ("ok".to_owned(), Value::Bool(true)),
+        (
+            "xs".to_owned(),
+            Value::List(vec![Value::Null, Value::from("x")]),
+        ),
+    ]));
+    let input = input_hash([("question", &question), ("context", &context)]);
+    let lm = lm_config_hash(
+        &LmConfig::new("small-model")
+            .with_api_key(Secret::new("sk-test-0000"))
+            .with_option("temperature", 0.0)
+            .with_option("max_tokens", 256),
+    );
+    let state = predictor_state_hash(&PredictorState {
+        signature: "question -> answer".into(),
+        instructions: "Answer briefly.".into(),
+        demos: vec![
+            Demo::new([("question", "1+1?".into())], [("answer", "2".into())]),
+            Demo::new([("question", "3+3?".into())], [("answer", "6".into())]),
+        ],
+        demo_strategy: DemoStrategy::Bootstrap { max_demos: 4 },
+    });
+    let call = call_key(&lm, &state, &input);
+    let empty = Key::of_parts(&[]);
+    assert_eq!(
+        empty.to_hex(),
+        // SHA-256 of no bytes at all: no parts means nothing is hashed.
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    );
+    assert_eq!(
+        input.to_hex(),
+        "2ea0c73a7dce2017184d93f86008f381d3a2ea9618020ba588a86beb191c2c4a"
+    );
+    assert_eq!(
+        lm.to_hex(),
+        "c1b1b9eef4a83fb74d0f05dca1536b4817b4e3f72f81dc090351581521dbece7"
+    );
+    assert_eq!(
+        state.to_hex(),
+        "015a4c33b3f27b062bcb0ce0686ad008a94399b4998fa4ef89e6f5a766030211"
+    );
+    assert_eq!(
+        call.to_hex(),
+        "f6030e25d1cce85d7e23150b61637bbd311386017e695f9aeb132fce6a391589"
+    );
+}
+
+#[test]
+fn key_shows_as_hex() {
+    let k = Key::from_bytes([0xab; 32]);
+    assert_eq!(k.to_string(), "ab".repeat(32));
+    assert_eq!(format!("{k:?}"), format!("Key({})", "ab".repeat(32)));
+    assert_eq!(Key::from_bytes(*k.as_bytes()), k);
+}
