@@ -1,0 +1,263 @@
+//! Read-only inspection of a cache directory and garbage collection, for tools (`kcache`).
+
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use super::lock::{self, Mode};
+use super::record::{MissReason, Refusal};
+use super::{DiskCache, RegimeStamp, Space, decode_entry, key_starts_with_digest, read_stamp};
+use super::{LOCK_FILE, STAMP_FILE, staging};
+use crate::placement::PlacementEntry;
+use crate::{CacheKey, DiskEntry, Error};
+
+/// One entry file of a cache directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryFile {
+    /// The file name.
+    pub name: String,
+    /// Its filename space.
+    pub space: Space,
+    /// The key its name encodes.
+    pub key: CacheKey,
+    /// Its size in bytes (0 for a non-file).
+    pub bytes: u64,
+    /// Time since it was last modified (when it was published).
+    pub age: Duration,
+    /// Whether it is a regular file (something else at an entry name is junk).
+    pub is_file: bool,
+}
+
+/// One staging artifact (`.atomicwrite*`) of a cache directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagingArtifact {
+    /// The directory name.
+    pub name: String,
+    /// Total bytes of the files directly inside it.
+    pub bytes: u64,
+    /// Time since its newest modification.
+    pub age: Duration,
+}
+
+/// What a cache directory holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inventory {
+    /// The regime stamp.
+    pub regime: RegimeStamp,
+    /// Whether the lock file exists.
+    pub lock_file: bool,
+    /// Entry files of both spaces, sorted by name.
+    pub entries: Vec<EntryFile>,
+    /// Staging artifacts, sorted by name.
+    pub staging: Vec<StagingArtifact>,
+    /// Names that are neither entries, staging, the lock nor the stamp (sorted).
+    pub foreign: Vec<String>,
+}
+
+/// Why an entry file does not verify.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryProblem {
+    /// Something other than a regular file sits at the entry's name.
+    NotAFile,
+    /// The entry is unreadable, unparsable, or of another version (the reason a lookup would
+    /// give).
+    Invalid(MissReason),
+    /// The entry's recorded digest is not the first component of its key: a lookup by the
+    /// key's identity would never accept it (a renamed or misplaced file).
+    DigestNotKeyPrefix {
+        /// The digest the entry records.
+        digest: String,
+    },
+}
+
+impl std::fmt::Display for EntryProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EntryProblem::NotAFile => f.write_str("not a regular file"),
+            EntryProblem::Invalid(m) => write!(f, "{m}"),
+            EntryProblem::DigestNotKeyPrefix { digest } => {
+                write!(f, "digest {digest:?} is not the first component of the key")
+            }
+        }
+    }
+}
+
+fn inspect_err(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
+    move |source| Error::Inspect {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn age_of(meta: &fs::Metadata) -> Duration {
+    meta.modified()
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .unwrap_or(Duration::ZERO)
+}
+
+/// Lists `dir` without changing anything: never creates the directory, the lock file or a
+/// stamp. If the lock file exists and can be opened read-write, the listing is taken under a
+/// shared lock (so it never sees a regime transition half done).
+///
+/// # Errors
+/// [`Error::Inspect`] if the directory or its stamp cannot be read.
+pub fn inventory(dir: &Path) -> Result<Inventory, Error> {
+    let _held = lock::acquire(dir, Mode::Shared, false).ok();
+    let regime = read_stamp(dir).map_err(inspect_err(&dir.join(STAMP_FILE)))?;
+    let mut inv = Inventory {
+        regime,
+        lock_file: false,
+        entries: Vec::new(),
+        staging: Vec::new(),
+        foreign: Vec::new(),
+    };
+    for item in fs::read_dir(dir).map_err(inspect_err(dir))? {
+        let item = item.map_err(inspect_err(dir))?;
+        let name = item.file_name().to_string_lossy().into_owned();
+        let path = item.path();
+        if name == LOCK_FILE {
+            inv.lock_file = true;
+        } else if name == STAMP_FILE {
+        } else if staging::is_staging(&name) {
+            let bytes = fs::read_dir(&path)
+                .map(|rd| {
+                    rd.flatten()
+                        .filter_map(|c| c.metadata().ok())
+                        .map(|m| m.len())
+                        .sum()
+                })
+                .unwrap_or(0);
+            let age = staging::staging_age(&path).unwrap_or(Duration::ZERO);
+            inv.staging.push(StagingArtifact { name, bytes, age });
+        } else if let Some((space, key)) = Space::of_file_name(&name) {
+            let meta = fs::symlink_metadata(&path).map_err(inspect_err(&path))?;
+            inv.entries.push(EntryFile {
+                name,
+                space,
+                key,
+                bytes: if meta.is_file() { meta.len() } else { 0 },
+                age: age_of(&meta),
+                is_file: meta.is_file(),
+            });
+        } else {
+            inv.foreign.push(name);
+        }
+    }
+    inv.entries.sort_by(|a, b| a.name.cmp(&b.name));
+    inv.staging.sort_by(|a, b| a.name.cmp(&b.name));
+    inv.foreign.sort();
+    Ok(inv)
+}
+
+/// Checks one entry file of `dir`: it is a regular file, parses as its space's entry type at
+/// the current version, and the digest it records is the first `-`-separated component of its
+/// key (or the whole key) — the same rule `store` enforces, so an entry written by `store`
+/// always verifies. Returns the recorded digest.
+///
+/// # Errors
+/// The problem found.
+pub fn verify_entry(dir: &Path, entry: &EntryFile) -> Result<String, EntryProblem> {
+    if !entry.is_file {
+        return Err(EntryProblem::NotAFile);
+    }
+    let bytes = fs::read(dir.join(&entry.name)).map_err(|e| {
+        EntryProblem::Invalid(MissReason::Unreadable {
+            kind: e.kind(),
+            message: e.to_string(),
+        })
+    })?;
+    let digest = match entry.space {
+        Space::Placement => decode_entry::<PlacementEntry>(&bytes, None)
+            .map(|e| e.digest().to_owned())
+            .map_err(EntryProblem::Invalid)?,
+        Space::Schedule => decode_schedule_digest(&bytes).map_err(EntryProblem::Invalid)?,
+    };
+    if !key_starts_with_digest(entry.key.as_str(), &digest) {
+        return Err(EntryProblem::DigestNotKeyPrefix { digest });
+    }
+    Ok(digest)
+}
+
+fn decode_schedule_digest(bytes: &[u8]) -> Result<String, MissReason> {
+    #[derive(serde::Deserialize)]
+    struct Header {
+        version: u32,
+        digest: String,
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| MissReason::Unparsable {
+        message: e.to_string(),
+    })?;
+    let h: Header = ron::from_str(text).map_err(|e| MissReason::Unparsable {
+        message: e.to_string(),
+    })?;
+    let _ = h.version;
+    Ok(h.digest)
+}
+
+/// What [`DiskCache::gc`] removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Staging artifacts removed.
+    pub staging_removed: usize,
+    /// Entry files removed.
+    pub entries_removed: usize,
+    /// Bytes of the removed entry files.
+    pub bytes_freed: u64,
+}
+
+impl DiskCache {
+    /// Garbage-collects the directory under the exclusive lock: removes staging artifacts
+    /// older than the stale-staging threshold and, if `older_than` is given, every entry file
+    /// (both spaces) published at least that long ago. Never removes the lock file or the
+    /// stamp, never reads or changes the regime, never creates the directory.
+    ///
+    /// # Errors
+    /// The refusal if the directory cannot be locked or listed; failures to remove single
+    /// files are skipped (and logged).
+    pub fn gc(&self, older_than: Option<Duration>) -> Result<GcReport, Refusal> {
+        let _held = lock::acquire(&self.dir, Mode::Exclusive, false)
+            .or_else(|e| {
+                if e.kind() == io::ErrorKind::NotFound && self.dir.is_dir() {
+                    lock::acquire(&self.dir, Mode::Exclusive, true)
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(|e| Refusal::io("open and lock the lock file", &e))?;
+        let mut report = GcReport {
+            staging_removed: staging::sweep_stale(&self.dir, self.stale_staging_after)
+                .map_err(|e| Refusal::io("list the directory", &e))?,
+            ..GcReport::default()
+        };
+        let Some(limit) = older_than else {
+            return Ok(report);
+        };
+        let listing = fs::read_dir(&self.dir).map_err(|e| Refusal::io("list the directory", &e))?;
+        for item in listing.flatten() {
+            let name = item.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if Space::of_file_name(name).is_none() {
+                continue;
+            }
+            let Ok(meta) = item.metadata() else { continue };
+            if meta.is_dir() || age_of(&meta) < limit {
+                continue;
+            }
+            match fs::remove_file(item.path()) {
+                Ok(()) => {
+                    report.entries_removed += 1;
+                    report.bytes_freed += meta.len();
+                }
+                Err(e) => tracing::warn!(
+                    target: "schedule_cache::disk",
+                    path = %item.path().display(),
+                    error = %e,
+                    "gc could not remove an entry"
+                ),
+            }
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,307 @@
+//! What every disk operation reports: its outcome (with the reason for a miss or a refusal),
+//! nestable in-process recorders that collect those outcomes, process-wide counters, and a
+//! `tracing` event.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::Space;
+
+/// Which disk operation an event reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// A `store`.
+    Store,
+    /// A `lookup`.
+    Lookup,
+}
+
+/// Why a lookup found no usable entry (the cache was consulted and had no answer).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MissReason {
+    /// The cache directory does not exist (lookup never creates it).
+    NoDirectory,
+    /// No entry file at this key.
+    NoEntry,
+    /// The entry file exists but could not be read (for example a directory sits at its name).
+    Unreadable {
+        /// The kind of the read error.
+        kind: io::ErrorKind,
+        /// The read error's message.
+        message: String,
+    },
+    /// The entry's bytes are not a valid encoding of the entry type (truncated, garbage, empty).
+    Unparsable {
+        /// The parser's message.
+        message: String,
+    },
+    /// The entry was written with another payload format version.
+    VersionMismatch {
+        /// The version the file records.
+        found: u32,
+        /// The version this build reads.
+        expected: u32,
+    },
+    /// The entry was saved for another identity digest than the one looked up.
+    DigestMismatch {
+        /// The digest the file records.
+        found: String,
+        /// The digest the caller asked for.
+        expected: String,
+    },
+}
+
+impl fmt::Display for MissReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MissReason::NoDirectory => f.write_str("no cache directory"),
+            MissReason::NoEntry => f.write_str("no entry at this key"),
+            MissReason::Unreadable { message, .. } => write!(f, "entry unreadable: {message}"),
+            MissReason::Unparsable { message } => write!(f, "entry unparsable: {message}"),
+            MissReason::VersionMismatch { found, expected } => {
+                write!(f, "entry version {found}, this build reads {expected}")
+            }
+            MissReason::DigestMismatch { found, expected } => {
+                write!(f, "entry digest {found}, looked up {expected}")
+            }
+        }
+    }
+}
+
+/// Why the cache declined an operation without touching the directory's stamp or entries.
+/// A refusal is never a failed run: a refused store is a future miss, a refused lookup a miss.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The directory's stamp names a newer regime than this build's: a newer binary owns it.
+    NewerRegime {
+        /// The stamp's regime version.
+        found: u32,
+        /// This build's regime version.
+        ours: u32,
+    },
+    /// The directory's stamp is not a well-formed regime version.
+    MalformedStamp {
+        /// The stamp content (at most 64 characters).
+        content: String,
+    },
+    /// The filesystem said no (permissions, a file where the directory should be, a full disk…).
+    Io {
+        /// What the cache was doing: "create the directory", "lock", "read the stamp", ….
+        during: &'static str,
+        /// The kind of the error.
+        kind: io::ErrorKind,
+        /// The error's message.
+        message: String,
+    },
+}
+
+impl Refusal {
+    pub(crate) fn io(during: &'static str, e: &io::Error) -> Refusal {
+        Refusal::Io {
+            during,
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::NewerRegime { found, ours } => {
+                write!(f, "stamp has newer regime {found} (this build: {ours})")
+            }
+            Refusal::MalformedStamp { content } => write!(f, "malformed regime stamp {content:?}"),
+            Refusal::Io {
+                during, message, ..
+            } => write!(f, "could not {during}: {message}"),
+        }
+    }
+}
+
+/// The outcome of one disk operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A lookup returned an entry.
+    Hit,
+    /// A lookup returned nothing, for this reason.
+    Miss(MissReason),
+    /// A store published its entry.
+    Stored,
+    /// The operation was refused; the directory was left as it was.
+    Refused(Refusal),
+    /// The key was `None` (no timing identity): nothing was done, not even creating the
+    /// directory, locking or reading the stamp.
+    Skipped,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Hit => f.write_str("hit"),
+            Outcome::Miss(r) => write!(f, "miss: {r}"),
+            Outcome::Stored => f.write_str("stored"),
+            Outcome::Refused(r) => write!(f, "refused: {r}"),
+            Outcome::Skipped => f.write_str("skipped (no key)"),
+        }
+    }
+}
+
+/// One disk operation as the recorders see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiskEvent {
+    /// Store or lookup.
+    pub op: Op,
+    /// The entry's filename space.
+    pub space: Space,
+    /// The cache directory, as the caller named it.
+    pub dir: PathBuf,
+    /// The key, or `None` when the caller had none.
+    pub key: Option<String>,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+thread_local! {
+    static RECORDERS: RefCell<Vec<Vec<DiskEvent>>> = const { RefCell::new(Vec::new()) };
+}
+
+struct Frame;
+
+impl Drop for Frame {
+    fn drop(&mut self) {
+        RECORDERS.with(|r| {
+            r.borrow_mut().pop();
+        });
+    }
+}
+
+/// Runs `f` and returns its result together with every disk operation it performed on this
+/// thread, in order. Recorders nest: an operation is seen by every recorder active on the
+/// thread, so an outer recorder also sees what an inner one saw. Operations on other threads
+/// are not recorded (so parallel tests never see each other's events). If `f` panics, the
+/// panic propagates and the recorder is discarded.
+pub fn record<R>(f: impl FnOnce() -> R) -> (R, Vec<DiskEvent>) {
+    RECORDERS.with(|r| r.borrow_mut().push(Vec::new()));
+    let frame = Frame;
+    let out = f();
+    let events = RECORDERS.with(|r| {
+        r.borrow_mut()
+            .last_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    });
+    drop(frame);
+    (out, events)
+}
+
+/// Process-wide counts of disk operation outcomes since the process started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskStats {
+    /// Lookups that returned an entry.
+    pub hits: u64,
+    /// Lookups that found no usable entry.
+    pub misses: u64,
+    /// Stores that published their entry.
+    pub stored: u64,
+    /// Stores and lookups the cache refused (filesystem refusal, newer or malformed stamp).
+    pub refused: u64,
+    /// Operations skipped because the key was `None`.
+    pub skipped: u64,
+}
+
+static COUNTS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+
+/// The process-wide outcome counters.
+pub fn stats() -> DiskStats {
+    let c = |i: usize| COUNTS[i].load(Ordering::Relaxed);
+    DiskStats {
+        hits: c(0),
+        misses: c(1),
+        stored: c(2),
+        refused: c(3),
+        skipped: c(4),
+    }
+}
+
+/// Reports one operation to the counters, the recorders and `tracing`.
+pub(crate) fn note(event: DiskEvent) {
+    let slot = match event.outcome {
+        Outcome::Hit => 0,
+        Outcome::Miss(_) => 1,
+        Outcome::Stored => 2,
+        Outcome::Refused(_) => 3,
+        Outcome::Skipped => 4,
+    };
+    COUNTS[slot].fetch_add(1, Ordering::Relaxed);
+    let key = event.key.as_deref().unwrap_or("-");
+    match &event.outcome {
+        Outcome::Refused(r) => tracing::warn!(
+            target: "schedule_cache::disk",
+            op = ?event.op, space = ?event.space, dir = %event.dir.display(), key,
+            reason = %r,
+            "cache operation refused; it will be a miss"
+        ),
+        Outcome::Miss(r) => tracing::debug!(
+            target: "schedule_cache::disk",
+            op = ?event.op, space = ?event.space, dir = %event.dir.display(), key,
+            reason = %r,
+            "cache miss"
+        ),
+        other => tracing::trace!(
+            target: "schedule_cache::disk",
+            op = ?event.op, space = ?event.space, dir = %event.dir.display(), key,
+            outcome = %other,
+            "cache operation"
+        ),
+    }
+    RECORDERS.with(|r| {
+        for frame in r.borrow_mut().iter_mut() {
+            frame.push(event.clone());
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(outcome: Outcome) -> DiskEvent {
+        DiskEvent {
+            op: Op::Lookup,
+            space: Space::Schedule,
+            dir: PathBuf::from("d"),
+            key: Some("k".into()),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn recorders_nest_and_outer_sees_inner() {
+        let ((), outer) = record(|| {
+            note(ev(Outcome::Hit));
+            let ((), inner) = record(|| note(ev(Outcome::Skipped)));
+            assert_eq!(inner, vec![ev(Outcome::Skipped)]);
+            note(ev(Outcome::Stored));
+        });
+        assert_eq!(
+            outer,
+            vec![ev(Outcome::Hit), ev(Outcome::Skipped), ev(Outcome::Stored)]
+        );
+    }
+
+    #[test]
+    fn a_panic_propagates_and_discards_the_recorder() {
+        let caught = std::panic::catch_unwind(|| record(|| panic!("user code")));
+        assert!(caught.is_err());
+        // The frame was popped: a fresh recorder starts empty and nothing leaks into it.
+        let ((), events) = record(|| ());
+        assert!(events.is_empty());
+        RECORDERS.with(|r| assert!(r.borrow().is_empty()));
+    }
+}

@@ -1,0 +1,142 @@
+//! Placement decisions as the disk store keeps them: which flips of the greedy inline
+//! refinement were accepted, and what shipped.
+
+use serde::{Deserialize, Serialize};
+
+use crate::DiskEntry;
+
+/// Payload format version of [`PlacementEntry`], independent of the schedule entry's version
+/// and of the regime version. Lookup treats an entry of another version as a miss.
+///
+/// History (one line per bump, with the reason; a test checks one line per version):
+/// - v1: initial format: version, digest, accepted flips (node, direction), shipped arm.
+pub const PLACEMENT_ENTRY_VERSION: u32 = 1;
+
+/// Which way a flip moved a node's placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Direction {
+    /// The node was materialized (given its own buffer).
+    Materialize,
+    /// The node was inlined into its consumers.
+    Inline,
+    /// The node was given a reduced footprint.
+    Footprint,
+}
+
+/// One accepted flip of the greedy inline refinement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Flip {
+    /// The node, by its index in the placement decision identity (`canonicalize_source`).
+    pub node: u32,
+    /// What the flip did to it.
+    pub direction: Direction,
+}
+
+/// What shipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Shipped {
+    /// Arm A, as the default policy decided it.
+    A,
+    /// Arm B: every embedded node of the loss materialized (re-derived from the loss at replay,
+    /// so the nodes need no structural address).
+    B,
+    /// Arm A refined by the accepted flips, applied in chain order.
+    Refined,
+}
+
+/// A placement decision saved for one placement decision identity.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementEntry {
+    /// Payload format version ([`PLACEMENT_ENTRY_VERSION`] when written by this build).
+    pub version: u32,
+    /// Digest of the placement decision identity the decision answers.
+    pub digest: String,
+    /// The accepted flips, in chain order.
+    pub flips: Vec<Flip>,
+    /// What shipped.
+    pub shipped: Shipped,
+}
+
+impl PlacementEntry {
+    /// An entry of the current version.
+    pub fn new(digest: impl Into<String>, flips: Vec<Flip>, shipped: Shipped) -> PlacementEntry {
+        PlacementEntry {
+            version: PLACEMENT_ENTRY_VERSION,
+            digest: digest.into(),
+            flips,
+            shipped,
+        }
+    }
+
+    /// The on-ship label of the decision: `"A"`, `"B"` or `"flip"`.
+    pub fn on_ship(&self) -> &'static str {
+        match self.shipped {
+            Shipped::A => "A",
+            Shipped::B => "B",
+            Shipped::Refined => "flip",
+        }
+    }
+}
+
+impl DiskEntry for PlacementEntry {
+    const VERSION: u32 = PLACEMENT_ENTRY_VERSION;
+    fn version(&self) -> u32 {
+        self.version
+    }
+    fn digest(&self) -> &str {
+        &self.digest
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn placement_version_has_a_history_line_per_bump() {
+        crate::disk::regime_history_check(
+            include_str!("placement.rs"),
+            "PLACEMENT_ENTRY_VERSION",
+            PLACEMENT_ENTRY_VERSION,
+        );
+    }
+
+    #[test]
+    fn on_ship_labels() {
+        let e = |s| PlacementEntry::new("d", vec![], s);
+        assert_eq!(e(Shipped::A).on_ship(), "A");
+        assert_eq!(e(Shipped::B).on_ship(), "B");
+        assert_eq!(e(Shipped::Refined).on_ship(), "flip");
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let text = "(version: 1, digest: \"d\", flips: [], shipped: A, extra: 3)";
+        assert!(ron::from_str::<PlacementEntry>(text).is_err());
+    }
+
+    fn direction() -> impl Strategy<Value = Direction> {
+        prop_oneof![
+            Just(Direction::Materialize),
+            Just(Direction::Inline),
+            Just(Direction::Footprint)
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn entries_round_trip_through_ron(
+            digest in "[0-9a-f]{1,64}",
+            flips in proptest::collection::vec((any::<u32>(), direction()), 0..20),
+            shipped in prop_oneof![Just(Shipped::A), Just(Shipped::B), Just(Shipped::Refined)],
+        ) {
+            let flips = flips.into_iter().map(|(node, direction)| Flip { node, direction }).collect();
+            let e = PlacementEntry::new(digest, flips, shipped);
+            let text = ron::ser::to_string_pretty(&e, ron::ser::PrettyConfig::default()).expect("encode");
+            prop_assert_eq!(ron::from_str::<PlacementEntry>(&text).expect("decode"), e);
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! The disk protocol in one process: no-op keys, directory creation, the regime stamp
+//! transitions and refusals, the permanent lock file, recorders and the staging sweep.
+
+mod disk_support;
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use disk_support::{DIGEST, key, payload, snapshot, staging_names};
+use schedule_cache::disk::{
+    self, CACHE_REGIME_VERSION, DiskCache, LOCK_FILE, Lookup, MissReason, Op, Outcome, Refusal,
+    STAMP_FILE, StoreOutcome,
+};
+use schedule_cache::placement::PlacementEntry;
+use schedule_cache::{CacheKey, Error};
+
+fn stamp(dir: &Path) -> String {
+    fs::read_to_string(dir.join(STAMP_FILE)).expect("stamp")
+}
+
+#[test]
+fn a_none_key_does_nothing_at_all() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("never");
+    let e = payload(1, 2, 3, 0);
+    let (results, events) = disk::record(|| {
+        (
+            disk::store(&dir, None, &e).expect("store"),
+            disk::lookup::<PlacementEntry>(&dir, None, DIGEST),
+        )
+    });
+    assert_eq!(results, (StoreOutcome::Skipped, None));
+    assert!(!dir.exists(), "a None key must not create the directory");
+    assert_eq!(events.len(), 2);
+    assert!(events.iter().all(|e| e.outcome == Outcome::Skipped && e.key.is_none()));
+
+    // Not even on a directory a newer build owns: no lock, no stamp change.
+    let owned = tmp.path().join("owned");
+    fs::create_dir(&owned).expect("mkdir");
+    fs::write(owned.join(STAMP_FILE), "999\n").expect("stamp");
+    let before = snapshot(tmp.path());
+    assert_eq!(disk::store(&owned, None, &e).expect("store"), StoreOutcome::Skipped);
+    assert_eq!(snapshot(tmp.path()), before);
+    assert!(!owned.join(LOCK_FILE).exists());
+}
+
+#[test]
+fn store_creates_parents_and_lookup_hits() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("a/b/c");
+    let k = key("cc-n1");
+    let e = payload(4, 5, 6, 10);
+    assert_eq!(disk::store(&dir, Some(&k), &e).expect("store"), StoreOutcome::Stored);
+    assert_eq!(stamp(&dir), format!("{CACHE_REGIME_VERSION}\n"));
+    assert!(dir.join(LOCK_FILE).is_file());
+    assert!(dir.join(format!("{k}.placement.ron")).is_file());
+    let (found, events) = disk::record(|| disk::lookup(&dir, Some(&k), DIGEST));
+    assert_eq!(found, Some(e));
+    assert_eq!(events[0].op, Op::Lookup);
+    assert_eq!(events[0].outcome, Outcome::Hit);
+    assert_eq!(events[0].key.as_deref(), Some(k.as_str()));
+    assert!(staging_names(&dir).is_empty(), "a completed write leaves no staging");
+}
+
+#[test]
+fn last_write_wins() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let k = key("lww");
+    for i in 0..3 {
+        disk::store(tmp.path(), Some(&k), &payload(i, 0, 0, i)).expect("store");
+    }
+    assert_eq!(disk::lookup(tmp.path(), Some(&k), DIGEST), Some(payload(2, 0, 0, 2)));
+}
+
+#[test]
+fn lookup_never_creates_the_directory_and_explains_the_miss() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("absent");
+    let k = key("x");
+    let (found, events) = disk::record(|| disk::lookup::<PlacementEntry>(&dir, Some(&k), DIGEST));
+    assert_eq!(found, None);
+    assert_eq!(events[0].outcome, Outcome::Miss(MissReason::NoDirectory));
+    assert!(!dir.exists());
+
+    fs::create_dir(&dir).expect("mkdir");
+    let probe = DiskCache::new(&dir).probe::<PlacementEntry>(Some(&k), DIGEST);
+    assert_eq!(probe, Lookup::Miss(MissReason::NoEntry));
+}
+
+#[test]
+fn an_absent_stamp_sweeps_every_entry_and_nothing_else() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    for name in [
+        "k1.ron",
+        "k2.placement.ron",
+        "README.txt",
+        ".hidden.ron",
+        "not.a.key.ron",
+    ] {
+        fs::write(dir.join(name), "x").expect("write");
+    }
+    fs::create_dir(dir.join("subdir.ron")).expect("mkdir");
+    let k = CacheKey::new("k2").expect("key");
+    let found = disk::lookup::<PlacementEntry>(dir, Some(&k), "k2");
+    assert_eq!(found, None);
+    assert!(!dir.join("k1.ron").exists());
+    assert!(!dir.join("k2.placement.ron").exists());
+    for kept in ["README.txt", ".hidden.ron", "not.a.key.ron", "subdir.ron"] {
+        assert!(dir.join(kept).exists(), "{kept} is not an entry and must survive");
+    }
+    assert_eq!(stamp(dir), format!("{CACHE_REGIME_VERSION}\n"));
+}
+
+#[test]
+fn an_older_stamp_sweeps_placement_entries_too() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let old = DiskCache::new(tmp.path()).with_regime(1);
+    let new = DiskCache::new(tmp.path()).with_regime(2);
+    let (k1, k2) = (key("one"), key("two"));
+    old.store(Some(&k1), &payload(1, 1, 1, 1)).expect("store");
+    old.store(Some(&k2), &payload(2, 2, 2, 2)).expect("store");
+    assert_eq!(stamp(tmp.path()), "1\n");
+    let (found, events) = disk::record(|| new.lookup::<PlacementEntry>(Some(&k1), DIGEST));
+    assert_eq!(found, None);
+    assert_eq!(events[0].outcome, Outcome::Miss(MissReason::NoEntry));
+    assert_eq!(stamp(tmp.path()), "2\n");
+    assert!(!tmp.path().join(format!("{k2}.placement.ron")).exists());
+    // An entry written after the transition survives later opens at the same regime.
+    new.store(Some(&k2), &payload(3, 3, 3, 3)).expect("store");
+    assert_eq!(new.lookup(Some(&k2), DIGEST), Some(payload(3, 3, 3, 3)));
+}
+
+#[test]
+fn newer_or_malformed_stamps_refuse_and_touch_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("c");
+    let k = key("k");
+    DiskCache::new(&dir)
+        .with_regime(5)
+        .store(Some(&k), &payload(1, 2, 3, 4))
+        .expect("store");
+    for (content, want) in [
+        (
+            "5\n",
+            Refusal::NewerRegime {
+                found: 5,
+                ours: 4,
+            },
+        ),
+        (
+            "five\n",
+            Refusal::MalformedStamp {
+                content: "five\n".into(),
+            },
+        ),
+    ] {
+        fs::write(dir.join(STAMP_FILE), content).expect("stamp");
+        let old = DiskCache::new(&dir).with_regime(4);
+        let before = snapshot(tmp.path());
+        let (out, events) = disk::record(|| {
+            (
+                old.store(Some(&k), &payload(9, 9, 9, 9)).expect("store"),
+                old.probe::<PlacementEntry>(Some(&k), DIGEST),
+            )
+        });
+        assert_eq!(out.0, StoreOutcome::Refused(want.clone()));
+        assert_eq!(out.1, Lookup::Refused(want.clone()));
+        assert_eq!(events[1].outcome, Outcome::Refused(want));
+        assert_eq!(snapshot(tmp.path()), before, "a refusal must touch nothing");
+    }
+}
+
+#[test]
+fn caller_mistakes_are_typed_errors_and_write_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("c");
+    let other = CacheKey::new("ffff-cc").expect("key");
+    let err = disk::store(&dir, Some(&other), &payload(1, 1, 1, 1)).expect_err("mismatch");
+    assert!(matches!(err, Error::KeyDigestMismatch { .. }), "{err}");
+    // A key that merely starts with the digest's characters is not prefixed by the digest.
+    let glued = CacheKey::new(&format!("{DIGEST}ff-cc")).expect("key");
+    assert!(disk::store(&dir, Some(&glued), &payload(1, 1, 1, 1)).is_err());
+    let mut stale = payload(1, 1, 1, 1);
+    stale.version = 0;
+    let err = disk::store(&dir, Some(&key("v")), &stale).expect_err("version");
+    assert!(matches!(err, Error::EntryVersion { found: 0, .. }), "{err}");
+    assert!(!dir.exists());
+}
+
+#[test]
+fn the_lock_file_is_permanent() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let k = key("k");
+    disk::store(dir, Some(&k), &payload(1, 1, 1, 1)).expect("store");
+    let ino = fs::metadata(dir.join(LOCK_FILE)).expect("lock").ino();
+    DiskCache::new(dir)
+        .with_regime(CACHE_REGIME_VERSION + 1)
+        .store(Some(&k), &payload(2, 2, 2, 2))
+        .expect("store");
+    DiskCache::new(dir).gc(Some(Duration::ZERO)).expect("gc");
+    let _ = disk::lookup::<PlacementEntry>(dir, Some(&k), DIGEST);
+    assert_eq!(fs::metadata(dir.join(LOCK_FILE)).expect("lock").ino(), ino);
+}
+
+/// The original's race test: a process holds the lock through a regime transition; a
+/// concurrent writer blocks on the lock and its entry survives the transition.
+#[test]
+fn a_writer_blocks_behind_a_transition_and_its_entry_survives() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let k_old = key("old");
+    let k_new = key("new");
+    DiskCache::new(dir)
+        .with_regime(1)
+        .store(Some(&k_old), &payload(1, 1, 1, 1))
+        .expect("store");
+
+    // Play the transitioning process by hand: an independent open of the lock file, locked.
+    let lock = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join(LOCK_FILE))
+        .expect("open lock");
+    lock.lock().expect("lock");
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let out = DiskCache::new(dir)
+                .with_regime(2)
+                .store(Some(&k_new), &payload(2, 2, 2, 2))
+                .expect("store");
+            done.store(true, Ordering::SeqCst);
+            out
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!done.load(Ordering::SeqCst), "the writer must wait for the lock");
+        // The transition: sweep every entry, then publish the new stamp, then release.
+        fs::remove_file(dir.join(format!("{k_old}.placement.ron"))).expect("sweep");
+        fs::write(dir.join(STAMP_FILE), "2\n").expect("stamp");
+        lock.unlock().expect("unlock");
+        assert_eq!(writer.join().expect("writer"), StoreOutcome::Stored);
+    });
+    let v2 = DiskCache::new(dir).with_regime(2);
+    assert_eq!(v2.lookup(Some(&k_new), DIGEST), Some(payload(2, 2, 2, 2)));
+    assert_eq!(v2.lookup::<PlacementEntry>(Some(&k_old), DIGEST), None);
+}
+
+#[test]
+fn stale_staging_is_swept_on_first_open_fresh_staging_is_kept() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let old_dir = dir.join(".atomicwriteDEAD01");
+    let fresh_dir = dir.join(".atomicwriteLIVE01");
+    for d in [&old_dir, &fresh_dir] {
+        fs::create_dir(d).expect("mkdir");
+        fs::write(d.join("tmpfile.tmp"), b"half an entr").expect("write");
+    }
+    let two_hours_ago = SystemTime::now() - Duration::from_secs(7200);
+    for p in [old_dir.join("tmpfile.tmp"), old_dir.clone()] {
+        fs::File::open(&p)
+            .expect("open")
+            .set_modified(two_hours_ago)
+            .expect("set mtime");
+    }
+    let _ = disk::lookup::<PlacementEntry>(dir, Some(&key("k")), DIGEST);
+    assert!(!old_dir.exists(), "a staging dir idle for two hours is crash-stale");
+    assert!(fresh_dir.exists(), "a fresh staging dir may belong to a live writer");
+    // The explicit sweep ignores the once-per-process rule.
+    let n = DiskCache::new(dir)
+        .with_stale_staging_after(Duration::ZERO)
+        .sweep_stale_staging()
+        .expect("sweep");
+    assert_eq!(n, 1);
+    assert!(staging_names(dir).is_empty());
+}
+
+#[test]
+fn gc_removes_old_entries_and_stale_staging_only() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let (k1, k2) = (key("a"), key("b"));
+    disk::store(dir, Some(&k1), &payload(1, 1, 1, 1)).expect("store");
+    disk::store(dir, Some(&k2), &payload(2, 2, 2, 2)).expect("store");
+    let path1 = dir.join(format!("{k1}.placement.ron"));
+    fs::File::options()
+        .write(true)
+        .open(&path1)
+        .expect("open")
+        .set_modified(SystemTime::now() - Duration::from_secs(3 * 86400))
+        .expect("mtime");
+    let report = DiskCache::new(dir)
+        .gc(Some(Duration::from_secs(86400)))
+        .expect("gc");
+    assert_eq!(report.entries_removed, 1);
+    assert!(!path1.exists());
+    assert_eq!(disk::lookup(dir, Some(&k2), DIGEST), Some(payload(2, 2, 2, 2)));
+    assert!(dir.join(LOCK_FILE).exists() && dir.join(STAMP_FILE).exists());
+}
+
+#[test]
+fn stats_count_outcomes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let before = disk::stats();
+    let k = key("s");
+    disk::store(tmp.path(), Some(&k), &payload(1, 1, 1, 1)).expect("store");
+    let _ = disk::lookup::<PlacementEntry>(tmp.path(), Some(&k), DIGEST);
+    let _ = disk::lookup::<PlacementEntry>(tmp.path(), Some(&k), "other");
+    let after = disk::stats();
+    // Other tests run in parallel threads, so only lower bounds hold.
+    assert!(after.stored > before.stored);
+    assert!(after.hits > before.hits);
+    assert!(after.misses > before.misses);
+}

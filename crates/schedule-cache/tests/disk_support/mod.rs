@@ -1,0 +1,135 @@
+//! Helpers shared by the `disk_*` integration tests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+
+use schedule_cache::CacheKey;
+use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+
+/// The digest every test entry uses (the first key component).
+pub const DIGEST: &str = "5eed0000aa";
+
+/// A key `DIGEST-<rest>`.
+pub fn key(rest: &str) -> CacheKey {
+    CacheKey::new(&format!("{DIGEST}-{rest}")).expect("valid key")
+}
+
+/// A placement entry whose flips encode `(a, b, c)` followed by `extra` flips derived from
+/// them, so [`decode_payload`] can tell whether an entry is one some writer produced whole.
+pub fn payload(a: u32, b: u32, c: u32, extra: u32) -> PlacementEntry {
+    let dir = |x: u32| match x % 3 {
+        0 => Direction::Materialize,
+        1 => Direction::Inline,
+        _ => Direction::Footprint,
+    };
+    let mut flips = vec![
+        Flip { node: a, direction: Direction::Materialize },
+        Flip { node: b, direction: Direction::Inline },
+        Flip { node: c, direction: Direction::Footprint },
+        Flip { node: extra, direction: Direction::Materialize },
+    ];
+    let mut x = a.wrapping_mul(2_654_435_761) ^ b.wrapping_mul(40_503) ^ c ^ extra;
+    for _ in 0..extra {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        flips.push(Flip { node: x, direction: dir(x) });
+    }
+    let shipped = match (a + b + c) % 3 {
+        0 => Shipped::A,
+        1 => Shipped::B,
+        _ => Shipped::Refined,
+    };
+    PlacementEntry::new(DIGEST, flips, shipped)
+}
+
+/// `(a, b, c)` if `e` is exactly `payload(a, b, c, extra)` for the numbers it records.
+pub fn decode_payload(e: &PlacementEntry) -> Option<(u32, u32, u32)> {
+    let [a, b, c, extra] = [0, 1, 2, 3].map(|i| e.flips.get(i).map(|f| f.node));
+    let (a, b, c, extra) = (a?, b?, c?, extra?);
+    (payload(a, b, c, extra) == *e).then_some((a, b, c))
+}
+
+/// Every file under `root` (recursively) with its content; directories as empty markers.
+pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    fn walk(p: &Path, out: &mut BTreeMap<PathBuf, Option<Vec<u8>>>) {
+        let Ok(rd) = fs::read_dir(p) else { return };
+        for item in rd.flatten() {
+            let path = item.path();
+            if item.file_type().is_ok_and(|t| t.is_dir()) {
+                out.insert(path.clone(), None);
+                walk(&path, out);
+            } else {
+                out.insert(path.clone(), Some(fs::read(&path).unwrap_or_default()));
+            }
+        }
+    }
+    walk(root, &mut out);
+    out
+}
+
+/// Names in `dir` that start with the staging prefix.
+pub fn staging_names(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .filter(|n| schedule_cache::disk::is_staging(n))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Child processes killed (SIGKILL) and reaped when dropped, so a failing test never leaks
+/// workers.
+#[derive(Default)]
+pub struct Children(pub Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A small deterministic generator (xorshift64*), seeded per test run from the clock and pid
+/// and printed, so a failure can be rerun with the same seed via `KCACHE_TEST_SEED`.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn from_env_or_clock() -> Rng {
+        let seed = std::env::var("KCACHE_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1);
+                t ^ u64::from(std::process::id()) << 32
+            });
+        eprintln!("seed: KCACHE_TEST_SEED={seed}");
+        Rng::new(seed)
+    }
+
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
