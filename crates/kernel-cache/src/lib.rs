@@ -1,3 +1,66 @@
-//! kernel-cache (under construction).
+//! An in-memory, byte-weighted cache of compiled kernel programs, and the driver that
+//! fills it.
+//!
+//! A compiler backend renders kernels, compiles groups of them into programs (shared
+//! objects, modules) and looks each kernel up by symbol. [`KernelCache`] keeps those
+//! programs keyed by kernel key (kernels that differ only in the
+//! names they own share a key), evicting the oldest groups past a byte capacity.
+//! [`resolve`] answers a whole batch: lock-free lookups first, then one compile per
+//! option list of the missing kernels, one representative per distinct key;
+//! [`resolve_split`] additionally cuts large compiles into programs compiled at once on
+//! several threads. [`with_cold_caches`] gives tests a cold cache without leaking into
+//! other tests.
+//!
+//! The backend is a trait ([`Backend`], optionally [`SplitBackend`]); this crate never
+//! compiles anything itself. `cc-backend` is the reference backend (C via the system
+//! compiler).
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, resolve};
+//!
+//! /// A toy backend whose "program" is the upper-cased text of its kernels.
+//! struct Upper;
+//! impl Backend for Upper {
+//!     type Source = String;
+//!     type Program = Vec<(String, String)>;
+//!     type Error = Infallible;
+//!     fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<Self::Program>, Infallible> {
+//!         let program: Vec<_> = g.kernels.iter()
+//!             .map(|k| (k.symbol.clone(), k.source.to_uppercase()))
+//!             .collect();
+//!         Ok(Compiled { weight: 100, program })
+//!     }
+//! }
+//!
+//! let kernel = |key: &str, symbol: &str| BatchKernel {
+//!     key: key.to_string(), options: vec![], symbol: symbol.to_string(), source: "x+1".to_string(),
+//! };
+//! let cache = KernelCache::new(1 << 20);
+//! // `b` has the same key as `a` (a renamed twin): one representative is compiled.
+//! let answers = resolve(&cache, &[kernel("k1", "a"), kernel("k1", "b")], &Upper).unwrap();
+//! assert_eq!(&*answers[1].symbol, "a");
+//! assert!(answers[0].same_program(&answers[1]));
+//! // Resolving again is all hits.
+//! let again = resolve(&cache, &[kernel("k1", "c")], &Upper).unwrap();
+//! assert!(again[0].same_program(&answers[0]));
+//! assert_eq!(cache.stats().hits, 1);
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+mod backend;
+mod cache;
+mod census;
+mod cold;
+mod error;
+mod partition;
+mod resolve;
+
+pub use backend::{Backend, BatchKernel, Compiled, Group, SplitBackend};
+pub use cache::{CacheStats, KernelCache, Resolved};
+pub use census::{Census, with_census};
+pub use cold::with_cold_caches;
+pub use error::{Error, Stage};
+pub use partition::{Split, chunks, current_split_override, programs_for, with_split_override};
+pub use resolve::{CompileRecord, compile_record, resolve, resolve_split};

@@ -1,0 +1,292 @@
+//! The backend: [`CcBackend`] writes a program's kernels to one C file, compiles it
+//! with the system C compiler and loads the result.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kernel_cache::{Backend, Compiled, Group, Split, SplitBackend};
+
+use crate::error::CcError;
+use crate::program::CcProgram;
+
+/// The flags every compile uses, ahead of the group's option list.
+pub const BASE_FLAGS: &[&str] = &["-O2", "-shared", "-fPIC"];
+
+/// The C signature every kernel has; `{name}` is the kernel's symbol.
+pub const KERNEL_SIGNATURE: &str = "void {name}(float *out, const float *a, const float *b, int n)";
+
+/// A kernel-cache backend that compiles C kernels with the system C compiler.
+///
+/// Each program is one C file, `cc -O2 -shared -fPIC <options> -o prog.so prog.c -lm`,
+/// in a fresh directory of the work directory (removed when the program is dropped).
+/// Kernels are C text defining a function of [`KERNEL_SIGNATURE`] under the kernel's
+/// symbol; the file declares that prototype for each symbol first, so a kernel of
+/// another type fails to compile. `<math.h>`, `<stddef.h>` and `<stdint.h>` are
+/// included. The compiler is `$CC` when set (split on white space: a command and its
+/// leading arguments), else `cc`.
+///
+/// Its [`Split`] defaults to as many programs as the machine has cores, of at least 8
+/// kernels each.
+#[derive(Debug)]
+pub struct CcBackend {
+    compiler: Vec<OsString>,
+    work_dir: PathBuf,
+    split: Split,
+    identity: String,
+    programs_compiled: AtomicU64,
+    kernels_compiled: AtomicU64,
+}
+
+/// A program between [`SplitBackend::prepare`] and [`SplitBackend::finish`]: its
+/// directory, with the C file written and (after compile) the shared object built.
+#[derive(Debug)]
+pub struct PreparedProgram {
+    dir: tempfile::TempDir,
+    c_path: PathBuf,
+    so_path: PathBuf,
+    options: Vec<String>,
+    symbols: Vec<String>,
+}
+
+fn is_c_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl CcBackend {
+    /// A backend using `$CC` (or `cc`) and the system's temporary directory.
+    ///
+    /// Runs `<compiler> --version` once; errors with [`CcError::Spawn`] when the
+    /// compiler cannot be run.
+    pub fn new() -> Result<CcBackend, CcError> {
+        let command = std::env::var("CC")
+            .ok()
+            .filter(|c| !c.trim().is_empty())
+            .unwrap_or_else(|| "cc".to_string());
+        Self::with_compiler(&command)
+    }
+
+    /// A backend using `command` (a program and its leading arguments, separated by
+    /// white space) as the C compiler.
+    pub fn with_compiler(command: &str) -> Result<CcBackend, CcError> {
+        let compiler: Vec<OsString> = command.split_whitespace().map(OsString::from).collect();
+        let spawn_error = |source| CcError::Spawn {
+            compiler: command.to_string(),
+            source,
+        };
+        let (program, args) = compiler
+            .split_first()
+            .ok_or_else(|| spawn_error(std::io::Error::other("empty compiler command")))?;
+        let output = Command::new(program)
+            .args(args)
+            .arg("--version")
+            .output()
+            .map_err(spawn_error)?;
+        let version = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Ok(CcBackend {
+            identity: format!("{command}\n{version}\n{}", BASE_FLAGS.join(" ")),
+            compiler,
+            work_dir: std::env::temp_dir(),
+            split: Split::new(cores, 8),
+            programs_compiled: AtomicU64::new(0),
+            kernels_compiled: AtomicU64::new(0),
+        })
+    }
+
+    /// The same backend, cutting its compiles by `split`.
+    pub fn with_split(mut self, split: Split) -> CcBackend {
+        self.split = split;
+        self
+    }
+
+    /// The same backend, compiling in fresh directories under `dir` (which must exist).
+    pub fn with_work_dir(mut self, dir: impl Into<PathBuf>) -> CcBackend {
+        self.work_dir = dir.into();
+        self
+    }
+
+    /// What identifies this backend's output: the compiler command, the first line of
+    /// its `--version` and the base flags. Put it in every key (see
+    /// [`kernel_cache::kernel_key`]) so kernels compiled by another compiler never hit.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Programs this backend has compiled (successfully or not) so far.
+    pub fn programs_compiled(&self) -> u64 {
+        self.programs_compiled.load(Ordering::Relaxed)
+    }
+
+    /// Kernels this backend has compiled so far (one per kernel of each program).
+    pub fn kernels_compiled(&self) -> u64 {
+        self.kernels_compiled.load(Ordering::Relaxed)
+    }
+
+    /// Compiles `kernels` (`(symbol, C text)` pairs) under `options` into one loaded
+    /// program, without any cache.
+    pub fn compile_program(
+        &self,
+        kernels: &[(&str, &str)],
+        options: &[String],
+    ) -> Result<CcProgram, CcError> {
+        let mut prepared = self.prepare_parts(kernels, options, "")?;
+        self.run_compiler(&mut prepared)?;
+        self.load(prepared)
+    }
+
+    fn prepare_parts(
+        &self,
+        kernels: &[(&str, &str)],
+        options: &[String],
+        header: &str,
+    ) -> Result<PreparedProgram, CcError> {
+        for (symbol, _) in kernels {
+            if !is_c_identifier(symbol) {
+                return Err(CcError::InvalidSymbol(symbol.to_string()));
+            }
+        }
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| CcError::Io { path, source }
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("kcache-cc-")
+            .tempdir_in(&self.work_dir)
+            .map_err(io(&self.work_dir))?;
+        let c_path = dir.path().join("program.c");
+        let so_path = dir.path().join("program.so");
+        let mut text = String::new();
+        let _ = writeln!(
+            text,
+            "/* cc-backend program{header}: {} kernels */",
+            kernels.len()
+        );
+        text.push_str("#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n\n");
+        for (symbol, _) in kernels {
+            let _ = writeln!(text, "{};", KERNEL_SIGNATURE.replace("{name}", symbol));
+        }
+        for (symbol, code) in kernels {
+            let _ = write!(text, "\n/* kernel {symbol} */\n{code}\n");
+        }
+        std::fs::write(&c_path, text).map_err(io(&c_path))?;
+        Ok(PreparedProgram {
+            dir,
+            c_path,
+            so_path,
+            options: options.to_vec(),
+            symbols: kernels.iter().map(|(s, _)| s.to_string()).collect(),
+        })
+    }
+
+    fn run_compiler(&self, prepared: &mut PreparedProgram) -> Result<(), CcError> {
+        self.programs_compiled.fetch_add(1, Ordering::Relaxed);
+        self.kernels_compiled
+            .fetch_add(prepared.symbols.len() as u64, Ordering::Relaxed);
+        let spawn_error = |source| CcError::Spawn {
+            compiler: self
+                .compiler
+                .iter()
+                .map(|c| c.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" "),
+            source,
+        };
+        let (program, args) = self
+            .compiler
+            .split_first()
+            .ok_or_else(|| spawn_error(std::io::Error::other("empty compiler command")))?;
+        let output = Command::new(program)
+            .args(args)
+            .args(BASE_FLAGS)
+            .args(&prepared.options)
+            .arg("-o")
+            .arg(&prepared.so_path)
+            .arg(&prepared.c_path)
+            .arg("-lm")
+            .current_dir(prepared.dir.path())
+            .output()
+            .map_err(spawn_error)?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(CcError::Compiler {
+                status: output.status.to_string(),
+                stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+                symbols: prepared.symbols.clone(),
+            })
+        }
+    }
+
+    fn load(&self, prepared: PreparedProgram) -> Result<CcProgram, CcError> {
+        CcProgram::load(prepared.dir, prepared.so_path, prepared.symbols)
+    }
+}
+
+impl Backend for CcBackend {
+    type Source = String;
+    type Program = CcProgram;
+    type Error = CcError;
+
+    fn compile_group(&self, group: &Group<'_, String>) -> Result<Compiled<CcProgram>, CcError> {
+        let mut prepared = self.prepare(group)?;
+        self.compile(&mut prepared)?;
+        self.finish(prepared)
+    }
+}
+
+impl SplitBackend for CcBackend {
+    type Prepared = PreparedProgram;
+
+    fn split(&self) -> Split {
+        self.split
+    }
+
+    fn prepare(&self, group: &Group<'_, String>) -> Result<PreparedProgram, CcError> {
+        let kernels: Vec<(&str, &str)> = group
+            .kernels
+            .iter()
+            .map(|k| (k.symbol.as_str(), k.source.as_str()))
+            .collect();
+        let header = format!(" {} of {}", group.index, group.n_groups);
+        self.prepare_parts(&kernels, group.options, &header)
+    }
+
+    fn compile(&self, prepared: &mut PreparedProgram) -> Result<(), CcError> {
+        self.run_compiler(prepared)
+    }
+
+    fn finish(&self, prepared: PreparedProgram) -> Result<Compiled<CcProgram>, CcError> {
+        let program = self.load(prepared)?;
+        Ok(Compiled {
+            weight: program.size(),
+            program,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_identifiers() {
+        assert!(is_c_identifier("k_1"));
+        assert!(is_c_identifier("_x"));
+        assert!(!is_c_identifier("1k"));
+        assert!(!is_c_identifier(""));
+        assert!(!is_c_identifier("a b"));
+        assert!(!is_c_identifier("a);int x("));
+    }
+}

@@ -1,0 +1,162 @@
+//! How a batch's kernels are cut into programs: [`Split`], [`programs_for`],
+//! [`chunks`], and the test override [`with_split_override`].
+
+use std::cell::Cell;
+
+/// How a backend that can split its compiles cuts one option list's kernels into
+/// programs compiled at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Split {
+    /// The most programs one option list's kernels are cut into.
+    pub max_programs: usize,
+    /// The fewest kernels a program should hold (0 counts as 1).
+    pub min_kernels: usize,
+}
+
+impl Split {
+    /// Never split: every option list compiles as one program.
+    pub const WHOLE: Split = Split {
+        max_programs: 1,
+        min_kernels: 1,
+    };
+
+    /// Up to `max_programs` programs of at least `min_kernels` kernels each.
+    pub const fn new(max_programs: usize, min_kernels: usize) -> Self {
+        Split {
+            max_programs,
+            min_kernels,
+        }
+    }
+}
+
+/// How many programs `n` kernels of one option list compile as:
+/// `min(max_programs, n / min_kernels)`, at least 1, at most `n` (so 0 for `n == 0`).
+///
+/// ```
+/// use kernel_cache::{Split, programs_for};
+/// assert_eq!(programs_for(Split::new(2, 8), 64), 2);
+/// assert_eq!(programs_for(Split::new(4, 8), 20), 2);
+/// assert_eq!(programs_for(Split::new(4, 8), 5), 1);
+/// ```
+pub fn programs_for(split: Split, n: usize) -> usize {
+    let by_size = n / split.min_kernels.max(1);
+    split.max_programs.min(by_size).max(1).min(n)
+}
+
+/// `idxs` cut into `k` contiguous runs balanced by count (run `t` is
+/// `idxs[t * n / k .. (t + 1) * n / k]`), empty runs dropped. Concatenated, the runs
+/// are `idxs`; their lengths differ by at most one. `k == 0` counts as 1.
+///
+/// ```
+/// use kernel_cache::chunks;
+/// assert_eq!(chunks(2, &[1, 2, 3, 4, 5]), vec![&[1, 2][..], &[3, 4, 5][..]]);
+/// assert_eq!(chunks(4, &[1, 2]).len(), 2);
+/// ```
+pub fn chunks<T>(k: usize, idxs: &[T]) -> Vec<&[T]> {
+    let k = k.max(1) as u128;
+    let n = idxs.len() as u128;
+    let bound = |t: u128| (t * n / k) as usize;
+    (0..k)
+        .map(|t| &idxs[bound(t)..bound(t + 1)])
+        .filter(|run| !run.is_empty())
+        .collect()
+}
+
+thread_local! {
+    static OVERRIDE: Cell<Option<Split>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with `split` in place of whatever a backend's configuration would give,
+/// for tests that compare a split compile with a whole one in one process. Applies to
+/// [`resolve_split`](crate::resolve_split) calls made on this thread inside `f`;
+/// nests (the innermost wins) and is undone on return and on panic.
+pub fn with_split_override<R>(split: Split, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Split>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OVERRIDE.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(OVERRIDE.with(|o| o.replace(Some(split))));
+    f()
+}
+
+/// The split [`with_split_override`] put in place on this thread, if any.
+pub fn current_split_override() -> Option<Split> {
+    OVERRIDE.with(Cell::get)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn programs_for_edges() {
+        assert_eq!(programs_for(Split::new(2, 8), 0), 0);
+        assert_eq!(programs_for(Split::new(0, 8), 64), 1);
+        assert_eq!(programs_for(Split::new(8, 0), 3), 3);
+        assert_eq!(programs_for(Split::WHOLE, 100), 1);
+    }
+
+    #[test]
+    fn override_nests_and_restores_on_panic() {
+        assert_eq!(current_split_override(), None);
+        with_split_override(Split::new(2, 1), || {
+            with_split_override(Split::WHOLE, || {
+                assert_eq!(current_split_override(), Some(Split::WHOLE));
+            });
+            assert_eq!(current_split_override(), Some(Split::new(2, 1)));
+            let r =
+                std::panic::catch_unwind(|| with_split_override(Split::new(3, 1), || panic!("x")));
+            assert!(r.is_err());
+            assert_eq!(current_split_override(), Some(Split::new(2, 1)));
+        });
+        assert_eq!(current_split_override(), None);
+    }
+
+    proptest! {
+        #[test]
+        fn programs_for_is_bounded(max in 0usize..20, min in 0usize..20, n in 0usize..500) {
+            let k = programs_for(Split::new(max, min), n);
+            if n == 0 {
+                prop_assert_eq!(k, 0);
+            } else {
+                prop_assert!(k >= 1 && k <= n);
+                prop_assert!(k <= max.max(1));
+                // Every program holds at least min_kernels kernels unless only one is made.
+                if k > 1 {
+                    prop_assert!(n / k >= min.max(1));
+                }
+            }
+        }
+
+        #[test]
+        fn chunks_cover_in_order_and_balance(k in 0usize..40, n in 0usize..300) {
+            let idxs: Vec<usize> = (0..n).map(|i| i * 3 + 1).collect();
+            let runs = chunks(k, &idxs);
+            // Coverage and order: the runs concatenate back to the input.
+            let joined: Vec<usize> = runs.iter().flat_map(|r| r.iter().copied()).collect();
+            prop_assert_eq!(&joined, &idxs);
+            // No empty run; as many runs as possible up to k.
+            prop_assert!(runs.iter().all(|r| !r.is_empty()));
+            prop_assert_eq!(runs.len(), k.max(1).min(n));
+            // Balance: lengths differ by at most one.
+            if let (Some(lo), Some(hi)) = (runs.iter().map(|r| r.len()).min(), runs.iter().map(|r| r.len()).max()) {
+                prop_assert!(hi - lo <= 1);
+            }
+        }
+
+        #[test]
+        fn chunks_of_programs_for_respect_min_kernels(max in 1usize..10, min in 1usize..10, n in 1usize..200) {
+            let split = Split::new(max, min);
+            let idxs: Vec<usize> = (0..n).collect();
+            let runs = chunks(programs_for(split, n), &idxs);
+            if runs.len() > 1 {
+                prop_assert!(runs.iter().all(|r| r.len() >= min));
+            }
+            prop_assert!(runs.len() <= max);
+        }
+    }
+}

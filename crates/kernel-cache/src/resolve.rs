@@ -1,0 +1,372 @@
+//! The compile driver: [`resolve`] for any [`Backend`], [`resolve_split`] for a
+//! [`SplitBackend`], and the process-wide [`CompileRecord`].
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use crate::backend::{Backend, BatchKernel, Compiled, Group, SplitBackend};
+use crate::cache::{KernelCache, Resolved, lock};
+use crate::census::{self, Census};
+use crate::error::{Error, Stage};
+use crate::partition::{chunks, current_split_override, programs_for};
+
+/// What split-capable backends have compiled in this process, as counters.
+///
+/// Counts only grow; tests compare a value read before with one read after (other
+/// threads of the process may add to them meanwhile).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompileRecord {
+    /// Resolves of a [`SplitBackend`] that compiled anything, split or not (also with
+    /// the cache disabled).
+    pub split_capable_compiles: u64,
+    /// Of those, the ones whose compiles went through the concurrent path.
+    pub concurrent_resolves: u64,
+    /// Programs compiled through the concurrent path.
+    pub concurrent_programs: u64,
+}
+
+static SPLIT_CAPABLE: AtomicU64 = AtomicU64::new(0);
+static CONCURRENT_RESOLVES: AtomicU64 = AtomicU64::new(0);
+static CONCURRENT_PROGRAMS: AtomicU64 = AtomicU64::new(0);
+
+/// The process-wide [`CompileRecord`] now. A test gates its split claims on
+/// `split_capable_compiles` growing rather than on a backend's name.
+pub fn compile_record() -> CompileRecord {
+    CompileRecord {
+        split_capable_compiles: SPLIT_CAPABLE.load(Ordering::Relaxed),
+        concurrent_resolves: CONCURRENT_RESOLVES.load(Ordering::Relaxed),
+        concurrent_programs: CONCURRENT_PROGRAMS.load(Ordering::Relaxed),
+    }
+}
+
+/// Answers, per kernel of `batch`, the program holding its code and the symbol to find
+/// it by, compiling what the cache does not hold.
+///
+/// Every kernel is first looked up without the compile lock. If any missed, the
+/// cache's compile lock is taken, the misses are looked up again (another thread may
+/// just have published them) and the rest are compiled there: one representative per
+/// distinct key (the first in batch order; the others share its program and symbol),
+/// grouped by option list in order of first appearance, one
+/// [`compile_group`](Backend::compile_group) per group. A group is published only after
+/// its compile returned: a failing group publishes nothing, groups before it stay
+/// published, and the error is returned; the next resolve compiles those kernels
+/// afresh. [`before_compile`](Backend::before_compile) runs under the lock ahead of the
+/// compiles, also when nothing is left to compile (an all-hit batch takes the lock only
+/// with [`always_lock`](Backend::always_lock)). The kernels the lookups answered are
+/// added to every enclosing [`with_census`](crate::with_census) scope, once per call.
+/// A panic in backend code propagates (the cache stays consistent).
+///
+/// The returned vector has one entry per kernel, in batch order.
+pub fn resolve<B: Backend>(
+    cache: &KernelCache<B::Program>,
+    batch: &[BatchKernel<B::Source>],
+    backend: &B,
+) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
+    drive(cache, batch, backend, |groups, answers, census| {
+        compile_whole(cache, batch, backend, groups, answers, census)
+    })
+}
+
+/// [`resolve`] for a backend that can split its compiles.
+///
+/// Each option list's representatives are cut into
+/// [`programs_for`]`(split, n)` contiguous [`chunks`], where `split` is
+/// [`current_split_override`] or else the backend's [`split`](SplitBackend::split).
+/// When no option list is cut, the compile is [`resolve`]'s, through
+/// [`compile_group`](Backend::compile_group). When any is, every program of the batch
+/// (numbered in batch order, `n_groups` counting them all) is
+/// [prepared](SplitBackend::prepare), then [compiled](SplitBackend::compile) at once -
+/// the first on the calling thread, the others on threads of their own, every one
+/// joined before this returns - still under the lock; then each that succeeded is
+/// [finished](SplitBackend::finish) and published in batch order, and the first
+/// failure in batch order is returned. A panic in any compile thread is resumed on the
+/// calling thread after the successful programs were published. Splitting changes
+/// neither a key nor what a published value means: a kernel's program holds its own
+/// code under its own option list, beside fewer companions.
+///
+/// Every call that compiles anything is counted in [`compile_record`].
+pub fn resolve_split<B: SplitBackend>(
+    cache: &KernelCache<B::Program>,
+    batch: &[BatchKernel<B::Source>],
+    backend: &B,
+) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
+    drive(cache, batch, backend, |groups, answers, census| {
+        SPLIT_CAPABLE.fetch_add(1, Ordering::Relaxed);
+        let split = current_split_override().unwrap_or_else(|| backend.split());
+        let programs: Vec<OptionGroup<'_>> = groups
+            .iter()
+            .flat_map(|(options, reps)| {
+                chunks(programs_for(split, reps.len()), reps)
+                    .into_iter()
+                    .map(move |run| (*options, run.to_vec()))
+            })
+            .collect();
+        if programs.len() == groups.len() {
+            compile_whole(cache, batch, backend, groups, answers, census)
+        } else {
+            CONCURRENT_RESOLVES.fetch_add(1, Ordering::Relaxed);
+            CONCURRENT_PROGRAMS.fetch_add(programs.len() as u64, Ordering::Relaxed);
+            compile_concurrent(cache, batch, backend, programs, answers, census)
+        }
+    })
+}
+
+/// An option list and the batch indices of the representatives compiled under it.
+type OptionGroup<'a> = (&'a [String], Vec<usize>);
+
+/// Per kernel: the answer, once known.
+type Answers<P> = Vec<Option<Resolved<P>>>;
+
+/// Lookups, lock, re-lookup, representatives and grouping, accounting; `compile`
+/// compiles the groups and fills the answers of the representatives it published.
+fn drive<'a, B, F>(
+    cache: &KernelCache<B::Program>,
+    batch: &'a [BatchKernel<B::Source>],
+    backend: &B,
+    compile: F,
+) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>>
+where
+    B: Backend,
+    F: FnOnce(
+        Vec<OptionGroup<'a>>,
+        &mut Answers<B::Program>,
+        &mut Census,
+    ) -> Result<(), Error<B::Error>>,
+{
+    let n = batch.len() as u64;
+    let capacity = cache.capacity();
+    let mut answers: Answers<B::Program> = batch
+        .iter()
+        .map(|k| cache.lookup(&k.key, capacity))
+        .collect();
+    let mut reused = answers.iter().filter(|a| a.is_some()).count() as u64;
+    if reused == n && !backend.always_lock() {
+        cache.count(reused, 0);
+        census::note(Census {
+            kernels_reused: reused,
+            resolves: 1,
+            ..Census::default()
+        });
+        return Ok(answers.into_iter().flatten().collect());
+    }
+
+    let _compile_lock = lock(&cache.compile_lock);
+    let capacity = cache.capacity();
+    for (answer, kernel) in answers.iter_mut().zip(batch) {
+        if answer.is_none() {
+            *answer = cache.lookup(&kernel.key, capacity);
+            reused += u64::from(answer.is_some());
+        }
+    }
+    let mut census = Census {
+        kernels_reused: reused,
+        resolves: 1,
+        ..Census::default()
+    };
+    let outcome = (|| {
+        backend.before_compile().map_err(Error::BeforeCompile)?;
+        let mut rep_of: HashMap<&str, usize> = HashMap::new();
+        let mut group_of: HashMap<&[String], usize> = HashMap::new();
+        let mut groups: Vec<OptionGroup<'a>> = Vec::new();
+        let mut twins: Vec<(usize, usize)> = Vec::new();
+        for (i, kernel) in batch.iter().enumerate() {
+            if answers[i].is_some() {
+                continue;
+            }
+            if let Some(&rep) = rep_of.get(kernel.key.as_str()) {
+                twins.push((i, rep));
+                continue;
+            }
+            rep_of.insert(&kernel.key, i);
+            let g = *group_of.entry(&kernel.options).or_insert_with(|| {
+                groups.push((&kernel.options, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(i);
+        }
+        if !groups.is_empty() {
+            compile(groups, &mut answers, &mut census)?;
+        }
+        for (i, rep) in twins {
+            answers[i] = answers[rep].clone();
+        }
+        Ok(())
+    })();
+    cache.count(reused, n - reused);
+    census::note(census);
+    outcome?;
+    Ok(answers
+        .into_iter()
+        .map(|a| a.expect("every kernel is a hit, a compiled representative or its twin"))
+        .collect())
+}
+
+fn group_of<'a, S>(
+    batch: &'a [BatchKernel<S>],
+    index: usize,
+    n_groups: usize,
+    options: &'a [String],
+    idxs: &[usize],
+) -> Group<'a, S> {
+    Group {
+        index,
+        n_groups,
+        options,
+        kernels: idxs.iter().map(|&i| &batch[i]).collect(),
+    }
+}
+
+fn symbols<S>(group: &Group<'_, S>) -> Vec<String> {
+    group.kernels.iter().map(|k| k.symbol.clone()).collect()
+}
+
+/// Publishes `compiled` as one group and answers its representatives.
+fn publish<P: Send + Sync + 'static, S>(
+    cache: &KernelCache<P>,
+    group: &Group<'_, S>,
+    idxs: &[usize],
+    compiled: Compiled<P>,
+    answers: &mut Answers<P>,
+    census: &mut Census,
+) {
+    let program = Arc::new(compiled.program);
+    let mut entries = Vec::with_capacity(idxs.len());
+    for (&i, kernel) in idxs.iter().zip(&group.kernels) {
+        let value = Resolved::new(Arc::clone(&program), kernel.symbol.as_str());
+        answers[i] = Some(value.clone());
+        entries.push((kernel.key.clone(), value));
+    }
+    cache.publish(entries, compiled.weight);
+    census.programs_compiled += 1;
+    census.kernels_compiled += idxs.len() as u64;
+}
+
+fn compile_whole<B: Backend>(
+    cache: &KernelCache<B::Program>,
+    batch: &[BatchKernel<B::Source>],
+    backend: &B,
+    groups: Vec<OptionGroup<'_>>,
+    answers: &mut Answers<B::Program>,
+    census: &mut Census,
+) -> Result<(), Error<B::Error>> {
+    let n_groups = groups.len();
+    for (index, (options, idxs)) in groups.into_iter().enumerate() {
+        let group = group_of(batch, index, n_groups, options, &idxs);
+        let compiled = backend
+            .compile_group(&group)
+            .map_err(|source| Error::Compile {
+                stage: Stage::CompileGroup,
+                program: index,
+                programs: n_groups,
+                symbols: symbols(&group),
+                source,
+            })?;
+        publish(cache, &group, &idxs, compiled, answers, census);
+    }
+    Ok(())
+}
+
+/// A program between prepare and finish on the concurrent path.
+enum Slot<T, E> {
+    Ready(T),
+    Failed(Stage, E),
+}
+
+/// What a compile thread returned: `None` when there was nothing to compile (prepare
+/// failed), or the panic it raised.
+type Joined<E> = thread::Result<Option<Result<(), E>>>;
+
+fn compile_concurrent<B: SplitBackend>(
+    cache: &KernelCache<B::Program>,
+    batch: &[BatchKernel<B::Source>],
+    backend: &B,
+    programs: Vec<OptionGroup<'_>>,
+    answers: &mut Answers<B::Program>,
+    census: &mut Census,
+) -> Result<(), Error<B::Error>> {
+    let n_programs = programs.len();
+    let groups: Vec<(Group<'_, B::Source>, Vec<usize>)> = programs
+        .into_iter()
+        .enumerate()
+        .map(|(index, (options, idxs))| (group_of(batch, index, n_programs, options, &idxs), idxs))
+        .collect();
+    let slots: Vec<Mutex<Slot<B::Prepared, B::Error>>> = groups
+        .iter()
+        .map(|(group, _)| {
+            Mutex::new(match backend.prepare(group) {
+                Ok(prepared) => Slot::Ready(prepared),
+                Err(e) => Slot::Failed(Stage::Prepare, e),
+            })
+        })
+        .collect();
+    let run = |j: usize| -> Option<Result<(), B::Error>> {
+        let mut slot = lock(&slots[j]);
+        match &mut *slot {
+            Slot::Ready(prepared) => Some(backend.compile(prepared)),
+            Slot::Failed(..) => None,
+        }
+    };
+    let joined: Vec<Joined<B::Error>> = thread::scope(|scope| {
+        let run = &run;
+        let handles: Vec<_> = (1..n_programs)
+            .map(|j| {
+                thread::Builder::new()
+                    .name(format!("kcache-compile-{j}"))
+                    .spawn_scoped(scope, move || run(j))
+                    .ok()
+            })
+            .collect();
+        let mut joined = vec![catch_unwind(AssertUnwindSafe(|| run(0)))];
+        for (j, handle) in (1..n_programs).zip(handles) {
+            joined.push(match handle {
+                Some(handle) => handle.join(),
+                // The thread could not be spawned: compile it here instead.
+                None => catch_unwind(AssertUnwindSafe(|| run(j))),
+            });
+        }
+        joined
+    });
+
+    let mut first_panic: Option<Box<dyn Any + Send>> = None;
+    let mut first_error: Option<Error<B::Error>> = None;
+    for ((slot, joined), (group, idxs)) in slots.into_iter().zip(joined).zip(&groups) {
+        let slot = slot.into_inner().unwrap_or_else(|e| e.into_inner());
+        let failure = match (slot, joined) {
+            (_, Err(panic)) => {
+                first_panic.get_or_insert(panic);
+                None
+            }
+            (Slot::Failed(stage, e), _) => Some((stage, e)),
+            (Slot::Ready(_), Ok(Some(Err(e)))) => Some((Stage::Compile, e)),
+            (Slot::Ready(prepared), Ok(_)) => match backend.finish(prepared) {
+                Ok(compiled) => {
+                    publish(cache, group, idxs, compiled, answers, census);
+                    None
+                }
+                Err(e) => Some((Stage::Finish, e)),
+            },
+        };
+        if let Some((stage, source)) = failure
+            && first_error.is_none()
+        {
+            first_error = Some(Error::Compile {
+                stage,
+                program: group.index,
+                programs: n_programs,
+                symbols: symbols(group),
+                source,
+            });
+        }
+    }
+    if let Some(panic) = first_panic {
+        resume_unwind(panic);
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
