@@ -98,6 +98,7 @@
 #![deny(missing_docs)]
 
 pub mod call;
+mod hit_counter;
 pub mod key;
 mod map_hasher;
 mod table;

@@ -9,6 +9,7 @@ use std::thread::{self, ThreadId};
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 
+use crate::hit_counter::HitCounter;
 use crate::map_hasher::MapHasherBuilder;
 
 /// Runs `f` with a fresh, empty table when `enabled`, or with `None` when not.
@@ -156,7 +157,7 @@ pub struct Stats {
 /// threads.
 pub struct Table<K, V> {
     map: DashMap<K, Slot<V>, MapHasherBuilder>,
-    hits: Counter,
+    hits: HitCounter,
     misses: Counter,
     failures: Counter,
     waits: Counter,
@@ -203,8 +204,8 @@ impl Flight {
     }
 }
 
-/// A statistics counter on its own cache line, so counting a hit on one thread does
-/// not slow a lookup of the map on another.
+/// A counter of the slow path, on its own cache line so that counting does not slow
+/// a lookup of the map on another thread.
 #[repr(align(128))]
 #[derive(Default)]
 struct Counter(AtomicU64);
@@ -254,7 +255,7 @@ where
     fn new() -> Self {
         Table {
             map: DashMap::with_hasher(MapHasherBuilder::random()),
-            hits: Counter::default(),
+            hits: HitCounter::default(),
             misses: Counter::default(),
             failures: Counter::default(),
             waits: Counter::default(),
