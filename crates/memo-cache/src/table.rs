@@ -131,6 +131,10 @@ impl<V> Fetched<V> {
 }
 
 /// Counts of what a table's calls did, since the table was made.
+///
+/// Every finished call counts exactly once as a hit, a miss or a failure, so
+/// `hits + misses + failures` is the number of calls. Counts are exact for every
+/// call that happens-before the read (e.g. calls of threads already joined).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Calls answered without running their computation (including calls that
@@ -147,6 +151,17 @@ pub struct Stats {
 }
 
 /// A memo table for one scope, made only by [`with_cache`].
+///
+/// There is no other constructor, so a table cannot be put in a `static` or outlive
+/// its scope:
+///
+/// ```compile_fail
+/// let escaped = memo_cache::with_cache(true, |t: Option<&memo_cache::Table<memo_cache::Key, u32>>| t);
+/// ```
+///
+/// ```compile_fail
+/// let table = memo_cache::Table::<memo_cache::Key, u32>::new();
+/// ```
 ///
 /// Keys are meant to be [`crate::Key`] digests (any `Eq + Hash + Clone` type works;
 /// the in-memory hash is fast rather than attack-resistant, which digests don't
@@ -221,29 +236,45 @@ impl Counter {
     }
 }
 
-/// Clears a pending slot if the computation unwinds or fails, then wakes waiters.
-struct FlightGuard<'a, K: Eq + Hash + Clone, V> {
+/// Counts a computation that unwinds or fails and, if the call claimed its key,
+/// clears the claim and wakes the waiters.
+struct FailureGuard<'a, K: Eq + Hash + Clone, V> {
     table: &'a Table<K, V>,
-    key: &'a K,
-    flight: &'a Arc<Flight>,
-    /// Cleared once the value is computed: the claim is then replaced, not removed.
+    /// The key and flight this call claimed (none for a re-entrant call).
+    claim: Option<(&'a K, &'a Arc<Flight>)>,
+    /// Cleared once the value is computed (and, if claimed, about to be stored).
     armed: bool,
 }
 
-impl<K: Eq + Hash + Clone, V> Drop for FlightGuard<'_, K, V> {
+impl<K: Eq + Hash + Clone, V> Drop for FailureGuard<'_, K, V> {
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
         self.table.failures.bump();
-        // Only our own placeholder is removed; the removed slot is dropped after the
-        // shard lock is released.
-        let removed = self.table.map.remove_if(
-            self.key,
-            |_, slot| matches!(slot, Slot::Pending(f) if Arc::ptr_eq(f, self.flight)),
-        );
-        drop(removed);
-        self.flight.finish();
+        if let Some((key, flight)) = self.claim {
+            // Only our own placeholder is removed; the removed slot is dropped after
+            // the shard lock is released.
+            let removed = self.table.map.remove_if(
+                key,
+                |_, slot| matches!(slot, Slot::Pending(f) if Arc::ptr_eq(f, flight)),
+            );
+            drop(removed);
+            flight.finish();
+        }
+    }
+}
+
+impl<K, V> std::fmt::Debug for Table<K, V>
+where
+    K: Eq + Hash + Clone,
+    V: Clone,
+{
+    /// Shows the statistics, never the keys or values.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
     }
 }
 
@@ -348,7 +379,13 @@ where
             };
             if flight.owner == thread::current().id() {
                 // `f` of an outer call on this thread asked for its own key.
+                let mut guard = FailureGuard {
+                    table: self,
+                    claim: None,
+                    armed: true,
+                };
                 let v = f()?;
+                guard.armed = false;
                 self.misses.bump();
                 return Ok(Fetched::Miss(v));
             }
@@ -364,10 +401,9 @@ where
         flight: &Arc<Flight>,
         f: impl FnOnce() -> Result<V, E>,
     ) -> Result<V, E> {
-        let mut guard = FlightGuard {
+        let mut guard = FailureGuard {
             table: self,
-            key: &key,
-            flight,
+            claim: Some((&key, flight)),
             armed: true,
         };
         // On a panic or an `Err` (or a panicking `clone`), the guard clears the claim.

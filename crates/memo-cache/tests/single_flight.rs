@@ -259,3 +259,63 @@ fn a_panicking_clone_stores_nothing() {
         );
     });
 }
+
+/// Threads making mixed calls (some computations succeed, some return `Err`, some
+/// panic) on a few keys: each key's value is computed successfully at most once, every
+/// value returned is that key's, and the statistics account for every call.
+#[test]
+fn mixed_successes_errors_and_panics_keep_every_invariant() {
+    const THREADS: usize = 4;
+    const CALLS: usize = 300;
+    const KEYS: usize = 12;
+    let successes: Vec<AtomicUsize> = (0..KEYS).map(|_| AtomicUsize::new(0)).collect();
+    let failures = AtomicUsize::new(0);
+    let barrier = Barrier::new(THREADS);
+    with_cache(true, |table: Option<&Table<Key, u64>>| {
+        thread::scope(|s| {
+            for t in 0..THREADS {
+                let (successes, failures, barrier) = (&successes, &failures, &barrier);
+                s.spawn(move || {
+                    let mut rng = 0x9e37_79b9_7f4a_7c15_u64 ^ (t as u64 + 1);
+                    barrier.wait();
+                    for _ in 0..CALLS {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let k = (rng % KEYS as u64) as usize;
+                        let outcome = (rng >> 32) % 10;
+                        let call = catch_unwind(AssertUnwindSafe(|| {
+                            try_get_or_put(table, key(k as u8), || {
+                                if outcome < 2 {
+                                    failures.fetch_add(1, Ordering::SeqCst);
+                                    return Err("refused");
+                                }
+                                if outcome < 4 {
+                                    failures.fetch_add(1, Ordering::SeqCst);
+                                    panic!("crashed");
+                                }
+                                successes[k].fetch_add(1, Ordering::SeqCst);
+                                Ok(k as u64 * 10)
+                            })
+                        }));
+                        if let Ok(Ok(v)) = call {
+                            assert_eq!(v, k as u64 * 10);
+                        }
+                    }
+                });
+            }
+        });
+        let t = table.expect("enabled");
+        let stats = t.stats();
+        let computed: Vec<usize> = successes.iter().map(|c| c.load(Ordering::SeqCst)).collect();
+        assert!(computed.iter().all(|&c| c <= 1), "{computed:?}");
+        let stored = computed.iter().sum::<usize>();
+        assert_eq!(stats.entries, stored);
+        assert_eq!(stats.misses, stored as u64);
+        assert_eq!(stats.failures, failures.load(Ordering::SeqCst) as u64);
+        assert_eq!(
+            stats.hits + stats.misses + stats.failures,
+            (THREADS * CALLS) as u64
+        );
+    });
+}
