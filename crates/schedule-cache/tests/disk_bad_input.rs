@@ -1,0 +1,270 @@
+//! Bad input on disk and from callers: every case is a miss, a refusal or a typed error,
+//! never a panic, and nothing is ever written outside the cache directory.
+
+mod disk_support;
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use disk_support::{DIGEST, key, payload, snapshot};
+use schedule_cache::disk::{
+    self, DiskCache, Lookup, MissReason, Outcome, Refusal, STAMP_FILE, StoreOutcome,
+};
+use schedule_cache::placement::{PLACEMENT_ENTRY_VERSION, PlacementEntry};
+use schedule_cache::{CacheKey, Error};
+
+/// A cache directory inside a parent that also holds a canary; the canary (everything in the
+/// parent outside the cache directory) must be unchanged after each case.
+struct Sandbox {
+    tmp: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        fs::create_dir(tmp.path().join("canary")).expect("mkdir");
+        fs::write(tmp.path().join("canary/file"), "do not touch").expect("write");
+        Sandbox { tmp }
+    }
+    fn dir(&self) -> std::path::PathBuf {
+        self.tmp.path().join("cache")
+    }
+    fn outside(&self) -> Vec<std::path::PathBuf> {
+        snapshot(self.tmp.path())
+            .into_keys()
+            .filter(|p| !p.starts_with(self.dir()))
+            .collect()
+    }
+}
+
+fn entry_path(dir: &Path, k: &CacheKey) -> std::path::PathBuf {
+    dir.join(format!("{k}.placement.ron"))
+}
+
+fn probe(dir: &Path, k: &CacheKey) -> Lookup<PlacementEntry> {
+    DiskCache::new(dir).probe(Some(k), DIGEST)
+}
+
+#[test]
+fn corrupt_entries_are_explained_misses() {
+    let sb = Sandbox::new();
+    let outside = sb.outside();
+    let dir = sb.dir();
+    let k = key("bad");
+    disk::store(&dir, Some(&k), &payload(1, 2, 3, 40)).expect("store");
+    let good = fs::read(entry_path(&dir, &k)).expect("read");
+
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("truncated", good[..good.len() / 2].to_vec()),
+        ("empty", Vec::new()),
+        ("random", (0..512u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()),
+        ("not utf-8", vec![0xff, 0xfe, b'(', 0x80]),
+        ("another type", b"(a: 1, b: [2, 3])".to_vec()),
+    ];
+    for (name, bytes) in cases {
+        fs::write(entry_path(&dir, &k), &bytes).expect("write");
+        let got = probe(&dir, &k);
+        assert!(
+            matches!(got, Lookup::Miss(MissReason::Unparsable { .. })),
+            "{name}: {got:?}"
+        );
+    }
+
+    // Wrong version: the same shape with another number, and another shape altogether.
+    let mut other = payload(1, 2, 3, 4);
+    other.version = PLACEMENT_ENTRY_VERSION + 1;
+    let text = ron::to_string(&other).expect("encode");
+    fs::write(entry_path(&dir, &k), text).expect("write");
+    assert_eq!(
+        probe(&dir, &k),
+        Lookup::Miss(MissReason::VersionMismatch {
+            found: PLACEMENT_ENTRY_VERSION + 1,
+            expected: PLACEMENT_ENTRY_VERSION
+        })
+    );
+    fs::write(entry_path(&dir, &k), "(version: 0, choices: {\"x\": 1})").expect("write");
+    assert!(matches!(
+        probe(&dir, &k),
+        Lookup::Miss(MissReason::VersionMismatch { found: 0, .. })
+    ));
+
+    // Wrong digest: a whole, current entry saved for another identity.
+    let mut foreign = payload(1, 2, 3, 4);
+    foreign.digest = "0123".into();
+    fs::write(entry_path(&dir, &k), ron::to_string(&foreign).expect("encode")).expect("write");
+    assert!(matches!(
+        probe(&dir, &k),
+        Lookup::Miss(MissReason::DigestMismatch { .. })
+    ));
+
+    // A directory where the entry should be: a miss to read, a refusal to overwrite.
+    fs::remove_file(entry_path(&dir, &k)).expect("rm");
+    fs::create_dir(entry_path(&dir, &k)).expect("mkdir");
+    assert!(matches!(
+        probe(&dir, &k),
+        Lookup::Miss(MissReason::Unreadable { .. })
+    ));
+    let out = disk::store(&dir, Some(&k), &payload(1, 2, 3, 4)).expect("store");
+    assert!(matches!(out, StoreOutcome::Refused(Refusal::Io { .. })), "{out:?}");
+    assert!(entry_path(&dir, &k).is_dir());
+    assert!(
+        disk_support::staging_names(&dir).is_empty(),
+        "a failed write removes its own staging"
+    );
+    assert_eq!(sb.outside(), outside);
+}
+
+#[test]
+fn an_unwritable_cache_directory_is_a_refusal_not_an_error() {
+    let sb = Sandbox::new();
+    let k = key("ro");
+    // A file where the cache directory should be (works for every user, root included).
+    fs::write(sb.dir(), "I am a file").expect("write");
+    let before = snapshot(sb.tmp.path());
+    let (out, events) = disk::record(|| {
+        (
+            disk::store(&sb.dir(), Some(&k), &payload(1, 1, 1, 1)).expect("store"),
+            disk::store(&sb.dir().join("sub"), Some(&k), &payload(1, 1, 1, 1)).expect("store"),
+            probe(&sb.dir(), &k),
+        )
+    });
+    assert!(matches!(out.0, StoreOutcome::Refused(Refusal::Io { .. })), "{:?}", out.0);
+    assert!(matches!(out.1, StoreOutcome::Refused(Refusal::Io { .. })), "{:?}", out.1);
+    assert!(matches!(out.2, Lookup::Refused(Refusal::Io { .. })), "{:?}", out.2);
+    assert!(events.iter().all(|e| matches!(e.outcome, Outcome::Refused(_))));
+    assert_eq!(fs::read_to_string(sb.dir()).expect("read"), "I am a file");
+    assert_eq!(snapshot(sb.tmp.path()), before);
+
+    // Permission bits: only meaningful when not running as root (root ignores them).
+    let probe_file = sb.tmp.path().join("whoami");
+    fs::write(&probe_file, "").expect("write");
+    let euid_is_root = fs::metadata(&probe_file).expect("meta").uid() == 0;
+    if euid_is_root {
+        eprintln!("running as root: read-only permission bits do not stop writes; skipped that part");
+        return;
+    }
+    let ro = sb.tmp.path().join("ro");
+    fs::create_dir(&ro).expect("mkdir");
+    fs::set_permissions(&ro, fs::Permissions::from_mode(0o555)).expect("chmod");
+    let out = disk::store(&ro, Some(&k), &payload(1, 1, 1, 1)).expect("store");
+    assert!(matches!(out, StoreOutcome::Refused(Refusal::Io { .. })), "{out:?}");
+    assert!(matches!(probe(&ro, &k), Lookup::Refused(_)));
+    fs::set_permissions(&ro, fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn bad_stamps_refuse() {
+    let sb = Sandbox::new();
+    let dir = sb.dir();
+    let k = key("s");
+    disk::store(&dir, Some(&k), &payload(1, 1, 1, 1)).expect("store");
+    for (content, newer) in [
+        (&b""[..], false),
+        (b"\n", false),
+        (b"1.0\n", false),
+        (b"\xff\xfe", false),
+        (b"4294967296\n", false),
+        (b"4294967295\n", true),
+    ] {
+        fs::write(dir.join(STAMP_FILE), content).expect("write");
+        let before = snapshot(sb.tmp.path());
+        let out = disk::store(&dir, Some(&k), &payload(2, 2, 2, 2)).expect("store");
+        match out {
+            StoreOutcome::Refused(Refusal::NewerRegime { .. }) if newer => {}
+            StoreOutcome::Refused(Refusal::MalformedStamp { .. }) if !newer => {}
+            other => panic!("{content:?}: {other:?}"),
+        }
+        assert!(matches!(probe(&dir, &k), Lookup::Refused(_)));
+        assert_eq!(snapshot(sb.tmp.path()), before);
+    }
+    // A directory where the stamp should be is a filesystem refusal too.
+    fs::remove_file(dir.join(STAMP_FILE)).expect("rm");
+    fs::create_dir(dir.join(STAMP_FILE)).expect("mkdir");
+    assert!(matches!(
+        disk::store(&dir, Some(&k), &payload(2, 2, 2, 2)).expect("store"),
+        StoreOutcome::Refused(Refusal::Io { .. })
+    ));
+}
+
+#[test]
+fn keys_with_path_syntax_are_rejected_before_any_path_is_built() {
+    let sb = Sandbox::new();
+    let before = snapshot(sb.tmp.path());
+    for raw in [
+        "../escape",
+        "a/b",
+        "/etc/passwd",
+        "..",
+        ".",
+        "x/../../y",
+        "a\\b",
+        "",
+        "k.ron",
+    ] {
+        let err = CacheKey::new(raw).expect_err(raw);
+        assert!(matches!(err, Error::InvalidKey { .. }), "{raw}: {err}");
+    }
+    assert_eq!(snapshot(sb.tmp.path()), before);
+}
+
+#[test]
+fn a_panic_in_recorded_code_propagates() {
+    let caught = std::panic::catch_unwind(|| {
+        disk::record(|| {
+            let _ = disk::lookup::<PlacementEntry>(Path::new("/nonexistent-kcache"), None, DIGEST);
+            panic!("user panic");
+        })
+    });
+    assert!(caught.is_err());
+    // The recorder stack was unwound with it: a new recorder sees only its own events.
+    let ((), events) = disk::record(|| ());
+    assert!(events.is_empty());
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Arbitrary bytes at an entry's name: a lookup is a miss or (if the bytes happen to be
+        /// a current entry for the digest) a hit, never a panic.
+        #[test]
+        fn arbitrary_entry_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let k = key("p");
+            disk::store(tmp.path(), Some(&k), &payload(1, 1, 1, 1)).expect("store");
+            fs::write(entry_path(tmp.path(), &k), &bytes).expect("write");
+            match probe(tmp.path(), &k) {
+                Lookup::Hit(e) => prop_assert_eq!(ron::from_str::<PlacementEntry>(std::str::from_utf8(&bytes).expect("utf8")).expect("parse"), e),
+                Lookup::Miss(_) => {}
+                other => prop_assert!(false, "{:?}", other),
+            }
+        }
+
+        /// Arbitrary stamp bytes: a store is admitted (the stamp then reads this build's
+        /// regime) or refused with the stamp untouched; never a panic, never an error.
+        #[test]
+        fn arbitrary_stamps_admit_or_refuse(bytes in proptest::collection::vec(any::<u8>(), 0..12)) {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let cache = DiskCache::new(tmp.path()).with_regime(7);
+            fs::write(tmp.path().join(STAMP_FILE), &bytes).expect("write");
+            match cache.store(Some(&key("p")), &payload(1, 1, 1, 1)).expect("store") {
+                StoreOutcome::Stored => {
+                    let v = disk::parse_stamp(&bytes);
+                    prop_assert!(v.is_some_and(|v| v <= 7));
+                    // An equal stamp is admitted as it is; an older one is replaced.
+                    let want = if v == Some(7) { bytes } else { b"7\n".to_vec() };
+                    prop_assert_eq!(fs::read(tmp.path().join(STAMP_FILE)).expect("stamp"), want);
+                }
+                StoreOutcome::Refused(_) => {
+                    prop_assert!(disk::parse_stamp(&bytes).is_none_or(|v| v > 7));
+                    prop_assert_eq!(fs::read(tmp.path().join(STAMP_FILE)).expect("stamp"), bytes);
+                }
+                StoreOutcome::Skipped => prop_assert!(false),
+            }
+        }
+    }
+}
