@@ -57,7 +57,8 @@ impl Key {
     /// The SHA-256 digest of `parts`, each length-prefixed as described in the
     /// [module documentation](self), so `["ab", "c"]` and `["a", "bc"]` differ. Start
     /// with a tag of your own (e.g. `b"my-app/metric/v1"`) so your keys never coincide
-    /// with another kind's.
+    /// with another kind's. This is the workspace's digest of parts
+    /// (`canonical_text::digest_of_parts`, which returns it as hex), as raw bytes.
     pub fn of_parts(parts: &[&[u8]]) -> Self {
         let mut h = Sha256::new();
         for part in parts {

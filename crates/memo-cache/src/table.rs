@@ -176,6 +176,9 @@ pub struct Table<K, V> {
     misses: Counter,
     failures: Counter,
     waits: Counter,
+    /// Values stored; a stored value is never removed, so this is also the count of
+    /// values present.
+    stored: Counter,
 }
 
 /// A map entry: a stored value, or a computation in progress.
@@ -290,6 +293,7 @@ where
             misses: Counter::default(),
             failures: Counter::default(),
             waits: Counter::default(),
+            stored: Counter::default(),
         }
     }
 
@@ -305,9 +309,11 @@ where
     ///   use the table (other keys, or other tables) freely. The one exception is
     ///   `V::clone`, which runs under a shard's read lock and must not use this table.
     /// - **Re-entrancy:** if `f` asks for its own key on its own thread, that inner
-    ///   call computes without storing rather than waiting for itself forever. (A
-    ///   thread that `f` spawns and joins must not ask for `f`'s key: it would wait
-    ///   for `f`, which waits for it.)
+    ///   call computes without storing rather than waiting for itself forever. A
+    ///   wait that involves other threads cannot be detected: a thread that `f`
+    ///   spawns and joins must not ask for `f`'s key, and two computations on two
+    ///   threads must not each ask for the other's key (each would wait for the
+    ///   other, as with any single-flight cache).
     pub fn get_or_put(&self, key: K, f: impl FnOnce() -> V) -> V {
         self.fetch_or_put(key, f).into_value()
     }
@@ -413,6 +419,7 @@ where
         drop(guard);
         let replaced = self.map.insert(key, Slot::Ready(stored));
         drop(replaced);
+        self.stored.bump();
         self.misses.bump();
         flight.finish();
         Ok(v)
@@ -431,10 +438,7 @@ where
 
     /// How many values are stored (computations in progress are not counted).
     pub fn len(&self) -> usize {
-        self.map
-            .iter()
-            .filter(|e| matches!(e.value(), Slot::Ready(_)))
-            .count()
+        usize::try_from(self.stored.get()).unwrap_or(usize::MAX)
     }
 
     /// Whether no value is stored.
