@@ -34,7 +34,9 @@ use crate::call::{Demo, LmConfig, PredictorState, Value};
 /// about 77,000 calls.)
 ///
 /// Equality compares all 32 bytes. `Hash` (for in-memory maps only) feeds just the
-/// first 8 bytes, which are already uniformly distributed.
+/// first 8 bytes, which are uniformly distributed for every key made by SHA-256 (all
+/// of this crate's hashes); keys built by hand with [`Key::from_bytes`] should be
+/// digests too.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key([u8; 32]);
 

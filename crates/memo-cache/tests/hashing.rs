@@ -338,8 +338,8 @@ fn tenants_never_share_a_key() {
 
 /// Fixed inputs and their keys. These literals are the compatibility promise: if one
 /// changes, every stored key changes, so bump the domain tags' version. They were
-/// computed independently of this crate, by a short Python script (`hashlib`)
-/// following the encoding documented in `memo_cache::key`.
+/// computed independently of this crate, by `tests/data/pin_keys.py` (Python's
+/// `hashlib`, following the encoding documented in `memo_cache::key`).
 #[test]
 fn hashes_are_pinned() {
     let question = Value::from("What is 2+2?");

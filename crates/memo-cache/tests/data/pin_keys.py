@@ -1,0 +1,33 @@
+"""Recomputes the keys pinned in tests/hashing.rs (`hashes_are_pinned`) from the
+encoding documented in memo_cache::key, independently of the Rust code.
+Run: python3 tests/data/pin_keys.py"""
+import hashlib, struct
+def L(n): return struct.pack('<Q', n)
+def text(s): b=s.encode(); return L(len(b))+b
+def val(v):
+    t,x=v
+    if t=='null': return b'\0'
+    if t=='bool': return bytes([1, int(x)])
+    if t=='int': return b'\2'+struct.pack('<q',x)
+    if t=='float': return b'\3'+struct.pack('<d',x)
+    if t=='text': return b'\4'+text(x)
+    if t=='list': return b'\5'+L(len(x))+b''.join(val(i) for i in x)
+    if t=='map': return b'\6'+mapenc(x)
+    if t=='secret': return b'\7'+text(x)
+def mapenc(m):
+    return L(len(m))+b''.join(text(k)+val(m[k]) for k in sorted(m, key=lambda k:k.encode()))
+def digest(parts):
+    h=hashlib.sha256()
+    for p in parts: h.update(L(len(p))); h.update(p)
+    return h.digest()
+def pairs(fs):
+    return [e for _,e in sorted((k.encode(), text(k)+val(v)) for k,v in fs)]
+question=('text','What is 2+2?')
+context=('map',{'n':('int',-3),'t':('float',0.5),'ok':('bool',True),'xs':('list',[('null',None),('text','x')])})
+inp=digest([b'memo-cache/input/v1']+pairs([('question',question),('context',context)]))
+lm=digest([b'memo-cache/lm-config/v1', text('small-model'), b'\1'+text('sk-test-0000')]+pairs([('temperature',('float',0.0)),('max_tokens',('int',256))]))
+def demo(i,o): return mapenc(i)+mapenc(o)
+demos=sorted([demo({'question':('text','1+1?')},{'answer':('text','2')}), demo({'question':('text','3+3?')},{'answer':('text','6')})])
+st=digest([b'memo-cache/predictor-state/v1', text('question -> answer'), text('Answer briefly.')]+demos)
+call=digest([b'memo-cache/call/v1', lm, st, inp])
+for n,k in [('input',inp),('lm',lm),('state',st),('call',call)]: print(n,k.hex())
