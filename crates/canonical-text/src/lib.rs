@@ -1,3 +1,142 @@
-//! canonical-text (under construction).
+//! Canonical text and keys for C-like kernel source.
+//!
+//! A tensor compiler renders the same kernel under different names from one run to the
+//! next: loop symbols (`i12`), scope-locals (`v3_acc`), disambiguated node names
+//! (`n17_weights`) and segment kernel names (`step__seg4`) come from process-wide
+//! counters. This crate computes a key that is equal for two renderings that differ
+//! only in the names the kernel *owns* (its own bindings), and different whenever
+//! anything else differs: a free name, a member name, a literal, an operator, a
+//! preprocessor line, an attribute, or the binding structure itself.
+//!
+//! * [`lexer`] tokenizes C, CUDA and Metal C-like text over bytes and never panics.
+//! * [`canonical_kernel`] renames the owned names to canonical tokens numbered by first
+//!   occurrence and returns a [`Canonical`] whose [`Canonical::key`] is the cache key.
+//! * [`digest_of_parts`] is the length-prefixed SHA-256 digest every kcache key uses.
+//! * [`segment_kernel_name`] and [`kernel_token`] name fissioned segment kernels and
+//!   strip their positional index.
+//!
+//! ```
+//! use canonical_text::{canonical_kernel, Names};
+//!
+//! let names = Names::new().with_bound(["n17_weights", "n18_out"]);
+//! let a = "void step__seg3(float *n17_weights, float *n18_out) {\n\
+//!          for (int i12 = 0; i12 < 64; ++i12) { float v3_acc = n17_weights[i12]; n18_out[i12] = v3_acc * 2.0f; }\n}";
+//! let b = "void step__seg7(float *n21_weights, float *n22_out) {\n\
+//!          for (int i40 = 0; i40 < 64; ++i40) { float v9_acc = n21_weights[i40]; n22_out[i40] = v9_acc * 2.0f; }\n}";
+//! let names_b = Names::new().with_bound(["n21_weights", "n22_out"]);
+//! let ka = canonical_kernel(a, Some("step__seg3"), &names);
+//! let kb = canonical_kernel(b, Some("step__seg7"), &names_b);
+//! // Same kernel up to its own bindings and the segment index: same key.
+//! assert_eq!(ka.key(&[b"-O3"]), kb.key(&[b"-O3"]));
+//! assert_eq!(ka.text(), kb.text());
+//! assert!(ka.text().starts_with("void step__seg(float *ocannl_k0"));
+//! // Different compiler options: different key.
+//! assert_ne!(ka.key(&[b"-O3"]), ka.key(&[b"-O2"]));
+//! // A different operator: different key.
+//! let c = a.replace("v3_acc * 2.0f", "v3_acc + 2.0f");
+//! assert_ne!(canonical_kernel(&c, Some("step__seg3"), &names).key(&[]), ka.key(&[]));
+//! ```
+//!
+//! # Why equal keys mean equal kernels up to renaming
+//!
+//! The key is not taken over the human-readable [`Canonical::text`] but over a compact,
+//! tagged byte encoding of the token stream ([`Canonical::encoding`]): every token starts
+//! with a tag byte saying what it is, and every token whose spelling is kept carries its
+//! length. A renamed name is a distinct tag followed by its number, so it can never be
+//! confused with an identifier kept as spelled (even one spelled `ocannl_k0`), and no
+//! concatenation of tokens can shift a token boundary. The encoding is therefore a
+//! prefix code that decodes back to the token sequence with the renamed names replaced by
+//! their numbers. Numbers are assigned per distinct name by first occurrence, so equal
+//! encodings mean the two kernels' token streams are equal up to a bijection between
+//! their renamed names. Runs of whitespace are kept as one marker (a newline or a space),
+//! so two texts with equal encodings tokenize alike for any C-family compiler too. See
+//! [`canonical_kernel`] for which names are renamed and when renaming is refused.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+mod canonical;
+mod encoding;
+pub mod lexer;
+
+pub use canonical::{Canonical, Derivation, Names, Refusal, canonical_kernel};
+
+use sha2::{Digest, Sha256};
+
+/// The lowercase hex SHA-256 (64 characters) of `parts`, each part prefixed by its length
+/// as a little-endian `u64`.
+///
+/// Because every part is length-prefixed, two different lists of parts never hash the
+/// same bytes: `["ab", "c"]`, `["a", "bc"]` and `["abc"]` all have different digests.
+pub fn digest_of_parts(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    hex::encode(h.finalize())
+}
+
+/// The name a fissioned routine's segment kernel `i` is given: `<routine>__seg<i>`.
+pub fn segment_kernel_name(routine: &str, i: usize) -> String {
+    format!("{routine}__seg{i}")
+}
+
+/// What a kernel's own name contributes to its canonical text: a name made by
+/// [`segment_kernel_name`] (`<routine>__seg<digits>`) loses its positional index and
+/// becomes `<routine>__seg`; any other name is returned unchanged.
+///
+/// The routine's name stays because it can decide whether the text compiles at all; the
+/// segment index never can, and adding or removing a segment shifts every later index.
+pub fn kernel_token(name: &str) -> &str {
+    if let Some(at) = name.rfind("__seg") {
+        let index = &name[at + "__seg".len()..];
+        if !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()) {
+            return &name[..at + "__seg".len()];
+        }
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_is_sha256_of_length_prefixed_parts() {
+        // SHA-256 of the empty input.
+        assert_eq!(
+            digest_of_parts(&[]),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        // SHA-256 of eight zero bytes: one empty part.
+        assert_eq!(
+            digest_of_parts(&[b""]),
+            "af5570f5a1810b7af78caf4bc70a660f0df51e42baf91d4de5b2328de0e83dfc"
+        );
+        let d = digest_of_parts(&[b"ab", b"c"]);
+        assert_eq!(d.len(), 64);
+        assert!(
+            d.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+        assert_ne!(d, digest_of_parts(&[b"a", b"bc"]));
+        assert_ne!(d, digest_of_parts(&[b"abc"]));
+        assert_ne!(digest_of_parts(&[b""]), digest_of_parts(&[b"", b""]));
+    }
+
+    #[test]
+    fn segment_names_and_tokens() {
+        assert_eq!(segment_kernel_name("step", 4), "step__seg4");
+        assert_eq!(kernel_token("step__seg4"), "step__seg");
+        assert_eq!(
+            kernel_token(&segment_kernel_name("a__seg", 12)),
+            "a__seg__seg"
+        );
+        assert_eq!(kernel_token("step__seg"), "step__seg");
+        assert_eq!(kernel_token("step__segx"), "step__segx");
+        assert_eq!(kernel_token("step__seg4a"), "step__seg4a");
+        assert_eq!(kernel_token("step"), "step");
+        assert_eq!(kernel_token(""), "");
+        assert_eq!(kernel_token("é__seg0"), "é__seg");
+    }
+}

@@ -1,0 +1,689 @@
+//! A lexer over C, CUDA and Metal C-like kernel text.
+//!
+//! [`Lexer`] walks a byte slice and yields [`Token`]s whose spans tile the input exactly:
+//! every byte belongs to exactly one token, in order. It recognizes identifiers, numbers
+//! (C preprocessing numbers), punctuation with multi-character operators (maximal munch
+//! over the union of C and C++ operators and digraphs), string and character literals
+//! with escapes and encoding prefixes, `//` and `/* */` comments, preprocessor lines
+//! (with backslash continuations) and `[[...]]` attributes.
+//!
+//! Any input lexes without panic: an unterminated comment or attribute runs to the end
+//! of the input, an unterminated literal to the end of its line, and a byte that starts
+//! no token is a one-byte [`TokenKind::Other`] token.
+//!
+//! ```
+//! use canonical_text::lexer::{tokenize, TokenKind};
+//!
+//! let src = b"x->y += 1.5e+3f; // done";
+//! let kinds: Vec<TokenKind> = tokenize(src)
+//!     .iter()
+//!     .filter(|t| t.kind != TokenKind::Whitespace)
+//!     .map(|t| t.kind)
+//!     .collect();
+//! use TokenKind::*;
+//! assert_eq!(kinds, [Ident, Punct, Ident, Punct, Number, Punct, LineComment]);
+//! ```
+
+/// What a token is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TokenKind {
+    /// A run of spaces, tabs, newlines, carriage returns, vertical tabs and form feeds.
+    Whitespace,
+    /// An identifier or keyword: a letter, `_`, `$` or non-ASCII byte, then also digits.
+    Ident,
+    /// A preprocessing number such as `42`, `0x1f`, `1.5e-3f` or `.5`.
+    Number,
+    /// An operator or punctuator such as `+`, `->`, `<<=`, `::` or `...`.
+    Punct,
+    /// A string literal, including any encoding prefix (`L`, `u`, `U`, `u8`).
+    Str,
+    /// A character literal, including any encoding prefix.
+    Char,
+    /// A `//` comment up to (not including) the end of its line, backslash
+    /// continuations included.
+    LineComment,
+    /// A `/* */` comment (to the end of input when unterminated).
+    BlockComment,
+    /// A preprocessor line: `#` (or `%:`) first on its line, up to (not including) the
+    /// end of the line, backslash continuations and comments included.
+    Preprocessor,
+    /// An attribute `[[...]]`, brackets included.
+    Attribute,
+    /// A single byte that starts no other token (for example `\`, `@` or a control byte).
+    Other,
+}
+
+/// One token: its kind and its byte span `start..end` in the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Token {
+    /// What the token is.
+    pub kind: TokenKind,
+    /// Offset of the first byte.
+    pub start: usize,
+    /// Offset one past the last byte.
+    pub end: usize,
+}
+
+impl Token {
+    /// The token's bytes in `src` (empty if the span does not fit `src`).
+    pub fn bytes<'a>(&self, src: &'a [u8]) -> &'a [u8] {
+        src.get(self.start..self.end).unwrap_or(&[])
+    }
+}
+
+/// Byte classes.
+const C_OTHER: u8 = 0;
+const C_SPACE: u8 = 1;
+const C_IDENT: u8 = 2;
+const C_DIGIT: u8 = 3;
+const C_PUNCT: u8 = 4;
+const C_QUOTE: u8 = 5;
+
+const fn class_table() -> [u8; 256] {
+    let mut t = [C_OTHER; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = if b.is_ascii_alphabetic() || b == b'_' || b == b'$' || b >= 0x80 {
+            C_IDENT
+        } else if b.is_ascii_digit() {
+            C_DIGIT
+        } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+            C_SPACE
+        } else if matches!(b, b'"' | b'\'') {
+            C_QUOTE
+        } else if matches!(
+            b,
+            b'[' | b']'
+                | b'('
+                | b')'
+                | b'{'
+                | b'}'
+                | b'.'
+                | b'&'
+                | b'*'
+                | b'+'
+                | b'-'
+                | b'~'
+                | b'!'
+                | b'/'
+                | b'%'
+                | b'<'
+                | b'>'
+                | b'^'
+                | b'|'
+                | b'?'
+                | b':'
+                | b';'
+                | b'='
+                | b','
+                | b'#'
+        ) {
+            C_PUNCT
+        } else {
+            C_OTHER
+        };
+        i += 1;
+    }
+    t
+}
+
+static CLASS: [u8; 256] = class_table();
+
+/// Whether `b` may continue an identifier.
+#[inline]
+pub(crate) fn is_ident_continue(b: u8) -> bool {
+    let c = CLASS[b as usize];
+    c == C_IDENT || c == C_DIGIT
+}
+
+/// Whether `b` may start an identifier.
+#[inline]
+pub(crate) fn is_ident_start(b: u8) -> bool {
+    CLASS[b as usize] == C_IDENT
+}
+
+/// An iterator over the tokens of a byte slice. See the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct Lexer<'a> {
+    src: &'a [u8],
+    pos: usize,
+    /// Only whitespace (and block comments) since the start of the line.
+    line_start: bool,
+}
+
+impl<'a> Lexer<'a> {
+    /// A lexer at the start of `src`.
+    pub fn new(src: &'a [u8]) -> Self {
+        Lexer {
+            src,
+            pos: 0,
+            line_start: true,
+        }
+    }
+
+    #[inline]
+    fn at(&self, i: usize) -> u8 {
+        self.src.get(i).copied().unwrap_or(0)
+    }
+
+    fn ident_end(&self, mut p: usize) -> usize {
+        while p < self.src.len() && is_ident_continue(self.src[p]) {
+            p += 1;
+        }
+        p
+    }
+
+    /// End of a preprocessing number starting at `p`.
+    fn number_end(&self, mut p: usize) -> usize {
+        let n = self.src.len();
+        while p < n {
+            let b = self.src[p];
+            if is_ident_continue(b) || b == b'.' {
+                if matches!(b, b'e' | b'E' | b'p' | b'P') && matches!(self.at(p + 1), b'+' | b'-') {
+                    p += 2;
+                } else {
+                    p += 1;
+                }
+            } else if b == b'\'' && p + 1 < n && is_ident_continue(self.src[p + 1]) {
+                // C23 / C++14 digit separator.
+                p += 2;
+            } else {
+                break;
+            }
+        }
+        p
+    }
+
+    /// End of a literal whose opening quote is at `q`: after the closing quote, or at the
+    /// unescaped newline (not included) or the end of input if unterminated.
+    fn literal_end(&self, q: usize) -> usize {
+        let quote = self.at(q);
+        let n = self.src.len();
+        let mut p = q + 1;
+        while p < n {
+            let b = self.src[p];
+            if b == quote {
+                return p + 1;
+            } else if b == b'\\' {
+                p += 2;
+            } else if b == b'\n' {
+                return p;
+            } else {
+                p += 1;
+            }
+        }
+        n
+    }
+
+    /// End of a block comment whose `/*` is at `p`.
+    fn block_comment_end(&self, p: usize) -> usize {
+        let n = self.src.len();
+        let mut i = p + 2;
+        while i < n {
+            match self.src[i..].iter().position(|&b| b == b'*') {
+                None => return n,
+                Some(k) => {
+                    i += k;
+                    if self.at(i + 1) == b'/' {
+                        return i + 2;
+                    }
+                    i += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Whether the newline at `nl` is escaped: preceded by a backslash and then only
+    /// spaces, tabs or carriage returns.
+    fn newline_escaped(&self, nl: usize, floor: usize) -> bool {
+        let mut i = nl;
+        while i > floor {
+            match self.src[i - 1] {
+                b' ' | b'\t' | b'\r' => i -= 1,
+                b'\\' => return true,
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// End of a line comment starting at `p` (before its final newline).
+    fn line_comment_end(&self, p: usize) -> usize {
+        let n = self.src.len();
+        let mut i = p + 2;
+        loop {
+            match self.src[i.min(n)..].iter().position(|&b| b == b'\n') {
+                None => return n,
+                Some(k) => {
+                    let nl = i + k;
+                    if self.newline_escaped(nl, p + 2) {
+                        i = nl + 1;
+                    } else {
+                        return nl;
+                    }
+                }
+            }
+        }
+    }
+
+    /// End of a preprocessor line starting at `p` (before its final newline).
+    fn preprocessor_end(&self, p: usize) -> usize {
+        let n = self.src.len();
+        let mut i = p + 1;
+        while i < n {
+            match self.src[i] {
+                b'\n' => {
+                    if self.newline_escaped(i, p) {
+                        i += 1;
+                    } else {
+                        return i;
+                    }
+                }
+                b'/' if self.at(i + 1) == b'*' => i = self.block_comment_end(i),
+                b'/' if self.at(i + 1) == b'/' => return self.line_comment_end(i),
+                b'"' | b'\'' => i = self.literal_end(i),
+                _ => i += 1,
+            }
+        }
+        n
+    }
+
+    /// End of an attribute whose `[[` is at `p`.
+    fn attribute_end(&self, p: usize) -> usize {
+        let n = self.src.len();
+        let mut i = p + 2;
+        let mut depth = 0usize;
+        while i < n {
+            match self.src[i] {
+                b'[' => {
+                    depth += 1;
+                    i += 1;
+                }
+                b']' => {
+                    if depth == 0 && self.at(i + 1) == b']' {
+                        return i + 2;
+                    }
+                    depth = depth.saturating_sub(1);
+                    i += 1;
+                }
+                b'"' | b'\'' => i = self.literal_end(i),
+                _ => i += 1,
+            }
+        }
+        n
+    }
+
+    /// End of a punctuator starting at `p` (maximal munch over C and C++ operators).
+    fn punct_end(&self, p: usize) -> usize {
+        let b0 = self.at(p);
+        let b1 = self.at(p + 1);
+        let b2 = self.at(p + 2);
+        let len = match b0 {
+            b'.' => {
+                if b1 == b'.' && b2 == b'.' {
+                    3
+                } else if b1 == b'*' {
+                    2
+                } else {
+                    1
+                }
+            }
+            b'-' => match b1 {
+                b'>' if b2 == b'*' => 3,
+                b'>' | b'-' | b'=' => 2,
+                _ => 1,
+            },
+            b'+' => match b1 {
+                b'+' | b'=' => 2,
+                _ => 1,
+            },
+            b'<' => match b1 {
+                b'<' if b2 == b'=' => 3,
+                b'=' if b2 == b'>' => 3,
+                // C++11: `<::` is `<` `::` unless followed by `:` or `>`.
+                b':' if b2 == b':' && !matches!(self.at(p + 3), b':' | b'>') => 1,
+                b'<' | b'=' | b':' | b'%' => 2,
+                _ => 1,
+            },
+            b'>' => match b1 {
+                b'>' if b2 == b'=' => 3,
+                b'>' | b'=' => 2,
+                _ => 1,
+            },
+            b'&' => match b1 {
+                b'&' | b'=' => 2,
+                _ => 1,
+            },
+            b'|' => match b1 {
+                b'|' | b'=' => 2,
+                _ => 1,
+            },
+            b'=' | b'!' | b'*' | b'/' | b'^' if b1 == b'=' => 2,
+            b'%' => match b1 {
+                b':' if b2 == b'%' && self.at(p + 3) == b':' => 4,
+                b'=' | b'>' | b':' => 2,
+                _ => 1,
+            },
+            b':' => match b1 {
+                b':' | b'>' => 2,
+                _ => 1,
+            },
+            b'#' if b1 == b'#' => 2,
+            _ => 1,
+        };
+        p + len
+    }
+
+    /// The token at the current position, without the line-start bookkeeping.
+    fn scan_at(&self, p: usize) -> (TokenKind, usize) {
+        let src = self.src;
+        let n = src.len();
+        let b = src[p];
+        match CLASS[b as usize] {
+            C_SPACE => {
+                let mut e = p + 1;
+                while e < n && CLASS[src[e] as usize] == C_SPACE {
+                    e += 1;
+                }
+                (TokenKind::Whitespace, e)
+            }
+            C_IDENT => {
+                let e = self.ident_end(p + 1);
+                let q = self.at(e);
+                if (q == b'"' || q == b'\'') && matches!(&src[p..e], b"L" | b"u" | b"U" | b"u8") {
+                    let kind = if q == b'"' {
+                        TokenKind::Str
+                    } else {
+                        TokenKind::Char
+                    };
+                    (kind, self.literal_end(e))
+                } else {
+                    (TokenKind::Ident, e)
+                }
+            }
+            C_DIGIT => (TokenKind::Number, self.number_end(p + 1)),
+            C_QUOTE => {
+                let kind = if b == b'"' {
+                    TokenKind::Str
+                } else {
+                    TokenKind::Char
+                };
+                (kind, self.literal_end(p))
+            }
+            C_PUNCT => {
+                let b1 = self.at(p + 1);
+                match b {
+                    b'/' if b1 == b'/' => (TokenKind::LineComment, self.line_comment_end(p)),
+                    b'/' if b1 == b'*' => (TokenKind::BlockComment, self.block_comment_end(p)),
+                    b'#' if self.line_start => (TokenKind::Preprocessor, self.preprocessor_end(p)),
+                    b'%' if b1 == b':' && self.line_start => {
+                        (TokenKind::Preprocessor, self.preprocessor_end(p + 1))
+                    }
+                    b'[' if b1 == b'[' => (TokenKind::Attribute, self.attribute_end(p)),
+                    b'.' if b1.is_ascii_digit() => (TokenKind::Number, self.number_end(p + 1)),
+                    _ => (TokenKind::Punct, self.punct_end(p)),
+                }
+            }
+            _ => (TokenKind::Other, p + 1),
+        }
+    }
+}
+
+impl Iterator for Lexer<'_> {
+    type Item = Token;
+
+    #[inline]
+    fn next(&mut self) -> Option<Token> {
+        let start = self.pos;
+        if start >= self.src.len() {
+            return None;
+        }
+        let (kind, end) = self.scan_at(start);
+        // Never stand still and never run past the end, whatever the scanners said.
+        let end = end.clamp(start + 1, self.src.len());
+        match kind {
+            TokenKind::Whitespace => {
+                if self.src[start..end].contains(&b'\n') {
+                    self.line_start = true;
+                }
+            }
+            // A block comment is one space to the preprocessor: it neither starts nor
+            // ends a line.
+            TokenKind::BlockComment => {}
+            _ => self.line_start = false,
+        }
+        self.pos = end;
+        Some(Token { kind, start, end })
+    }
+}
+
+/// All tokens of `src`, whitespace included; their spans tile `src`.
+pub fn tokenize(src: &[u8]) -> Vec<Token> {
+    Lexer::new(src).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use TokenKind::*;
+
+    /// Non-whitespace tokens as (kind, text).
+    fn lex(src: &str) -> Vec<(TokenKind, &str)> {
+        tokenize(src.as_bytes())
+            .into_iter()
+            .filter(|t| t.kind != Whitespace)
+            .map(|t| (t.kind, &src[t.start..t.end]))
+            .collect()
+    }
+
+    #[test]
+    fn identifiers_numbers_and_operators() {
+        assert_eq!(
+            lex("a_1 += $b*0x1fUL>>=3;"),
+            [
+                (Ident, "a_1"),
+                (Punct, "+="),
+                (Ident, "$b"),
+                (Punct, "*"),
+                (Number, "0x1fUL"),
+                (Punct, ">>="),
+                (Number, "3"),
+                (Punct, ";")
+            ]
+        );
+        assert_eq!(
+            lex("1.5e+3f .5 1e-x 0x1p-3 1'000"),
+            [
+                (Number, "1.5e+3f"),
+                (Number, ".5"),
+                (Number, "1e-x"),
+                (Number, "0x1p-3"),
+                (Number, "1'000")
+            ]
+        );
+        assert_eq!(
+            lex("a->b.c::d ... .* ->* <=> <: :> <% %> %:%: ## a-->b"),
+            [
+                (Ident, "a"),
+                (Punct, "->"),
+                (Ident, "b"),
+                (Punct, "."),
+                (Ident, "c"),
+                (Punct, "::"),
+                (Ident, "d"),
+                (Punct, "..."),
+                (Punct, ".*"),
+                (Punct, "->*"),
+                (Punct, "<=>"),
+                (Punct, "<:"),
+                (Punct, ":>"),
+                (Punct, "<%"),
+                (Punct, "%>"),
+                (Punct, "%:%:"),
+                (Punct, "##"),
+                (Ident, "a"),
+                (Punct, "--"),
+                (Punct, ">"),
+                (Ident, "b"),
+            ]
+        );
+        assert_eq!(
+            lex("x<::y"),
+            [(Ident, "x"), (Punct, "<"), (Punct, "::"), (Ident, "y")]
+        );
+        assert_eq!(lex("é_1x"), [(Ident, "é_1x")]);
+    }
+
+    #[test]
+    fn literals_with_escapes_and_prefixes() {
+        assert_eq!(
+            lex(r#"s = "a\"b" L"w" u8"x" 'c' '\'' U'z';"#),
+            [
+                (Ident, "s"),
+                (Punct, "="),
+                (Str, r#""a\"b""#),
+                (Str, r#"L"w""#),
+                (Str, r#"u8"x""#),
+                (Char, "'c'"),
+                (Char, r"'\''"),
+                (Char, "U'z'"),
+                (Punct, ";")
+            ]
+        );
+        // Unterminated literal stops at the end of the line.
+        assert_eq!(lex("\"abc\nx"), [(Str, "\"abc"), (Ident, "x")]);
+        assert_eq!(lex("'abc"), [(Char, "'abc")]);
+        assert_eq!(lex("\"ab\\"), [(Str, "\"ab\\")]);
+        // An escaped newline continues a literal.
+        assert_eq!(lex("\"a\\\nb\" c"), [(Str, "\"a\\\nb\""), (Ident, "c")]);
+        // Comment markers inside a literal are literal.
+        assert_eq!(lex("\"//\" x"), [(Str, "\"//\""), (Ident, "x")]);
+    }
+
+    #[test]
+    fn comments() {
+        assert_eq!(
+            lex("a // one \\\n two\nb /* x\n y */ c /* open"),
+            [
+                (Ident, "a"),
+                (LineComment, "// one \\\n two"),
+                (Ident, "b"),
+                (BlockComment, "/* x\n y */"),
+                (Ident, "c"),
+                (BlockComment, "/* open")
+            ]
+        );
+        assert_eq!(lex("/**/x"), [(BlockComment, "/**/"), (Ident, "x")]);
+        assert_eq!(lex("/*/ x"), [(BlockComment, "/*/ x")]);
+        assert_eq!(
+            lex("// a \\  \r\nb\nc"),
+            [(LineComment, "// a \\  \r\nb"), (Ident, "c")]
+        );
+    }
+
+    #[test]
+    fn preprocessor_lines() {
+        assert_eq!(
+            lex("#define F(x) \\\n  (x + 1)\nF(a) # b\n  #pragma unroll // c\nd"),
+            [
+                (Preprocessor, "#define F(x) \\\n  (x + 1)"),
+                (Ident, "F"),
+                (Punct, "("),
+                (Ident, "a"),
+                (Punct, ")"),
+                (Punct, "#"),
+                (Ident, "b"),
+                (Preprocessor, "#pragma unroll // c"),
+                (Ident, "d")
+            ]
+        );
+        assert_eq!(
+            lex("/* c */ #if 1 /* a\nb */ x\ny"),
+            [
+                (BlockComment, "/* c */"),
+                (Preprocessor, "#if 1 /* a\nb */ x"),
+                (Ident, "y")
+            ]
+        );
+        assert_eq!(
+            lex("%:include <a.h>\nx"),
+            [(Preprocessor, "%:include <a.h>"), (Ident, "x")]
+        );
+        assert_eq!(
+            lex("#error don't\nx"),
+            [(Preprocessor, "#error don't"), (Ident, "x")]
+        );
+        assert_eq!(lex("#"), [(Preprocessor, "#")]);
+    }
+
+    #[test]
+    fn attributes() {
+        assert_eq!(
+            lex("device float *p [[buffer(0)]], uint i [[thread_position_in_grid]]; a[b[c]]"),
+            [
+                (Ident, "device"),
+                (Ident, "float"),
+                (Punct, "*"),
+                (Ident, "p"),
+                (Attribute, "[[buffer(0)]]"),
+                (Punct, ","),
+                (Ident, "uint"),
+                (Ident, "i"),
+                (Attribute, "[[thread_position_in_grid]]"),
+                (Punct, ";"),
+                (Ident, "a"),
+                (Punct, "["),
+                (Ident, "b"),
+                (Punct, "["),
+                (Ident, "c"),
+                (Punct, "]"),
+                (Punct, "]"),
+            ]
+        );
+        assert_eq!(lex("[[a[1]]] x"), [(Attribute, "[[a[1]]]"), (Ident, "x")]);
+        assert_eq!(lex("[[x \"]]\"]]"), [(Attribute, "[[x \"]]\"]]")]);
+        assert_eq!(lex("[[open"), [(Attribute, "[[open")]);
+    }
+
+    #[test]
+    fn stray_bytes_are_other() {
+        assert_eq!(
+            lex("a\\b@`\u{1}"),
+            [
+                (Ident, "a"),
+                (Other, "\\"),
+                (Ident, "b"),
+                (Other, "@"),
+                (Other, "`"),
+                (Other, "\u{1}")
+            ]
+        );
+    }
+
+    #[test]
+    fn spans_tile_the_input() {
+        for src in [
+            "",
+            "a",
+            " x /* \"",
+            "#define a \\",
+            "'",
+            "\"\\",
+            "[[",
+            "%:",
+            "..",
+            "\\\n",
+        ] {
+            let toks = tokenize(src.as_bytes());
+            let mut pos = 0;
+            for t in &toks {
+                assert_eq!(t.start, pos);
+                assert!(t.end > t.start);
+                pos = t.end;
+            }
+            assert_eq!(pos, src.len());
+        }
+    }
+}
