@@ -279,6 +279,14 @@ proptest! {
     }
 
     #[test]
+    fn key_digest_is_the_workspace_digest(
+        parts in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 0..6)
+    ) {
+        let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        prop_assert_eq!(Key::of_parts(&parts).to_hex(), canonical_text::digest_of_parts(&parts));
+    }
+
+    #[test]
     fn values_hash_alike_exactly_when_equal(a in value(), b in value()) {
         let (ha, hb) = (input_hash([("f", &a)]), input_hash([("f", &b)]));
         prop_assert_eq!(canon(&a) == canon(&b), ha == hb);
