@@ -43,5 +43,5 @@ mod program;
 
 pub use backend::{BASE_FLAGS, CcBackend, KERNEL_SIGNATURE, PreparedProgram};
 pub use error::CcError;
-pub use generate::{elementwise_kernel, realistic_kernel};
+pub use generate::{elementwise_kernel, realistic_kernel, realistic_kernel_numbered};
 pub use program::{CcProgram, Kernel};

@@ -1,2 +1,143 @@
-//! Benchmark (under construction).
-fn main() {}
+//! Benchmarks of `resolve` with the real C backend (one criterion group per figure,
+//! each with a `subject` and a `baseline`):
+//!
+//! - `resolve_all_hit_1000`: an all-hit resolve of 1,000 kernels against 1,000 raw
+//!   dashmap gets of the same keys (cloning the same values);
+//! - `resolve_all_hit_1000_vs_quick_cache`: the same against 1,000 quick_cache gets;
+//! - `compile_64_split2`: 64 realistic kernels compiled from a cold cache through the
+//!   concurrent path as 2 programs, against the same compiled whole as one program.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use cc_backend::{CcBackend, CcProgram, elementwise_kernel, realistic_kernel};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use dashmap::DashMap;
+use kernel_cache::{
+    BatchKernel, KernelCache, Names, Split, resolve, resolve_split, with_split_override,
+};
+
+type Value = (Arc<CcProgram>, Arc<str>);
+
+fn batch_of(
+    backend: &CcBackend,
+    options: &[&str],
+    texts: Vec<(String, String)>,
+) -> Vec<BatchKernel<String>> {
+    let names = Names::new().with_bound(["out", "a", "b"]);
+    let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+    texts
+        .into_iter()
+        .map(|(symbol, text)| {
+            BatchKernel::keyed(
+                &symbol,
+                text,
+                &names,
+                options.clone(),
+                backend.identity().as_bytes(),
+            )
+        })
+        .collect()
+}
+
+fn all_hit(c: &mut Criterion) {
+    let backend = CcBackend::new().expect("a C compiler is installed");
+    // Compiled once, at -O0 to keep the setup short: only the hits are measured.
+    let batch = batch_of(
+        &backend,
+        &["-O0"],
+        (0..1000)
+            .map(|i| {
+                let name = format!("k{i}");
+                let text = elementwise_kernel(&name, &format!("a[i] * {i}.0f + b[i]"));
+                (name, text)
+            })
+            .collect(),
+    );
+    let cache = KernelCache::new(1 << 30);
+    let warm = resolve(&cache, &batch, &backend).expect("the kernels compile");
+    let map: DashMap<String, Value> = DashMap::new();
+    let quick: quick_cache::sync::Cache<String, Value> = quick_cache::sync::Cache::new(2000);
+    for (k, r) in batch.iter().zip(&warm) {
+        map.insert(
+            k.key.clone(),
+            (Arc::clone(&r.program), Arc::clone(&r.symbol)),
+        );
+        quick.insert(
+            k.key.clone(),
+            (Arc::clone(&r.program), Arc::clone(&r.symbol)),
+        );
+    }
+
+    let mut g = c.benchmark_group("resolve_all_hit_1000");
+    g.bench_function("subject", |b| {
+        b.iter(|| resolve(&cache, black_box(&batch), &backend).expect("all hit"))
+    });
+    g.bench_function("baseline", |b| {
+        b.iter(|| {
+            black_box(&batch)
+                .iter()
+                .map(|k| map.get(&k.key).map(|v| v.value().clone()))
+                .collect::<Vec<_>>()
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("resolve_all_hit_1000_vs_quick_cache");
+    g.bench_function("subject", |b| {
+        b.iter(|| resolve(&cache, black_box(&batch), &backend).expect("all hit"))
+    });
+    g.bench_function("baseline", |b| {
+        b.iter(|| {
+            black_box(&batch)
+                .iter()
+                .map(|k| quick.get(&k.key))
+                .collect::<Vec<_>>()
+        })
+    });
+    g.finish();
+}
+
+fn split_compile(c: &mut Criterion) {
+    let backend = CcBackend::new().expect("a C compiler is installed");
+    let batch = batch_of(
+        &backend,
+        &["-fno-math-errno"],
+        (0..64)
+            .map(|i| {
+                let name = format!("fused{i}");
+                let text = realistic_kernel(&name, i);
+                (name, text)
+            })
+            .collect(),
+    );
+    let (batch, backend) = (&batch, &backend);
+    let compile = |split: Split| {
+        move |cache: Arc<KernelCache<CcProgram>>| {
+            let answers = with_split_override(split, || resolve_split(&cache, batch, backend))
+                .expect("the kernels compile");
+            // Returned so that unloading happens outside the measurement.
+            (cache, answers)
+        }
+    };
+    let mut g = c.benchmark_group("compile_64_split2");
+    g.sample_size(10);
+    g.bench_function("subject", |b| {
+        b.iter_batched(
+            || KernelCache::new(1 << 30),
+            compile(Split::new(2, 1)),
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("baseline", |b| {
+        b.iter_batched(
+            || KernelCache::new(1 << 30),
+            compile(Split::WHOLE),
+            BatchSize::PerIteration,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, all_hit, split_compile);
+criterion_main!(benches);

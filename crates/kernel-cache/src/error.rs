@@ -36,20 +36,25 @@ pub enum Error<E: std::error::Error + 'static> {
     /// A program failed to compile. Nothing of it was published; programs earlier in
     /// batch order (and, on the concurrent path, every other program that succeeded)
     /// were published.
-    #[error("{stage} of program {program} of {programs} failed (kernels: {})", symbols.join(", "))]
-    Compile {
-        /// The step that failed.
-        stage: Stage,
-        /// The program's number, in batch order.
-        program: usize,
-        /// How many programs the resolve compiled.
-        programs: usize,
-        /// The symbols of the kernels the program held.
-        symbols: Vec<String>,
-        /// The backend's error.
-        #[source]
-        source: E,
-    },
+    #[error(transparent)]
+    Compile(Box<CompileFailure<E>>),
+}
+
+/// Which program of a resolve failed, at which step, and the backend's error.
+#[derive(Debug, thiserror::Error)]
+#[error("{stage} of program {program} of {programs} failed (kernels: {})", symbols.join(", "))]
+pub struct CompileFailure<E: std::error::Error + 'static> {
+    /// The step that failed.
+    pub stage: Stage,
+    /// The program's number, in batch order.
+    pub program: usize,
+    /// How many programs the resolve compiled.
+    pub programs: usize,
+    /// The symbols of the kernels the program held.
+    pub symbols: Vec<String>,
+    /// The backend's error.
+    #[source]
+    pub source: E,
 }
 
 impl<E: std::error::Error + 'static> Error<E> {
@@ -57,7 +62,7 @@ impl<E: std::error::Error + 'static> Error<E> {
     pub fn backend_error(&self) -> &E {
         match self {
             Error::BeforeCompile(e) => e,
-            Error::Compile { source, .. } => source,
+            Error::Compile(failure) => &failure.source,
         }
     }
 
@@ -65,7 +70,15 @@ impl<E: std::error::Error + 'static> Error<E> {
     pub fn into_backend_error(self) -> E {
         match self {
             Error::BeforeCompile(e) => e,
-            Error::Compile { source, .. } => source,
+            Error::Compile(failure) => failure.source,
+        }
+    }
+
+    /// The failing program's details, when a compile failed.
+    pub fn compile_failure(&self) -> Option<&CompileFailure<E>> {
+        match self {
+            Error::Compile(failure) => Some(failure),
+            Error::BeforeCompile(_) => None,
         }
     }
 }

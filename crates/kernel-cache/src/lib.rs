@@ -3,7 +3,7 @@
 //!
 //! A compiler backend renders kernels, compiles groups of them into programs (shared
 //! objects, modules) and looks each kernel up by symbol. [`KernelCache`] keeps those
-//! programs keyed by kernel key (kernels that differ only in the
+//! programs keyed by kernel key (see [`kernel_key`]: kernels that differ only in the
 //! names they own share a key), evicting the oldest groups past a byte capacity.
 //! [`resolve`] answers a whole batch: lock-free lookups first, then one compile per
 //! option list of the missing kernels, one representative per distinct key;
@@ -54,13 +54,16 @@ mod cache;
 mod census;
 mod cold;
 mod error;
+mod key;
 mod partition;
 mod resolve;
 
 pub use backend::{Backend, BatchKernel, Compiled, Group, SplitBackend};
 pub use cache::{CacheStats, KernelCache, Resolved};
+pub use canonical_text::Names;
 pub use census::{Census, with_census};
 pub use cold::with_cold_caches;
-pub use error::{Error, Stage};
+pub use error::{CompileFailure, Error, Stage};
+pub use key::kernel_key;
 pub use partition::{Split, chunks, current_split_override, programs_for, with_split_override};
 pub use resolve::{CompileRecord, compile_record, resolve, resolve_split};

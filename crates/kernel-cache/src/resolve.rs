@@ -11,7 +11,7 @@ use std::thread;
 use crate::backend::{Backend, BatchKernel, Compiled, Group, SplitBackend};
 use crate::cache::{KernelCache, Resolved, lock};
 use crate::census::{self, Census};
-use crate::error::{Error, Stage};
+use crate::error::{CompileFailure, Error, Stage};
 use crate::partition::{chunks, current_split_override, programs_for};
 
 /// What split-capable backends have compiled in this process, as counters.
@@ -256,15 +256,15 @@ fn compile_whole<B: Backend>(
     let n_groups = groups.len();
     for (index, (options, idxs)) in groups.into_iter().enumerate() {
         let group = group_of(batch, index, n_groups, options, &idxs);
-        let compiled = backend
-            .compile_group(&group)
-            .map_err(|source| Error::Compile {
+        let compiled = backend.compile_group(&group).map_err(|source| {
+            Error::Compile(Box::new(CompileFailure {
                 stage: Stage::CompileGroup,
                 program: index,
                 programs: n_groups,
                 symbols: symbols(&group),
                 source,
-            })?;
+            }))
+        })?;
         publish(cache, &group, &idxs, compiled, answers, census);
     }
     Ok(())
@@ -353,13 +353,13 @@ fn compile_concurrent<B: SplitBackend>(
         if let Some((stage, source)) = failure
             && first_error.is_none()
         {
-            first_error = Some(Error::Compile {
+            first_error = Some(Error::Compile(Box::new(CompileFailure {
                 stage,
                 program: group.index,
                 programs: n_programs,
                 symbols: symbols(group),
                 source,
-            });
+            })));
         }
     }
     if let Some(panic) = first_panic {

@@ -1,0 +1,423 @@
+//! `resolve` and `resolve_split` driving the real C backend.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+
+use cc_backend::{CcBackend, CcError, CcProgram, PreparedProgram};
+use common::*;
+use kernel_cache::{
+    Backend, BatchKernel, Compiled, Error, Group, KernelCache, Split, SplitBackend, Stage,
+    compile_record, resolve, resolve_split, with_census, with_split_override,
+};
+
+const BIG: u64 = 1 << 30;
+
+#[test]
+fn renamed_twins_hit_with_one_compile() {
+    let b = backend();
+    let cache = KernelCache::new(BIG);
+    // The same kernel rendered twice: another segment index, other loop symbols.
+    let batch = [
+        fused_numbered("step__seg1", 1, 0),
+        fused_numbered("step__seg4", 1, 40),
+        fused("other", 2),
+    ];
+    assert_ne!(batch[0].source, batch[1].source);
+    assert_eq!(batch[0].key, batch[1].key, "renamed twins share a key");
+    let answers = resolve(&cache, &batch, &b).unwrap();
+    assert_eq!(
+        b.kernels_compiled(),
+        2,
+        "one representative per distinct key"
+    );
+    assert_eq!(b.programs_compiled(), 1);
+    assert_eq!(
+        &*answers[1].symbol, "step__seg1",
+        "the twin answers the representative's symbol"
+    );
+    assert!(answers[0].same_program(&answers[1]) && answers[0].same_program(&answers[2]));
+    assert_eq!(run(&answers[0], 100), run(&answers[1], 100));
+
+    // A later rendering under yet another name hits without compiling.
+    let ((), census) = with_census(|| {
+        let again = resolve(&cache, &[fused_numbered("step__seg9", 1, 77)], &b).unwrap();
+        assert_eq!(&*again[0].symbol, "step__seg1");
+        assert_eq!(run(&again[0], 100), run(&answers[0], 100));
+    });
+    assert_eq!(b.programs_compiled(), 1);
+    assert_eq!(census.kernels_reused, 1);
+    assert_eq!(census.kernels_compiled, 0);
+}
+
+#[test]
+fn one_compile_per_option_list_in_batch_order() {
+    let b = backend();
+    let cache = KernelCache::new(BIG);
+    let batch = [
+        elementwise("x1", "a[i] + 1.0f", &["-O1"]),
+        elementwise("ya", "a[i] * 2.0f", &["-O3"]),
+        elementwise("x2", "a[i] + 2.0f", &["-O1"]),
+    ];
+    let answers = resolve(&cache, &batch, &b).unwrap();
+    assert_eq!(b.programs_compiled(), 2);
+    assert!(answers[0].same_program(&answers[2]));
+    assert!(!answers[0].same_program(&answers[1]));
+    assert_eq!(answers[0].program.symbols(), ["x1", "x2"]);
+    let (a, _) = inputs(8);
+    assert_eq!(
+        run(&answers[2], 8),
+        a.iter().map(|v| v + 2.0).collect::<Vec<_>>()
+    );
+    assert_eq!(cache.stats().groups, 2);
+}
+
+#[test]
+fn a_failing_group_publishes_nothing_and_earlier_groups_stay() {
+    let b = backend();
+    let cache = KernelCache::new(BIG);
+    let good = elementwise("good", "a[i] - b[i]", &["-O1"]);
+    let later_good = elementwise("later_good", "a[i] * b[i]", &[]);
+    let batch = [good.clone(), broken("bad"), later_good.clone()];
+    let err = resolve(&cache, &batch, &b).unwrap_err();
+    match &err {
+        Error::Compile(f) => {
+            assert_eq!(
+                (f.stage, f.program, f.programs),
+                (Stage::CompileGroup, 1, 2)
+            );
+            assert_eq!(f.symbols, ["bad", "later_good"]);
+            assert!(
+                matches!(&f.source, CcError::Compiler { stderr, .. } if stderr.contains("error"))
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(
+        cache.find(&good.key).is_some(),
+        "the earlier group stays published"
+    );
+    assert!(
+        cache.find(&later_good.key).is_none(),
+        "the failing group published nothing"
+    );
+
+    // The next resolve compiles the failed group's kernels afresh and hits the rest.
+    let before = b.programs_compiled();
+    let answers = resolve(&cache, &[good, later_good], &b).unwrap();
+    assert_eq!(b.programs_compiled(), before + 1);
+    assert_eq!(&*answers[1].symbol, "later_good");
+}
+
+#[test]
+fn split_and_whole_compiles_give_the_same_results() {
+    let b = backend();
+    let batch: Vec<_> = (0..12).map(|i| fused(&format!("k{i}"), 100 + i)).collect();
+    let record = compile_record();
+    let whole = with_split_override(Split::WHOLE, || {
+        resolve_split(&KernelCache::new(BIG), &batch, &b).unwrap()
+    });
+    let split = with_split_override(Split::new(2, 1), || {
+        resolve_split(&KernelCache::new(BIG), &batch, &b).unwrap()
+    });
+    let after = compile_record();
+    assert!(after.split_capable_compiles >= record.split_capable_compiles + 2);
+    assert!(after.concurrent_resolves > record.concurrent_resolves);
+    assert!(after.concurrent_programs >= record.concurrent_programs + 2);
+    assert_eq!(b.programs_compiled(), 3);
+
+    let programs = |answers: &[kernel_cache::Resolved<CcProgram>]| {
+        answers
+            .iter()
+            .map(|a| Arc::as_ptr(&a.program))
+            .collect::<BTreeSet<_>>()
+            .len()
+    };
+    assert_eq!(programs(&whole), 1);
+    assert_eq!(programs(&split), 2);
+    // The first half in the first program, in batch order.
+    assert_eq!(
+        split[0].program.symbols(),
+        ["k0", "k1", "k2", "k3", "k4", "k5"]
+    );
+    for (w, s) in whole.iter().zip(&split) {
+        assert_eq!(w.symbol, s.symbol);
+        for n in [0, 7, 64, 300] {
+            assert_eq!(run(w, n), run(s, n), "{} n={n}", w.symbol);
+        }
+    }
+}
+
+#[test]
+fn concurrent_path_publishes_successes_and_returns_the_first_failure() {
+    let b = backend();
+    let cache = KernelCache::new(BIG);
+    let batch = [
+        broken("bad0"),
+        elementwise("ok1", "a[i]", &[]),
+        elementwise("ok2", "b[i]", &[]),
+        broken("bad3"),
+    ];
+    let err =
+        with_split_override(Split::new(4, 1), || resolve_split(&cache, &batch, &b)).unwrap_err();
+    match err {
+        Error::Compile(f) => {
+            assert_eq!((f.stage, f.program, f.programs), (Stage::Compile, 0, 4));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(cache.find(&batch[1].key).is_some() && cache.find(&batch[2].key).is_some());
+    assert!(cache.find(&batch[0].key).is_none() && cache.find(&batch[3].key).is_none());
+    assert_eq!(b.programs_compiled(), 4);
+}
+
+#[test]
+fn eviction_under_a_small_capacity_keeps_handed_out_programs_working() {
+    let b = backend();
+    let cache = KernelCache::new(1);
+    let first = resolve(&cache, &[elementwise("first", "a[i] + b[i]", &[])], &b).unwrap();
+    let path = first[0].program.path().to_path_buf();
+    let second = resolve(&cache, &[elementwise("second", "a[i] - b[i]", &[])], &b).unwrap();
+    let stats = cache.stats();
+    assert_eq!(stats.evictions, 1);
+    assert_eq!(stats.groups, 1, "an oversized group is retained alone");
+    assert_eq!(stats.retained_bytes, second[0].program.size());
+    assert!(
+        cache
+            .find(&elementwise("first", "a[i] + b[i]", &[]).key)
+            .is_none()
+    );
+    // The evicted program is still loaded and callable through the handed-out value.
+    assert!(path.exists());
+    let (a, bb) = inputs(5);
+    let want: Vec<f32> = a.iter().zip(&bb).map(|(x, y)| x + y).collect();
+    assert_eq!(run(&first[0], 5), want);
+}
+
+#[test]
+fn disabled_cache_compiles_every_time() {
+    let b = backend();
+    let cache = KernelCache::new(0);
+    let batch = [elementwise("k", "a[i]", &[])];
+    let record = compile_record();
+    resolve_split(&cache, &batch, &b).unwrap();
+    resolve_split(&cache, &batch, &b).unwrap();
+    assert_eq!(b.programs_compiled(), 2);
+    assert!(compile_record().split_capable_compiles >= record.split_capable_compiles + 2);
+    assert_eq!(cache.stats().retained_bytes, 0);
+}
+
+#[test]
+fn many_threads_compile_each_distinct_key_exactly_once() {
+    for split in [Split::WHOLE, Split::new(2, 1)] {
+        let b = backend();
+        let cache = KernelCache::new(BIG);
+        // Six kernels, four distinct keys (two renamed twins).
+        let batch = vec![
+            fused_numbered("t__seg0", 1, 0),
+            fused_numbered("u__seg1", 2, 10),
+            fused_numbered("t__seg2", 1, 20),
+            fused("t3", 3),
+            fused_numbered("u__seg4", 2, 40),
+            fused("t5", 4),
+        ];
+        let threads = 8;
+        let barrier = Barrier::new(threads);
+        let answers: Vec<Vec<_>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        with_split_override(split, || resolve_split(&cache, &batch, &b).unwrap())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(b.kernels_compiled(), 4, "{split:?}");
+        let first = &answers[0];
+        for other in &answers[1..] {
+            for (x, y) in first.iter().zip(other) {
+                assert!(x.same_program(y) && x.symbol == y.symbol);
+            }
+        }
+        let stats = cache.stats();
+        assert_eq!(stats.hits + stats.misses, 6 * threads as u64);
+        assert_eq!(stats.misses, 6, "only the compiling resolve missed");
+    }
+}
+
+/// A backend wrapping the C backend, to observe and break the driver's hooks.
+struct Hooked {
+    inner: CcBackend,
+    always_lock: bool,
+    fail_before: bool,
+    before_calls: AtomicUsize,
+    /// Symbol whose program's compile panics.
+    panic_on: Option<&'static str>,
+}
+
+impl Hooked {
+    fn new() -> Hooked {
+        Hooked {
+            inner: backend(),
+            always_lock: false,
+            fail_before: false,
+            before_calls: AtomicUsize::new(0),
+            panic_on: None,
+        }
+    }
+}
+
+impl Backend for Hooked {
+    type Source = String;
+    type Program = CcProgram;
+    type Error = CcError;
+
+    fn compile_group(&self, group: &Group<'_, String>) -> Result<Compiled<CcProgram>, CcError> {
+        self.inner.compile_group(group)
+    }
+
+    fn before_compile(&self) -> Result<(), CcError> {
+        self.before_calls.fetch_add(1, Ordering::SeqCst);
+        if self.fail_before {
+            return Err(CcError::InvalidSymbol("before_compile refused".into()));
+        }
+        Ok(())
+    }
+
+    fn always_lock(&self) -> bool {
+        self.always_lock
+    }
+}
+
+impl SplitBackend for Hooked {
+    type Prepared = (bool, PreparedProgram);
+
+    fn split(&self) -> Split {
+        Split::new(4, 1)
+    }
+
+    fn prepare(&self, group: &Group<'_, String>) -> Result<Self::Prepared, CcError> {
+        let boom = group
+            .kernels
+            .iter()
+            .any(|k| Some(k.symbol.as_str()) == self.panic_on);
+        Ok((boom, self.inner.prepare(group)?))
+    }
+
+    fn compile(&self, prepared: &mut Self::Prepared) -> Result<(), CcError> {
+        if prepared.0 {
+            panic!("compile thread exploded");
+        }
+        self.inner.compile(&mut prepared.1)
+    }
+
+    fn finish(&self, prepared: Self::Prepared) -> Result<Compiled<CcProgram>, CcError> {
+        self.inner.finish(prepared.1)
+    }
+}
+
+#[test]
+fn before_compile_runs_under_the_lock_and_with_always_lock_for_all_hits() {
+    let cache = KernelCache::new(BIG);
+    let batch = [elementwise("h", "a[i] + 3.0f", &[])];
+    let mut hooked = Hooked::new();
+    resolve(&cache, &batch, &hooked).unwrap();
+    assert_eq!(hooked.before_calls.load(Ordering::SeqCst), 1);
+    resolve(&cache, &batch, &hooked).unwrap();
+    assert_eq!(
+        hooked.before_calls.load(Ordering::SeqCst),
+        1,
+        "an all-hit batch takes no lock"
+    );
+    hooked.always_lock = true;
+    resolve(&cache, &batch, &hooked).unwrap();
+    assert_eq!(
+        hooked.before_calls.load(Ordering::SeqCst),
+        2,
+        "always_lock runs it even for all hits"
+    );
+    assert_eq!(hooked.inner.programs_compiled(), 1);
+}
+
+#[test]
+fn a_failing_before_compile_compiles_nothing() {
+    let cache = KernelCache::new(BIG);
+    let mut hooked = Hooked::new();
+    hooked.fail_before = true;
+    let err = resolve(&cache, &[elementwise("h", "a[i]", &[])], &hooked).unwrap_err();
+    assert!(matches!(err, Error::BeforeCompile(_)));
+    assert_eq!(hooked.inner.programs_compiled(), 0);
+    assert!(cache.is_empty());
+}
+
+#[test]
+fn a_panic_in_a_compile_thread_propagates_and_the_cache_stays_usable() {
+    let cache = KernelCache::new(BIG);
+    let mut hooked = Hooked::new();
+    hooked.panic_on = Some("p2");
+    let batch = [
+        elementwise("p0", "a[i]", &[]),
+        elementwise("p1", "b[i]", &[]),
+        elementwise("p2", "a[i] * 2.0f", &[]),
+        elementwise("p3", "b[i] * 2.0f", &[]),
+    ];
+    let caught = catch_unwind(AssertUnwindSafe(|| resolve_split(&cache, &batch, &hooked)));
+    let payload = caught.expect_err("the compile thread's panic reaches the caller");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"compile thread exploded")
+    );
+    // The programs that compiled were published; the panicking one was not.
+    assert!(cache.find(&batch[0].key).is_some());
+    assert!(cache.find(&batch[3].key).is_some());
+    assert!(cache.find(&batch[2].key).is_none());
+    // The compile lock is usable again.
+    hooked.panic_on = None;
+    let answers = resolve_split(&cache, &batch, &hooked).unwrap();
+    assert_eq!(&*answers[2].symbol, "p2");
+    assert_eq!(
+        hooked.inner.programs_compiled(),
+        4,
+        "three before the panic, p2 afresh"
+    );
+}
+
+#[test]
+fn census_counts_reused_kernels_once_per_call() {
+    let b = backend();
+    let cache = KernelCache::new(BIG);
+    let warm = [
+        elementwise("c0", "a[i]", &[]),
+        elementwise("c1", "b[i]", &[]),
+    ];
+    resolve(&cache, &warm, &b).unwrap();
+    let batch = [
+        warm[0].clone(),
+        warm[1].clone(),
+        elementwise("c2", "a[i] + b[i]", &[]),
+        warm[0].clone(),
+    ];
+    let ((), census) = with_census(|| {
+        resolve(&cache, &batch, &b).unwrap();
+    });
+    assert_eq!(census.kernels_reused, 3);
+    assert_eq!(census.kernels_compiled, 1);
+    assert_eq!(census.programs_compiled, 1);
+    assert_eq!(census.resolves, 1);
+}
+
+#[test]
+fn empty_batch_resolves_to_nothing() {
+    let b = backend();
+    let cache = KernelCache::new(BIG);
+    let empty: [BatchKernel<String>; 0] = [];
+    assert!(resolve_split(&cache, &empty, &b).unwrap().is_empty());
+    assert_eq!(b.programs_compiled(), 0);
+}
