@@ -15,3 +15,123 @@ pub trait DiskEntry: Serialize + DeserializeOwned {
     /// The identity digest this entry was saved for.
     fn digest(&self) -> &str;
 }
+
+use crate::Error;
+use crate::components::KeyParts;
+use crate::identity::CompleteIdentity;
+use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, of_saved};
+use crate::schedule::SavedRefOp;
+
+/// The payload format version of [`ScheduleEntry`]. Bumped when the canonical rendering or the
+/// saved-schedule format changes (an old entry is then ignored by lookup). Independent of the
+/// directory's key-regime version.
+///
+/// History (one line per bump, `vN: reason`; a test checks the last line matches):
+/// v1: initial format (rendering kcache-identity-1, SavedRefOp, key parts, times in seconds)
+pub const ENTRY_VERSION: u32 = 1;
+
+/// One cached schedule, as stored on disk (RON): the winning schedule of the code named by
+/// `digest`, the key parts it was crowned under, and its measured times.
+///
+/// `Op` is the backend's saved op type (the reference language's by default); tools that only
+/// inspect entries can use `ron::Value`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ScheduleEntry<Op = SavedRefOp> {
+    /// The format version ([`ENTRY_VERSION`] when written by this build).
+    pub version: u32,
+    /// The code digest (equal to `schedule.digest`).
+    pub digest: String,
+    /// The key components the entry was crowned under, in key order (explains a miss).
+    pub key_parts: KeyParts,
+    /// The saved schedule.
+    pub schedule: SavedSchedule<Op>,
+    /// Measured run times of the scheduled code, in seconds, in measurement order.
+    pub times: Vec<f64>,
+    /// Measured run time of the unscheduled code, in seconds, if measured.
+    pub baseline_time: Option<f64>,
+}
+
+impl<Op> ScheduleEntry<Op> {
+    /// An entry for `schedule`, saved against `identity`, crowned under `key_parts`.
+    ///
+    /// # Errors
+    /// [`Error::DigestMismatch`] if the schedule was saved against another identity.
+    pub fn new(
+        identity: &CompleteIdentity,
+        key_parts: KeyParts,
+        schedule: SavedSchedule<Op>,
+        times: Vec<f64>,
+        baseline_time: Option<f64>,
+    ) -> Result<ScheduleEntry<Op>, Error> {
+        if schedule.digest != identity.digest() {
+            return Err(Error::DigestMismatch {
+                saved: schedule.digest,
+                current: identity.digest().to_owned(),
+            });
+        }
+        Ok(ScheduleEntry {
+            version: ENTRY_VERSION,
+            digest: identity.digest().to_owned(),
+            key_parts,
+            schedule,
+            times,
+            baseline_time,
+        })
+    }
+}
+
+impl<Op> ScheduleEntry<Op>
+where
+    Op: serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug + PartialEq,
+{
+    /// Replays the entry's schedule against a fresh compile (see [`of_saved`]).
+    ///
+    /// # Errors
+    /// [`Error::DigestMismatch`] if the entry's digest (or its schedule's) differs from
+    /// `identity`'s; otherwise [`of_saved`]'s errors.
+    pub fn replay<L: ScheduleLanguage<SavedOp = Op>>(
+        &self,
+        lang: &L,
+        identity: &CompleteIdentity,
+    ) -> Result<(Vec<L::Op>, Registry), Error> {
+        if self.digest != identity.digest() {
+            return Err(Error::DigestMismatch {
+                saved: self.digest.clone(),
+                current: identity.digest().to_owned(),
+            });
+        }
+        of_saved(lang, &self.schedule, identity)
+    }
+}
+
+impl<Op: serde::Serialize + serde::de::DeserializeOwned> DiskEntry for ScheduleEntry<Op> {
+    const VERSION: u32 = ENTRY_VERSION;
+    fn version(&self) -> u32 {
+        self.version
+    }
+    fn digest(&self) -> &str {
+        &self.digest
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_comment_ends_with_current_version() {
+        let src = include_str!("entry.rs");
+        let last = src
+            .lines()
+            .map(str::trim_start)
+            .filter_map(|l| l.strip_prefix("/// v"))
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, reason)| {
+                assert!(!reason.trim().is_empty(), "bump v{n} has no reason");
+                n.parse::<u32>().expect("history line starts with a number")
+            })
+            .collect::<Vec<_>>();
+        let expected: Vec<u32> = (1..=ENTRY_VERSION).collect();
+        assert_eq!(last, expected, "one history line per version, in order");
+    }
+}

@@ -15,4 +15,127 @@ pub enum Error {
         /// Why it was rejected.
         reason: &'static str,
     },
+    /// A canonical node index was out of range for the identity.
+    #[error("canonical node index {index} out of range (the code uses {len} nodes)")]
+    NodeIndexOutOfRange {
+        /// The index asked for.
+        index: usize,
+        /// How many nodes the identity numbers.
+        len: usize,
+    },
+    /// An incomplete identity (opaque constructs, unbound or shadowed symbols) was asked for
+    /// something only a complete one may do, such as producing a disk key.
+    #[error("identity {digest} is incomplete")]
+    IncompleteIdentity {
+        /// The incomplete identity's digest.
+        digest: String,
+    },
+    /// A saved schedule was replayed against code with another digest.
+    #[error("saved schedule digest {saved} does not match the code's digest {current}")]
+    DigestMismatch {
+        /// The digest the schedule was saved against.
+        saved: String,
+        /// The digest of the code it was replayed on.
+        current: String,
+    },
+    /// While saving, an op referenced a symbol that is no loop binder, static index, or symbol
+    /// minted by an earlier op.
+    #[error("op {op} references {sym}, which the registry cannot name")]
+    UnresolvableSymbol {
+        /// Index of the op (in the whole saved schedule).
+        op: usize,
+        /// The symbol.
+        sym: crate::identity::SymId,
+    },
+    /// While saving, an op referenced a symbol that binds several loops.
+    #[error("op {op} references {sym}, which binds several loops")]
+    AmbiguousSymbol {
+        /// Index of the op.
+        op: usize,
+        /// The symbol.
+        sym: crate::identity::SymId,
+    },
+    /// While saving, an op referenced a tensor node the code does not use.
+    #[error("op {op} references {node}, which the code does not use")]
+    UnresolvableNode {
+        /// Index of the op.
+        op: usize,
+        /// The node.
+        node: crate::identity::NodeId,
+    },
+    /// An op claimed to mint a symbol that already exists (or a role twice).
+    #[error("op {op} mints role {role:?} with a symbol that is not fresh")]
+    MintedNotFresh {
+        /// Index of the op.
+        op: usize,
+        /// The role.
+        role: String,
+    },
+    /// While replaying, a saved reference did not resolve (out-of-range binder or static
+    /// index, or a minted symbol of a later op or unknown role).
+    #[error("op {op}: dangling reference {reference:?}")]
+    DanglingRef {
+        /// Index of the op.
+        op: usize,
+        /// The reference.
+        reference: crate::saved::SymRef,
+    },
+    /// A schedule op's preconditions do not hold on the code it is applied to.
+    #[error("schedule op {op} is not applicable: {reason}")]
+    ScheduleInapplicable {
+        /// The op (debug form).
+        op: String,
+        /// Which precondition failed.
+        reason: String,
+    },
+    /// A value could not be serialized to RON.
+    #[error("could not serialize: {0}")]
+    Serialize(String),
+    /// RON text could not be parsed.
+    #[error("could not parse: {0}")]
+    Parse(String),
+    /// A setting declaration was rejected.
+    #[error("invalid declaration of setting {name:?}: {reason}")]
+    InvalidDeclaration {
+        /// The setting.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// The digest-completeness guard saw reads of settings no key component declares.
+    #[error("undeclared configuration settings consulted: {0:?}")]
+    UndeclaredSettings(Vec<String>),
+    /// `disk::store` was handed an entry that records another format version than its type
+    /// writes (a caller mistake; the store wrote nothing).
+    #[error("entry records version {found}, but its type writes version {expected}")]
+    EntryVersion {
+        /// The version the entry records.
+        found: u32,
+        /// The version its type writes.
+        expected: u32,
+    },
+    /// `disk::store` was handed a key that does not start with the entry's digest (a caller
+    /// mistake: such an entry could never be found by a lookup; the store wrote nothing).
+    #[error("key {key} does not start with the entry's digest {digest:?}")]
+    KeyDigestMismatch {
+        /// The key.
+        key: String,
+        /// The entry's digest.
+        digest: String,
+    },
+    /// An entry could not be encoded as RON (the store wrote nothing).
+    #[error("could not encode the entry: {message}")]
+    Encode {
+        /// The encoder's message.
+        message: String,
+    },
+    /// A cache directory could not be inspected (`disk::inventory`).
+    #[error("{}: {source}", path.display())]
+    Inspect {
+        /// The path that failed.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
 }

@@ -97,7 +97,9 @@ mod tests {
     #[test]
     fn rejects_unsafe_keys() {
         let long = "x".repeat(MAX_KEY_LEN + 1);
-        for k in ["", ".", "..", "a/b", "../x", "a.b", "a b", "é", "a\0", &long] {
+        for k in [
+            "", ".", "..", "a/b", "../x", "a.b", "a b", "é", "a\0", &long,
+        ] {
             assert!(CacheKey::new(k).is_err(), "{k:?} accepted");
         }
     }

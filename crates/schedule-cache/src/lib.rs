@@ -1,19 +1,82 @@
-//! schedule-cache: process-independent identity of loop code, saved schedules that replay in
-//! another process, and the keys under which they are stored on disk.
+//! schedule-cache: the process-independent identity of loop code, saved schedules that
+//! replay in another process, the keys under which they are stored, and the on-disk store.
+//!
+//! A backend exposes its optimized loop code through [`LoopCode`]; [`canonicalize`] gives its
+//! [`Identity`] (a digest that ignores symbol ids, node ids and labels, plus numberings of loop
+//! binders, static indices and tensor nodes). A schedule built against one compile is saved
+//! with [`to_saved`] (symbols become [`SymRef`]s, nodes canonical indices), serialized as RON,
+//! and replayed against another compile of the same code with [`of_saved`], which refuses a
+//! different digest. Only a [`CompleteIdentity`] produces a [`cache_key`], built from the
+//! [`KEY_COMPONENTS`] in order. The crate ships a reference loop IR ([`ir`]) and schedule
+//! language ([`schedule`]).
 //!
 //! ```
-//! use schedule_cache::CacheKey;
-//! let key = CacheKey::new("abc-123").expect("filename-safe");
-//! assert_eq!(key.as_str(), "abc-123");
-//! assert!(CacheKey::new("../escape").is_err());
+//! use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+//! use schedule_cache::schedule::{ReferenceLanguage, Schedule, apply_ops};
+//! use schedule_cache::{canonicalize, of_saved, to_saved, Registry, SavedSchedule};
+//! use std::collections::BTreeMap;
+//!
+//! // `for i in 0..64 { y[i] = x[i] * 2 }`, built twice with different ids and labels.
+//! let build = |tag: &str| {
+//!     let i = Symbol::fresh("i");
+//!     let x = TensorNode::new(&format!("x{tag}"), &[64], Precision::F32);
+//!     let y = TensorNode::new(&format!("y{tag}"), &[64], Precision::F32);
+//!     let value = Expr::bin(
+//!         schedule_cache::ir::BinOp::Mul,
+//!         Expr::get(&x, vec![Index::var(&i)]),
+//!         Expr::Const(2.0),
+//!     );
+//!     let body = vec![Stmt::set(&y, vec![Index::var(&i)], value)];
+//!     (Code::new(vec![Stmt::for_(&i, 0, 64, body)]), i)
+//! };
+//! let (code_a, i_a) = build("a");
+//! let (code_b, _) = build("b");
+//! let id_a = canonicalize(&code_a, &[], &BTreeMap::new(), true);
+//! let id_b = canonicalize(&code_b, &[], &BTreeMap::new(), true);
+//! assert_eq!(id_a.digest(), id_b.digest());
+//!
+//! // Tune on A: split i by 8 and vectorize the inner loop; save as RON.
+//! let mut sched = Schedule::new();
+//! let (_outer, inner) = sched.split(&i_a, 8);
+//! sched.vectorize(&inner);
+//! let (saved, _) = to_saved(&ReferenceLanguage, &Registry::new(&id_a), &sched.ops)?;
+//! let text = saved.to_ron()?;
+//!
+//! // Replay on B (in practice: another process).
+//! let saved = SavedSchedule::from_ron(&text)?;
+//! let (ops, _) = of_saved(&ReferenceLanguage, &saved, &id_b)?;
+//! let done_a = sched.apply(&code_a)?;
+//! let done_b = apply_ops(&ops, &code_b)?;
+//! let digest = |c: &Code| canonicalize(c, &[], &BTreeMap::new(), true).digest().to_owned();
+//! assert_eq!(digest(&done_a), digest(&done_b));
+//! # Ok::<(), schedule_cache::Error>(())
 //! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod components;
+pub mod config;
+mod digest;
 pub mod entry;
 pub mod error;
+pub mod identity;
+pub mod ir;
 pub mod key;
+pub mod saved;
+pub mod schedule;
+pub mod disk;
+pub mod placement;
 
-pub use entry::DiskEntry;
+pub use components::{
+    KEY_COMPONENTS, KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity, cache_key,
+    codegen_tag, key_parts, normalize_objective, numerics_tag, objective_tag,
+};
+pub use config::{Config, Relevance, SettingDecl, SettingsRegistry, digest_completeness};
+pub use entry::{DiskEntry, ENTRY_VERSION, ScheduleEntry};
+pub use identity::{
+    CompleteIdentity, Identity, IdentityKind, Lineage, LineageTag, LoopCode, NodeAttrs, NodeId,
+    Placement, SymId, Visitor, canonicalize, canonicalize_source,
+};
+pub use saved::{Registry, SavedSchedule, ScheduleLanguage, SymRef, of_saved, to_saved};
 pub use error::Error;
 pub use key::CacheKey;

@@ -1,0 +1,274 @@
+//! The configuration registry: every setting the code generator consults is declared with the
+//! key component it enters (or declared irrelevant, with a reason), so no setting can change a
+//! kernel without changing its cache key.
+//!
+//! [`Config::get`] records reads of undeclared settings; [`digest_completeness`] runs code and
+//! fails if it read any — the digest-completeness guard tests use.
+
+use crate::Error;
+use crate::components::KeyComponent;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, PoisonError};
+
+/// How a setting relates to the cache key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Relevance {
+    /// The setting's value enters this key component.
+    Enters(KeyComponent),
+    /// The setting never changes a kernel or what a timing measures; the reason says why.
+    Irrelevant(&'static str),
+}
+
+/// One declared setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SettingDecl {
+    /// The setting's name.
+    pub name: &'static str,
+    /// Which key component it enters, or why it enters none.
+    pub relevance: Relevance,
+}
+
+/// The setting that names the autotuner's timing objective (enters [`KeyComponent::Timing`]).
+pub const TIMING_SETTING: &str = "autotune_timing";
+
+/// The settings the reference code generator and autotuner consult.
+pub const REFERENCE_SETTINGS: &[SettingDecl] = &[
+    SettingDecl {
+        name: "large_models",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "buffer_aliasing",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "debug_log_from_routines",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "prefer_backend_uniformity",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "numerics.allow_tf32",
+        relevance: Relevance::Enters(KeyComponent::Numerics),
+    },
+    SettingDecl {
+        name: "numerics.fast_math",
+        relevance: Relevance::Enters(KeyComponent::Numerics),
+    },
+    SettingDecl {
+        name: TIMING_SETTING,
+        relevance: Relevance::Enters(KeyComponent::Timing),
+    },
+    SettingDecl {
+        name: "log_level",
+        relevance: Relevance::Irrelevant(
+            "verbosity alone never changes a kernel; kernel logging is debug_log_from_routines",
+        ),
+    },
+    SettingDecl {
+        name: "cache_dir",
+        relevance: Relevance::Irrelevant("where entries live, not what they mean"),
+    },
+];
+
+/// A set of declared settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SettingsRegistry {
+    decls: BTreeMap<&'static str, Relevance>,
+}
+
+impl SettingsRegistry {
+    /// An empty registry.
+    pub fn new() -> SettingsRegistry {
+        SettingsRegistry::default()
+    }
+
+    /// The registry of [`REFERENCE_SETTINGS`].
+    pub fn reference() -> SettingsRegistry {
+        let mut r = SettingsRegistry::new();
+        for d in REFERENCE_SETTINGS {
+            // The reference declarations are valid and distinct (checked by a unit test).
+            let _ = r.declare(*d);
+        }
+        r
+    }
+
+    /// Declares a setting.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDeclaration`] if the name is already declared, or the declared component
+    /// is [`KeyComponent::Digest`] or [`KeyComponent::Backend`] (which no setting can enter: the
+    /// digest names the code, the backend its name).
+    pub fn declare(&mut self, decl: SettingDecl) -> Result<(), Error> {
+        let bad = |reason: &'static str| Error::InvalidDeclaration {
+            name: decl.name.to_owned(),
+            reason,
+        };
+        if self.decls.contains_key(decl.name) {
+            return Err(bad("declared twice"));
+        }
+        if let Relevance::Enters(KeyComponent::Digest | KeyComponent::Backend) = decl.relevance {
+            return Err(bad("no setting can enter the digest or backend component"));
+        }
+        self.decls.insert(decl.name, decl.relevance);
+        Ok(())
+    }
+
+    /// How `name` was declared, if it was.
+    pub fn relevance(&self, name: &str) -> Option<Relevance> {
+        self.decls.get(name).copied()
+    }
+
+    /// The names declared as entering `component`, sorted.
+    pub fn entering(&self, component: KeyComponent) -> Vec<&'static str> {
+        self.decls
+            .iter()
+            .filter(|(_, r)| **r == Relevance::Enters(component))
+            .map(|(n, _)| *n)
+            .collect()
+    }
+}
+
+/// Configuration values plus the registry that classifies them.
+///
+/// Reading a setting through [`Config::get`] that the registry does not declare is recorded
+/// (and logged); [`digest_completeness`] turns such reads into a failure.
+#[derive(Debug, Default)]
+pub struct Config {
+    registry: SettingsRegistry,
+    values: BTreeMap<String, String>,
+    undeclared_reads: Mutex<BTreeSet<String>>,
+}
+
+impl Clone for Config {
+    fn clone(&self) -> Config {
+        Config {
+            registry: self.registry.clone(),
+            values: self.values.clone(),
+            undeclared_reads: Mutex::new(BTreeSet::new()),
+        }
+    }
+}
+
+impl Config {
+    /// A configuration with no values set, classified by `registry`.
+    pub fn new(registry: SettingsRegistry) -> Config {
+        Config {
+            registry,
+            values: BTreeMap::new(),
+            undeclared_reads: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// Sets `name` to `value` (builder style).
+    pub fn with(mut self, name: &str, value: &str) -> Config {
+        self.set(name, value);
+        self
+    }
+
+    /// Sets `name` to `value`.
+    pub fn set(&mut self, name: &str, value: &str) {
+        self.values.insert(name.to_owned(), value.to_owned());
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &SettingsRegistry {
+        &self.registry
+    }
+
+    /// Consults a setting: what code generation and tuning must use to read configuration.
+    /// Returns the value if set. A read of an undeclared setting is recorded for
+    /// [`digest_completeness`] and logged as a warning; the value is still returned.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        if self.registry.relevance(name).is_none() {
+            tracing::warn!(setting = name, "undeclared configuration setting consulted");
+            self.undeclared_reads
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(name.to_owned());
+        }
+        self.values.get(name).map(String::as_str)
+    }
+
+    /// The values of the settings declared as entering `component`, in name order (`None` when
+    /// unset). This is what the component's tag digests.
+    pub fn component_values(&self, component: KeyComponent) -> Vec<(&'static str, Option<&str>)> {
+        self.registry
+            .entering(component)
+            .into_iter()
+            .map(|n| (n, self.values.get(n).map(String::as_str)))
+            .collect()
+    }
+
+    fn take_undeclared(&self) -> BTreeSet<String> {
+        std::mem::take(
+            &mut *self
+                .undeclared_reads
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+}
+
+/// The digest-completeness guard: runs `f` with `config` and fails if `f` consulted any setting
+/// the registry does not declare. Meant for tests that exercise code generation.
+///
+/// Reads recorded before the call are discarded; run one guarded scope per `Config` at a time.
+///
+/// # Errors
+/// [`Error::UndeclaredSettings`] listing every undeclared setting `f` read (sorted).
+pub fn digest_completeness<R>(config: &Config, f: impl FnOnce(&Config) -> R) -> Result<R, Error> {
+    let _ = config.take_undeclared();
+    let r = f(config);
+    let undeclared = config.take_undeclared();
+    if undeclared.is_empty() {
+        Ok(r)
+    } else {
+        Err(Error::UndeclaredSettings(undeclared.into_iter().collect()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_declarations_are_valid_and_distinct() {
+        let mut r = SettingsRegistry::new();
+        for d in REFERENCE_SETTINGS {
+            r.declare(*d).expect("valid declaration");
+        }
+        assert_eq!(r, SettingsRegistry::reference());
+    }
+
+    #[test]
+    fn declaring_twice_or_into_digest_is_rejected() {
+        let mut r = SettingsRegistry::reference();
+        assert!(r.declare(REFERENCE_SETTINGS[0]).is_err());
+        let d = SettingDecl {
+            name: "x",
+            relevance: Relevance::Enters(KeyComponent::Digest),
+        };
+        assert!(r.declare(d).is_err());
+    }
+
+    #[test]
+    fn guard_passes_declared_reads_and_fails_undeclared_ones() {
+        let cfg = Config::new(SettingsRegistry::reference()).with("large_models", "true");
+        let v = digest_completeness(&cfg, |c| c.get("large_models").map(str::to_owned))
+            .expect("declared");
+        assert_eq!(v.as_deref(), Some("true"));
+        let err = digest_completeness(&cfg, |c| {
+            c.get("unroll_threshold");
+            c.get("large_models");
+        })
+        .expect_err("undeclared read must fail the guard");
+        assert!(
+            matches!(&err, Error::UndeclaredSettings(v) if v == &["unroll_threshold".to_owned()])
+        );
+        // The guard resets: a clean scope passes again.
+        digest_completeness(&cfg, |c| c.get("log_level").is_some()).expect("declared irrelevant");
+    }
+}

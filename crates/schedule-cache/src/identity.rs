@@ -1,0 +1,651 @@
+//! The canonical, process-independent identity of loop code.
+//!
+//! A backend exposes its optimized loop code through [`LoopCode`], a preorder walk reported to
+//! a [`Visitor`]. [`canonicalize`] numbers what the walk reports (loop binders in preorder,
+//! static indices in the order given, tensor nodes by first occurrence) and digests a rendering
+//! in which every backend-specific name has been replaced by its number, so two processes that
+//! build the same code with different symbol ids, node ids and labels get the same
+//! [`Identity::digest`].
+
+use crate::Error;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// A backend symbol, by an id unique within one process (never compared across processes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SymId(pub u64);
+
+/// A backend tensor node, by an id unique within one process (never compared across processes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub u64);
+
+impl fmt::Display for SymId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sym#{}", self.0)
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node#{}", self.0)
+    }
+}
+
+/// The attributes of a tensor node that enter the digest (at the node's first occurrence).
+#[derive(Clone, Copy, Debug)]
+pub struct NodeAttrs<'a> {
+    /// The node's dimensions.
+    pub dims: &'a [usize],
+    /// The node's precision, spelled by the backend (e.g. `"f32"`).
+    pub precision: &'a str,
+    /// Whether the node is eligible for hoisted packing as a constant: schedule validity
+    /// depends on operand constancy, so it is part of the identity.
+    pub hoistable_constant: bool,
+}
+
+/// Where a tensor node lives. Identical code over local scratch and over a device buffer
+/// generates different kernels, so the placement class enters the (non-structural) digest.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum Placement {
+    /// Inlined away: never materialized.
+    Virtual,
+    /// Scratch local to one kernel invocation.
+    Local,
+    /// A buffer on the device, living across kernels.
+    OnDevice,
+    /// Device memory mirrored on the host.
+    Hosted,
+}
+
+impl Placement {
+    /// The spelling used in canonical renderings (stable across versions).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::Virtual => "virtual",
+            Placement::Local => "local",
+            Placement::OnDevice => "on_device",
+            Placement::Hosted => "hosted",
+        }
+    }
+}
+
+/// Receives a preorder walk of loop code. Called by [`LoopCode::walk`].
+///
+/// Scoping: a binder reported by [`Visitor::loop_binder`] or [`Visitor::local_binder`] is in
+/// scope from that call until the [`Visitor::close`] of the innermost construct open at that
+/// point (or to the end of the walk at top level).
+pub trait Visitor {
+    /// Opens a construct of the given kind (e.g. `"for"`, `"set"`, `"add"`). The kind is part of
+    /// the rendering, so it must not contain process-specific data.
+    fn open(&mut self, construct: &str);
+    /// Closes the innermost open construct.
+    fn close(&mut self);
+    /// An integer payload (a bound, a coefficient, an offset).
+    fn int(&mut self, value: i64);
+    /// A floating-point payload (a constant), compared bit for bit.
+    fn float(&mut self, value: f64);
+    /// A loop binder: numbered in preorder; shadowing a symbol in scope makes the identity
+    /// incomplete.
+    fn loop_binder(&mut self, sym: SymId);
+    /// A local-variable binder: numbered in order of declaration.
+    fn local_binder(&mut self, sym: SymId);
+    /// A use of a symbol (loop binder, local, or static index). A use of a symbol not in scope
+    /// makes the identity incomplete.
+    fn symbol(&mut self, sym: SymId);
+    /// A use (set or read) of a tensor node, with its attributes.
+    fn node(&mut self, node: NodeId, attrs: &NodeAttrs<'_>);
+    /// A construct the canonical rendering cannot capture (e.g. a staged closure); makes the
+    /// identity incomplete.
+    fn opaque(&mut self, what: &str);
+}
+
+/// Loop code a backend can expose for canonicalization.
+///
+/// Contract: `walk` reports the code in preorder, deterministically, and reports everything
+/// that distinguishes two programs (structure, bounds, index expressions, operations, node
+/// uses). Anything it cannot express it reports through [`Visitor::opaque`].
+pub trait LoopCode {
+    /// Reports the code to `visitor` in preorder.
+    fn walk(&self, visitor: &mut dyn Visitor);
+}
+
+/// Which question an identity answers; the kinds never share digests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IdentityKind {
+    /// The optimized code, with placement classes ([`canonicalize`] with placements).
+    Code,
+    /// The optimized code's structure only ([`canonicalize`] without placements).
+    Structure,
+    /// The placement decision problem over the raw source ([`canonicalize_source`]).
+    PlacementSource,
+}
+
+/// The canonical identity of one piece of loop code: its digest and its numberings.
+///
+/// Guarantees: equal digests mean structurally identical code, hence interchangeable
+/// numberings ([`Identity::binders`], [`Identity::statics`], [`Identity::nodes`]). The
+/// numberings do not depend on `with_placements`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    kind: IdentityKind,
+    digest: String,
+    rendering: String,
+    complete: bool,
+    binders: Vec<SymId>,
+    statics: Vec<SymId>,
+    nodes: Vec<NodeId>,
+}
+
+impl Identity {
+    /// Hex SHA-256 digest of the canonical rendering.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// What this identity identifies.
+    pub fn kind(&self) -> IdentityKind {
+        self.kind
+    }
+
+    /// The human-readable canonical rendering the digest is computed over (tokens separated by
+    /// spaces), for explaining why two identities differ.
+    pub fn rendering(&self) -> &str {
+        &self.rendering
+    }
+
+    /// False when the code contains constructs the rendering cannot capture (opaque
+    /// constructs, unbound or shadowed symbols). An incomplete identity never produces a disk
+    /// key (see [`Identity::into_complete`]) but supports in-process schedule round trips.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// Loop binders in preorder: `binders()[i]` is `SymRef::Base(i)`. A symbol bound by two
+    /// sequential loops appears twice.
+    pub fn binders(&self) -> &[SymId] {
+        &self.binders
+    }
+
+    /// Static index symbols in the order given to [`canonicalize`]: `SymRef::Static(k)`.
+    pub fn statics(&self) -> &[SymId] {
+        &self.statics
+    }
+
+    /// Tensor nodes by first occurrence: canonical index `i` is `nodes()[i]`.
+    pub fn nodes(&self) -> &[NodeId] {
+        &self.nodes
+    }
+
+    /// The tensor node at canonical index `index`.
+    ///
+    /// # Errors
+    /// [`Error::NodeIndexOutOfRange`] if `index >= nodes().len()`.
+    pub fn node_at(&self, index: usize) -> Result<NodeId, Error> {
+        self.nodes
+            .get(index)
+            .copied()
+            .ok_or(Error::NodeIndexOutOfRange {
+                index,
+                len: self.nodes.len(),
+            })
+    }
+
+    /// The tensor node a placement-decision reference names (same numbering as
+    /// [`Identity::node_at`], named for [`canonicalize_source`] identities).
+    ///
+    /// # Errors
+    /// [`Error::NodeIndexOutOfRange`] if `index` is out of range.
+    pub fn tn_of_ref(&self, index: usize) -> Result<NodeId, Error> {
+        self.node_at(index)
+    }
+
+    /// The canonical index of `node`, if the code uses it.
+    pub fn index_of_node(&self, node: NodeId) -> Option<usize> {
+        self.nodes.iter().position(|&n| n == node)
+    }
+
+    /// Converts into a [`CompleteIdentity`], the only kind that can produce a disk key.
+    ///
+    /// # Errors
+    /// [`Error::IncompleteIdentity`] (carrying the digest) if the identity is incomplete.
+    pub fn into_complete(self) -> Result<CompleteIdentity, Error> {
+        if self.complete {
+            Ok(CompleteIdentity(self))
+        } else {
+            Err(Error::IncompleteIdentity {
+                digest: self.digest,
+            })
+        }
+    }
+}
+
+/// An [`Identity`] known to be complete: the only identity [`crate::cache_key`] accepts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompleteIdentity(Identity);
+
+impl CompleteIdentity {
+    /// The underlying identity.
+    pub fn identity(&self) -> &Identity {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for CompleteIdentity {
+    type Target = Identity;
+    fn deref(&self) -> &Identity {
+        &self.0
+    }
+}
+
+const RENDERING_HEADER: &str = "kcache-identity-1";
+
+/// Computes the canonical identity of `code`.
+///
+/// `static_indices` must be the symbols the code was lowered with, in order (they become
+/// `Static(0)`, `Static(1)`, ...). `placements` gives each node's effective placement class
+/// (a node absent from the map renders as undecided). With `with_placements = false` the
+/// placement classes are omitted: the result is the structural identity, with the same
+/// numberings.
+pub fn canonicalize(
+    code: &dyn LoopCode,
+    static_indices: &[SymId],
+    placements: &BTreeMap<NodeId, Placement>,
+    with_placements: bool,
+) -> Identity {
+    let kind = if with_placements {
+        IdentityKind::Code
+    } else {
+        IdentityKind::Structure
+    };
+    let tag = |node: NodeId| -> Vec<String> {
+        if with_placements {
+            vec![format!(
+                "@{}",
+                placements.get(&node).map_or("undecided", |p| p.as_str())
+            )]
+        } else {
+            Vec::new()
+        }
+    };
+    Canonicalizer::run(kind, code, static_indices, &tag)
+}
+
+/// What one compilation lineage brings to a node's placement decision.
+///
+/// Rendered (by [`LineageTag::render`]) into the [`canonicalize_source`] identity, so two
+/// lineages that pose different decision problems over the same raw code get different keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LineageTag {
+    /// The node's effective placement: a prior decision, else the declared intent, else none.
+    pub placement: Option<Placement>,
+    /// Whether that placement is a heuristic cap's, which the decision may flip back (the same
+    /// mode imposed by legality or intent is not flippable).
+    pub cap_flippable: bool,
+    /// The lineage's recorded preference to inline the node, if any.
+    pub inline_pref: Option<bool>,
+    /// The lineage's recorded preference for a reduced footprint, if any.
+    pub footprint_pref: Option<bool>,
+}
+
+impl LineageTag {
+    /// The stable textual form that enters a [`canonicalize_source`] digest.
+    pub fn render(&self) -> String {
+        let b = |v: Option<bool>| match v {
+            None => "-",
+            Some(true) => "y",
+            Some(false) => "n",
+        };
+        format!(
+            "{}/{}/{}/{}",
+            self.placement.map_or("undecided", Placement::as_str),
+            if self.cap_flippable { "cap" } else { "fixed" },
+            b(self.inline_pref),
+            b(self.footprint_pref),
+        )
+    }
+}
+
+/// The placements and preferences of one compilation lineage (the context a lowering was
+/// decided from).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lineage {
+    /// Prior placement decisions.
+    pub decided: BTreeMap<NodeId, Placement>,
+    /// Declared placement intents (used when no decision exists).
+    pub declared: BTreeMap<NodeId, Placement>,
+    /// Nodes whose decided placement comes from a heuristic cap (flippable).
+    pub cap_flippable: BTreeSet<NodeId>,
+    /// Recorded inline preferences.
+    pub inline_prefs: BTreeMap<NodeId, bool>,
+    /// Recorded footprint preferences.
+    pub footprint_prefs: BTreeMap<NodeId, bool>,
+}
+
+impl Lineage {
+    /// What this lineage brings to `node`'s decision.
+    pub fn tag(&self, node: NodeId) -> LineageTag {
+        let decided = self.decided.get(&node).copied();
+        LineageTag {
+            placement: decided.or_else(|| self.declared.get(&node).copied()),
+            cap_flippable: decided.is_some() && self.cap_flippable.contains(&node),
+            inline_pref: self.inline_prefs.get(&node).copied(),
+            footprint_pref: self.footprint_prefs.get(&node).copied(),
+        }
+    }
+}
+
+/// The identity of the placement decision problem: the same walk as [`canonicalize`], over
+/// the raw source code the decision was made over, with every node (set or read) tagged by
+/// `lineage`'s [`LineageTag`] and by the caller's `node_tag` (what the caller's own decision
+/// space distinguishes per node; return an empty string for nothing).
+///
+/// The numbering addresses every node the source sets or reads, so a decision can name a node
+/// the default policy inlines away; [`Identity::tn_of_ref`] resolves it back.
+pub fn canonicalize_source(
+    source: &dyn LoopCode,
+    static_indices: &[SymId],
+    lineage: &Lineage,
+    node_tag: &dyn Fn(NodeId) -> String,
+) -> Identity {
+    let tag = |node: NodeId| -> Vec<String> {
+        vec![
+            format!("lineage={}", lineage.tag(node).render()),
+            format!("caller={}", node_tag(node)),
+        ]
+    };
+    Canonicalizer::run(IdentityKind::PlacementSource, source, static_indices, &tag)
+}
+
+#[derive(Clone, Copy)]
+enum Bound {
+    Loop(usize),
+    Local(usize),
+    Static(usize),
+}
+
+struct Canonicalizer<'t> {
+    tokens: Vec<String>,
+    complete: bool,
+    binders: Vec<SymId>,
+    statics: Vec<SymId>,
+    nodes: Vec<NodeId>,
+    node_index: BTreeMap<NodeId, usize>,
+    locals: usize,
+    /// Symbols in scope, innermost last per symbol.
+    scope: BTreeMap<SymId, Vec<Bound>>,
+    /// One frame per open construct (plus the top level): the symbols it bound.
+    frames: Vec<Vec<SymId>>,
+    tag: &'t dyn Fn(NodeId) -> Vec<String>,
+}
+
+impl Canonicalizer<'_> {
+    fn run(
+        kind: IdentityKind,
+        code: &dyn LoopCode,
+        static_indices: &[SymId],
+        tag: &dyn Fn(NodeId) -> Vec<String>,
+    ) -> Identity {
+        let mut c = Canonicalizer {
+            tokens: vec![
+                RENDERING_HEADER.to_owned(),
+                match kind {
+                    IdentityKind::Code => "code",
+                    IdentityKind::Structure => "structure",
+                    IdentityKind::PlacementSource => "placement-source",
+                }
+                .to_owned(),
+                format!("statics={}", static_indices.len()),
+            ],
+            complete: true,
+            binders: Vec::new(),
+            statics: static_indices.to_vec(),
+            nodes: Vec::new(),
+            node_index: BTreeMap::new(),
+            locals: 0,
+            scope: BTreeMap::new(),
+            frames: vec![Vec::new()],
+            tag,
+        };
+        for (k, &s) in static_indices.iter().enumerate() {
+            if c.scope.contains_key(&s) {
+                // The same symbol listed twice: references to it are ambiguous.
+                c.complete = false;
+            }
+            c.scope.entry(s).or_default().push(Bound::Static(k));
+        }
+        code.walk(&mut c);
+        if c.frames.len() != 1 {
+            // Unbalanced open/close: the walk did not describe a tree.
+            c.complete = false;
+            c.tokens.push("unbalanced".to_owned());
+        }
+        let parts: Vec<&[u8]> = c.tokens.iter().map(|t| t.as_bytes()).collect();
+        Identity {
+            kind,
+            digest: crate::digest::digest_of_parts(&parts),
+            rendering: c.tokens.join(" "),
+            complete: c.complete,
+            binders: c.binders,
+            statics: c.statics,
+            nodes: c.nodes,
+        }
+    }
+
+    fn bind(&mut self, sym: SymId, b: Bound) {
+        if self.scope.get(&sym).is_some_and(|v| !v.is_empty()) {
+            self.complete = false; // shadowing
+        }
+        self.scope.entry(sym).or_default().push(b);
+        if let Some(frame) = self.frames.last_mut() {
+            frame.push(sym);
+        }
+    }
+}
+
+impl Visitor for Canonicalizer<'_> {
+    fn open(&mut self, construct: &str) {
+        self.tokens.push(format!("({construct}"));
+        self.frames.push(Vec::new());
+    }
+
+    fn close(&mut self) {
+        if self.frames.len() <= 1 {
+            self.complete = false;
+            self.tokens.push("unbalanced".to_owned());
+            return;
+        }
+        if let Some(frame) = self.frames.pop() {
+            for sym in frame {
+                if let Some(v) = self.scope.get_mut(&sym) {
+                    v.pop();
+                }
+            }
+        }
+        self.tokens.push(")".to_owned());
+    }
+
+    fn int(&mut self, value: i64) {
+        self.tokens.push(value.to_string());
+    }
+
+    fn float(&mut self, value: f64) {
+        self.tokens.push(format!("f{:016x}", value.to_bits()));
+    }
+
+    fn loop_binder(&mut self, sym: SymId) {
+        let i = self.binders.len();
+        self.binders.push(sym);
+        self.bind(sym, Bound::Loop(i));
+        self.tokens.push(format!("L{i}="));
+    }
+
+    fn local_binder(&mut self, sym: SymId) {
+        let i = self.locals;
+        self.locals += 1;
+        self.bind(sym, Bound::Local(i));
+        self.tokens.push(format!("V{i}="));
+    }
+
+    fn symbol(&mut self, sym: SymId) {
+        let tok = match self.scope.get(&sym).and_then(|v| v.last()) {
+            Some(Bound::Loop(i)) => format!("L{i}"),
+            Some(Bound::Local(i)) => format!("V{i}"),
+            Some(Bound::Static(k)) => format!("S{k}"),
+            None => {
+                self.complete = false;
+                "unbound".to_owned()
+            }
+        };
+        self.tokens.push(tok);
+    }
+
+    fn node(&mut self, node: NodeId, attrs: &NodeAttrs<'_>) {
+        if let Some(&i) = self.node_index.get(&node) {
+            self.tokens.push(format!("T{i}"));
+            return;
+        }
+        let i = self.nodes.len();
+        self.nodes.push(node);
+        self.node_index.insert(node, i);
+        self.tokens.push(format!("T{i}:"));
+        let dims: Vec<String> = attrs.dims.iter().map(|d| d.to_string()).collect();
+        self.tokens.push(format!("dims={}", dims.join("x")));
+        self.tokens.push(format!("prec={}", attrs.precision));
+        self.tokens.push(
+            if attrs.hoistable_constant {
+                "hoistable"
+            } else {
+                "varying"
+            }
+            .to_owned(),
+        );
+        let extra = (self.tag)(node);
+        self.tokens.extend(extra);
+    }
+
+    fn opaque(&mut self, what: &str) {
+        self.complete = false;
+        self.tokens.push(format!("opaque:{what}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend that is not the reference IR: a script of visitor calls.
+    enum Ev {
+        Open(&'static str),
+        Close,
+        Int(i64),
+        Loop(u64),
+        Local(u64),
+        Use(u64),
+        Node(u64),
+        Opaque,
+    }
+
+    struct Script(Vec<Ev>);
+
+    impl LoopCode for Script {
+        fn walk(&self, v: &mut dyn Visitor) {
+            for e in &self.0 {
+                match e {
+                    Ev::Open(k) => v.open(k),
+                    Ev::Close => v.close(),
+                    Ev::Int(i) => v.int(*i),
+                    Ev::Loop(s) => v.loop_binder(SymId(*s)),
+                    Ev::Local(s) => v.local_binder(SymId(*s)),
+                    Ev::Use(s) => v.symbol(SymId(*s)),
+                    Ev::Node(n) => v.node(
+                        NodeId(*n),
+                        &NodeAttrs {
+                            dims: &[4],
+                            precision: "f32",
+                            hoistable_constant: false,
+                        },
+                    ),
+                    Ev::Opaque => v.opaque("closure"),
+                }
+            }
+        }
+    }
+
+    fn id(evs: Vec<Ev>, statics: &[u64]) -> Identity {
+        let statics: Vec<SymId> = statics.iter().map(|&s| SymId(s)).collect();
+        canonicalize(&Script(evs), &statics, &BTreeMap::new(), false)
+    }
+
+    use Ev::*;
+
+    #[test]
+    fn scope_ends_at_the_enclosing_close() {
+        // (for L0 (use L0)) then a use of the same symbol after the loop: unbound.
+        let inside = id(vec![Open("for"), Loop(5), Use(5), Close], &[]);
+        assert!(inside.is_complete());
+        let after = id(vec![Open("for"), Loop(5), Close, Use(5)], &[]);
+        assert!(!after.is_complete());
+        // Sequential reuse of a binder is not shadowing.
+        let twice = id(
+            vec![Open("for"), Loop(5), Close, Open("for"), Loop(5), Close],
+            &[],
+        );
+        assert!(twice.is_complete());
+        assert_eq!(twice.binders(), &[SymId(5), SymId(5)]);
+    }
+
+    #[test]
+    fn shadowing_statics_locals_or_loops_is_incomplete() {
+        assert!(!id(vec![Open("for"), Loop(1), Close], &[1]).is_complete());
+        assert!(!id(vec![Local(2), Open("for"), Loop(2), Close], &[]).is_complete());
+        assert!(!id(vec![Local(2), Local(2)], &[]).is_complete());
+        assert!(!id(vec![], &[3, 3]).is_complete());
+        assert!(id(vec![Use(3)], &[3]).is_complete());
+    }
+
+    #[test]
+    fn unbalanced_walks_and_opaque_constructs_are_incomplete() {
+        assert!(!id(vec![Close], &[]).is_complete());
+        assert!(!id(vec![Open("x")], &[]).is_complete());
+        assert!(!id(vec![Opaque], &[]).is_complete());
+    }
+
+    #[test]
+    fn ids_do_not_matter_structure_does() {
+        let a = id(
+            vec![Open("for"), Int(4), Loop(10), Node(7), Use(10), Close],
+            &[],
+        );
+        let b = id(
+            vec![Open("for"), Int(4), Loop(99), Node(3), Use(99), Close],
+            &[],
+        );
+        assert_eq!(a.digest(), b.digest());
+        let c = id(
+            vec![Open("for"), Int(5), Loop(99), Node(3), Use(99), Close],
+            &[],
+        );
+        assert_ne!(a.digest(), c.digest());
+        // Static vs loop use of the "same" position differs.
+        let d = id(
+            vec![Open("for"), Int(4), Loop(99), Node(3), Use(1), Close],
+            &[1],
+        );
+        assert_ne!(a.digest(), d.digest());
+    }
+
+    #[test]
+    fn kinds_never_share_digests() {
+        let s = Script(vec![Node(1)]);
+        let none = BTreeMap::new();
+        let a = canonicalize(&s, &[], &none, true);
+        let b = canonicalize(&s, &[], &none, false);
+        let c = canonicalize_source(&s, &[], &Lineage::default(), &|_| String::new());
+        assert_ne!(a.digest(), b.digest());
+        assert_ne!(b.digest(), c.digest());
+        assert_ne!(a.digest(), c.digest());
+        assert_eq!(c.kind(), IdentityKind::PlacementSource);
+    }
+}

@@ -1,0 +1,398 @@
+//! Cache keys: the component list drives the key, each component separates its regime, no key
+//! without a timing identity or from an incomplete identity, and the digest-completeness guard.
+#![allow(clippy::unwrap_used)]
+
+use proptest::prelude::*;
+use schedule_cache::config::{REFERENCE_SETTINGS, TIMING_SETTING};
+use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+use schedule_cache::{
+    CacheKey, CompleteIdentity, Config, DiskEntry, ENTRY_VERSION, Error, KEY_COMPONENTS,
+    KeyComponent, KeyInputs, Limits, Registry, Relevance, ScheduleEntry, SettingDecl,
+    SettingsRegistry, TimingIdentity, cache_key, canonicalize, digest_completeness, key_parts,
+    normalize_objective, to_saved,
+};
+use std::collections::BTreeMap;
+
+fn code(n: i64) -> CompleteIdentity {
+    let i = Symbol::fresh("i");
+    let y = TensorNode::new("y", &[16], Precision::F32);
+    let c = Code::new(vec![Stmt::for_(
+        &i,
+        0,
+        n,
+        vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(1.0))],
+    )]);
+    canonicalize(&c, &[], &BTreeMap::new(), true)
+        .into_complete()
+        .unwrap()
+}
+
+fn limits() -> Limits {
+    Limits {
+        codegen_tag: "gcc-13-O2".into(),
+        worker_pool_tag: "pool8".into(),
+        max_threads: 8,
+        vector_bytes: 32,
+        local_memory_bytes: 1 << 20,
+        extra: BTreeMap::new(),
+    }
+}
+
+fn device() -> TimingIdentity {
+    TimingIdentity {
+        device: "x86_64 avx2 8 cores".into(),
+        toolchain: Some("gcc 13.2".into()),
+    }
+}
+
+fn cfg() -> Config {
+    Config::new(SettingsRegistry::reference())
+}
+
+#[test]
+fn key_is_the_listed_components_in_order() {
+    let (c, l, d) = (cfg(), limits(), device());
+    let id = code(16);
+    let inputs = KeyInputs {
+        backend: "cc",
+        config: &c,
+        limits: &l,
+        timing_identity: Some(&d),
+        objective: None,
+    };
+    let parts = key_parts(&id, &inputs).unwrap();
+    let names: Vec<_> = parts.parts.iter().map(|(c, _)| c.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "digest", "backend", "numerics", "codegen", "pool", "device", "timing"
+        ]
+    );
+    assert_eq!(
+        parts.parts.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+        KEY_COMPONENTS
+    );
+    let key = cache_key(&id, &inputs).unwrap();
+    let fields: Vec<&str> = key.as_str().split('-').collect();
+    assert_eq!(fields.len(), KEY_COMPONENTS.len());
+    assert_eq!(fields[0], id.digest());
+    assert_eq!(fields[1], "cc");
+    assert!(fields[2].starts_with('n') && fields[3].starts_with('c'));
+    assert!(fields[4].starts_with('p') && fields[5].starts_with('d'));
+    assert_eq!(fields[6], "tisolated");
+    assert!(key.as_str().starts_with(id.digest()));
+    // Deterministic.
+    assert_eq!(cache_key(&id, &inputs), Some(key));
+}
+
+#[test]
+fn no_timing_identity_means_no_key() {
+    let (c, l) = (cfg(), limits());
+    let inputs = KeyInputs {
+        backend: "cc",
+        config: &c,
+        limits: &l,
+        timing_identity: None,
+        objective: None,
+    };
+    assert_eq!(cache_key(&code(16), &inputs), None);
+    assert!(key_parts(&code(16), &inputs).is_none());
+}
+
+#[test]
+fn each_component_separates_its_regime_and_only_its_part() {
+    let (c, l, d) = (cfg(), limits(), device());
+    let id = code(16);
+    let base = KeyInputs {
+        backend: "cc",
+        config: &c,
+        limits: &l,
+        timing_identity: Some(&d),
+        objective: None,
+    };
+    let p0 = key_parts(&id, &base).unwrap();
+
+    let other_code = code(8);
+    let numerics = cfg().with("numerics.allow_tf32", "true");
+    let codegen = cfg().with("large_models", "true");
+    let mut backend_limits = limits();
+    backend_limits.codegen_tag = "gcc-13-O3".into();
+    let mut extra_limits = limits();
+    extra_limits
+        .extra
+        .insert("l2_bytes".into(), "1048576".into());
+    let mut pool = limits();
+    pool.worker_pool_tag = "pool4".into();
+    let dev2 = TimingIdentity {
+        device: "x86_64 avx512".into(),
+        ..device()
+    };
+    let queued = cfg().with(TIMING_SETTING, "queued");
+
+    let cases: Vec<(KeyComponent, Option<&CompleteIdentity>, KeyInputs<'_>)> = vec![
+        (KeyComponent::Digest, Some(&other_code), base),
+        (
+            KeyComponent::Backend,
+            None,
+            KeyInputs {
+                backend: "metal",
+                ..base
+            },
+        ),
+        (
+            KeyComponent::Numerics,
+            None,
+            KeyInputs {
+                config: &numerics,
+                ..base
+            },
+        ),
+        (
+            KeyComponent::Codegen,
+            None,
+            KeyInputs {
+                config: &codegen,
+                ..base
+            },
+        ),
+        (
+            KeyComponent::Codegen,
+            None,
+            KeyInputs {
+                limits: &backend_limits,
+                ..base
+            },
+        ),
+        (
+            KeyComponent::Codegen,
+            None,
+            KeyInputs {
+                limits: &extra_limits,
+                ..base
+            },
+        ),
+        (
+            KeyComponent::Device,
+            None,
+            KeyInputs {
+                timing_identity: Some(&dev2),
+                ..base
+            },
+        ),
+        (
+            KeyComponent::Timing,
+            None,
+            KeyInputs {
+                config: &queued,
+                ..base
+            },
+        ),
+        (
+            KeyComponent::Timing,
+            None,
+            KeyInputs {
+                objective: Some("queued"),
+                ..base
+            },
+        ),
+    ];
+    for (component, ident, inputs) in cases {
+        let p = key_parts(ident.unwrap_or(&id), &inputs).unwrap();
+        assert_eq!(p0.differing(&p), vec![component], "{component:?}");
+        assert_ne!(p0.key().unwrap(), p.key().unwrap());
+    }
+    // The pool signature changes the pool part (and, being in the limits record, codegen).
+    let p = key_parts(
+        &id,
+        &KeyInputs {
+            limits: &pool,
+            ..base
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        p0.differing(&p),
+        vec![KeyComponent::Codegen, KeyComponent::Pool]
+    );
+    // An irrelevant setting changes nothing.
+    let verbose = cfg().with("log_level", "3");
+    let p = key_parts(
+        &id,
+        &KeyInputs {
+            config: &verbose,
+            ..base
+        },
+    )
+    .unwrap();
+    assert!(p0.differing(&p).is_empty());
+}
+
+#[test]
+fn objectives_normalize_and_unknown_spellings_pass_through() {
+    assert_eq!(normalize_objective("cc", "Isolated"), "isolated");
+    assert_eq!(normalize_objective("cc", " queue "), "queued");
+    assert_eq!(normalize_objective("cuda", "queued"), "queued2");
+    assert_eq!(normalize_objective("hip", "batched"), "queued2");
+    assert_eq!(normalize_objective("cc", "wallclock"), "wallclock");
+    let weird = normalize_objective("cc", "a/b-c");
+    assert!(CacheKey::new(&weird).is_ok() && !weird.contains('-'));
+    assert_ne!(weird, normalize_objective("cc", "a/b-d"));
+}
+
+proptest! {
+    #[test]
+    fn keys_are_always_filename_safe(backend in ".{0,40}", objective in ".{0,40}",
+                                     tag in ".{0,40}", dev in ".{0,40}") {
+        let c = cfg().with("large_models", &tag);
+        let mut l = limits();
+        l.codegen_tag = tag.clone();
+        l.worker_pool_tag = tag;
+        let d = TimingIdentity { device: dev, toolchain: None };
+        let id = code(4);
+        let key = cache_key(&id, &KeyInputs {
+            backend: &backend, config: &c, limits: &l, timing_identity: Some(&d),
+            objective: Some(&objective),
+        });
+        let key = key.expect("a key whenever the timing identity is present");
+        prop_assert_eq!(key.as_str().split('-').count(), KEY_COMPONENTS.len());
+        prop_assert!(key.as_str().len() <= 200);
+    }
+}
+
+/// The digest-completeness guard over everything this crate consults while keying: with the
+/// reference registry it passes; if a consumer read a setting that no key component
+/// declares, this test fails.
+#[test]
+fn keying_consults_only_declared_settings() {
+    let c = cfg()
+        .with(TIMING_SETTING, "queued")
+        .with("large_models", "1");
+    let (l, d) = (limits(), device());
+    let id = code(16);
+    let key = digest_completeness(&c, |c| {
+        cache_key(
+            &id,
+            &KeyInputs {
+                backend: "cc",
+                config: c,
+                limits: &l,
+                timing_identity: Some(&d),
+                objective: None,
+            },
+        )
+    })
+    .expect("every consulted setting is declared");
+    assert!(key.unwrap().as_str().ends_with("-tqueued"));
+}
+
+/// A code generator that grows a new setting without declaring it fails the guard: this is the
+/// failure a developer sees when adding `config.get("...")` to codegen without a declaration.
+#[test]
+fn a_new_undeclared_setting_fails_the_guard() {
+    fn codegen(c: &Config) -> usize {
+        let unroll = c
+            .get("unroll_threshold")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(4);
+        let wide = c.get("large_models") == Some("true");
+        unroll + usize::from(wide)
+    }
+    let c = cfg().with("unroll_threshold", "8");
+    let err = digest_completeness(&c, codegen).unwrap_err();
+    assert!(matches!(&err, Error::UndeclaredSettings(v) if v == &["unroll_threshold".to_owned()]));
+    // Declaring it (as entering codegen) fixes the guard and puts it in the key.
+    let mut reg = SettingsRegistry::reference();
+    reg.declare(SettingDecl {
+        name: "unroll_threshold",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    })
+    .unwrap();
+    let declared = Config::new(reg.clone()).with("unroll_threshold", "8");
+    assert_eq!(digest_completeness(&declared, codegen).unwrap(), 8);
+    let other = Config::new(reg).with("unroll_threshold", "16");
+    let l = limits();
+    assert_ne!(
+        schedule_cache::codegen_tag(&declared, &l),
+        schedule_cache::codegen_tag(&other, &l)
+    );
+}
+
+#[test]
+fn every_reference_setting_is_classified() {
+    let reg = SettingsRegistry::reference();
+    for d in REFERENCE_SETTINGS {
+        assert_eq!(reg.relevance(d.name), Some(d.relevance));
+        if let Relevance::Irrelevant(reason) = d.relevance {
+            assert!(!reason.is_empty());
+        }
+    }
+}
+
+#[test]
+fn schedule_entries_round_trip_and_check_their_digest() {
+    let (c, l, d) = (cfg(), limits(), device());
+    let i = Symbol::fresh("i");
+    let y = TensorNode::new("y", &[16], Precision::F32);
+    let code = Code::new(vec![Stmt::for_(
+        &i,
+        0,
+        16,
+        vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(1.0))],
+    )]);
+    let id = canonicalize(&code, &[], &BTreeMap::new(), true)
+        .into_complete()
+        .unwrap();
+    let mut s = schedule_cache::schedule::Schedule::new();
+    s.split(&i, 4);
+    let (saved, _) = to_saved(
+        &schedule_cache::schedule::ReferenceLanguage,
+        &Registry::new(&id),
+        &s.ops,
+    )
+    .unwrap();
+    let inputs = KeyInputs {
+        backend: "cc",
+        config: &c,
+        limits: &l,
+        timing_identity: Some(&d),
+        objective: None,
+    };
+    let parts = key_parts(&id, &inputs).unwrap();
+    let entry =
+        ScheduleEntry::new(&id, parts, saved.clone(), vec![1.5e-6, 1.25e-6], Some(3e-6)).unwrap();
+    assert_eq!(entry.version(), ENTRY_VERSION);
+    assert_eq!(<ScheduleEntry as DiskEntry>::VERSION, ENTRY_VERSION);
+    assert_eq!(DiskEntry::digest(&entry), id.digest());
+    let text = ron::ser::to_string_pretty(&entry, Default::default()).unwrap();
+    let back: ScheduleEntry = ron::from_str(&text).unwrap();
+    assert_eq!(back, entry);
+    // Tools can read any entry without knowing the op type.
+    let generic: ScheduleEntry<ron::Value> = ron::from_str(&text).unwrap();
+    assert_eq!(generic.digest, entry.digest);
+    // Replay checks the digest.
+    let (ops, _) = back
+        .replay(&schedule_cache::schedule::ReferenceLanguage, &id)
+        .unwrap();
+    assert_eq!(ops.len(), 1);
+    let other = {
+        let j = Symbol::fresh("j");
+        let c2 = Code::new(vec![Stmt::for_(&j, 0, 8, vec![])]);
+        canonicalize(&c2, &[], &BTreeMap::new(), true)
+            .into_complete()
+            .unwrap()
+    };
+    assert!(matches!(
+        back.replay(&schedule_cache::schedule::ReferenceLanguage, &other),
+        Err(Error::DigestMismatch { .. })
+    ));
+    assert!(matches!(
+        ScheduleEntry::new(
+            &other,
+            key_parts(&other, &inputs).unwrap(),
+            saved,
+            vec![],
+            None
+        ),
+        Err(Error::DigestMismatch { .. })
+    ));
+}
