@@ -1,2 +1,124 @@
-//! The `kcache` tool.
-fn main() {}
+//! The `kcache` tool: inspect, verify and garbage-collect schedule-cache directories, and print
+//! the canonical text and key of a C kernel.
+//!
+//! ```text
+//! kcache stats DIR                      entries, bytes, regime, stale staging, unreadable entries
+//! kcache verify DIR                     every entry parses, is current, and its digest heads its key
+//! kcache gc DIR [--older-than D]        remove stale staging (and entries published D ago or more)
+//! kcache canon FILE.c [--name K] [--bound a,b] [--free c] [--keep d] [--part P]...
+//! ```
+//!
+//! Exit status: 0 success, 1 `verify` found problems, 2 usage or I/O error. Log events of the
+//! cache (refusals, sweeps) go to stderr, filtered by `KCACHE_LOG` (default `warn`).
+
+mod duration;
+mod report;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+/// Inspect and maintain kcache directories.
+#[derive(Parser, Debug)]
+#[command(name = "kcache", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Count entries, bytes, stale staging and unreadable entries; show the regime stamp.
+    Stats {
+        /// The cache directory.
+        dir: PathBuf,
+        /// Staging older than this counts as stale (e.g. 30s, 15m, 1h, 7d).
+        #[arg(long, default_value = "1h", value_parser = duration::parse)]
+        stale_after: Duration,
+    },
+    /// Check every entry: it parses as its space's entry type at this build's version, and the
+    /// digest it records is the first `-`-separated component of its key.
+    Verify {
+        /// The cache directory.
+        dir: PathBuf,
+    },
+    /// Remove crash-stale staging, and with --older-than every entry published that long ago.
+    /// Never removes the lock file or the stamp; takes the cache's exclusive lock.
+    Gc {
+        /// The cache directory.
+        dir: PathBuf,
+        /// Remove entries last written at least this long ago (e.g. 30s, 15m, 2h, 7d).
+        #[arg(long, value_parser = duration::parse)]
+        older_than: Option<Duration>,
+        /// Staging untouched this long counts as crash-stale.
+        #[arg(long, default_value = "1h", value_parser = duration::parse)]
+        staging_older_than: Duration,
+    },
+    /// Print the canonical text of a C kernel and its key.
+    Canon {
+        /// The C source file ("-" for standard input).
+        file: PathBuf,
+        /// The kernel's own name (a segment name `<routine>__seg<i>` loses its index).
+        #[arg(long)]
+        name: Option<String>,
+        /// Names the kernel binds for its tensor nodes (renamed), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        bound: Vec<String>,
+        /// Names the kernel refers to from outside (never renamed), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        free: Vec<String>,
+        /// Names never renamed (builtins, vendor names), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        keep: Vec<String>,
+        /// Extra key parts (compiler options, backend tags), in order; may start with `-`.
+        #[arg(long, allow_hyphen_values = true)]
+        part: Vec<String>,
+        /// Print only the key.
+        #[arg(long)]
+        key_only: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KCACHE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let mut out = std::io::stdout().lock();
+    let result = match cli.command {
+        Command::Stats { dir, stale_after } => report::stats(&mut out, &dir, stale_after),
+        Command::Verify { dir } => report::verify(&mut out, &dir),
+        Command::Gc {
+            dir,
+            older_than,
+            staging_older_than,
+        } => report::gc(&mut out, &dir, older_than, staging_older_than),
+        Command::Canon {
+            file,
+            name,
+            bound,
+            free,
+            keep,
+            part,
+            key_only,
+        } => {
+            let names = canonical_text::Names::new()
+                .with_bound(bound)
+                .with_free(free)
+                .with_keep(keep);
+            report::canon(&mut out, &file, name.as_deref(), &names, &part, key_only)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kcache: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -58,7 +58,12 @@ fn corrupt_entries_are_explained_misses() {
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("truncated", good[..good.len() / 2].to_vec()),
         ("empty", Vec::new()),
-        ("random", (0..512u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect()),
+        (
+            "random",
+            (0..512u32)
+                .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+                .collect(),
+        ),
         ("not utf-8", vec![0xff, 0xfe, b'(', 0x80]),
         ("another type", b"(a: 1, b: [2, 3])".to_vec()),
     ];
@@ -92,7 +97,11 @@ fn corrupt_entries_are_explained_misses() {
     // Wrong digest: a whole, current entry saved for another identity.
     let mut foreign = payload(1, 2, 3, 4);
     foreign.digest = "0123".into();
-    fs::write(entry_path(&dir, &k), ron::to_string(&foreign).expect("encode")).expect("write");
+    fs::write(
+        entry_path(&dir, &k),
+        ron::to_string(&foreign).expect("encode"),
+    )
+    .expect("write");
     assert!(matches!(
         probe(&dir, &k),
         Lookup::Miss(MissReason::DigestMismatch { .. })
@@ -106,7 +115,10 @@ fn corrupt_entries_are_explained_misses() {
         Lookup::Miss(MissReason::Unreadable { .. })
     ));
     let out = disk::store(&dir, Some(&k), &payload(1, 2, 3, 4)).expect("store");
-    assert!(matches!(out, StoreOutcome::Refused(Refusal::Io { .. })), "{out:?}");
+    assert!(
+        matches!(out, StoreOutcome::Refused(Refusal::Io { .. })),
+        "{out:?}"
+    );
     assert!(entry_path(&dir, &k).is_dir());
     assert!(
         disk_support::staging_names(&dir).is_empty(),
@@ -129,10 +141,26 @@ fn an_unwritable_cache_directory_is_a_refusal_not_an_error() {
             probe(&sb.dir(), &k),
         )
     });
-    assert!(matches!(out.0, StoreOutcome::Refused(Refusal::Io { .. })), "{:?}", out.0);
-    assert!(matches!(out.1, StoreOutcome::Refused(Refusal::Io { .. })), "{:?}", out.1);
-    assert!(matches!(out.2, Lookup::Refused(Refusal::Io { .. })), "{:?}", out.2);
-    assert!(events.iter().all(|e| matches!(e.outcome, Outcome::Refused(_))));
+    assert!(
+        matches!(out.0, StoreOutcome::Refused(Refusal::Io { .. })),
+        "{:?}",
+        out.0
+    );
+    assert!(
+        matches!(out.1, StoreOutcome::Refused(Refusal::Io { .. })),
+        "{:?}",
+        out.1
+    );
+    assert!(
+        matches!(out.2, Lookup::Refused(Refusal::Io { .. })),
+        "{:?}",
+        out.2
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| matches!(e.outcome, Outcome::Refused(_)))
+    );
     assert_eq!(fs::read_to_string(sb.dir()).expect("read"), "I am a file");
     assert_eq!(snapshot(sb.tmp.path()), before);
 
@@ -141,14 +169,19 @@ fn an_unwritable_cache_directory_is_a_refusal_not_an_error() {
     fs::write(&probe_file, "").expect("write");
     let euid_is_root = fs::metadata(&probe_file).expect("meta").uid() == 0;
     if euid_is_root {
-        eprintln!("running as root: read-only permission bits do not stop writes; skipped that part");
+        eprintln!(
+            "running as root: read-only permission bits do not stop writes; skipped that part"
+        );
         return;
     }
     let ro = sb.tmp.path().join("ro");
     fs::create_dir(&ro).expect("mkdir");
     fs::set_permissions(&ro, fs::Permissions::from_mode(0o555)).expect("chmod");
     let out = disk::store(&ro, Some(&k), &payload(1, 1, 1, 1)).expect("store");
-    assert!(matches!(out, StoreOutcome::Refused(Refusal::Io { .. })), "{out:?}");
+    assert!(
+        matches!(out, StoreOutcome::Refused(Refusal::Io { .. })),
+        "{out:?}"
+    );
     assert!(matches!(probe(&ro, &k), Lookup::Refused(_)));
     fs::set_permissions(&ro, fs::Permissions::from_mode(0o755)).expect("chmod");
 }

@@ -33,7 +33,10 @@ fn contend_worker() {
     let Ok(id) = std::env::var(ID) else { return };
     let id: u32 = id.parse().expect("id");
     let dir = PathBuf::from(std::env::var("KCACHE_DISK_DIR").expect("dir"));
-    let seed: u64 = std::env::var("KCACHE_DISK_SEED").expect("seed").parse().expect("seed");
+    let seed: u64 = std::env::var("KCACHE_DISK_SEED")
+        .expect("seed")
+        .parse()
+        .expect("seed");
     let bump = dir.with_extension("bump");
     let mut rng = Rng::new(seed ^ u64::from(id) << 40);
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -53,7 +56,10 @@ fn contend_worker() {
         // bump, so only the sweep can remove them; k5 and k6 only after it.
         let ki = rng.below(KEYS) + if regime == 2 { 2 } else { 0 };
         let out = cache
-            .store(Some(&key(&format!("k{ki}"))), &payload(id, regime, seq, seq % 7))
+            .store(
+                Some(&key(&format!("k{ki}"))),
+                &payload(id, regime, seq, seq % 7),
+            )
             .unwrap_or_else(|e| fail(2, format!("worker {id}: store error {e}")));
         match out {
             StoreOutcome::Stored => {
@@ -96,7 +102,12 @@ fn eight_processes_race_through_a_regime_bump() {
     let mut workers = Children::default();
     for id in 0..PROCESSES {
         let child = Command::new(std::env::current_exe().expect("exe"))
-            .args(["--exact", "contend_worker", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "contend_worker",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(ID, id.to_string())
             .env("KCACHE_DISK_DIR", &dir)
             .env("KCACHE_DISK_SEED", seed.to_string())
@@ -130,10 +141,16 @@ fn eight_processes_race_through_a_regime_bump() {
     for c in std::mem::take(&mut workers.0) {
         let out = c.wait_with_output().expect("worker");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "worker failed: {:?}\n{stderr}", out.status);
+        assert!(
+            out.status.success(),
+            "worker failed: {:?}\n{stderr}",
+            out.status
+        );
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             // The harness may print its own text before ours on the first line.
-            let Some(record) = line.split('@').nth(1) else { continue };
+            let Some(record) = line.split('@').nth(1) else {
+                continue;
+            };
             let f: Vec<&str> = record.split_whitespace().collect();
             match f.as_slice() {
                 ["S", "1", ..] => v1_stored += 1,
@@ -152,7 +169,10 @@ fn eight_processes_race_through_a_regime_bump() {
         "old regime: {v1_stored} stored, {v1_refused} refused; new regime: {} stores",
         v2.values().map(BTreeSet::len).sum::<usize>()
     );
-    assert!(v1_stored > 0, "the old regime must have written entries before the bump");
+    assert!(
+        v1_stored > 0,
+        "the old regime must have written entries before the bump"
+    );
     assert!(
         v2.keys().all(|&k| k >= 2),
         "keys k0 and k1 belong to the old regime only"
@@ -165,11 +185,20 @@ fn eight_processes_race_through_a_regime_bump() {
         let Some((Space::Placement, k)) = Space::of_file_name(&name) else {
             continue;
         };
-        let ki: u64 = k.as_str().rsplit('k').next().expect("k").parse().expect("index");
+        let ki: u64 = k
+            .as_str()
+            .rsplit('k')
+            .next()
+            .expect("k")
+            .parse()
+            .expect("index");
         let e: PlacementEntry =
             ron::from_str(&fs::read_to_string(item.path()).expect("read")).expect("parse");
         let (w, regime, s) = decode_payload(&e).expect("whole entry");
-        assert_eq!(regime, 2, "an entry written before the bump survived: {name}");
+        assert_eq!(
+            regime, 2,
+            "an entry written before the bump survived: {name}"
+        );
         assert!(
             v2.get(&ki).is_some_and(|set| set.contains(&(w, s))),
             "{name} holds a write nobody reported"
@@ -177,7 +206,10 @@ fn eight_processes_race_through_a_regime_bump() {
         present.insert(ki);
     }
     let written: BTreeSet<u64> = v2.keys().copied().collect();
-    assert_eq!(present, written, "every key written after the bump is present");
+    assert_eq!(
+        present, written,
+        "every key written after the bump is present"
+    );
     assert_eq!(
         fs::read_to_string(dir.join(schedule_cache::disk::STAMP_FILE)).expect("stamp"),
         "2\n"

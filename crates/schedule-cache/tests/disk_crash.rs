@@ -32,9 +32,14 @@ fn writer_entry(writer: u32, seq: u32) -> PlacementEntry {
 /// The worker body; a no-op unless this process was spawned as a worker.
 #[test]
 fn crash_worker() {
-    let Ok(role) = std::env::var(ROLE) else { return };
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
     let dir = PathBuf::from(std::env::var("KCACHE_DISK_DIR").expect("dir"));
-    let id: u32 = std::env::var("KCACHE_DISK_ID").expect("id").parse().expect("id");
+    let id: u32 = std::env::var("KCACHE_DISK_ID")
+        .expect("id")
+        .parse()
+        .expect("id");
     let cache = DiskCache::new(&dir);
     let keys = keys();
     // Safety net: a worker never outlives a crashed parent by long.
@@ -123,7 +128,10 @@ fn killed_writers_never_leave_a_torn_entry_and_their_staging_is_swept() {
         let mut child = writers.0.swap_remove(victim);
         child.kill().expect("SIGKILL");
         let status = child.wait().expect("wait");
-        assert!(status.code().is_none(), "the writer died of the signal: {status:?}");
+        assert!(
+            status.code().is_none(),
+            "the writer died of the signal: {status:?}"
+        );
         kills += 1;
         writers.0.push(spawn("writer", &dir, next_id));
         next_id += 1;
@@ -139,7 +147,11 @@ fn killed_writers_never_leave_a_torn_entry_and_their_staging_is_swept() {
     for c in std::mem::take(&mut readers.0) {
         let out = c.wait_with_output().expect("reader");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "reader failed: {:?}\n{stderr}", out.status);
+        assert!(
+            out.status.success(),
+            "reader failed: {:?}\n{stderr}",
+            out.status
+        );
         let stdout = String::from_utf8_lossy(&out.stdout);
         let hits: u64 = stdout
             .split("hits=")
@@ -149,7 +161,10 @@ fn killed_writers_never_leave_a_torn_entry_and_their_staging_is_swept() {
             .expect("reader reports its hits");
         total_hits += hits;
     }
-    assert!(total_hits > 0, "readers must have seen entries while writers were killed");
+    assert!(
+        total_hits > 0,
+        "readers must have seen entries while writers were killed"
+    );
 
     // Every entry file on disk is whole (atomic publication), not just the ones lookups return.
     let mut whole = 0;
@@ -178,7 +193,9 @@ fn killed_writers_never_leave_a_torn_entry_and_their_staging_is_swept() {
         left_behind = staging_names(&dir).len();
     }
     assert!(left_behind > 0, "no kill landed inside a write in 40 tries");
-    eprintln!("{kills} kills, {total_hits} reader hits, {whole} entries, {left_behind} stale staging");
+    eprintln!(
+        "{kills} kills, {total_hits} reader hits, {whole} entries, {left_behind} stale staging"
+    );
 
     // The next process to open the directory (this one has not yet) sweeps it. The threshold
     // is zero here because the test cannot wait an hour; the writers are all dead.
@@ -189,5 +206,9 @@ fn killed_writers_never_leave_a_torn_entry_and_their_staging_is_swept() {
             assert_eq!(writer_entry(w, s), e);
         }
     }
-    assert_eq!(staging_names(&dir), Vec::<String>::new(), "stale staging swept");
+    assert_eq!(
+        staging_names(&dir),
+        Vec::<String>::new(),
+        "stale staging swept"
+    );
 }

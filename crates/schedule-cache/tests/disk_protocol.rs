@@ -35,14 +35,21 @@ fn a_none_key_does_nothing_at_all() {
     assert_eq!(results, (StoreOutcome::Skipped, None));
     assert!(!dir.exists(), "a None key must not create the directory");
     assert_eq!(events.len(), 2);
-    assert!(events.iter().all(|e| e.outcome == Outcome::Skipped && e.key.is_none()));
+    assert!(
+        events
+            .iter()
+            .all(|e| e.outcome == Outcome::Skipped && e.key.is_none())
+    );
 
     // Not even on a directory a newer build owns: no lock, no stamp change.
     let owned = tmp.path().join("owned");
     fs::create_dir(&owned).expect("mkdir");
     fs::write(owned.join(STAMP_FILE), "999\n").expect("stamp");
     let before = snapshot(tmp.path());
-    assert_eq!(disk::store(&owned, None, &e).expect("store"), StoreOutcome::Skipped);
+    assert_eq!(
+        disk::store(&owned, None, &e).expect("store"),
+        StoreOutcome::Skipped
+    );
     assert_eq!(snapshot(tmp.path()), before);
     assert!(!owned.join(LOCK_FILE).exists());
 }
@@ -53,7 +60,10 @@ fn store_creates_parents_and_lookup_hits() {
     let dir = tmp.path().join("a/b/c");
     let k = key("cc-n1");
     let e = payload(4, 5, 6, 10);
-    assert_eq!(disk::store(&dir, Some(&k), &e).expect("store"), StoreOutcome::Stored);
+    assert_eq!(
+        disk::store(&dir, Some(&k), &e).expect("store"),
+        StoreOutcome::Stored
+    );
     assert_eq!(stamp(&dir), format!("{CACHE_REGIME_VERSION}\n"));
     assert!(dir.join(LOCK_FILE).is_file());
     assert!(dir.join(format!("{k}.placement.ron")).is_file());
@@ -62,7 +72,10 @@ fn store_creates_parents_and_lookup_hits() {
     assert_eq!(events[0].op, Op::Lookup);
     assert_eq!(events[0].outcome, Outcome::Hit);
     assert_eq!(events[0].key.as_deref(), Some(k.as_str()));
-    assert!(staging_names(&dir).is_empty(), "a completed write leaves no staging");
+    assert!(
+        staging_names(&dir).is_empty(),
+        "a completed write leaves no staging"
+    );
 }
 
 #[test]
@@ -72,7 +85,10 @@ fn last_write_wins() {
     for i in 0..3 {
         disk::store(tmp.path(), Some(&k), &payload(i, 0, 0, i)).expect("store");
     }
-    assert_eq!(disk::lookup(tmp.path(), Some(&k), DIGEST), Some(payload(2, 0, 0, 2)));
+    assert_eq!(
+        disk::lookup(tmp.path(), Some(&k), DIGEST),
+        Some(payload(2, 0, 0, 2))
+    );
 }
 
 #[test]
@@ -87,7 +103,12 @@ fn lookup_never_creates_the_directory_and_explains_the_miss() {
 
     fs::create_dir(&dir).expect("mkdir");
     let probe = DiskCache::new(&dir).probe::<PlacementEntry>(Some(&k), DIGEST);
-    assert_eq!(probe, Lookup::Miss(MissReason::NoEntry));
+    assert_eq!(
+        probe,
+        Lookup::Miss(MissReason::NoEntry {
+            same_digest: vec![]
+        })
+    );
 }
 
 #[test]
@@ -110,7 +131,10 @@ fn an_absent_stamp_sweeps_every_entry_and_nothing_else() {
     assert!(!dir.join("k1.ron").exists());
     assert!(!dir.join("k2.placement.ron").exists());
     for kept in ["README.txt", ".hidden.ron", "not.a.key.ron", "subdir.ron"] {
-        assert!(dir.join(kept).exists(), "{kept} is not an entry and must survive");
+        assert!(
+            dir.join(kept).exists(),
+            "{kept} is not an entry and must survive"
+        );
     }
     assert_eq!(stamp(dir), format!("{CACHE_REGIME_VERSION}\n"));
 }
@@ -126,7 +150,12 @@ fn an_older_stamp_sweeps_placement_entries_too() {
     assert_eq!(stamp(tmp.path()), "1\n");
     let (found, events) = disk::record(|| new.lookup::<PlacementEntry>(Some(&k1), DIGEST));
     assert_eq!(found, None);
-    assert_eq!(events[0].outcome, Outcome::Miss(MissReason::NoEntry));
+    assert_eq!(
+        events[0].outcome,
+        Outcome::Miss(MissReason::NoEntry {
+            same_digest: vec![]
+        })
+    );
     assert_eq!(stamp(tmp.path()), "2\n");
     assert!(!tmp.path().join(format!("{k2}.placement.ron")).exists());
     // An entry written after the transition survives later opens at the same regime.
@@ -144,13 +173,7 @@ fn newer_or_malformed_stamps_refuse_and_touch_nothing() {
         .store(Some(&k), &payload(1, 2, 3, 4))
         .expect("store");
     for (content, want) in [
-        (
-            "5\n",
-            Refusal::NewerRegime {
-                found: 5,
-                ours: 4,
-            },
-        ),
+        ("5\n", Refusal::NewerRegime { found: 5, ours: 4 }),
         (
             "five\n",
             Refusal::MalformedStamp {
@@ -238,7 +261,10 @@ fn a_writer_blocks_behind_a_transition_and_its_entry_survives() {
             out
         });
         std::thread::sleep(Duration::from_millis(200));
-        assert!(!done.load(Ordering::SeqCst), "the writer must wait for the lock");
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "the writer must wait for the lock"
+        );
         // The transition: sweep every entry, then publish the new stamp, then release.
         fs::remove_file(dir.join(format!("{k_old}.placement.ron"))).expect("sweep");
         fs::write(dir.join(STAMP_FILE), "2\n").expect("stamp");
@@ -268,8 +294,14 @@ fn stale_staging_is_swept_on_first_open_fresh_staging_is_kept() {
             .expect("set mtime");
     }
     let _ = disk::lookup::<PlacementEntry>(dir, Some(&key("k")), DIGEST);
-    assert!(!old_dir.exists(), "a staging dir idle for two hours is crash-stale");
-    assert!(fresh_dir.exists(), "a fresh staging dir may belong to a live writer");
+    assert!(
+        !old_dir.exists(),
+        "a staging dir idle for two hours is crash-stale"
+    );
+    assert!(
+        fresh_dir.exists(),
+        "a fresh staging dir may belong to a live writer"
+    );
     // The explicit sweep ignores the once-per-process rule.
     let n = DiskCache::new(dir)
         .with_stale_staging_after(Duration::ZERO)
@@ -298,7 +330,10 @@ fn gc_removes_old_entries_and_stale_staging_only() {
         .expect("gc");
     assert_eq!(report.entries_removed, 1);
     assert!(!path1.exists());
-    assert_eq!(disk::lookup(dir, Some(&k2), DIGEST), Some(payload(2, 2, 2, 2)));
+    assert_eq!(
+        disk::lookup(dir, Some(&k2), DIGEST),
+        Some(payload(2, 2, 2, 2))
+    );
     assert!(dir.join(LOCK_FILE).exists() && dir.join(STAMP_FILE).exists());
 }
 
@@ -315,4 +350,28 @@ fn stats_count_outcomes() {
     assert!(after.stored > before.stored);
     assert!(after.hits > before.hits);
     assert!(after.misses > before.misses);
+}
+
+#[test]
+fn a_miss_names_the_keys_the_same_code_is_stored_under() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let isolated = key("cc-n1-c2-p3-d4-tisolated");
+    let other_code = CacheKey::new("77aa-cc-n1-c2-p3-d4-tqueued").expect("key");
+    disk::store(dir, Some(&isolated), &payload(1, 1, 1, 1)).expect("store");
+    let mut foreign = payload(2, 2, 2, 2);
+    foreign.digest = "77aa".into();
+    disk::store(dir, Some(&other_code), &foreign).expect("store");
+    let queued = key("cc-n1-c2-p3-d4-tqueued");
+    let got = DiskCache::new(dir).probe::<PlacementEntry>(Some(&queued), DIGEST);
+    let Lookup::Miss(reason) = got else {
+        panic!("{got:?}")
+    };
+    assert_eq!(
+        reason,
+        MissReason::NoEntry {
+            same_digest: vec![isolated.as_str().to_owned()]
+        }
+    );
+    assert!(reason.to_string().contains("tisolated"), "{reason}");
 }

@@ -9,6 +9,7 @@ use super::lock::{self, Mode};
 use super::record::{MissReason, Refusal};
 use super::{DiskCache, RegimeStamp, Space, decode_entry, key_starts_with_digest, read_stamp};
 use super::{LOCK_FILE, STAMP_FILE, staging};
+use crate::entry::ScheduleEntry;
 use crate::placement::PlacementEntry;
 use crate::{CacheKey, DiskEntry, Error};
 
@@ -172,28 +173,15 @@ pub fn verify_entry(dir: &Path, entry: &EntryFile) -> Result<String, EntryProble
         Space::Placement => decode_entry::<PlacementEntry>(&bytes, None)
             .map(|e| e.digest().to_owned())
             .map_err(EntryProblem::Invalid)?,
-        Space::Schedule => decode_schedule_digest(&bytes).map_err(EntryProblem::Invalid)?,
+        // The op type is the backend's; any op parses as a RON value.
+        Space::Schedule => decode_entry::<ScheduleEntry<ron::Value>>(&bytes, None)
+            .map(|e| e.digest().to_owned())
+            .map_err(EntryProblem::Invalid)?,
     };
     if !key_starts_with_digest(entry.key.as_str(), &digest) {
         return Err(EntryProblem::DigestNotKeyPrefix { digest });
     }
     Ok(digest)
-}
-
-fn decode_schedule_digest(bytes: &[u8]) -> Result<String, MissReason> {
-    #[derive(serde::Deserialize)]
-    struct Header {
-        version: u32,
-        digest: String,
-    }
-    let text = std::str::from_utf8(bytes).map_err(|e| MissReason::Unparsable {
-        message: e.to_string(),
-    })?;
-    let h: Header = ron::from_str(text).map_err(|e| MissReason::Unparsable {
-        message: e.to_string(),
-    })?;
-    let _ = h.version;
-    Ok(h.digest)
 }
 
 /// What [`DiskCache::gc`] removed.

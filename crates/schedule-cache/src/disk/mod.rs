@@ -51,12 +51,16 @@ use atomicwrites::{AllowOverwrite, AtomicFile};
 use crate::{CacheKey, DiskEntry, Error};
 use lock::{Held, Mode, retry};
 
-pub use inspect::{EntryFile, EntryProblem, GcReport, Inventory, StagingArtifact, inventory, verify_entry};
+pub use inspect::{
+    EntryFile, EntryProblem, GcReport, Inventory, StagingArtifact, inventory, verify_entry,
+};
 pub use lock::LOCK_FILE;
 pub use record::{DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record, stats};
-pub use regime::{CACHE_REGIME_VERSION, RegimeStamp, STAMP_FILE, parse_stamp, read_stamp, render_stamp};
 #[cfg(test)]
 pub(crate) use regime::tests::check_history as regime_history_check;
+pub use regime::{
+    CACHE_REGIME_VERSION, RegimeStamp, STAMP_FILE, parse_stamp, read_stamp, render_stamp,
+};
 pub use staging::{DEFAULT_STALE_STAGING_AFTER, STAGING_PREFIX, is_staging, staging_age};
 
 /// The filename space an entry type lives in. Spaces never share a file name: a key has no
@@ -89,7 +93,10 @@ impl Space {
         let (space, stem) = if let Some(stem) = name.strip_suffix(Space::Placement.suffix()) {
             (Space::Placement, stem)
         } else {
-            (Space::Schedule, name.strip_suffix(Space::Schedule.suffix())?)
+            (
+                Space::Schedule,
+                name.strip_suffix(Space::Schedule.suffix())?,
+            )
         };
         CacheKey::new(stem).ok().map(|k| (space, k))
     }
@@ -104,6 +111,16 @@ mod sealed {
 pub trait Stored: DiskEntry + sealed::Sealed {
     /// The filename space entries of this type live in.
     const SPACE: Space;
+}
+
+impl<Op: serde::Serialize + serde::de::DeserializeOwned> sealed::Sealed
+    for crate::entry::ScheduleEntry<Op>
+{
+}
+impl<Op: serde::Serialize + serde::de::DeserializeOwned> Stored
+    for crate::entry::ScheduleEntry<Op>
+{
+    const SPACE: Space = Space::Schedule;
 }
 
 impl sealed::Sealed for crate::placement::PlacementEntry {}
@@ -268,7 +285,7 @@ impl DiskCache {
             Err(OpenError::NoDirectory) => Lookup::Miss(MissReason::NoDirectory),
             Err(OpenError::Refused(r)) => Lookup::Refused(r),
             Ok(held) => {
-                let read = read_entry::<E>(&self.dir.join(E::SPACE.file_name(key)), digest);
+                let read = read_entry::<E>(&self.dir, key, digest);
                 drop(held);
                 match read {
                     Ok(e) => Lookup::Hit(e),
@@ -458,10 +475,36 @@ pub(crate) fn decode_entry<E: Stored>(bytes: &[u8], digest: Option<&str>) -> Res
     Ok(entry)
 }
 
-fn read_entry<E: Stored>(path: &Path, digest: &str) -> Result<E, MissReason> {
-    let bytes = match retry(|| fs::read(path)) {
+/// At most this many sibling keys are listed in [`MissReason::NoEntry`].
+pub const MAX_SIBLINGS: usize = 8;
+
+/// Keys of `space` in `dir` holding entries for `digest` (other than `except`).
+fn same_digest_keys(dir: &Path, space: Space, digest: &str, except: &CacheKey) -> Vec<String> {
+    let Ok(listing) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut keys: Vec<String> = listing
+        .flatten()
+        .filter_map(|item| {
+            let (s, k) = Space::of_file_name(item.file_name().to_str()?)?;
+            (s == space && &k != except && key_starts_with_digest(k.as_str(), digest))
+                .then(|| k.as_str().to_owned())
+        })
+        .collect();
+    keys.sort();
+    keys.truncate(MAX_SIBLINGS);
+    keys
+}
+
+fn read_entry<E: Stored>(dir: &Path, key: &CacheKey, digest: &str) -> Result<E, MissReason> {
+    let path = dir.join(E::SPACE.file_name(key));
+    let bytes = match retry(|| fs::read(&path)) {
         Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(MissReason::NoEntry),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(MissReason::NoEntry {
+                same_digest: same_digest_keys(dir, E::SPACE, digest, key),
+            });
+        }
         Err(e) => {
             return Err(MissReason::Unreadable {
                 kind: e.kind(),

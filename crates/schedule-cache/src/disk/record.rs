@@ -25,8 +25,15 @@ pub enum Op {
 pub enum MissReason {
     /// The cache directory does not exist (lookup never creates it).
     NoDirectory,
-    /// No entry file at this key.
-    NoEntry,
+    /// No entry file at this key. `same_digest` lists (sorted, at most
+    /// [`MAX_SIBLINGS`](super::MAX_SIBLINGS)) the keys of this space that hold entries for the
+    /// same digest under other key components (another numerics policy, codegen environment,
+    /// pool, device or timing objective): the components where they differ from the key looked
+    /// up explain the miss.
+    NoEntry {
+        /// Keys of entries for the same code under other components.
+        same_digest: Vec<String>,
+    },
     /// The entry file exists but could not be read (for example a directory sits at its name).
     Unreadable {
         /// The kind of the read error.
@@ -59,7 +66,14 @@ impl fmt::Display for MissReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MissReason::NoDirectory => f.write_str("no cache directory"),
-            MissReason::NoEntry => f.write_str("no entry at this key"),
+            MissReason::NoEntry { same_digest } if same_digest.is_empty() => {
+                f.write_str("no entry at this key")
+            }
+            MissReason::NoEntry { same_digest } => write!(
+                f,
+                "no entry at this key; the same code has entries under {}",
+                same_digest.join(", ")
+            ),
             MissReason::Unreadable { message, .. } => write!(f, "entry unreadable: {message}"),
             MissReason::Unparsable { message } => write!(f, "entry unparsable: {message}"),
             MissReason::VersionMismatch { found, expected } => {

@@ -74,7 +74,9 @@ pub fn read_stamp(dir: &Path) -> io::Result<RegimeStamp> {
     match retry(|| fs::read(dir.join(STAMP_FILE))) {
         Ok(bytes) => Ok(match parse_stamp(&bytes) {
             Some(v) => RegimeStamp::Version(v),
-            None => RegimeStamp::Malformed(String::from_utf8_lossy(&bytes).chars().take(64).collect()),
+            None => {
+                RegimeStamp::Malformed(String::from_utf8_lossy(&bytes).chars().take(64).collect())
+            }
         }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(RegimeStamp::Absent),
         Err(e) => Err(e),
@@ -111,18 +113,28 @@ pub(crate) mod tests {
             .filter_map(|l| l.trim_start().strip_prefix("/// - v"))
             .map(|rest| {
                 let (n, reason) = rest.split_once(':').expect("`/// - vN: reason`");
-                assert!(!reason.trim().is_empty(), "history line v{n} gives no reason");
+                assert!(
+                    !reason.trim().is_empty(),
+                    "history line v{n} gives no reason"
+                );
                 n.parse::<u32>().expect("history version number")
             })
             .collect();
         versions.reverse();
         let want: Vec<u32> = (1..=current).collect();
-        assert_eq!(versions, want, "{name}: one history line per bump, in order");
+        assert_eq!(
+            versions, want,
+            "{name}: one history line per bump, in order"
+        );
     }
 
     #[test]
     fn regime_version_has_a_history_line_per_bump() {
-        check_history(include_str!("regime.rs"), "CACHE_REGIME_VERSION", CACHE_REGIME_VERSION);
+        check_history(
+            include_str!("regime.rs"),
+            "CACHE_REGIME_VERSION",
+            CACHE_REGIME_VERSION,
+        );
     }
 
     #[test]
@@ -151,7 +163,10 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         assert_eq!(read_stamp(dir.path()).expect("read"), RegimeStamp::Absent);
         publish_stamp(dir.path(), 7).expect("publish");
-        assert_eq!(read_stamp(dir.path()).expect("read"), RegimeStamp::Version(7));
+        assert_eq!(
+            read_stamp(dir.path()).expect("read"),
+            RegimeStamp::Version(7)
+        );
         fs::write(dir.path().join(STAMP_FILE), "seven").expect("write");
         assert_eq!(
             read_stamp(dir.path()).expect("read"),

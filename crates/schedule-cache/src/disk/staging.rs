@@ -137,7 +137,10 @@ mod tests {
         fs::write(dir.path().join("k.ron"), b"()").expect("write");
         fs::write(dir.path().join(".hidden"), b"x").expect("write");
         // Fresh: a one-hour threshold keeps it.
-        assert_eq!(sweep_stale(dir.path(), DEFAULT_STALE_STAGING_AFTER).expect("sweep"), 0);
+        assert_eq!(
+            sweep_stale(dir.path(), DEFAULT_STALE_STAGING_AFTER).expect("sweep"),
+            0
+        );
         assert!(staged.exists());
         // A zero threshold makes everything stale.
         assert_eq!(sweep_stale(dir.path(), Duration::ZERO).expect("sweep"), 1);

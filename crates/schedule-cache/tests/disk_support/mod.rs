@@ -26,17 +26,32 @@ pub fn payload(a: u32, b: u32, c: u32, extra: u32) -> PlacementEntry {
         _ => Direction::Footprint,
     };
     let mut flips = vec![
-        Flip { node: a, direction: Direction::Materialize },
-        Flip { node: b, direction: Direction::Inline },
-        Flip { node: c, direction: Direction::Footprint },
-        Flip { node: extra, direction: Direction::Materialize },
+        Flip {
+            node: a,
+            direction: Direction::Materialize,
+        },
+        Flip {
+            node: b,
+            direction: Direction::Inline,
+        },
+        Flip {
+            node: c,
+            direction: Direction::Footprint,
+        },
+        Flip {
+            node: extra,
+            direction: Direction::Materialize,
+        },
     ];
     let mut x = a.wrapping_mul(2_654_435_761) ^ b.wrapping_mul(40_503) ^ c ^ extra;
     for _ in 0..extra {
         x ^= x << 13;
         x ^= x >> 17;
         x ^= x << 5;
-        flips.push(Flip { node: x, direction: dir(x) });
+        flips.push(Flip {
+            node: x,
+            direction: dir(x),
+        });
     }
     let shipped = match (a + b + c) % 3 {
         0 => Shipped::A,

@@ -1,0 +1,166 @@
+//! The subcommands: each writes its report to `out` and returns the exit status.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use schedule_cache::disk::{
+    self, CACHE_REGIME_VERSION, DiskCache, EntryProblem, MissReason, RegimeStamp, Space,
+};
+
+/// What went wrong in a way that is not a finding (exit status 2).
+pub(crate) type Failure = Box<dyn std::error::Error>;
+
+fn regime_line(stamp: &RegimeStamp) -> String {
+    match stamp {
+        RegimeStamp::Version(v) if *v == CACHE_REGIME_VERSION => format!("{v} (current)"),
+        RegimeStamp::Version(v) if *v > CACHE_REGIME_VERSION => {
+            format!("{v} (newer than this build's {CACHE_REGIME_VERSION}: this build refuses it)")
+        }
+        RegimeStamp::Version(v) => {
+            format!("{v} (older than this build's {CACHE_REGIME_VERSION}: the next open sweeps it)")
+        }
+        RegimeStamp::Absent => "absent (the next open stamps it and sweeps any entries)".into(),
+        RegimeStamp::Malformed(s) => format!("malformed {s:?} (every open refuses it)"),
+    }
+}
+
+/// `kcache stats DIR`.
+pub(crate) fn stats(
+    out: &mut impl Write,
+    dir: &Path,
+    stale_after: Duration,
+) -> Result<ExitCode, Failure> {
+    let inv = disk::inventory(dir)?;
+    let count = |s: Space| inv.entries.iter().filter(|e| e.space == s).count();
+    let bytes: u64 = inv.entries.iter().map(|e| e.bytes).sum();
+    let (mut unreadable, mut other_version) = (0, 0);
+    for e in &inv.entries {
+        match disk::verify_entry(dir, e) {
+            Err(EntryProblem::Invalid(MissReason::VersionMismatch { .. })) => other_version += 1,
+            Err(EntryProblem::DigestNotKeyPrefix { .. }) | Ok(_) => {}
+            Err(_) => unreadable += 1,
+        }
+    }
+    let stale: Vec<_> = inv
+        .staging
+        .iter()
+        .filter(|s| s.age >= stale_after)
+        .collect();
+    writeln!(out, "directory: {}", dir.display())?;
+    writeln!(out, "regime: {}", regime_line(&inv.regime))?;
+    writeln!(
+        out,
+        "lock file: {}",
+        if inv.lock_file { "present" } else { "absent" }
+    )?;
+    writeln!(
+        out,
+        "entries: {} (schedule {}, placement {})",
+        inv.entries.len(),
+        count(Space::Schedule),
+        count(Space::Placement)
+    )?;
+    writeln!(out, "bytes: {bytes}")?;
+    writeln!(out, "unreadable entries: {unreadable}")?;
+    writeln!(out, "other-version entries: {other_version}")?;
+    writeln!(
+        out,
+        "staging: {} ({} stale, {} bytes)",
+        inv.staging.len(),
+        stale.len(),
+        stale.iter().map(|s| s.bytes).sum::<u64>()
+    )?;
+    writeln!(out, "foreign files: {}", inv.foreign.len())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kcache verify DIR`.
+pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<ExitCode, Failure> {
+    let inv = disk::inventory(dir)?;
+    let mut problems = 0usize;
+    if let RegimeStamp::Malformed(_) = inv.regime {
+        writeln!(out, "{}: {}", disk::STAMP_FILE, regime_line(&inv.regime))?;
+        problems += 1;
+    }
+    for e in &inv.entries {
+        if let Err(p) = disk::verify_entry(dir, e) {
+            writeln!(out, "{}: {p}", e.name)?;
+            problems += 1;
+        }
+    }
+    writeln!(
+        out,
+        "verified {} entries: {} problem(s); regime {}",
+        inv.entries.len(),
+        problems,
+        regime_line(&inv.regime)
+    )?;
+    Ok(if problems == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `kcache gc DIR`.
+pub(crate) fn gc(
+    out: &mut impl Write,
+    dir: &Path,
+    older_than: Option<Duration>,
+    staging_older_than: Duration,
+) -> Result<ExitCode, Failure> {
+    if !dir.is_dir() {
+        return Err(format!("{}: not a directory", dir.display()).into());
+    }
+    let report = DiskCache::new(dir)
+        .with_stale_staging_after(staging_older_than)
+        .gc(older_than)
+        .map_err(|r| io::Error::other(format!("{}: {r}", dir.display())))?;
+    writeln!(
+        out,
+        "removed {} entries ({} bytes) and {} stale staging artifacts",
+        report.entries_removed, report.bytes_freed, report.staging_removed
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `kcache canon FILE`: the canonical text, then `key: <hex>`, then what was renamed, pinned
+/// or refused (so a surprising key can be explained).
+pub(crate) fn canon(
+    out: &mut impl Write,
+    file: &Path,
+    name: Option<&str>,
+    names: &canonical_text::Names,
+    parts: &[String],
+    key_only: bool,
+) -> Result<ExitCode, Failure> {
+    let text = if file == Path::new("-") {
+        io::read_to_string(io::stdin())?
+    } else {
+        std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?
+    };
+    let canonical = canonical_text::canonical_kernel(&text, name, names);
+    let parts: Vec<&[u8]> = parts.iter().map(|p| p.as_bytes()).collect();
+    let key = canonical.key(&parts);
+    if key_only {
+        writeln!(out, "key: {key}")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(out, "{}", canonical.text())?;
+    writeln!(out, "key: {key}")?;
+    let renamed: Vec<String> = canonical
+        .renamed()
+        .enumerate()
+        .map(|(i, n)| format!("ocannl_k{i}={n}"))
+        .collect();
+    writeln!(out, "renamed: {}", renamed.join(" "))?;
+    if !canonical.pinned().is_empty() {
+        writeln!(out, "pinned: {}", canonical.pinned().join(" "))?;
+    }
+    for r in canonical.refusals() {
+        writeln!(out, "refusal: {r}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,230 @@
+//! The real `kcache` binary on real cache directories.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, SystemTime};
+
+use schedule_cache::CacheKey;
+use schedule_cache::disk::{self, STAMP_FILE, StoreOutcome};
+use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+
+const DIGEST: &str = "ab12cd34";
+
+fn kcache(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kcache"))
+        .args(args)
+        .env("KCACHE_LOG", "off")
+        .output()
+        .expect("run kcache")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn key(rest: &str) -> CacheKey {
+    CacheKey::new(&format!("{DIGEST}-{rest}")).expect("key")
+}
+
+fn entry(n: u32) -> PlacementEntry {
+    PlacementEntry::new(
+        DIGEST,
+        vec![Flip {
+            node: n,
+            direction: Direction::Footprint,
+        }],
+        Shipped::Refined,
+    )
+}
+
+/// A cache with two good entries, one garbage entry, one renamed (misplaced) entry and one
+/// stale staging directory.
+fn populated(dir: &Path) {
+    for (i, k) in ["a", "b"].iter().enumerate() {
+        let out = disk::store(dir, Some(&key(k)), &entry(i as u32)).expect("store");
+        assert_eq!(out, StoreOutcome::Stored);
+    }
+    fs::write(
+        dir.join(format!("{DIGEST}-c.placement.ron")),
+        "(version: 1, dig",
+    )
+    .expect("write");
+    fs::copy(
+        dir.join(format!("{DIGEST}-a.placement.ron")),
+        dir.join("ffff0000-d.placement.ron"),
+    )
+    .expect("copy");
+    let staging = dir.join(".atomicwriteSTALE1");
+    fs::create_dir(&staging).expect("mkdir");
+    fs::write(staging.join("tmpfile.tmp"), "half").expect("write");
+    let old = SystemTime::now() - Duration::from_secs(7200);
+    for p in [staging.join("tmpfile.tmp"), staging] {
+        fs::File::open(&p)
+            .expect("open")
+            .set_modified(old)
+            .expect("mtime");
+    }
+}
+
+#[test]
+fn stats_counts_what_is_there() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    populated(tmp.path());
+    let o = kcache(&["stats", tmp.path().to_str().expect("utf8")]);
+    assert!(o.status.success(), "{o:?}");
+    let s = stdout(&o);
+    for line in [
+        "regime: 1 (current)",
+        "lock file: present",
+        "entries: 4 (schedule 0, placement 4)",
+        "unreadable entries: 1",
+        "other-version entries: 0",
+        "staging: 1 (1 stale, 4 bytes)",
+    ] {
+        assert!(s.lines().any(|l| l == line), "missing {line:?} in\n{s}");
+    }
+    let bytes: u64 = fs::read_dir(tmp.path())
+        .expect("list")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".ron"))
+        .map(|e| e.metadata().expect("meta").len())
+        .sum();
+    assert!(s.contains(&format!("bytes: {bytes}\n")), "{s}");
+    // stats changes nothing (the stale staging is still there).
+    assert!(tmp.path().join(".atomicwriteSTALE1").exists());
+}
+
+#[test]
+fn verify_reports_each_bad_entry_and_fails() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().to_str().expect("utf8");
+    disk::store(tmp.path(), Some(&key("a")), &entry(1)).expect("store");
+    let clean = kcache(&["verify", dir]);
+    assert!(clean.status.success(), "{clean:?}");
+    assert!(stdout(&clean).contains("verified 1 entries: 0 problem(s)"));
+
+    populated(tmp.path());
+    let o = kcache(&["verify", dir]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let s = stdout(&o);
+    assert!(
+        s.contains(&format!("{DIGEST}-c.placement.ron: entry unparsable")),
+        "{s}"
+    );
+    assert!(
+        s.contains("ffff0000-d.placement.ron: digest \"ab12cd34\" is not the first component"),
+        "{s}"
+    );
+    assert!(s.contains("verified 4 entries: 2 problem(s)"), "{s}");
+
+    fs::write(tmp.path().join(STAMP_FILE), "x").expect("stamp");
+    let o = kcache(&["verify", dir]);
+    assert!(
+        stdout(&o).contains("regime.stamp: malformed"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn gc_removes_stale_staging_and_old_entries_only() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    populated(tmp.path());
+    let old = tmp.path().join(format!("{DIGEST}-b.placement.ron"));
+    fs::File::options()
+        .write(true)
+        .open(&old)
+        .expect("open")
+        .set_modified(SystemTime::now() - Duration::from_secs(10 * 86400))
+        .expect("mtime");
+    let dir = tmp.path().to_str().expect("utf8");
+    let o = kcache(&["gc", dir]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(stdout(&o).contains("removed 0 entries (0 bytes) and 1 stale staging artifacts"));
+    assert!(old.exists());
+    let o = kcache(&["gc", dir, "--older-than", "7d"]);
+    assert!(stdout(&o).contains("removed 1 entries"), "{}", stdout(&o));
+    assert!(!old.exists());
+    assert!(
+        tmp.path()
+            .join(format!("{DIGEST}-a.placement.ron"))
+            .exists()
+    );
+    assert!(tmp.path().join(disk::LOCK_FILE).exists());
+    assert!(tmp.path().join(STAMP_FILE).exists());
+}
+
+#[test]
+fn errors_exit_with_status_2() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let missing = tmp.path().join("missing");
+    let missing = missing.to_str().expect("utf8");
+    for args in [
+        vec!["stats", missing],
+        vec!["verify", missing],
+        vec!["gc", missing],
+        vec!["gc", missing, "--older-than", "3 parsecs"],
+        vec!["canon", missing],
+        vec!["frobnicate"],
+    ] {
+        let o = kcache(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        assert!(!o.stderr.is_empty());
+    }
+    assert!(
+        !tmp.path().join("missing").exists(),
+        "no command creates the directory"
+    );
+}
+
+#[test]
+fn canon_prints_the_library_text_and_key() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = "void step__seg3(float *n17_w, float *n18_o) {\n  for (int i12 = 0; i12 < 8; ++i12) { n18_o[i12] = n17_w[i12] * 2.0f; }\n}\n";
+    let file = tmp.path().join("k.c");
+    fs::write(&file, src).expect("write");
+    let o = kcache(&[
+        "canon",
+        file.to_str().expect("utf8"),
+        "--name",
+        "step__seg3",
+        "--bound",
+        "n17_w,n18_o",
+        "--part",
+        "-O3",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let names = canonical_text::Names::new().with_bound(["n17_w", "n18_o"]);
+    let c = canonical_text::canonical_kernel(src, Some("step__seg3"), &names);
+    let want = format!("{}\nkey: {}\n", c.text(), c.key(&[b"-O3"]));
+    let s = stdout(&o);
+    assert!(s.starts_with(&want), "{s}");
+    assert!(s.contains("ocannl_k0=n17_w"), "{s}");
+    // A bound name that is also free: renaming of bound names is refused, and said so.
+    let refused = kcache(&[
+        "canon",
+        file.to_str().expect("utf8"),
+        "--bound",
+        "n17_w",
+        "--free",
+        "n17_w",
+    ]);
+    assert!(
+        stdout(&refused).contains("refusal: "),
+        "{}",
+        stdout(&refused)
+    );
+    let only = kcache(&[
+        "canon",
+        file.to_str().expect("utf8"),
+        "--name",
+        "step__seg3",
+        "--bound",
+        "n17_w,n18_o",
+        "--part",
+        "-O3",
+        "--key-only",
+    ]);
+    assert_eq!(stdout(&only), format!("key: {}\n", c.key(&[b"-O3"])));
+}
