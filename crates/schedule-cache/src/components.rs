@@ -120,7 +120,7 @@ const MAX_PLAIN: usize = 24;
 
 /// A filename-safe short digest (12 hex digits) of length-prefixed parts.
 pub fn short_digest(parts: &[&[u8]]) -> String {
-    let d = crate::digest::digest_of_parts(parts);
+    let d = canonical_text::digest_of_parts(parts);
     d.chars().take(SHORT).collect()
 }
 

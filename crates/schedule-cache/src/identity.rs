@@ -424,7 +424,7 @@ impl Canonicalizer<'_> {
         let parts: Vec<&[u8]> = c.tokens.iter().map(|t| t.as_bytes()).collect();
         Identity {
             kind,
-            digest: crate::digest::digest_of_parts(&parts),
+            digest: canonical_text::digest_of_parts(&parts),
             rendering: c.tokens.join(" "),
             complete: c.complete,
             binders: c.binders,
@@ -647,5 +647,20 @@ mod tests {
         assert_ne!(b.digest(), c.digest());
         assert_ne!(a.digest(), c.digest());
         assert_eq!(c.kind(), IdentityKind::PlacementSource);
+    }
+}
+
+#[cfg(test)]
+mod digest_tests {
+    /// The digest is the workspace's framing: SHA-256 over length-prefixed parts, hex.
+    #[test]
+    fn digest_is_length_prefixed_sha256() {
+        let d = |p: &[&[u8]]| canonical_text::digest_of_parts(p);
+        assert_ne!(d(&[b"ab", b"c"]), d(&[b"a", b"bc"]));
+        // SHA-256 of one empty part: the 8-byte little-endian length 0.
+        assert_eq!(
+            d(&[b""]),
+            "af5570f5a1810b7af78caf4bc70a660f0df51e42baf91d4de5b2328de0e83dfc"
+        );
     }
 }

@@ -56,7 +56,6 @@
 
 pub mod components;
 pub mod config;
-mod digest;
 pub mod entry;
 pub mod error;
 pub mod identity;
