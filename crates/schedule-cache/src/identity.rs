@@ -206,6 +206,28 @@ impl Identity {
         self.nodes.iter().position(|&n| n == node)
     }
 
+    /// Why two identities differ, for explaining a miss: `None` when the renderings are
+    /// equal, else the first differing token of each with a few tokens of common context.
+    pub fn explain_difference(&self, other: &Identity) -> Option<String> {
+        let (a, b): (Vec<&str>, Vec<&str>) = (
+            self.rendering.split(' ').collect(),
+            other.rendering.split(' ').collect(),
+        );
+        let at = a.iter().zip(&b).position(|(x, y)| x != y);
+        let at = match at {
+            Some(i) => i,
+            None if a.len() == b.len() => return None,
+            None => a.len().min(b.len()),
+        };
+        let ctx = a[at.saturating_sub(4)..at].join(" ");
+        let tok = |v: &[&str]| v.get(at).map_or("<end>".to_owned(), |t| (*t).to_owned());
+        Some(format!(
+            "at token {at} (after `{ctx}`): `{}` vs `{}`",
+            tok(&a),
+            tok(&b)
+        ))
+    }
+
     /// Converts into a [`CompleteIdentity`], the only kind that can produce a disk key.
     ///
     /// # Errors
@@ -634,6 +656,17 @@ mod tests {
             &[1],
         );
         assert_ne!(a.digest(), d.digest());
+    }
+
+    #[test]
+    fn differences_are_explained() {
+        let a = id(vec![Open("for"), Int(4), Loop(1), Close], &[]);
+        let b = id(vec![Open("for"), Int(5), Loop(1), Close], &[]);
+        assert_eq!(a.explain_difference(&a), None);
+        let why = a.explain_difference(&b).expect("differs");
+        assert!(why.contains("`4` vs `5`"), "{why}");
+        let c = id(vec![Open("for"), Int(4), Loop(1), Close, Opaque], &[]);
+        assert!(a.explain_difference(&c).expect("longer").contains("<end>"));
     }
 
     #[test]

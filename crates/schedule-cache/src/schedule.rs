@@ -504,6 +504,23 @@ impl Schedule {
         (outer, inner)
     }
 
+    /// Appends a 2-D tiling of the perfect nest `outer { inner { .. } }` (inner must be
+    /// outer's whole body) by `outer_factor` x `inner_factor`: two splits and an interchange,
+    /// giving `outer_o { inner_o { outer_i { inner_i { .. } } } }`. Returns the minted
+    /// `(outer_o, inner_o, outer_i, inner_i)`.
+    pub fn tile(
+        &mut self,
+        outer: &Symbol,
+        inner: &Symbol,
+        outer_factor: i64,
+        inner_factor: i64,
+    ) -> (Symbol, Symbol, Symbol, Symbol) {
+        let (oo, oi) = self.split(outer, outer_factor);
+        let (io, ii) = self.split(inner, inner_factor);
+        self.reorder(&oi, &io);
+        (oo, io, oi, ii)
+    }
+
     /// Appends an interchange of `outer` with its only statement, loop `inner`.
     pub fn reorder(&mut self, outer: &Symbol, inner: &Symbol) {
         self.ops.push(RefOp::Reorder {

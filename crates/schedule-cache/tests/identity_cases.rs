@@ -414,3 +414,25 @@ fn random_schedules_exercise_every_op_kind() {
     assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
     assert!(transformed > 150, "{transformed}");
 }
+
+#[test]
+fn tile_is_two_splits_and_an_interchange() {
+    let (code, i, j, ..) = matvec();
+    let mut s = Schedule::new();
+    let (io, jo, ii, ji) = s.tile(&i, &j, 4, 2);
+    assert_eq!(s.ops.len(), 3);
+    let done = s.apply(&code).unwrap();
+    let vars: Vec<_> = done.loops().into_iter().map(|l| (l.var, l.to)).collect();
+    assert_eq!(vars, vec![(io, 2), (jo, 2), (ii, 4), (ji, 2)]);
+    // Saved and replayed on a twin, the tiling gives the same code.
+    let id = canonicalize(&code, &[], &no_placements(), true);
+    let (saved, _) = to_saved(&ReferenceLanguage, &Registry::new(&id), &s.ops).unwrap();
+    let (twin, ..) = matvec();
+    let tid = canonicalize(&twin, &[], &no_placements(), true);
+    let (ops, _) = of_saved(&ReferenceLanguage, &saved, &tid).unwrap();
+    let twin_done = schedule_cache::schedule::apply_ops(&ops, &twin).unwrap();
+    let a = canonicalize(&done, &[], &no_placements(), true);
+    let b = canonicalize(&twin_done, &[], &no_placements(), true);
+    assert_eq!(a.explain_difference(&b), None);
+    assert!(a.explain_difference(&id).is_some());
+}
