@@ -375,3 +375,77 @@ fn a_miss_names_the_keys_the_same_code_is_stored_under() {
     );
     assert!(reason.to_string().contains("tisolated"), "{reason}");
 }
+
+mod model {
+    //! The protocol against a model: a random sequence of stores and lookups by processes of
+    //! random regimes behaves like a map that is cleared whenever a newer regime first opens
+    //! the directory, and that refuses every regime older than the newest seen.
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        Store { regime: u32, key: u8, value: u32 },
+        Lookup { regime: u32, key: u8 },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (1..4u32, 0..4u8, any::<u32>()).prop_map(|(regime, key, value)| Step::Store {
+                regime,
+                key,
+                value
+            }),
+            (1..4u32, 0..4u8).prop_map(|(regime, key)| Step::Lookup { regime, key }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        #[test]
+        fn the_store_behaves_like_a_regime_scoped_map(steps in proptest::collection::vec(step(), 1..14)) {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let dir = tmp.path().join("c");
+            let mut stamp: Option<u32> = None;
+            let mut map: BTreeMap<u8, u32> = BTreeMap::new();
+            let k = |i: u8| key(&format!("m{i}"));
+            for s in steps {
+                let (regime, creates) = match s {
+                    Step::Store { regime, .. } => (regime, true),
+                    Step::Lookup { regime, .. } => (regime, dir.exists()),
+                };
+                let cache = DiskCache::new(&dir).with_regime(regime);
+                let refused = stamp.is_some_and(|v| v > regime);
+                if creates && !refused && stamp != Some(regime) {
+                    stamp = Some(regime);
+                    map.clear();
+                }
+                match s {
+                    Step::Store { key: i, value, .. } => {
+                        let out = cache.store(Some(&k(i)), &payload(value, 0, 0, 0)).expect("store");
+                        if refused {
+                            prop_assert!(matches!(out, StoreOutcome::Refused(Refusal::NewerRegime { .. })), "{:?}", out);
+                        } else {
+                            prop_assert_eq!(out, StoreOutcome::Stored);
+                            map.insert(i, value);
+                        }
+                    }
+                    Step::Lookup { key: i, .. } => {
+                        let got = cache.probe::<PlacementEntry>(Some(&k(i)), DIGEST);
+                        match (refused, map.get(&i)) {
+                            (true, _) => prop_assert!(matches!(got, Lookup::Refused(Refusal::NewerRegime { .. })), "{:?}", got),
+                            (false, Some(&v)) => prop_assert_eq!(got, Lookup::Hit(payload(v, 0, 0, 0))),
+                            (false, None) => prop_assert!(matches!(got, Lookup::Miss(_)), "{:?}", got),
+                        }
+                    }
+                }
+                if dir.exists() {
+                    let want = stamp.map(|v| format!("{v}\n"));
+                    prop_assert_eq!(fs::read_to_string(dir.join(STAMP_FILE)).ok(), want);
+                }
+            }
+        }
+    }
+}
