@@ -10,6 +10,7 @@
 //! [`HitCounter::get`] includes every bump that happens-before the read (e.g. by
 //! threads already joined).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
@@ -39,6 +40,8 @@ impl Lane {
 impl Drop for Lane {
     fn drop(&mut self) {
         if let Some(lane) = self.0 {
+            // From now on this thread counts in the shared word: the lane is not its own.
+            let _ = LANE_ID.try_with(|id| id.set(NO_LANE));
             // The mutex orders this thread's last bumps before the next owner's.
             let mut free = FREE_LANES.lock().unwrap_or_else(PoisonError::into_inner);
             free.0.push(lane);
@@ -46,8 +49,37 @@ impl Drop for Lane {
     }
 }
 
+/// [`LANE_ID`] before the thread's first bump.
+const UNCLAIMED: usize = usize::MAX;
+/// [`LANE_ID`] of a thread that has no lane (all taken, or the thread is exiting).
+const NO_LANE: usize = usize::MAX - 1;
+
 thread_local! {
+    /// The lane this thread owns: a plain word, so reading it costs one load.
+    static LANE_ID: Cell<usize> = const { Cell::new(UNCLAIMED) };
+    /// Owns the lane and gives it back when the thread exits.
     static LANE: Lane = Lane::claim();
+}
+
+/// This thread's lane, claiming one on the first call.
+#[inline(always)]
+fn lane_id() -> usize {
+    let id = LANE_ID.try_with(Cell::get).unwrap_or(NO_LANE);
+    if id != UNCLAIMED {
+        return id;
+    }
+    claim_lane_id()
+}
+
+#[cold]
+fn claim_lane_id() -> usize {
+    let id = LANE
+        .try_with(|lane| lane.0)
+        .ok()
+        .flatten()
+        .unwrap_or(NO_LANE);
+    let _ = LANE_ID.try_with(|cell| cell.set(id));
+    id
 }
 
 /// A word on its own cache line (two lines: adjacent-line prefetch pairs them).
@@ -74,14 +106,13 @@ impl HitCounter {
     /// Counts one event.
     #[inline(always)]
     pub(crate) fn bump(&self) {
-        match LANE.try_with(|lane| lane.0) {
-            Ok(Some(lane)) => {
-                let word = &self.lanes[lane % LANES].0;
+        match self.lanes.get(lane_id()) {
+            Some(lane) => {
                 // Only this thread writes this lane: load and store cannot lose a bump.
-                word.store(word.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                lane.0.store(lane.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
-            // No lane (or the thread is exiting): the shared, locked fallback.
-            _ => {
+            // No lane (all taken, or the thread is exiting): the shared, locked word.
+            None => {
                 self.shared.0.fetch_add(1, Ordering::Relaxed);
             }
         }
