@@ -449,3 +449,62 @@ mod model {
         }
     }
 }
+
+mod log_events {
+    //! A refusal is reported as a `tracing` warning naming the directory, key and reason.
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Level, Metadata, Subscriber};
+
+    #[derive(Clone, Default)]
+    struct Collect(Arc<Mutex<Vec<(Level, String)>>>);
+
+    struct Fields(String);
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            self.0.push_str(&format!("{}={:?} ", field.name(), value));
+        }
+    }
+
+    impl Subscriber for Collect {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut f = Fields(String::new());
+            event.record(&mut f);
+            self.0
+                .lock()
+                .expect("log")
+                .push((*event.metadata().level(), f.0));
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    #[test]
+    fn a_refusal_is_a_warning_event() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        fs::write(tmp.path().join(STAMP_FILE), "9\n").expect("stamp");
+        let log = Collect::default();
+        let k = key("logged");
+        let out = tracing::subscriber::with_default(log.clone(), || {
+            disk::store(tmp.path(), Some(&k), &payload(1, 1, 1, 1)).expect("store")
+        });
+        assert!(matches!(out, StoreOutcome::Refused(_)));
+        let events = log.0.lock().expect("log");
+        let warning = events
+            .iter()
+            .find(|(level, _)| *level == Level::WARN)
+            .expect("a warning");
+        assert!(warning.1.contains(k.as_str()), "{}", warning.1);
+        assert!(warning.1.contains("newer regime 9"), "{}", warning.1);
+    }
+}
