@@ -370,3 +370,216 @@ fn compile_concurrent<B: SplitBackend>(
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    //! The driver's bookkeeping, checked with a backend that "compiles" a group into the
+    //! list of its kernels' texts (so every answer can be checked against its source).
+    use super::*;
+    use crate::partition::{Split, with_split_override};
+    use proptest::prelude::*;
+
+    /// A program: the option list it was compiled under and its `(symbol, source)`s.
+    #[derive(Debug)]
+    struct Listing {
+        options: Vec<String>,
+        kernels: Vec<(String, String)>,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("kernel text `fail` does not compile")]
+    struct Refused;
+
+    /// Records every compile; refuses a group holding a kernel whose text is `fail`.
+    #[derive(Default)]
+    struct Lister {
+        compiles: Mutex<Vec<(Vec<String>, Vec<String>)>>,
+        split: Option<Split>,
+    }
+
+    impl Lister {
+        fn build(&self, group: &Group<'_, String>) -> Result<Compiled<Listing>, Refused> {
+            let symbols = group.kernels.iter().map(|k| k.symbol.clone()).collect();
+            lock(&self.compiles).push((group.options.to_vec(), symbols));
+            if group.kernels.iter().any(|k| k.source == "fail") {
+                return Err(Refused);
+            }
+            Ok(Compiled {
+                weight: group.kernels.len() as u64,
+                program: Listing {
+                    options: group.options.to_vec(),
+                    kernels: group
+                        .kernels
+                        .iter()
+                        .map(|k| (k.symbol.clone(), k.source.clone()))
+                        .collect(),
+                },
+            })
+        }
+    }
+
+    impl Backend for Lister {
+        type Source = String;
+        type Program = Listing;
+        type Error = Refused;
+        fn compile_group(&self, group: &Group<'_, String>) -> Result<Compiled<Listing>, Refused> {
+            self.build(group)
+        }
+    }
+
+    impl SplitBackend for Lister {
+        type Prepared = Result<Compiled<Listing>, Refused>;
+        fn split(&self) -> Split {
+            self.split.unwrap_or(Split::WHOLE)
+        }
+        fn prepare(&self, group: &Group<'_, String>) -> Result<Self::Prepared, Refused> {
+            Ok(self.build(group))
+        }
+        fn compile(&self, prepared: &mut Self::Prepared) -> Result<(), Refused> {
+            match prepared {
+                Ok(_) => Ok(()),
+                Err(_) => Err(Refused),
+            }
+        }
+        fn finish(&self, prepared: Self::Prepared) -> Result<Compiled<Listing>, Refused> {
+            prepared
+        }
+    }
+
+    fn opts(o: u8) -> Vec<String> {
+        (0..o).map(|i| format!("-f{i}")).collect()
+    }
+
+    /// Kernel `i` of key `k` under option list `o`; key 4's text does not compile when
+    /// `failing`.
+    fn batch(spec: &[(u8, u8)], failing: bool) -> Vec<BatchKernel<String>> {
+        spec.iter()
+            .enumerate()
+            .map(|(i, &(k, o))| BatchKernel {
+                // The option list enters the key, as kernel_key makes it.
+                key: format!("k{k}/o{o}"),
+                options: opts(o),
+                symbol: format!("s{i}"),
+                source: if failing && k == 4 {
+                    "fail".into()
+                } else {
+                    format!("text{k}")
+                },
+            })
+            .collect()
+    }
+
+    /// The expected compiles: representatives (first per key, not prepublished),
+    /// grouped by option list in order of first appearance, cut by `split` if any.
+    fn expected_programs(
+        b: &[BatchKernel<String>],
+        pre: &[bool],
+        split: Option<Split>,
+    ) -> Vec<(Vec<String>, Vec<usize>)> {
+        let mut seen = std::collections::HashSet::new();
+        let mut groups: Vec<(Vec<String>, Vec<usize>)> = Vec::new();
+        for (i, k) in b.iter().enumerate() {
+            if pre[i] || !seen.insert(k.key.clone()) {
+                continue;
+            }
+            match groups.iter_mut().find(|g| g.0 == k.options) {
+                Some(g) => g.1.push(i),
+                None => groups.push((k.options.clone(), vec![i])),
+            }
+        }
+        let Some(split) = split else { return groups };
+        let cut: Vec<_> = groups
+            .iter()
+            .flat_map(|(o, reps)| {
+                chunks(programs_for(split, reps.len()), reps)
+                    .into_iter()
+                    .map(|r| (o.clone(), r.to_vec()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if cut.len() == groups.len() {
+            groups
+        } else {
+            cut
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn resolve_compiles_one_representative_per_key_grouped_by_options(
+            spec in proptest::collection::vec((0u8..6, 0u8..3), 0..14),
+            prepublished in proptest::collection::vec(any::<bool>(), 6),
+            failing in any::<bool>(),
+            split in proptest::option::of((1usize..4, 1usize..3)),
+        ) {
+            let split = split.map(|(m, k)| Split::new(m, k));
+            let b = batch(&spec, failing);
+            let cache = KernelCache::new(1 << 40);
+            // Publish some keys beforehand (their texts always compile).
+            let pre_keys: Vec<String> = b.iter()
+                .filter(|k| prepublished[k.key[1..2].parse::<usize>().unwrap()])
+                .map(|k| k.key.clone())
+                .collect();
+            let old = Arc::new(Listing { options: vec![], kernels: vec![] });
+            cache.publish(pre_keys.iter().map(|k| (k.clone(), Resolved::new(Arc::clone(&old), "old"))), 1);
+            let pre: Vec<bool> = b.iter().map(|k| pre_keys.contains(&k.key)).collect();
+
+            let lister = Lister { split, ..Lister::default() };
+            let (result, census) = crate::census::with_census(|| match split {
+                None => resolve(&cache, &b, &lister),
+                Some(s) => with_split_override(s, || resolve_split(&cache, &b, &lister)),
+            });
+            let expected = expected_programs(&b, &pre, split);
+            let compiles = lock(&lister.compiles).clone();
+            let concurrent = split.is_some() && expected.len() > expected_programs(&b, &pre, None).len();
+            let fails = |p: &(Vec<String>, Vec<usize>)| p.1.iter().any(|&i| b[i].source == "fail");
+            let first_failing = expected.iter().position(fails);
+
+            // Which programs were compiled, in order: every one on the concurrent path,
+            // up to the first failure on the whole path.
+            let attempted = match (concurrent, first_failing) {
+                (false, Some(f)) => f + 1,
+                _ => expected.len(),
+            };
+            prop_assert_eq!(compiles.len(), attempted);
+            for ((options, symbols), (eo, eidx)) in compiles.iter().zip(&expected) {
+                prop_assert_eq!(options, eo);
+                let want: Vec<String> = eidx.iter().map(|&i| b[i].symbol.clone()).collect();
+                prop_assert_eq!(symbols, &want);
+            }
+            prop_assert_eq!(census.kernels_reused, pre.iter().filter(|p| **p).count() as u64);
+
+            // Published: every program that compiled (all before the failure on the
+            // whole path), never one that failed.
+            for (p, prog) in expected.iter().enumerate() {
+                let published = !fails(prog) && (concurrent || first_failing.is_none_or(|f| p < f));
+                for &i in &prog.1 {
+                    prop_assert_eq!(cache.find(&b[i].key).is_some(), published, "program {}", p);
+                }
+            }
+            match (result, first_failing) {
+                (Err(Error::Compile(f)), Some(p)) => {
+                    prop_assert_eq!(f.program, p);
+                    prop_assert_eq!(f.programs, expected.len());
+                }
+                (Ok(answers), None) => {
+                    prop_assert_eq!(answers.len(), b.len());
+                    for (i, (k, a)) in b.iter().zip(&answers).enumerate() {
+                        if pre[i] {
+                            prop_assert!(Arc::ptr_eq(&a.program, &old));
+                            continue;
+                        }
+                        // The representative's symbol, in a program holding its text
+                        // under the kernel's own option list.
+                        let rep = b.iter().position(|r| r.key == k.key).unwrap();
+                        prop_assert_eq!(&*a.symbol, b[rep].symbol.as_str());
+                        prop_assert_eq!(&a.program.options, &k.options);
+                        prop_assert!(a.program.kernels.contains(&(b[rep].symbol.clone(), k.source.clone())));
+                    }
+                }
+                (other, f) => prop_assert!(false, "result {:?} with first failing {:?}", other.map(|a| a.len()), f),
+            }
+        }
+    }
+}
