@@ -83,8 +83,10 @@ pub fn resolve<B: Backend>(
 /// the first on the calling thread, the others on threads of their own, every one
 /// joined before this returns - still under the lock; then each that succeeded is
 /// [finished](SplitBackend::finish) and published in batch order, and the first
-/// failure in batch order is returned. A panic in any compile thread is resumed on the
-/// calling thread after the successful programs were published. Splitting changes
+/// failure in batch order is returned. A panic in a compile thread is never swallowed:
+/// after the successful programs were published, the first panic in batch order is
+/// resumed on the calling thread (the panic hook has reported every one as it
+/// happened). A thread that cannot be spawned compiles on the calling thread instead. Splitting changes
 /// neither a key nor what a published value means: a kernel's program holds its own
 /// code under its own option list, beside fewer companions.
 ///
