@@ -89,6 +89,16 @@ fn crash_worker() {
     }
 }
 
+fn entry_count(dir: &Path) -> usize {
+    fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| Space::of_file_name(&e.file_name().to_string_lossy()).is_some())
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 fn spawn(role: &str, dir: &Path, id: u32) -> std::process::Child {
     Command::new(std::env::current_exe().expect("current exe"))
         .args(["--exact", "crash_worker", "--nocapture", "--test-threads=1"])
@@ -119,6 +129,13 @@ fn killed_writers_never_leave_a_torn_entry_and_their_staging_is_swept() {
     for r in 0..2 {
         readers.0.push(spawn("reader", &dir, 1000 + r));
     }
+
+    // Let the first entry land (bounded: a loaded machine starts processes slowly).
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(20) && entry_count(&dir) == 0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(entry_count(&dir) > 0, "no writer published an entry");
 
     // Kill a random writer at a random moment, replace it, for a bounded number of rounds.
     let mut kills = 0;
@@ -180,14 +197,18 @@ fn killed_writers_never_leave_a_torn_entry_and_their_staging_is_swept() {
     }
     assert!(whole > 0);
 
-    // Kill rounds until a killed writer is seen to leave staging behind (usually the first).
+    // Kill rounds until a killed writer is seen to leave staging behind: wait until a
+    // writer's staging directory exists (the write is in progress), then SIGKILL it.
     let mut left_behind = staging_names(&dir).len();
     for round in 0..40 {
         if left_behind > 0 {
             break;
         }
         let mut c = spawn("writer", &dir, next_id + round);
-        std::thread::sleep(Duration::from_millis(20 + rng.below(60)));
+        let watching = Instant::now();
+        while staging_names(&dir).is_empty() && watching.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
         c.kill().expect("SIGKILL");
         c.wait().expect("wait");
         left_behind = staging_names(&dir).len();
