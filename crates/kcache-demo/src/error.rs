@@ -1,0 +1,80 @@
+//! The demo's error type, [`DemoError`].
+
+use std::path::PathBuf;
+
+use cc_backend::CcError;
+
+/// Why the demo could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// No working C compiler: the demo compiles real C (set `CC` to choose one).
+    #[error("no working C compiler (the demo compiles real C kernels; install cc or set CC)")]
+    NoCompiler(#[source] CcError),
+    /// Compiling, loading or calling a kernel failed.
+    #[error("the C backend failed")]
+    Backend(#[source] CcError),
+    /// Resolving a batch of kernels through the kernel cache failed.
+    #[error("resolving {routine}'s kernels failed")]
+    Resolve {
+        /// The routine whose batch failed.
+        routine: String,
+        /// The driver's error (carries the compiler's diagnostics).
+        #[source]
+        source: kernel_cache::Error<CcError>,
+    },
+    /// A schedule, identity or cache-key operation failed.
+    #[error("schedule-cache refused an operation for {routine}")]
+    Schedule {
+        /// The routine concerned.
+        routine: String,
+        /// schedule-cache's error.
+        #[source]
+        source: schedule_cache::Error,
+    },
+    /// The code could not be rendered to C.
+    #[error("cannot render to C: {0}")]
+    Render(String),
+    /// Every candidate of a routine computed a wrong result.
+    #[error("no candidate schedule of {0} computed the right result")]
+    NoCorrectCandidate(String),
+    /// A replayed winner computed a wrong result.
+    #[error(
+        "the winner of {routine} replayed from {key} computes a wrong result (max relative error {error})"
+    )]
+    WrongReplay {
+        /// The routine.
+        routine: String,
+        /// The disk key of the entry.
+        key: String,
+        /// The largest relative error seen.
+        error: f32,
+    },
+    /// `--kernels` named a kernel the demo does not have.
+    #[error("unknown kernel {name:?}; the demo's kernels are {known}")]
+    UnknownKernel {
+        /// The name given.
+        name: String,
+        /// The known names, comma-separated.
+        known: String,
+    },
+    /// `--fresh` was asked to clear a directory that does not look like a kcache cache.
+    #[error(
+        "refusing to clear {}: it holds {entry:?}, which is not a kcache cache file",
+        path.display()
+    )]
+    NotACacheDir {
+        /// The directory.
+        path: PathBuf,
+        /// The first foreign file found.
+        entry: String,
+    },
+    /// A filesystem operation of the demo itself failed.
+    #[error("I/O error on {}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,597 @@
+//! The kernels the demo tunes, each as loop code in schedule-cache's reference IR, a
+//! reference implementation in Rust, and a small schedule space.
+//!
+//! Every [`Routine::build`] call builds the code afresh, so every candidate gets fresh
+//! symbol and node ids (and so fresh C names), as in a real compiler where each
+//! candidate is lowered anew.
+
+use std::collections::BTreeMap;
+
+use schedule_cache::identity::NodeId;
+use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode, UnOp};
+use schedule_cache::schedule::Schedule;
+
+use crate::render::Param;
+
+/// One freshly built copy of a routine's code, with handles on its loops and nodes so a
+/// schedule can name them.
+pub(crate) struct Built {
+    pub(crate) code: Code,
+    pub(crate) loops: BTreeMap<&'static str, Symbol>,
+    pub(crate) nodes: BTreeMap<&'static str, TensorNode>,
+    pub(crate) params: Vec<(NodeId, Param)>,
+}
+
+impl Built {
+    fn new(
+        code: Code,
+        loops: &[(&'static str, &Symbol)],
+        nodes: &[(&'static str, &TensorNode, Param)],
+    ) -> Built {
+        Built {
+            code,
+            loops: loops.iter().map(|(n, s)| (*n, (*s).clone())).collect(),
+            nodes: nodes.iter().map(|(n, t, _)| (*n, (*t).clone())).collect(),
+            params: nodes.iter().map(|(_, t, p)| (t.id(), *p)).collect(),
+        }
+    }
+
+    fn l(&self, name: &str) -> &Symbol {
+        // The schedule functions below only name loops their routine's builder made.
+        &self.loops[name]
+    }
+
+    fn node(&self, name: &str) -> NodeId {
+        self.nodes[name].id()
+    }
+}
+
+/// A schedule-space dimension: its name and its choices (choice 0 is always "do nothing").
+pub(crate) type Dim = (&'static str, &'static [&'static str]);
+
+/// A kernel to tune.
+pub(crate) struct Routine {
+    /// The routine's name (segment kernels are `<name>__seg<i>`).
+    pub(crate) name: &'static str,
+    /// What it computes.
+    pub(crate) description: &'static str,
+    /// The length of each of `out`, `a` and `b`.
+    pub(crate) len: usize,
+    /// Builds the unscheduled code afresh.
+    pub(crate) build: fn() -> Built,
+    /// Computes the expected `out` (which starts zeroed) from `a` and `b`.
+    pub(crate) reference: fn(&[f32], &[f32], &mut [f32]),
+    /// The schedule space.
+    pub(crate) space: &'static [Dim],
+    /// The schedule of a point of the space, or `None` where the point is not legal.
+    pub(crate) schedule: fn(&Built, &[usize]) -> Option<Schedule>,
+    /// Relative tolerance of the output check.
+    pub(crate) tolerance: f32,
+}
+
+fn f32n(label: &str, dims: &[usize]) -> TensorNode {
+    TensorNode::new(label, dims, Precision::F32)
+}
+
+fn ix(s: &Symbol) -> Index {
+    Index::var(s)
+}
+
+fn get(n: &TensorNode, index: Vec<Index>) -> Expr {
+    Expr::get(n, index)
+}
+
+fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+    Expr::bin(op, a, b)
+}
+
+// ---------------------------------------------------------------- matmul
+
+const MM: usize = 64;
+
+fn matmul_build() -> Built {
+    let (i0, j0) = (Symbol::fresh("i"), Symbol::fresh("j"));
+    let (i, j, k) = (Symbol::fresh("i"), Symbol::fresh("j"), Symbol::fresh("k"));
+    let c = f32n("c", &[MM, MM]);
+    let a = f32n("a", &[MM, MM]);
+    let b = f32n("b", &[MM, MM]);
+    let m = MM as i64;
+    let init = Stmt::for_(
+        &i0,
+        0,
+        m,
+        vec![Stmt::for_(
+            &j0,
+            0,
+            m,
+            vec![Stmt::set(&c, vec![ix(&i0), ix(&j0)], Expr::Const(0.0))],
+        )],
+    );
+    let update = Stmt::set(
+        &c,
+        vec![ix(&i), ix(&j)],
+        bin(
+            BinOp::Add,
+            get(&c, vec![ix(&i), ix(&j)]),
+            bin(
+                BinOp::Mul,
+                get(&a, vec![ix(&i), ix(&k)]),
+                get(&b, vec![ix(&k), ix(&j)]),
+            ),
+        ),
+    );
+    let compute = Stmt::for_(
+        &i,
+        0,
+        m,
+        vec![Stmt::for_(
+            &j,
+            0,
+            m,
+            vec![Stmt::for_(&k, 0, m, vec![update])],
+        )],
+    );
+    Built::new(
+        Code::new(vec![init, compute]),
+        &[("i0", &i0), ("j0", &j0), ("i", &i), ("j", &j), ("k", &k)],
+        &[
+            ("c", &c, Param::Out),
+            ("a", &a, Param::A),
+            ("b", &b, Param::B),
+        ],
+    )
+}
+
+fn matmul_reference(a: &[f32], b: &[f32], out: &mut [f32]) {
+    for i in 0..MM {
+        for j in 0..MM {
+            let mut acc = 0.0f32;
+            for k in 0..MM {
+                acc += a[i * MM + k] * b[k * MM + j];
+            }
+            out[i * MM + j] = acc;
+        }
+    }
+}
+
+const TILES: &[&str] = &["1", "4", "8", "16"];
+const INNER: &[&str] = &["serial", "unroll", "simd"];
+
+fn tile(choice: usize, choices: &[&str]) -> i64 {
+    choices
+        .get(choice)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(1)
+}
+
+/// Splits `target` by the tile of `tile_choice` (if above 1) and treats the innermost
+/// resulting loop as `inner` says. Returns `None` for `simd` when `simd_ok` is false.
+fn tile_inner(
+    s: &mut Schedule,
+    target: &Symbol,
+    factor: i64,
+    inner: usize,
+    simd_ok: bool,
+) -> Option<()> {
+    let inner_loop = if factor > 1 {
+        s.split(target, factor).1
+    } else {
+        target.clone()
+    };
+    match inner {
+        0 => {}
+        1 => s.unroll(&inner_loop),
+        _ if simd_ok => s.vectorize(&inner_loop),
+        _ => return None,
+    }
+    Some(())
+}
+
+const MATMUL_SPACE: &[Dim] = &[
+    ("order", &["ijk", "ikj"]),
+    ("hoist", &["-", "a"]),
+    ("tile", TILES),
+    ("inner", INNER),
+    ("init", &["serial", "simd"]),
+];
+
+fn matmul_schedule(b: &Built, p: &[usize]) -> Option<Schedule> {
+    let mut s = Schedule::new();
+    if p[4] == 1 {
+        s.vectorize(b.l("j0"));
+    }
+    let ikj = p[0] == 1;
+    let inner = if ikj {
+        s.reorder(b.l("j"), b.l("k"));
+        b.l("j")
+    } else {
+        b.l("k")
+    };
+    if p[1] == 1 {
+        if !ikj {
+            return None;
+        }
+        s.hoist(b.node("a"), b.l("j"));
+    }
+    // In ijk order the innermost loop (k) carries the reduction: no simd.
+    tile_inner(&mut s, inner, tile(p[2], TILES), p[3], ikj)?;
+    Some(s)
+}
+
+// ---------------------------------------------------------------- fused elementwise chain
+
+const EW: usize = 128;
+
+fn chain_build() -> Built {
+    let (r, c) = (Symbol::fresh("r"), Symbol::fresh("c"));
+    let out = f32n("out", &[EW, EW]);
+    let a = f32n("x", &[EW, EW]);
+    let b = f32n("y", &[EW, EW]);
+    let at = || get(&a, vec![ix(&r), ix(&c)]);
+    let bt = || get(&b, vec![ix(&r), ix(&c)]);
+    // out = relu(x * y + x) * 0.5 - exp(-(y * y))
+    let value = bin(
+        BinOp::Sub,
+        bin(
+            BinOp::Mul,
+            Expr::un(
+                UnOp::Relu,
+                bin(BinOp::Add, bin(BinOp::Mul, at(), bt()), at()),
+            ),
+            Expr::Const(0.5),
+        ),
+        Expr::un(UnOp::Exp, Expr::un(UnOp::Neg, bin(BinOp::Mul, bt(), bt()))),
+    );
+    let e = EW as i64;
+    let code = Code::new(vec![Stmt::for_(
+        &r,
+        0,
+        e,
+        vec![Stmt::for_(
+            &c,
+            0,
+            e,
+            vec![Stmt::set(&out, vec![ix(&r), ix(&c)], value)],
+        )],
+    )]);
+    Built::new(
+        code,
+        &[("r", &r), ("c", &c)],
+        &[
+            ("out", &out, Param::Out),
+            ("x", &a, Param::A),
+            ("y", &b, Param::B),
+        ],
+    )
+}
+
+fn chain_reference(a: &[f32], b: &[f32], out: &mut [f32]) {
+    for ((o, x), y) in out.iter_mut().zip(a).zip(b) {
+        *o = (x * y + x).max(0.0) * 0.5 - (-(y * y)).exp();
+    }
+}
+
+const CHAIN_TILES: &[&str] = &["1", "4", "8", "16", "32"];
+
+const CHAIN_SPACE: &[Dim] = &[
+    ("order", &["rc", "cr"]),
+    ("tile", CHAIN_TILES),
+    ("inner", INNER),
+];
+
+fn chain_schedule(b: &Built, p: &[usize]) -> Option<Schedule> {
+    let mut s = Schedule::new();
+    let inner = if p[0] == 1 {
+        s.reorder(b.l("r"), b.l("c"));
+        b.l("r")
+    } else {
+        b.l("c")
+    };
+    tile_inner(&mut s, inner, tile(p[1], CHAIN_TILES), p[2], true)?;
+    Some(s)
+}
+
+// ---------------------------------------------------------------- row reduction
+
+const RR: usize = 128;
+
+fn rowdot_build() -> Built {
+    let (r, c) = (Symbol::fresh("r"), Symbol::fresh("c"));
+    let acc = Symbol::fresh("acc");
+    let out = f32n("dot", &[RR]);
+    let a = f32n("u", &[RR, RR]);
+    let b = f32n("w", &[RR, RR]);
+    let body = vec![
+        Stmt::Local {
+            var: acc.clone(),
+            precision: Precision::F32,
+            value: Expr::Const(0.0),
+        },
+        Stmt::for_(
+            &c,
+            0,
+            RR as i64,
+            vec![Stmt::SetLocal {
+                var: acc.clone(),
+                value: bin(
+                    BinOp::Add,
+                    Expr::Local(acc.clone()),
+                    bin(
+                        BinOp::Mul,
+                        get(&a, vec![ix(&r), ix(&c)]),
+                        get(&b, vec![ix(&r), ix(&c)]),
+                    ),
+                ),
+            }],
+        ),
+        Stmt::set(&out, vec![ix(&r)], Expr::Local(acc.clone())),
+    ];
+    Built::new(
+        Code::new(vec![Stmt::for_(&r, 0, RR as i64, body)]),
+        &[("r", &r), ("c", &c)],
+        &[
+            ("dot", &out, Param::Out),
+            ("u", &a, Param::A),
+            ("w", &b, Param::B),
+        ],
+    )
+}
+
+fn rowdot_reference(a: &[f32], b: &[f32], out: &mut [f32]) {
+    for r in 0..RR {
+        let mut acc = 0.0f32;
+        for c in 0..RR {
+            acc += a[r * RR + c] * b[r * RR + c];
+        }
+        out[r] = acc;
+    }
+}
+
+const ROWS: &[&str] = &["1", "2", "4"];
+
+const ROWDOT_SPACE: &[Dim] = &[
+    ("tile", TILES),
+    ("inner", &["serial", "unroll"]),
+    ("rows", ROWS),
+];
+
+fn rowdot_schedule(b: &Built, p: &[usize]) -> Option<Schedule> {
+    let mut s = Schedule::new();
+    // The column loop carries the reduction: tile and unroll only, no simd.
+    tile_inner(&mut s, b.l("c"), tile(p[0], TILES), p[1], false)?;
+    let rows = tile(p[2], ROWS);
+    if rows > 1 {
+        let (_, inner_rows) = s.split(b.l("r"), rows);
+        s.unroll(&inner_rows);
+    }
+    Some(s)
+}
+
+// ---------------------------------------------------------------- softmax (two segments)
+
+const SR: usize = 64;
+const SC: usize = 256;
+
+fn softmax_build() -> Built {
+    let (r0, c0) = (Symbol::fresh("r"), Symbol::fresh("c"));
+    let (r, c, c2) = (Symbol::fresh("r"), Symbol::fresh("c"), Symbol::fresh("c"));
+    let (sum, inv) = (Symbol::fresh("sum"), Symbol::fresh("inv"));
+    let out = f32n("p", &[SR, SC]);
+    let a = f32n("logits", &[SR, SC]);
+    let b = f32n("bias", &[SR, SC]);
+    let (rows, cols) = (SR as i64, SC as i64);
+    let exp = Stmt::for_(
+        &r0,
+        0,
+        rows,
+        vec![Stmt::for_(
+            &c0,
+            0,
+            cols,
+            vec![Stmt::set(
+                &out,
+                vec![ix(&r0), ix(&c0)],
+                Expr::un(
+                    UnOp::Exp,
+                    bin(
+                        BinOp::Sub,
+                        get(&a, vec![ix(&r0), ix(&c0)]),
+                        get(&b, vec![ix(&r0), ix(&c0)]),
+                    ),
+                ),
+            )],
+        )],
+    );
+    let normalize = Stmt::for_(
+        &r,
+        0,
+        rows,
+        vec![
+            Stmt::Local {
+                var: sum.clone(),
+                precision: Precision::F32,
+                value: Expr::Const(0.0),
+            },
+            Stmt::for_(
+                &c,
+                0,
+                cols,
+                vec![Stmt::SetLocal {
+                    var: sum.clone(),
+                    value: bin(
+                        BinOp::Add,
+                        Expr::Local(sum.clone()),
+                        get(&out, vec![ix(&r), ix(&c)]),
+                    ),
+                }],
+            ),
+            Stmt::Local {
+                var: inv.clone(),
+                precision: Precision::F32,
+                value: bin(BinOp::Div, Expr::Const(1.0), Expr::Local(sum.clone())),
+            },
+            Stmt::for_(
+                &c2,
+                0,
+                cols,
+                vec![Stmt::set(
+                    &out,
+                    vec![ix(&r), ix(&c2)],
+                    bin(
+                        BinOp::Mul,
+                        get(&out, vec![ix(&r), ix(&c2)]),
+                        Expr::Local(inv.clone()),
+                    ),
+                )],
+            ),
+        ],
+    );
+    Built::new(
+        Code::new(vec![exp, normalize]),
+        &[("r0", &r0), ("c0", &c0), ("r", &r), ("c", &c), ("c2", &c2)],
+        &[
+            ("p", &out, Param::Out),
+            ("logits", &a, Param::A),
+            ("bias", &b, Param::B),
+        ],
+    )
+}
+
+fn softmax_reference(a: &[f32], b: &[f32], out: &mut [f32]) {
+    for r in 0..SR {
+        let row = r * SC..(r + 1) * SC;
+        let mut sum = 0.0f32;
+        for i in row.clone() {
+            out[i] = (a[i] - b[i]).exp();
+            sum += out[i];
+        }
+        let inv = 1.0 / sum;
+        for i in row {
+            out[i] *= inv;
+        }
+    }
+}
+
+const EXP_TILES: &[&str] = &["1", "8"];
+const SUM_TILES: &[&str] = &["1", "4", "8"];
+
+const SOFTMAX_SPACE: &[Dim] = &[
+    ("exp", &["serial", "simd"]),
+    ("exp_tile", EXP_TILES),
+    ("sum_tile", SUM_TILES),
+    ("scale", &["serial", "simd", "tile8+simd"]),
+];
+
+fn softmax_schedule(b: &Built, p: &[usize]) -> Option<Schedule> {
+    let mut s = Schedule::new();
+    // Segment 0: exp, elementwise.
+    tile_inner(
+        &mut s,
+        b.l("c0"),
+        tile(p[1], EXP_TILES),
+        if p[0] == 1 { 2 } else { 0 },
+        true,
+    )?;
+    // Segment 1: the row sum (a reduction: tile and unroll) and the scaling loop.
+    let sum_tile = tile(p[2], SUM_TILES);
+    if sum_tile > 1 {
+        tile_inner(&mut s, b.l("c"), sum_tile, 1, false)?;
+    }
+    match p[3] {
+        0 => {}
+        1 => s.vectorize(b.l("c2")),
+        _ => tile_inner(&mut s, b.l("c2"), 8, 2, true)?,
+    }
+    Some(s)
+}
+
+/// Every routine the demo knows, in report order.
+pub(crate) fn routines() -> Vec<Routine> {
+    vec![
+        Routine {
+            name: "matmul",
+            description: "64x64x64 matrix product (zero-fill + multiply-accumulate segments)",
+            len: MM * MM,
+            build: matmul_build,
+            reference: matmul_reference,
+            space: MATMUL_SPACE,
+            schedule: matmul_schedule,
+            tolerance: 1e-4,
+        },
+        Routine {
+            name: "chain",
+            description: "fused elementwise chain relu(x*y+x)*0.5-exp(-y*y), 128x128",
+            len: EW * EW,
+            build: chain_build,
+            reference: chain_reference,
+            space: CHAIN_SPACE,
+            schedule: chain_schedule,
+            tolerance: 1e-5,
+        },
+        Routine {
+            name: "rowdot",
+            description: "row-wise dot products (a reduction), 128 rows of 128",
+            len: RR * RR,
+            build: rowdot_build,
+            reference: rowdot_reference,
+            space: ROWDOT_SPACE,
+            schedule: rowdot_schedule,
+            tolerance: 1e-4,
+        },
+        Routine {
+            name: "softmax",
+            description: "row softmax of logits-bias, 64x256 (exp + normalize segments)",
+            len: SR * SC,
+            build: softmax_build,
+            reference: softmax_reference,
+            space: SOFTMAX_SPACE,
+            schedule: softmax_schedule,
+            tolerance: 1e-4,
+        },
+    ]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Every point of every space either is refused up front or applies cleanly, and
+    /// the all-zero point is the empty schedule (the baseline).
+    #[test]
+    fn spaces_apply_and_start_with_the_baseline() {
+        for r in routines() {
+            let built = (r.build)();
+            let zero = vec![0; r.space.len()];
+            assert!(
+                (r.schedule)(&built, &zero).unwrap().ops.is_empty(),
+                "{}",
+                r.name
+            );
+            let mut point = zero.clone();
+            let mut legal = 0;
+            loop {
+                let built = (r.build)();
+                if let Some(s) = (r.schedule)(&built, &point) {
+                    s.apply(&built.code)
+                        .unwrap_or_else(|e| panic!("{} {point:?}: {e}", r.name));
+                    legal += 1;
+                }
+                // Next point, odometer order.
+                let mut d = 0;
+                while d < point.len() {
+                    point[d] += 1;
+                    if point[d] < r.space[d].1.len() {
+                        break;
+                    }
+                    point[d] = 0;
+                    d += 1;
+                }
+                if d == point.len() {
+                    break;
+                }
+            }
+            assert!(legal >= 12, "{} has only {legal} legal points", r.name);
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! The kcache end-to-end demo: a small autotuning search over real C kernels that uses
+//! every kcache crate, and replays its winners from disk on the next run.
+//!
+//! [`run`] tunes a few kernels (a matrix product, a fused elementwise chain, a row
+//! reduction and a two-segment softmax). Each kernel is loop code in schedule-cache's
+//! reference IR; candidate schedules (split, reorder, unroll, vectorize, hoist) are
+//! applied to freshly built code and rendered to C with the names a real renderer mints
+//! (`i<id>` loop symbols, `v<id>_…` locals, `n<id>_<label>` nodes, `<routine>__seg<i>`
+//! segment kernels). Kernel keys come from canonical-text, so renamed but identical
+//! kernels are compiled once; kernel-cache resolves each batch with cc-backend (the
+//! system C compiler, split compile on). Candidates are run on real data, checked
+//! against a Rust reference (a wrong schedule is rejected) and timed, with repeated
+//! measurements answered by memo-cache. Each winner is saved with schedule-cache under
+//! its full cache key; the next run finds it, replays the saved schedule on fresh code
+//! (guarded by the code digest) and compiles only the winners.
+//!
+//! ```
+//! use kcache_demo::{DemoOptions, Origin, run};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let mut options = DemoOptions::new(dir.path().join("cache"));
+//! options.kernels = Some(vec!["chain".to_string()]);
+//! (options.round1, options.round2, options.reps, options.progress) = (3, 1, 1, false);
+//!
+//! let first = run(&options)?;
+//! assert_eq!(first.kernels[0].origin, Origin::Searched);
+//! assert_eq!(first.totals.disk_stored, 1);
+//!
+//! let second = run(&options)?;
+//! assert_eq!(second.kernels[0].origin, Origin::Replayed);
+//! assert_eq!(second.kernels[0].schedule_ron, first.kernels[0].schedule_ron);
+//! assert!(second.totals.kernels_compiled < first.totals.kernels_compiled);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod error;
+mod kernels;
+mod render;
+mod report;
+mod search;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use cc_backend::CcBackend;
+use schedule_cache::disk::{self, DiskCache, Space};
+
+pub use error::DemoError;
+pub use report::{KernelReport, Origin, Report, Totals};
+
+use kernels::Routine;
+use search::Session;
+
+/// The environment variable that overrides the default cache directory.
+pub const CACHE_DIR_ENV: &str = "KCACHE_DIR";
+
+/// How a demo run is configured. [`DemoOptions::new`] gives the full demo's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DemoOptions {
+    /// Where winners are stored (schedule-cache's disk store).
+    pub cache_dir: PathBuf,
+    /// Remove the stored winners (entry files) before running, so the run searches.
+    pub fresh: bool,
+    /// Print a line per kernel and phase to stderr while working.
+    pub progress: bool,
+    /// Tune only these kernels (by name); `None` tunes all of them.
+    pub kernels: Option<Vec<String>>,
+    /// Candidates of round 1 per kernel (the first is the unscheduled code).
+    pub round1: usize,
+    /// At most this many candidates of round 2 per kernel (neighbours of round 1's best).
+    pub round2: usize,
+    /// Timed runs per measurement (the median is kept).
+    pub reps: usize,
+}
+
+impl DemoOptions {
+    /// The full demo's settings (12 + 12 candidates per kernel, 7 timed runs each,
+    /// progress on) with winners stored in `cache_dir`.
+    pub fn new(cache_dir: impl Into<PathBuf>) -> DemoOptions {
+        DemoOptions {
+            cache_dir: cache_dir.into(),
+            fresh: false,
+            progress: true,
+            kernels: None,
+            round1: 12,
+            round2: 12,
+            reps: 7,
+        }
+    }
+}
+
+/// The default cache directory: `$KCACHE_DIR` when set and not empty, else
+/// `target/kcache-demo` under the workspace root this binary was built from.
+pub fn default_cache_dir() -> PathBuf {
+    match std::env::var_os(CACHE_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("..")
+            .join("target")
+            .join("kcache-demo"),
+    }
+}
+
+/// The names of the kernels the demo can tune, in report order.
+pub fn kernel_names() -> Vec<&'static str> {
+    kernels::routines().iter().map(|r| r.name).collect()
+}
+
+/// Runs the demo: for each kernel, replays its winner from `options.cache_dir` when one
+/// is stored for the same code and key, else searches and stores the winner.
+///
+/// # Errors
+/// [`DemoError::NoCompiler`] when no C compiler can be run; [`DemoError::Resolve`]
+/// when a compile fails (with the compiler's diagnostics); [`DemoError::UnknownKernel`]
+/// for a bad `kernels` list; [`DemoError::NotACacheDir`] when `fresh` is asked to clear
+/// a directory holding foreign files; others as documented on [`DemoError`]. A disk
+/// cache that cannot be written is not an error (the winner is a future miss).
+pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
+    let start = Instant::now();
+    let selected = select(options.kernels.as_deref())?;
+    if options.fresh {
+        clear_entries(&options.cache_dir)?;
+    }
+    let backend = CcBackend::new().map_err(DemoError::NoCompiler)?;
+    let compiler = backend
+        .identity()
+        .lines()
+        .nth(1)
+        .unwrap_or("cc")
+        .to_string();
+    let cache_dir = std::path::absolute(&options.cache_dir).unwrap_or(options.cache_dir.clone());
+    let cold_search_candidates = selected
+        .iter()
+        .map(|r| {
+            let legal = search::legal_points(r).len();
+            options.round1.max(1).min(legal) + options.round2.min(legal)
+        })
+        .sum();
+    if options.progress {
+        eprintln!(
+            "[kcache-demo] {} kernels, compiler {compiler}, cache directory {}",
+            selected.len(),
+            cache_dir.display()
+        );
+    }
+    let (kernels, totals) = memo_cache::with_cache(true, |memo| {
+        let mut session = Session::new(
+            backend,
+            DiskCache::new(&cache_dir),
+            memo,
+            options.progress,
+            options.reps,
+            options.round1,
+            options.round2,
+        )?;
+        let mut reports: Vec<Option<KernelReport>> = vec![None; selected.len()];
+        let mut replays = Vec::new();
+        let mut replayed_at = Vec::new();
+        for (i, routine) in selected.iter().enumerate() {
+            match session.try_replay(routine)? {
+                Some(replay) => {
+                    replays.push((routine, replay));
+                    replayed_at.push(i);
+                }
+                None => reports[i] = Some(session.search(routine)?),
+            }
+        }
+        for (i, report) in replayed_at
+            .into_iter()
+            .zip(session.finish_replays(replays)?)
+        {
+            reports[i] = Some(report);
+        }
+        Ok::<_, DemoError>((reports.into_iter().flatten().collect(), session.totals))
+    })?;
+    Ok(Report {
+        cache_dir,
+        compiler,
+        kernels,
+        totals,
+        cold_search_candidates,
+        total_seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn select(names: Option<&[String]>) -> Result<Vec<Routine>, DemoError> {
+    let all = kernels::routines();
+    let Some(names) = names else {
+        return Ok(all);
+    };
+    for name in names {
+        if !all.iter().any(|r| r.name == name) {
+            return Err(DemoError::UnknownKernel {
+                name: name.clone(),
+                known: kernel_names().join(", "),
+            });
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|r| names.iter().any(|n| n == r.name))
+        .collect())
+}
+
+/// Removes the entry files (and staging leftovers) of a cache directory, keeping its
+/// lock file and regime stamp; refuses a directory that holds anything else.
+fn clear_entries(dir: &Path) -> Result<(), DemoError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DemoError::Io { path, source }
+    };
+    let listing = match std::fs::read_dir(dir) {
+        Ok(listing) => listing,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(dir)(e)),
+    };
+    let mut doomed = Vec::new();
+    for item in listing {
+        let item = item.map_err(io(dir))?;
+        let name = item.file_name().to_string_lossy().into_owned();
+        if name == disk::LOCK_FILE || name == disk::STAMP_FILE {
+            continue;
+        }
+        if disk::is_staging(&name) || Space::of_file_name(&name).is_some() {
+            doomed.push(item.path());
+        } else {
+            return Err(DemoError::NotACacheDir {
+                path: dir.to_path_buf(),
+                entry: name,
+            });
+        }
+    }
+    for path in doomed {
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(io(&path))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_kernels_are_refused_with_the_known_names() {
+        let err = select(Some(&["nope".to_string()])).map(|_| ()).unwrap_err();
+        assert!(
+            err.to_string().contains("matmul, chain, rowdot, softmax"),
+            "{err}"
+        );
+        assert_eq!(select(Some(&["softmax".to_string()])).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn fresh_clears_entries_and_refuses_foreign_directories() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::write(dir.join("abc-cc.ron"), "x").unwrap();
+        std::fs::write(dir.join(disk::STAMP_FILE), "1").unwrap();
+        std::fs::create_dir(dir.join(".atomicwrite123")).unwrap();
+        clear_entries(dir).unwrap();
+        assert!(!dir.join("abc-cc.ron").exists());
+        assert!(!dir.join(".atomicwrite123").exists());
+        assert!(dir.join(disk::STAMP_FILE).exists());
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        assert!(matches!(
+            clear_entries(dir),
+            Err(DemoError::NotACacheDir { .. })
+        ));
+        assert!(dir.join("notes.txt").exists());
+        clear_entries(&dir.join("missing")).unwrap();
+    }
+}

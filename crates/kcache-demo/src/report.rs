@@ -1,0 +1,236 @@
+//! What a demo run reports: [`Report`], per kernel [`KernelReport`], and the [`Totals`].
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::search::ms;
+
+/// Where a kernel's winning schedule came from in this run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Found by searching the schedule space (and then stored on disk).
+    Searched,
+    /// Found on disk and replayed on freshly built code (no search).
+    Replayed,
+}
+
+/// One tuned kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelReport {
+    /// The routine's name (its segment kernels are `<name>__seg<i>`).
+    pub name: String,
+    /// What it computes.
+    pub description: String,
+    /// Searched or replayed.
+    pub origin: Origin,
+    /// Candidate schedules measured (0 when replayed).
+    pub candidates: usize,
+    /// Candidates rejected because their output did not match the Rust reference.
+    pub rejected: usize,
+    /// Segment kernels rendered and resolved for this routine.
+    pub kernels_rendered: usize,
+    /// Median time of the unscheduled code, in seconds (as stored, when replayed).
+    pub baseline_seconds: Option<f64>,
+    /// Median time of the winner measured in this run, in seconds.
+    pub best_seconds: f64,
+    /// When replayed: the winner's median time stored by the search that crowned it.
+    pub stored_best_seconds: Option<f64>,
+    /// The winning schedule in words (loops and nodes named by their labels).
+    pub schedule: String,
+    /// The winning schedule as saved (RON of schedule-cache's `SavedSchedule`): equal
+    /// across processes for the same winner.
+    pub schedule_ron: String,
+    /// The disk key the winner is stored under (empty without a timing identity).
+    pub key: String,
+}
+
+/// Counters of one run, over every kernel.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Totals {
+    /// Segment kernels rendered and handed to the kernel cache.
+    pub kernels_rendered: u64,
+    /// Kernels compiled (one per distinct key).
+    pub kernels_compiled: u64,
+    /// Kernels the kernel cache answered from earlier compiles.
+    pub kernels_reused: u64,
+    /// Programs (shared objects) compiled.
+    pub programs_compiled: u64,
+    /// Resolve calls.
+    pub resolves: u64,
+    /// Resolve calls that compiled anything.
+    pub compiling_resolves: u64,
+    /// Measurements answered by the memo table.
+    pub memo_hits: u64,
+    /// Measurements actually run.
+    pub memo_misses: u64,
+    /// Disk lookups of winners.
+    pub disk_lookups: u64,
+    /// Disk lookups that found a winner.
+    pub disk_hits: u64,
+    /// Winners stored on disk.
+    pub disk_stored: u64,
+    /// Wall time spent resolving (compiling), in seconds.
+    pub compile_seconds: f64,
+    /// Wall time spent measuring (including checks), in seconds.
+    pub measure_seconds: f64,
+}
+
+impl Totals {
+    /// Kernels rendered that needed no compile of their own: answered by the cache or
+    /// sharing a renamed twin's compile in the same batch.
+    pub fn kernels_not_compiled(&self) -> u64 {
+        self.kernels_rendered.saturating_sub(self.kernels_compiled)
+    }
+}
+
+/// What one demo run did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// The disk cache directory used.
+    pub cache_dir: PathBuf,
+    /// The C compiler (first line of its `--version`).
+    pub compiler: String,
+    /// One report per kernel, in the demo's order.
+    pub kernels: Vec<KernelReport>,
+    /// Counters over the run.
+    pub totals: Totals,
+    /// Candidates a cold search of these kernels measures (the search budget).
+    pub cold_search_candidates: usize,
+    /// Whole run wall time, in seconds.
+    pub total_seconds: f64,
+}
+
+impl Report {
+    /// How many kernels were replayed from disk.
+    pub fn replayed(&self) -> usize {
+        self.kernels
+            .iter()
+            .filter(|k| k.origin == Origin::Replayed)
+            .count()
+    }
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.0}%", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.totals;
+        writeln!(
+            f,
+            "kcache demo: {} kernels tuned with {}",
+            self.kernels.len(),
+            self.compiler
+        )?;
+        writeln!(f, "cache directory: {}", self.cache_dir.display())?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{:<8} {:<9} {:>5} {:>8} {:>12} {:>12} {:>8}  schedule",
+            "kernel", "origin", "cands", "kernels", "baseline", "best", "speedup"
+        )?;
+        for k in &self.kernels {
+            let origin = match k.origin {
+                Origin::Searched => "searched",
+                Origin::Replayed => "replayed",
+            };
+            let speedup = k
+                .baseline_seconds
+                .map_or("-".to_string(), |b| format!("{:.1}x", b / k.best_seconds));
+            let rejected = if k.rejected > 0 {
+                format!(" [{} rejected: wrong output]", k.rejected)
+            } else {
+                String::new()
+            };
+            writeln!(
+                f,
+                "{:<8} {:<9} {:>5} {:>8} {:>12} {:>12} {:>8}  {}{rejected}",
+                k.name,
+                origin,
+                k.candidates,
+                k.kernels_rendered,
+                k.baseline_seconds.map_or("-".to_string(), ms),
+                ms(k.best_seconds),
+                speedup,
+                k.schedule
+            )?;
+        }
+        writeln!(f)?;
+        let twins = t
+            .kernels_rendered
+            .saturating_sub(t.kernels_compiled + t.kernels_reused);
+        writeln!(
+            f,
+            "kernel cache: {} kernels rendered, {} compiled, {} reused from earlier compiles, {twins} renamed twins within a batch (hit rate {})",
+            t.kernels_rendered,
+            t.kernels_compiled,
+            t.kernels_reused,
+            pct(t.kernels_not_compiled(), t.kernels_rendered)
+        )?;
+        let per_compile = if t.compiling_resolves == 0 {
+            "-".to_string()
+        } else {
+            format!(
+                "{:.1}",
+                t.programs_compiled as f64 / t.compiling_resolves as f64
+            )
+        };
+        writeln!(
+            f,
+            "compiles: {} programs in {} compiling resolves ({per_compile} programs per compile, split compile on), {:.2} s",
+            t.programs_compiled, t.compiling_resolves, t.compile_seconds
+        )?;
+        writeln!(
+            f,
+            "memo table: {} of {} measurements answered without running (hit rate {}), {:.2} s measuring",
+            t.memo_hits,
+            t.memo_hits + t.memo_misses,
+            pct(t.memo_hits, t.memo_hits + t.memo_misses),
+            t.measure_seconds
+        )?;
+        writeln!(
+            f,
+            "disk cache: {} of {} winners found (hit rate {}), {} stored",
+            t.disk_hits,
+            t.disk_lookups,
+            pct(t.disk_hits, t.disk_lookups),
+            t.disk_stored
+        )?;
+        writeln!(f, "time: {:.2} s in all", self.total_seconds)?;
+        writeln!(f)?;
+        let n = self.kernels.len();
+        let replayed = self.replayed();
+        if replayed == n && n > 0 {
+            writeln!(
+                f,
+                "replayed {replayed}/{n} winners from disk: compiled {} kernels in {} program(s) instead of a cold search of up to {} candidates",
+                t.kernels_compiled, t.programs_compiled, self.cold_search_candidates
+            )?;
+        } else if replayed > 0 {
+            writeln!(
+                f,
+                "replayed {replayed}/{n} winners from disk, searched the other {}: compiled {} kernels",
+                n - replayed,
+                t.kernels_compiled
+            )?;
+        } else {
+            writeln!(
+                f,
+                "searched {n} kernels: {} candidates, {} kernels compiled; winners stored in {}",
+                self.kernels.iter().map(|k| k.candidates).sum::<usize>(),
+                t.kernels_compiled,
+                self.cache_dir.display()
+            )?;
+            writeln!(
+                f,
+                "run it again to replay them from disk instead of searching"
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,811 @@
+//! The autotuning search and the replay of stored winners.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use canonical_text::segment_kernel_name;
+use cc_backend::{CcBackend, CcProgram, Kernel};
+use kernel_cache::{
+    BatchKernel, KernelCache, Names, Split, kernel_key, resolve_split, with_census,
+};
+use memo_cache::{Key, Table, Value, input_hash, try_fetch_or_put};
+use schedule_cache::disk::{DiskCache, Lookup, StoreOutcome};
+use schedule_cache::identity::{NodeId, Placement};
+use schedule_cache::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
+use schedule_cache::{
+    CacheKey, CompleteIdentity, Config, KeyInputs, KeyParts, Limits, Registry, SavedSchedule,
+    ScheduleEntry, SettingsRegistry, SymRef, TimingIdentity, canonicalize, digest_completeness,
+    key_parts, to_saved,
+};
+
+use crate::error::DemoError;
+use crate::kernels::{Built, Routine};
+use crate::render::{render_segment, segments};
+use crate::report::{KernelReport, Origin, Totals};
+
+/// Bumped whenever the renderer's output changes for the same code: it enters the
+/// codegen key component, so winners crowned under another renderer never replay.
+const RENDERER_VERSION: &str = "kcache-demo-renderer-1";
+
+/// The backend name in disk keys.
+const BACKEND_NAME: &str = "cc";
+
+/// How many round-1 leaders round 2 explores around.
+const LEADERS: usize = 3;
+
+/// A measured candidate (what the memo table stores).
+#[derive(Clone, Debug)]
+pub(crate) struct Measurement {
+    /// Median time of one run of all the candidate's kernels, in seconds.
+    pub(crate) median: f64,
+    /// Every timed run, in seconds.
+    pub(crate) times: Vec<f64>,
+    /// Largest relative error against the Rust reference.
+    pub(crate) error: f32,
+    /// Whether the output matched the reference within tolerance.
+    pub(crate) correct: bool,
+}
+
+/// Everything one demo run shares: the real backend, the in-process kernel cache, the
+/// configuration and key inputs, the disk cache and the counters.
+pub(crate) struct Session<'t> {
+    pub(crate) backend: CcBackend,
+    pub(crate) cache: Arc<KernelCache<CcProgram>>,
+    pub(crate) compiler_options: Vec<String>,
+    pub(crate) config: Config,
+    pub(crate) limits: Limits,
+    pub(crate) timing: TimingIdentity,
+    pub(crate) disk: DiskCache,
+    pub(crate) memo: Option<&'t Table<Key, Measurement>>,
+    pub(crate) progress: bool,
+    pub(crate) reps: usize,
+    pub(crate) round1: usize,
+    pub(crate) round2: usize,
+    pub(crate) totals: Totals,
+}
+
+/// The compiler options the renderer asks for, from the configuration. Run under
+/// schedule-cache's digest-completeness guard: every setting consulted here must be
+/// declared with the key component it enters.
+fn compiler_options(config: &Config) -> Vec<String> {
+    let mut options = vec![
+        // Keep float results reproducible, so outputs can be checked against Rust.
+        "-ffp-contract=off".to_string(),
+        // Honour the renderer's `#pragma omp simd` without linking OpenMP.
+        "-fopenmp-simd".to_string(),
+    ];
+    if config.get("numerics.fast_math") == Some("true") {
+        options.push("-ffast-math".to_string());
+    }
+    options
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+fn vector_bytes() -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return 64;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return 32;
+        }
+    }
+    16
+}
+
+impl<'t> Session<'t> {
+    pub(crate) fn new(
+        backend: CcBackend,
+        disk: DiskCache,
+        memo: Option<&'t Table<Key, Measurement>>,
+        progress: bool,
+        reps: usize,
+        round1: usize,
+        round2: usize,
+    ) -> Result<Session<'t>, DemoError> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Split compile on: up to one program per core, of at least 4 kernels each.
+        let backend = backend.with_split(Split::new(cores, 4));
+        let config = Config::new(SettingsRegistry::reference())
+            .with(schedule_cache::config::TIMING_SETTING, "isolated");
+        let compiler_options =
+            digest_completeness(&config, compiler_options).map_err(|e| DemoError::Schedule {
+                routine: "(configuration)".to_string(),
+                source: e,
+            })?;
+        let compiler = backend.identity().lines().nth(1).unwrap_or("").to_string();
+        let limits = Limits {
+            codegen_tag: format!(
+                "{}\n{RENDERER_VERSION}\n{}",
+                backend.identity(),
+                compiler_options.join(" ")
+            ),
+            worker_pool_tag: "single-thread".to_string(),
+            max_threads: 1,
+            vector_bytes: vector_bytes(),
+            local_memory_bytes: 0,
+            extra: BTreeMap::from([("arch".to_string(), std::env::consts::ARCH.to_string())]),
+        };
+        let timing = TimingIdentity {
+            device: format!("{} ({cores} cores)", cpu_model()),
+            toolchain: Some(compiler),
+        };
+        Ok(Session {
+            backend,
+            cache: KernelCache::new(256 << 20),
+            compiler_options,
+            config,
+            limits,
+            timing,
+            disk,
+            memo,
+            progress,
+            reps: reps.max(1),
+            round1: round1.max(1),
+            round2,
+            totals: Totals::default(),
+        })
+    }
+
+    fn say(&self, line: &str) {
+        if self.progress {
+            eprintln!("[kcache-demo] {line}");
+        }
+    }
+
+    /// The disk key parts of a routine's freshly built code, and its complete identity.
+    fn identity_and_key(
+        &self,
+        routine: &Routine,
+        built: &Built,
+    ) -> Result<(CompleteIdentity, Option<KeyParts>), DemoError> {
+        let placements: BTreeMap<NodeId, Placement> = built
+            .params
+            .iter()
+            .map(|(id, _)| (*id, Placement::OnDevice))
+            .collect();
+        let identity = canonicalize(&built.code, &[], &placements, true)
+            .into_complete()
+            .map_err(|e| schedule_error(routine, e))?;
+        let inputs = KeyInputs {
+            backend: BACKEND_NAME,
+            config: &self.config,
+            limits: &self.limits,
+            timing_identity: Some(&self.timing),
+            objective: None,
+        };
+        let parts = key_parts(&identity, &inputs);
+        Ok((identity, parts))
+    }
+
+    /// Renders the candidates' code (already scheduled) into one batch, naming segment
+    /// kernels by their position in the batch. Returns the batch and, per candidate, the
+    /// indices of its kernels.
+    fn render_batch(
+        &self,
+        routine: &Routine,
+        codes: &[(&Built, &schedule_cache::ir::Code)],
+        batch: &mut Vec<BatchKernel<String>>,
+    ) -> Result<Vec<Vec<usize>>, DemoError> {
+        let mut owners = Vec::new();
+        for (built, code) in codes {
+            let mut mine = Vec::new();
+            for segment in segments(code) {
+                let symbol = segment_kernel_name(routine.name, batch.len());
+                let rendered = render_segment(&symbol, &segment, &built.params)?;
+                let names = Names::new().with_bound(rendered.bound.iter().cloned());
+                let key = kernel_key(
+                    &rendered.text,
+                    &symbol,
+                    &names,
+                    &self.compiler_options,
+                    self.backend.identity().as_bytes(),
+                );
+                mine.push(batch.len());
+                batch.push(BatchKernel {
+                    key,
+                    options: self.compiler_options.clone(),
+                    symbol,
+                    source: rendered.text,
+                });
+            }
+            owners.push(mine);
+        }
+        Ok(owners)
+    }
+
+    /// Resolves a batch through the kernel cache with the real backend (split compile
+    /// on), counting what it compiled and reused. Returns the callable kernels.
+    fn resolve(
+        &mut self,
+        label: &str,
+        batch: &[BatchKernel<String>],
+    ) -> Result<Vec<Kernel>, DemoError> {
+        let start = Instant::now();
+        let (resolved, census) = with_census(|| resolve_split(&self.cache, batch, &self.backend));
+        let seconds = start.elapsed().as_secs_f64();
+        let resolved = resolved.map_err(|source| DemoError::Resolve {
+            routine: label.to_string(),
+            source,
+        })?;
+        let t = &mut self.totals;
+        t.kernels_rendered += batch.len() as u64;
+        t.kernels_compiled += census.kernels_compiled;
+        t.kernels_reused += census.kernels_reused;
+        t.programs_compiled += census.programs_compiled;
+        t.resolves += 1;
+        if census.programs_compiled > 0 {
+            t.compiling_resolves += 1;
+        }
+        t.compile_seconds += seconds;
+        let twins =
+            (batch.len() as u64).saturating_sub(census.kernels_compiled + census.kernels_reused);
+        self.say(&format!(
+            "{label}: {} kernels -> {} compiled in {} program(s) ({seconds:.2} s), {} reused from the kernel cache, {twins} renamed twins in the batch",
+            batch.len(),
+            census.kernels_compiled,
+            census.programs_compiled,
+            census.kernels_reused,
+        ));
+        resolved
+            .iter()
+            .map(|r| Kernel::from_resolved(r).map_err(DemoError::Backend))
+            .collect()
+    }
+
+    /// Times a candidate (its kernels run in order on `data`), through the memo table:
+    /// a candidate whose kernels were measured before (under any names) is not re-run.
+    fn measure(
+        &mut self,
+        routine: &Routine,
+        keys: &[&str],
+        kernels: &[Kernel],
+        data: &Data,
+    ) -> Result<Measurement, DemoError> {
+        let fields = [
+            ("routine", Value::from(routine.name)),
+            (
+                "kernels",
+                Value::List(keys.iter().map(|k| Value::from(*k)).collect()),
+            ),
+            ("n", Value::Int(routine.len as i64)),
+            ("reps", Value::Int(self.reps as i64)),
+            ("data_seed", Value::Int(data.seed as i64)),
+        ];
+        let key = input_hash(fields.iter().map(|(n, v)| (*n, v)));
+        let reps = self.reps;
+        let tolerance = routine.tolerance;
+        let start = Instant::now();
+        let fetched = try_fetch_or_put(self.memo, key, || {
+            run_and_time(kernels, data, reps, tolerance)
+        })?;
+        self.totals.measure_seconds += start.elapsed().as_secs_f64();
+        if fetched.is_hit() {
+            self.totals.memo_hits += 1;
+        } else {
+            self.totals.memo_misses += 1;
+        }
+        Ok(fetched.into_value())
+    }
+
+    /// Looks a routine's winner up on disk; on a hit, replays it on freshly built code.
+    pub(crate) fn try_replay(&mut self, routine: &Routine) -> Result<Option<Replay>, DemoError> {
+        let built = (routine.build)();
+        let (identity, parts) = self.identity_and_key(routine, &built)?;
+        let key = parts.as_ref().and_then(|p| p.key().ok());
+        let found = self
+            .disk
+            .probe::<ScheduleEntry>(key.as_ref(), identity.digest());
+        self.totals.disk_lookups += 1;
+        let entry = match found {
+            Lookup::Hit(entry) => entry,
+            Lookup::Miss(reason) => {
+                self.say(&format!("{}: no winner on disk ({reason})", routine.name));
+                return Ok(None);
+            }
+            Lookup::Refused(refusal) => {
+                self.say(&format!("{}: disk cache refused ({refusal})", routine.name));
+                return Ok(None);
+            }
+            Lookup::Skipped => return Ok(None),
+        };
+        self.totals.disk_hits += 1;
+        // Replay is guarded by the digest: `replay` refuses an entry of other code.
+        let (ops, _) = entry
+            .replay(&ReferenceLanguage, &identity)
+            .map_err(|e| schedule_error(routine, e))?;
+        let code = apply_ops(&ops, &built.code).map_err(|e| schedule_error(routine, e))?;
+        let describe = describe(&entry.schedule, &identity, &built);
+        self.say(&format!(
+            "{}: replaying the winner stored at {}: {describe}",
+            routine.name,
+            key.as_ref().map_or("-", CacheKey::as_str)
+        ));
+        Ok(Some(Replay {
+            built,
+            code,
+            entry,
+            key: key.map(|k| k.as_str().to_string()).unwrap_or_default(),
+            describe,
+        }))
+    }
+
+    /// Compiles the replayed winners in one batch, checks and times each, and reports.
+    pub(crate) fn finish_replays(
+        &mut self,
+        replays: Vec<(&Routine, Replay)>,
+    ) -> Result<Vec<KernelReport>, DemoError> {
+        if replays.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut batch = Vec::new();
+        let mut owners = Vec::new();
+        for (routine, replay) in &replays {
+            // One batch for every winner: segment names stay unique by position.
+            let mut o = self.render_batch(routine, &[(&replay.built, &replay.code)], &mut batch)?;
+            owners.push(o.pop().unwrap_or_default());
+        }
+        let kernels = self.resolve("replayed winners", &batch)?;
+        let mut reports = Vec::new();
+        for ((routine, replay), mine) in replays.into_iter().zip(owners) {
+            let data = Data::new(routine);
+            let keys: Vec<&str> = mine.iter().map(|&i| batch[i].key.as_str()).collect();
+            let ks: Vec<Kernel> = mine.iter().map(|&i| kernels[i].clone()).collect();
+            let m = self.measure(routine, &keys, &ks, &data)?;
+            if !m.correct {
+                return Err(DemoError::WrongReplay {
+                    routine: routine.name.to_string(),
+                    key: replay.key,
+                    error: m.error,
+                });
+            }
+            let stored = median(&replay.entry.times);
+            self.say(&format!(
+                "{}: replayed winner runs in {} (stored: {})",
+                routine.name,
+                ms(m.median),
+                stored.map_or("-".to_string(), ms)
+            ));
+            reports.push(KernelReport {
+                name: routine.name.to_string(),
+                description: routine.description.to_string(),
+                origin: Origin::Replayed,
+                candidates: 0,
+                rejected: 0,
+                kernels_rendered: mine.len(),
+                baseline_seconds: replay.entry.baseline_time,
+                best_seconds: m.median,
+                stored_best_seconds: stored,
+                schedule: replay.describe,
+                schedule_ron: replay
+                    .entry
+                    .schedule
+                    .to_ron()
+                    .map_err(|e| schedule_error(routine, e))?,
+                key: replay.key,
+            });
+        }
+        Ok(reports)
+    }
+
+    /// Searches a routine's schedule space in two rounds and stores the winner on disk.
+    pub(crate) fn search(&mut self, routine: &Routine) -> Result<KernelReport, DemoError> {
+        let legal = legal_points(routine);
+        let rendered_before = self.totals.kernels_rendered;
+        let data = Data::new(routine);
+        let mut round1: Vec<Vec<usize>> = vec![vec![0; routine.space.len()]];
+        let mut rest: Vec<&Vec<usize>> =
+            legal.iter().filter(|p| p.iter().any(|&c| c != 0)).collect();
+        shuffle(&mut rest, seed_of(routine.name));
+        round1.extend(
+            rest.into_iter()
+                .take(self.round1.saturating_sub(1))
+                .cloned(),
+        );
+        self.say(&format!(
+            "{}: searching {} legal schedules of {} ({} dims): round 1 tries {}",
+            routine.name,
+            legal.len(),
+            routine.description,
+            routine.space.len(),
+            round1.len()
+        ));
+        let mut tried: Vec<Tried> = Vec::new();
+        self.run_round(routine, "round 1", &round1, &data, &mut tried)?;
+
+        // Round 2: the neighbours of the round's leaders (one dimension changed). The
+        // tuner does not remember what it measured: the memo table does.
+        let mut leaders: Vec<&Tried> = tried.iter().filter(|t| t.measurement.correct).collect();
+        leaders.sort_by(|a, b| a.measurement.median.total_cmp(&b.measurement.median));
+        let mut round2: Vec<Vec<usize>> = Vec::new();
+        'fill: for leader in leaders.iter().take(LEADERS) {
+            for (d, (_, choices)) in routine.space.iter().enumerate() {
+                for c in 0..choices.len() {
+                    if round2.len() >= self.round2 {
+                        break 'fill;
+                    }
+                    let mut p = leader.point.clone();
+                    p[d] = c;
+                    if legal.contains(&p) && !round2.contains(&p) {
+                        round2.push(p);
+                    }
+                }
+            }
+        }
+        if !round2.is_empty() {
+            self.run_round(routine, "round 2", &round2, &data, &mut tried)?;
+        }
+
+        let candidates = tried.len();
+        let rejected = tried.iter().filter(|t| !t.measurement.correct).count();
+        let baseline = tried
+            .iter()
+            .find(|t| t.point.iter().all(|&c| c == 0) && t.measurement.correct)
+            .map(|t| t.measurement.median);
+        let winner = tried
+            .into_iter()
+            .filter(|t| t.measurement.correct)
+            .min_by(|a, b| a.measurement.median.total_cmp(&b.measurement.median))
+            .ok_or_else(|| DemoError::NoCorrectCandidate(routine.name.to_string()))?;
+
+        // Save the winner against the code it was built on, and store it on disk.
+        let (identity, parts) = self.identity_and_key(routine, &winner.built)?;
+        let (saved, _) = to_saved(
+            &ReferenceLanguage,
+            &Registry::new(&identity),
+            &winner.schedule.ops,
+        )
+        .map_err(|e| schedule_error(routine, e))?;
+        let describe = describe(&saved, &identity, &winner.built);
+        let schedule_ron = saved.to_ron().map_err(|e| schedule_error(routine, e))?;
+        let key = parts.as_ref().and_then(|p| p.key().ok());
+        if let Some(parts) = parts {
+            let entry = ScheduleEntry::new(
+                &identity,
+                parts,
+                saved,
+                winner.measurement.times.clone(),
+                baseline,
+            )
+            .map_err(|e| schedule_error(routine, e))?;
+            match self
+                .disk
+                .store(key.as_ref(), &entry)
+                .map_err(|e| schedule_error(routine, e))?
+            {
+                StoreOutcome::Stored => self.totals.disk_stored += 1,
+                StoreOutcome::Refused(r) => self.say(&format!(
+                    "{}: the disk cache refused the winner ({r})",
+                    routine.name
+                )),
+                StoreOutcome::Skipped => {}
+            }
+        }
+        let speedup = baseline.map_or(String::new(), |b| {
+            format!(
+                " ({:.1}x over the unscheduled code)",
+                b / winner.measurement.median
+            )
+        });
+        self.say(&format!(
+            "{}: winner {}{speedup}: {describe}",
+            routine.name,
+            ms(winner.measurement.median)
+        ));
+        Ok(KernelReport {
+            name: routine.name.to_string(),
+            description: routine.description.to_string(),
+            origin: Origin::Searched,
+            candidates,
+            rejected,
+            kernels_rendered: (self.totals.kernels_rendered - rendered_before) as usize,
+            baseline_seconds: baseline,
+            best_seconds: winner.measurement.median,
+            stored_best_seconds: None,
+            schedule: describe,
+            schedule_ron,
+            key: key.map(|k| k.as_str().to_string()).unwrap_or_default(),
+        })
+    }
+
+    fn run_round(
+        &mut self,
+        routine: &Routine,
+        round: &str,
+        points: &[Vec<usize>],
+        data: &Data,
+        tried: &mut Vec<Tried>,
+    ) -> Result<(), DemoError> {
+        let mut fresh = Vec::new();
+        for point in points {
+            // Each candidate is lowered anew: fresh symbols, fresh node ids, fresh names.
+            let built = (routine.build)();
+            let Some(schedule) = (routine.schedule)(&built, point) else {
+                continue;
+            };
+            let code = schedule
+                .apply(&built.code)
+                .map_err(|e| schedule_error(routine, e))?;
+            fresh.push((point.clone(), built, schedule, code));
+        }
+        let codes: Vec<(&Built, &schedule_cache::ir::Code)> =
+            fresh.iter().map(|(_, b, _, c)| (b, c)).collect();
+        let mut batch = Vec::new();
+        let owners = self.render_batch(routine, &codes, &mut batch)?;
+        let kernels = self.resolve(&format!("{} {round}", routine.name), &batch)?;
+        let (hits_before, rejected_before) = (self.totals.memo_hits, tried.len());
+        for ((point, built, schedule, _), mine) in fresh.into_iter().zip(owners) {
+            let keys: Vec<&str> = mine.iter().map(|&i| batch[i].key.as_str()).collect();
+            let ks: Vec<Kernel> = mine.iter().map(|&i| kernels[i].clone()).collect();
+            let measurement = self.measure(routine, &keys, &ks, data)?;
+            if !measurement.correct {
+                self.say(&format!(
+                    "{}: candidate {} REJECTED: wrong output (max relative error {:.2e})",
+                    routine.name,
+                    point_label(routine, &point),
+                    measurement.error
+                ));
+            }
+            tried.push(Tried {
+                point,
+                built,
+                schedule,
+                measurement,
+            });
+        }
+        let best = tried[rejected_before..]
+            .iter()
+            .filter(|t| t.measurement.correct)
+            .map(|t| t.measurement.median)
+            .min_by(f64::total_cmp);
+        self.say(&format!(
+            "{} {round}: {} candidates measured ({} answered by the memo table), best {}",
+            routine.name,
+            tried.len() - rejected_before,
+            self.totals.memo_hits - hits_before,
+            best.map_or("-".to_string(), ms)
+        ));
+        Ok(())
+    }
+}
+
+/// A routine's winner found on disk and replayed on fresh code.
+pub(crate) struct Replay {
+    built: Built,
+    code: schedule_cache::ir::Code,
+    entry: ScheduleEntry,
+    key: String,
+    describe: String,
+}
+
+struct Tried {
+    point: Vec<usize>,
+    built: Built,
+    schedule: Schedule,
+    measurement: Measurement,
+}
+
+/// A routine's input data (deterministic) and expected output.
+pub(crate) struct Data {
+    seed: u64,
+    a: Vec<f32>,
+    b: Vec<f32>,
+    expected: Vec<f32>,
+}
+
+impl Data {
+    fn new(routine: &Routine) -> Data {
+        let seed = seed_of(routine.name);
+        let mut rng = SplitMix(seed);
+        let mut values =
+            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 2.0 - 1.0).collect() };
+        let a = values(routine.len);
+        let b = values(routine.len);
+        let mut expected = vec![0.0; routine.len];
+        (routine.reference)(&a, &b, &mut expected);
+        Data {
+            seed,
+            a,
+            b,
+            expected,
+        }
+    }
+}
+
+fn run_and_time(
+    kernels: &[Kernel],
+    data: &Data,
+    reps: usize,
+    tolerance: f32,
+) -> Result<Measurement, DemoError> {
+    let mut out = vec![0.0f32; data.a.len()];
+    for k in kernels {
+        k.call(&mut out, &data.a, &data.b)
+            .map_err(DemoError::Backend)?;
+    }
+    let error = out
+        .iter()
+        .zip(&data.expected)
+        .map(|(o, e)| {
+            let d = (o - e).abs() / e.abs().max(1.0);
+            if d.is_nan() { f32::INFINITY } else { d }
+        })
+        .fold(0.0f32, f32::max);
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let start = Instant::now();
+        for k in kernels {
+            k.call(&mut out, &data.a, &data.b)
+                .map_err(DemoError::Backend)?;
+        }
+        times.push(start.elapsed().as_secs_f64());
+    }
+    Ok(Measurement {
+        median: median(&times).unwrap_or(f64::INFINITY),
+        times,
+        error,
+        correct: error <= tolerance,
+    })
+}
+
+pub(crate) fn median(times: &[f64]) -> Option<f64> {
+    let mut t = times.to_vec();
+    t.sort_by(f64::total_cmp);
+    t.get(t.len() / 2).copied()
+}
+
+/// Seconds as milliseconds, for progress lines and the report.
+pub(crate) fn ms(seconds: f64) -> String {
+    format!("{:.3} ms", seconds * 1e3)
+}
+
+fn schedule_error(routine: &Routine, source: schedule_cache::Error) -> DemoError {
+    DemoError::Schedule {
+        routine: routine.name.to_string(),
+        source,
+    }
+}
+
+/// Every point of `routine`'s space whose schedule is legal and applies, in odometer
+/// order.
+pub(crate) fn legal_points(routine: &Routine) -> Vec<Vec<usize>> {
+    let mut out = Vec::new();
+    let mut point = vec![0; routine.space.len()];
+    loop {
+        let built = (routine.build)();
+        if (routine.schedule)(&built, &point).is_some_and(|s| s.apply(&built.code).is_ok()) {
+            out.push(point.clone());
+        }
+        let mut d = 0;
+        while d < point.len() {
+            point[d] += 1;
+            if point[d] < routine.space[d].1.len() {
+                break;
+            }
+            point[d] = 0;
+            d += 1;
+        }
+        if d == point.len() {
+            return out;
+        }
+    }
+}
+
+fn point_label(routine: &Routine, point: &[usize]) -> String {
+    routine
+        .space
+        .iter()
+        .zip(point)
+        .map(|((name, choices), &c)| format!("{name}={}", choices.get(c).copied().unwrap_or("?")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A saved schedule in words, naming loops and nodes by the labels of `built`.
+fn describe(
+    saved: &SavedSchedule<SavedRefOp>,
+    identity: &CompleteIdentity,
+    built: &Built,
+) -> String {
+    fn sym(r: &SymRef, ops: &[SavedRefOp], identity: &CompleteIdentity, built: &Built) -> String {
+        match r {
+            SymRef::Base(i) => identity
+                .binders()
+                .get(*i)
+                .and_then(|id| built.loops.iter().find(|(_, s)| s.id() == *id))
+                .map_or(format!("L{i}"), |(name, _)| name.to_string()),
+            SymRef::Static(k) => format!("s{k}"),
+            SymRef::Minted { op, role } => {
+                let target = match ops.get(*op) {
+                    Some(SavedRefOp::Split { target, .. }) => sym(target, ops, identity, built),
+                    Some(SavedRefOp::Hoist { out_of, .. }) => sym(out_of, ops, identity, built),
+                    _ => format!("op{op}"),
+                };
+                format!("{target}.{role}")
+            }
+        }
+    }
+    let ops = &saved.ops;
+    let node = |i: &usize| {
+        identity
+            .nodes()
+            .get(*i)
+            .and_then(|id| built.nodes.iter().find(|(_, n)| n.id() == *id))
+            .map_or(format!("t{i}"), |(name, _)| name.to_string())
+    };
+    let words: Vec<String> = ops
+        .iter()
+        .map(|op| match op {
+            SavedRefOp::Split { target, factor } => {
+                format!("split({},{factor})", sym(target, ops, identity, built))
+            }
+            SavedRefOp::Reorder { outer, inner } => format!(
+                "reorder({},{})",
+                sym(outer, ops, identity, built),
+                sym(inner, ops, identity, built)
+            ),
+            SavedRefOp::Unroll { target } => {
+                format!("unroll({})", sym(target, ops, identity, built))
+            }
+            SavedRefOp::Vectorize { target } => {
+                format!("vectorize({})", sym(target, ops, identity, built))
+            }
+            SavedRefOp::Hoist { node: n, out_of } => {
+                format!(
+                    "hoist({} out of {})",
+                    node(n),
+                    sym(out_of, ops, identity, built)
+                )
+            }
+        })
+        .collect();
+    if words.is_empty() {
+        "none (the unscheduled code won)".to_string()
+    } else {
+        words.join(" ")
+    }
+}
+
+/// SplitMix64: a small deterministic generator for data and candidate order.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+fn seed_of(name: &str) -> u64 {
+    name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+    })
+}
+
+fn shuffle<T>(items: &mut [T], seed: u64) {
+    let mut rng = SplitMix(seed);
+    for i in (1..items.len()).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        items.swap(i, j);
+    }
+}
