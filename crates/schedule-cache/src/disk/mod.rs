@@ -532,3 +532,52 @@ pub fn store<E: Stored>(
 pub fn lookup<E: Stored>(dir: &Path, key: Option<&CacheKey>, digest: &str) -> Option<E> {
     DiskCache::new(dir).lookup(key, digest)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn space() -> impl Strategy<Value = Space> {
+        prop_oneof![Just(Space::Schedule), Just(Space::Placement)]
+    }
+
+    proptest! {
+        /// Every entry file name maps back to its own space and key, and no two (space, key)
+        /// pairs share a file name.
+        #[test]
+        fn file_names_round_trip_and_never_collide(
+            a in "[A-Za-z0-9_-]{1,40}", sa in space(),
+            b in "[A-Za-z0-9_-]{1,40}", sb in space(),
+        ) {
+            let (ka, kb) = (CacheKey::new(&a).expect("key"), CacheKey::new(&b).expect("key"));
+            prop_assert_eq!(Space::of_file_name(&sa.file_name(&ka)), Some((sa, ka.clone())));
+            if (sa, &ka) != (sb, &kb) {
+                prop_assert_ne!(sa.file_name(&ka), sb.file_name(&kb));
+            }
+        }
+
+        /// The lock, the stamp, staging and hidden names are never entries.
+        #[test]
+        fn protocol_names_are_never_entries(suffix in "[A-Za-z0-9_.-]{0,12}") {
+            for name in [
+                LOCK_FILE.to_owned(),
+                STAMP_FILE.to_owned(),
+                format!("{STAGING_PREFIX}{suffix}"),
+                format!(".{suffix}.ron"),
+            ] {
+                prop_assert_eq!(Space::of_file_name(&name), None);
+            }
+        }
+    }
+
+    #[test]
+    fn a_key_starts_with_a_digest_only_at_a_component_boundary() {
+        assert!(key_starts_with_digest("ab12", "ab12"));
+        assert!(key_starts_with_digest("ab12-cc-n1", "ab12"));
+        assert!(!key_starts_with_digest("ab123-cc", "ab12"));
+        assert!(!key_starts_with_digest("ab12-cc", ""));
+        assert!(!key_starts_with_digest("-cc", ""));
+        assert!(!key_starts_with_digest("cc-ab12", "ab12"));
+    }
+}
