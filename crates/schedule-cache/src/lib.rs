@@ -61,6 +61,7 @@ pub mod error;
 pub mod identity;
 pub mod ir;
 pub mod key;
+pub mod render;
 pub mod saved;
 pub mod schedule;
 pub mod disk;
