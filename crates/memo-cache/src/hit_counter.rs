@@ -109,7 +109,10 @@ impl HitCounter {
         match self.lanes.get(lane_id()) {
             Some(lane) => {
                 // Only this thread writes this lane: load and store cannot lose a bump.
-                lane.0.store(lane.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                lane.0.store(
+                    lane.0.load(Ordering::Relaxed).wrapping_add(1),
+                    Ordering::Relaxed,
+                );
             }
             // No lane (all taken, or the thread is exiting): the shared, locked word.
             None => {
