@@ -73,6 +73,9 @@ pub struct DemoOptions {
     pub round2: usize,
     /// Timed runs per measurement (the median is kept).
     pub reps: usize,
+    /// The C compiler command (a program and its leading arguments); `None` uses `$CC`,
+    /// else `cc`.
+    pub compiler: Option<String>,
 }
 
 impl DemoOptions {
@@ -87,6 +90,7 @@ impl DemoOptions {
             round1: 12,
             round2: 12,
             reps: 7,
+            compiler: None,
         }
     }
 }
@@ -124,7 +128,11 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     if options.fresh {
         clear_entries(&options.cache_dir)?;
     }
-    let backend = CcBackend::new().map_err(DemoError::NoCompiler)?;
+    let backend = match &options.compiler {
+        Some(command) => CcBackend::with_compiler(command),
+        None => CcBackend::new(),
+    }
+    .map_err(DemoError::NoCompiler)?;
     let compiler = backend
         .identity()
         .lines()
@@ -161,11 +169,11 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         let mut replayed_at = Vec::new();
         for (i, routine) in selected.iter().enumerate() {
             match session.try_replay(routine)? {
-                Some(replay) => {
+                Ok(replay) => {
                     replays.push((routine, replay));
                     replayed_at.push(i);
                 }
-                None => reports[i] = Some(session.search(routine)?),
+                Err(why) => reports[i] = Some(session.search(routine, why)?),
             }
         }
         for (i, report) in replayed_at

@@ -42,6 +42,9 @@ pub struct KernelReport {
     pub schedule_ron: String,
     /// The disk key the winner is stored under (empty without a timing identity).
     pub key: String,
+    /// What the disk lookup of this run found: `hit`, or why it missed (which key
+    /// components differ when the same code has entries under other components).
+    pub disk_lookup: String,
 }
 
 /// Counters of one run, over every kernel.
@@ -110,6 +113,16 @@ impl Report {
     }
 }
 
+/// `n` and `word`, pluralized with an `s` unless `n` is 1.
+pub(crate) fn count(n: impl Into<u64>, word: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
         "-".to_string()
@@ -123,8 +136,8 @@ impl fmt::Display for Report {
         let t = &self.totals;
         writeln!(
             f,
-            "kcache demo: {} kernels tuned with {}",
-            self.kernels.len(),
+            "kcache demo: {} tuned with {}",
+            count(self.kernels.len() as u64, "kernel"),
             self.compiler
         )?;
         writeln!(f, "cache directory: {}", self.cache_dir.display())?;
@@ -159,6 +172,9 @@ impl fmt::Display for Report {
                 speedup,
                 k.schedule
             )?;
+        }
+        for k in self.kernels.iter().filter(|k| k.origin == Origin::Searched) {
+            writeln!(f, "  {}: disk lookup {}", k.name, k.disk_lookup)?;
         }
         writeln!(f)?;
         let twins = t
@@ -208,8 +224,10 @@ impl fmt::Display for Report {
         if replayed == n && n > 0 {
             writeln!(
                 f,
-                "replayed {replayed}/{n} winners from disk: compiled {} kernels in {} program(s) instead of a cold search of up to {} candidates",
-                t.kernels_compiled, t.programs_compiled, self.cold_search_candidates
+                "replayed {replayed}/{n} winners from disk: compiled {} in {} instead of a cold search of up to {} candidates",
+                count(t.kernels_compiled, "kernel"),
+                count(t.programs_compiled, "program"),
+                self.cold_search_candidates
             )?;
         } else if replayed > 0 {
             writeln!(
@@ -221,9 +239,10 @@ impl fmt::Display for Report {
         } else {
             writeln!(
                 f,
-                "searched {n} kernels: {} candidates, {} kernels compiled; winners stored in {}",
+                "searched {}: {} candidates, {} compiled; winners stored in {}",
+                count(n as u64, "kernel"),
                 self.kernels.iter().map(|k| k.candidates).sum::<usize>(),
-                t.kernels_compiled,
+                count(t.kernels_compiled, "kernel"),
                 self.cache_dir.display()
             )?;
             writeln!(

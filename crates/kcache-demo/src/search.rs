@@ -10,19 +10,19 @@ use kernel_cache::{
     BatchKernel, KernelCache, Names, Split, kernel_key, resolve_split, with_census,
 };
 use memo_cache::{Key, Table, Value, input_hash, try_fetch_or_put};
-use schedule_cache::disk::{DiskCache, Lookup, StoreOutcome};
+use schedule_cache::disk::{DiskCache, Lookup, MissReason, StoreOutcome};
 use schedule_cache::identity::{NodeId, Placement};
 use schedule_cache::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
 use schedule_cache::{
-    CacheKey, CompleteIdentity, Config, KeyInputs, KeyParts, Limits, Registry, SavedSchedule,
-    ScheduleEntry, SettingsRegistry, SymRef, TimingIdentity, canonicalize, digest_completeness,
-    key_parts, to_saved,
+    CacheKey, CompleteIdentity, Config, KEY_COMPONENTS, KeyInputs, KeyParts, Limits, Registry,
+    SavedSchedule, ScheduleEntry, SettingsRegistry, SymRef, TimingIdentity, canonicalize,
+    digest_completeness, key_parts, to_saved,
 };
 
 use crate::error::DemoError;
 use crate::kernels::{Built, Routine};
 use crate::render::{render_segment, segments};
-use crate::report::{KernelReport, Origin, Totals};
+use crate::report::{KernelReport, Origin, Totals, count};
 
 /// Bumped whenever the renderer's output changes for the same code: it enters the
 /// codegen key component, so winners crowned under another renderer never replay.
@@ -254,10 +254,10 @@ impl<'t> Session<'t> {
         let twins =
             (batch.len() as u64).saturating_sub(census.kernels_compiled + census.kernels_reused);
         self.say(&format!(
-            "{label}: {} kernels -> {} compiled in {} program(s) ({seconds:.2} s), {} reused from the kernel cache, {twins} renamed twins in the batch",
-            batch.len(),
+            "{label}: {} -> {} compiled in {} ({seconds:.2} s), {} reused from the kernel cache, {twins} renamed twins in the batch",
+            count(batch.len() as u64, "kernel"),
             census.kernels_compiled,
-            census.programs_compiled,
+            count(census.programs_compiled, "program"),
             census.kernels_reused,
         ));
         resolved
@@ -302,7 +302,11 @@ impl<'t> Session<'t> {
     }
 
     /// Looks a routine's winner up on disk; on a hit, replays it on freshly built code.
-    pub(crate) fn try_replay(&mut self, routine: &Routine) -> Result<Option<Replay>, DemoError> {
+    /// `Ok(Err(why))` says why no winner was found (the miss explained).
+    pub(crate) fn try_replay(
+        &mut self,
+        routine: &Routine,
+    ) -> Result<Result<Replay, String>, DemoError> {
         let built = (routine.build)();
         let (identity, parts) = self.identity_and_key(routine, &built)?;
         let key = parts.as_ref().and_then(|p| p.key().ok());
@@ -313,14 +317,15 @@ impl<'t> Session<'t> {
         let entry = match found {
             Lookup::Hit(entry) => entry,
             Lookup::Miss(reason) => {
-                self.say(&format!("{}: no winner on disk ({reason})", routine.name));
-                return Ok(None);
+                let why = explain_miss(&reason, key.as_ref());
+                self.say(&format!("{}: no winner on disk ({why})", routine.name));
+                return Ok(Err(format!("miss: {why}")));
             }
             Lookup::Refused(refusal) => {
                 self.say(&format!("{}: disk cache refused ({refusal})", routine.name));
-                return Ok(None);
+                return Ok(Err(format!("refused: {refusal}")));
             }
-            Lookup::Skipped => return Ok(None),
+            Lookup::Skipped => return Ok(Err("skipped: no timing identity, no key".to_string())),
         };
         self.totals.disk_hits += 1;
         // Replay is guarded by the digest: `replay` refuses an entry of other code.
@@ -334,7 +339,7 @@ impl<'t> Session<'t> {
             routine.name,
             key.as_ref().map_or("-", CacheKey::as_str)
         ));
-        Ok(Some(Replay {
+        Ok(Ok(Replay {
             built,
             code,
             entry,
@@ -396,13 +401,18 @@ impl<'t> Session<'t> {
                     .to_ron()
                     .map_err(|e| schedule_error(routine, e))?,
                 key: replay.key,
+                disk_lookup: "hit".to_string(),
             });
         }
         Ok(reports)
     }
 
     /// Searches a routine's schedule space in two rounds and stores the winner on disk.
-    pub(crate) fn search(&mut self, routine: &Routine) -> Result<KernelReport, DemoError> {
+    pub(crate) fn search(
+        &mut self,
+        routine: &Routine,
+        disk_lookup: String,
+    ) -> Result<KernelReport, DemoError> {
         let legal = legal_points(routine);
         let rendered_before = self.totals.kernels_rendered;
         let data = Data::new(routine);
@@ -518,6 +528,7 @@ impl<'t> Session<'t> {
             schedule: describe,
             schedule_ron,
             key: key.map(|k| k.as_str().to_string()).unwrap_or_default(),
+            disk_lookup,
         })
     }
 
@@ -670,6 +681,32 @@ pub(crate) fn median(times: &[f64]) -> Option<f64> {
 /// Seconds as milliseconds, for progress lines and the report.
 pub(crate) fn ms(seconds: f64) -> String {
     format!("{:.3} ms", seconds * 1e3)
+}
+
+/// A disk miss in words; for entries of the same code under other key components, which
+/// components differ (the key is its components joined with `-`, in key order).
+fn explain_miss(reason: &MissReason, key: Option<&CacheKey>) -> String {
+    let (MissReason::NoEntry { same_digest }, Some(key)) = (reason, key) else {
+        return reason.to_string();
+    };
+    if same_digest.is_empty() {
+        return reason.to_string();
+    }
+    let ours: Vec<&str> = key.as_str().split('-').collect();
+    let mut differing: Vec<&str> = Vec::new();
+    for other in same_digest {
+        for ((component, a), b) in KEY_COMPONENTS.iter().zip(&ours).zip(other.split('-')) {
+            if *a != b && !differing.contains(&component.name()) {
+                differing.push(component.name());
+            }
+        }
+    }
+    format!(
+        "no entry at this key; {} entr{} for the same code differ in: {}",
+        same_digest.len(),
+        if same_digest.len() == 1 { "y" } else { "ies" },
+        differing.join(", ")
+    )
 }
 
 fn schedule_error(routine: &Routine, source: schedule_cache::Error) -> DemoError {

@@ -1,0 +1,65 @@
+//! A winner stored by one process is replayed by another: this test re-runs its own
+//! binary as a child process (a real second process, with its own symbol counters),
+//! which finds the winner on disk, replays it and reports the same saved schedule.
+
+use std::process::Command;
+
+use kcache_demo::{DemoOptions, Origin, run};
+
+const CHILD_ENV: &str = "KCACHE_TESTS_CHILD_CACHE_DIR";
+
+fn options(dir: &std::path::Path) -> DemoOptions {
+    let mut o = DemoOptions::new(dir);
+    o.kernels = Some(vec!["softmax".to_string()]);
+    (o.round1, o.round2, o.reps, o.progress) = (3, 1, 1, false);
+    o
+}
+
+#[test]
+fn a_second_process_replays_the_winner_of_the_first() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("cache");
+    let first = run(&options(&dir)).expect("first run");
+    assert_eq!(first.kernels[0].origin, Origin::Searched);
+
+    let exe = std::env::current_exe().expect("test binary");
+    let out = Command::new(exe)
+        .args([
+            "child_replays",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &dir)
+        .output()
+        .expect("spawn the child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("CHILD-SCHEDULE ").map(|(_, s)| s))
+        .unwrap_or_else(|| panic!("the child printed no schedule:\n{stdout}"));
+    assert_eq!(line, first.kernels[0].schedule_ron.replace('\n', " "));
+}
+
+/// The child half of the test above; does nothing when run on its own.
+#[test]
+#[ignore = "run by a_second_process_replays_the_winner_of_the_first as a child process"]
+fn child_replays() {
+    let Some(dir) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let report = run(&options(std::path::Path::new(&dir))).expect("child run");
+    assert_eq!(report.kernels[0].origin, Origin::Replayed);
+    assert_eq!(report.totals.disk_hits, 1);
+    assert_eq!(report.totals.kernels_compiled, 2);
+    println!(
+        "CHILD-SCHEDULE {}",
+        report.kernels[0].schedule_ron.replace('\n', " ")
+    );
+}

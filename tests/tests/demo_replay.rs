@@ -1,0 +1,139 @@
+//! The demo run twice on one cache directory: the second run replays every winner from
+//! disk, compiles only the winners, and chooses the same schedules. Real C compiles,
+//! real files.
+
+use std::path::Path;
+
+use kcache_demo::{DemoOptions, Origin, Report, run};
+use schedule_cache::disk;
+
+/// A bounded configuration: two kernels (four segment kernels per candidate pair), a
+/// handful of candidates, one timed run each.
+fn small(dir: &Path, kernels: &[&str]) -> DemoOptions {
+    let mut o = DemoOptions::new(dir);
+    o.kernels = Some(kernels.iter().map(|k| k.to_string()).collect());
+    o.round1 = 4;
+    o.round2 = 2;
+    o.reps = 1;
+    o.progress = false;
+    o
+}
+
+fn schedules(r: &Report) -> Vec<(String, String, String)> {
+    r.kernels
+        .iter()
+        .map(|k| (k.name.clone(), k.schedule.clone(), k.schedule_ron.clone()))
+        .collect()
+}
+
+#[test]
+fn second_run_replays_every_winner_and_compiles_only_the_winners() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("cache");
+    let options = small(&dir, &["matmul", "softmax"]);
+
+    let first = run(&options).expect("first run");
+    assert!(first.kernels.iter().all(|k| k.origin == Origin::Searched));
+    assert_eq!(first.totals.disk_lookups, 2);
+    assert_eq!(first.totals.disk_hits, 0);
+    assert_eq!(first.totals.disk_stored, 2);
+    assert!(
+        first
+            .kernels
+            .iter()
+            .all(|k| k.disk_lookup.starts_with("miss"))
+    );
+    // Candidates share segment kernels under other names: fewer compiles than renders.
+    assert!(first.totals.kernels_compiled < first.totals.kernels_rendered);
+    assert_eq!(first.replayed(), 0);
+
+    // The entries are real files in the documented layout, and every one verifies.
+    let inventory = disk::inventory(&dir).expect("inventory");
+    assert_eq!(inventory.entries.len(), 2);
+    assert!(inventory.lock_file);
+    assert!(inventory.foreign.is_empty(), "{:?}", inventory.foreign);
+    for entry in &inventory.entries {
+        disk::verify_entry(&dir, entry).expect("entry verifies");
+        assert!(first.kernels.iter().any(|k| k.key == entry.key.as_str()));
+    }
+
+    let second = run(&options).expect("second run");
+    assert_eq!(second.replayed(), 2);
+    assert!(second.kernels.iter().all(|k| k.disk_lookup == "hit"));
+    assert_eq!(second.totals.disk_hits, 2);
+    assert_eq!(second.totals.disk_stored, 0);
+    // Only the winners' segment kernels are compiled: two segments per routine here.
+    assert_eq!(second.totals.kernels_rendered, 4);
+    assert_eq!(second.totals.kernels_compiled, 4);
+    assert!(second.totals.kernels_compiled < first.totals.kernels_compiled);
+    assert!(second.totals.programs_compiled < first.totals.programs_compiled);
+    assert_eq!(second.totals.memo_hits + second.totals.memo_misses, 2);
+    assert_eq!(schedules(&first), schedules(&second));
+    for (a, b) in first.kernels.iter().zip(&second.kernels) {
+        assert_eq!(a.key, b.key);
+        assert_eq!(
+            a.baseline_seconds, b.baseline_seconds,
+            "baseline comes from the entry"
+        );
+        assert!(b.stored_best_seconds.is_some());
+    }
+    let text = second.to_string();
+    assert!(text.contains("replayed 2/2 winners from disk"), "{text}");
+    assert!(text.contains(&dir.display().to_string()), "{text}");
+}
+
+#[test]
+fn fresh_searches_again_and_a_damaged_entry_is_searched_and_rewritten() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("cache");
+    let options = small(&dir, &["chain"]);
+    let first = run(&options).expect("first run");
+    assert_eq!(first.totals.disk_stored, 1);
+
+    // A torn entry (as a crashed foreign writer might leave) is a miss, never an error.
+    let entry = dir.join(format!("{}.ron", first.kernels[0].key));
+    std::fs::write(&entry, "(version: 1, digest: \"trunc").expect("damage the entry");
+    let second = run(&options).expect("second run");
+    assert_eq!(second.kernels[0].origin, Origin::Searched);
+    assert!(
+        second.kernels[0].disk_lookup.contains("unparsable"),
+        "{}",
+        second.kernels[0].disk_lookup
+    );
+    assert_eq!(second.totals.disk_stored, 1);
+
+    // The rewritten entry replays.
+    let third = run(&options).expect("third run");
+    assert_eq!(third.kernels[0].origin, Origin::Replayed);
+
+    // --fresh removes the entries first, so the run searches again.
+    let mut fresh = options.clone();
+    fresh.fresh = true;
+    let fourth = run(&fresh).expect("fresh run");
+    assert_eq!(fourth.kernels[0].origin, Origin::Searched);
+    assert!(fourth.kernels[0].disk_lookup.contains("no entry"));
+}
+
+#[test]
+fn another_compiler_is_another_key_and_the_miss_says_which_component() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("cache");
+    let mut options = small(&dir, &["rowdot"]);
+    options.compiler = Some("cc".to_string());
+    let first = run(&options).expect("first run");
+    assert_eq!(first.totals.disk_stored, 1);
+
+    // Same code, another compiler command: the codegen component differs, nothing
+    // else, and the miss says so instead of silently searching.
+    options.compiler = Some("cc -fno-strict-aliasing".to_string());
+    let second = run(&options).expect("second run");
+    assert_eq!(second.kernels[0].origin, Origin::Searched);
+    let why = &second.kernels[0].disk_lookup;
+    assert!(why.ends_with("differ in: codegen"), "{why}");
+    assert_ne!(first.kernels[0].key, second.kernels[0].key);
+    assert_eq!(
+        first.kernels[0].key.split('-').next(),
+        second.kernels[0].key.split('-').next(),
+        "same code digest"
+    );
+}

@@ -1,0 +1,79 @@
+//! Every candidate is checked against a Rust reference before it can win: a compiler
+//! that miscompiles some candidates (a real wrapper script around `cc`) gets them
+//! rejected, and the winner is a correct one.
+
+use kcache_demo::{DemoError, DemoOptions, Origin, run};
+
+/// A "compiler" that edits the C file before compiling it with `cc`.
+fn sabotaging_compiler(dir: &std::path::Path, sed: &str) -> String {
+    let script = dir.join("evil-cc.sh");
+    let text = format!(
+        "for a in \"$@\"; do case \"$a\" in *.c) sed -i '{sed}' \"$a\";; esac; done\nexec cc \"$@\"\n"
+    );
+    std::fs::write(&script, text).expect("write script");
+    format!("sh {}", script.display())
+}
+
+#[test]
+fn miscompiled_candidates_are_rejected_and_never_win() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Loops of 128 iterations lose their last one: only rowdot candidates that split both
+    // loops (no loop of extent 128 left) compute the right dot products.
+    let compiler = sabotaging_compiler(tmp.path(), "s/< 128; ++/< 127; ++/g");
+    let mut options = DemoOptions::new(tmp.path().join("cache"));
+    options.kernels = Some(vec!["rowdot".to_string()]);
+    options.round1 = 24; // the whole space
+    options.round2 = 0;
+    options.reps = 1;
+    options.progress = false;
+    options.compiler = Some(compiler);
+    let report = run(&options).expect("some candidates are correct");
+    let k = &report.kernels[0];
+    assert_eq!(k.origin, Origin::Searched);
+    assert_eq!(k.candidates, 24);
+    assert!(k.rejected >= 12, "rejected {}", k.rejected);
+    assert!(k.schedule.contains("split(c,"), "{}", k.schedule);
+    assert!(k.schedule.contains("split(r,"), "{}", k.schedule);
+    assert!(
+        k.baseline_seconds.is_none(),
+        "the unscheduled code was wrong too"
+    );
+}
+
+#[test]
+fn a_kernel_with_no_correct_candidate_fails_the_run_clearly() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let compiler = sabotaging_compiler(tmp.path(), "s/0\\.5f/0.25f/g");
+    let mut options = DemoOptions::new(tmp.path().join("cache"));
+    options.kernels = Some(vec!["chain".to_string()]);
+    (
+        options.round1,
+        options.round2,
+        options.reps,
+        options.progress,
+    ) = (3, 0, 1, false);
+    options.compiler = Some(compiler);
+    match run(&options) {
+        Err(DemoError::NoCorrectCandidate(name)) => assert_eq!(name, "chain"),
+        other => panic!("expected NoCorrectCandidate, got {other:?}"),
+    }
+    // Nothing was stored for it.
+    assert!(
+        !tmp.path().join("cache").join("regime.stamp").exists() || {
+            let inv =
+                schedule_cache::disk::inventory(&tmp.path().join("cache")).expect("inventory");
+            inv.entries.is_empty()
+        }
+    );
+}
+
+#[test]
+fn a_missing_compiler_is_a_clear_error() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut options = DemoOptions::new(tmp.path().join("cache"));
+    options.progress = false;
+    options.compiler = Some("/nonexistent/kcache-no-such-cc".to_string());
+    let err = run(&options).expect_err("no compiler");
+    assert!(matches!(err, DemoError::NoCompiler(_)), "{err:?}");
+    assert!(err.to_string().contains("no working C compiler"), "{err}");
+}
