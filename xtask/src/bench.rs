@@ -44,7 +44,16 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let criterion_dir = target.join("criterion");
     // Only figures measured in this run are reported.
     let _ = fs::remove_dir_all(&criterion_dir);
-    let mut cargo_args = vec!["bench", "--workspace", "--benches", "--"];
+    // `--bench '*'` selects the benchmark targets only: a library's own test
+    // harness would reject criterion's flags.
+    let mut cargo_args = vec![
+        "bench",
+        "--workspace",
+        "--all-features",
+        "--bench",
+        "*",
+        "--",
+    ];
     if quick {
         cargo_args.extend(["--quick", "--warm-up-time", "1", "--noplot"]);
     } else {

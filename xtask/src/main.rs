@@ -77,8 +77,10 @@ pub(crate) fn cargo(args: &[&str]) -> Result<(), String> {
 fn test() -> Result<(), String> {
     // One build of every target (benches included, run once each in test mode),
     // then the doc tests, which `--all-targets` leaves out.
-    cargo(&["test", "--workspace", "--all-targets"])?;
-    cargo(&["test", "--workspace", "--doc"])
+    // `--all-features` turns on optional stores (schedule-cache's `redis`), so
+    // their tests run too.
+    cargo(&["test", "--workspace", "--all-features", "--all-targets"])?;
+    cargo(&["test", "--workspace", "--all-features", "--doc"])
 }
 
 fn ci() -> Result<(), String> {
@@ -86,6 +88,7 @@ fn ci() -> Result<(), String> {
     cargo(&[
         "clippy",
         "--workspace",
+        "--all-features",
         "--all-targets",
         "--",
         "-D",
