@@ -56,16 +56,16 @@
 
 pub mod components;
 pub mod config;
+pub mod disk;
 pub mod entry;
 pub mod error;
 pub mod identity;
 pub mod ir;
 pub mod key;
+pub mod placement;
 pub mod render;
 pub mod saved;
 pub mod schedule;
-pub mod disk;
-pub mod placement;
 
 pub use components::{
     KEY_COMPONENTS, KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity, cache_key,
@@ -73,10 +73,10 @@ pub use components::{
 };
 pub use config::{Config, Relevance, SettingDecl, SettingsRegistry, digest_completeness};
 pub use entry::{DiskEntry, ENTRY_VERSION, ScheduleEntry};
+pub use error::Error;
 pub use identity::{
     CompleteIdentity, Identity, IdentityKind, Lineage, LineageTag, LoopCode, NodeAttrs, NodeId,
     Placement, SymId, Visitor, canonicalize, canonicalize_source,
 };
-pub use saved::{Registry, SavedSchedule, ScheduleLanguage, SymRef, of_saved, to_saved};
-pub use error::Error;
 pub use key::CacheKey;
+pub use saved::{Registry, SavedSchedule, ScheduleLanguage, SymRef, of_saved, to_saved};
