@@ -100,12 +100,31 @@ impl DemoOptions {
 pub fn default_cache_dir() -> PathBuf {
     match std::env::var_os(CACHE_DIR_ENV) {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("..")
-            .join("target")
-            .join("kcache-demo"),
+        _ => normalize(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("..")
+                .join("target")
+                .join("kcache-demo"),
+        ),
     }
+}
+
+/// `path` made absolute, with `.` and `..` components resolved lexically (for display:
+/// symbolic links are left alone).
+fn normalize(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for c in absolute.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// The names of the kernels the demo can tune, in report order.
@@ -139,7 +158,7 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         .nth(1)
         .unwrap_or("cc")
         .to_string();
-    let cache_dir = std::path::absolute(&options.cache_dir).unwrap_or(options.cache_dir.clone());
+    let cache_dir = normalize(&options.cache_dir);
     let cold_search_candidates = selected
         .iter()
         .map(|r| {
@@ -157,7 +176,7 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     let (kernels, totals) = memo_cache::with_cache(true, |memo| {
         let mut session = Session::new(
             backend,
-            DiskCache::new(&cache_dir),
+            DiskCache::new(&options.cache_dir),
             memo,
             options.progress,
             options.reps,
@@ -256,6 +275,18 @@ fn clear_entries(dir: &Path) -> Result<(), DemoError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_shown_normalized() {
+        assert_eq!(
+            normalize(Path::new("/a/b/../c/./d")),
+            PathBuf::from("/a/c/d")
+        );
+        if std::env::var_os(CACHE_DIR_ENV).is_none() {
+            assert!(default_cache_dir().ends_with("target/kcache-demo"));
+            assert!(default_cache_dir().is_absolute());
+        }
+    }
 
     #[test]
     fn unknown_kernels_are_refused_with_the_known_names() {

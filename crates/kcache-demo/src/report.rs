@@ -198,8 +198,10 @@ impl fmt::Display for Report {
         };
         writeln!(
             f,
-            "compiles: {} programs in {} compiling resolves ({per_compile} programs per compile, split compile on), {:.2} s",
-            t.programs_compiled, t.compiling_resolves, t.compile_seconds
+            "compiles: {} in {} ({per_compile} programs per compile, split compile on), {:.2} s",
+            count(t.programs_compiled, "program"),
+            count(t.compiling_resolves, "compiling resolve"),
+            t.compile_seconds
         )?;
         writeln!(
             f,
