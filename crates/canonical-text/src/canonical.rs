@@ -1,12 +1,14 @@
 //! Renaming a kernel's own names to canonical tokens: [`canonical_kernel`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
-use crate::encoding::{self as enc, push_varint, push_verbatim};
-use crate::lexer::{Lexer, TokenKind, is_ident_continue, is_ident_start};
+use crate::encoding::{self as enc, push_renamed, push_text, push_text_of};
+use crate::lexer::{
+    attribute_end, block_comment_end, ident_end, is_ident_continue, is_ident_start,
+    line_comment_end, literal_end, preprocessor_end,
+};
 use crate::{digest_of_parts, kernel_token};
 
 /// Domain separation and format version of [`Canonical::key`]. Bump on any change of the
@@ -91,13 +93,15 @@ impl Names {
     /// Why bound names may not be renamed, if they may not: the first bound name that is
     /// also free, else the first bound name in the reserved namespace.
     pub fn bound_refusal(&self) -> Option<Refusal> {
-        let (small, large) = if self.bound.len() <= self.free.len() {
-            (&self.bound, &self.free)
-        } else {
-            (&self.free, &self.bound)
-        };
-        if let Some(name) = small.iter().find(|n| large.contains(*n)) {
-            return Some(Refusal::BoundMeetsFree { name: name.clone() });
+        if !self.free.is_empty() {
+            let (small, large) = if self.bound.len() <= self.free.len() {
+                (&self.bound, &self.free)
+            } else {
+                (&self.free, &self.bound)
+            };
+            if let Some(name) = small.iter().find(|n| large.contains(*n)) {
+                return Some(Refusal::BoundMeetsFree { name: name.clone() });
+            }
         }
         self.bound
             .iter()
@@ -281,51 +285,153 @@ enum Slot {
     Pinned,
 }
 
-/// FxHash: fast hashing of short identifiers (no HashDoS concern: keys come from one
-/// kernel and the map lives for one call).
-#[derive(Default, Clone, Copy)]
-struct FxHasher {
+/// The first `l <= 8` bytes of `buf[s..]` as a little-endian word, zero-padded.
+/// `buf[s..s + l]` must be in bounds.
+#[inline(always)]
+fn load(buf: &[u8], s: usize, l: usize) -> u64 {
+    if l == 0 {
+        return 0;
+    }
+    match buf.get(s..s + 8) {
+        Some(c) => {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            let w = u64::from_le_bytes(a);
+            if l >= 8 {
+                w
+            } else {
+                w & ((1u64 << (8 * l)) - 1)
+            }
+        }
+        None => {
+            let mut w = 0u64;
+            for (i, &b) in buf[s..s + l].iter().enumerate() {
+                w |= u64::from(b) << (8 * i);
+            }
+            w
+        }
+    }
+}
+
+/// A name's lookup key: its first 16 bytes as two words, and a hash of all of it.
+#[derive(Clone, Copy)]
+struct NameKey {
+    w0: u64,
+    w1: u64,
     hash: u64,
 }
 
-const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+const K1: u64 = 0x9E37_79B9_7F4A_7C15;
+const K2: u64 = 0xC2B2_AE3D_27D4_EB4F;
 
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ w).wrapping_mul(FX_SEED);
+/// The key of `buf[s..e]` (`s < e <= buf.len()`); may read (and mask off) bytes of `buf`
+/// past `e`, which is what makes it fast.
+#[inline(always)]
+fn name_key(buf: &[u8], s: usize, e: usize) -> NameKey {
+    let len = e - s;
+    let w0 = load(buf, s, len.min(8));
+    let w1 = if len > 8 {
+        load(buf, s + 8, (len - 8).min(8))
+    } else {
+        0
+    };
+    let mut h = (w0 ^ (len as u64).rotate_left(40)).wrapping_mul(K1) ^ w1.wrapping_mul(K2);
+    let mut i = s + 16;
+    while i < e {
+        h = (h.rotate_left(23) ^ load(buf, i, (e - i).min(8))).wrapping_mul(K1);
+        i += 8;
     }
+    h ^= h >> 31;
+    NameKey { w0, w1, hash: h }
 }
 
-impl Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(w));
-        }
-    }
-
-    #[inline]
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.hash
-    }
+#[derive(Clone, Copy)]
+struct Entry<'a> {
+    w0: u64,
+    w1: u64,
+    name: &'a [u8],
+    slot: Slot,
 }
 
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// An open-addressing table from names (borrowed from the text) to their slots.
+struct Interner<'a> {
+    table: Vec<Option<Entry<'a>>>,
+    len: usize,
+}
+
+impl<'a> Interner<'a> {
+    fn new() -> Self {
+        Interner {
+            table: vec![None; 64],
+            len: 0,
+        }
+    }
+
+    /// The index holding `name`, or the free index where it would go.
+    #[inline(always)]
+    fn probe(&self, name: &[u8], k: NameKey) -> (usize, bool) {
+        let mask = self.table.len() - 1;
+        let mut i = (k.hash.wrapping_mul(K2) >> 32) as usize & mask;
+        loop {
+            match &self.table[i] {
+                None => return (i, false),
+                Some(e) => {
+                    if e.w0 == k.w0
+                        && e.w1 == k.w1
+                        && e.name.len() == name.len()
+                        && (name.len() <= 16 || e.name == name)
+                    {
+                        return (i, true);
+                    }
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self, name: &[u8], k: NameKey) -> Option<Slot> {
+        match self.probe(name, k) {
+            (i, true) => self.table[i].map(|e| e.slot),
+            _ => None,
+        }
+    }
+
+    /// Sets the slot of `name` (inserting it if new).
+    fn set(&mut self, name: &'a [u8], k: NameKey, slot: Slot) {
+        let (i, found) = self.probe(name, k);
+        if found {
+            if let Some(e) = &mut self.table[i] {
+                e.slot = slot;
+            }
+            return;
+        }
+        self.table[i] = Some(Entry {
+            w0: k.w0,
+            w1: k.w1,
+            name,
+            slot,
+        });
+        self.len += 1;
+        if self.len * 2 > self.table.len() {
+            self.grow();
+        }
+    }
+
+    fn grow(&mut self) {
+        let bigger = vec![None; self.table.len() * 2];
+        let old = std::mem::replace(&mut self.table, bigger);
+        for e in old.into_iter().flatten() {
+            let k = name_key(e.name, 0, e.name.len());
+            let (i, _) = self.probe(e.name, k);
+            self.table[i] = Some(e);
+        }
+    }
+
+    fn entries(&self) -> impl Iterator<Item = &Entry<'a>> {
+        self.table.iter().flatten()
+    }
+}
 
 /// Something that makes the tokenization dialect-dependent; the kernel is then keyed raw.
 struct Ambiguous {
@@ -338,13 +444,26 @@ struct Renamer<'a, 'n> {
     names: &'n Names,
     /// Bound names (and names derived from them) may be renamed.
     bound_ok: bool,
-    map: FxMap<&'a [u8], Slot>,
+    /// First bytes of names that may be renamed or are the own name, besides symbols
+    /// and scope-locals; any other name is kept without a lookup.
+    first: FirstBytes,
+    map: Interner<'a>,
     next: u32,
     out: Vec<u8>,
+    /// Start of the bytes not yet written to `out`.
+    chunk_start: usize,
     renamed_names: Vec<u8>,
     renamed_ends: Vec<usize>,
+    pinned_count: usize,
     /// A name already renamed (or the own name) was pinned: the pass must be redone.
     redo: bool,
+    /// End of the last comment or preprocessor line, and the last significant byte
+    /// before it (for the `.`/`->`/`::` rule across comments).
+    region_end: usize,
+    region_sig: Option<usize>,
+    /// End of the last block comment, and whether a line started before it.
+    block_end: usize,
+    block_line_start: bool,
 }
 
 impl<'a, 'n> Renamer<'a, 'n> {
@@ -355,24 +474,58 @@ impl<'a, 'n> Renamer<'a, 'n> {
         own: Option<&'a [u8]>,
         pinned: &[&'a [u8]],
     ) -> Self {
-        let mut map = FxMap::default();
-        map.reserve(256);
-        for p in pinned {
-            map.insert(*p, Slot::Pinned);
+        let mut first = FirstBytes::default();
+        first.add(b'i');
+        first.add(b'v');
+        if bound_ok {
+            for b in &names.bound {
+                first.add_name(b.as_bytes());
+            }
         }
-        if let Some(own) = own {
-            map.entry(own).or_insert(Slot::Own);
+        for d in &names.derivations {
+            match d.prefix.as_bytes().first() {
+                Some(&c) => first.add(c),
+                // The base comes first: a bound name or a symbol (digits start no name).
+                None => {
+                    if bound_ok {
+                        for b in &names.bound {
+                            first.add_name(b.as_bytes());
+                        }
+                    }
+                }
+            }
+        }
+        let mut map = Interner::new();
+        for p in pinned {
+            if !p.is_empty() {
+                first.add_name(p);
+                map.set(p, name_key(p, 0, p.len()), Slot::Pinned);
+            }
+        }
+        if let Some(own) = own.filter(|o| !o.is_empty()) {
+            first.add_name(own);
+            let k = name_key(own, 0, own.len());
+            if map.get(own, k).is_none() {
+                map.set(own, k, Slot::Own);
+            }
         }
         Renamer {
             src,
             names,
             bound_ok,
+            first,
             map,
             next: 0,
-            out: Vec::with_capacity(src.len() + 16),
-            renamed_names: Vec::new(),
-            renamed_ends: Vec::new(),
+            out: Vec::with_capacity(2 * src.len() + 16),
+            chunk_start: 0,
+            renamed_names: Vec::with_capacity(256),
+            renamed_ends: Vec::with_capacity(32),
+            pinned_count: pinned.len(),
             redo: false,
+            region_end: usize::MAX,
+            region_sig: None,
+            block_end: usize::MAX,
+            block_line_start: false,
         }
     }
 
@@ -413,12 +566,27 @@ impl<'a, 'n> Renamer<'a, 'n> {
         }
     }
 
-    /// The slot of a name met where names are renamed (code or comment).
-    #[inline]
-    fn slot(&mut self, name: &'a [u8]) -> Slot {
-        if let Some(s) = self.map.get(name) {
-            return *s;
+    /// Whether `name` might be renamed, pinned or be the own name (else it is kept as
+    /// spelled without a lookup).
+    #[inline(always)]
+    fn candidate(&self, name: &[u8]) -> bool {
+        self.first.contains(name[0]) || is_symbol(name) || is_scope_local(name)
+    }
+
+    /// The slot of the candidate `src[s..e]` met where names are renamed.
+    #[inline(always)]
+    fn slot(&mut self, s: usize, e: usize) -> Slot {
+        let src = self.src;
+        let name = &src[s..e];
+        let k = name_key(src, s, e);
+        if let Some(slot) = self.map.get(name, k) {
+            return slot;
         }
+        self.new_slot(name, k)
+    }
+
+    #[cold]
+    fn new_slot(&mut self, name: &'a [u8], k: NameKey) -> Slot {
         let s = if self.renamable(name) {
             let n = self.next;
             self.next += 1;
@@ -428,197 +596,487 @@ impl<'a, 'n> Renamer<'a, 'n> {
         } else {
             Slot::Verbatim
         };
-        self.map.insert(name, s);
+        self.map.set(name, k, s);
         s
     }
 
-    /// Notes a name met where nothing is renamed: if it is renamable it is pinned.
-    fn pin(&mut self, name: &'a [u8]) {
-        match self.map.get_mut(name) {
-            Some(s @ (Slot::Renamed(_) | Slot::Own)) => {
-                *s = Slot::Pinned;
+    /// Notes the name `src[s..e]` met where nothing is renamed: if it is renamable (or
+    /// the own name) it is pinned, kept as spelled everywhere.
+    fn pin(&mut self, s: usize, e: usize) {
+        let src = self.src;
+        let name = &src[s..e];
+        if !self.candidate(name) {
+            return;
+        }
+        let k = name_key(src, s, e);
+        match self.map.get(name, k) {
+            Some(Slot::Renamed(_) | Slot::Own) => {
+                self.map.set(name, k, Slot::Pinned);
+                self.pinned_count += 1;
                 self.redo = true;
             }
             Some(Slot::Verbatim | Slot::Pinned) => {}
             None => {
-                let s = if self.renamable(name) {
-                    Slot::Pinned
+                if self.renamable(name) {
+                    self.map.set(name, k, Slot::Pinned);
+                    self.pinned_count += 1;
                 } else {
-                    Slot::Verbatim
-                };
-                self.map.insert(name, s);
+                    self.map.set(name, k, Slot::Verbatim);
+                }
             }
         }
     }
 
-    /// Pins every identifier-like word in `bytes` (a preprocessor line or attribute).
-    fn pin_words(&mut self, bytes: &'a [u8]) {
-        let mut i = 0;
-        while i < bytes.len() {
-            let b = bytes[i];
-            if is_ident_continue(b) {
-                let s = i;
-                while i < bytes.len() && is_ident_continue(bytes[i]) {
-                    i += 1;
-                }
-                if is_ident_start(b) {
-                    self.pin(&bytes[s..i]);
-                }
-            } else {
-                i += 1;
-            }
-        }
-    }
-
-    #[inline]
-    fn emit_name(&mut self, slot: Slot, name: &[u8]) {
+    /// Writes the pending bytes before `s`, then the element for `slot` (if it is
+    /// renamed or the own name), and moves the pending start to `e`.
+    #[inline(always)]
+    fn emit(&mut self, slot: Slot, s: usize, e: usize) {
         match slot {
             Slot::Renamed(n) => {
-                self.out.push(enc::RENAMED);
-                push_varint(&mut self.out, n as usize);
+                push_text_of(&mut self.out, self.src, self.chunk_start, s);
+                push_renamed(&mut self.out, n);
+                self.chunk_start = e;
             }
-            Slot::Own => self.out.push(enc::OWN),
-            Slot::Verbatim | Slot::Pinned => push_verbatim(&mut self.out, enc::IDENT, name),
+            Slot::Own => {
+                push_text_of(&mut self.out, self.src, self.chunk_start, s);
+                self.out.push(enc::OWN);
+                self.chunk_start = e;
+            }
+            Slot::Verbatim | Slot::Pinned => {}
         }
     }
 
-    /// Emits a comment with its words renamed like code.
-    fn comment(&mut self, start: usize, bytes: &'a [u8]) -> Result<(), Ambiguous> {
-        self.out.push(enc::COMMENT);
-        let mut text_start = 0;
-        let mut i = 0;
-        while i < bytes.len() {
-            let b = bytes[i];
+    /// The last byte before `pos` that is not whitespace, a comment or a preprocessor
+    /// line (`None` at the start of the text).
+    fn significant_before(&self, pos: usize) -> Option<usize> {
+        let src = self.src;
+        let mut i = pos;
+        while i > 0 {
+            if matches!(src[i - 1], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+                i -= 1;
+            } else if i == self.region_end {
+                return self.region_sig;
+            } else {
+                return Some(i - 1);
+            }
+        }
+        None
+    }
+
+    /// Whether only whitespace and block comments precede `pos` on its line.
+    fn line_start_before(&self, pos: usize) -> bool {
+        let src = self.src;
+        let mut i = pos;
+        while i > 0 {
+            match src[i - 1] {
+                b' ' | b'\t' | b'\r' | 0x0b | 0x0c => i -= 1,
+                b'\n' => return true,
+                _ => return i == self.block_end && self.block_line_start,
+            }
+        }
+        true
+    }
+
+    /// Whether the identifier at `s` follows `.`, `->` or `::` (or, conservatively, `...`,
+    /// `-->`, `<::`, or the sign of a number's exponent): it is then never renamed.
+    #[inline(always)]
+    fn after_member_operator(&self, s: usize) -> bool {
+        let src = self.src;
+        // Fast path: the byte just before rules it out.
+        match s.checked_sub(1).map(|i| src[i]) {
+            None => return false,
+            Some(
+                b'.' | b'>' | b':' | b'+' | b'-' | b'/' | b' ' | b'\t' | b'\n' | b'\r' | 0x0b
+                | 0x0c,
+            ) => {}
+            Some(_) => return false,
+        }
+        match self.significant_before(s) {
+            Some(q) => match src[q] {
+                b'.' => true,
+                b'>' => q > 0 && src[q - 1] == b'-',
+                b':' => q > 0 && src[q - 1] == b':',
+                // Inside a preprocessing number such as `1e+x`: no identifier at all.
+                b'+' | b'-' => {
+                    q + 1 == s
+                        && q > 0
+                        && matches!(src[q - 1], b'e' | b'E' | b'p' | b'P')
+                        && in_number(src, q - 1)
+                }
+                _ => false,
+            },
+            None => false,
+        }
+    }
+
+    /// An identifier in code at `src[s..e]`.
+    #[inline(always)]
+    fn ident(&mut self, s: usize, e: usize) {
+        if !self.candidate(&self.src[s..e]) {
+            return;
+        }
+        if self.after_member_operator(s) {
+            self.pin(s, e);
+        } else {
+            let slot = self.slot(s, e);
+            self.emit(slot, s, e);
+        }
+    }
+
+    /// Records a comment or preprocessor line `start..end` for the look-back rules.
+    fn region(&mut self, start: usize, end: usize, block: bool) {
+        let sig = self.significant_before(start);
+        if block {
+            self.block_line_start = self.line_start_before(start);
+            self.block_end = end;
+        }
+        self.region_sig = sig;
+        self.region_end = end;
+    }
+
+    /// The comment `src[start..end]`: its words are renamed like code.
+    fn comment(&mut self, start: usize, end: usize, block: bool) -> Result<(), Ambiguous> {
+        let src = self.src;
+        self.region(start, end, block);
+        let mut i = start + 2;
+        while i < end {
+            let b = src[i];
             if is_ident_continue(b) {
                 let s = i;
-                while i < bytes.len() && is_ident_continue(bytes[i]) {
+                while i < end && is_ident_continue(src[i]) {
                     i += 1;
                 }
-                if is_ident_start(b) {
-                    let word = &bytes[s..i];
-                    let slot = self.slot(word);
-                    if matches!(slot, Slot::Renamed(_) | Slot::Own) {
-                        if s > text_start {
-                            push_verbatim(&mut self.out, enc::TEXT, &bytes[text_start..s]);
-                        }
-                        self.emit_name(slot, word);
-                        text_start = i;
-                    }
+                if is_ident_start(b) && self.candidate(&src[s..i]) {
+                    let slot = self.slot(s, i);
+                    self.emit(slot, s, i);
                 }
             } else {
-                if b == b'?' && trigraph_at(bytes, i) {
+                if b == b'?' && trigraph_at(&src[..end], i) {
                     return Err(Ambiguous {
-                        offset: start + i,
+                        offset: i,
                         what: "a trigraph",
                     });
                 }
                 i += 1;
             }
         }
-        if bytes.len() > text_start {
-            push_verbatim(&mut self.out, enc::TEXT, &bytes[text_start..]);
-        }
-        self.out.push(enc::COMMENT_END);
         Ok(())
     }
 
-    fn run(&mut self) -> Result<(), Ambiguous> {
+    /// A preprocessor line or attribute `src[start..end]`: kept as written, and every
+    /// word in it pinned.
+    fn kept_region(&mut self, start: usize, end: usize) -> Result<(), Ambiguous> {
         let src = self.src;
-        let mut after_member = false;
-        for tok in Lexer::new(src) {
-            let bytes = &src[tok.start..tok.end];
-            match tok.kind {
-                TokenKind::Whitespace => {
-                    let tag = if bytes.contains(&b'\n') {
-                        enc::NEWLINE
-                    } else {
-                        enc::SPACE
-                    };
-                    self.out.push(tag);
+        let mut i = start;
+        while i < end {
+            let b = src[i];
+            if is_ident_continue(b) {
+                let s = i;
+                while i < end && is_ident_continue(src[i]) {
+                    i += 1;
                 }
-                TokenKind::Ident => {
-                    if after_member {
-                        self.pin(bytes);
-                        push_verbatim(&mut self.out, enc::IDENT, bytes);
-                        after_member = false;
-                    } else {
-                        let slot = self.slot(bytes);
-                        self.emit_name(slot, bytes);
-                    }
-                    if src.get(tok.end) == Some(&b'"')
-                        && matches!(bytes, b"R" | b"LR" | b"uR" | b"UR" | b"u8R")
-                    {
-                        return Err(Ambiguous {
-                            offset: tok.start,
-                            what: "a raw string literal",
-                        });
-                    }
+                if is_ident_start(b) {
+                    self.pin(s, i);
                 }
-                TokenKind::Punct => {
-                    if bytes == b"?" && trigraph_at(src, tok.start) {
-                        return Err(Ambiguous {
-                            offset: tok.start,
-                            what: "a trigraph",
-                        });
-                    }
-                    match enc::punct_tag(bytes) {
-                        Some(t) => self.out.push(t),
-                        None => push_verbatim(&mut self.out, enc::OTHER, bytes),
-                    }
-                    after_member = matches!(bytes, b"." | b"->" | b"::");
+            } else {
+                if b == b'?' && trigraph_at(&src[..end], i) {
+                    return Err(Ambiguous {
+                        offset: i,
+                        what: "a trigraph",
+                    });
                 }
-                TokenKind::Number => {
-                    push_verbatim(&mut self.out, enc::NUMBER, bytes);
-                    after_member = false;
-                }
-                TokenKind::Str | TokenKind::Char => {
-                    if let Some(i) = find_trigraph(bytes) {
-                        return Err(Ambiguous {
-                            offset: tok.start + i,
-                            what: "a trigraph",
-                        });
-                    }
-                    let tag = if tok.kind == TokenKind::Str {
-                        enc::STR
-                    } else {
-                        enc::CHAR
-                    };
-                    push_verbatim(&mut self.out, tag, bytes);
-                    after_member = false;
-                }
-                TokenKind::LineComment | TokenKind::BlockComment => {
-                    self.comment(tok.start, bytes)?;
-                }
-                TokenKind::Preprocessor | TokenKind::Attribute => {
-                    if let Some(i) = find_trigraph(bytes) {
-                        return Err(Ambiguous {
-                            offset: tok.start + i,
-                            what: "a trigraph",
-                        });
-                    }
-                    self.pin_words(bytes);
-                    let tag = if tok.kind == TokenKind::Preprocessor {
-                        enc::PREPROC
-                    } else {
-                        enc::ATTR
-                    };
-                    push_verbatim(&mut self.out, tag, bytes);
-                    after_member = false;
-                }
-                TokenKind::Other => {
-                    if bytes == b"\\" {
-                        return Err(Ambiguous {
-                            offset: tok.start,
-                            what: "a backslash outside literals and comments",
-                        });
-                    }
-                    push_verbatim(&mut self.out, enc::OTHER, bytes);
-                    after_member = false;
-                }
+                i += 1;
             }
         }
         Ok(())
     }
+
+    fn literal(&mut self, start: usize, end: usize) -> Result<(), Ambiguous> {
+        match find_trigraph(&self.src[start..end]) {
+            Some(i) => Err(Ambiguous {
+                offset: start + i,
+                what: "a trigraph",
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The identifier-like run `src[pos..e]` starting with a letter, `_`, `$` or a
+    /// non-ASCII byte, in code; returns where scanning resumes.
+    #[inline(always)]
+    fn word(&mut self, pos: usize, e: usize) -> Result<usize, Ambiguous> {
+        let src = self.src;
+        let q = src.get(e).copied().unwrap_or(0);
+        if q == b'"' || q == b'\'' {
+            let prefix = &src[pos..e];
+            if matches!(prefix, b"L" | b"u" | b"U" | b"u8") {
+                let end = literal_end(src, e);
+                self.literal(pos, end)?;
+                return Ok(end);
+            }
+            if q == b'"' && matches!(prefix, b"R" | b"LR" | b"uR" | b"UR" | b"u8R") {
+                return Err(Ambiguous {
+                    offset: pos,
+                    what: "a raw string literal",
+                });
+            }
+        }
+        self.ident(pos, e);
+        Ok(e)
+    }
+
+    /// The byte at `pos` may start a literal, comment, preprocessor line, attribute,
+    /// trigraph or stray backslash; returns where scanning resumes (after `pos`).
+    fn special(&mut self, pos: usize) -> Result<usize, Ambiguous> {
+        let src = self.src;
+        let b = src[pos];
+        let b1 = src.get(pos + 1).copied().unwrap_or(0);
+        match b {
+            // A digit separator inside a number (`1'000`), as the lexer reads it.
+            b'\''
+                if pos > 0
+                    && is_ident_continue(src[pos - 1])
+                    && is_ident_continue(b1)
+                    && in_number(src, pos - 1) =>
+            {
+                Ok(pos + 1)
+            }
+            b'"' | b'\'' => {
+                if b == b'"' && pos > 0 && src[pos - 1] == b'R' {
+                    let mut s = pos - 1;
+                    while s > 0 && is_ident_continue(src[s - 1]) {
+                        s -= 1;
+                    }
+                    if matches!(&src[s..pos], b"R" | b"LR" | b"uR" | b"UR" | b"u8R") {
+                        return Err(Ambiguous {
+                            offset: s,
+                            what: "a raw string literal",
+                        });
+                    }
+                }
+                let e = literal_end(src, pos);
+                self.literal(pos, e)?;
+                Ok(e)
+            }
+            b'/' if b1 == b'/' => {
+                let e = line_comment_end(src, pos);
+                self.comment(pos, e, false)?;
+                Ok(e)
+            }
+            b'/' if b1 == b'*' => {
+                let e = block_comment_end(src, pos);
+                self.comment(pos, e, true)?;
+                Ok(e)
+            }
+            b'#' | b'%' if (b == b'#' || b1 == b':') && self.line_start_before(pos) => {
+                let from = if b == b'#' { pos } else { pos + 1 };
+                let e = preprocessor_end(src, from).max(pos + 1);
+                self.kept_region(pos, e)?;
+                self.region(pos, e, false);
+                Ok(e)
+            }
+            b'[' if b1 == b'[' => {
+                let e = attribute_end(src, pos);
+                self.kept_region(pos, e)?;
+                Ok(e)
+            }
+            b'?' if trigraph_at(src, pos) => Err(Ambiguous {
+                offset: pos,
+                what: "a trigraph",
+            }),
+            b'\\' => Err(Ambiguous {
+                offset: pos,
+                what: "a backslash outside literals, comments and preprocessor lines",
+            }),
+            _ => Ok(pos + 1),
+        }
+    }
+
+    /// Scans the text 64 bytes at a time: bit masks find the identifiers that may need
+    /// renaming (by their first byte) and the bytes that may start something special;
+    /// everything else (other names, numbers, operators, whitespace) is kept as written
+    /// without being looked at again.
+    fn run(&mut self) -> Result<(), Ambiguous> {
+        let src = self.src;
+        let n = src.len();
+        // Everything before `p` is handled.
+        let mut p = 0usize;
+        let mut base = 0usize;
+        // Whether the byte before `base` continues an identifier.
+        let mut carry = 0u64;
+        let first = self.first;
+        while base < n {
+            let (cont, cand, special) = block_masks(src, base, &first);
+            // Starts of runs that may be a name needing a look (a digit begins a
+            // number; any other name is kept as written without a look).
+            let starts = cand & !((cont << 1) | carry);
+            carry = cont >> 63;
+            let mut events = (starts | special) & from(p, base);
+            while events != 0 {
+                let i = events.trailing_zeros();
+                let pos = base + i as usize;
+                p = if (starts >> i) & 1 != 0 {
+                    let run = (!cont >> i).trailing_zeros();
+                    let e = if i + run < 64 {
+                        pos + run as usize
+                    } else {
+                        ident_end(src, base + 64)
+                    };
+                    self.word(pos, e)?
+                } else {
+                    self.special(pos)?
+                };
+                events &= from(p, base);
+            }
+            base += 64;
+        }
+        push_text(&mut self.out, &src[self.chunk_start.min(n)..]);
+        Ok(())
+    }
+}
+
+/// The mask of bit positions `i` with `base + i >= p`.
+#[inline(always)]
+fn from(p: usize, base: usize) -> u64 {
+    if p <= base {
+        u64::MAX
+    } else if p - base >= 64 {
+        0
+    } else {
+        u64::MAX << (p - base)
+    }
+}
+
+/// First bytes of names that need a look: a table, and for the vectorized scan up to
+/// eight of them (unused slots 0, which starts no identifier) or `all` if there are
+/// more.
+#[derive(Clone, Copy)]
+struct FirstBytes {
+    table: [bool; 256],
+    bytes: [u8; 8],
+    len: usize,
+    all: bool,
+}
+
+impl Default for FirstBytes {
+    fn default() -> Self {
+        FirstBytes {
+            table: [false; 256],
+            bytes: [0; 8],
+            len: 0,
+            all: false,
+        }
+    }
+}
+
+impl FirstBytes {
+    fn add(&mut self, b: u8) {
+        if b == 0 || self.table[b as usize] {
+            return;
+        }
+        self.table[b as usize] = true;
+        if self.len == self.bytes.len() {
+            self.all = true;
+        } else {
+            self.bytes[self.len] = b;
+            self.len += 1;
+        }
+    }
+
+    fn add_name(&mut self, name: &[u8]) {
+        if let Some(&b) = name.first() {
+            self.add(b);
+        }
+    }
+
+    #[inline(always)]
+    fn contains(&self, b: u8) -> bool {
+        self.table[b as usize]
+    }
+}
+
+/// For 64 bytes: the bit masks of bytes that continue an identifier; of identifier
+/// start bytes that may begin a name needing a look (see [`FirstBytes`]); and of bytes
+/// that may start a literal, comment, preprocessor line, attribute, trigraph or stray
+/// backslash. Written as plain byte comparisons (which the compiler vectorizes) and a
+/// multiply that gathers eight high bits at a time.
+#[inline(always)]
+fn classify64(block: &[u8; 64], first: &FirstBytes) -> (u64, u64, u64) {
+    let f = first.bytes;
+    let mut cont = [0u8; 64];
+    let mut cand = [0u8; 64];
+    let mut sp = [0u8; 64];
+    for i in 0..64 {
+        let b = block[i];
+        let l = b | 0x20;
+        let is_start = (l.wrapping_sub(b'a') < 26) | (b == b'_') | (b == b'$') | (b >= 0x80);
+        let is_cont = is_start | (b.wrapping_sub(b'0') < 10);
+        let in_first = (b == f[0])
+            | (b == f[1])
+            | (b == f[2])
+            | (b == f[3])
+            | (b == f[4])
+            | (b == f[5])
+            | (b == f[6])
+            | (b == f[7]);
+        let is_cand = is_start & (first.all | in_first);
+        let is_sp = (b == b'"')
+            | (b == b'\'')
+            | (b == b'#')
+            | (b == b'\\')
+            | (b == b'/')
+            | (b == b'[')
+            | (b == b'%')
+            | (b == b'?');
+        cont[i] = if is_cont { 0x80 } else { 0 };
+        cand[i] = if is_cand { 0x80 } else { 0 };
+        sp[i] = if is_sp { 0x80 } else { 0 };
+    }
+    (
+        gather_high_bits(&cont),
+        gather_high_bits(&cand),
+        gather_high_bits(&sp),
+    )
+}
+
+/// Bit `i` of the result is the high bit of `f[i]` (every byte is 0 or 0x80).
+#[inline(always)]
+fn gather_high_bits(f: &[u8; 64]) -> u64 {
+    let mut m = 0u64;
+    for (k, chunk) in f.chunks_exact(8).enumerate() {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(a);
+        m |= (w.wrapping_mul(0x0002_0408_1020_4081) >> 56) << (8 * k);
+    }
+    m
+}
+
+/// [`classify64`] of the 64 bytes from `base` (bytes past the end count as spaces).
+#[inline(always)]
+fn block_masks(src: &[u8], base: usize, first: &FirstBytes) -> (u64, u64, u64) {
+    match src
+        .get(base..base + 64)
+        .and_then(|b| <&[u8; 64]>::try_from(b).ok())
+    {
+        Some(block) => classify64(block, first),
+        None => {
+            let mut block = [b' '; 64];
+            let rest = &src[base.min(src.len())..];
+            block[..rest.len()].copy_from_slice(rest);
+            classify64(&block, first)
+        }
+    }
+}
+
+/// Whether byte `i` (an identifier-like byte) belongs to a run that starts a
+/// preprocessing number (a digit, or `.` then a digit).
+fn in_number(src: &[u8], i: usize) -> bool {
+    let mut s = i;
+    while s > 0 && (is_ident_continue(src[s - 1]) || src[s - 1] == b'.') {
+        s -= 1;
+    }
+    src[s].is_ascii_digit() || (src[s] == b'.' && src.get(s + 1).is_some_and(u8::is_ascii_digit))
 }
 
 /// Whether a trigraph (`??` then one of `=/'()!<>-`) starts at `i`.
@@ -684,22 +1142,25 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
     if outcome.is_ok() && r.redo {
         let pinned: Vec<&[u8]> = r
             .map
-            .iter()
-            .filter(|(_, s)| **s == Slot::Pinned)
-            .map(|(k, _)| *k)
+            .entries()
+            .filter(|e| e.slot == Slot::Pinned)
+            .map(|e| e.name)
             .collect();
         r = Renamer::new(src, names, bound_ok, own, &pinned);
         outcome = r.run();
     }
     match outcome {
         Ok(()) => {
-            let mut pinned: Vec<String> = r
-                .map
-                .iter()
-                .filter(|(_, s)| **s == Slot::Pinned)
-                .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
-                .collect();
-            pinned.sort();
+            let mut pinned: Vec<String> = Vec::new();
+            if r.pinned_count > 0 {
+                pinned = r
+                    .map
+                    .entries()
+                    .filter(|e| e.slot == Slot::Pinned)
+                    .map(|e| String::from_utf8_lossy(e.name).into_owned())
+                    .collect();
+                pinned.sort();
+            }
             Canonical {
                 encoding: r.out,
                 token,
@@ -711,9 +1172,8 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
             }
         }
         Err(Ambiguous { offset, what }) => {
-            let mut encoding = Vec::with_capacity(src.len() + 1);
-            encoding.push(enc::RAW);
-            encoding.extend_from_slice(src);
+            let mut encoding = Vec::with_capacity(src.len() + 12);
+            push_text(&mut encoding, src);
             refusals.push(Refusal::AmbiguousLexing { offset, what });
             Canonical {
                 encoding,

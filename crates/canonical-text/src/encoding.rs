@@ -1,69 +1,19 @@
-//! The tagged byte encoding of a canonical token stream, and its human-readable rendering.
+//! The tagged byte encoding of a canonical kernel, and its human-readable rendering.
 //!
-//! Every element starts with a tag byte that says what it is and how long it is:
+//! The encoding is a sequence of elements, each starting with a tag byte:
 //!
 //! | tag | element | followed by |
 //! |-----|---------|-------------|
-//! | `SPACE` / `NEWLINE` | a run of whitespace (with / without a newline) | nothing |
-//! | `RENAMED` | a renamed name | its number, LEB128 |
-//! | `OWN` | the kernel's own name | nothing (the kernel token is a separate key part) |
-//! | `IDENT`, `NUMBER`, `STR`, `CHAR`, `PREPROC`, `ATTR`, `OTHER` | a token kept as spelled | length (LEB128), bytes |
-//! | `COMMENT` | a comment | `TEXT` (length, bytes), `RENAMED` and `OWN` elements, then `COMMENT_END` |
-//! | `RAW` | the whole input, nothing renamed | all remaining bytes |
-//! | `PUNCT + i` | the punctuator `PUNCTS[i]` | nothing |
+//! | `TEXT` | a run of the kernel's bytes kept exactly as written | length (LEB128), the bytes |
+//! | `RENAMED` | one occurrence of a renamed name | its number (LEB128) |
+//! | `OWN` | one occurrence of the kernel's own name | nothing (the kernel token is a separate key part) |
 //!
-//! So the encoding is a prefix code: it decodes uniquely, element by element.
+//! Two `TEXT` elements are never adjacent and none is empty, so each kernel has exactly
+//! one encoding, and the encoding decodes uniquely element by element (a prefix code).
 
-pub(crate) const SPACE: u8 = 0x01;
-pub(crate) const NEWLINE: u8 = 0x02;
-pub(crate) const RENAMED: u8 = 0x03;
-pub(crate) const OWN: u8 = 0x04;
-pub(crate) const IDENT: u8 = 0x05;
-pub(crate) const NUMBER: u8 = 0x06;
-pub(crate) const STR: u8 = 0x07;
-pub(crate) const CHAR: u8 = 0x08;
-pub(crate) const PREPROC: u8 = 0x09;
-pub(crate) const ATTR: u8 = 0x0A;
-pub(crate) const OTHER: u8 = 0x0B;
-pub(crate) const COMMENT: u8 = 0x0C;
-pub(crate) const TEXT: u8 = 0x0D;
-pub(crate) const COMMENT_END: u8 = 0x0E;
-pub(crate) const RAW: u8 = 0x0F;
-pub(crate) const PUNCT: u8 = 0x20;
-
-/// Every punctuator the lexer produces; the first 25 are the single-byte ones.
-pub(crate) const PUNCTS: [&[u8]; 58] = [
-    b"[", b"]", b"(", b")", b"{", b"}", b".", b"&", b"*", b"+", b"-", b"~", b"!", b"/", b"%", b"<",
-    b">", b"^", b"|", b"?", b":", b";", b"=", b",", b"#", //
-    b"...", b".*", b"->", b"->*", b"--", b"-=", b"++", b"+=", b"<<", b"<<=", b"<=", b"<=>", b"<:",
-    b"<%", b">>", b">>=", b">=", b"&&", b"&=", b"||", b"|=", b"==", b"!=", b"*=", b"/=", b"^=",
-    b"%=", b"%>", b"%:", b"%:%:", b"::", b":>", b"##",
-];
-
-const fn single_table() -> [u8; 256] {
-    let mut t = [0u8; 256];
-    let mut i = 0;
-    while i < 25 {
-        t[PUNCTS[i][0] as usize] = PUNCT + i as u8;
-        i += 1;
-    }
-    t
-}
-
-static SINGLE: [u8; 256] = single_table();
-
-/// The tag of a punctuator, if it is one the lexer produces.
-#[inline]
-pub(crate) fn punct_tag(p: &[u8]) -> Option<u8> {
-    if let [b] = p {
-        let t = SINGLE[*b as usize];
-        return (t != 0).then_some(t);
-    }
-    PUNCTS[25..]
-        .iter()
-        .position(|q| *q == p)
-        .map(|i| PUNCT + 25 + i as u8)
-}
+pub(crate) const TEXT: u8 = 0x01;
+pub(crate) const RENAMED: u8 = 0x02;
+pub(crate) const OWN: u8 = 0x03;
 
 /// Appends `v` as LEB128.
 #[inline]
@@ -75,12 +25,45 @@ pub(crate) fn push_varint(out: &mut Vec<u8>, mut v: usize) {
     out.push(v as u8);
 }
 
-/// Appends a token kept as spelled.
+/// Appends a `TEXT` element holding `bytes` (nothing if `bytes` is empty).
 #[inline]
-pub(crate) fn push_verbatim(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
-    out.push(tag);
-    push_varint(out, bytes.len());
-    out.extend_from_slice(bytes);
+pub(crate) fn push_text(out: &mut Vec<u8>, bytes: &[u8]) {
+    if !bytes.is_empty() {
+        out.push(TEXT);
+        push_varint(out, bytes.len());
+        out.extend_from_slice(bytes);
+    }
+}
+
+/// Appends a `TEXT` element holding `src[a..b]` (nothing if empty); short runs are
+/// copied as a fixed 16 bytes and cut back, which avoids a call per run.
+#[inline(always)]
+pub(crate) fn push_text_of(out: &mut Vec<u8>, src: &[u8], a: usize, b: usize) {
+    let len = b.saturating_sub(a);
+    if len == 0 {
+        return;
+    }
+    out.push(TEXT);
+    push_varint(out, len);
+    match src.get(a..a + 16) {
+        Some(window) if len <= 16 => {
+            let at = out.len();
+            out.extend_from_slice(window);
+            out.truncate(at + len);
+        }
+        _ => out.extend_from_slice(&src[a..b]),
+    }
+}
+
+/// Appends a `RENAMED` element.
+#[inline]
+pub(crate) fn push_renamed(out: &mut Vec<u8>, n: u32) {
+    if n < 0x80 {
+        out.extend_from_slice(&[RENAMED, n as u8]);
+    } else {
+        out.push(RENAMED);
+        push_varint(out, n as usize);
+    }
 }
 
 /// Reads a LEB128 value at `*i`, advancing `*i`; `None` if truncated or too long.
@@ -101,28 +84,21 @@ fn read_varint(enc: &[u8], i: &mut usize) -> Option<usize> {
     }
 }
 
-/// How a renamed name is spelled in the human-readable text.
+/// How the `n`th renamed name is spelled in the human-readable text.
 pub(crate) fn canonical_name(n: usize) -> String {
     format!("ocannl_k{n}")
 }
 
-/// Renders an encoding as human-readable text: renamed names as `ocannl_k<n>`, the
-/// kernel's own name as `token`, whitespace runs as one space or one newline. Stops
-/// quietly at anything it cannot decode (never panics).
+/// Renders an encoding as text: `TEXT` as written, renamed names as `ocannl_k<n>`, the
+/// kernel's own name as `token`. Stops quietly at anything it cannot decode (never
+/// panics).
 pub(crate) fn render(enc: &[u8], token: &str) -> String {
-    let mut out: Vec<u8> = Vec::with_capacity(enc.len() + enc.len() / 4);
+    let mut out: Vec<u8> = Vec::with_capacity(enc.len() + enc.len() / 8);
     let mut i = 0;
     while let Some(&tag) = enc.get(i) {
         i += 1;
         match tag {
-            SPACE => out.push(b' '),
-            NEWLINE => out.push(b'\n'),
-            RENAMED => match read_varint(enc, &mut i) {
-                Some(n) => out.extend_from_slice(canonical_name(n).as_bytes()),
-                None => break,
-            },
-            OWN => out.extend_from_slice(token.as_bytes()),
-            IDENT | NUMBER | STR | CHAR | PREPROC | ATTR | OTHER | TEXT => {
+            TEXT => {
                 let Some(len) = read_varint(enc, &mut i) else {
                     break;
                 };
@@ -132,15 +108,11 @@ pub(crate) fn render(enc: &[u8], token: &str) -> String {
                 out.extend_from_slice(bytes);
                 i += len;
             }
-            COMMENT | COMMENT_END => {}
-            RAW => {
-                out.extend_from_slice(&enc[i..]);
-                break;
-            }
-            t if t >= PUNCT => match PUNCTS.get(usize::from(t - PUNCT)) {
-                Some(p) => out.extend_from_slice(p),
+            RENAMED => match read_varint(enc, &mut i) {
+                Some(n) => out.extend_from_slice(canonical_name(n).as_bytes()),
                 None => break,
             },
+            OWN => out.extend_from_slice(token.as_bytes()),
             _ => break,
         }
     }
@@ -150,20 +122,6 @@ pub(crate) fn render(enc: &[u8], token: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn punct_tags_are_distinct_and_round_trip() {
-        let mut seen = std::collections::BTreeSet::new();
-        for (i, p) in PUNCTS.iter().enumerate() {
-            let t = punct_tag(p).expect("known punctuator");
-            assert_eq!(usize::from(t - PUNCT), i);
-            assert!(seen.insert(t));
-        }
-        assert_eq!(punct_tag(b"@"), None);
-        assert_eq!(punct_tag(b"+-"), None);
-        assert!(PUNCTS[..25].iter().all(|p| p.len() == 1));
-        assert!(PUNCTS[25..].iter().all(|p| p.len() > 1));
-    }
 
     #[test]
     fn varints_round_trip() {
@@ -176,16 +134,27 @@ mod tests {
         }
         assert_eq!(read_varint(&[0x80], &mut 0), None);
         assert_eq!(read_varint(&[0xff; 20], &mut 0), None);
+        for n in [0u32, 127, 128, 70000] {
+            let mut out = Vec::new();
+            push_renamed(&mut out, n);
+            assert_eq!(render(&out, ""), canonical_name(n as usize));
+        }
     }
 
     #[test]
-    fn render_never_panics_on_garbage() {
+    fn render_decodes_and_never_panics_on_garbage() {
+        let mut e = Vec::new();
+        push_text(&mut e, b"a ");
+        push_renamed(&mut e, 3);
+        push_text(&mut e, b"");
+        e.push(OWN);
+        assert_eq!(render(&e, "k__seg"), "a ocannl_k3k__seg");
         for enc in [
-            &[IDENT, 5, b'a'][..],
+            &[TEXT, 5, b'a'][..],
             &[RENAMED],
             &[0xff],
-            &[RAW],
             &[TEXT, 0x80],
+            &[TEXT],
         ] {
             let _ = render(enc, "k");
         }

@@ -24,6 +24,15 @@
 //! assert_eq!(kinds, [Ident, Punct, Ident, Punct, Number, Punct, LineComment]);
 //! ```
 
+/// Every punctuator the lexer produces; the first 25 are the single-byte ones.
+const PUNCTS: [&[u8]; 58] = [
+    b"[", b"]", b"(", b")", b"{", b"}", b".", b"&", b"*", b"+", b"-", b"~", b"!", b"/", b"%", b"<",
+    b">", b"^", b"|", b"?", b":", b";", b"=", b",", b"#", //
+    b"...", b".*", b"->", b"->*", b"--", b"-=", b"++", b"+=", b"<<", b"<<=", b"<=", b"<=>", b"<:",
+    b"<%", b">>", b">>=", b">=", b"&&", b"&=", b"||", b"|=", b"==", b"!=", b"*=", b"/=", b"^=",
+    b"%=", b"%>", b"%:", b"%:%:", b"::", b":>", b"##",
+];
+
 /// What a token is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TokenKind {
@@ -161,273 +170,362 @@ impl<'a> Lexer<'a> {
             line_start: true,
         }
     }
+}
 
-    #[inline]
-    fn at(&self, i: usize) -> u8 {
-        self.src.get(i).copied().unwrap_or(0)
+#[inline(always)]
+fn at(src: &[u8], i: usize) -> u8 {
+    src.get(i).copied().unwrap_or(0)
+}
+
+#[inline(always)]
+pub(crate) fn ident_end(src: &[u8], mut p: usize) -> usize {
+    while p < src.len() && is_ident_continue(src[p]) {
+        p += 1;
     }
+    p
+}
 
-    fn ident_end(&self, mut p: usize) -> usize {
-        while p < self.src.len() && is_ident_continue(self.src[p]) {
-            p += 1;
-        }
-        p
-    }
-
-    /// End of a preprocessing number starting at `p`.
-    fn number_end(&self, mut p: usize) -> usize {
-        let n = self.src.len();
-        while p < n {
-            let b = self.src[p];
-            if is_ident_continue(b) || b == b'.' {
-                if matches!(b, b'e' | b'E' | b'p' | b'P') && matches!(self.at(p + 1), b'+' | b'-') {
-                    p += 2;
-                } else {
-                    p += 1;
-                }
-            } else if b == b'\'' && p + 1 < n && is_ident_continue(self.src[p + 1]) {
-                // C23 / C++14 digit separator.
+/// End of a preprocessing number whose first byte is before `p`.
+pub(crate) fn number_end(src: &[u8], mut p: usize) -> usize {
+    let n = src.len();
+    while p < n {
+        let b = src[p];
+        if is_ident_continue(b) || b == b'.' {
+            if matches!(b, b'e' | b'E' | b'p' | b'P') && matches!(at(src, p + 1), b'+' | b'-') {
                 p += 2;
-            } else {
-                break;
-            }
-        }
-        p
-    }
-
-    /// End of a literal whose opening quote is at `q`: after the closing quote, or at the
-    /// unescaped newline (not included) or the end of input if unterminated.
-    fn literal_end(&self, q: usize) -> usize {
-        let quote = self.at(q);
-        let n = self.src.len();
-        let mut p = q + 1;
-        while p < n {
-            let b = self.src[p];
-            if b == quote {
-                return p + 1;
-            } else if b == b'\\' {
-                p += 2;
-            } else if b == b'\n' {
-                return p;
             } else {
                 p += 1;
             }
-        }
-        n
-    }
-
-    /// End of a block comment whose `/*` is at `p`.
-    fn block_comment_end(&self, p: usize) -> usize {
-        let n = self.src.len();
-        let mut i = p + 2;
-        while i < n {
-            match self.src[i..].iter().position(|&b| b == b'*') {
-                None => return n,
-                Some(k) => {
-                    i += k;
-                    if self.at(i + 1) == b'/' {
-                        return i + 2;
-                    }
-                    i += 1;
-                }
-            }
-        }
-        n
-    }
-
-    /// Whether the newline at `nl` is escaped: preceded by a backslash and then only
-    /// spaces, tabs or carriage returns.
-    fn newline_escaped(&self, nl: usize, floor: usize) -> bool {
-        let mut i = nl;
-        while i > floor {
-            match self.src[i - 1] {
-                b' ' | b'\t' | b'\r' => i -= 1,
-                b'\\' => return true,
-                _ => return false,
-            }
-        }
-        false
-    }
-
-    /// End of a line comment starting at `p` (before its final newline).
-    fn line_comment_end(&self, p: usize) -> usize {
-        let n = self.src.len();
-        let mut i = p + 2;
-        loop {
-            match self.src[i.min(n)..].iter().position(|&b| b == b'\n') {
-                None => return n,
-                Some(k) => {
-                    let nl = i + k;
-                    if self.newline_escaped(nl, p + 2) {
-                        i = nl + 1;
-                    } else {
-                        return nl;
-                    }
-                }
-            }
+        } else if b == b'\'' && p + 1 < n && is_ident_continue(src[p + 1]) {
+            // C23 / C++14 digit separator.
+            p += 2;
+        } else {
+            break;
         }
     }
+    p
+}
 
-    /// End of a preprocessor line starting at `p` (before its final newline).
-    fn preprocessor_end(&self, p: usize) -> usize {
-        let n = self.src.len();
-        let mut i = p + 1;
-        while i < n {
-            match self.src[i] {
-                b'\n' => {
-                    if self.newline_escaped(i, p) {
-                        i += 1;
-                    } else {
-                        return i;
-                    }
-                }
-                b'/' if self.at(i + 1) == b'*' => i = self.block_comment_end(i),
-                b'/' if self.at(i + 1) == b'/' => return self.line_comment_end(i),
-                b'"' | b'\'' => i = self.literal_end(i),
-                _ => i += 1,
-            }
-        }
-        n
-    }
-
-    /// End of an attribute whose `[[` is at `p`.
-    fn attribute_end(&self, p: usize) -> usize {
-        let n = self.src.len();
-        let mut i = p + 2;
-        let mut depth = 0usize;
-        while i < n {
-            match self.src[i] {
-                b'[' => {
-                    depth += 1;
-                    i += 1;
-                }
-                b']' => {
-                    if depth == 0 && self.at(i + 1) == b']' {
-                        return i + 2;
-                    }
-                    depth = depth.saturating_sub(1);
-                    i += 1;
-                }
-                b'"' | b'\'' => i = self.literal_end(i),
-                _ => i += 1,
-            }
-        }
-        n
-    }
-
-    /// End of a punctuator starting at `p` (maximal munch over C and C++ operators).
-    fn punct_end(&self, p: usize) -> usize {
-        let b0 = self.at(p);
-        let b1 = self.at(p + 1);
-        let b2 = self.at(p + 2);
-        let len = match b0 {
-            b'.' => {
-                if b1 == b'.' && b2 == b'.' {
-                    3
-                } else if b1 == b'*' {
-                    2
-                } else {
-                    1
-                }
-            }
-            b'-' => match b1 {
-                b'>' if b2 == b'*' => 3,
-                b'>' | b'-' | b'=' => 2,
-                _ => 1,
-            },
-            b'+' => match b1 {
-                b'+' | b'=' => 2,
-                _ => 1,
-            },
-            b'<' => match b1 {
-                b'<' if b2 == b'=' => 3,
-                b'=' if b2 == b'>' => 3,
-                // C++11: `<::` is `<` `::` unless followed by `:` or `>`.
-                b':' if b2 == b':' && !matches!(self.at(p + 3), b':' | b'>') => 1,
-                b'<' | b'=' | b':' | b'%' => 2,
-                _ => 1,
-            },
-            b'>' => match b1 {
-                b'>' if b2 == b'=' => 3,
-                b'>' | b'=' => 2,
-                _ => 1,
-            },
-            b'&' => match b1 {
-                b'&' | b'=' => 2,
-                _ => 1,
-            },
-            b'|' => match b1 {
-                b'|' | b'=' => 2,
-                _ => 1,
-            },
-            b'=' | b'!' | b'*' | b'/' | b'^' if b1 == b'=' => 2,
-            b'%' => match b1 {
-                b':' if b2 == b'%' && self.at(p + 3) == b':' => 4,
-                b'=' | b'>' | b':' => 2,
-                _ => 1,
-            },
-            b':' => match b1 {
-                b':' | b'>' => 2,
-                _ => 1,
-            },
-            b'#' if b1 == b'#' => 2,
-            _ => 1,
-        };
-        p + len
-    }
-
-    /// The token at the current position, without the line-start bookkeeping.
-    fn scan_at(&self, p: usize) -> (TokenKind, usize) {
-        let src = self.src;
-        let n = src.len();
+/// End of a literal whose opening quote is at `q`: after the closing quote, or at the
+/// unescaped newline (not included) or the end of input if unterminated.
+pub(crate) fn literal_end(src: &[u8], q: usize) -> usize {
+    let quote = at(src, q);
+    let n = src.len();
+    let mut p = q + 1;
+    while p < n {
         let b = src[p];
-        match CLASS[b as usize] {
-            C_SPACE => {
-                let mut e = p + 1;
-                while e < n && CLASS[src[e] as usize] == C_SPACE {
-                    e += 1;
+        if b == quote {
+            return p + 1;
+        } else if b == b'\\' {
+            p += 2;
+        } else if b == b'\n' {
+            return p;
+        } else {
+            p += 1;
+        }
+    }
+    n
+}
+
+/// End of a block comment whose `/*` is at `p`.
+pub(crate) fn block_comment_end(src: &[u8], p: usize) -> usize {
+    let n = src.len();
+    let mut i = p + 2;
+    while i < n {
+        match src[i..].iter().position(|&b| b == b'*') {
+            None => return n,
+            Some(k) => {
+                i += k;
+                if at(src, i + 1) == b'/' {
+                    return i + 2;
                 }
-                (TokenKind::Whitespace, e)
+                i += 1;
             }
-            C_IDENT => {
-                let e = self.ident_end(p + 1);
-                let q = self.at(e);
-                if (q == b'"' || q == b'\'') && matches!(&src[p..e], b"L" | b"u" | b"U" | b"u8") {
-                    let kind = if q == b'"' {
-                        TokenKind::Str
-                    } else {
-                        TokenKind::Char
-                    };
-                    (kind, self.literal_end(e))
+        }
+    }
+    n
+}
+
+/// Whether the newline at `nl` is escaped: preceded by a backslash and then only
+/// spaces, tabs or carriage returns (looking no further back than `floor`).
+fn newline_escaped(src: &[u8], nl: usize, floor: usize) -> bool {
+    let mut i = nl;
+    while i > floor {
+        match src[i - 1] {
+            b' ' | b'\t' | b'\r' => i -= 1,
+            b'\\' => return true,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// End of a line comment starting at `p` (before its final newline).
+pub(crate) fn line_comment_end(src: &[u8], p: usize) -> usize {
+    let n = src.len();
+    let mut i = p + 2;
+    loop {
+        match src[i.min(n)..].iter().position(|&b| b == b'\n') {
+            None => return n,
+            Some(k) => {
+                let nl = i + k;
+                if newline_escaped(src, nl, p + 2) {
+                    i = nl + 1;
                 } else {
-                    (TokenKind::Ident, e)
+                    return nl;
                 }
             }
-            C_DIGIT => (TokenKind::Number, self.number_end(p + 1)),
-            C_QUOTE => {
-                let kind = if b == b'"' {
+        }
+    }
+}
+
+/// End of a preprocessor line whose introducer ends at `p` (before its final newline).
+pub(crate) fn preprocessor_end(src: &[u8], p: usize) -> usize {
+    let n = src.len();
+    let mut i = p + 1;
+    while i < n {
+        match src[i] {
+            b'\n' => {
+                if newline_escaped(src, i, p) {
+                    i += 1;
+                } else {
+                    return i;
+                }
+            }
+            b'/' if at(src, i + 1) == b'*' => i = block_comment_end(src, i),
+            b'/' if at(src, i + 1) == b'/' => return line_comment_end(src, i),
+            b'"' | b'\'' => i = literal_end(src, i),
+            _ => i += 1,
+        }
+    }
+    n
+}
+
+/// End of an attribute whose `[[` is at `p`.
+pub(crate) fn attribute_end(src: &[u8], p: usize) -> usize {
+    let n = src.len();
+    let mut i = p + 2;
+    let mut depth = 0usize;
+    while i < n {
+        match src[i] {
+            b'[' => {
+                depth += 1;
+                i += 1;
+            }
+            b']' => {
+                if depth == 0 && at(src, i + 1) == b']' {
+                    return i + 2;
+                }
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            b'"' | b'\'' => i = literal_end(src, i),
+            _ => i += 1,
+        }
+    }
+    n
+}
+
+/// The index in [`PUNCTS`] of `p` (compile-time helper).
+pub(crate) const fn punct_index(p: &[u8]) -> u8 {
+    let mut i = 0;
+    while i < PUNCTS.len() {
+        let q = PUNCTS[i];
+        if q.len() == p.len() {
+            let mut j = 0;
+            while j < q.len() && q[j] == p[j] {
+                j += 1;
+            }
+            if j == q.len() {
+                return i as u8;
+            }
+        }
+        i += 1;
+    }
+    panic!("not a punctuator")
+}
+
+/// `(length, index in PUNCTS)` of the punctuator starting at `p` (maximal munch over C
+/// and C++ operators and digraphs). A byte that is no punctuator gives `(1, u8::MAX)`.
+#[inline(always)]
+fn punct_at(src: &[u8], p: usize) -> (usize, u8) {
+    macro_rules! t {
+        ($s:literal) => {
+            ($s.len(), const { punct_index($s) })
+        };
+    }
+    let b0 = at(src, p);
+    let b1 = at(src, p + 1);
+    let b2 = at(src, p + 2);
+    match b0 {
+        b'.' => match b1 {
+            b'.' if b2 == b'.' => t!(b"..."),
+            b'*' => t!(b".*"),
+            _ => t!(b"."),
+        },
+        b'-' => match b1 {
+            b'>' if b2 == b'*' => t!(b"->*"),
+            b'>' => t!(b"->"),
+            b'-' => t!(b"--"),
+            b'=' => t!(b"-="),
+            _ => t!(b"-"),
+        },
+        b'+' => match b1 {
+            b'+' => t!(b"++"),
+            b'=' => t!(b"+="),
+            _ => t!(b"+"),
+        },
+        b'<' => match b1 {
+            b'<' if b2 == b'=' => t!(b"<<="),
+            b'=' if b2 == b'>' => t!(b"<=>"),
+            // C++11: `<::` is `<` `::` unless followed by `:` or `>`.
+            b':' if b2 == b':' && !matches!(at(src, p + 3), b':' | b'>') => t!(b"<"),
+            b'<' => t!(b"<<"),
+            b'=' => t!(b"<="),
+            b':' => t!(b"<:"),
+            b'%' => t!(b"<%"),
+            _ => t!(b"<"),
+        },
+        b'>' => match b1 {
+            b'>' if b2 == b'=' => t!(b">>="),
+            b'>' => t!(b">>"),
+            b'=' => t!(b">="),
+            _ => t!(b">"),
+        },
+        b'&' => match b1 {
+            b'&' => t!(b"&&"),
+            b'=' => t!(b"&="),
+            _ => t!(b"&"),
+        },
+        b'|' => match b1 {
+            b'|' => t!(b"||"),
+            b'=' => t!(b"|="),
+            _ => t!(b"|"),
+        },
+        b'=' if b1 == b'=' => t!(b"=="),
+        b'!' if b1 == b'=' => t!(b"!="),
+        b'*' if b1 == b'=' => t!(b"*="),
+        b'/' if b1 == b'=' => t!(b"/="),
+        b'^' if b1 == b'=' => t!(b"^="),
+        b'%' => match b1 {
+            b':' if b2 == b'%' && at(src, p + 3) == b':' => t!(b"%:%:"),
+            b'=' => t!(b"%="),
+            b'>' => t!(b"%>"),
+            b':' => t!(b"%:"),
+            _ => t!(b"%"),
+        },
+        b':' => match b1 {
+            b':' => t!(b"::"),
+            b'>' => t!(b":>"),
+            _ => t!(b":"),
+        },
+        b'#' if b1 == b'#' => t!(b"##"),
+        _ => match PUNCT_SINGLE[b0 as usize] {
+            u8::MAX => (1, u8::MAX),
+            i => (1, i),
+        },
+    }
+}
+
+const fn punct_single_table() -> [u8; 256] {
+    let mut t = [u8::MAX; 256];
+    let mut i = 0;
+    while i < PUNCTS.len() {
+        if PUNCTS[i].len() == 1 {
+            t[PUNCTS[i][0] as usize] = i as u8;
+        }
+        i += 1;
+    }
+    t
+}
+
+static PUNCT_SINGLE: [u8; 256] = punct_single_table();
+
+/// One scanned token: its kind, its end, and `aux` (for [`TokenKind::Punct`], the index
+/// in [`PUNCTS`]; for [`TokenKind::Whitespace`], 1 if it holds a newline).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Scan {
+    pub(crate) kind: TokenKind,
+    pub(crate) end: usize,
+    pub(crate) aux: u8,
+}
+
+/// Scans the token starting at `p` (`p < src.len()`); `line_start` says whether only
+/// whitespace and block comments precede it on its line. The end is always in
+/// `p + 1..=src.len()`.
+#[inline(always)]
+pub(crate) fn scan(src: &[u8], p: usize, line_start: bool) -> Scan {
+    let n = src.len();
+    let b = src[p];
+    let (kind, end, aux) = match CLASS[b as usize] {
+        C_SPACE => {
+            let mut e = p + 1;
+            let mut nl = b == b'\n';
+            while e < n && CLASS[src[e] as usize] == C_SPACE {
+                nl |= src[e] == b'\n';
+                e += 1;
+            }
+            (TokenKind::Whitespace, e, nl as u8)
+        }
+        C_IDENT => {
+            let e = ident_end(src, p + 1);
+            let q = at(src, e);
+            if (q == b'"' || q == b'\'') && matches!(&src[p..e], b"L" | b"u" | b"U" | b"u8") {
+                let kind = if q == b'"' {
                     TokenKind::Str
                 } else {
                     TokenKind::Char
                 };
-                (kind, self.literal_end(p))
+                (kind, literal_end(src, e), 0)
+            } else {
+                (TokenKind::Ident, e, 0)
             }
-            C_PUNCT => {
-                let b1 = self.at(p + 1);
-                match b {
-                    b'/' if b1 == b'/' => (TokenKind::LineComment, self.line_comment_end(p)),
-                    b'/' if b1 == b'*' => (TokenKind::BlockComment, self.block_comment_end(p)),
-                    b'#' if self.line_start => (TokenKind::Preprocessor, self.preprocessor_end(p)),
-                    b'%' if b1 == b':' && self.line_start => {
-                        (TokenKind::Preprocessor, self.preprocessor_end(p + 1))
-                    }
-                    b'[' if b1 == b'[' => (TokenKind::Attribute, self.attribute_end(p)),
-                    b'.' if b1.is_ascii_digit() => (TokenKind::Number, self.number_end(p + 1)),
-                    _ => (TokenKind::Punct, self.punct_end(p)),
+        }
+        C_DIGIT => (TokenKind::Number, number_end(src, p + 1), 0),
+        C_QUOTE => {
+            let kind = if b == b'"' {
+                TokenKind::Str
+            } else {
+                TokenKind::Char
+            };
+            (kind, literal_end(src, p), 0)
+        }
+        C_PUNCT => {
+            let b1 = at(src, p + 1);
+            match b {
+                b'/' if b1 == b'/' => (TokenKind::LineComment, line_comment_end(src, p), 0),
+                b'/' if b1 == b'*' => (TokenKind::BlockComment, block_comment_end(src, p), 0),
+                b'#' if line_start => (TokenKind::Preprocessor, preprocessor_end(src, p), 0),
+                b'%' if b1 == b':' && line_start => {
+                    (TokenKind::Preprocessor, preprocessor_end(src, p + 1), 0)
+                }
+                b'[' if b1 == b'[' => (TokenKind::Attribute, attribute_end(src, p), 0),
+                b'.' if b1.is_ascii_digit() => (TokenKind::Number, number_end(src, p + 1), 0),
+                _ => {
+                    let (len, idx) = punct_at(src, p);
+                    (TokenKind::Punct, p + len, idx)
                 }
             }
-            _ => (TokenKind::Other, p + 1),
         }
+        _ => (TokenKind::Other, p + 1, 0),
+    };
+    // Never stand still and never run past the end, whatever the scanners said.
+    Scan {
+        kind,
+        end: end.clamp(p + 1, n),
+        aux,
+    }
+}
+
+/// Whether `kind` leaves the lexer at the start of a line (`Some(true)`), elsewhere on
+/// it (`Some(false)`), or where it was (`None`: a block comment is one space to the
+/// preprocessor).
+#[inline(always)]
+pub(crate) fn next_line_start(s: Scan, line_start: bool) -> bool {
+    match s.kind {
+        TokenKind::Whitespace => line_start || s.aux != 0,
+        TokenKind::BlockComment => line_start,
+        _ => false,
     }
 }
 
@@ -440,22 +538,14 @@ impl Iterator for Lexer<'_> {
         if start >= self.src.len() {
             return None;
         }
-        let (kind, end) = self.scan_at(start);
-        // Never stand still and never run past the end, whatever the scanners said.
-        let end = end.clamp(start + 1, self.src.len());
-        match kind {
-            TokenKind::Whitespace => {
-                if self.src[start..end].contains(&b'\n') {
-                    self.line_start = true;
-                }
-            }
-            // A block comment is one space to the preprocessor: it neither starts nor
-            // ends a line.
-            TokenKind::BlockComment => {}
-            _ => self.line_start = false,
-        }
-        self.pos = end;
-        Some(Token { kind, start, end })
+        let s = scan(self.src, start, self.line_start);
+        self.line_start = next_line_start(s, self.line_start);
+        self.pos = s.end;
+        Some(Token {
+            kind: s.kind,
+            start,
+            end: s.end,
+        })
     }
 }
 
