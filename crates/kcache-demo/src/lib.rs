@@ -159,13 +159,13 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         .unwrap_or("cc")
         .to_string();
     let cache_dir = normalize(&options.cache_dir);
-    let cold_search_candidates = selected
-        .iter()
-        .map(|r| {
-            let legal = search::legal_points(r).len();
-            options.round1.max(1).min(legal) + options.round2.min(legal)
-        })
-        .sum();
+    let (mut cold_search_candidates, mut cold_search_kernels) = (0, 0);
+    for r in &selected {
+        let legal = search::legal_points(r).len();
+        let candidates = options.round1.max(1).min(legal) + options.round2.min(legal);
+        cold_search_candidates += candidates;
+        cold_search_kernels += candidates * render::segments(&(r.build)().code).len();
+    }
     if options.progress {
         eprintln!(
             "[kcache-demo] {} kernels, compiler {compiler}, cache directory {}",
@@ -209,6 +209,7 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         kernels,
         totals,
         cold_search_candidates,
+        cold_search_kernels,
         total_seconds: start.elapsed().as_secs_f64(),
     })
 }
