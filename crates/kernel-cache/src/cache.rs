@@ -531,6 +531,8 @@ mod tests {
         groups: Vec<(u64, u64, std::collections::BTreeSet<String>)>,
         map: BTreeMap<String, (u64, String)>,
         next: u64,
+        evictions: u64,
+        superseded: u64,
     }
 
     impl Model {
@@ -540,6 +542,7 @@ mod tests {
 
         fn publish(&mut self, keys: &[String], bytes: u64, tag: &str) {
             if self.capacity == 0 {
+                self.evictions += self.groups.len() as u64;
                 self.groups.clear();
                 self.map.clear();
                 return;
@@ -554,7 +557,9 @@ mod tests {
                     if let Some(g) = self.groups.iter_mut().find(|g| g.0 == old) {
                         g.2.remove(k);
                     }
+                    let before = self.groups.len();
                     self.groups.retain(|g| !g.2.is_empty());
+                    self.superseded += (before - self.groups.len()) as u64;
                 }
                 owned.insert(k.clone());
             }
@@ -564,6 +569,7 @@ mod tests {
             while self.retained() > self.capacity && self.groups.first().is_some_and(|g| g.0 != id)
             {
                 let (_, _, keys) = self.groups.remove(0);
+                self.evictions += 1;
                 for k in keys {
                     self.map.remove(&k);
                 }
@@ -610,6 +616,9 @@ mod tests {
                         let s = cache.stats();
                         proptest::prop_assert_eq!(s.retained_bytes, model.retained());
                         proptest::prop_assert_eq!(s.groups, model.groups.len() as u64);
+                        proptest::prop_assert_eq!(s.evictions, model.evictions);
+                        proptest::prop_assert_eq!(s.superseded, model.superseded);
+                        proptest::prop_assert_eq!(s.entries, model.map.len() as u64);
                         proptest::prop_assert!(
                             s.retained_bytes <= model.capacity
                                 || (s.groups == 1 && model.groups[0].0 + 1 == model.next),
