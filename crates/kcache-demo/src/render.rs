@@ -379,6 +379,79 @@ mod tests {
         assert_eq!(k.bound, vec![node_name(&y), node_name(&x)]);
     }
 
+    /// Two fresh builds of one schedule render other names but the same kernel keys;
+    /// another schedule gives another key. Checked over every routine's first points.
+    #[test]
+    fn fresh_renderings_of_one_schedule_share_keys() {
+        use canonical_text::segment_kernel_name;
+        use kernel_cache::{Names, kernel_key};
+        let render = |r: &crate::kernels::Routine, point: &[usize], first: usize| {
+            let built = (r.build)();
+            let code = (r.schedule)(&built, point)
+                .unwrap()
+                .apply(&built.code)
+                .unwrap();
+            segments(&code)
+                .iter()
+                .enumerate()
+                .map(|(i, seg)| {
+                    let symbol = segment_kernel_name(r.name, first + i);
+                    let k = render_segment(&symbol, seg, &built.params).unwrap();
+                    let names = Names::new().with_bound(k.bound.iter().cloned());
+                    (
+                        k.text.clone(),
+                        kernel_key(&k.text, &symbol, &names, &[], b"cc"),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        for r in crate::kernels::routines() {
+            let zero = vec![0; r.space.len()];
+            let mut other = zero.clone();
+            other[0] = 1;
+            let (a, b) = (render(&r, &zero, 0), render(&r, &zero, 7));
+            for ((ta, ka), (tb, kb)) in a.iter().zip(&b) {
+                assert_ne!(ta, tb, "{}: fresh names", r.name);
+                assert_eq!(ka, kb, "{}: same key", r.name);
+            }
+            if (r.schedule)(&(r.build)(), &other).is_some() {
+                let c = render(&r, &other, 0);
+                let keys =
+                    |v: &[(String, String)]| v.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>();
+                assert_ne!(keys(&a), keys(&c), "{}: another schedule", r.name);
+            }
+        }
+    }
+
+    #[test]
+    fn unrolled_loops_become_copies_and_vectorized_loops_get_a_pragma() {
+        let (i, j) = (Symbol::fresh("i"), Symbol::fresh("j"));
+        let y = TensorNode::new("y", &[4, 32], Precision::F32);
+        let set = Stmt::set(&y, vec![Index::var(&i), Index::var(&j)], Expr::Const(1.0));
+        let mut code = Code::new(vec![Stmt::for_(
+            &i,
+            0,
+            4,
+            vec![Stmt::for_(&j, 0, 32, vec![set])],
+        )]);
+        if let Stmt::For(outer) = &mut code.body[0] {
+            outer.kind = LoopKind::Unrolled;
+            if let Stmt::For(inner) = &mut outer.body[0] {
+                inner.kind = LoopKind::Vectorized;
+            }
+        }
+        let params = [(y.id(), Param::Out)];
+        let k = render_segment("u__seg0", &segments(&code)[0], &params).unwrap();
+        assert_eq!(k.text.matches("#pragma omp simd").count(), 4, "{}", k.text);
+        assert!(
+            k.text
+                .contains(&format!("[{} + 96] = 1.0f;", sym_name(j.id()))),
+            "{}",
+            k.text
+        );
+        assert!(!k.text.contains(&sym_name(i.id())), "{}", k.text);
+    }
+
     #[test]
     fn float_literals_are_c_floats() {
         assert_eq!(float_literal(2.0), "2.0f");
