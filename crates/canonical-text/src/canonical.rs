@@ -203,9 +203,9 @@ impl PartialEq for Canonical {
 impl Eq for Canonical {}
 
 impl Canonical {
-    /// The human-readable canonical text: renamed names spelled `ocannl_k<n>`, the
-    /// kernel's own name spelled as its [`kernel_token`], each run of whitespace as one
-    /// newline (if it held one) or one space. Equal keys give equal texts, but not the
+    /// The human-readable canonical text: the kernel text as written, with renamed
+    /// names spelled `ocannl_k<n>` and the kernel's own name spelled as its
+    /// [`kernel_token`]. Built on first use. Equal keys give equal texts, but not the
     /// other way round: a free identifier spelled `ocannl_k0` looks like a renamed one
     /// here, while the key tells them apart.
     pub fn text(&self) -> &str {
@@ -1185,5 +1185,352 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
                 text: OnceLock::new(),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canon(text: &str, names: &Names) -> Canonical {
+        canonical_kernel(text, None, names)
+    }
+
+    /// The canonical text of `text` with no names given.
+    fn plain(text: &str) -> String {
+        canon(text, &Names::new()).text().to_owned()
+    }
+
+    fn key(text: &str, names: &Names) -> String {
+        canon(text, names).key(&[])
+    }
+
+    #[test]
+    fn symbols_are_renamed_by_first_occurrence() {
+        assert_eq!(
+            plain("for (int i12 = 0; i12 < n; ++i12) x[i7] = i12 + i7;"),
+            "for (int ocannl_k0 = 0; ocannl_k0 < n; ++ocannl_k0) x[ocannl_k1] = ocannl_k0 + ocannl_k1;"
+        );
+        // Not symbols: `i` alone, `i` then non-digits, keywords.
+        assert_eq!(
+            plain("int i; i1x; ix2; if (i0) ;"),
+            "int i; i1x; ix2; if (ocannl_k0) ;"
+        );
+        let c = canon("i9 + i3 + i9", &Names::new());
+        assert_eq!(c.renamed().collect::<Vec<_>>(), ["i9", "i3"]);
+        assert_eq!(c.renamed_count(), 2);
+    }
+
+    #[test]
+    fn scope_locals_are_renamed_suffix_included() {
+        assert_eq!(
+            plain("float v3_acc = v12_ + v3_acc * v3_accum; v3acc; v_3; vx_1;"),
+            "float ocannl_k0 = ocannl_k1 + ocannl_k0 * ocannl_k2; v3acc; v_3; vx_1;"
+        );
+    }
+
+    #[test]
+    fn bound_names_are_renamed_and_free_and_keep_are_not() {
+        let names = Names::new()
+            .with_bound(["n17_weights", "out"])
+            .with_free(["n_17"])
+            .with_keep(["i5", "v1_keep"]);
+        let c = canon("out[i5] = n17_weights[i6] * n_17 + v1_keep + v2_x;", &names);
+        assert_eq!(
+            c.text(),
+            "ocannl_k0[i5] = ocannl_k1[ocannl_k2] * n_17 + v1_keep + ocannl_k3;"
+        );
+        assert!(c.refusals().is_empty());
+        // A bound name differs from a longer identifier containing it.
+        assert_eq!(canon("outer + out_", &names).text(), "outer + out_");
+    }
+
+    #[test]
+    fn derived_names_are_renamed() {
+        let names = Names::new()
+            .with_bound(["n1_x"])
+            .with_derivation("", "_grad")
+            .with_derivation("tmp_", "");
+        assert_eq!(
+            canon(
+                "n1_x_grad + tmp_i12 + tmp_42 + tmp_foo + tmp_ + foo_grad + n1_x",
+                &names
+            )
+            .text(),
+            "ocannl_k0 + ocannl_k1 + ocannl_k2 + tmp_foo + tmp_ + foo_grad + ocannl_k3"
+        );
+        // Without the base bound, a derived name stays.
+        let unbound = Names::new().with_derivation("", "_grad");
+        assert_eq!(
+            canon("n1_x_grad + i3_grad", &unbound).text(),
+            "n1_x_grad + ocannl_k0"
+        );
+    }
+
+    #[test]
+    fn members_and_qualified_names_are_never_renamed_and_pin_the_name() {
+        let names = Names::new().with_bound(["n1_x"]);
+        let c = canon("s.v3_acc + p->i12 + ns::n1_x + s . i4 + i5", &names);
+        assert_eq!(
+            c.text(),
+            "s.v3_acc + p->i12 + ns::n1_x + s . i4 + ocannl_k0"
+        );
+        // A name that also occurs as a member is kept as spelled everywhere, even where
+        // it was met first in a renaming position.
+        let c = canon("i1 + v3_acc + s.v3_acc + i2 + v3_acc", &names);
+        assert_eq!(
+            c.text(),
+            "ocannl_k0 + v3_acc + s.v3_acc + ocannl_k1 + v3_acc"
+        );
+        assert_eq!(c.pinned(), ["v3_acc"]);
+        // Across a comment.
+        assert_eq!(plain("s. /* c */ i1 + i1"), "s. /* c */ i1 + i1");
+    }
+
+    #[test]
+    fn preprocessor_lines_are_kept_and_pin_their_names() {
+        let c = canon(
+            "#define TILE 64\n#pragma omp parallel for private(i3)\nfor (i3 = 0; i3 < TILE; i3++) v1_a += i4;\n  #  if \\\n i4\n#endif",
+            &Names::new(),
+        );
+        assert_eq!(
+            c.text(),
+            "#define TILE 64\n#pragma omp parallel for private(i3)\nfor (i3 = 0; i3 < TILE; i3++) ocannl_k0 += i4;\n  #  if \\\n i4\n#endif"
+        );
+        assert_eq!(c.pinned(), ["i3", "i4"]);
+        // `#` not first on its line is an operator; `%:` is a digraph introducer.
+        assert_eq!(
+            plain("x # i1\n%:define i2\ni2"),
+            "x # ocannl_k0\n%:define i2\ni2"
+        );
+        // A block comment before `#` keeps it first on its line.
+        assert_eq!(plain("/* c */ #define i1\ni1"), "/* c */ #define i1\ni1");
+    }
+
+    #[test]
+    fn attributes_are_kept_and_pin_their_names() {
+        let c = canon(
+            "device float *v1_p [[buffer(0)]], uint i2 [[thread_position_in_grid]], a[i3[i4]] [[x(i5)]] i5",
+            &Names::new(),
+        );
+        assert_eq!(
+            c.text(),
+            "device float *ocannl_k0 [[buffer(0)]], uint ocannl_k1 [[thread_position_in_grid]], a[ocannl_k2[ocannl_k3]] [[x(i5)]] i5"
+        );
+        assert_eq!(c.pinned(), ["i5"]);
+    }
+
+    #[test]
+    fn literals_are_kept_without_pinning() {
+        assert_eq!(
+            plain(r#"printf("i1 %d\n", i1); c = 'i'; s = u8"v1_x"; t = L'\''; i1"#),
+            r#"printf("i1 %d\n", ocannl_k0); c = 'i'; s = u8"v1_x"; t = L'\''; ocannl_k0"#
+        );
+        // An unterminated literal ends at the line's end.
+        assert_eq!(plain("\"i1\ni1"), "\"i1\nocannl_k0");
+    }
+
+    #[test]
+    fn numbers_are_kept() {
+        assert_eq!(
+            plain("x = 1.5e+3f + 0x1fu + 1'000 + .5 + i1 + 1e+i2 + 1.i3 + i2 + i3"),
+            "x = 1.5e+3f + 0x1fu + 1'000 + .5 + ocannl_k0 + 1e+i2 + 1.i3 + i2 + i3"
+        );
+    }
+
+    #[test]
+    fn comments_are_renamed_like_code() {
+        let names = Names::new().with_bound(["n1_x"]);
+        let c = canon(
+            "/* sum of n1_x over i5 */ v2_s += n1_x[i5]; // i5 again, s.i5\n",
+            &names,
+        );
+        assert_eq!(
+            c.text(),
+            "/* sum of ocannl_k0 over ocannl_k1 */ ocannl_k2 += ocannl_k0[ocannl_k1]; // ocannl_k1 again, s.ocannl_k1\n"
+        );
+        // Renaming in comments is consistent: a comment mentioning another symbol
+        // gives another key.
+        assert_ne!(key("i1; // i1", &names), key("i1; // i2", &names));
+        assert_eq!(key("i1; // i1", &names), key("i7; // i7", &names));
+        // A comment's words count for first occurrence.
+        assert_eq!(
+            plain("/* i2 */ i1 + i2"),
+            "/* ocannl_k0 */ ocannl_k1 + ocannl_k0"
+        );
+    }
+
+    #[test]
+    fn own_name_becomes_its_kernel_token() {
+        let a = canonical_kernel(
+            "void step__seg3(float *x) { step__seg4(x); }",
+            Some("step__seg3"),
+            &Names::new(),
+        );
+        let b = canonical_kernel(
+            "void step__seg7(float *x) { step__seg4(x); }",
+            Some("step__seg7"),
+            &Names::new(),
+        );
+        assert_eq!(a.text(), "void step__seg(float *x) { step__seg4(x); }");
+        assert_eq!(a.kernel_token(), Some("step__seg"));
+        assert_eq!(a.key(&[]), b.key(&[]));
+        // Another routine: another key, even with the same text shape.
+        let c = canonical_kernel(
+            "void walk__seg3(float *x) { step__seg4(x); }",
+            Some("walk__seg3"),
+            &Names::new(),
+        );
+        assert_ne!(a.key(&[]), c.key(&[]));
+        // An identifier spelled like the kernel token is not the own name.
+        let d = canonical_kernel(
+            "void r__seg3() { r__seg(); }",
+            Some("r__seg3"),
+            &Names::new(),
+        );
+        let e = canonical_kernel(
+            "void r__seg3() { r__seg3(); }",
+            Some("r__seg3"),
+            &Names::new(),
+        );
+        assert_eq!(d.text(), e.text());
+        assert_ne!(d.key(&[]), e.key(&[]));
+        // No kernel name differs from any kernel name.
+        let f = canonical_kernel("void r__seg3() {}", None, &Names::new());
+        assert_ne!(
+            f.key(&[]),
+            canonical_kernel("void r__seg3() {}", Some("q"), &Names::new()).key(&[])
+        );
+        // A name that is no segment name stays whole.
+        let g = canonical_kernel("void main_k() {}", Some("main_k"), &Names::new());
+        assert_eq!(g.text(), "void main_k() {}");
+    }
+
+    #[test]
+    fn bound_meeting_free_refuses_bound_renaming() {
+        let names = Names::new()
+            .with_bound(["n1_x", "sqrtf"])
+            .with_free(["sqrtf"])
+            .with_derivation("", "_grad");
+        let c = canon("n1_x = sqrtf(n1_x_grad) + i3_grad + i3;", &names);
+        assert_eq!(c.text(), "n1_x = sqrtf(n1_x_grad) + ocannl_k0 + ocannl_k1;");
+        assert_eq!(
+            c.refusals(),
+            [Refusal::BoundMeetsFree {
+                name: "sqrtf".into()
+            }]
+        );
+        assert!(c.refusals()[0].to_string().contains("sqrtf"));
+        // Its key differs from the twin's that renamed.
+        let twin = Names::new()
+            .with_bound(["n1_x", "sqrtf"])
+            .with_derivation("", "_grad");
+        assert_ne!(
+            c.key(&[]),
+            canon("n1_x = sqrtf(n1_x_grad) + i3_grad + i3;", &twin).key(&[])
+        );
+    }
+
+    #[test]
+    fn reserved_bound_names_refuse_bound_renaming() {
+        for reserved in ["__half", "_Float16"] {
+            let names = Names::new().with_bound(["n1_x", reserved]);
+            let text = format!("{reserved} n1_x = i1;");
+            let c = canon(&text, &names);
+            assert_eq!(c.text(), format!("{reserved} n1_x = ocannl_k0;"));
+            assert_eq!(
+                c.refusals(),
+                [Refusal::ReservedBoundName {
+                    name: reserved.into()
+                }]
+            );
+        }
+        // `_x` (lowercase) and `x__y` are not reserved.
+        let c = canon("_x + x__y", &Names::new().with_bound(["_x", "x__y"]));
+        assert_eq!(c.text(), "ocannl_k0 + ocannl_k1");
+        assert!(c.refusals().is_empty());
+    }
+
+    #[test]
+    fn dialect_dependent_text_is_keyed_raw() {
+        for (text, what) in [
+            ("i1 = a \\\n+ i1;", "backslash"),
+            ("i1 = a ??/\n+ i1;", "trigraph"),
+            ("i1 ??= i1;", "trigraph"),
+            ("s = \"??/\" i1 \"\";", "trigraph"),
+            ("// i1 ??/\ni1", "trigraph"),
+            ("s = R\"(i1)\" + i1;", "raw string"),
+            ("s = u8R\"x(i1)x\";", "raw string"),
+            ("a\\u00e9 + i1", "backslash"),
+        ] {
+            let c = canonical_kernel(text, Some("i1"), &Names::new());
+            assert_eq!(c.text(), text, "{what}");
+            assert!(
+                matches!(c.refusals(), [Refusal::AmbiguousLexing { what: w, .. }] if w.contains(what)),
+                "{what}: {:?}",
+                c.refusals()
+            );
+            assert_eq!(c.renamed_count(), 0);
+        }
+        // Backslashes inside literals, comments and preprocessor lines are fine.
+        let c = canon(
+            "#define A(x) \\\n x\ns = \"\\n\"; // a \\ b\ni1",
+            &Names::new(),
+        );
+        assert!(c.refusals().is_empty());
+        assert_eq!(c.renamed_count(), 1);
+    }
+
+    #[test]
+    fn free_identifier_spelled_like_a_canonical_token_is_told_apart() {
+        let names = Names::new().with_free(["ocannl_k0"]);
+        let a = canon("x = i1 + ocannl_k0;", &names);
+        let b = canon("x = i1 + i1;", &names);
+        assert_eq!(a.text(), b.text());
+        assert_ne!(a.key(&[]), b.key(&[]));
+        assert_ne!(a.encoding(), b.encoding());
+    }
+
+    #[test]
+    fn key_parts_and_equality() {
+        let a = canon("x = i1;", &Names::new());
+        let b = canon("x = i2;", &Names::new());
+        assert_eq!(a, b);
+        assert_eq!(a.key(&[b"-O3"]), b.key(&[b"-O3"]));
+        assert_ne!(a.key(&[b"-O3"]), a.key(&[b"-O2"]));
+        assert_ne!(a.key(&[b"-O3", b""]), a.key(&[b"-O3"]));
+        assert_ne!(a.key(&[]), canon("x = i1; ", &Names::new()).key(&[]));
+        assert_eq!(a.key(&[]).len(), 64);
+    }
+
+    #[test]
+    fn names_across_block_boundaries() {
+        for pad in 0..70 {
+            let text = format!(
+                "{}i12345 + v7_abcdefghijklmnopqrstuvwxyz + s.i3 + i12345",
+                " ".repeat(pad)
+            );
+            let c = canon(&text, &Names::new());
+            assert_eq!(
+                c.text(),
+                format!(
+                    "{}ocannl_k0 + ocannl_k1 + s.i3 + ocannl_k0",
+                    " ".repeat(pad)
+                ),
+                "pad {pad}"
+            );
+        }
+        let long = format!("v1_{} + i1", "x".repeat(200));
+        assert_eq!(plain(&long), "ocannl_k0 + ocannl_k1");
+        assert_eq!(plain("i1"), "ocannl_k0");
+        assert_eq!(plain(""), "");
+    }
+
+    #[test]
+    fn many_names_grow_the_table() {
+        let text: String = (0..5000).map(|k| format!("i{k} + ")).collect();
+        let c = canon(&text, &Names::new());
+        assert_eq!(c.renamed_count(), 5000);
+        assert!(c.text().ends_with("ocannl_k4999 + "));
     }
 }

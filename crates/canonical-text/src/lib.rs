@@ -39,18 +39,37 @@
 //!
 //! # Why equal keys mean equal kernels up to renaming
 //!
-//! The key is not taken over the human-readable [`Canonical::text`] but over a compact,
-//! tagged byte encoding of the token stream ([`Canonical::encoding`]): every token starts
-//! with a tag byte saying what it is, and every token whose spelling is kept carries its
-//! length. A renamed name is a distinct tag followed by its number, so it can never be
-//! confused with an identifier kept as spelled (even one spelled `ocannl_k0`), and no
-//! concatenation of tokens can shift a token boundary. The encoding is therefore a
-//! prefix code that decodes back to the token sequence with the renamed names replaced by
-//! their numbers. Numbers are assigned per distinct name by first occurrence, so equal
-//! encodings mean the two kernels' token streams are equal up to a bijection between
-//! their renamed names. Runs of whitespace are kept as one marker (a newline or a space),
-//! so two texts with equal encodings tokenize alike for any C-family compiler too. See
-//! [`canonical_kernel`] for which names are renamed and when renaming is refused.
+//! The key is not taken over the human-readable [`Canonical::text`] but over a tagged
+//! byte encoding ([`Canonical::encoding`]): the kernel's exact bytes, except that each
+//! occurrence of a renamed name becomes a `RENAMED` tag and the name's number, and each
+//! occurrence of the kernel's own name an `OWN` tag. The bytes between them are `TEXT`
+//! elements, each a tag and a length, never empty and never two in a row. So:
+//!
+//! * **No confusion between renamed and kept names.** A name kept as spelled is inside a
+//!   `TEXT` element, a renamed one is a `RENAMED` element: a free identifier spelled
+//!   `ocannl_k0` (or spelled like the kernel token) can never be read as a renamed one.
+//! * **No shifting of boundaries.** The encoding is a prefix code (tag, then a length or
+//!   a number), so it decodes uniquely and no concatenation of elements can move a token
+//!   boundary; whitespace is kept exactly, so the text between renamed names is
+//!   byte-for-byte the same in two kernels with equal keys.
+//! * **Renaming is a bijection.** Numbers are given per distinct name by first
+//!   occurrence, so equal encodings mean the two texts are equal except that renamed
+//!   names correspond one to one.
+//! * **Every occurrence or none.** A renamable name that also occurs where nothing is
+//!   renamed (after `.`, `->` or `::`, in a preprocessor line or attribute) is kept as
+//!   spelled everywhere ([`Canonical::pinned`]), so a renamed name is renamed at every
+//!   place the compiler could see it, and a kept one at none.
+//! * **Tokenization agrees with the compiler.** Names are recognized as maximal
+//!   identifier runs outside literals, comments, preprocessor lines and attributes, with
+//!   preprocessing numbers, encoding prefixes and line continuations handled as C does.
+//!   Text whose tokenization depends on the dialect (a backslash outside literals,
+//!   comments and preprocessor lines, a trigraph, a C++ raw string) is keyed over its
+//!   exact bytes with nothing renamed ([`Refusal::AmbiguousLexing`]).
+//!
+//! Hence two kernels with equal keys are equal up to a consistent renaming of the names
+//! they own, which (the renderer guarantees these names are bound in the kernel) changes
+//! neither their meaning nor their machine code. Renaming less than allowed is always
+//! sound: a refusal costs a cache miss, never a wrong hit.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
