@@ -129,6 +129,15 @@ pub enum Error {
         /// The encoder's message.
         message: String,
     },
+    /// A store was configured with an unusable parameter (a Redis URL that does not parse, a
+    /// key prefix with forbidden bytes); nothing was contacted.
+    #[error("invalid {what}: {reason}")]
+    InvalidStoreConfig {
+        /// Which parameter.
+        what: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
     /// A cache directory could not be inspected (`disk::inventory`).
     #[error("{}: {source}", path.display())]
     Inspect {

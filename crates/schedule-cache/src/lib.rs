@@ -63,6 +63,9 @@ pub mod identity;
 pub mod ir;
 pub mod key;
 pub mod placement;
+pub mod store;
+#[cfg(feature = "redis")]
+pub mod redis_store;
 pub mod render;
 pub mod saved;
 pub mod schedule;

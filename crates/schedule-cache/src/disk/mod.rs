@@ -55,6 +55,8 @@ pub use inspect::{
     EntryFile, EntryProblem, GcReport, Inventory, StagingArtifact, inventory, verify_entry,
 };
 pub use lock::LOCK_FILE;
+#[cfg(feature = "redis")]
+pub(crate) use record::note;
 pub use record::{DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record, stats};
 #[cfg(test)]
 pub(crate) use regime::tests::check_history as regime_history_check;

@@ -1,0 +1,676 @@
+//! A shared store on a Redis server (cargo feature `redis`), for tuning farms and CI runners
+//! that share winners: the directory store's contract over Redis keys.
+//!
+//! Layout (docs/disk-format.md, section "The Redis store", is the full specification), for a
+//! prefix `P`:
+//!
+//! - `P:regime`: the regime stamp, with the stamp file's encoding (`1\n`);
+//! - `P:entry:schedule:<key>` and `P:entry:placement:<key>`: the entry, one string holding the
+//!   whole RON text the directory store would write to `<key>.ron` / `<key>.placement.ron`;
+//! - `P:digest:<space>:<digest>`: a set of the keys holding entries for that digest (explains a
+//!   miss, like the directory store's `same_digest`);
+//! - `P:index`: a set of every entry and digest-set name, which a regime transition deletes.
+//!
+//! Every operation is one server-side Lua script that checks the stamp and does the entry I/O
+//! atomically, so a writer of an old regime can never publish after a transition, and a value
+//! is always written whole by a single `SET`. An absent or older stamp is transitioned by a
+//! second script (compare-and-swap on the stamp: delete every indexed name, then set the stamp),
+//! after which the operation is retried. A newer or malformed stamp refuses and changes nothing.
+//!
+//! An unreachable, slow or refusing server is a [`Refusal::Io`] (a miss for a lookup, a future
+//! miss for a store), reported like every disk operation to recorders, `disk::stats` and
+//! `tracing`; after a connection failure the store does not try to connect again for a short
+//! while ([`RedisStore::with_retry_after`]), so a dead server costs one connect timeout, not
+//! one per operation.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use redis::{Client, Connection, Script, Value};
+
+use crate::disk::{
+    self, CACHE_REGIME_VERSION, DiskEvent, Lookup, MAX_SIBLINGS, MissReason, Op, Outcome, Refusal,
+    Space, StoreOutcome, Stored, key_starts_with_digest, parse_stamp, render_stamp,
+};
+use crate::store::Store;
+use crate::{CacheKey, Error};
+
+/// Default prefix of every Redis key the store uses.
+pub const DEFAULT_PREFIX: &str = "kcache";
+/// Default bound on establishing a connection (TCP connect and handshake).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// Default bound on one command's write and reply.
+pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default pause after a connection failure before the store tries to connect again.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// At most this many names of a digest set are fetched to explain a miss.
+const SIBLING_FETCH: usize = 64;
+/// How many times an operation re-reads the stamp after transitioning it.
+const SETTLE_ATTEMPTS: usize = 3;
+
+/// The operation script. KEYS: stamp, entry, index, digest set. ARGV: canonical stamp, stamp
+/// without newline, op (`set`/`get`), payload, key, sibling fetch bound.
+/// Returns `{0}` / `{0, stamp}` when the stamp is absent / not ours (nothing done);
+/// `{1}` stored; `{1, value}` found; `{2, siblings}` no entry; `{3, error}` unreadable.
+const OP_SCRIPT: &str = r"
+local s = redis.call('GET', KEYS[1])
+if s ~= ARGV[1] and s ~= ARGV[2] then
+  if s == false then return {0} end
+  return {0, s}
+end
+if ARGV[3] == 'set' then
+  redis.call('SET', KEYS[2], ARGV[4])
+  redis.call('SADD', KEYS[3], KEYS[2], KEYS[4])
+  redis.call('SADD', KEYS[4], ARGV[5])
+  return {1}
+end
+local v = redis.pcall('GET', KEYS[2])
+if type(v) == 'table' and v.err then return {3, v.err} end
+if v then return {1, v} end
+local ok, n = pcall(redis.call, 'SCARD', KEYS[4])
+if not ok or n == 0 then return {2, {}} end
+return {2, redis.call('SRANDMEMBER', KEYS[4], tonumber(ARGV[6]))}
+";
+
+/// The transition script. KEYS: stamp, index. ARGV: `absent` or `present`, the stamp observed
+/// (when present), the new stamp. Returns -1 if the stamp changed since it was observed
+/// (nothing done), else the number of names deleted.
+const TRANSITION_SCRIPT: &str = r"
+local s = redis.call('GET', KEYS[1])
+if ARGV[1] == 'absent' then
+  if s ~= false then return -1 end
+elseif s ~= ARGV[2] then
+  return -1
+end
+local removed = 0
+local cursor = '0'
+repeat
+  local r = redis.call('SSCAN', KEYS[2], cursor, 'COUNT', 500)
+  cursor = r[1]
+  for _, name in ipairs(r[2]) do removed = removed + redis.call('DEL', name) end
+until cursor == '0'
+redis.call('DEL', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[3])
+return removed
+";
+
+/// A schedule-cache store on a Redis server: same keys, entry types and versions, regime stamp
+/// semantics and refusal rules as the directory store (see the module docs).
+///
+/// Safe to share between threads (operations of one store take turns on one connection).
+/// Construct with [`RedisStore::open`]; nothing is contacted until the first operation.
+pub struct RedisStore {
+    client: Client,
+    location: String,
+    prefix: String,
+    regime: u32,
+    connect_timeout: Duration,
+    io_timeout: Duration,
+    retry_after: Duration,
+    op_script: Script,
+    transition_script: Script,
+    state: Mutex<ConnState>,
+    unreachable: AtomicU64,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("location", &self.location)
+            .field("regime", &self.regime)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct ConnState {
+    conn: Option<Connection>,
+    /// After a connection failure: no new attempt before this instant, and the failure.
+    down: Option<(Instant, io::ErrorKind, String)>,
+}
+
+/// What the operation script answered (after the stamp check).
+enum Answer {
+    /// The stamp was absent (`None`) or not ours: nothing was done.
+    Stamp(Option<Vec<u8>>),
+    Stored,
+    Found(Vec<u8>),
+    NoEntry(Vec<String>),
+    Unreadable(String),
+}
+
+/// Checks a key prefix: 1 to 100 bytes of `[A-Za-z0-9_.-]`, not containing `:`.
+fn check_prefix(prefix: &str) -> Result<(), Error> {
+    let ok = !prefix.is_empty()
+        && prefix.len() <= 100
+        && prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidStoreConfig {
+            what: "redis key prefix",
+            reason: format!("{prefix:?} is not 1 to 100 bytes of [A-Za-z0-9_.-]"),
+        })
+    }
+}
+
+fn space_name(space: Space) -> &'static str {
+    match space {
+        Space::Schedule => "schedule",
+        Space::Placement => "placement",
+    }
+}
+
+fn refusal_of(during: &'static str, e: &redis::RedisError) -> Refusal {
+    let kind = if e.is_timeout() {
+        io::ErrorKind::TimedOut
+    } else if e.is_connection_refusal() {
+        io::ErrorKind::ConnectionRefused
+    } else if e.is_connection_dropped() {
+        io::ErrorKind::ConnectionReset
+    } else {
+        io::ErrorKind::Other
+    };
+    Refusal::Io {
+        during,
+        kind,
+        message: e.to_string(),
+    }
+}
+
+fn bytes_of(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Some(b.clone()),
+        Value::SimpleString(s) => Some(s.clone().into_bytes()),
+        Value::VerbatimString { text, .. } => Some(text.clone().into_bytes()),
+        _ => None,
+    }
+}
+
+fn int_of(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    }
+}
+
+fn parse_answer(v: Value) -> Option<Answer> {
+    let Value::Array(items) = v else { return None };
+    let code = int_of(items.first()?)?;
+    let second = items.get(1);
+    Some(match code {
+        0 => Answer::Stamp(match second {
+            None | Some(Value::Nil) => None,
+            Some(v) => Some(bytes_of(v)?),
+        }),
+        1 => match second {
+            None => Answer::Stored,
+            Some(v) => Answer::Found(bytes_of(v)?),
+        },
+        2 => Answer::NoEntry(match second {
+            Some(Value::Array(names)) | Some(Value::Set(names)) => names
+                .iter()
+                .filter_map(|n| String::from_utf8(bytes_of(n)?).ok())
+                .collect(),
+            _ => Vec::new(),
+        }),
+        3 => Answer::Unreadable(
+            second
+                .and_then(bytes_of)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default(),
+        ),
+        _ => return None,
+    })
+}
+
+impl RedisStore {
+    /// A store on the server at `url` (`redis://[user:password@]host[:port][/db]`, or
+    /// `unix:///path`), with keys under [`DEFAULT_PREFIX`], this build's regime and the default
+    /// timeouts. Does not connect.
+    ///
+    /// # Errors
+    /// [`Error::InvalidStoreConfig`] if the URL cannot be parsed.
+    pub fn open(url: &str) -> Result<RedisStore, Error> {
+        let client = Client::open(url).map_err(|e| Error::InvalidStoreConfig {
+            what: "redis URL",
+            reason: e.to_string(),
+        })?;
+        let info = client.get_connection_info();
+        // Built from the parsed address, so a password in the URL never reaches a log line.
+        let location = format!("redis://{}/{}", info.addr(), info.redis_settings().db());
+        Ok(RedisStore {
+            client,
+            location,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            regime: CACHE_REGIME_VERSION,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            io_timeout: DEFAULT_IO_TIMEOUT,
+            retry_after: DEFAULT_RETRY_AFTER,
+            op_script: Script::new(OP_SCRIPT),
+            transition_script: Script::new(TRANSITION_SCRIPT),
+            state: Mutex::new(ConnState::default()),
+            unreachable: AtomicU64::new(0),
+        })
+    }
+
+    /// Keys live under `prefix` (`<prefix>:regime`, `<prefix>:entry:…`), so several caches can
+    /// share one server. Stores with different prefixes never see each other.
+    ///
+    /// # Errors
+    /// [`Error::InvalidStoreConfig`] unless `prefix` is 1 to 100 bytes of `[A-Za-z0-9_.-]`.
+    pub fn with_prefix(mut self, prefix: &str) -> Result<RedisStore, Error> {
+        check_prefix(prefix)?;
+        self.prefix = prefix.to_owned();
+        Ok(self)
+    }
+
+    /// The same store as seen by a build with regime version `regime` (tests simulating an
+    /// upgrade, tools). Never use it to write a live cache under a regime you do not implement.
+    pub fn with_regime(mut self, regime: u32) -> RedisStore {
+        self.regime = regime;
+        self
+    }
+
+    /// Bounds on connecting (TCP connect and handshake) and on each command's write and reply.
+    /// An operation that exceeds one is refused (a miss), never waited for longer.
+    pub fn with_timeouts(mut self, connect: Duration, io: Duration) -> RedisStore {
+        self.connect_timeout = connect;
+        self.io_timeout = io;
+        self
+    }
+
+    /// After a connection failure, operations are refused without contacting the server for
+    /// `pause` (default [`DEFAULT_RETRY_AFTER`]); `Duration::ZERO` retries on every operation.
+    pub fn with_retry_after(mut self, pause: Duration) -> RedisStore {
+        self.retry_after = pause;
+        self
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The regime version this handle writes and admits.
+    pub fn regime(&self) -> u32 {
+        self.regime
+    }
+
+    /// How many times this store failed to reach the server (a failed connect, a timeout or a
+    /// dropped connection); operations refused during the pause after a failure are not counted
+    /// here (they are counted as refusals in `disk::stats`).
+    pub fn unreachable_count(&self) -> u64 {
+        self.unreachable.load(Ordering::Relaxed)
+    }
+
+    /// The Redis key of the regime stamp.
+    pub fn stamp_key(&self) -> String {
+        format!("{}:regime", self.prefix)
+    }
+
+    /// The Redis key of the entry at `key` in `space`.
+    pub fn entry_key(&self, space: Space, key: &CacheKey) -> String {
+        format!(
+            "{}:entry:{}:{}",
+            self.prefix,
+            space_name(space),
+            key.as_str()
+        )
+    }
+
+    /// The Redis key of the set of keys holding entries of `space` for `digest`.
+    pub fn digest_key(&self, space: Space, digest: &str) -> String {
+        format!("{}:digest:{}:{}", self.prefix, space_name(space), digest)
+    }
+
+    /// The Redis key of the set of every name a regime transition deletes.
+    pub fn index_key(&self) -> String {
+        format!("{}:index", self.prefix)
+    }
+
+    fn note(&self, op: Op, space: Space, key: Option<&CacheKey>, outcome: Outcome) {
+        disk::note(DiskEvent {
+            op,
+            space,
+            dir: PathBuf::from(self.location()),
+            key: key.map(|k| k.as_str().to_owned()),
+            outcome,
+        });
+    }
+
+    fn lock_state(&self) -> MutexGuard<'_, ConnState> {
+        // No user code runs under this lock; a poisoned state is still a valid state.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A connected connection, or the refusal (during the pause after a failure, immediately).
+    fn connection<'a>(&self, state: &'a mut ConnState) -> Result<&'a mut Connection, Refusal> {
+        if state.conn.is_none() {
+            if let Some((until, kind, message)) = &state.down
+                && Instant::now() < *until
+            {
+                return Err(Refusal::Io {
+                    during: "connect to the redis server",
+                    kind: *kind,
+                    message: format!("server unreachable, not retried yet: {message}"),
+                });
+            }
+            let connected = self
+                .client
+                .get_connection_with_timeout(self.connect_timeout)
+                .and_then(|c| {
+                    c.set_read_timeout(Some(self.io_timeout))?;
+                    c.set_write_timeout(Some(self.io_timeout))?;
+                    Ok(c)
+                });
+            match connected {
+                Ok(c) => {
+                    state.down = None;
+                    state.conn = Some(c);
+                }
+                Err(e) => {
+                    let refusal = refusal_of("connect to the redis server", &e);
+                    self.mark_unreachable(state, &refusal);
+                    return Err(refusal);
+                }
+            }
+        }
+        state.conn.as_mut().ok_or_else(|| Refusal::Io {
+            during: "connect to the redis server",
+            kind: io::ErrorKind::NotConnected,
+            message: "no connection".into(),
+        })
+    }
+
+    fn mark_unreachable(&self, state: &mut ConnState, refusal: &Refusal) {
+        self.unreachable.fetch_add(1, Ordering::Relaxed);
+        state.conn = None;
+        let (kind, message) = match refusal {
+            Refusal::Io { kind, message, .. } => (*kind, message.clone()),
+            other => (io::ErrorKind::Other, other.to_string()),
+        };
+        tracing::warn!(
+            target: "schedule_cache::redis",
+            location = %self.location,
+            error = %message,
+            retry_after_ms = self.retry_after.as_millis() as u64,
+            "redis server unreachable; operations are misses until it answers"
+        );
+        state.down = Some((Instant::now() + self.retry_after, kind, message));
+    }
+
+    /// Runs `script`; on a connection-level failure drops the connection (its reply stream may
+    /// be out of step) and starts the pause.
+    fn run(
+        &self,
+        state: &mut ConnState,
+        during: &'static str,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<Value, Refusal> {
+        let conn = self.connection(state)?;
+        match invocation.invoke::<Value>(conn) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let refusal = refusal_of(during, &e);
+                if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+                    self.mark_unreachable(state, &refusal);
+                }
+                Err(refusal)
+            }
+        }
+    }
+
+    /// Runs the operation script, transitioning an absent or older stamp first (then retrying).
+    fn operate(
+        &self,
+        space: Space,
+        key: &CacheKey,
+        digest: &str,
+        payload: Option<&str>,
+    ) -> Result<Answer, Refusal> {
+        let canonical = render_stamp(self.regime);
+        let bare = self.regime.to_string();
+        let stamp_key = self.stamp_key();
+        let index_key = self.index_key();
+        let mut state = self.lock_state();
+        for _ in 0..SETTLE_ATTEMPTS {
+            let mut inv = self.op_script.prepare_invoke();
+            inv.key(&stamp_key)
+                .key(self.entry_key(space, key))
+                .key(&index_key)
+                .key(self.digest_key(space, digest))
+                .arg(&canonical)
+                .arg(&bare)
+                .arg(if payload.is_some() { "set" } else { "get" })
+                .arg(payload.unwrap_or(""))
+                .arg(key.as_str())
+                .arg(SIBLING_FETCH);
+            let value = self.run(&mut state, "run the cache script", &inv)?;
+            let answer = parse_answer(value).ok_or_else(|| Refusal::Io {
+                during: "run the cache script",
+                kind: io::ErrorKind::InvalidData,
+                message: "unexpected reply from the server".into(),
+            })?;
+            let Answer::Stamp(observed) = answer else {
+                return Ok(answer);
+            };
+            match observed.as_deref().map(parse_stamp) {
+                Some(Some(v)) if v > self.regime => {
+                    return Err(Refusal::NewerRegime {
+                        found: v,
+                        ours: self.regime,
+                    });
+                }
+                Some(None) => {
+                    let bytes = observed.unwrap_or_default();
+                    return Err(Refusal::MalformedStamp {
+                        content: String::from_utf8_lossy(&bytes).chars().take(64).collect(),
+                    });
+                }
+                // Equal cannot be observed (both spellings are admitted); absent or older:
+                Some(Some(_)) | None => {
+                    let mut inv = self.transition_script.prepare_invoke();
+                    inv.key(&stamp_key).key(&index_key);
+                    match &observed {
+                        None => inv.arg("absent").arg(""),
+                        Some(b) => inv.arg("present").arg(b.as_slice()),
+                    };
+                    inv.arg(&canonical);
+                    let removed = self.run(&mut state, "sweep entries for a new regime", &inv)?;
+                    if let Some(removed) = int_of(&removed).filter(|n| *n >= 0) {
+                        tracing::info!(
+                            target: "schedule_cache::redis",
+                            location = %self.location,
+                            prefix = %self.prefix,
+                            from = %observed.as_deref().map(String::from_utf8_lossy).unwrap_or("absent".into()).trim_end(),
+                            to = self.regime,
+                            removed,
+                            "redis cache moved to a new regime"
+                        );
+                    }
+                }
+            }
+        }
+        Err(Refusal::Io {
+            during: "settle the regime stamp",
+            kind: io::ErrorKind::Other,
+            message: format!("the stamp changed {SETTLE_ATTEMPTS} times while opening"),
+        })
+    }
+}
+
+impl Store for RedisStore {
+    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
+        let Some(key) = key else {
+            self.note(Op::Store, E::SPACE, None, Outcome::Skipped);
+            return Ok(StoreOutcome::Skipped);
+        };
+        if entry.version() != E::VERSION {
+            return Err(Error::EntryVersion {
+                found: entry.version(),
+                expected: E::VERSION,
+            });
+        }
+        if !key_starts_with_digest(key.as_str(), entry.digest()) {
+            return Err(Error::KeyDigestMismatch {
+                key: key.as_str().to_owned(),
+                digest: entry.digest().to_owned(),
+            });
+        }
+        // The directory store's exact encoding, so an entry can be copied between stores.
+        let text =
+            ron::ser::to_string_pretty(entry, ron::ser::PrettyConfig::default()).map_err(|e| {
+                Error::Encode {
+                    message: e.to_string(),
+                }
+            })?;
+        let outcome = match self.operate(E::SPACE, key, entry.digest(), Some(&text)) {
+            Ok(Answer::Stored) => StoreOutcome::Stored,
+            Ok(_) => StoreOutcome::Refused(Refusal::Io {
+                during: "run the cache script",
+                kind: io::ErrorKind::InvalidData,
+                message: "unexpected reply to a store".into(),
+            }),
+            Err(r) => StoreOutcome::Refused(r),
+        };
+        let noted = match &outcome {
+            StoreOutcome::Stored => Outcome::Stored,
+            StoreOutcome::Refused(r) => Outcome::Refused(r.clone()),
+            StoreOutcome::Skipped => Outcome::Skipped,
+        };
+        self.note(Op::Store, E::SPACE, Some(key), noted);
+        Ok(outcome)
+    }
+
+    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
+        let Some(key) = key else {
+            self.note(Op::Lookup, E::SPACE, None, Outcome::Skipped);
+            return Lookup::Skipped;
+        };
+        let found = match self.operate(E::SPACE, key, digest, None) {
+            Ok(Answer::Found(bytes)) => match disk::decode_entry::<E>(&bytes, Some(digest)) {
+                Ok(e) => Lookup::Hit(e),
+                Err(m) => Lookup::Miss(m),
+            },
+            Ok(Answer::NoEntry(mut same_digest)) => {
+                same_digest.retain(|k| k != key.as_str());
+                same_digest.sort();
+                same_digest.truncate(MAX_SIBLINGS);
+                Lookup::Miss(MissReason::NoEntry { same_digest })
+            }
+            Ok(Answer::Unreadable(message)) => Lookup::Miss(MissReason::Unreadable {
+                kind: io::ErrorKind::InvalidData,
+                message,
+            }),
+            Ok(Answer::Stored | Answer::Stamp(_)) => Lookup::Refused(Refusal::Io {
+                during: "run the cache script",
+                kind: io::ErrorKind::InvalidData,
+                message: "unexpected reply to a lookup".into(),
+            }),
+            Err(r) => Lookup::Refused(r),
+        };
+        let noted = match &found {
+            Lookup::Hit(_) => Outcome::Hit,
+            Lookup::Miss(m) => Outcome::Miss(m.clone()),
+            Lookup::Refused(r) => Outcome::Refused(r.clone()),
+            Lookup::Skipped => Outcome::Skipped,
+        };
+        self.note(Op::Lookup, E::SPACE, Some(key), noted);
+        found
+    }
+
+    fn location(&self) -> String {
+        format!("{}#{}", self.location, self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_checked_and_urls_parsed_without_connecting() {
+        assert!(RedisStore::open("not a url").is_err());
+        let s = RedisStore::open("redis://user:secret@127.0.0.1:1/3").expect("parses");
+        assert!(!s.location().contains("secret"), "{}", s.location());
+        assert_eq!(s.location(), "redis://127.0.0.1:1/3#kcache");
+        for bad in ["", "a:b", "a b", &"x".repeat(101)] {
+            assert!(
+                RedisStore::open("redis://127.0.0.1:1")
+                    .expect("parses")
+                    .with_prefix(bad)
+                    .is_err(),
+                "{bad:?}"
+            );
+        }
+        let s = s.with_prefix("farm-1.v2").expect("prefix");
+        let key = CacheKey::new("ab-cc").expect("key");
+        assert_eq!(s.stamp_key(), "farm-1.v2:regime");
+        assert_eq!(
+            s.entry_key(Space::Placement, &key),
+            "farm-1.v2:entry:placement:ab-cc"
+        );
+        assert_eq!(
+            s.digest_key(Space::Schedule, "ab"),
+            "farm-1.v2:digest:schedule:ab"
+        );
+    }
+
+    #[test]
+    fn script_replies_are_parsed_defensively() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert!(matches!(
+            parse_answer(Value::Array(vec![Value::Int(0)])),
+            Some(Answer::Stamp(None))
+        ));
+        assert!(matches!(
+            parse_answer(Value::Array(vec![Value::Int(0), bulk("2\n")])),
+            Some(Answer::Stamp(Some(b))) if b == b"2\n"
+        ));
+        assert!(matches!(
+            parse_answer(Value::Array(vec![Value::Int(2), Value::Array(vec![bulk("k")])])),
+            Some(Answer::NoEntry(v)) if v == ["k"]
+        ));
+        for junk in [
+            Value::Nil,
+            Value::Int(1),
+            Value::Array(vec![]),
+            Value::Array(vec![Value::Int(9)]),
+            Value::Array(vec![bulk("1")]),
+            Value::Array(vec![Value::Int(1), Value::Int(5)]),
+        ] {
+            assert!(parse_answer(junk).is_none());
+        }
+    }
+
+    #[test]
+    fn an_unreachable_server_is_a_refusal_then_a_paused_refusal() {
+        // Port 1 on loopback: nothing listens there, the connect is refused at once.
+        let store = RedisStore::open("redis://127.0.0.1:1")
+            .expect("parses")
+            .with_timeouts(Duration::from_millis(200), Duration::from_millis(200));
+        let key = CacheKey::new("ab-cc").expect("key");
+        let (found, events) =
+            disk::record(|| store.probe::<crate::placement::PlacementEntry>(Some(&key), "ab"));
+        assert!(
+            matches!(found, Lookup::Refused(Refusal::Io { .. })),
+            "{found:?}"
+        );
+        assert_eq!(store.unreachable_count(), 1);
+        assert!(matches!(events[0].outcome, Outcome::Refused(_)));
+        // During the pause the server is not contacted again.
+        let again = store.probe::<crate::placement::PlacementEntry>(Some(&key), "ab");
+        assert!(
+            matches!(&again, Lookup::Refused(Refusal::Io { message, .. }) if message.contains("not retried")),
+            "{again:?}"
+        );
+        assert_eq!(store.unreachable_count(), 1);
+    }
+}

@@ -1,0 +1,289 @@
+//! Where entries live: the [`Store`] abstraction over the directory store ([`DiskCache`], the
+//! embedded default), the shared Redis store (`RedisStore`, cargo feature `redis`) and the
+//! [`TwoLevel`] combination of a local store in front of a shared one.
+//!
+//! Every store follows the same contract as the directory store: the same keys, entry types and
+//! entry versions, a regime stamp that sweeps older entries and refuses newer or malformed
+//! stamps, entries published whole, and refusals (an unreachable server, a read-only
+//! directory) that are future misses, never failed runs. Every operation of every level is
+//! reported to [`disk::record`](crate::disk::record)ers, so a two-level miss says what each
+//! level answered.
+//!
+//! ```
+//! use schedule_cache::CacheKey;
+//! use schedule_cache::disk::{DiskCache, Outcome, StoreOutcome};
+//! use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+//! use schedule_cache::store::{Store, TwoLevel};
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let (near, far) = (DiskCache::new(tmp.path().join("near")), DiskCache::new(tmp.path().join("far")));
+//! let key = CacheKey::new("0f1e2d-cc-n1-c2-p3-d4-tisolated")?;
+//! let entry = PlacementEntry::new("0f1e2d", vec![Flip { node: 1, direction: Direction::Inline }], Shipped::Refined);
+//! assert_eq!(far.store(Some(&key), &entry)?, StoreOutcome::Stored);
+//!
+//! // The near level misses, the far level hits and the entry is back-filled near.
+//! let both = TwoLevel::new(near.clone(), far);
+//! let (found, events) = schedule_cache::disk::record(|| both.lookup::<PlacementEntry>(Some(&key), "0f1e2d"));
+//! assert_eq!(found.as_ref(), Some(&entry));
+//! let outcomes: Vec<_> = events.iter().map(|e| e.outcome.clone()).collect();
+//! assert!(matches!(outcomes.as_slice(), [Outcome::Miss(_), Outcome::Hit, Outcome::Stored]));
+//! assert_eq!(near.lookup(Some(&key), "0f1e2d"), Some(entry));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::sync::Arc;
+
+use crate::disk::{DiskCache, Lookup, StoreOutcome, Stored};
+use crate::{CacheKey, Error};
+
+/// A place entries are published to and looked up from, under the directory store's contract
+/// (docs/disk-format.md): same keys, entry types and versions; regime stamp semantics; whole
+/// entries; refusals instead of failed runs.
+///
+/// Implementations report every operation (including `None` keys) to the
+/// [`disk::record`](crate::disk::record)ers and [`disk::stats`](crate::disk::stats) of the
+/// calling thread.
+pub trait Store {
+    /// Publishes `entry` at `key`. With `key == None` nothing is done ([`StoreOutcome::Skipped`]).
+    ///
+    /// # Errors
+    /// Only caller mistakes ([`Error::EntryVersion`], [`Error::KeyDigestMismatch`],
+    /// [`Error::Encode`]), detected before anything is written. Everything the store's medium or
+    /// another process can cause is `Ok(StoreOutcome::Refused(_))`.
+    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error>;
+
+    /// The entry at `key` if it is of the current version and was saved for `digest`, else why
+    /// not. Never panics on any stored content and never fails the run.
+    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E>;
+
+    /// [`Store::probe`] reduced to the hit.
+    fn lookup<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Option<E> {
+        self.probe(key, digest).hit()
+    }
+
+    /// Where the store keeps its entries, for reports and log lines (never holds a password).
+    fn location(&self) -> String;
+}
+
+impl Store for DiskCache {
+    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
+        DiskCache::store(self, key, entry)
+    }
+
+    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
+        DiskCache::probe(self, key, digest)
+    }
+
+    fn location(&self) -> String {
+        self.dir().display().to_string()
+    }
+}
+
+impl<S: Store + ?Sized> Store for &S {
+    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
+        (**self).store(key, entry)
+    }
+
+    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
+        (**self).probe(key, digest)
+    }
+
+    fn location(&self) -> String {
+        (**self).location()
+    }
+}
+
+impl<S: Store + ?Sized> Store for Arc<S> {
+    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
+        (**self).store(key, entry)
+    }
+
+    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
+        (**self).probe(key, digest)
+    }
+
+    fn location(&self) -> String {
+        (**self).location()
+    }
+}
+
+/// A local store in front of a shared one (typically a [`DiskCache`] in front of a
+/// `RedisStore`).
+///
+/// - Lookup consults `local` first; on a local hit the shared store is not contacted. Otherwise
+///   it consults `shared`; on a shared hit the entry is **back-filled** into `local` (a local
+///   refusal is reported but does not turn the hit into a miss). When neither level hits, the
+///   result is the shared level's answer (the local answer is in the recorders).
+/// - Store publishes to `local`, then to `shared` (write-through). The outcome is `Stored` if
+///   at least one level stored the entry, else the shared level's refusal; [`TwoLevel::store_each`]
+///   returns both outcomes.
+///
+/// Regimes are per level: each level's stamp is checked and transitioned by that level alone.
+#[derive(Clone, Debug)]
+pub struct TwoLevel<L, S> {
+    local: L,
+    shared: S,
+}
+
+impl<L: Store, S: Store> TwoLevel<L, S> {
+    /// `local` in front of `shared`.
+    pub fn new(local: L, shared: S) -> TwoLevel<L, S> {
+        TwoLevel { local, shared }
+    }
+
+    /// The local level.
+    pub fn local(&self) -> &L {
+        &self.local
+    }
+
+    /// The shared level.
+    pub fn shared(&self) -> &S {
+        &self.shared
+    }
+
+    /// Publishes `entry` to the local level, then to the shared level, and returns both
+    /// outcomes `(local, shared)`.
+    ///
+    /// # Errors
+    /// The caller mistakes of [`Store::store`], raised before either level writes anything.
+    pub fn store_each<E: Stored>(
+        &self,
+        key: Option<&CacheKey>,
+        entry: &E,
+    ) -> Result<(StoreOutcome, StoreOutcome), Error> {
+        let local = self.local.store(key, entry)?;
+        let shared = self.shared.store(key, entry)?;
+        Ok((local, shared))
+    }
+}
+
+impl<L: Store, S: Store> Store for TwoLevel<L, S> {
+    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
+        let (local, shared) = self.store_each(key, entry)?;
+        Ok(match (local, shared) {
+            (StoreOutcome::Stored, _) | (_, StoreOutcome::Stored) => StoreOutcome::Stored,
+            (StoreOutcome::Skipped, StoreOutcome::Skipped) => StoreOutcome::Skipped,
+            (_, StoreOutcome::Refused(r)) | (StoreOutcome::Refused(r), _) => {
+                StoreOutcome::Refused(r)
+            }
+        })
+    }
+
+    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
+        match self.local.probe(key, digest) {
+            Lookup::Hit(e) => return Lookup::Hit(e),
+            Lookup::Skipped => return Lookup::Skipped,
+            Lookup::Miss(_) | Lookup::Refused(_) => {}
+        }
+        let found = self.shared.probe::<E>(key, digest);
+        if let Lookup::Hit(entry) = &found {
+            // A shared hit was saved for `digest` at `key`, so the local store accepts it; a
+            // local refusal is reported by the local level and leaves the hit a hit.
+            if let Err(e) = self.local.store(key, entry) {
+                tracing::warn!(
+                    target: "schedule_cache::store",
+                    local = %self.local.location(),
+                    key = key.map(CacheKey::as_str).unwrap_or("-"),
+                    error = %e,
+                    "could not back-fill a shared hit into the local store"
+                );
+            }
+        }
+        found
+    }
+
+    fn location(&self) -> String {
+        format!("{} then {}", self.local.location(), self.shared.location())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::disk::{self, MissReason, Outcome, Refusal};
+    use crate::placement::{Direction, Flip, PlacementEntry, Shipped};
+
+    fn entry(digest: &str) -> PlacementEntry {
+        PlacementEntry::new(
+            digest,
+            vec![Flip {
+                node: 2,
+                direction: Direction::Materialize,
+            }],
+            Shipped::Refined,
+        )
+    }
+
+    #[test]
+    fn a_local_hit_never_consults_the_shared_level() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (near, far) = (
+            DiskCache::new(tmp.path().join("near")),
+            DiskCache::new(tmp.path().join("far")),
+        );
+        let key = CacheKey::new("abc-cc").expect("key");
+        let both = TwoLevel::new(&near, &far);
+        assert_eq!(
+            both.store(Some(&key), &entry("abc")).expect("store"),
+            StoreOutcome::Stored
+        );
+        let (found, events) = disk::record(|| both.probe::<PlacementEntry>(Some(&key), "abc"));
+        assert_eq!(found, Lookup::Hit(entry("abc")));
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].dir, near.dir());
+    }
+
+    #[test]
+    fn a_double_miss_reports_the_shared_answer_and_back_fills_nothing() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let near = DiskCache::new(tmp.path().join("near"));
+        let far = DiskCache::new(tmp.path().join("far"));
+        let key = CacheKey::new("abc-cc").expect("key");
+        let both = TwoLevel::new(near, far);
+        let (found, events) = disk::record(|| both.probe::<PlacementEntry>(Some(&key), "abc"));
+        assert_eq!(found, Lookup::Miss(MissReason::NoDirectory));
+        assert_eq!(events.len(), 2);
+        assert!(!tmp.path().join("near").exists());
+    }
+
+    #[test]
+    fn a_refusing_local_level_still_serves_shared_hits() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let near_dir = tmp.path().join("near");
+        std::fs::write(&near_dir, "a file where the directory should be").expect("write");
+        let near = DiskCache::new(&near_dir);
+        let far = DiskCache::new(tmp.path().join("far"));
+        let key = CacheKey::new("abc-cc").expect("key");
+        let both = TwoLevel::new(near, far);
+        let (local, shared) = both.store_each(Some(&key), &entry("abc")).expect("store");
+        assert!(matches!(local, StoreOutcome::Refused(Refusal::Io { .. })));
+        assert_eq!(shared, StoreOutcome::Stored);
+        let (found, events) = disk::record(|| both.lookup::<PlacementEntry>(Some(&key), "abc"));
+        assert_eq!(found, Some(entry("abc")));
+        let outcomes: Vec<&Outcome> = events.iter().map(|e| &e.outcome).collect();
+        assert!(matches!(
+            outcomes.as_slice(),
+            [Outcome::Refused(_), Outcome::Hit, Outcome::Refused(_)]
+        ));
+    }
+
+    #[test]
+    fn caller_mistakes_are_raised_before_either_level_writes() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let both = TwoLevel::new(
+            DiskCache::new(tmp.path().join("near")),
+            DiskCache::new(tmp.path().join("far")),
+        );
+        let key = CacheKey::new("other-cc").expect("key");
+        assert!(matches!(
+            both.store(Some(&key), &entry("abc")),
+            Err(Error::KeyDigestMismatch { .. })
+        ));
+        assert!(!tmp.path().join("near").exists() && !tmp.path().join("far").exists());
+        assert_eq!(
+            both.store::<PlacementEntry>(None, &entry("abc"))
+                .expect("skip"),
+            StoreOutcome::Skipped
+        );
+    }
+}
