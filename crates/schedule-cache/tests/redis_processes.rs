@@ -1,0 +1,167 @@
+//! Many writers in separate processes on one real `redis-server`: 6 processes store large
+//! entries at 4 overlapping keys and look them up while the parent reads too. Every entry any
+//! reader gets is one some writer wrote whole (no torn value), no operation is refused, no
+//! process errors, and the entries left at the end are ones the workers reported storing.
+//!
+//! The workers are this test binary itself, re-run with `KCACHE_REDIS_WORKER` set.
+#![cfg(feature = "redis")]
+
+mod redis_support;
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redis_support::{DIGEST, decode, key, payload};
+use schedule_cache::disk::{Lookup, StoreOutcome};
+use schedule_cache::placement::PlacementEntry;
+use schedule_cache::redis_store::RedisStore;
+use schedule_cache::store::Store;
+
+const WORKER: &str = "KCACHE_REDIS_WORKER";
+const URL: &str = "KCACHE_REDIS_URL";
+const PROCESSES: u32 = 6;
+const KEYS: u32 = 4;
+const OPS: u32 = 40;
+
+fn fail(code: i32, msg: String) -> ! {
+    eprintln!("{msg}");
+    std::process::exit(code)
+}
+
+/// How many flips the entry of `(writer, seq)` has: 50 to 650, so entries of one key differ
+/// in length (a torn value would mix lengths).
+fn size(writer: u32, seq: u32) -> u32 {
+    50 + (writer * 131 + seq * 37) % 600
+}
+
+/// The worker body; a no-op unless this process was spawned as a worker.
+#[test]
+fn redis_writer_worker() {
+    let Ok(id) = std::env::var(WORKER) else {
+        return;
+    };
+    let id: u32 = id.parse().expect("worker id");
+    let url = std::env::var(URL).expect("url");
+    let store = RedisStore::open(&url)
+        .expect("url")
+        .with_timeouts(Duration::from_secs(1), Duration::from_secs(5));
+    let mut x = id.wrapping_mul(2_654_435_761) | 1;
+    let mut next = move |n: u32| {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x % n
+    };
+    for seq in 1..=OPS {
+        let ki = next(KEYS);
+        let k = key(&format!("k{ki}"));
+        match store
+            .store(Some(&k), &payload(id, seq, size(id, seq)))
+            .unwrap_or_else(|e| fail(2, format!("worker {id}: store error {e}")))
+        {
+            StoreOutcome::Stored => println!("@S {ki} {id} {seq}"),
+            other => fail(3, format!("worker {id}: store {other:?}")),
+        }
+        let kj = next(KEYS);
+        match store.probe::<PlacementEntry>(Some(&key(&format!("k{kj}"))), DIGEST) {
+            Lookup::Hit(e) => match decode(&e) {
+                Some((w, s, n)) if n == size(w, s) => {}
+                _ => fail(4, format!("worker {id}: torn or foreign entry at k{kj}")),
+            },
+            Lookup::Miss(_) => {}
+            other => fail(5, format!("worker {id}: lookup {other:?}")),
+        }
+    }
+}
+
+#[test]
+fn concurrent_writer_processes_never_tear_an_entry() {
+    let server = server_or_skip!();
+    let exe = std::env::current_exe().expect("test binary");
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|id| {
+            Command::new(&exe)
+                .args([
+                    "--exact",
+                    "redis_writer_worker",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(WORKER, id.to_string())
+                .env(URL, server.url())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn worker")
+        })
+        .collect();
+
+    // Read along while the workers write.
+    let reader = server.store();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = 0u32;
+    let mut children: Vec<_> = children.into_iter().map(Some).collect();
+    let mut outputs = Vec::new();
+    while children.iter().any(Option::is_some) {
+        assert!(Instant::now() < deadline, "workers did not finish in time");
+        for ki in 0..KEYS {
+            match reader.probe::<PlacementEntry>(Some(&key(&format!("k{ki}"))), DIGEST) {
+                Lookup::Hit(e) => {
+                    let (w, s, n) = decode(&e).expect("a whole entry");
+                    assert_eq!(n, size(w, s), "an entry of the wrong length");
+                    seen += 1;
+                }
+                Lookup::Miss(_) => {}
+                other => panic!("reader: {other:?}"),
+            }
+        }
+        for slot in &mut children {
+            if let Some(child) = slot
+                && child.try_wait().expect("try_wait").is_some()
+            {
+                let child = slot.take().expect("present");
+                outputs.push(child.wait_with_output().expect("output"));
+            }
+        }
+    }
+
+    let mut stored: BTreeSet<(u32, u32, u32)> = BTreeSet::new();
+    for out in &outputs {
+        assert!(
+            out.status.success(),
+            "a worker failed ({:?}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // The harness's "test … " banner may precede the first line.
+            if let Some((_, rest)) = line.split_once("@S ") {
+                let v: Vec<u32> = rest.split(' ').map(|x| x.parse().expect("num")).collect();
+                stored.insert((v[0], v[1], v[2]));
+            }
+        }
+    }
+    assert_eq!(
+        stored.len(),
+        (PROCESSES * OPS) as usize,
+        "every store was reported"
+    );
+    assert!(seen > 0, "the reader never saw an entry");
+
+    // Each key holds a whole entry that a worker reported storing at that key.
+    for ki in 0..KEYS {
+        if !stored.iter().any(|(k, _, _)| *k == ki) {
+            continue;
+        }
+        let e = reader
+            .lookup::<PlacementEntry>(Some(&key(&format!("k{ki}"))), DIGEST)
+            .expect("an entry at a written key");
+        let (w, s, _) = decode(&e).expect("whole");
+        assert!(
+            stored.contains(&(ki, w, s)),
+            "k{ki} holds ({w}, {s}), never stored there"
+        );
+    }
+}
