@@ -63,3 +63,66 @@ fn child_replays() {
         report.kernels[0].schedule_ron.replace('\n', " ")
     );
 }
+
+const SEARCH_CHILD_ENV: &str = "KCACHE_TESTS_SEARCH_CHILD_CACHE_DIR";
+
+fn two_kernels(dir: &std::path::Path) -> DemoOptions {
+    let mut o = DemoOptions::new(dir);
+    o.kernels = Some(vec!["chain".to_string(), "rowdot".to_string()]);
+    (o.round1, o.round2, o.reps, o.progress) = (3, 1, 1, false);
+    o
+}
+
+#[test]
+fn concurrent_processes_share_one_directory_without_errors() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("cache");
+    let exe = std::env::current_exe().expect("test binary");
+    // Two demo processes search the same kernels at once and both store their winners
+    // (last write wins); neither may fail, and no torn entry or staging may remain.
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new(&exe)
+                .args([
+                    "child_searches",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(SEARCH_CHILD_ENV, &dir)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn a child")
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().expect("child ran");
+        assert!(
+            out.status.success(),
+            "child failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let inventory = schedule_cache::disk::inventory(&dir).expect("inventory");
+    assert_eq!(inventory.entries.len(), 2);
+    assert!(inventory.staging.is_empty(), "{:?}", inventory.staging);
+    for entry in &inventory.entries {
+        schedule_cache::disk::verify_entry(&dir, entry).expect("whole entry");
+    }
+    let after = run(&two_kernels(&dir)).expect("run after the children");
+    assert_eq!(after.replayed(), 2);
+}
+
+/// The child half of the test above; does nothing when run on its own.
+#[test]
+#[ignore = "run by concurrent_processes_share_one_directory_without_errors as a child process"]
+fn child_searches() {
+    let Some(dir) = std::env::var_os(SEARCH_CHILD_ENV) else {
+        return;
+    };
+    let report = run(&two_kernels(std::path::Path::new(&dir))).expect("child run");
+    assert_eq!(report.kernels.len(), 2);
+}
