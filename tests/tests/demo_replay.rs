@@ -137,3 +137,18 @@ fn another_compiler_is_another_key_and_the_miss_says_which_component() {
         "same code digest"
     );
 }
+
+#[test]
+fn an_unusable_cache_directory_is_a_refusal_not_a_failed_run() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // A file where the cache directory should be: every disk operation is refused.
+    let file = tmp.path().join("not-a-dir");
+    std::fs::write(&file, "mine").expect("write");
+    let report = run(&small(&file, &["chain"])).expect("the run still succeeds");
+    let k = &report.kernels[0];
+    assert_eq!(k.origin, Origin::Searched);
+    assert!(k.disk_lookup.starts_with("refused"), "{}", k.disk_lookup);
+    assert_eq!(report.totals.disk_stored, 0);
+    assert!(report.to_string().contains("the disk cache refused"));
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "mine");
+}

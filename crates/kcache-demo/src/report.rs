@@ -246,18 +246,28 @@ impl fmt::Display for Report {
                 t.kernels_compiled
             )?;
         } else {
+            let dir = self.cache_dir.display();
+            let stored = if t.disk_stored as usize == n {
+                format!("winners stored in {dir}")
+            } else {
+                format!(
+                    "{} of {n} winners stored in {dir} (the disk cache refused the others)",
+                    t.disk_stored
+                )
+            };
             writeln!(
                 f,
-                "searched {}: {} candidates, {} compiled; winners stored in {}",
+                "searched {}: {} candidates, {} compiled; {stored}",
                 count(n as u64, "kernel"),
                 self.kernels.iter().map(|k| k.candidates).sum::<usize>(),
                 count(t.kernels_compiled, "kernel"),
-                self.cache_dir.display()
             )?;
-            writeln!(
-                f,
-                "run it again to replay them from disk instead of searching"
-            )?;
+            if t.disk_stored > 0 {
+                writeln!(
+                    f,
+                    "run it again to replay them from disk instead of searching"
+                )?;
+            }
         }
         Ok(())
     }
