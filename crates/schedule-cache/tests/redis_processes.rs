@@ -165,3 +165,194 @@ fn concurrent_writer_processes_never_tear_an_entry() {
         );
     }
 }
+
+const BUMP_WORKER: &str = "KCACHE_REDIS_BUMP_WORKER";
+const OPS_AFTER_BUMP: u32 = 15;
+/// Outside the cache's prefix: the parent's signal and the workers' progress counter.
+const BUMP_FLAG: &str = "test-control:bump";
+const PROGRESS: &str = "test-control:ops";
+
+/// `seq` tagged with the regime it was written under (decoded by [`regime_of`]).
+fn tagged(regime: u32, seq: u32) -> u32 {
+    regime * 1000 + seq
+}
+
+fn regime_of(tagged_seq: u32) -> u32 {
+    tagged_seq / 1000
+}
+
+/// The bump worker: stores and looks up under regime R until the parent raises the flag, then
+/// under R + 1. Old-regime writers use keys k0..k3, new ones k2..k5, so k0 and k1 are written
+/// only before the bump (only the sweep can remove them) and k4, k5 only after it.
+#[test]
+fn redis_bump_worker() {
+    let Ok(id) = std::env::var(BUMP_WORKER) else {
+        return;
+    };
+    let id: u32 = id.parse().expect("worker id");
+    let url = std::env::var(URL).expect("url");
+    let mut raw = redis::Client::open(url.as_str())
+        .expect("url")
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .expect("connect");
+    let r = schedule_cache::disk::CACHE_REGIME_VERSION;
+    let mut regime = r;
+    let mut x = id.wrapping_mul(2_654_435_761) | 1;
+    let mut next = move |n: u32| {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x % n
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (mut seq, mut after) = (0u32, 0u32);
+    let mut new_stored = BTreeSet::new();
+    while after < OPS_AFTER_BUMP {
+        if Instant::now() > deadline {
+            fail(6, format!("worker {id}: no bump before the deadline"));
+        }
+        if regime == r
+            && redis::cmd("EXISTS")
+                .arg(BUMP_FLAG)
+                .query::<bool>(&mut raw)
+                .expect("EXISTS")
+        {
+            regime = r + 1;
+        }
+        let store = RedisStore::open(&url)
+            .expect("url")
+            .with_regime(regime)
+            .with_timeouts(Duration::from_secs(1), Duration::from_secs(5));
+        seq += 1;
+        let ki = next(KEYS) + if regime == r { 0 } else { 2 };
+        let s = tagged(regime, seq);
+        match store
+            .store(Some(&key(&format!("k{ki}"))), &payload(id, s, size(id, s)))
+            .unwrap_or_else(|e| fail(2, format!("worker {id}: store error {e}")))
+        {
+            StoreOutcome::Stored => {
+                println!("@S {ki} {id} {s}");
+                if regime != r {
+                    new_stored.insert(ki);
+                }
+            }
+            StoreOutcome::Refused(schedule_cache::disk::Refusal::NewerRegime { .. })
+                if regime == r => {}
+            other => fail(3, format!("worker {id} (regime {regime}): store {other:?}")),
+        }
+        let kj = next(KEYS + 2);
+        match store.probe::<PlacementEntry>(Some(&key(&format!("k{kj}"))), DIGEST) {
+            Lookup::Hit(e) => match decode(&e) {
+                Some((w, s, n)) if n == size(w, s) && regime_of(s) == regime => {}
+                found => fail(
+                    4,
+                    format!("worker {id} (regime {regime}) read {found:?} at k{kj}"),
+                ),
+            },
+            Lookup::Miss(m) if regime != r && new_stored.contains(&kj) => fail(
+                5,
+                format!("worker {id}: lost its own new-regime entry k{kj}: {m}"),
+            ),
+            Lookup::Miss(_) => {}
+            Lookup::Refused(schedule_cache::disk::Refusal::NewerRegime { .. }) if regime == r => {}
+            other => fail(
+                7,
+                format!("worker {id} (regime {regime}): lookup {other:?}"),
+            ),
+        }
+        let _: i64 = redis::cmd("INCR")
+            .arg(PROGRESS)
+            .query(&mut raw)
+            .expect("INCR");
+        if regime != r {
+            after += 1;
+        }
+    }
+}
+
+#[test]
+fn a_regime_bump_amid_writer_processes_sweeps_exactly_the_old_regime() {
+    let server = server_or_skip!();
+    let exe = std::env::current_exe().expect("test binary");
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|id| {
+            Command::new(&exe)
+                .args([
+                    "--exact",
+                    "redis_bump_worker",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(BUMP_WORKER, id.to_string())
+                .env(URL, server.url())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn worker")
+        })
+        .collect();
+    // Raise the flag once the workers have done some old-regime operations.
+    let mut raw = server.raw();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let done: Option<u32> = redis::cmd("GET")
+            .arg(PROGRESS)
+            .query(&mut raw)
+            .expect("GET");
+        if done.unwrap_or(0) >= PROCESSES * 4 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "workers made no progress");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _: () = redis::cmd("SET")
+        .arg(BUMP_FLAG)
+        .arg(1)
+        .query(&mut raw)
+        .expect("SET");
+
+    let mut stored: BTreeSet<(u32, u32, u32)> = BTreeSet::new();
+    for child in children {
+        let out = child.wait_with_output().expect("worker output");
+        assert!(
+            out.status.success(),
+            "a worker failed ({:?}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some((_, rest)) = line.split_once("@S ") {
+                let v: Vec<u32> = rest.split(' ').map(|x| x.parse().expect("num")).collect();
+                stored.insert((v[0], v[1], v[2]));
+            }
+        }
+    }
+    let r = schedule_cache::disk::CACHE_REGIME_VERSION;
+    assert!(
+        stored.iter().any(|&(_, _, s)| regime_of(s) == r),
+        "no old-regime store"
+    );
+    let reader = server.store().with_regime(r + 1);
+    for ki in 0..KEYS + 2 {
+        let found = reader.lookup::<PlacementEntry>(Some(&key(&format!("k{ki}"))), DIGEST);
+        let new_writes = stored
+            .iter()
+            .any(|&(k, _, s)| k == ki && regime_of(s) == r + 1);
+        match found {
+            // Nothing written before the bump survives it.
+            None => assert!(
+                !new_writes,
+                "k{ki}: an entry written after the bump was lost"
+            ),
+            Some(e) => {
+                let (w, s, _) = decode(&e).expect("whole");
+                assert_eq!(regime_of(s), r + 1, "k{ki}: an old-regime entry survived");
+                assert!(
+                    stored.contains(&(ki, w, s)),
+                    "k{ki}: ({w}, {s}) was never stored"
+                );
+            }
+        }
+    }
+}
