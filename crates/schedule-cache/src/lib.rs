@@ -63,12 +63,12 @@ pub mod identity;
 pub mod ir;
 pub mod key;
 pub mod placement;
-pub mod store;
 #[cfg(feature = "redis")]
 pub mod redis_store;
 pub mod render;
 pub mod saved;
 pub mod schedule;
+pub mod store;
 
 pub use components::{
     KEY_COMPONENTS, KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity, cache_key,
