@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use crate::encoding::{self as enc, push_renamed, push_text, push_text_of};
 use crate::lexer::{
     attribute_end, block_comment_end, ident_end, is_ident_continue, is_ident_start,
-    line_comment_end, literal_end, preprocessor_end,
+    line_comment_end, literal_end, number_end, preprocessor_end,
 };
 use crate::{digest_of_parts, kernel_token};
 
@@ -457,6 +457,8 @@ struct Renamer<'a, 'n> {
     pinned_count: usize,
     /// A name already renamed (or the own name) was pinned: the pass must be redone.
     redo: bool,
+    /// Everything before this is handled, and it is a token boundary.
+    done: usize,
     /// End of the last comment or preprocessor line, and the last significant byte
     /// before it (for the `.`/`->`/`::` rule across comments).
     region_end: usize,
@@ -522,6 +524,7 @@ impl<'a, 'n> Renamer<'a, 'n> {
             renamed_ends: Vec::with_capacity(32),
             pinned_count: pinned.len(),
             redo: false,
+            done: 0,
             region_end: usize::MAX,
             region_sig: None,
             block_end: usize::MAX,
@@ -701,7 +704,7 @@ impl<'a, 'n> Renamer<'a, 'n> {
                     q + 1 == s
                         && q > 0
                         && matches!(src[q - 1], b'e' | b'E' | b'p' | b'P')
-                        && in_number(src, q - 1)
+                        && in_number(src, self.done, q - 1)
                 }
                 _ => false,
             },
@@ -806,6 +809,13 @@ impl<'a, 'n> Renamer<'a, 'n> {
     #[inline(always)]
     fn word(&mut self, pos: usize, e: usize) -> Result<usize, Ambiguous> {
         let src = self.src;
+        // Letters inside a preprocessing number (`1.f`, `0..x`, `1e+x`) are no name.
+        if pos > 0
+            && matches!(src[pos - 1], b'.' | b'+' | b'-')
+            && let Some(end) = number_around(src, self.done, pos - 1)
+        {
+            return Ok(end.max(e));
+        }
         let q = src.get(e).copied().unwrap_or(0);
         if q == b'"' || q == b'\'' {
             let prefix = &src[pos..e];
@@ -833,13 +843,8 @@ impl<'a, 'n> Renamer<'a, 'n> {
         let b1 = src.get(pos + 1).copied().unwrap_or(0);
         match b {
             // A digit separator inside a number (`1'000`), as the lexer reads it.
-            b'\''
-                if pos > 0
-                    && is_ident_continue(src[pos - 1])
-                    && is_ident_continue(b1)
-                    && in_number(src, pos - 1) =>
-            {
-                Ok(pos + 1)
+            b'\'' if pos > 0 && is_ident_continue(b1) && in_number(src, self.done, pos - 1) => {
+                Ok(number_end(src, pos))
             }
             b'"' | b'\'' => {
                 if b == b'"' && pos > 0 && src[pos - 1] == b'R' {
@@ -915,6 +920,7 @@ impl<'a, 'n> Renamer<'a, 'n> {
             while events != 0 {
                 let i = events.trailing_zeros();
                 let pos = base + i as usize;
+                self.done = p;
                 p = if (starts >> i) & 1 != 0 {
                     let run = (!cont >> i).trailing_zeros();
                     let e = if i + run < 64 {
@@ -1069,14 +1075,48 @@ fn block_masks(src: &[u8], base: usize, first: &FirstBytes) -> (u64, u64, u64) {
     }
 }
 
-/// Whether byte `i` (an identifier-like byte) belongs to a run that starts a
-/// preprocessing number (a digit, or `.` then a digit).
-fn in_number(src: &[u8], i: usize) -> bool {
-    let mut s = i;
-    while s > 0 && (is_ident_continue(src[s - 1]) || src[s - 1] == b'.') {
-        s -= 1;
+/// Whether byte `i` lies inside a preprocessing number as the lexer reads it. Lexes
+/// forward, by the lexer's rules, from the nearest earlier byte that must end a token
+/// (and no earlier than `floor`, the end of the last token handled, which if after `i`
+/// was an identifier).
+fn in_number(src: &[u8], floor: usize, i: usize) -> bool {
+    number_around(src, floor, i).is_some()
+}
+
+/// The end of the preprocessing number holding byte `i`, if one does (see
+/// [`in_number`]).
+fn number_around(src: &[u8], floor: usize, i: usize) -> Option<usize> {
+    // Byte `i` ends a token already handled: an identifier, not a number.
+    if i < floor {
+        return None;
     }
-    src[s].is_ascii_digit() || (src[s] == b'.' && src.get(s + 1).is_some_and(u8::is_ascii_digit))
+    let mut j = i;
+    while j > floor
+        && (is_ident_continue(src[j - 1]) || matches!(src[j - 1], b'.' | b'\'' | b'+' | b'-'))
+    {
+        j -= 1;
+    }
+    while j <= i {
+        let b = src[j];
+        if b.is_ascii_digit() || (b == b'.' && src.get(j + 1).is_some_and(u8::is_ascii_digit)) {
+            let e = number_end(src, j + 1);
+            if e > i {
+                return Some(e);
+            }
+            j = e;
+        } else if is_ident_continue(b) {
+            j = ident_end(src, j + 1);
+        } else if b == b'\'' {
+            let e = literal_end(src, j);
+            if e > i {
+                return None;
+            }
+            j = e;
+        } else {
+            j += 1;
+        }
+    }
+    None
 }
 
 /// Whether a trigraph (`??` then one of `=/'()!<>-`) starts at `i`.
@@ -1332,9 +1372,13 @@ mod tests {
 
     #[test]
     fn numbers_are_kept() {
+        // Letters inside a preprocessing number are no names; a `'` inside one is a
+        // digit separator, not a character literal.
+        assert_eq!(plain("0...i1'i2 + i2 [[x]]"), "0...i1'i2 + ocannl_k0 [[x]]");
+        assert_eq!(plain("i1'i2'"), "ocannl_k0'i2'");
         assert_eq!(
             plain("x = 1.5e+3f + 0x1fu + 1'000 + .5 + i1 + 1e+i2 + 1.i3 + i2 + i3"),
-            "x = 1.5e+3f + 0x1fu + 1'000 + .5 + ocannl_k0 + 1e+i2 + 1.i3 + i2 + i3"
+            "x = 1.5e+3f + 0x1fu + 1'000 + .5 + ocannl_k0 + 1e+i2 + 1.i3 + ocannl_k1 + ocannl_k2"
         );
     }
 

@@ -355,3 +355,98 @@ fn keys_agree_across_threads() {
     });
     assert!(keys.iter().all(|k| *k == expected));
 }
+
+/// Source spans `(start, end)` of the renamed occurrences, decoded from the encoding.
+fn renamed_spans(src: &str, c: &Canonical, own: Option<&str>) -> Vec<(usize, usize, String)> {
+    let renamed: Vec<String> = c.renamed().map(|r| r.into_owned()).collect();
+    let enc = c.encoding();
+    let varint = |i: &mut usize| {
+        let (mut v, mut shift) = (0usize, 0);
+        loop {
+            let b = enc[*i];
+            *i += 1;
+            v |= usize::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return v;
+            }
+            shift += 7;
+        }
+    };
+    let (mut i, mut pos, mut spans) = (0, 0, Vec::new());
+    while i < enc.len() {
+        let tag = enc[i];
+        i += 1;
+        match tag {
+            0x01 => {
+                let len = varint(&mut i);
+                assert_eq!(&enc[i..i + len], &src.as_bytes()[pos..pos + len]);
+                i += len;
+                pos += len;
+            }
+            0x02 => {
+                let name = &renamed[varint(&mut i)];
+                assert_eq!(&src[pos..pos + name.len()], name);
+                spans.push((pos, pos + name.len(), name.clone()));
+                pos += name.len();
+            }
+            0x03 => {
+                let own = own.unwrap();
+                assert_eq!(&src[pos..pos + own.len()], own);
+                spans.push((pos, pos + own.len(), own.to_owned()));
+                pos += own.len();
+            }
+            t => panic!("unknown tag {t}"),
+        }
+    }
+    assert_eq!(pos, src.len());
+    spans
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// The fast scanner agrees with the lexer: it renames only identifiers in code or
+    /// words in comments, and a renamed name is renamed at every occurrence the lexer
+    /// finds in code and occurs in no preprocessor line or attribute.
+    #[test]
+    fn renamer_agrees_with_the_lexer(
+        s in "(i[0-9]|v1_a|n_b|x|[0-9]|e|u8|L|R|\\[\\[|\\]\\]|%:|\\.\\.\\.|[ \\n#/*\"'\\[\\].:<>%?+=;(){}-]){0,120}",
+    ) {
+        let names = Names::new().with_bound(["n_b"]);
+        let c = canonical_kernel(&s, Some("x"), &names);
+        let spans = renamed_spans(&s, &c, Some("x"));
+        let tokens = tokenize(s.as_bytes());
+        let ident_at = |a: usize, b: usize| {
+            tokens.iter().any(|t| t.kind == TokenKind::Ident && t.start == a && t.end == b)
+        };
+        let in_comment = |a: usize, b: usize| {
+            tokens.iter().any(|t| {
+                matches!(t.kind, TokenKind::LineComment | TokenKind::BlockComment)
+                    && t.start < a && b <= t.end
+            })
+        };
+        for (a, b, _) in &spans {
+            prop_assert!(ident_at(*a, *b) || in_comment(*a, *b), "span {a}..{b} of {s:?}");
+        }
+        let renamed: std::collections::BTreeSet<&str> =
+            spans.iter().map(|(_, _, n)| n.as_str()).collect();
+        for t in &tokens {
+            let text = &s[t.start..t.end];
+            match t.kind {
+                TokenKind::Ident if renamed.contains(text) => {
+                    prop_assert!(
+                        spans.iter().any(|(a, b, _)| *a == t.start && *b == t.end),
+                        "{text} at {} kept in {s:?}", t.start
+                    );
+                }
+                TokenKind::Preprocessor | TokenKind::Attribute => {
+                    for name in &renamed {
+                        let words = text.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'));
+                        prop_assert!(!words.clone().any(|w| w == *name), "{name} in {text:?}");
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
