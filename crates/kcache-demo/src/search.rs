@@ -31,6 +31,9 @@ const RENDERER_VERSION: &str = "kcache-demo-renderer-1";
 /// The backend name in disk keys.
 const BACKEND_NAME: &str = "cc";
 
+/// The least duration of one timed sample (a candidate is run repeatedly within it).
+const SAMPLE_SECONDS: f64 = 200e-6;
+
 /// How many round-1 leaders round 2 explores around.
 const LEADERS: usize = 3;
 
@@ -39,7 +42,7 @@ const LEADERS: usize = 3;
 pub(crate) struct Measurement {
     /// Median time of one run of all the candidate's kernels, in seconds.
     pub(crate) median: f64,
-    /// Every timed run, in seconds.
+    /// Every timed sample (the mean time of one run within the sample), in seconds.
     pub(crate) times: Vec<f64>,
     /// Largest relative error against the Rust reference.
     pub(crate) error: f32,
@@ -655,14 +658,27 @@ fn run_and_time(
             if d.is_nan() { f32::INFINITY } else { d }
         })
         .fold(0.0f32, f32::max);
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
+    // Each timed sample runs the candidate often enough to last about SAMPLE_SECONDS,
+    // so short kernels are not timed at the clock's resolution.
+    let once = {
         let start = Instant::now();
         for k in kernels {
             k.call(&mut out, &data.a, &data.b)
                 .map_err(DemoError::Backend)?;
         }
-        times.push(start.elapsed().as_secs_f64());
+        start.elapsed().as_secs_f64()
+    };
+    let iterations = (SAMPLE_SECONDS / once.max(1e-9)).ceil().clamp(1.0, 256.0) as u32;
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let start = Instant::now();
+        for _ in 0..iterations {
+            for k in kernels {
+                k.call(&mut out, &data.a, &data.b)
+                    .map_err(DemoError::Backend)?;
+            }
+        }
+        times.push(start.elapsed().as_secs_f64() / f64::from(iterations));
     }
     Ok(Measurement {
         median: median(&times).unwrap_or(f64::INFINITY),
