@@ -197,6 +197,79 @@ impl<L: Store, S: Store> Store for TwoLevel<L, S> {
     }
 }
 
+/// The store a program picks at run time (from a command-line flag, say): a directory alone,
+/// or (cargo feature `redis`) a directory in front of a shared Redis server.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CacheStore {
+    /// The directory store alone.
+    Disk(DiskCache),
+    /// A directory in front of a Redis store: local hits stay local, shared hits are
+    /// back-filled, stores go to both (see [`TwoLevel`]).
+    #[cfg(feature = "redis")]
+    DiskThenRedis(Box<TwoLevel<DiskCache, crate::redis_store::RedisStore>>),
+}
+
+impl CacheStore {
+    /// The directory store at `dir` under this build's regime. Touches nothing.
+    pub fn disk(dir: impl Into<std::path::PathBuf>) -> CacheStore {
+        CacheStore::Disk(DiskCache::new(dir))
+    }
+
+    /// The directory store at `dir` in front of the Redis server at `url` (default prefix and
+    /// timeouts). Touches nothing and does not connect: an unreachable server shows up as
+    /// refusals (misses) of the shared level.
+    ///
+    /// # Errors
+    /// [`Error::InvalidStoreConfig`] if `url` does not parse.
+    #[cfg(feature = "redis")]
+    pub fn disk_then_redis(
+        dir: impl Into<std::path::PathBuf>,
+        url: &str,
+    ) -> Result<CacheStore, Error> {
+        let shared = crate::redis_store::RedisStore::open(url)?;
+        Ok(CacheStore::DiskThenRedis(Box::new(TwoLevel::new(
+            DiskCache::new(dir),
+            shared,
+        ))))
+    }
+
+    /// The local directory store (every configuration has one).
+    pub fn local(&self) -> &DiskCache {
+        match self {
+            CacheStore::Disk(d) => d,
+            #[cfg(feature = "redis")]
+            CacheStore::DiskThenRedis(t) => t.local(),
+        }
+    }
+}
+
+impl Store for CacheStore {
+    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
+        match self {
+            CacheStore::Disk(d) => Store::store(d, key, entry),
+            #[cfg(feature = "redis")]
+            CacheStore::DiskThenRedis(t) => t.store(key, entry),
+        }
+    }
+
+    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
+        match self {
+            CacheStore::Disk(d) => Store::probe(d, key, digest),
+            #[cfg(feature = "redis")]
+            CacheStore::DiskThenRedis(t) => t.probe(key, digest),
+        }
+    }
+
+    fn location(&self) -> String {
+        match self {
+            CacheStore::Disk(d) => Store::location(d),
+            #[cfg(feature = "redis")]
+            CacheStore::DiskThenRedis(t) => t.location(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,5 +358,18 @@ mod tests {
                 .expect("skip"),
             StoreOutcome::Skipped
         );
+    }
+
+    #[test]
+    fn a_configured_disk_store_is_the_directory_store() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = CacheStore::disk(tmp.path().join("c"));
+        let key = CacheKey::new("abc-cc").expect("key");
+        assert_eq!(
+            store.store(Some(&key), &entry("abc")).expect("store"),
+            StoreOutcome::Stored
+        );
+        assert_eq!(store.local().lookup(Some(&key), "abc"), Some(entry("abc")));
+        assert_eq!(store.location(), tmp.path().join("c").display().to_string());
     }
 }

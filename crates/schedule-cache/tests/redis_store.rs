@@ -21,7 +21,7 @@ use schedule_cache::disk::{
 };
 use schedule_cache::placement::{PLACEMENT_ENTRY_VERSION, PlacementEntry};
 use schedule_cache::redis_store::RedisStore;
-use schedule_cache::store::{Store, TwoLevel};
+use schedule_cache::store::{CacheStore, Store, TwoLevel};
 use schedule_cache::{CacheKey, Error, ScheduleEntry};
 
 /// Every key on the server, sorted.
@@ -423,4 +423,27 @@ fn two_level_mode_back_fills_the_local_directory() {
     // Without the server, B still answers from its directory.
     drop(server);
     assert_eq!(b.lookup(Some(&k), DIGEST), Some(entry));
+}
+
+#[test]
+fn a_configured_disk_then_redis_store_shares_winners_between_directories() {
+    let server = server_or_skip!();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    assert!(matches!(
+        CacheStore::disk_then_redis(tmp.path().join("x"), "no scheme"),
+        Err(Error::InvalidStoreConfig { .. })
+    ));
+    let k = key("cc-shared");
+    let a = CacheStore::disk_then_redis(tmp.path().join("a"), &server.url()).expect("url");
+    assert_eq!(
+        a.store(Some(&k), &payload(8, 8, 8)).expect("store"),
+        StoreOutcome::Stored
+    );
+    let b = CacheStore::disk_then_redis(tmp.path().join("b"), &server.url()).expect("url");
+    assert_eq!(b.lookup(Some(&k), DIGEST), Some(payload(8, 8, 8)));
+    assert_eq!(
+        b.local().lookup(Some(&k), DIGEST),
+        Some(payload(8, 8, 8)),
+        "back-filled"
+    );
 }
