@@ -84,25 +84,6 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
-    if std::env::var_os("CANON_DIAG").is_some() {
-        let big: String = batch.iter().map(|(t, _, _)| t.as_str()).collect();
-        let names = Names::new();
-        let mut g = c.benchmark_group("diag");
-        g.bench_function("one_big", |bch| {
-            bch.iter(|| black_box(canonical_kernel(black_box(&big), None, &names).key(&[])))
-        });
-        g.bench_function("one_big_lexer", |bch| {
-            bch.iter(|| black_box(canonical_text::lexer::Lexer::new(big.as_bytes()).count()))
-        });
-        g.bench_function("per_kernel_no_key", |bch| {
-            bch.iter(|| {
-                for (text, name, names) in &batch {
-                    black_box(canonical_kernel(black_box(text), Some(name), names));
-                }
-            })
-        });
-        g.finish();
-    }
 }
 
 criterion_group!(benches, bench);

@@ -93,20 +93,88 @@ impl Names {
     /// Why bound names may not be renamed, if they may not: the first bound name that is
     /// also free, else the first bound name in the reserved namespace.
     pub fn bound_refusal(&self) -> Option<Refusal> {
-        if !self.free.is_empty() {
-            let (small, large) = if self.bound.len() <= self.free.len() {
-                (&self.bound, &self.free)
-            } else {
-                (&self.free, &self.bound)
-            };
-            if let Some(name) = small.iter().find(|n| large.contains(*n)) {
-                return Some(Refusal::BoundMeetsFree { name: name.clone() });
+        Prepared::new(self).refusal
+    }
+}
+
+/// A 256-bit filter over (first byte, last byte, length) of a set of names: a name not
+/// in the filter is surely not in the set, so most lookups skip the set itself.
+#[derive(Clone, Copy, Default)]
+struct NameFilter([u64; 4]);
+
+impl NameFilter {
+    #[inline(always)]
+    fn slot(name: &[u8]) -> Option<usize> {
+        let (&first, &last) = (name.first()?, name.last()?);
+        Some(
+            (usize::from(first).wrapping_mul(31) + usize::from(last).wrapping_mul(7) + name.len())
+                & 255,
+        )
+    }
+
+    fn add(&mut self, name: &[u8]) {
+        if let Some(s) = Self::slot(name) {
+            self.0[s >> 6] |= 1 << (s & 63);
+        }
+    }
+
+    #[inline(always)]
+    fn may_contain(&self, name: &[u8]) -> bool {
+        Self::slot(name).is_some_and(|s| (self.0[s >> 6] >> (s & 63)) & 1 != 0)
+    }
+}
+
+/// What one call needs from [`Names`], computed once per call.
+struct Prepared<'n> {
+    names: &'n Names,
+    /// Keep and free names.
+    kept: NameFilter,
+    bound: NameFilter,
+    refusal: Option<Refusal>,
+}
+
+impl<'n> Prepared<'n> {
+    fn new(names: &'n Names) -> Self {
+        let mut kept = NameFilter::default();
+        let mut free = NameFilter::default();
+        for n in &names.keep {
+            kept.add(n.as_bytes());
+        }
+        for n in &names.free {
+            kept.add(n.as_bytes());
+            free.add(n.as_bytes());
+        }
+        let mut bound = NameFilter::default();
+        let mut meets = None;
+        let mut reserved = None;
+        for n in &names.bound {
+            bound.add(n.as_bytes());
+            if meets.is_none() && free.may_contain(n.as_bytes()) && names.free.contains(n) {
+                meets = Some(n);
+            }
+            if reserved.is_none() && is_reserved(n) {
+                reserved = Some(n);
             }
         }
-        self.bound
-            .iter()
-            .find(|n| is_reserved(n))
-            .map(|name| Refusal::ReservedBoundName { name: name.clone() })
+        let refusal = match (meets, reserved) {
+            (Some(name), _) => Some(Refusal::BoundMeetsFree { name: name.clone() }),
+            (None, Some(name)) => Some(Refusal::ReservedBoundName { name: name.clone() }),
+            (None, None) => None,
+        };
+        Prepared {
+            names,
+            kept,
+            bound,
+            refusal,
+        }
+    }
+
+    fn is_kept(&self, name: &[u8], s: &str) -> bool {
+        self.kept.may_contain(name) && (self.names.keep.contains(s) || self.names.free.contains(s))
+    }
+
+    fn is_bound(&self, name: &str) -> bool {
+        self.bound.may_contain(name.as_bytes()) && self.names.bound.contains(name)
     }
 }
 
@@ -442,6 +510,7 @@ struct Ambiguous {
 struct Renamer<'a, 'n> {
     src: &'a [u8],
     names: &'n Names,
+    prepared: &'n Prepared<'n>,
     /// Bound names (and names derived from them) may be renamed.
     bound_ok: bool,
     /// First bytes of names that may be renamed or are the own name, besides symbols
@@ -471,11 +540,12 @@ struct Renamer<'a, 'n> {
 impl<'a, 'n> Renamer<'a, 'n> {
     fn new(
         src: &'a [u8],
-        names: &'n Names,
+        prepared: &'n Prepared<'n>,
         bound_ok: bool,
         own: Option<&'a [u8]>,
         pinned: &[&'a [u8]],
     ) -> Self {
+        let names = prepared.names;
         let mut first = FirstBytes::default();
         first.add(b'i');
         first.add(b'v');
@@ -514,6 +584,7 @@ impl<'a, 'n> Renamer<'a, 'n> {
         Renamer {
             src,
             names,
+            prepared,
             bound_ok,
             first,
             map,
@@ -534,39 +605,26 @@ impl<'a, 'n> Renamer<'a, 'n> {
 
     /// Whether a name (in no pre-assigned slot) is one the kernel owns.
     fn renamable(&self, name: &[u8]) -> bool {
-        if is_symbol(name) || is_scope_local(name) {
-            return !self.kept(name);
-        }
-        let (bound, derivs) = (self.bound_ok, !self.names.derivations.is_empty());
-        if !bound && !derivs {
+        let symbol_like = is_symbol(name) || is_scope_local(name);
+        if !symbol_like && !self.bound_ok && self.names.derivations.is_empty() {
             return false;
         }
         let Ok(s) = std::str::from_utf8(name) else {
             return false;
         };
-        if self.names.keep.contains(s) || self.names.free.contains(s) {
+        if self.prepared.is_kept(name, s) {
             return false;
         }
-        if bound && self.names.bound.contains(s) {
+        if symbol_like || (self.bound_ok && self.prepared.is_bound(s)) {
             return true;
         }
         self.names.derivations.iter().any(|d| {
             d.base(s).is_some_and(|base| {
-                (bound && self.names.bound.contains(base))
+                (self.bound_ok && self.prepared.is_bound(base))
                     || is_symbol(base.as_bytes())
                     || all_digits(base)
             })
         })
-    }
-
-    fn kept(&self, name: &[u8]) -> bool {
-        if self.names.keep.is_empty() && self.names.free.is_empty() {
-            return false;
-        }
-        match std::str::from_utf8(name) {
-            Ok(s) => self.names.keep.contains(s) || self.names.free.contains(s),
-            Err(_) => true,
-        }
     }
 
     /// Whether `name` might be renamed, pinned or be the own name (else it is kept as
@@ -954,12 +1012,12 @@ fn from(p: usize, base: usize) -> u64 {
 }
 
 /// First bytes of names that need a look: a table, and for the vectorized scan up to
-/// eight of them (unused slots 0, which starts no identifier) or `all` if there are
+/// four of them (unused slots 0, which starts no identifier) or `all` if there are
 /// more.
 #[derive(Clone, Copy)]
 struct FirstBytes {
     table: [bool; 256],
-    bytes: [u8; 8],
+    bytes: [u8; 4],
     len: usize,
     all: bool,
 }
@@ -968,7 +1026,7 @@ impl Default for FirstBytes {
     fn default() -> Self {
         FirstBytes {
             table: [false; 256],
-            bytes: [0; 8],
+            bytes: [0; 4],
             len: 0,
             all: false,
         }
@@ -1017,23 +1075,11 @@ fn classify64(block: &[u8; 64], first: &FirstBytes) -> (u64, u64, u64) {
         let l = b | 0x20;
         let is_start = (l.wrapping_sub(b'a') < 26) | (b == b'_') | (b == b'$') | (b >= 0x80);
         let is_cont = is_start | (b.wrapping_sub(b'0') < 10);
-        let in_first = (b == f[0])
-            | (b == f[1])
-            | (b == f[2])
-            | (b == f[3])
-            | (b == f[4])
-            | (b == f[5])
-            | (b == f[6])
-            | (b == f[7]);
+        let in_first = (b == f[0]) | (b == f[1]) | (b == f[2]) | (b == f[3]);
         let is_cand = is_start & (first.all | in_first);
-        let is_sp = (b == b'"')
-            | (b == b'\'')
-            | (b == b'#')
-            | (b == b'\\')
-            | (b == b'/')
-            | (b == b'[')
-            | (b == b'%')
-            | (b == b'?');
+        // `"` `#` `%` `'` (and, harmlessly, `$` `&`); `[` `\\`; `/`; `?`.
+        let is_sp =
+            (b.wrapping_sub(b'"') < 6) | (b.wrapping_sub(b'[') < 2) | (b == b'/') | (b == b'?');
         cont[i] = if is_cont { 0x80 } else { 0 };
         cand[i] = if is_cand { 0x80 } else { 0 };
         sp[i] = if is_sp { 0x80 } else { 0 };
@@ -1171,13 +1217,13 @@ fn find_trigraph(bytes: &[u8]) -> Option<usize> {
 pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) -> Canonical {
     let src = text.as_bytes();
     let mut refusals = Vec::new();
-    let bound_refusal = names.bound_refusal();
-    let bound_ok = bound_refusal.is_none();
-    refusals.extend(bound_refusal);
+    let prepared = Prepared::new(names);
+    let bound_ok = prepared.refusal.is_none();
+    refusals.extend(prepared.refusal.clone());
     let own = kernel_name.map(str::as_bytes);
     let token = kernel_name.map(|k| kernel_token(k).to_owned());
 
-    let mut r = Renamer::new(src, names, bound_ok, own, &[]);
+    let mut r = Renamer::new(src, &prepared, bound_ok, own, &[]);
     let mut outcome = r.run();
     if outcome.is_ok() && r.redo {
         let pinned: Vec<&[u8]> = r
@@ -1186,7 +1232,7 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
             .filter(|e| e.slot == Slot::Pinned)
             .map(|e| e.name)
             .collect();
-        r = Renamer::new(src, names, bound_ok, own, &pinned);
+        r = Renamer::new(src, &prepared, bound_ok, own, &pinned);
         outcome = r.run();
     }
     match outcome {
