@@ -718,9 +718,8 @@ fn explain_miss(reason: &MissReason, key: Option<&CacheKey>) -> String {
         }
     }
     format!(
-        "no entry at this key; {} entr{} for the same code differ in: {}",
-        same_digest.len(),
-        if same_digest.len() == 1 { "y" } else { "ies" },
+        "no entry at this key; the same code has {} under keys that differ in: {}",
+        count(same_digest.len() as u64, "entry").replace("entrys", "entries"),
         differing.join(", ")
     )
 }
