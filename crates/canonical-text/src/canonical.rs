@@ -547,8 +547,8 @@ impl<'a, 'n> Renamer<'a, 'n> {
     ) -> Self {
         let names = prepared.names;
         let mut first = FirstBytes::default();
-        first.add(b'i');
-        first.add(b'v');
+        first.add_scan(b'i');
+        first.add_scan(b'v');
         if bound_ok {
             for b in &names.bound {
                 first.add_name(b.as_bytes());
@@ -559,6 +559,7 @@ impl<'a, 'n> Renamer<'a, 'n> {
                 Some(&c) => first.add(c),
                 // The base comes first: a bound name or a symbol (digits start no name).
                 None => {
+                    first.add(b'i');
                     if bound_ok {
                         for b in &names.bound {
                             first.add_name(b.as_bytes());
@@ -1034,11 +1035,18 @@ impl Default for FirstBytes {
 }
 
 impl FirstBytes {
+    /// Adds `b` as the first byte of names that need a look.
     fn add(&mut self, b: u8) {
-        if b == 0 || self.table[b as usize] {
+        self.table[b as usize] = true;
+        self.add_scan(b);
+    }
+
+    /// Adds `b` to the scan only: the names starting with it are told by their shape
+    /// (symbols `i<digits>`, scope-locals `v<digits>_`), not by the table.
+    fn add_scan(&mut self, b: u8) {
+        if b == 0 || self.bytes[..self.len].contains(&b) {
             return;
         }
-        self.table[b as usize] = true;
         if self.len == self.bytes.len() {
             self.all = true;
         } else {
