@@ -31,6 +31,16 @@ const TARGETS: &[(&str, &str, f64)] = &[
         "a plain atomic write of the same bytes",
         f64::NAN,
     ),
+    (
+        "redis_lookup",
+        "a raw GET + RON parse of the same entry",
+        f64::NAN,
+    ),
+    (
+        "redis_two_level_local_hit",
+        "the Redis store's lookup of the same entry",
+        f64::NAN,
+    ),
     ("memo_hit_vs_dashmap", "a raw dashmap get", 1.5),
     ("memo_hit_vs_moka", "moka get_with on the same keys", 1.0),
 ];
