@@ -169,8 +169,11 @@ impl<'n> Prepared<'n> {
         }
     }
 
-    fn is_kept(&self, name: &[u8], s: &str) -> bool {
-        self.kept.may_contain(name) && (self.names.keep.contains(s) || self.names.free.contains(s))
+    /// Whether `name` is a keep or free name.
+    fn is_kept(&self, name: &[u8]) -> bool {
+        self.kept.may_contain(name)
+            && std::str::from_utf8(name)
+                .is_ok_and(|s| self.names.keep.contains(s) || self.names.free.contains(s))
     }
 
     fn is_bound(&self, name: &str) -> bool {
@@ -347,6 +350,8 @@ impl Canonical {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Slot {
     Renamed(u32),
+    /// A bound name not met yet: renamed (numbered) where it is first met.
+    Bound,
     Verbatim,
     Own,
     /// Renamable, but occurs where nothing is renamed: kept as spelled everywhere.
@@ -537,7 +542,7 @@ struct Renamer<'a, 'n> {
     block_line_start: bool,
 }
 
-impl<'a, 'n> Renamer<'a, 'n> {
+impl<'a, 'n: 'a> Renamer<'a, 'n> {
     fn new(
         src: &'a [u8],
         prepared: &'n Prepared<'n>,
@@ -569,6 +574,16 @@ impl<'a, 'n> Renamer<'a, 'n> {
             }
         }
         let mut map = Interner::new();
+        if bound_ok {
+            // Bound names (unless kept) are renamable: known before the text is read, so
+            // meeting one costs a single lookup.
+            for b in &names.bound {
+                let b = b.as_bytes();
+                if !b.is_empty() && !prepared.is_kept(b) {
+                    map.set(b, name_key(b, 0, b.len()), Slot::Bound);
+                }
+            }
+        }
         for p in pinned {
             if !p.is_empty() {
                 first.add_name(p);
@@ -578,7 +593,7 @@ impl<'a, 'n> Renamer<'a, 'n> {
         if let Some(own) = own.filter(|o| !o.is_empty()) {
             first.add_name(own);
             let k = name_key(own, 0, own.len());
-            if map.get(own, k).is_none() {
+            if map.get(own, k) != Some(Slot::Pinned) {
                 map.set(own, k, Slot::Own);
             }
         }
@@ -604,21 +619,25 @@ impl<'a, 'n> Renamer<'a, 'n> {
         }
     }
 
-    /// Whether a name (in no pre-assigned slot) is one the kernel owns.
+    /// Whether a name in no slot yet (so no bound name, unless renaming bound names is
+    /// refused or the name is kept) is one the kernel owns.
     fn renamable(&self, name: &[u8]) -> bool {
         let symbol_like = is_symbol(name) || is_scope_local(name);
-        if !symbol_like && !self.bound_ok && self.names.derivations.is_empty() {
+        if !symbol_like && self.names.derivations.is_empty() {
             return false;
+        }
+        if !name.is_ascii() && std::str::from_utf8(name).is_err() {
+            return false;
+        }
+        if self.prepared.is_kept(name) {
+            return false;
+        }
+        if symbol_like {
+            return true;
         }
         let Ok(s) = std::str::from_utf8(name) else {
             return false;
         };
-        if self.prepared.is_kept(name, s) {
-            return false;
-        }
-        if symbol_like || (self.bound_ok && self.prepared.is_bound(s)) {
-            return true;
-        }
         self.names.derivations.iter().any(|d| {
             d.base(s).is_some_and(|base| {
                 (self.bound_ok && self.prepared.is_bound(base))
@@ -641,25 +660,33 @@ impl<'a, 'n> Renamer<'a, 'n> {
         let src = self.src;
         let name = &src[s..e];
         let k = name_key(src, s, e);
-        if let Some(slot) = self.map.get(name, k) {
-            return slot;
+        match self.map.get(name, k) {
+            Some(Slot::Bound) => self.number(name, k),
+            Some(slot) => slot,
+            None => self.new_slot(name, k),
         }
-        self.new_slot(name, k)
     }
 
     #[cold]
     fn new_slot(&mut self, name: &'a [u8], k: NameKey) -> Slot {
-        let s = if self.renamable(name) {
-            let n = self.next;
-            self.next += 1;
-            self.renamed_names.extend_from_slice(name);
-            self.renamed_ends.push(self.renamed_names.len());
-            Slot::Renamed(n)
+        if self.renamable(name) {
+            self.number(name, k)
         } else {
+            self.map.set(name, k, Slot::Verbatim);
             Slot::Verbatim
-        };
-        self.map.set(name, k, s);
-        s
+        }
+    }
+
+    /// Gives the renamable `name`, met for the first time, the next number.
+    #[cold]
+    fn number(&mut self, name: &'a [u8], k: NameKey) -> Slot {
+        let n = self.next;
+        self.next += 1;
+        self.renamed_names.extend_from_slice(name);
+        self.renamed_ends.push(self.renamed_names.len());
+        let slot = Slot::Renamed(n);
+        self.map.set(name, k, slot);
+        slot
     }
 
     /// Notes the name `src[s..e]` met where nothing is renamed: if it is renamable (or
@@ -676,6 +703,10 @@ impl<'a, 'n> Renamer<'a, 'n> {
                 self.map.set(name, k, Slot::Pinned);
                 self.pinned_count += 1;
                 self.redo = true;
+            }
+            Some(Slot::Bound) => {
+                self.map.set(name, k, Slot::Pinned);
+                self.pinned_count += 1;
             }
             Some(Slot::Verbatim | Slot::Pinned) => {}
             None => {
@@ -704,7 +735,7 @@ impl<'a, 'n> Renamer<'a, 'n> {
                 self.out.push(enc::OWN);
                 self.chunk_start = e;
             }
-            Slot::Verbatim | Slot::Pinned => {}
+            Slot::Verbatim | Slot::Pinned | Slot::Bound => {}
         }
     }
 

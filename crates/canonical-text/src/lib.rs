@@ -92,7 +92,18 @@ pub fn digest_of_parts(parts: &[&[u8]]) -> String {
         h.update((p.len() as u64).to_le_bytes());
         h.update(p);
     }
-    hex::encode(h.finalize())
+    hex_lower(&h.finalize())
+}
+
+/// `bytes` as lowercase hex.
+fn hex_lower(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(2 * bytes.len());
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 /// The name a fissioned routine's segment kernel `i` is given: `<routine>__seg<i>`.
@@ -107,11 +118,14 @@ pub fn segment_kernel_name(routine: &str, i: usize) -> String {
 /// The routine's name stays because it can decide whether the text compiles at all; the
 /// segment index never can, and adding or removing a segment shifts every later index.
 pub fn kernel_token(name: &str) -> &str {
-    if let Some(at) = name.rfind("__seg") {
-        let index = &name[at + "__seg".len()..];
-        if !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()) {
-            return &name[..at + "__seg".len()];
-        }
+    // The index is the trailing run of digits; it must be non-empty and follow `__seg`
+    // (the last `__seg` in the name, since the digits hold no `__seg`).
+    let b = name.as_bytes();
+    let digits = b.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+    let end = b.len() - digits;
+    if digits > 0 && b[..end].ends_with(b"__seg") {
+        // `end` follows an ASCII byte, so it is a char boundary.
+        return name.get(..end).unwrap_or(name);
     }
     name
 }
