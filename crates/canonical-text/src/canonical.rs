@@ -9,7 +9,9 @@ use crate::lexer::{
     attribute_end, block_comment_end, ident_end, is_ident_continue, is_ident_start,
     line_comment_end, literal_end, number_end, preprocessor_end,
 };
-use crate::{digest_of_parts, kernel_token};
+use sha2::{Digest, Sha256};
+
+use crate::kernel_token;
 
 /// Domain separation and format version of [`Canonical::key`]. Bump on any change of the
 /// encoding or of the renaming rules, so no key of an old format can equal a new one.
@@ -291,20 +293,27 @@ impl Canonical {
     /// Equal keys mean: same extra parts, same kernel token, and kernel texts equal up to
     /// a consistent renaming of the names each one owns.
     pub fn key(&self, extra_parts: &[&[u8]]) -> String {
-        let mut token_part = Vec::with_capacity(1 + self.token.as_ref().map_or(0, String::len));
+        // What `digest_of_parts` of [KEY_DOMAIN, token part, encoding, extra parts..]
+        // hashes, without gathering the parts first.
+        fn part(h: &mut Sha256, p: &[u8]) {
+            h.update((p.len() as u64).to_le_bytes());
+            h.update(p);
+        }
+        let mut h = Sha256::new();
+        part(&mut h, KEY_DOMAIN);
         match &self.token {
             Some(t) => {
-                token_part.push(b'K');
-                token_part.extend_from_slice(t.as_bytes());
+                h.update(((1 + t.len()) as u64).to_le_bytes());
+                h.update(b"K");
+                h.update(t.as_bytes());
             }
-            None => token_part.push(b'N'),
+            None => part(&mut h, b"N"),
         }
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(3 + extra_parts.len());
-        parts.push(KEY_DOMAIN);
-        parts.push(&token_part);
-        parts.push(&self.encoding);
-        parts.extend_from_slice(extra_parts);
-        digest_of_parts(&parts)
+        part(&mut h, &self.encoding);
+        for p in extra_parts {
+            part(&mut h, p);
+        }
+        crate::hex_lower(&h.finalize())
     }
 
     /// The compact tagged token stream the key is taken over (a prefix code: see the
@@ -401,12 +410,35 @@ const K2: u64 = 0xC2B2_AE3D_27D4_EB4F;
 /// past `e`, which is what makes it fast.
 #[inline(always)]
 fn name_key(buf: &[u8], s: usize, e: usize) -> NameKey {
+    /// The low `l` bytes of a word (`l` at most 8).
+    #[inline(always)]
+    fn low(l: usize) -> u64 {
+        if l >= 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * l)) - 1
+        }
+    }
     let len = e - s;
-    let w0 = load(buf, s, len.min(8));
-    let w1 = if len > 8 {
-        load(buf, s + 8, (len - 8).min(8))
-    } else {
-        0
+    let (w0, w1) = match buf.get(s..s + 16) {
+        Some(c) => {
+            let mut a = [0u8; 8];
+            let mut b = [0u8; 8];
+            a.copy_from_slice(&c[..8]);
+            b.copy_from_slice(&c[8..]);
+            (
+                u64::from_le_bytes(a) & low(len),
+                u64::from_le_bytes(b) & low(len.saturating_sub(8)),
+            )
+        }
+        None => {
+            let w1 = if len > 8 {
+                load(buf, s + 8, (len - 8).min(8))
+            } else {
+                0
+            };
+            (load(buf, s, len.min(8)), w1)
+        }
     };
     let mut h = (w0 ^ (len as u64).rotate_left(40)).wrapping_mul(K1) ^ w1.wrapping_mul(K2);
     let mut i = s + 16;
@@ -473,6 +505,12 @@ impl<'a> Interner<'a> {
     /// Sets the slot of `name` (inserting it if new).
     fn set(&mut self, name: &'a [u8], k: NameKey, slot: Slot) {
         let (i, found) = self.probe(name, k);
+        self.set_at(i, found, name, k, slot);
+    }
+
+    /// [`Self::set`] given what [`Self::probe`] said.
+    #[inline(always)]
+    fn set_at(&mut self, i: usize, found: bool, name: &'a [u8], k: NameKey, slot: Slot) {
         if found {
             if let Some(e) = &mut self.table[i] {
                 e.slot = slot;
@@ -660,32 +698,41 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         let src = self.src;
         let name = &src[s..e];
         let k = name_key(src, s, e);
-        match self.map.get(name, k) {
-            Some(Slot::Bound) => self.number(name, k),
-            Some(slot) => slot,
-            None => self.new_slot(name, k),
+        let (i, found) = self.map.probe(name, k);
+        if found {
+            match self.map.table[i] {
+                Some(Entry {
+                    slot: Slot::Bound, ..
+                }) => self.number(i, true, name, k),
+                Some(entry) => entry.slot,
+                None => Slot::Verbatim,
+            }
+        } else {
+            self.new_slot(i, name, k)
         }
     }
 
+    /// The slot of a name met for the first time, not in the table (its free index `i`).
     #[cold]
-    fn new_slot(&mut self, name: &'a [u8], k: NameKey) -> Slot {
+    fn new_slot(&mut self, i: usize, name: &'a [u8], k: NameKey) -> Slot {
         if self.renamable(name) {
-            self.number(name, k)
+            self.number(i, false, name, k)
         } else {
-            self.map.set(name, k, Slot::Verbatim);
+            self.map.set_at(i, false, name, k, Slot::Verbatim);
             Slot::Verbatim
         }
     }
 
-    /// Gives the renamable `name`, met for the first time, the next number.
+    /// Gives the renamable `name`, met for the first time, the next number (`i` and
+    /// `found` as [`Interner::probe`] said).
     #[cold]
-    fn number(&mut self, name: &'a [u8], k: NameKey) -> Slot {
+    fn number(&mut self, i: usize, found: bool, name: &'a [u8], k: NameKey) -> Slot {
         let n = self.next;
         self.next += 1;
         self.renamed_names.extend_from_slice(name);
         self.renamed_ends.push(self.renamed_names.len());
         let slot = Slot::Renamed(n);
-        self.map.set(name, k, slot);
+        self.map.set_at(i, found, name, k, slot);
         slot
     }
 
@@ -726,9 +773,27 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     fn emit(&mut self, slot: Slot, s: usize, e: usize) {
         match slot {
             Slot::Renamed(n) => {
-                push_text_of(&mut self.out, self.src, self.chunk_start, s);
-                push_renamed(&mut self.out, n);
+                let a = self.chunk_start;
                 self.chunk_start = e;
+                // Common case in one fixed-size copy: a short run, then a small number.
+                let len = s.wrapping_sub(a);
+                if (1..=16).contains(&len)
+                    && n < 0x80
+                    && let Some(window) = self.src.get(a..a + 16)
+                {
+                    let mut buf = [0u8; 20];
+                    buf[0] = enc::TEXT;
+                    buf[1] = len as u8;
+                    buf[2..18].copy_from_slice(window);
+                    buf[2 + len] = enc::RENAMED;
+                    buf[3 + len] = n as u8;
+                    let at = self.out.len();
+                    self.out.extend_from_slice(&buf);
+                    self.out.truncate(at + 4 + len);
+                    return;
+                }
+                push_text_of(&mut self.out, self.src, a, s);
+                push_renamed(&mut self.out, n);
             }
             Slot::Own => {
                 push_text_of(&mut self.out, self.src, self.chunk_start, s);
@@ -805,7 +870,10 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     /// An identifier in code at `src[s..e]`.
     #[inline(always)]
     fn ident(&mut self, s: usize, e: usize) {
-        if !self.candidate(&self.src[s..e]) {
+        // Names starting with `i` or `v` that are no symbol or scope-local are looked up
+        // all the same: that is cheaper than telling them apart, and they are kept.
+        let b = self.src[s];
+        if !self.first.contains(b) && b != b'i' && b != b'v' {
             return;
         }
         if self.after_member_operator(s) {
@@ -1034,13 +1102,8 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
 /// The mask of bit positions `i` with `base + i >= p`.
 #[inline(always)]
 fn from(p: usize, base: usize) -> u64 {
-    if p <= base {
-        u64::MAX
-    } else if p - base >= 64 {
-        0
-    } else {
-        u64::MAX << (p - base)
-    }
+    let d = p.saturating_sub(base);
+    if d >= 64 { 0 } else { u64::MAX << d }
 }
 
 /// First bytes of names that need a look: a table, and for the vectorized scan up to

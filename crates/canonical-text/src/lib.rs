@@ -96,7 +96,7 @@ pub fn digest_of_parts(parts: &[&[u8]]) -> String {
 }
 
 /// `bytes` as lowercase hex.
-fn hex_lower(bytes: &[u8]) -> String {
+pub(crate) fn hex_lower(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(2 * bytes.len());
     for &b in bytes {
