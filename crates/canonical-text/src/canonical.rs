@@ -578,6 +578,9 @@ struct Renamer<'a, 'n> {
     /// End of the last block comment, and whether a line started before it.
     block_end: usize,
     block_line_start: bool,
+    /// End of the comment being scanned (its words are renamed like code), if any
+    /// is: events before it are the comment's words and trigraph candidates.
+    comment_until: usize,
 }
 
 impl<'a, 'n: 'a> Renamer<'a, 'n> {
@@ -654,6 +657,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             region_sig: None,
             block_end: usize::MAX,
             block_line_start: false,
+            comment_until: 0,
         }
     }
 
@@ -895,33 +899,38 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         self.region_end = end;
     }
 
-    /// The comment `src[start..end]`: its words are renamed like code.
-    fn comment(&mut self, start: usize, end: usize, block: bool) -> Result<(), Ambiguous> {
-        let src = self.src;
+    /// The comment `src[start..end]`: its words are renamed like code, by the events
+    /// [`Self::run`] finds in it (see [`Self::comment_event`]); returns where they
+    /// start.
+    fn comment(&mut self, start: usize, end: usize, block: bool) -> usize {
         self.region(start, end, block);
-        let mut i = start + 2;
-        while i < end {
-            let b = src[i];
-            if is_ident_continue(b) {
-                let s = i;
-                while i < end && is_ident_continue(src[i]) {
-                    i += 1;
-                }
-                if is_ident_start(b) && self.candidate(&src[s..i]) {
-                    let slot = self.slot(s, i);
-                    self.emit(slot, s, i);
-                }
-            } else {
-                if b == b'?' && trigraph_at(&src[..end], i) {
-                    return Err(Ambiguous {
-                        offset: i,
-                        what: "a trigraph",
-                    });
-                }
-                i += 1;
+        self.comment_until = end;
+        start + 2
+    }
+
+    /// An event at `pos` inside the comment being scanned: a word starting with a
+    /// letter, `_`, `$` or a non-ASCII byte (ending at `e`; renamed like code), or a
+    /// byte that may start a trigraph. Returns where scanning resumes.
+    #[inline(always)]
+    fn comment_event(&mut self, pos: usize, word: bool, e: usize) -> Result<usize, Ambiguous> {
+        let src = self.src;
+        let end = self.comment_until;
+        if word {
+            // A word ends before the comment does (at `*/` or the newline).
+            let e = e.min(end);
+            if self.candidate(&src[pos..e]) {
+                let slot = self.slot(pos, e);
+                self.emit(slot, pos, e);
             }
+            Ok(e)
+        } else if src[pos] == b'?' && trigraph_at(&src[..end], pos) {
+            Err(Ambiguous {
+                offset: pos,
+                what: "a trigraph",
+            })
+        } else {
+            Ok(pos + 1)
         }
-        Ok(())
     }
 
     /// A preprocessor line or attribute `src[start..end]`: kept as written, and every
@@ -1023,13 +1032,11 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             }
             b'/' if b1 == b'/' => {
                 let e = line_comment_end(src, pos);
-                self.comment(pos, e, false)?;
-                Ok(e)
+                Ok(self.comment(pos, e, false))
             }
             b'/' if b1 == b'*' => {
                 let e = block_comment_end(src, pos);
-                self.comment(pos, e, true)?;
-                Ok(e)
+                Ok(self.comment(pos, e, true))
             }
             b'#' | b'%' if (b == b'#' || b1 == b':') && self.line_start_before(pos) => {
                 let from = if b == b'#' { pos } else { pos + 1 };
@@ -1078,15 +1085,25 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             while events != 0 {
                 let i = events.trailing_zeros();
                 let pos = base + i as usize;
-                self.done = p;
-                p = if (starts >> i) & 1 != 0 {
+                let word = (starts >> i) & 1 != 0;
+                let run_end = || {
                     let run = (!cont >> i).trailing_zeros();
-                    let e = if i + run < 64 {
+                    if i + run < 64 {
                         pos + run as usize
                     } else {
                         ident_end(src, base + 64)
-                    };
-                    self.word(pos, e)?
+                    }
+                };
+                if pos < self.comment_until {
+                    p = self.comment_event(pos, word, if word { run_end() } else { pos })?;
+                    events &= from(p, base);
+                    continue;
+                }
+                // Past a comment, everything up to its end is handled.
+                p = p.max(self.comment_until);
+                self.done = p;
+                p = if word {
+                    self.word(pos, run_end())?
                 } else {
                     self.special(pos)?
                 };

@@ -98,12 +98,12 @@ pub fn digest_of_parts(parts: &[&[u8]]) -> String {
 /// `bytes` as lowercase hex.
 pub(crate) fn hex_lower(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(2 * bytes.len());
+    let mut out = Vec::with_capacity(2 * bytes.len());
     for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
+        out.extend_from_slice(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]]);
     }
-    out
+    // Only ASCII digits and letters were written.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The name a fissioned routine's segment kernel `i` is given: `<routine>__seg<i>`.
