@@ -559,6 +559,8 @@ struct Renamer<'a, 'n> {
     /// First bytes of names that may be renamed or are the own name, besides symbols
     /// and scope-locals; any other name is kept without a lookup.
     first: FirstBytes,
+    /// First bytes of names looked up where met: those in `first`, `i` and `v`.
+    look: [bool; 256],
     map: Interner<'a>,
     next: u32,
     out: Vec<u8>,
@@ -638,12 +640,16 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 map.set(own, k, Slot::Own);
             }
         }
+        let mut look = first.table;
+        look[usize::from(b'i')] = true;
+        look[usize::from(b'v')] = true;
         Renamer {
             src,
             names,
             prepared,
             bound_ok,
             first,
+            look,
             map,
             next: 0,
             out: Vec::with_capacity(2 * src.len() + 16),
@@ -814,7 +820,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         let src = self.src;
         let mut i = pos;
         while i > 0 {
-            if matches!(src[i - 1], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+            if BEFORE[src[i - 1] as usize] == B_SPACE {
                 i -= 1;
             } else if i == self.region_end {
                 return self.region_sig;
@@ -845,15 +851,11 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     fn after_member_operator(&self, s: usize) -> bool {
         let src = self.src;
         // Fast path: the byte just before rules it out.
-        match s.checked_sub(1).map(|i| src[i]) {
-            None => return false,
-            Some(
-                b'.' | b'>' | b':' | b'+' | b'-' | b'/' | b' ' | b'\t' | b'\n' | b'\r' | 0x0b
-                | 0x0c,
-            ) => {}
-            Some(_) => return false,
+        if s == 0 || BEFORE[src[s - 1] as usize] == 0 {
+            return false;
         }
         match self.significant_before(s) {
+            Some(q) if BEFORE[src[q] as usize] & (B_MEMBER | B_SIGN) == 0 => false,
             Some(q) => match src[q] {
                 b'.' => true,
                 b'>' => q > 0 && src[q - 1] == b'-',
@@ -876,8 +878,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     fn ident(&mut self, s: usize, e: usize) {
         // Names starting with `i` or `v` that are no symbol or scope-local are looked up
         // all the same: that is cheaper than telling them apart, and they are kept.
-        let b = self.src[s];
-        if !self.first.contains(b) && b != b'i' && b != b'v' {
+        if !self.look[self.src[s] as usize] {
             return;
         }
         if self.after_member_operator(s) {
@@ -1086,6 +1087,19 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 let i = events.trailing_zeros();
                 let pos = base + i as usize;
                 let word = (starts >> i) & 1 != 0;
+                if !word {
+                    // Bytes that start nothing here (`[` not before `[`, `/` not before
+                    // `/` or `*`, `?` not before `?`, `%` not before `:`, `&`) are
+                    // passed over. None of them can lie inside a preprocessing number,
+                    // so the look-back rules are the same without them.
+                    let b1 = u16::from(src.get(pos + 1).copied().unwrap_or(0));
+                    let (pass, n1, n2) = PASS_UNLESS[src[pos] as usize];
+                    let nothing = pass & (b1 != n1) & (b1 != n2);
+                    if nothing {
+                        events &= events - 1;
+                        continue;
+                    }
+                }
                 let run_end = || {
                     let run = (!cont >> i).trailing_zeros();
                     if i + run < 64 {
@@ -1115,6 +1129,46 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         Ok(())
     }
 }
+
+/// [`BEFORE`] flags: whitespace.
+const B_SPACE: u8 = 1;
+/// [`BEFORE`] flags: `.`, `>`, `:` (may end a member operator).
+const B_MEMBER: u8 = 2;
+/// [`BEFORE`] flags: `+`, `-` (may be the sign of an exponent).
+const B_SIGN: u8 = 4;
+/// [`BEFORE`] flags: `/` (may end a block comment).
+const B_SLASH: u8 = 8;
+
+/// What a byte before an identifier may tell about it (table lookups instead of
+/// branchy matches in the hot loop).
+static BEFORE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b' ' as usize] = B_SPACE;
+    t[b'\t' as usize] = B_SPACE;
+    t[b'\n' as usize] = B_SPACE;
+    t[b'\r' as usize] = B_SPACE;
+    t[0x0b] = B_SPACE;
+    t[0x0c] = B_SPACE;
+    t[b'.' as usize] = B_MEMBER;
+    t[b'>' as usize] = B_MEMBER;
+    t[b':' as usize] = B_MEMBER;
+    t[b'+' as usize] = B_SIGN;
+    t[b'-' as usize] = B_SIGN;
+    t[b'/' as usize] = B_SLASH;
+    t
+};
+
+/// For a byte that [`Renamer::run`] may pass over: the next bytes that would make it
+/// start something (`0x100`: none; bytes not listed are never passed over).
+static PASS_UNLESS: [(bool, u16, u16); 256] = {
+    let mut t = [(false, 0x100u16, 0x100u16); 256];
+    t[b'[' as usize] = (true, b'[' as u16, b'[' as u16);
+    t[b'/' as usize] = (true, b'/' as u16, b'*' as u16);
+    t[b'?' as usize] = (true, b'?' as u16, b'?' as u16);
+    t[b'%' as usize] = (true, b':' as u16, b':' as u16);
+    t[b'&' as usize] = (true, 0x100, 0x100);
+    t
+};
 
 /// The mask of bit positions `i` with `base + i >= p`.
 #[inline(always)]
