@@ -139,11 +139,22 @@ const fn class_table() -> [u8; 256] {
 
 static CLASS: [u8; 256] = class_table();
 
+/// Bytes that may continue an identifier.
+static IDENT_CONTINUE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = CLASS_TABLE[i] == C_IDENT || CLASS_TABLE[i] == C_DIGIT;
+        i += 1;
+    }
+    t
+};
+const CLASS_TABLE: [u8; 256] = class_table();
+
 /// Whether `b` may continue an identifier.
 #[inline]
 pub(crate) fn is_ident_continue(b: u8) -> bool {
-    let c = CLASS[b as usize];
-    c == C_IDENT || c == C_DIGIT
+    IDENT_CONTINUE[b as usize]
 }
 
 /// Whether `b` may start an identifier.
