@@ -288,7 +288,7 @@ impl Canonical {
 
     /// The cache key: lowercase hex SHA-256 over the format version, the kernel token,
     /// the canonical [`encoding`](Self::encoding) and `extra_parts` (for example the
-    /// compiler options), each length-prefixed as in [`digest_of_parts`].
+    /// compiler options), each length-prefixed as in [`digest_of_parts`](crate::digest_of_parts).
     ///
     /// Equal keys mean: same extra parts, same kernel token, and kernel texts equal up to
     /// a consistent renaming of the names each one owns.
