@@ -984,7 +984,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         let src = self.src;
         // Letters inside a preprocessing number (`1.f`, `0..x`, `1e+x`) are no name.
         if pos > 0
-            && matches!(src[pos - 1], b'.' | b'+' | b'-')
+            && BEFORE[src[pos - 1] as usize] & B_NUMBER != 0
             && let Some(end) = number_around(src, self.done, pos - 1)
         {
             return Ok(end.max(e));
@@ -1143,6 +1143,8 @@ const B_MEMBER: u8 = 2;
 const B_SIGN: u8 = 4;
 /// [`BEFORE`] flags: `/` (may end a block comment).
 const B_SLASH: u8 = 8;
+/// [`BEFORE`] flags: `.`, `+`, `-` (may lie inside a preprocessing number).
+const B_NUMBER: u8 = 16;
 
 /// What a byte before an identifier may tell about it (table lookups instead of
 /// branchy matches in the hot loop).
@@ -1154,11 +1156,11 @@ static BEFORE: [u8; 256] = {
     t[b'\r' as usize] = B_SPACE;
     t[0x0b] = B_SPACE;
     t[0x0c] = B_SPACE;
-    t[b'.' as usize] = B_MEMBER;
+    t[b'.' as usize] = B_MEMBER | B_NUMBER;
     t[b'>' as usize] = B_MEMBER;
     t[b':' as usize] = B_MEMBER;
-    t[b'+' as usize] = B_SIGN;
-    t[b'-' as usize] = B_SIGN;
+    t[b'+' as usize] = B_SIGN | B_NUMBER;
+    t[b'-' as usize] = B_SIGN | B_NUMBER;
     t[b'/' as usize] = B_SLASH;
     t
 };
