@@ -410,15 +410,28 @@ const K2: u64 = 0xC2B2_AE3D_27D4_EB4F;
 /// past `e`, which is what makes it fast.
 #[inline(always)]
 fn name_key(buf: &[u8], s: usize, e: usize) -> NameKey {
-    /// The low `l` bytes of a word (`l` at most 8).
-    #[inline(always)]
-    fn low(l: usize) -> u64 {
-        if l >= 8 {
-            u64::MAX
-        } else {
-            (1u64 << (8 * l)) - 1
+    /// For a name of `l` bytes (`l` at most 16), the masks of its bytes in the first
+    /// two words (a table: no branch on the length).
+    static LOW: [(u64, u64); 17] = {
+        let mut t = [(0u64, 0u64); 17];
+        let mut l = 1;
+        while l <= 16 {
+            t[l] = if l >= 8 {
+                (
+                    u64::MAX,
+                    if l == 16 {
+                        u64::MAX
+                    } else {
+                        (1u64 << (8 * (l - 8))) - 1
+                    },
+                )
+            } else {
+                ((1u64 << (8 * l)) - 1, 0)
+            };
+            l += 1;
         }
-    }
+        t
+    };
     let len = e - s;
     let (w0, w1) = match buf.get(s..s + 16) {
         Some(c) => {
@@ -426,10 +439,8 @@ fn name_key(buf: &[u8], s: usize, e: usize) -> NameKey {
             let mut b = [0u8; 8];
             a.copy_from_slice(&c[..8]);
             b.copy_from_slice(&c[8..]);
-            (
-                u64::from_le_bytes(a) & low(len),
-                u64::from_le_bytes(b) & low(len.saturating_sub(8)),
-            )
+            let (m0, m1) = LOW[len.min(16)];
+            (u64::from_le_bytes(a) & m0, u64::from_le_bytes(b) & m1)
         }
         None => {
             let w1 = if len > 8 {

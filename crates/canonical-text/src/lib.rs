@@ -112,9 +112,10 @@ pub fn digest_of_parts(parts: &[&[u8]]) -> String {
 /// `bytes` as lowercase hex.
 pub(crate) fn hex_lower(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = Vec::with_capacity(2 * bytes.len());
-    for &b in bytes {
-        out.extend_from_slice(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]]);
+    let mut out = vec![0u8; 2 * bytes.len()];
+    for (pair, &b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 15)];
     }
     // Only ASCII digits and letters were written.
     String::from_utf8(out).unwrap_or_default()
