@@ -1261,6 +1261,8 @@ fn classify64(block: &[u8; 64], first: &FirstBytes) -> (u64, u64, u64) {
     let mut cont = [0u8; 64];
     let mut cand = [0u8; 64];
     let mut sp = [0u8; 64];
+    let mut either = [0u8; 64];
+    let mut dollar = 0u8;
     for i in 0..64 {
         let b = block[i];
         let l = b | 0x20;
@@ -1274,12 +1276,21 @@ fn classify64(block: &[u8; 64], first: &FirstBytes) -> (u64, u64, u64) {
         cont[i] = if is_cont { 0x80 } else { 0 };
         cand[i] = if is_cand { 0x80 } else { 0 };
         sp[i] = if is_sp { 0x80 } else { 0 };
+        either[i] = if is_cand | is_sp { 0x80 } else { 0 };
+        dollar |= u8::from(b == b'$');
     }
-    (
-        gather_high_bits(&cont),
-        gather_high_bits(&cand),
-        gather_high_bits(&sp),
-    )
+    if dollar != 0 {
+        return (
+            gather_high_bits(&cont),
+            gather_high_bits(&cand),
+            gather_high_bits(&sp),
+        );
+    }
+    // Without `$`, no byte is both special and an identifier byte, and candidates are
+    // identifier bytes: two gathers tell all three masks apart.
+    let cont = gather_high_bits(&cont);
+    let either = gather_high_bits(&either);
+    (cont, either & cont, either & !cont)
 }
 
 /// Bit `i` of the result is the high bit of `f[i]` (every byte is 0 or 0x80).
