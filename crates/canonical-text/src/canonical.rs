@@ -863,11 +863,12 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
 
     /// Whether the identifier at `s` follows `.`, `->` or `::` (or, conservatively, `...`,
     /// `-->`, `<::`, or the sign of a number's exponent): it is then never renamed.
+    /// `prev` is the [`BEFORE`] flags of the byte before `s` (0 at the start).
     #[inline(always)]
-    fn after_member_operator(&self, s: usize) -> bool {
+    fn after_member_operator(&self, s: usize, prev: u8) -> bool {
         let src = self.src;
         // Fast path: the byte just before rules it out.
-        if s == 0 || BEFORE[src[s - 1] as usize] == 0 {
+        if prev == 0 {
             return false;
         }
         match self.significant_before(s) {
@@ -891,13 +892,13 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
 
     /// An identifier in code at `src[s..e]`.
     #[inline(always)]
-    fn ident(&mut self, s: usize, e: usize) {
+    fn ident(&mut self, s: usize, e: usize, prev: u8) {
         // Names starting with `i` or `v` that are no symbol or scope-local are looked up
         // all the same: that is cheaper than telling them apart, and they are kept.
         if !self.look[self.src[s] as usize] {
             return;
         }
-        if self.after_member_operator(s) {
+        if self.after_member_operator(s, prev) {
             self.pin(s, e);
         } else {
             let slot = self.slot(s, e);
@@ -993,9 +994,13 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     #[inline(always)]
     fn word(&mut self, pos: usize, e: usize) -> Result<usize, Ambiguous> {
         let src = self.src;
+        // The flags of the byte before (0 at the start), read once for both look-backs.
+        let prev = match pos.checked_sub(1) {
+            Some(q) => BEFORE[src[q] as usize],
+            None => 0,
+        };
         // Letters inside a preprocessing number (`1.f`, `0..x`, `1e+x`) are no name.
-        if pos > 0
-            && BEFORE[src[pos - 1] as usize] & B_NUMBER != 0
+        if prev & B_NUMBER != 0
             && let Some(end) = number_around(src, self.done, pos - 1)
         {
             return Ok(end.max(e));
@@ -1015,7 +1020,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 });
             }
         }
-        self.ident(pos, e);
+        self.ident(pos, e, prev);
         Ok(e)
     }
 
