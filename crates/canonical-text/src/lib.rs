@@ -76,15 +76,15 @@
 //! Measured with `cargo bench -p canonical-text --bench canonical -- --quick` (group
 //! `canonical_key_1mib`: [`canonical_kernel`] and [`Canonical::key`] over a 1 MiB batch of
 //! about 1000 realistic kernels, against plain SHA-256 of the same bytes) on this
-//! project's shared 2-core machine: 4.0 to 7.1 ms per MiB against 0.77 to 0.86 ms for
-//! SHA-256, a ratio of 5.2x to 9.0x (median 7.8x over six runs; the subject varies with
-//! the machine's load much more than the baseline, even when the batch fits in cache).
-//! Under callgrind, [`canonical_kernel`] runs 30.4 million instructions per MiB (about
-//! 30 per byte). The target is 4x, not reached yet. Per kernel the time goes to SHA-256
-//! of the encoding (about 1x), the 64-byte block classification (about 0.8x, portable
-//! code: SIMD intrinsics cannot be called from safe code here), one lookup and one
-//! emitted element per occurrence of a renamable name (about 60 per kernel, with their
-//! branch mispredictions), and fetching the [`Names`] sets from memory.
+//! project's shared 2-core machine: 4.1 to 6.7 ms per MiB against 0.73 to 0.78 ms for
+//! SHA-256, a ratio of 5.4x to 8.9x (median 7.0x over fourteen runs; the subject varies
+//! with the machine's load much more than the baseline, even when the batch fits in
+//! cache). Under callgrind, [`canonical_kernel`] runs 29.2 million instructions per MiB
+//! (about 28 per byte). The target is 4x, not reached yet. Per kernel the time goes to
+//! SHA-256 of the encoding (about 1x), the 64-byte block classification (about 0.7x,
+//! portable code: SIMD intrinsics cannot be called from safe code here), one lookup and
+//! one emitted element per occurrence of a renamable name (about 60 per kernel, with
+//! their branch mispredictions), and fetching the [`Names`] sets from memory.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
