@@ -81,10 +81,11 @@
 //! with the machine's load much more than the baseline, even when the batch fits in
 //! cache). Under callgrind, [`canonical_kernel`] runs 29.2 million instructions per MiB
 //! (about 28 per byte). The target is 4x, not reached yet. Per kernel the time goes to
-//! SHA-256 of the encoding (about 1x), the 64-byte block classification (about 0.7x,
-//! portable code: SIMD intrinsics cannot be called from safe code here), one lookup and
-//! one emitted element per occurrence of a renamable name (about 60 per kernel, with
-//! their branch mispredictions), and fetching the [`Names`] sets from memory.
+//! SHA-256 of the encoding (about 1x), the 64-byte block classification (about a fifth
+//! of the instructions; portable code, as SIMD intrinsics cannot be called from safe
+//! code here), one lookup and one emitted element per occurrence of a renamable name
+//! (about 60 per kernel, with their branch mispredictions), and fetching the [`Names`]
+//! sets from memory.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
