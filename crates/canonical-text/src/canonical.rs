@@ -895,7 +895,8 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     fn ident(&mut self, s: usize, e: usize, prev: u8) {
         // Names starting with `i` or `v` that are no symbol or scope-local are looked up
         // all the same: that is cheaper than telling them apart, and they are kept.
-        if !self.look[self.src[s] as usize] {
+        // Unless the scan takes every identifier start, it only finds names in `look`.
+        if self.first.all && !self.look[self.src[s] as usize] {
             return;
         }
         if self.after_member_operator(s, prev) {
