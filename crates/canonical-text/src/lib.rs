@@ -76,11 +76,11 @@
 //! Measured with `cargo bench -p canonical-text --bench canonical -- --quick` (group
 //! `canonical_key_1mib`: [`canonical_kernel`] and [`Canonical::key`] over a 1 MiB batch of
 //! about 1000 realistic kernels, against plain SHA-256 of the same bytes) on this
-//! project's shared 2-core machine: 4.1 to 6.7 ms per MiB against 0.73 to 0.78 ms for
-//! SHA-256, a ratio of 5.4x to 8.9x (median 7.0x over fourteen runs; the subject varies
+//! project's shared 2-core machine: 4.2 to 7.3 ms per MiB against 0.74 to 0.91 ms for
+//! SHA-256, a ratio of 5.0x to 9.2x (median 7.1x over sixteen runs; the subject varies
 //! with the machine's load much more than the baseline, even when the batch fits in
-//! cache). Under callgrind, [`canonical_kernel`] runs 29.2 million instructions per MiB
-//! (about 28 per byte). The target is 4x, not reached yet. Per kernel the time goes to
+//! cache). Under callgrind, [`canonical_kernel`] runs 27.9 million instructions per MiB
+//! (about 27 per byte). The target is 4x, not reached yet. Per kernel the time goes to
 //! SHA-256 of the encoding (about 1x), the 64-byte block classification (about a fifth
 //! of the instructions; portable code, as SIMD intrinsics cannot be called from safe
 //! code here), one lookup and one emitted element per occurrence of a renamable name
