@@ -45,7 +45,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use cc_backend::CcBackend;
-use schedule_cache::disk::{self, DiskCache, Space};
+use schedule_cache::disk::{self, Space};
+use schedule_cache::store::CacheStore;
 
 pub use error::DemoError;
 pub use report::{KernelReport, Origin, Report, Totals};
@@ -76,6 +77,11 @@ pub struct DemoOptions {
     /// The C compiler command (a program and its leading arguments); `None` uses `$CC`,
     /// else `cc`.
     pub compiler: Option<String>,
+    /// A Redis server (`redis://host:port/db`) shared by several machines: winners are looked
+    /// up in `cache_dir` first, then on the server (a server hit is copied into `cache_dir`),
+    /// and stored in both. An unreachable server is a miss, never an error. `None`: the
+    /// directory alone. `fresh` clears only the directory.
+    pub redis: Option<String>,
 }
 
 impl DemoOptions {
@@ -91,6 +97,7 @@ impl DemoOptions {
             round2: 12,
             reps: 7,
             compiler: None,
+            redis: None,
         }
     }
 }
@@ -176,7 +183,17 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     let (kernels, totals) = memo_cache::with_cache(true, |memo| {
         let mut session = Session::new(
             backend,
-            DiskCache::new(&options.cache_dir),
+            match &options.redis {
+                None => CacheStore::disk(&options.cache_dir),
+                Some(url) => {
+                    CacheStore::disk_then_redis(&options.cache_dir, url).map_err(|source| {
+                        DemoError::Schedule {
+                            routine: "(the --redis store)".to_string(),
+                            source,
+                        }
+                    })?
+                }
+            },
             memo,
             options.progress,
             options.reps,

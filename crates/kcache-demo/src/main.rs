@@ -33,6 +33,10 @@ struct Args {
     /// Timed runs per measurement.
     #[arg(long, default_value_t = 7, value_name = "N")]
     reps: usize,
+    /// Share winners through this Redis server (e.g. redis://127.0.0.1:6379/0): look up the
+    /// cache directory first, then the server (copying hits into the directory); store in both.
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -44,6 +48,7 @@ fn main() -> ExitCode {
     options.round1 = args.round1;
     options.round2 = args.round2;
     options.reps = args.reps;
+    options.redis = args.redis;
     match run(&options) {
         Ok(report) => {
             print!("{report}");

@@ -10,9 +10,10 @@ use kernel_cache::{
     BatchKernel, KernelCache, Names, Split, kernel_key, resolve_split, with_census,
 };
 use memo_cache::{Key, Table, Value, input_hash, try_fetch_or_put};
-use schedule_cache::disk::{DiskCache, Lookup, MissReason, StoreOutcome};
+use schedule_cache::disk::{Lookup, MissReason, StoreOutcome};
 use schedule_cache::identity::{NodeId, Placement};
 use schedule_cache::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
+use schedule_cache::store::{CacheStore, Store};
 use schedule_cache::{
     CacheKey, CompleteIdentity, Config, KEY_COMPONENTS, KeyInputs, KeyParts, Limits, Registry,
     SavedSchedule, ScheduleEntry, SettingsRegistry, SymRef, TimingIdentity, canonicalize,
@@ -59,7 +60,7 @@ pub(crate) struct Session<'t> {
     pub(crate) config: Config,
     pub(crate) limits: Limits,
     pub(crate) timing: TimingIdentity,
-    pub(crate) disk: DiskCache,
+    pub(crate) disk: CacheStore,
     pub(crate) memo: Option<&'t Table<Key, Measurement>>,
     pub(crate) progress: bool,
     pub(crate) reps: usize,
@@ -112,7 +113,7 @@ fn vector_bytes() -> u32 {
 impl<'t> Session<'t> {
     pub(crate) fn new(
         backend: CcBackend,
-        disk: DiskCache,
+        disk: CacheStore,
         memo: Option<&'t Table<Key, Measurement>>,
         progress: bool,
         reps: usize,

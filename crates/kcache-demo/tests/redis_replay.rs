@@ -1,0 +1,140 @@
+//! The demo on a shared Redis server: one process tunes with `redis` set and stores its
+//! winners in its directory and on the server; a second process (simulating a second machine)
+//! with an empty directory replays them from the server, back-filling its directory.
+//!
+//! Needs `redis-server`: without it the test prints `SKIPPED: redis-server not found`, and fails
+//! when `CI` is set.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kcache_demo::{DemoOptions, Origin, run};
+
+/// A private `redis-server` on a free loopback port, killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn answers_ping(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut buf = [0u8; 7];
+    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+fn start() -> Option<Server> {
+    let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+    for _ in 0..5 {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spawned = Command::new(&binary)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--dir"])
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match spawned {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let msg = format!("redis-server not found ({binary}: {e})");
+                if std::env::var_os("CI").is_some() {
+                    panic!("{msg}: required under CI (install the Debian package redis-server)");
+                }
+                let _ = std::io::stderr().write_all(format!("SKIPPED: {msg}\n").as_bytes());
+                return None;
+            }
+            Err(e) => panic!("could not start {binary}: {e}"),
+        };
+        let mut server = Server {
+            child,
+            port,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if server.child.try_wait().expect("try_wait").is_some() {
+                break;
+            }
+            if answers_ping(port) {
+                return Some(server);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    panic!("redis-server did not become ready");
+}
+
+/// Runs the demo binary (a separate process: another "machine") on `dir` with the shared
+/// server, and returns the report line of the `chain` kernel.
+fn machine(dir: &std::path::Path, url: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_kcache-demo"))
+        .arg("--cache-dir")
+        .arg(dir)
+        .args(["--redis", url, "--kernels", "chain", "--quiet"])
+        .args(["--round1", "3", "--round2", "1", "--reps", "1"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kcache-demo");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "kcache-demo failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .find(|l| l.starts_with("chain "))
+        .unwrap_or_else(|| panic!("no chain row in:\n{stdout}"))
+        .to_owned()
+}
+
+#[test]
+fn a_second_machine_with_an_empty_directory_replays_winners_from_redis() {
+    let Some(server) = start() else { return };
+    let url = format!("redis://127.0.0.1:{}/0", server.port);
+    let tmp = tempfile::tempdir().expect("tempdir");
+
+    // Machine A searches and publishes its winner to its directory and to the server.
+    let a = machine(&tmp.path().join("machine-a"), &url);
+    assert!(a.split_whitespace().nth(1) == Some("searched"), "{a}");
+
+    // Machine B: an empty directory, the same server: it replays A's winner.
+    let b_dir = tmp.path().join("machine-b");
+    let b = machine(&b_dir, &url);
+    assert!(b.split_whitespace().nth(1) == Some("replayed"), "{b}");
+
+    // The winner was back-filled into B's directory: without the server, B replays it from
+    // there (in process, to compare the saved schedules exactly).
+    drop(server);
+    let mut o = DemoOptions::new(&b_dir);
+    o.kernels = Some(vec!["chain".to_string()]);
+    (o.round1, o.round2, o.reps, o.progress) = (3, 1, 1, false);
+    let local = run(&o).expect("local replay");
+    assert_eq!(local.kernels[0].origin, Origin::Replayed);
+    assert_eq!(local.kernels[0].disk_lookup, "hit");
+    // The same schedule on all three runs (the report's last column).
+    let sched = &local.kernels[0].schedule;
+    assert!(
+        a.contains(sched.as_str()) && b.contains(sched.as_str()),
+        "{sched}\n{a}\n{b}"
+    );
+}
