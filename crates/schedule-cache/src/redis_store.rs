@@ -33,7 +33,7 @@ use redis::{Client, Connection, Script, Value};
 
 use crate::disk::{
     self, CACHE_REGIME_VERSION, DiskEvent, Lookup, MAX_SIBLINGS, MissReason, Op, Outcome, Refusal,
-    Space, StoreOutcome, Stored, key_starts_with_digest, parse_stamp, render_stamp,
+    Space, StoreOutcome, Stored, parse_stamp, render_stamp,
 };
 use crate::store::Store;
 use crate::{CacheKey, Error};
@@ -512,25 +512,8 @@ impl Store for RedisStore {
             self.note(Op::Store, E::SPACE, None, Outcome::Skipped);
             return Ok(StoreOutcome::Skipped);
         };
-        if entry.version() != E::VERSION {
-            return Err(Error::EntryVersion {
-                found: entry.version(),
-                expected: E::VERSION,
-            });
-        }
-        if !key_starts_with_digest(key.as_str(), entry.digest()) {
-            return Err(Error::KeyDigestMismatch {
-                key: key.as_str().to_owned(),
-                digest: entry.digest().to_owned(),
-            });
-        }
-        // The directory store's exact encoding, so an entry can be copied between stores.
-        let text =
-            ron::ser::to_string_pretty(entry, ron::ser::PrettyConfig::default()).map_err(|e| {
-                Error::Encode {
-                    message: e.to_string(),
-                }
-            })?;
+        // The directory store's checks and exact encoding, so an entry can be copied between stores.
+        let text = crate::disk::encode_for_key(key, entry)?;
         let outcome = match self.operate(E::SPACE, key, entry.digest(), Some(&text)) {
             Ok(Answer::Stored) => StoreOutcome::Stored,
             Ok(_) => StoreOutcome::Refused(Refusal::Io {

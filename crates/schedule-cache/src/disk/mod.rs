@@ -243,19 +243,7 @@ impl DiskCache {
             self.note(Op::Store, E::SPACE, None, Outcome::Skipped);
             return Ok(StoreOutcome::Skipped);
         };
-        if entry.version() != E::VERSION {
-            return Err(Error::EntryVersion {
-                found: entry.version(),
-                expected: E::VERSION,
-            });
-        }
-        if !key_starts_with_digest(key.as_str(), entry.digest()) {
-            return Err(Error::KeyDigestMismatch {
-                key: key.as_str().to_owned(),
-                digest: entry.digest().to_owned(),
-            });
-        }
-        let text = encode(entry)?;
+        let text = encode_for_key(key, entry)?;
         let outcome = match self.publish(key, E::SPACE, text.as_bytes()) {
             Ok(()) => StoreOutcome::Stored,
             Err(r) => StoreOutcome::Refused(r),
@@ -427,7 +415,24 @@ impl DiskCache {
     }
 }
 
-fn encode<E: Stored>(entry: &E) -> Result<String, Error> {
+/// The caller-mistake checks every store makes before publishing, then the one encoding every
+/// store writes (so an entry can be copied between a directory and a shared store byte for
+/// byte): [`Error::EntryVersion`] if `entry.version()` is not `E::VERSION`,
+/// [`Error::KeyDigestMismatch`] if `key` does not start with `entry.digest()`, [`Error::Encode`]
+/// if the entry cannot be encoded.
+pub(crate) fn encode_for_key<E: Stored>(key: &CacheKey, entry: &E) -> Result<String, Error> {
+    if entry.version() != E::VERSION {
+        return Err(Error::EntryVersion {
+            found: entry.version(),
+            expected: E::VERSION,
+        });
+    }
+    if !key_starts_with_digest(key.as_str(), entry.digest()) {
+        return Err(Error::KeyDigestMismatch {
+            key: key.as_str().to_owned(),
+            digest: entry.digest().to_owned(),
+        });
+    }
     ron::ser::to_string_pretty(entry, ron::ser::PrettyConfig::default()).map_err(|e| {
         Error::Encode {
             message: e.to_string(),
