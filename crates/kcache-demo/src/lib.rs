@@ -220,8 +220,13 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         }
         Ok::<_, DemoError>((reports.into_iter().flatten().collect(), session.totals))
     })?;
+    let store = match &options.redis {
+        None => "disk".to_string(),
+        Some(_) => "the cache directory, then Redis".to_string(),
+    };
     Ok(Report {
         cache_dir,
+        store,
         compiler,
         kernels,
         totals,

@@ -91,6 +91,9 @@ impl Totals {
 pub struct Report {
     /// The disk cache directory used.
     pub cache_dir: PathBuf,
+    /// Where winners are looked up and stored, as the report names it: `disk`, or the
+    /// directory then Redis with `--redis`.
+    pub store: String,
     /// The C compiler (first line of its `--version`).
     pub compiler: String,
     /// One report per kernel, in the demo's order.
@@ -219,7 +222,8 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "disk cache: {} of {} winners found (hit rate {}), {} stored",
+            "schedule store ({}): {} of {} winners found (hit rate {}), {} stored",
+            self.store,
             t.disk_hits,
             t.disk_lookups,
             pct(t.disk_hits, t.disk_lookups),
@@ -232,7 +236,8 @@ impl fmt::Display for Report {
         if replayed == n && n > 0 {
             writeln!(
                 f,
-                "replayed {replayed}/{n} winners from disk: compiled {} in {} instead of a cold search of up to {} candidates ({} kernels to render and resolve)",
+                "replayed {replayed}/{n} winners from {}: compiled {} in {} instead of a cold search of up to {} candidates ({} kernels to render and resolve)",
+                self.store,
                 count(t.kernels_compiled, "kernel"),
                 count(t.programs_compiled, "program"),
                 self.cold_search_candidates,
@@ -241,7 +246,8 @@ impl fmt::Display for Report {
         } else if replayed > 0 {
             writeln!(
                 f,
-                "replayed {replayed}/{n} winners from disk, searched the other {}: compiled {} kernels",
+                "replayed {replayed}/{n} winners from {}, searched the other {}: compiled {} kernels",
+                self.store,
                 n - replayed,
                 t.kernels_compiled
             )?;
@@ -265,7 +271,8 @@ impl fmt::Display for Report {
             if t.disk_stored > 0 {
                 writeln!(
                     f,
-                    "run it again to replay them from disk instead of searching"
+                    "run it again to replay them from {} instead of searching",
+                    self.store
                 )?;
             }
         }
