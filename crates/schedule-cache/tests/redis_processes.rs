@@ -78,25 +78,7 @@ fn redis_writer_worker() {
 #[test]
 fn concurrent_writer_processes_never_tear_an_entry() {
     let server = server_or_skip!();
-    let exe = std::env::current_exe().expect("test binary");
-    let children: Vec<_> = (0..PROCESSES)
-        .map(|id| {
-            Command::new(&exe)
-                .args([
-                    "--exact",
-                    "redis_writer_worker",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(WORKER, id.to_string())
-                .env(URL, server.url())
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn worker")
-        })
-        .collect();
+    let children = spawn_workers("redis_writer_worker", WORKER, &server.url());
 
     // Read along while the workers write.
     let reader = server.store();
@@ -273,25 +255,7 @@ fn redis_bump_worker() {
 #[test]
 fn a_regime_bump_amid_writer_processes_sweeps_exactly_the_old_regime() {
     let server = server_or_skip!();
-    let exe = std::env::current_exe().expect("test binary");
-    let children: Vec<_> = (0..PROCESSES)
-        .map(|id| {
-            Command::new(&exe)
-                .args([
-                    "--exact",
-                    "redis_bump_worker",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(BUMP_WORKER, id.to_string())
-                .env(URL, server.url())
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn worker")
-        })
-        .collect();
+    let children = spawn_workers("redis_bump_worker", BUMP_WORKER, &server.url());
     // Raise the flag once the workers have done some old-regime operations.
     let mut raw = server.raw();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -355,4 +319,23 @@ fn a_regime_bump_amid_writer_processes_sweeps_exactly_the_old_regime() {
             }
         }
     }
+}
+
+/// Starts `PROCESSES` copies of this test binary, each running only the test `worker` with
+/// `id_var` set to its index and the server's URL in `URL`.
+fn spawn_workers(worker: &str, id_var: &str, url: &str) -> Vec<std::process::Child> {
+    let exe = std::env::current_exe().expect("test binary");
+    (0..PROCESSES)
+        .map(|id| {
+            Command::new(&exe)
+                .args(["--exact", worker, "--nocapture", "--test-threads=1"])
+                .env(id_var, id.to_string())
+                .env(URL, url)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn worker")
+        })
+        .collect()
 }
