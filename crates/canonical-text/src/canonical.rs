@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::OnceLock;
 
-use crate::encoding::{self as enc, push_renamed, push_text, push_text_of};
+use crate::encoding::{self as enc, push_renamed};
 use crate::lexer::{
     attribute_end, block_comment_end, ident_end, is_ident_continue, is_ident_start,
     line_comment_end, literal_end, number_end, preprocessor_end,
@@ -15,8 +15,9 @@ use crate::kernel_token;
 
 /// Domain separation and format version of [`Canonical::key`]. Bump on any change of the
 /// encoding or of the renaming rules, so no key of an old format can equal a new one.
-/// History: v1 -- first format.
-const KEY_DOMAIN: &[u8] = b"kcache canonical-text v1";
+/// History: v1 -- first format (text runs as length-prefixed elements); v2 -- text kept
+/// verbatim, renamed and own names as tag bytes UTF-8 never uses.
+const KEY_DOMAIN: &[u8] = b"kcache canonical-text v2";
 
 /// A derivation template: the emitter derives the name `prefix + base + suffix` from a
 /// base name (a bound name, a loop symbol, or digits).
@@ -316,8 +317,9 @@ impl Canonical {
         crate::hex_lower(&h.finalize())
     }
 
-    /// The compact tagged token stream the key is taken over (a prefix code: see the
-    /// crate docs). Useful to compare two kernels byte by byte.
+    /// The byte stream the key is taken over: the kernel's bytes as written, each
+    /// occurrence of a renamed name or of the own name replaced by a tag (a prefix code:
+    /// see the crate docs). Useful to compare two kernels byte by byte.
     pub fn encoding(&self) -> &[u8] {
         &self.encoding
     }
@@ -798,25 +800,26 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             self.chunk_start = e;
             // Common case in one fixed-size copy: a short run, then a small number.
             let len = s.wrapping_sub(a);
-            if (1..=16).contains(&len)
+            if len < 16
                 && n < 0x80
-                && let Some(window) = self.src.get(a..a + 16)
+                && let Some(window) = self.src.get(a..a + 18)
             {
-                let mut buf = [0u8; 20];
-                buf[0] = enc::TEXT;
-                buf[1] = len as u8;
-                buf[2..18].copy_from_slice(window);
-                buf[2 + len] = enc::RENAMED;
-                buf[3 + len] = n as u8;
+                let mut buf = [0u8; 18];
+                buf.copy_from_slice(window);
+                buf[len] = enc::RENAMED;
+                buf[len + 1] = n as u8;
                 let at = self.out.len();
                 self.out.extend_from_slice(&buf);
-                self.out.truncate(at + 4 + len);
+                self.out.truncate(at + len + 2);
                 return;
             }
-            push_text_of(&mut self.out, self.src, a, s);
+            self.out
+                .extend_from_slice(self.src.get(a..s).unwrap_or_default());
             push_renamed(&mut self.out, n);
         } else if slot == Slot::Own {
-            push_text_of(&mut self.out, self.src, self.chunk_start, s);
+            let a = self.chunk_start;
+            self.out
+                .extend_from_slice(self.src.get(a..s).unwrap_or_default());
             self.out.push(enc::OWN);
             self.chunk_start = e;
         }
@@ -1147,7 +1150,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             }
             base += 64;
         }
-        push_text(&mut self.out, &src[self.chunk_start.min(n)..]);
+        self.out.extend_from_slice(&src[self.chunk_start.min(n)..]);
         Ok(())
     }
 }
@@ -1466,8 +1469,7 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
             }
         }
         Err(Ambiguous { offset, what }) => {
-            let mut encoding = Vec::with_capacity(src.len() + 12);
-            push_text(&mut encoding, src);
+            let encoding = src.to_vec();
             refusals.push(Refusal::AmbiguousLexing { offset, what });
             Canonical {
                 encoding,
@@ -1822,6 +1824,21 @@ mod tests {
         assert_eq!(plain(&long), "ocannl_k0 + ocannl_k1");
         assert_eq!(plain("i1"), "ocannl_k0");
         assert_eq!(plain(""), "");
+    }
+
+    #[test]
+    fn non_ascii_text_is_kept_and_decodes() {
+        let names = Names::new().with_bound(["n1_é"]);
+        let text = "/* żółw i1 */ n1_é[i1] = \"€\" + x_ü + n1_é; // 🙂 i2";
+        let c = canonical_kernel(text, Some("x_ü"), &names);
+        assert_eq!(
+            c.text(),
+            "/* żółw ocannl_k0 */ ocannl_k1[ocannl_k0] = \"€\" + x_ü + ocannl_k1; // 🙂 ocannl_k2"
+        );
+        // Tag bytes only where names were replaced: five renamed occurrences, one own name.
+        let tags = c.encoding().iter().filter(|&&b| b >= enc::OWN).count();
+        assert_eq!(tags, 5 + 1);
+        assert_eq!(c.renamed().collect::<Vec<_>>(), ["i1", "n1_é", "i2"]);
     }
 
     #[test]

@@ -1,19 +1,22 @@
 //! The tagged byte encoding of a canonical kernel, and its human-readable rendering.
 //!
-//! The encoding is a sequence of elements, each starting with a tag byte:
+//! The encoding is the kernel's bytes as written, except that each occurrence of a
+//! renamed name and of the kernel's own name is replaced by a tag:
 //!
-//! | tag | element | followed by |
-//! |-----|---------|-------------|
-//! | `TEXT` | a run of the kernel's bytes kept exactly as written | length (LEB128), the bytes |
-//! | `RENAMED` | one occurrence of a renamed name | its number (LEB128) |
-//! | `OWN` | one occurrence of the kernel's own name | nothing (the kernel token is a separate key part) |
+//! | bytes | stands for |
+//! |-------|------------|
+//! | any byte below `0xF8` | itself: a byte of the kernel text kept exactly as written |
+//! | `RENAMED` (`0xFF`), then a number (LEB128) | one occurrence of the renamed name with that number |
+//! | `OWN` (`0xFE`) | one occurrence of the kernel's own name (the kernel token is a separate key part) |
 //!
-//! Two `TEXT` elements are never adjacent and none is empty, so each kernel has exactly
-//! one encoding, and the encoding decodes uniquely element by element (a prefix code).
+//! The kernel text is UTF-8, in which bytes `0xF8` to `0xFF` never occur, so a tag can
+//! never be mistaken for text: the encoding decodes uniquely byte by byte (a prefix
+//! code), and each kernel has exactly one encoding.
 
-pub(crate) const TEXT: u8 = 0x01;
-pub(crate) const RENAMED: u8 = 0x02;
-pub(crate) const OWN: u8 = 0x03;
+/// Tag of one occurrence of a renamed name; its number follows (LEB128).
+pub(crate) const RENAMED: u8 = 0xFF;
+/// Tag of one occurrence of the kernel's own name.
+pub(crate) const OWN: u8 = 0xFE;
 
 /// Appends `v` as LEB128.
 #[inline]
@@ -23,36 +26,6 @@ pub(crate) fn push_varint(out: &mut Vec<u8>, mut v: usize) {
         v >>= 7;
     }
     out.push(v as u8);
-}
-
-/// Appends a `TEXT` element holding `bytes` (nothing if `bytes` is empty).
-#[inline]
-pub(crate) fn push_text(out: &mut Vec<u8>, bytes: &[u8]) {
-    if !bytes.is_empty() {
-        out.push(TEXT);
-        push_varint(out, bytes.len());
-        out.extend_from_slice(bytes);
-    }
-}
-
-/// Appends a `TEXT` element holding `src[a..b]` (nothing if empty); short runs are
-/// copied as a fixed 16 bytes and cut back, which avoids a call per run.
-#[inline(always)]
-pub(crate) fn push_text_of(out: &mut Vec<u8>, src: &[u8], a: usize, b: usize) {
-    let len = b.saturating_sub(a);
-    if len == 0 {
-        return;
-    }
-    out.push(TEXT);
-    push_varint(out, len);
-    match src.get(a..a + 16) {
-        Some(window) if len <= 16 => {
-            let at = out.len();
-            out.extend_from_slice(window);
-            out.truncate(at + len);
-        }
-        _ => out.extend_from_slice(&src[a..b]),
-    }
 }
 
 /// Appends a `RENAMED` element.
@@ -89,30 +62,32 @@ pub(crate) fn canonical_name(n: usize) -> String {
     format!("ocannl_k{n}")
 }
 
-/// Renders an encoding as text: `TEXT` as written, renamed names as `ocannl_k<n>`, the
-/// kernel's own name as `token`. Stops quietly at anything it cannot decode (never
+/// Renders an encoding as text: text bytes as written, renamed names as `ocannl_k<n>`,
+/// the kernel's own name as `token`. Stops quietly at anything it cannot decode (never
 /// panics).
 pub(crate) fn render(enc: &[u8], token: &str) -> String {
     let mut out: Vec<u8> = Vec::with_capacity(enc.len() + enc.len() / 8);
     let mut i = 0;
-    while let Some(&tag) = enc.get(i) {
-        i += 1;
-        match tag {
-            TEXT => {
-                let Some(len) = read_varint(enc, &mut i) else {
-                    break;
-                };
-                let Some(bytes) = i.checked_add(len).and_then(|e| enc.get(i..e)) else {
-                    break;
-                };
-                out.extend_from_slice(bytes);
-                i += len;
+    while i < enc.len() {
+        // The text up to the next tag, as written.
+        let run = enc[i..]
+            .iter()
+            .position(|&b| b >= OWN)
+            .unwrap_or(enc.len() - i);
+        out.extend_from_slice(&enc[i..i + run]);
+        i += run;
+        match enc.get(i) {
+            Some(&RENAMED) => {
+                i += 1;
+                match read_varint(enc, &mut i) {
+                    Some(n) => out.extend_from_slice(canonical_name(n).as_bytes()),
+                    None => break,
+                }
             }
-            RENAMED => match read_varint(enc, &mut i) {
-                Some(n) => out.extend_from_slice(canonical_name(n).as_bytes()),
-                None => break,
-            },
-            OWN => out.extend_from_slice(token.as_bytes()),
+            Some(&OWN) => {
+                i += 1;
+                out.extend_from_slice(token.as_bytes());
+            }
             _ => break,
         }
     }
@@ -134,7 +109,7 @@ mod tests {
         }
         assert_eq!(read_varint(&[0x80], &mut 0), None);
         assert_eq!(read_varint(&[0xff; 20], &mut 0), None);
-        for n in [0u32, 127, 128, 70000] {
+        for n in [0u32, 127, 128, 254, 255, 70000] {
             let mut out = Vec::new();
             push_renamed(&mut out, n);
             assert_eq!(render(&out, ""), canonical_name(n as usize));
@@ -142,19 +117,35 @@ mod tests {
     }
 
     #[test]
+    fn tags_are_no_utf8_bytes() {
+        // Every byte of every UTF-8 encoded char is below both tags.
+        for c in [
+            '\0',
+            'a',
+            '\u{7f}',
+            '\u{80}',
+            '\u{7ff}',
+            '\u{ffff}',
+            char::MAX,
+        ] {
+            let mut buf = [0u8; 4];
+            assert!(c.encode_utf8(&mut buf).bytes().all(|b| b < OWN));
+        }
+    }
+
+    #[test]
     fn render_decodes_and_never_panics_on_garbage() {
-        let mut e = Vec::new();
-        push_text(&mut e, b"a ");
+        let mut e = b"a ".to_vec();
         push_renamed(&mut e, 3);
-        push_text(&mut e, b"");
         e.push(OWN);
-        assert_eq!(render(&e, "k__seg"), "a ocannl_k3k__seg");
+        push_renamed(&mut e, 255);
+        e.extend_from_slice("é;".as_bytes());
+        assert_eq!(render(&e, "k__seg"), "a ocannl_k3k__segocannl_k255é;");
         for enc in [
-            &[TEXT, 5, b'a'][..],
-            &[RENAMED],
-            &[0xff],
-            &[TEXT, 0x80],
-            &[TEXT],
+            &[RENAMED][..],
+            &[RENAMED, 0x80],
+            &[0xfd, RENAMED],
+            &[OWN, OWN],
         ] {
             let _ = render(enc, "k");
         }

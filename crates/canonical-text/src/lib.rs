@@ -41,17 +41,17 @@
 //!
 //! The key is not taken over the human-readable [`Canonical::text`] but over a tagged
 //! byte encoding ([`Canonical::encoding`]): the kernel's exact bytes, except that each
-//! occurrence of a renamed name becomes a `RENAMED` tag and the name's number, and each
-//! occurrence of the kernel's own name an `OWN` tag. The bytes between them are `TEXT`
-//! elements, each a tag and a length, never empty and never two in a row. So:
+//! occurrence of a renamed name becomes a `RENAMED` tag byte (`0xFF`) and the name's
+//! number, and each occurrence of the kernel's own name an `OWN` tag byte (`0xFE`). The
+//! text is UTF-8, in which these two bytes never occur. So:
 //!
-//! * **No confusion between renamed and kept names.** A name kept as spelled is inside a
-//!   `TEXT` element, a renamed one is a `RENAMED` element: a free identifier spelled
-//!   `ocannl_k0` (or spelled like the kernel token) can never be read as a renamed one.
-//! * **No shifting of boundaries.** The encoding is a prefix code (tag, then a length or
-//!   a number), so it decodes uniquely and no concatenation of elements can move a token
-//!   boundary; whitespace is kept exactly, so the text between renamed names is
-//!   byte-for-byte the same in two kernels with equal keys.
+//! * **No confusion between renamed and kept names.** A name kept as spelled stays its
+//!   own bytes, a renamed one is a tag: a free identifier spelled `ocannl_k0` (or spelled
+//!   like the kernel token) can never be read as a renamed one.
+//! * **No shifting of boundaries.** The encoding is a prefix code (a text byte, or a tag
+//!   then a self-delimiting LEB128 number), so it decodes uniquely and no concatenation of
+//!   elements can move a token boundary; whitespace is kept exactly, so the text between
+//!   renamed names is byte-for-byte the same in two kernels with equal keys.
 //! * **Renaming is a bijection.** Numbers are given per distinct name by first
 //!   occurrence, so equal encodings mean the two texts are equal except that renamed
 //!   names correspond one to one.

@@ -1,6 +1,6 @@
 # Independent computation of PINNED_KEY in tests/properties.rs (python3 pinned_key.py).
-# The format: TEXT = 0x01 len bytes, RENAMED = 0x02 number, OWN = 0x03 (LEB128 lengths and
-# numbers); key = SHA-256 over the parts [domain, "K" + kernel token, encoding, extras],
+# The format: the text's UTF-8 bytes as written, each renamed name replaced by 0xFF and its
+# number (LEB128), the own name by 0xFE; key = SHA-256 over the parts [domain, "K" + kernel token, encoding, extras],
 # each prefixed by its length as a little-endian u64.
 import hashlib, re, struct
 
@@ -21,19 +21,15 @@ nums, enc, last = {}, b'', 0
 for m in re.finditer(r'[A-Za-z_][A-Za-z0-9_]*', text):
     w = m.group(0)
     if w in ('n17_x', 'n18_y', 'i12', 'v3_t', 'step__seg3'):
-        chunk = text[last:m.start()].encode()
-        if chunk:
-            enc += b'\x01' + leb(len(chunk)) + chunk
+        enc += text[last:m.start()].encode()
         if w == 'step__seg3':
-            enc += b'\x03'
+            enc += b'\xfe'
         else:
             nums.setdefault(w, len(nums))
-            enc += b'\x02' + leb(nums[w])
+            enc += b'\xff' + leb(nums[w])
         last = m.end()
-chunk = text[last:].encode()
-if chunk:
-    enc += b'\x01' + leb(len(chunk)) + chunk
+enc += text[last:].encode()
 h = hashlib.sha256()
-for p in [b'kcache canonical-text v1', b'Kstep__seg', enc, b'-O3']:
+for p in [b'kcache canonical-text v2', b'Kstep__seg', enc, b'-O3']:
     h.update(struct.pack('<Q', len(p))); h.update(p)
 print(h.hexdigest())
