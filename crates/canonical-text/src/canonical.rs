@@ -259,10 +259,11 @@ fn all_digits(s: &str) -> bool {
 #[derive(Clone, Debug)]
 pub struct Canonical {
     encoding: Vec<u8>,
-    token: Option<String>,
-    /// The renamed names, concatenated in number order; `renamed_ends[n]` ends name `n`.
-    renamed_names: Vec<u8>,
-    renamed_ends: Vec<usize>,
+    /// The kernel token (its first `token_len` bytes, if a kernel name was given), then
+    /// the renamed names in number order, each as its length (LEB128) and its bytes.
+    side: Vec<u8>,
+    token_len: Option<usize>,
+    renamed_count: usize,
     refusals: Vec<Refusal>,
     pinned: Vec<String>,
     text: OnceLock<String>,
@@ -270,7 +271,7 @@ pub struct Canonical {
 
 impl PartialEq for Canonical {
     fn eq(&self, other: &Self) -> bool {
-        self.token == other.token && self.encoding == other.encoding
+        self.kernel_token() == other.kernel_token() && self.encoding == other.encoding
     }
 }
 
@@ -284,7 +285,7 @@ impl Canonical {
     /// here, while the key tells them apart.
     pub fn text(&self) -> &str {
         self.text
-            .get_or_init(|| enc::render(&self.encoding, self.token.as_deref().unwrap_or("")))
+            .get_or_init(|| enc::render(&self.encoding, self.kernel_token().unwrap_or("")))
     }
 
     /// The cache key: lowercase hex SHA-256 over the format version, the kernel token,
@@ -302,11 +303,11 @@ impl Canonical {
         }
         let mut h = Sha256::new();
         part(&mut h, KEY_DOMAIN);
-        match &self.token {
+        match self.token_bytes() {
             Some(t) => {
                 h.update(((1 + t.len()) as u64).to_le_bytes());
                 h.update(b"K");
-                h.update(t.as_bytes());
+                h.update(t);
             }
             None => part(&mut h, b"N"),
         }
@@ -326,22 +327,31 @@ impl Canonical {
 
     /// The kernel token that replaced the kernel's own name, if a name was given.
     pub fn kernel_token(&self) -> Option<&str> {
-        self.token.as_deref()
+        // The token was copied from a `&str` at a char boundary, so this never fails.
+        self.token_bytes()
+            .map(|t| std::str::from_utf8(t).unwrap_or_default())
+    }
+
+    fn token_bytes(&self) -> Option<&[u8]> {
+        self.token_len
+            .map(|l| self.side.get(..l).unwrap_or_default())
     }
 
     /// The renamed names in number order: the `n`th one became `ocannl_k<n>`.
     pub fn renamed(&self) -> impl Iterator<Item = std::borrow::Cow<'_, str>> + '_ {
-        let mut start = 0;
-        self.renamed_ends.iter().map(move |&end| {
-            let name = String::from_utf8_lossy(self.renamed_names.get(start..end).unwrap_or(&[]));
-            start = end;
-            name
+        let mut at = self.token_len.unwrap_or(0);
+        (0..self.renamed_count).map(move |_| {
+            let name = enc::read_varint(&self.side, &mut at)
+                .and_then(|len| self.side.get(at..at.checked_add(len)?))
+                .unwrap_or_default();
+            at += name.len();
+            String::from_utf8_lossy(name)
         })
     }
 
     /// How many distinct names were renamed.
     pub fn renamed_count(&self) -> usize {
-        self.renamed_ends.len()
+        self.renamed_count
     }
 
     /// Why renaming was refused, in part or in whole; empty if it was not.
@@ -573,14 +583,14 @@ struct Renamer<'a, 'n> {
     /// and scope-locals; any other name is kept without a lookup.
     first: FirstBytes,
     /// First bytes of names looked up where met: those in `first`, `i` and `v`.
-    look: [bool; 256],
+    look: ByteSet,
     map: Interner<'a>,
     next: u32,
     out: Vec<u8>,
     /// Start of the bytes not yet written to `out`.
     chunk_start: usize,
-    renamed_names: Vec<u8>,
-    renamed_ends: Vec<usize>,
+    /// [`Canonical`]'s `side`: the kernel token, then each renamed name as it is numbered.
+    side: Vec<u8>,
     pinned_count: usize,
     /// A name already renamed (or the own name) was pinned: the pass must be redone.
     redo: bool,
@@ -604,6 +614,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         prepared: &'n Prepared<'n>,
         bound_ok: bool,
         own: Option<&'a [u8]>,
+        token: &[u8],
         pinned: &[&'a [u8]],
     ) -> Self {
         let names = prepared.names;
@@ -654,8 +665,8 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             }
         }
         let mut look = first.table;
-        look[usize::from(b'i')] = true;
-        look[usize::from(b'v')] = true;
+        look.insert(b'i');
+        look.insert(b'v');
         Renamer {
             src,
             names,
@@ -667,8 +678,11 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             next: 0,
             out: Vec::with_capacity(2 * src.len() + 16),
             chunk_start: 0,
-            renamed_names: Vec::with_capacity(256),
-            renamed_ends: Vec::with_capacity(32),
+            side: {
+                let mut side = Vec::with_capacity(token.len() + 128);
+                side.extend_from_slice(token);
+                side
+            },
             pinned_count: pinned.len(),
             redo: false,
             done: 0,
@@ -752,8 +766,8 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     fn number(&mut self, i: usize, found: bool, name: &'a [u8], k: NameKey) -> Slot {
         let n = self.next;
         self.next += 1;
-        self.renamed_names.extend_from_slice(name);
-        self.renamed_ends.push(self.renamed_names.len());
+        enc::push_varint(&mut self.side, name.len());
+        self.side.extend_from_slice(name);
         let slot = Slot::Renamed(n);
         self.map.set_at(i, found, name, k, slot);
         slot
@@ -804,13 +818,14 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 && n < 0x80
                 && let Some(window) = self.src.get(a..a + 18)
             {
-                let mut buf = [0u8; 18];
-                buf.copy_from_slice(window);
-                buf[len] = enc::RENAMED;
-                buf[len + 1] = n as u8;
-                let at = self.out.len();
-                self.out.extend_from_slice(&buf);
-                self.out.truncate(at + len + 2);
+                // Copy the run and more, then write the tag and number over the rest.
+                let at = self.out.len() + len;
+                self.out.extend_from_slice(window);
+                if let Some(tag) = self.out.get_mut(at..at + 2) {
+                    tag[0] = enc::RENAMED;
+                    tag[1] = n as u8;
+                }
+                self.out.truncate(at + 2);
                 return;
             }
             self.out
@@ -899,7 +914,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         // Names starting with `i` or `v` that are no symbol or scope-local are looked up
         // all the same: that is cheaper than telling them apart, and they are kept.
         // Unless the scan takes every identifier start, it only finds names in `look`.
-        if self.first.all && !self.look[self.src[s] as usize] {
+        if self.first.all && !self.look.contains(self.src[s]) {
             return;
         }
         if self.after_member_operator(s, prev) {
@@ -1204,32 +1219,36 @@ fn from(p: usize, base: usize) -> u64 {
     if d >= 64 { 0 } else { u64::MAX << d }
 }
 
+/// A set of bytes.
+#[derive(Clone, Copy, Default)]
+struct ByteSet([u64; 4]);
+
+impl ByteSet {
+    fn insert(&mut self, b: u8) {
+        self.0[usize::from(b >> 6)] |= 1 << (b & 63);
+    }
+
+    #[inline(always)]
+    fn contains(&self, b: u8) -> bool {
+        (self.0[usize::from(b >> 6)] >> (b & 63)) & 1 != 0
+    }
+}
+
 /// First bytes of names that need a look: a table, and for the vectorized scan up to
 /// four of them (unused slots 0, which starts no identifier) or `all` if there are
 /// more.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct FirstBytes {
-    table: [bool; 256],
+    table: ByteSet,
     bytes: [u8; 4],
     len: usize,
     all: bool,
 }
 
-impl Default for FirstBytes {
-    fn default() -> Self {
-        FirstBytes {
-            table: [false; 256],
-            bytes: [0; 4],
-            len: 0,
-            all: false,
-        }
-    }
-}
-
 impl FirstBytes {
     /// Adds `b` as the first byte of names that need a look.
     fn add(&mut self, b: u8) {
-        self.table[b as usize] = true;
+        self.table.insert(b);
         self.add_scan(b);
     }
 
@@ -1255,7 +1274,7 @@ impl FirstBytes {
 
     #[inline(always)]
     fn contains(&self, b: u8) -> bool {
-        self.table[b as usize]
+        self.table.contains(b)
     }
 }
 
@@ -1432,9 +1451,11 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
     let bound_ok = prepared.refusal.is_none();
     refusals.extend(prepared.refusal.clone());
     let own = kernel_name.map(str::as_bytes);
-    let token = kernel_name.map(|k| kernel_token(k).to_owned());
+    let token = kernel_name.map(kernel_token);
+    let token_bytes = token.map(str::as_bytes).unwrap_or_default();
+    let token_len = token.map(str::len);
 
-    let mut r = Renamer::new(src, &prepared, bound_ok, own, &[]);
+    let mut r = Renamer::new(src, &prepared, bound_ok, own, token_bytes, &[]);
     let mut outcome = r.run();
     if outcome.is_ok() && r.redo {
         let pinned: Vec<&[u8]> = r
@@ -1443,7 +1464,7 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
             .filter(|e| e.slot == Slot::Pinned)
             .map(|e| e.name)
             .collect();
-        r = Renamer::new(src, &prepared, bound_ok, own, &pinned);
+        r = Renamer::new(src, &prepared, bound_ok, own, token_bytes, &pinned);
         outcome = r.run();
     }
     match outcome {
@@ -1460,9 +1481,9 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
             }
             Canonical {
                 encoding: r.out,
-                token,
-                renamed_names: r.renamed_names,
-                renamed_ends: r.renamed_ends,
+                side: r.side,
+                token_len,
+                renamed_count: r.next as usize,
                 refusals,
                 pinned,
                 text: OnceLock::new(),
@@ -1473,9 +1494,9 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
             refusals.push(Refusal::AmbiguousLexing { offset, what });
             Canonical {
                 encoding,
-                token,
-                renamed_names: Vec::new(),
-                renamed_ends: Vec::new(),
+                side: token_bytes.to_vec(),
+                token_len,
+                renamed_count: 0,
                 refusals,
                 pinned: Vec::new(),
                 text: OnceLock::new(),

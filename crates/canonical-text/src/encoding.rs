@@ -40,7 +40,7 @@ pub(crate) fn push_renamed(out: &mut Vec<u8>, n: u32) {
 }
 
 /// Reads a LEB128 value at `*i`, advancing `*i`; `None` if truncated or too long.
-fn read_varint(enc: &[u8], i: &mut usize) -> Option<usize> {
+pub(crate) fn read_varint(enc: &[u8], i: &mut usize) -> Option<usize> {
     let mut v: usize = 0;
     let mut shift = 0u32;
     loop {
