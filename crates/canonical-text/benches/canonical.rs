@@ -74,6 +74,29 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    g.bench_function("canon_only", |bch| {
+        bch.iter(|| {
+            for (text, name, names) in &batch {
+                let canon = canonical_kernel(black_box(text), Some(name), names);
+                black_box(canon.encoding().len());
+            }
+        })
+    });
+    let canons: Vec<_> = batch
+        .iter()
+        .map(|(t, n, ns)| canonical_kernel(t, Some(n), ns))
+        .collect();
+    eprintln!(
+        "encoding bytes {}",
+        canons.iter().map(|c| c.encoding().len()).sum::<usize>()
+    );
+    g.bench_function("key_only", |bch| {
+        bch.iter(|| {
+            for c in &canons {
+                black_box(c.key(&[b"-O3"]));
+            }
+        })
+    });
     g.bench_function("baseline", |bch| {
         bch.iter(|| {
             let mut h = Sha256::new();

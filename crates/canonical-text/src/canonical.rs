@@ -697,18 +697,11 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     /// Whether a name in no slot yet (so no bound name, unless renaming bound names is
     /// refused or the name is kept) is one the kernel owns.
     fn renamable(&self, name: &[u8]) -> bool {
-        let symbol_like = is_symbol(name) || is_scope_local(name);
-        if !symbol_like && self.names.derivations.is_empty() {
-            return false;
+        if is_symbol(name) || is_scope_local(name) {
+            return !self.prepared.is_kept(name);
         }
-        if !name.is_ascii() && std::str::from_utf8(name).is_err() {
+        if self.names.derivations.is_empty() || self.prepared.is_kept(name) {
             return false;
-        }
-        if self.prepared.is_kept(name) {
-            return false;
-        }
-        if symbol_like {
-            return true;
         }
         let Ok(s) = std::str::from_utf8(name) else {
             return false;
