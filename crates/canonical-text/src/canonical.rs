@@ -17,7 +17,21 @@ use crate::kernel_token;
 /// encoding or of the renaming rules, so no key of an old format can equal a new one.
 /// History: v1 -- first format (text runs as length-prefixed elements); v2 -- text kept
 /// verbatim, renamed and own names as tag bytes UTF-8 never uses.
-const KEY_DOMAIN: &[u8] = b"kcache canonical-text v2";
+/// Its length part and it fill exactly one SHA-256 block, so each key starts from a
+/// hash state computed once ([`key_prefix`]).
+const KEY_DOMAIN: &[u8] = b"kcache canonical-text v2 -- the key of a kernel encoding";
+const _: () = assert!(8 + KEY_DOMAIN.len() == 64);
+
+/// The SHA-256 state after the length-prefixed [`KEY_DOMAIN`].
+fn key_prefix() -> &'static Sha256 {
+    static PREFIX: OnceLock<Sha256> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let mut h = Sha256::new();
+        h.update((KEY_DOMAIN.len() as u64).to_le_bytes());
+        h.update(KEY_DOMAIN);
+        h
+    })
+}
 
 /// A derivation template: the emitter derives the name `prefix + base + suffix` from a
 /// base name (a bound name, a loop symbol, or digits).
@@ -296,25 +310,29 @@ impl Canonical {
     /// a consistent renaming of the names each one owns.
     pub fn key(&self, extra_parts: &[&[u8]]) -> String {
         // What `digest_of_parts` of [KEY_DOMAIN, token part, encoding, extra parts..]
-        // hashes, without gathering the parts first.
-        fn part(h: &mut Sha256, p: &[u8]) {
-            h.update((p.len() as u64).to_le_bytes());
-            h.update(p);
-        }
-        let mut h = Sha256::new();
-        part(&mut h, KEY_DOMAIN);
+        // hashes, without gathering the parts first; short parts and length prefixes are
+        // gathered in `head` and handed over at once.
+        let mut h = key_prefix().clone();
+        let mut head = Gather::default();
         match self.token_bytes() {
             Some(t) => {
-                h.update(((1 + t.len()) as u64).to_le_bytes());
-                h.update(b"K");
-                h.update(t);
+                head.put(&h_len(1 + t.len()), &mut h);
+                head.put(b"K", &mut h);
+                head.put(t, &mut h);
             }
-            None => part(&mut h, b"N"),
+            None => {
+                head.put(&h_len(1), &mut h);
+                head.put(b"N", &mut h);
+            }
         }
-        part(&mut h, &self.encoding);
+        head.put(&h_len(self.encoding.len()), &mut h);
+        head.flush(&mut h);
+        h.update(&self.encoding);
         for p in extra_parts {
-            part(&mut h, p);
+            head.put(&h_len(p.len()), &mut h);
+            head.put(p, &mut h);
         }
+        head.flush(&mut h);
         crate::hex_lower(&h.finalize())
     }
 
@@ -364,6 +382,47 @@ impl Canonical {
     /// spelled everywhere; sorted.
     pub fn pinned(&self) -> &[String] {
         &self.pinned
+    }
+}
+
+/// A part's length prefix: its length as a little-endian `u64`.
+fn h_len(len: usize) -> [u8; 8] {
+    (len as u64).to_le_bytes()
+}
+
+/// Short pieces of a hash input gathered into one update.
+struct Gather {
+    buf: [u8; 128],
+    len: usize,
+}
+
+impl Default for Gather {
+    fn default() -> Self {
+        Gather {
+            buf: [0; 128],
+            len: 0,
+        }
+    }
+}
+
+impl Gather {
+    /// Appends `bytes` to the input of `h` (through the buffer if they fit).
+    fn put(&mut self, bytes: &[u8], h: &mut Sha256) {
+        match self.buf.get_mut(self.len..self.len + bytes.len()) {
+            Some(room) => {
+                room.copy_from_slice(bytes);
+                self.len += bytes.len();
+            }
+            None => {
+                self.flush(h);
+                h.update(bytes);
+            }
+        }
+    }
+
+    fn flush(&mut self, h: &mut Sha256) {
+        h.update(&self.buf[..self.len]);
+        self.len = 0;
     }
 }
 
@@ -1815,6 +1874,30 @@ mod tests {
         assert_ne!(a.key(&[b"-O3", b""]), a.key(&[b"-O3"]));
         assert_ne!(a.key(&[]), canon("x = i1; ", &Names::new()).key(&[]));
         assert_eq!(a.key(&[]).len(), 64);
+    }
+
+    #[test]
+    fn key_is_the_digest_of_its_parts() {
+        let long_name = format!("{}__seg4", "r".repeat(300));
+        let cases: [(Option<&str>, Vec<Vec<u8>>); 3] = [
+            (None, vec![]),
+            (Some("k__seg1"), vec![b"-O3".to_vec()]),
+            (
+                Some(&long_name),
+                vec![vec![7u8; 200], vec![], b"-O2".to_vec()],
+            ),
+        ];
+        for (name, extras) in cases {
+            let c = canonical_kernel("void f() { i1 = i2; }", name, &Names::new());
+            let token_part = match c.kernel_token() {
+                Some(t) => [b"K", t.as_bytes()].concat(),
+                None => b"N".to_vec(),
+            };
+            let extras: Vec<&[u8]> = extras.iter().map(Vec::as_slice).collect();
+            let mut parts: Vec<&[u8]> = vec![KEY_DOMAIN, &token_part, c.encoding()];
+            parts.extend(&extras);
+            assert_eq!(c.key(&extras), crate::digest_of_parts(&parts));
+        }
     }
 
     #[test]

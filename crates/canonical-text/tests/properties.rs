@@ -331,7 +331,7 @@ fn key_is_pinned() {
 }
 
 /// Computed independently by `tests/data/pinned_key.py`.
-const PINNED_KEY: &str = "a91486f1c2f1251cc53773781f7a2fa33379921d43b8bf0c59b7ff1e40ac9a5a";
+const PINNED_KEY: &str = "5c95dd0ae0a8a2349eca93fe42a5f3d1f36d04af376dcad068730ff07ba401a2";
 
 /// (6) Determinism across threads: every thread computes the same keys.
 #[test]
