@@ -113,14 +113,28 @@ pub fn digest_of_parts(parts: &[&[u8]]) -> String {
 
 /// `bytes` as lowercase hex.
 pub(crate) fn hex_lower(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = vec![0u8; 2 * bytes.len()];
-    for (pair, &b) in out.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = DIGITS[usize::from(b >> 4)];
-        pair[1] = DIGITS[usize::from(b & 15)];
+    /// Each byte's two hex digits.
+    static PAIRS: [[u8; 2]; 256] = {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut t = [[0u8; 2]; 256];
+        let mut b = 0;
+        while b < 256 {
+            t[b] = [DIGITS[b >> 4], DIGITS[b & 15]];
+            b += 1;
+        }
+        t
+    };
+    let mut out = String::with_capacity(2 * bytes.len());
+    // A digest at a time through a stack buffer (one UTF-8 check per 32 bytes).
+    for chunk in bytes.chunks(32) {
+        let mut buf = [0u8; 64];
+        for (pair, &b) in buf.chunks_exact_mut(2).zip(chunk) {
+            pair.copy_from_slice(&PAIRS[usize::from(b)]);
+        }
+        // Only ASCII digits and letters were written.
+        out.push_str(std::str::from_utf8(&buf[..2 * chunk.len()]).unwrap_or_default());
     }
-    // Only ASCII digits and letters were written.
-    String::from_utf8(out).unwrap_or_default()
+    out
 }
 
 /// The name a fissioned routine's segment kernel `i` is given: `<routine>__seg<i>`.
@@ -150,6 +164,14 @@ pub fn kernel_token(name: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_is_lowercase_and_complete() {
+        let bytes: Vec<u8> = (0..=255).chain(0..=7).collect();
+        let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex_lower(&bytes), expected);
+        assert_eq!(hex_lower(&[]), "");
+    }
 
     #[test]
     fn digest_is_sha256_of_length_prefixed_parts() {
