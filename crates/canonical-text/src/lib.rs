@@ -73,19 +73,26 @@
 //!
 //! # Performance
 //!
-//! Measured with `cargo bench -p canonical-text --bench canonical -- --quick` (group
+//! Measured with `cargo bench -p canonical-text --bench canonical` (group
 //! `canonical_key_1mib`: [`canonical_kernel`] and [`Canonical::key`] over a 1 MiB batch of
-//! about 1000 realistic kernels, against plain SHA-256 of the same bytes) on this
-//! project's shared 2-core machine: 4.2 to 7.3 ms per MiB against 0.74 to 0.91 ms for
-//! SHA-256, a ratio of 5.0x to 9.2x (median 7.1x over sixteen runs; the subject varies
-//! with the machine's load much more than the baseline, even when the batch fits in
-//! cache). Under callgrind, [`canonical_kernel`] runs 27.9 million instructions per MiB
-//! (about 27 per byte). The target is 4x, not reached yet. Per kernel the time goes to
-//! SHA-256 of the encoding (about 1x), the 64-byte block classification (about a fifth
-//! of the instructions; portable code, as SIMD intrinsics cannot be called from safe
-//! code here), one lookup and one emitted element per occurrence of a renamable name
-//! (about 60 per kernel, with their branch mispredictions), and fetching the [`Names`]
-//! sets from memory.
+//! 1016 realistic kernels of about 1 KiB, against plain SHA-256 of the same bytes) on
+//! this project's shared 2-core x86-64 machine, idle: 1.94 to 2.08 ms per MiB against
+//! 0.59 to 0.62 ms for SHA-256 (SHA-NI), a ratio of 3.2x to 3.5x over four runs
+//! (`cargo xtask bench --quick`: 3.36x). The target is 4x. A machine busy with other
+//! work slows the subject more than the baseline (ratios up to 9x were seen while
+//! builds ran beside it).
+//!
+//! Of that time, [`canonical_kernel`] takes about 2.4x SHA-256 of the text and
+//! [`Canonical::key`] about 0.96x: the encoding is a quarter shorter than the text, but
+//! each key also hashes its final block, and the key domain is one whole block hashed
+//! once per process. Under callgrind, [`canonical_kernel`] runs 25.3 million
+//! instructions per MiB (about 24 per byte): about a sixth scanning 64-byte blocks (SSE2
+//! compares and `movemask` through `safe_arch` on x86-64, portable code elsewhere), about
+//! half on the roughly 60 candidate names per kernel (one table lookup each, and for a
+//! renamed one a fixed-size copy of the text before it and a two-byte tag), the rest on
+//! comments and preprocessor lines, the first meeting of each distinct name, and
+//! per-kernel set-up (the [`Names`] filters, the name table, three allocations). Larger
+//! kernels amortize the set-up.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
