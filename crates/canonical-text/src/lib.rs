@@ -84,16 +84,15 @@
 //!
 //! Of that time (the same group's `canonical_kernel_only` and `key_only`),
 //! [`canonical_kernel`] takes about 2.4x SHA-256 of the text and [`Canonical::key`] about
-//! 0.96x: the encoding is a quarter shorter than the text, but
-//! each key also hashes its final block, and the key domain is one whole block hashed
-//! once per process. Under callgrind, [`canonical_kernel`] runs 25.3 million
-//! instructions per MiB (about 24 per byte): about a sixth scanning 64-byte blocks (SSE2
-//! compares and `movemask` through `safe_arch` on x86-64, portable code elsewhere), about
-//! half on the roughly 60 candidate names per kernel (one table lookup each, and for a
-//! renamed one a fixed-size copy of the text before it and a two-byte tag), the rest on
-//! comments and preprocessor lines, the first meeting of each distinct name, and
-//! per-kernel set-up (the [`Names`] filters, the name table, three allocations). Larger
-//! kernels amortize the set-up.
+//! 0.96x: the encoding is a quarter shorter than the text, but each key also hashes its
+//! own final padded block (the key domain fills one block, hashed once per process).
+//! Under callgrind, [`canonical_kernel`] runs 25.3 million instructions per MiB (about 24
+//! per byte): about a sixth scanning 64-byte blocks (SSE2 compares and `movemask` through
+//! `safe_arch` on x86-64, portable code elsewhere), about half on the roughly 60
+//! candidate names per kernel (one table lookup each, and for a renamed one a fixed-size
+//! copy of the text before it and a two-byte tag), the rest on comments and preprocessor
+//! lines, the first meeting of each distinct name, and per-kernel set-up (the [`Names`]
+//! filters, the name table, three allocations). Larger kernels amortize the set-up.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
