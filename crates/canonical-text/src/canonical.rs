@@ -1513,7 +1513,7 @@ fn trigraph_at(bytes: &[u8], i: usize) -> bool {
 
 fn find_trigraph(bytes: &[u8]) -> Option<usize> {
     let mut from = 0;
-    while let Some(k) = bytes[from..].iter().position(|&b| b == b'?') {
+    while let Some(k) = memchr::memchr(b'?', &bytes[from..]) {
         let i = from + k;
         if trigraph_at(bytes, i) {
             return Some(i);

@@ -243,7 +243,7 @@ pub(crate) fn block_comment_end(src: &[u8], p: usize) -> usize {
     let n = src.len();
     let mut i = p + 2;
     while i < n {
-        match src[i..].iter().position(|&b| b == b'*') {
+        match memchr::memchr(b'*', &src[i..]) {
             None => return n,
             Some(k) => {
                 i += k;
@@ -276,7 +276,7 @@ pub(crate) fn line_comment_end(src: &[u8], p: usize) -> usize {
     let n = src.len();
     let mut i = p + 2;
     loop {
-        match src[i.min(n)..].iter().position(|&b| b == b'\n') {
+        match memchr::memchr(b'\n', &src[i.min(n)..]) {
             None => return n,
             Some(k) => {
                 let nl = i + k;
@@ -292,6 +292,31 @@ pub(crate) fn line_comment_end(src: &[u8], p: usize) -> usize {
 
 /// End of a preprocessor line whose introducer ends at `p` (before its final newline).
 pub(crate) fn preprocessor_end(src: &[u8], p: usize) -> usize {
+    let n = src.len();
+    let mut i = p + 1;
+    while i < n {
+        // The line's end, unless a comment or literal starts before it.
+        let nl = memchr::memchr(b'\n', &src[i..]).map_or(n, |k| i + k);
+        match memchr::memchr3(b'/', b'"', b'\'', &src[i..nl]) {
+            Some(k) => {
+                let j = i + k;
+                match src[j] {
+                    b'/' if at(src, j + 1) == b'*' => i = block_comment_end(src, j),
+                    b'/' if at(src, j + 1) == b'/' => return line_comment_end(src, j),
+                    b'/' => i = j + 1,
+                    _ => i = literal_end(src, j),
+                }
+            }
+            None if nl < n && newline_escaped(src, nl, p) => i = nl + 1,
+            None => return nl,
+        }
+    }
+    n
+}
+
+/// [`preprocessor_end`] a byte at a time: the reference it is tested against.
+#[cfg(test)]
+fn preprocessor_end_bytewise(src: &[u8], p: usize) -> usize {
     let n = src.len();
     let mut i = p + 1;
     while i < n {
@@ -569,6 +594,19 @@ pub fn tokenize(src: &[u8]) -> Vec<Token> {
 mod tests {
     use super::*;
     use TokenKind::*;
+
+    proptest::proptest! {
+        /// The searching preprocessor-line end agrees with the bytewise one.
+        #[test]
+        fn preprocessor_end_agrees_with_the_bytewise_one(
+            s in "([a-z#/*\"'\\ \t\r]|\n){0,80}",
+            from in 0usize..80,
+        ) {
+            let src = s.as_bytes();
+            let p = from.min(src.len());
+            proptest::prop_assert_eq!(preprocessor_end(src, p), preprocessor_end_bytewise(src, p));
+        }
+    }
 
     /// Non-whitespace tokens as (kind, text).
     fn lex(src: &str) -> Vec<(TokenKind, &str)> {
