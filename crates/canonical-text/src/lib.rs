@@ -74,19 +74,18 @@
 //! # Performance
 //!
 //! Measured with `cargo bench -p canonical-text --bench canonical` (group
-//! `canonical_key_1mib`: [`canonical_kernel`] and [`Canonical::key`] over a 1 MiB batch of
-//! 1016 realistic kernels of about 1 KiB, against plain SHA-256 of the same bytes) on
-//! this project's shared 2-core x86-64 machine, idle: 1.94 to 2.08 ms per MiB against
-//! 0.59 to 0.62 ms for SHA-256 (SHA-NI), a ratio of 3.2x to 3.5x over four runs
-//! (`cargo xtask bench --quick`: 3.36x). The target is 4x. A machine busy with other
-//! work slows the subject more than the baseline (ratios up to 9x were seen while
-//! builds ran beside it).
+//! `canonical_key_1mib`: [`canonical_kernel`] and [`Canonical::key`] over a 1 MiB batch
+//! of 1016 realistic kernels of about 1 KiB, against plain SHA-256 of the same bytes) on
+//! this project's shared 2-core x86-64 machine, idle: 1.84 to 1.98 ms per MiB against
+//! 0.57 to 0.60 ms for SHA-256 (SHA-NI), a ratio of 3.1x to 3.4x over four runs (median
+//! 3.3x). The target is 4x. A machine busy with other work slows the subject more than
+//! the baseline (ratios up to 9x were seen while builds ran beside it).
 //!
 //! Of that time (the same group's `canonical_kernel_only` and `key_only`),
 //! [`canonical_kernel`] takes about 2.4x SHA-256 of the text and [`Canonical::key`] about
-//! 0.96x: the encoding is a quarter shorter than the text, but each key also hashes its
+//! 0.95x: the encoding is a quarter shorter than the text, but each key also hashes its
 //! own final padded block (the key domain fills one block, hashed once per process).
-//! Under callgrind, [`canonical_kernel`] runs 25.3 million instructions per MiB (about 24
+//! Under callgrind, [`canonical_kernel`] runs 25.1 million instructions per MiB (about 24
 //! per byte): about a sixth scanning 64-byte blocks (SSE2 compares and `movemask` through
 //! `safe_arch` on x86-64, portable code elsewhere), about half on the roughly 60
 //! candidate names per kernel (one table lookup each, and for a renamed one a fixed-size
