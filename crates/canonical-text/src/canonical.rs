@@ -27,7 +27,7 @@ fn key_prefix() -> &'static Sha256 {
     static PREFIX: OnceLock<Sha256> = OnceLock::new();
     PREFIX.get_or_init(|| {
         let mut h = Sha256::new();
-        h.update((KEY_DOMAIN.len() as u64).to_le_bytes());
+        h.update(crate::part_len(KEY_DOMAIN.len()));
         h.update(KEY_DOMAIN);
         h
     })
@@ -316,20 +316,20 @@ impl Canonical {
         let mut head = Gather::default();
         match self.token_bytes() {
             Some(t) => {
-                head.put(&h_len(1 + t.len()), &mut h);
+                head.put(&crate::part_len(1 + t.len()), &mut h);
                 head.put(b"K", &mut h);
                 head.put(t, &mut h);
             }
             None => {
-                head.put(&h_len(1), &mut h);
+                head.put(&crate::part_len(1), &mut h);
                 head.put(b"N", &mut h);
             }
         }
-        head.put(&h_len(self.encoding.len()), &mut h);
+        head.put(&crate::part_len(self.encoding.len()), &mut h);
         head.flush(&mut h);
         h.update(&self.encoding);
         for p in extra_parts {
-            head.put(&h_len(p.len()), &mut h);
+            head.put(&crate::part_len(p.len()), &mut h);
             head.put(p, &mut h);
         }
         head.flush(&mut h);
@@ -383,11 +383,6 @@ impl Canonical {
     pub fn pinned(&self) -> &[String] {
         &self.pinned
     }
-}
-
-/// A part's length prefix: its length as a little-endian `u64`.
-fn h_len(len: usize) -> [u8; 8] {
-    (len as u64).to_le_bytes()
 }
 
 /// Short pieces of a hash input gathered into one update.

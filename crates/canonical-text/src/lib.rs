@@ -111,10 +111,15 @@ use sha2::{Digest, Sha256};
 pub fn digest_of_parts(parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     for p in parts {
-        h.update((p.len() as u64).to_le_bytes());
+        h.update(part_len(p.len()));
         h.update(p);
     }
     hex_lower(&h.finalize())
+}
+
+/// The length prefix of a part of [`digest_of_parts`]: its length as a little-endian `u64`.
+pub(crate) fn part_len(len: usize) -> [u8; 8] {
+    (len as u64).to_le_bytes()
 }
 
 /// `bytes` as lowercase hex.
