@@ -1,5 +1,6 @@
-//! What a backend author implements ([`Backend`], optionally [`SplitBackend`]) and the
-//! data resolve hands them ([`BatchKernel`], [`Group`], [`Compiled`]).
+//! What a backend author implements ([`Backend`], optionally [`SplitBackend`] and
+//! [`PersistentBackend`]) and the data resolve hands them ([`BatchKernel`], [`Group`],
+//! [`Compiled`], [`SavedProgram`]).
 
 use crate::partition::Split;
 
@@ -102,4 +103,66 @@ pub trait SplitBackend: Backend + Sync {
     /// Turns a compiled program into the program the cache retains (for example loads
     /// it) and its weight.
     fn finish(&self, prepared: Self::Prepared) -> Result<Compiled<Self::Program>, Self::Error>;
+}
+
+/// A compiled program in the form a persistent kernel store keeps it: the program's
+/// bytes (for cc-backend, the shared object file) and its symbol table.
+///
+/// The store treats `bytes` as opaque: it names the blob by the SHA-256 of its framed
+/// content (symbol table and bytes), verifies that digest before every load and hands
+/// [`PersistentBackend::load`] exactly what [`PersistentBackend::save`] returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavedProgram {
+    /// The program's bytes, complete: loading them must need no other file.
+    pub bytes: Vec<u8>,
+    /// Every symbol the program defines for the kernels compiled into it (the `symbol`s
+    /// of its group's kernels, in batch order). Each must be a non-empty string without
+    /// a NUL or newline byte; the store refuses to save (and never loads) a program
+    /// whose table breaks that.
+    pub symbols: Vec<String>,
+}
+
+/// A backend whose programs can outlive the process: saved as bytes to a persistent
+/// kernel store after a compile, loaded from it in this or another process instead of
+/// compiling again.
+///
+/// Optional: a backend implementing only [`Backend`] is never given a store (the
+/// `resolve_*` functions taking a store require this trait).
+///
+/// # Contract
+///
+/// * [`identity`](PersistentBackend::identity) names everything outside the kernel key
+///   that makes saved bytes loadable and meaningful in this process: the compiler and
+///   its version, the flags every compile adds, the target (architecture, OS, ABI) and
+///   the saved format. Two backends with equal identities must be able to load each
+///   other's saved programs and get the same code; the store only answers a key from an
+///   entry saved under an equal identity (a different identity is a miss, explained).
+///   It must not contain secrets (it is written to disk and shown in reports).
+/// * [`save`](PersistentBackend::save) returns the complete bytes of `program` and its
+///   symbol table, such that [`load`](PersistentBackend::load) of that value (by any
+///   backend of equal identity, in any process, any time later) gives a program in
+///   which every symbol of the table finds the same code as in `program`. It runs under
+///   the cache's compile lock, after the compile returned; it must not change
+///   `program`. An `Err` means "cannot be saved": the store logs it as a warning and
+///   keeps nothing (a future miss), the resolve still succeeds.
+/// * [`load`](PersistentBackend::load) turns saved bytes into a program the cache can
+///   retain, with its weight (as [`Backend::compile_group`] would give it), without
+///   compiling. The store calls it only with bytes whose digest it has verified, from a
+///   blob only the store's owner could have written (or, from a shared store, carrying a
+///   valid keyed MAC): that is the trust boundary (see `docs/disk-format.md`). `load`
+///   must not keep a reference to `saved` (copy what it needs; for a shared object,
+///   write the bytes to a fresh file of its own and load that). It must check that the
+///   program defines every symbol of `saved.symbols` and return an `Err` otherwise; an
+///   `Err` is a miss (the store removes the blob and the resolve compiles instead). It
+///   must not count as a compile in the backend's own counters.
+pub trait PersistentBackend: Backend {
+    /// What identifies this backend's saved programs (see the trait's contract).
+    fn identity(&self) -> String;
+
+    /// The saved form of `program` (its bytes and symbol table), or why it cannot be
+    /// saved.
+    fn save(&self, program: &Self::Program) -> Result<SavedProgram, Self::Error>;
+
+    /// The program `saved` holds, loaded without compiling, and its weight.
+    fn load(&self, saved: &SavedProgram) -> Result<Compiled<Self::Program>, Self::Error>;
 }

@@ -58,7 +58,9 @@ mod key;
 mod partition;
 mod resolve;
 
-pub use backend::{Backend, BatchKernel, Compiled, Group, SplitBackend};
+pub use backend::{
+    Backend, BatchKernel, Compiled, Group, PersistentBackend, SavedProgram, SplitBackend,
+};
 pub use cache::{CacheStats, KernelCache, Resolved};
 pub use canonical_text::Names;
 pub use census::{Census, with_census};
