@@ -38,11 +38,31 @@ pub enum Error<E: std::error::Error + 'static> {
     /// were published.
     #[error(transparent)]
     Compile(Box<CompileFailure<E>>),
+    /// Two kernels of the batch with different keys share one symbol (a program could
+    /// not hold both, and a caller looking one up by symbol would find the other).
+    /// Found before any lookup or compile: nothing was compiled, published or counted.
+    /// Kernels with equal keys may share a symbol: they are twins, and only the first's
+    /// source is ever compiled (the key is the caller's claim that they mean the same).
+    #[error(
+        "kernels {first} and {second} of the batch have different keys but one symbol `{symbol}`"
+    )]
+    DuplicateSymbol {
+        /// The shared symbol.
+        symbol: String,
+        /// The earlier kernel's index in the batch.
+        first: usize,
+        /// The later kernel's index in the batch.
+        second: usize,
+    },
 }
 
 /// Which program of a resolve failed, at which step, and the backend's error.
+///
+/// Its `Display` ends with the first lines of the backend error's own display (for
+/// the C backend, the compiler's first diagnostics), so a one-line report says why;
+/// the whole backend error stays reachable as [`source`](std::error::Error::source)
+/// and as the field.
 #[derive(Debug, thiserror::Error)]
-#[error("{stage} of program {program} of {programs} failed (kernels: {})", symbols.join(", "))]
 pub struct CompileFailure<E: std::error::Error + 'static> {
     /// The step that failed.
     pub stage: Stage,
@@ -55,22 +75,65 @@ pub struct CompileFailure<E: std::error::Error + 'static> {
     /// The backend's error.
     #[source]
     pub source: E,
+    /// How many programs later in batch order panicked on the concurrent path. The
+    /// first failure in batch order is what a resolve reports (seed 000: "the first
+    /// failure in batch order goes to reraise"), so their panics were not resumed; the
+    /// panic hook reported each as it happened, and this count keeps them visible.
+    pub later_panics: usize,
+}
+
+/// How many lines of the backend error's display [`CompileFailure`] shows.
+const SHOWN_LINES: usize = 6;
+
+impl<E: std::error::Error + 'static> fmt::Display for CompileFailure<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} of program {} of {} failed (kernels: {})",
+            self.stage,
+            self.program,
+            self.programs,
+            self.symbols.join(", ")
+        )?;
+        if self.later_panics > 0 {
+            write!(
+                f,
+                "; {} later program(s) panicked (reported by the panic hook)",
+                self.later_panics
+            )?;
+        }
+        let shown = self.source.to_string();
+        let mut lines = shown.lines();
+        if let Some(first) = lines.next() {
+            write!(f, ": {first}")?;
+        }
+        let rest: Vec<&str> = lines.by_ref().take(SHOWN_LINES - 1).collect();
+        for line in &rest {
+            write!(f, "\n  {line}")?;
+        }
+        if lines.next().is_some() {
+            write!(f, "\n  ...")?;
+        }
+        Ok(())
+    }
 }
 
 impl<E: std::error::Error + 'static> Error<E> {
-    /// The backend's error.
-    pub fn backend_error(&self) -> &E {
+    /// The backend's error, unless the batch itself was refused.
+    pub fn backend_error(&self) -> Option<&E> {
         match self {
-            Error::BeforeCompile(e) => e,
-            Error::Compile(failure) => &failure.source,
+            Error::BeforeCompile(e) => Some(e),
+            Error::Compile(failure) => Some(&failure.source),
+            Error::DuplicateSymbol { .. } => None,
         }
     }
 
-    /// The backend's error, owned.
-    pub fn into_backend_error(self) -> E {
+    /// The backend's error, owned, unless the batch itself was refused.
+    pub fn into_backend_error(self) -> Option<E> {
         match self {
-            Error::BeforeCompile(e) => e,
-            Error::Compile(failure) => failure.source,
+            Error::BeforeCompile(e) => Some(e),
+            Error::Compile(failure) => Some(failure.source),
+            Error::DuplicateSymbol { .. } => None,
         }
     }
 
@@ -78,7 +141,7 @@ impl<E: std::error::Error + 'static> Error<E> {
     pub fn compile_failure(&self) -> Option<&CompileFailure<E>> {
         match self {
             Error::Compile(failure) => Some(failure),
-            Error::BeforeCompile(_) => None,
+            Error::BeforeCompile(_) | Error::DuplicateSymbol { .. } => None,
         }
     }
 }

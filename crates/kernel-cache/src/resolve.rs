@@ -58,7 +58,15 @@ pub fn compile_record() -> CompileRecord {
 /// compiles, also when nothing is left to compile (an all-hit batch takes the lock only
 /// with [`always_lock`](Backend::always_lock)). The kernels the lookups answered are
 /// added to every enclosing [`with_census`](crate::with_census) scope, once per call.
-/// A panic in backend code propagates (the cache stays consistent).
+/// A panic in backend code propagates (the cache stays consistent); the resolve is
+/// still counted first (the cache's statistics count its kernels, the census its
+/// reused kernels and the programs published before the panic).
+///
+/// Symbols: kernels with different keys must have different symbols; otherwise the
+/// call fails with [`Error::DuplicateSymbol`] before any lookup or compile. Kernels
+/// with equal keys may share a symbol (twins; only the first one's source is ever
+/// compiled, whatever the others' sources say, since equal keys are the caller's
+/// claim that they mean the same).
 ///
 /// The returned vector has one entry per kernel, in batch order.
 pub fn resolve<B: Backend>(
@@ -83,11 +91,12 @@ pub fn resolve<B: Backend>(
 /// the first on the calling thread, the others on threads of their own, every one
 /// joined before this returns - still under the lock; then each that succeeded is
 /// [finished](SplitBackend::finish) and published in batch order, and the first
-/// failure in batch order is returned. A panic in a compile thread is never swallowed:
-/// after the successful programs were published, the first panic in batch order is
-/// resumed on the calling thread (the panic hook has reported every one as it
-/// happened). A thread that cannot be spawned compiles on the calling thread instead. Splitting changes
-/// neither a key nor what a published value means: a kernel's program holds its own
+/// failure in batch order - an error or a panic - is what the call reports (seed 000:
+/// "the first failure in batch order goes to reraise"): a panic is resumed on the
+/// calling thread after the successful programs were published; an error is returned,
+/// with [`later_panics`](CompileFailure::later_panics) counting the programs after it
+/// whose compile panicked (the panic hook reported each as it happened). A thread that
+/// cannot be spawned compiles on the calling thread instead. Splitting changes neither a key nor what a published value means: a kernel's program holds its own
 /// code under its own option list, beside fewer companions.
 ///
 /// Every call that compiles anything is counted in [`compile_record`].
@@ -139,6 +148,13 @@ where
         &mut Census,
     ) -> Result<(), Error<B::Error>>,
 {
+    if let Some((symbol, first, second)) = duplicate_symbol(batch) {
+        return Err(Error::DuplicateSymbol {
+            symbol: symbol.to_string(),
+            first,
+            second,
+        });
+    }
     let n = batch.len() as u64;
     let capacity = cache.capacity();
     let mut answers: Answers<B::Program> = batch
@@ -169,7 +185,9 @@ where
         resolves: 1,
         ..Census::default()
     };
-    let outcome = (|| {
+    // A panic in backend code is caught only to count this resolve (statistics and
+    // census, with the programs published before it) and is then resumed unchanged.
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
         backend.before_compile().map_err(Error::BeforeCompile)?;
         let mut rep_of: HashMap<&str, usize> = HashMap::new();
         let mut group_of: HashMap<&[String], usize> = HashMap::new();
@@ -197,14 +215,35 @@ where
             answers[i] = answers[rep].clone();
         }
         Ok(())
-    })();
+    }));
     cache.count(reused, n - reused);
     census::note(census);
-    outcome?;
+    match outcome {
+        Ok(result) => result?,
+        Err(panic) => resume_unwind(panic),
+    }
     Ok(answers
         .into_iter()
         .map(|a| a.expect("every kernel is a hit, a compiled representative or its twin"))
         .collect())
+}
+
+/// The first pair of kernels (in batch order of the later one) with different keys and
+/// one symbol: `(symbol, first index, second index)`.
+fn duplicate_symbol<S>(batch: &[BatchKernel<S>]) -> Option<(&str, usize, usize)> {
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(batch.len());
+    for (i, kernel) in batch.iter().enumerate() {
+        match seen.get(kernel.symbol.as_str()) {
+            Some(&first) if batch[first].key != kernel.key => {
+                return Some((&kernel.symbol, first, i));
+            }
+            Some(_) => {}
+            None => {
+                seen.insert(&kernel.symbol, i);
+            }
+        }
+    }
+    None
 }
 
 fn group_of<'a, S>(
@@ -265,6 +304,7 @@ fn compile_whole<B: Backend>(
                 programs: n_groups,
                 symbols: symbols(&group),
                 source,
+                later_panics: 0,
             }))
         })?;
         publish(cache, &group, &idxs, compiled, answers, census);
@@ -333,13 +373,18 @@ fn compile_concurrent<B: SplitBackend>(
         joined
     });
 
-    let mut first_panic: Option<Box<dyn Any + Send>> = None;
-    let mut first_error: Option<Error<B::Error>> = None;
+    // The first failure in batch order, error or panic, is what the resolve reports.
+    let mut first: Option<Failure<B::Error>> = None;
+    let mut later_panics = 0;
     for ((slot, joined), (group, idxs)) in slots.into_iter().zip(joined).zip(&groups) {
         let slot = slot.into_inner().unwrap_or_else(|e| e.into_inner());
         let failure = match (slot, joined) {
             (_, Err(panic)) => {
-                first_panic.get_or_insert(panic);
+                if first.is_some() {
+                    later_panics += 1;
+                } else {
+                    first = Some(Failure::Panic(panic));
+                }
                 None
             }
             (Slot::Failed(stage, e), _) => Some((stage, e)),
@@ -353,24 +398,32 @@ fn compile_concurrent<B: SplitBackend>(
             },
         };
         if let Some((stage, source)) = failure
-            && first_error.is_none()
+            && first.is_none()
         {
-            first_error = Some(Error::Compile(Box::new(CompileFailure {
+            first = Some(Failure::Error(CompileFailure {
                 stage,
                 program: group.index,
                 programs: n_programs,
                 symbols: symbols(group),
                 source,
-            })));
+                later_panics: 0,
+            }));
         }
     }
-    if let Some(panic) = first_panic {
-        resume_unwind(panic);
-    }
-    match first_error {
-        Some(e) => Err(e),
+    match first {
         None => Ok(()),
+        Some(Failure::Panic(panic)) => resume_unwind(panic),
+        Some(Failure::Error(mut failure)) => {
+            failure.later_panics = later_panics;
+            Err(Error::Compile(Box::new(failure)))
+        }
     }
+}
+
+/// The first failure of a concurrent compile, in batch order.
+enum Failure<E: std::error::Error + 'static> {
+    Error(CompileFailure<E>),
+    Panic(Box<dyn Any + Send>),
 }
 
 #[cfg(test)]

@@ -280,6 +280,13 @@ impl Backend for Hooked {
     type Error = CcError;
 
     fn compile_group(&self, group: &Group<'_, String>) -> Result<Compiled<CcProgram>, CcError> {
+        if group
+            .kernels
+            .iter()
+            .any(|k| Some(k.symbol.as_str()) == self.panic_on)
+        {
+            panic!("compile_group exploded");
+        }
         self.inner.compile_group(group)
     }
 
@@ -420,4 +427,105 @@ fn empty_batch_resolves_to_nothing() {
     let empty: [BatchKernel<String>; 0] = [];
     assert!(resolve_split(&cache, &empty, &b).unwrap().is_empty());
     assert_eq!(b.programs_compiled(), 0);
+}
+
+#[test]
+fn different_kernels_with_one_symbol_are_refused_before_any_compile() {
+    let b = backend();
+    let cache = KernelCache::new(BIG);
+    let x = elementwise("same", "a[i] + 1.0f", &[]);
+    let y = elementwise("same", "a[i] + 2.0f", &[]);
+    assert_ne!(x.key, y.key);
+    let batch = [elementwise("other", "b[i]", &[]), x.clone(), y];
+    for split in [Split::WHOLE, Split::new(3, 1)] {
+        let err = with_split_override(split, || resolve_split(&cache, &batch, &b)).unwrap_err();
+        match &err {
+            Error::DuplicateSymbol {
+                symbol,
+                first,
+                second,
+            } => assert_eq!((symbol.as_str(), *first, *second), ("same", 1, 2)),
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(err.to_string().contains("`same`"), "{err}");
+        assert!(err.backend_error().is_none());
+    }
+    assert_eq!(b.programs_compiled(), 0, "refused before any compile");
+    assert!(cache.is_empty());
+    assert_eq!(cache.stats().hits + cache.stats().misses, 0);
+
+    // Twins (one key) may share a symbol: one compile, one answer.
+    let answers = resolve(&cache, &[x.clone(), x], &b).unwrap();
+    assert_eq!(b.programs_compiled(), 1);
+    assert!(answers[0].same_program(&answers[1]));
+}
+
+#[test]
+fn the_first_failure_in_batch_order_wins_over_a_later_panic() {
+    let cache = KernelCache::new(BIG);
+    let mut hooked = Hooked::new();
+    hooked.panic_on = Some("q2");
+    let batch = [
+        broken("q0"),
+        elementwise("q1", "a[i]", &[]),
+        elementwise("q2", "b[i]", &[]),
+        elementwise("q3", "a[i] - b[i]", &[]),
+    ];
+    let err = resolve_split(&cache, &batch, &hooked).unwrap_err();
+    let failure = err.compile_failure().expect("a compile failure");
+    assert_eq!((failure.stage, failure.program), (Stage::Compile, 0));
+    assert_eq!(failure.later_panics, 1);
+    let shown = err.to_string();
+    assert!(shown.contains("1 later program(s) panicked"), "{shown}");
+    assert!(
+        shown.contains("error"),
+        "the compiler's diagnostics are shown: {shown}"
+    );
+    assert!(cache.find(&batch[1].key).is_some() && cache.find(&batch[3].key).is_some());
+    assert!(cache.find(&batch[2].key).is_none());
+
+    // A panic earlier in batch order than the error is resumed.
+    let cache = KernelCache::new(BIG);
+    hooked.panic_on = Some("q1");
+    let batch = [
+        elementwise("q0", "a[i]", &[]),
+        elementwise("q1", "b[i]", &[]),
+        broken("q2"),
+    ];
+    let caught = catch_unwind(AssertUnwindSafe(|| resolve_split(&cache, &batch, &hooked)));
+    assert!(caught.is_err(), "the earlier panic reaches the caller");
+    assert!(cache.find(&batch[0].key).is_some());
+}
+
+#[test]
+fn a_panicking_resolve_is_still_counted() {
+    let cache = KernelCache::new(BIG);
+    let mut hooked = Hooked::new();
+    let warm = elementwise("w0", "a[i] * 3.0f", &[]);
+    resolve(&cache, std::slice::from_ref(&warm), &hooked).unwrap();
+    let before = cache.stats();
+    hooked.panic_on = Some("w2");
+    let batch = [
+        warm.clone(),
+        elementwise("w1", "a[i] * 4.0f", &["-O1"]),
+        elementwise("w2", "a[i] * 5.0f", &[]),
+    ];
+    let (caught, census) =
+        with_census(|| catch_unwind(AssertUnwindSafe(|| resolve(&cache, &batch, &hooked))));
+    let payload = caught.expect_err("the panic propagates");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"compile_group exploded")
+    );
+    assert_eq!(census.kernels_reused, 1, "the reused kernel is counted");
+    assert_eq!(census.resolves, 1);
+    assert_eq!(
+        (census.programs_compiled, census.kernels_compiled),
+        (1, 1),
+        "the program published before the panic is counted"
+    );
+    let after = cache.stats();
+    assert_eq!(after.hits - before.hits, 1);
+    assert_eq!(after.misses - before.misses, 2);
+    assert!(cache.find(&batch[1].key).is_some());
 }
