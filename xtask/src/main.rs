@@ -2,7 +2,9 @@
 //! `cargo xtask <command>` (the alias lives in `.cargo/config.toml`).
 //!
 //! - `test`: every test of the workspace (unit, integration, property, doc tests,
-//!   and each benchmark run once in test mode so it cannot rot).
+//!   and each benchmark run once in test mode so it cannot rot). First it makes sure
+//!   the binaries the tests need are present, installing them on a fresh machine when
+//!   it may (see [`setup`]); a test that needs `redis-server` fails without it, never skips.
 //! - `ci`: `cargo fmt --check`, clippy with `-D warnings` on all targets, tidy, then `test`.
 //! - `tidy`: the repository rules of [`tidy`] (also run by `cargo test` as a plain test).
 //! - `bench [--quick]`: runs every criterion benchmark and prints one
@@ -10,6 +12,7 @@
 //! - `demo [ARGS…]`: the end-to-end autotuning demo (`kcache-demo`), arguments passed on.
 
 mod bench;
+mod setup;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -30,7 +33,7 @@ fn main() -> ExitCode {
             }
             format!("{} tidy problem(s)", problems.len())
         }),
-        "bench" => bench::run(&project_root(), rest),
+        "bench" => setup::ensure_tools().and_then(|()| bench::run(&project_root(), rest)),
         "demo" => demo(rest),
         _ => {
             eprintln!("usage: cargo xtask <test | ci | tidy | bench [--quick] | demo [ARGS…]>");
@@ -75,6 +78,7 @@ pub(crate) fn cargo(args: &[&str]) -> Result<(), String> {
 }
 
 fn test() -> Result<(), String> {
+    setup::ensure_tools()?;
     // One build of every target (benches included, run once each in test mode),
     // then the doc tests, which `--all-targets` leaves out.
     // `--all-features` turns on optional stores (schedule-cache's `redis`), so

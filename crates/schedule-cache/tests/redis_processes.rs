@@ -77,7 +77,7 @@ fn redis_writer_worker() {
 
 #[test]
 fn concurrent_writer_processes_never_tear_an_entry() {
-    let server = server_or_skip!();
+    let server = redis_support::Server::start();
     let children = spawn_workers("redis_writer_worker", WORKER, &server.url());
 
     // Read along while the workers write.
@@ -254,7 +254,7 @@ fn redis_bump_worker() {
 
 #[test]
 fn a_regime_bump_amid_writer_processes_sweeps_exactly_the_old_regime() {
-    let server = server_or_skip!();
+    let server = redis_support::Server::start();
     let children = spawn_workers("redis_bump_worker", BUMP_WORKER, &server.url());
     // Raise the flag once the workers have done some old-regime operations.
     let mut raw = server.raw();

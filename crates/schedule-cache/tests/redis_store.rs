@@ -2,8 +2,8 @@
 //! round trips, bad stored values, the regime protocol between clients, an unreachable or
 //! silent server, the server killed mid-run, and back-fill in two-level mode.
 //!
-//! Without a `redis-server` binary each test prints `SKIPPED: redis-server not found`, and fails
-//! when `CI` is set.
+//! Without a `redis-server` binary each test fails, saying how to install one
+//! (`cargo xtask test` installs it when missing and it may).
 #![cfg(feature = "redis")]
 
 mod redis_support;
@@ -34,7 +34,7 @@ fn all_keys(con: &mut redis::Connection) -> BTreeSet<String> {
 
 #[test]
 fn store_lookup_round_trip_in_both_spaces() {
-    let server = server_or_skip!();
+    let server = redis_support::Server::start();
     let store = server.store();
     let k = key("cc-n1");
     let entry = payload(1, 1, 40);
@@ -89,7 +89,7 @@ fn store_lookup_round_trip_in_both_spaces() {
 
 #[test]
 fn misses_are_explained_and_bad_values_are_misses() {
-    let server = server_or_skip!();
+    let server = redis_support::Server::start();
     let store = server.store();
     let mut raw = server.raw();
     store
@@ -165,7 +165,7 @@ fn misses_are_explained_and_bad_values_are_misses() {
 
 #[test]
 fn a_regime_bump_by_one_client_invalidates_for_another() {
-    let server = server_or_skip!();
+    let server = redis_support::Server::start();
     let r = CACHE_REGIME_VERSION;
     let writer = server.store().with_regime(r);
     let reader = server.store().with_regime(r);
@@ -264,7 +264,7 @@ fn a_regime_bump_by_one_client_invalidates_for_another() {
 
 #[test]
 fn a_server_killed_mid_run_turns_operations_into_refusals_then_recovers() {
-    let mut server = server_or_skip!();
+    let mut server = redis_support::Server::start();
     let store = server.store();
     let k = key("live");
     assert_eq!(
@@ -375,7 +375,7 @@ fn a_silent_or_absent_server_is_a_refusal_within_the_timeouts() {
 
 #[test]
 fn two_level_mode_back_fills_the_local_directory() {
-    let server = server_or_skip!();
+    let server = redis_support::Server::start();
     let tmp = tempfile::tempdir().expect("tempdir");
     let k = key("cc-n1-winner");
     let entry = payload(5, 5, 30);
@@ -427,7 +427,7 @@ fn two_level_mode_back_fills_the_local_directory() {
 
 #[test]
 fn a_configured_disk_then_redis_store_shares_winners_between_directories() {
-    let server = server_or_skip!();
+    let server = redis_support::Server::start();
     let tmp = tempfile::tempdir().expect("tempdir");
     assert!(matches!(
         CacheStore::disk_then_redis(tmp.path().join("x"), "no scheme"),

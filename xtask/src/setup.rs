@@ -1,0 +1,164 @@
+//! What the tests and benchmarks need from the machine, and getting it on a fresh one.
+//!
+//! The Redis store's tests start their own `redis-server` (one per test, on loopback) and
+//! fail, never skip, without the binary; the kernel-store benchmark compiles beside Debian's
+//! `ccache`. [`ensure_tools`] finds each binary on `PATH` (or at `$REDIS_SERVER` for Redis)
+//! and installs the missing ones from Debian's packages when it may (running as root with
+//! `apt-get`, as `.ci/run` does), else fails saying what to install.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A binary the tests or benchmarks run, and the Debian package that brings it.
+struct Tool {
+    binary: &'static str,
+    package: &'static str,
+    /// An environment variable naming the binary instead of `PATH` (the tests honour it).
+    env: Option<&'static str>,
+    why: &'static str,
+}
+
+const TOOLS: &[Tool] = &[
+    Tool {
+        binary: "redis-server",
+        package: "redis-server",
+        env: Some("REDIS_SERVER"),
+        why: "the Redis store tests start their own server",
+    },
+    Tool {
+        binary: "ccache",
+        package: "ccache",
+        env: None,
+        why: "the kernel-store benchmark compiles beside ccache",
+    },
+];
+
+/// Makes sure every binary the tests and benchmarks need is present: installs the missing
+/// ones (`apt-get install`) when running as root on a machine with `apt-get`, else fails with
+/// a message naming the packages to install.
+pub(crate) fn ensure_tools() -> Result<(), String> {
+    for t in TOOLS {
+        if let Some(path) = t.env.and_then(std::env::var_os)
+            && !Path::new(&path).is_file()
+        {
+            return Err(format!(
+                "{} is set to {}, which is not a file (it names the `{}` binary: {})",
+                t.env.unwrap_or_default(),
+                Path::new(&path).display(),
+                t.binary,
+                t.why
+            ));
+        }
+    }
+    let missing: Vec<&Tool> = TOOLS.iter().filter(|t| !present(t)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let packages: Vec<&str> = missing.iter().map(|t| t.package).collect();
+    let reasons: Vec<String> = missing
+        .iter()
+        .map(|t| format!("`{}` ({})", t.binary, t.why))
+        .collect();
+    let advice = format!(
+        "missing {}; install the Debian package(s) with `apt-get install {}`{}",
+        reasons.join(", "),
+        packages.join(" "),
+        if missing.iter().any(|t| t.env.is_some()) {
+            " (or set REDIS_SERVER to a redis-server binary)"
+        } else {
+            ""
+        }
+    );
+    if !is_root() || find_on_path("apt-get").is_none() {
+        return Err(format!(
+            "{advice}; not installing them here (needs root and apt-get)"
+        ));
+    }
+    eprintln!("xtask: {advice}: installing them now");
+    apt(&["update", "-qq"])?;
+    let mut install = vec!["install", "-y", "-qq"];
+    install.extend(&packages);
+    apt(&install)?;
+    if packages.contains(&"redis-server") {
+        // The package may start a system service; the tests start their own servers.
+        for stop in [
+            &["service", "redis-server", "stop"][..],
+            &["systemctl", "stop", "redis-server"][..],
+        ] {
+            let quiet = Command::new(stop[0])
+                .args(&stop[1..])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+            if quiet.is_ok_and(|s| s.success()) {
+                break;
+            }
+        }
+    }
+    let still: Vec<&str> = missing
+        .iter()
+        .filter(|t| !present(t))
+        .map(|t| t.binary)
+        .collect();
+    if still.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "installed {} but still cannot find {}",
+            packages.join(" "),
+            still.join(", ")
+        ))
+    }
+}
+
+fn apt(args: &[&str]) -> Result<(), String> {
+    eprintln!("$ apt-get {}", args.join(" "));
+    let status = Command::new("apt-get")
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("could not run apt-get: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`apt-get {}` failed ({status})", args.join(" ")))
+    }
+}
+
+fn present(tool: &Tool) -> bool {
+    match tool.env.and_then(std::env::var_os) {
+        Some(path) => Path::new(&path).is_file(),
+        None => find_on_path(tool.binary).is_some(),
+    }
+}
+
+/// The first `PATH` entry holding an executable file `name`.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_a_binary_every_machine_has_and_not_a_made_up_one() {
+        assert!(find_on_path("sh").is_some());
+        assert!(find_on_path("no-such-binary-kcache-xtask").is_none());
+    }
+}
