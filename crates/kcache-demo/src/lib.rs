@@ -37,6 +37,7 @@
 
 mod error;
 mod kernels;
+mod keys;
 mod render;
 mod report;
 mod search;
@@ -49,6 +50,7 @@ use schedule_cache::disk::{self, Space};
 use schedule_cache::store::CacheStore;
 
 pub use error::DemoError;
+pub use keys::{KeyMode, verbatim_key};
 pub use report::{KernelReport, Origin, Report, Totals};
 
 use kernels::Routine;
@@ -82,11 +84,18 @@ pub struct DemoOptions {
     /// and stored in both. An unreachable server is a miss, never an error. `None`: the
     /// directory alone. `fresh` clears only the directory.
     pub redis: Option<String>,
+    /// How kernels are keyed: kcache's canonical keys, or (for comparison) the SHA-256 of
+    /// their exact text as Triton's and ccache's keys amount to. Either way the report
+    /// counts what verbatim keys compile over the same candidate stream.
+    pub keys: KeyMode,
+    /// Answer repeated measurements from the memo table; `false` runs every measurement
+    /// (a session without the memo table, for comparison).
+    pub memo: bool,
 }
 
 impl DemoOptions {
     /// The full demo's settings (12 + 12 candidates per kernel, 7 timed runs each,
-    /// progress on) with winners stored in `cache_dir`.
+    /// progress on, canonical keys, memo table on) with winners stored in `cache_dir`.
     pub fn new(cache_dir: impl Into<PathBuf>) -> DemoOptions {
         DemoOptions {
             cache_dir: cache_dir.into(),
@@ -98,6 +107,8 @@ impl DemoOptions {
             reps: 7,
             compiler: None,
             redis: None,
+            keys: KeyMode::Canonical,
+            memo: true,
         }
     }
 }
@@ -175,12 +186,13 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     }
     if options.progress {
         eprintln!(
-            "[kcache-demo] {} kernels, compiler {compiler}, cache directory {}",
+            "[kcache-demo] {} kernels, compiler {compiler}, {} keys, cache directory {}",
             selected.len(),
+            options.keys,
             cache_dir.display()
         );
     }
-    let (kernels, totals) = memo_cache::with_cache(true, |memo| {
+    let (kernels, totals) = memo_cache::with_cache(options.memo, |memo| {
         let mut session = Session::new(
             backend,
             match &options.redis {
@@ -195,6 +207,7 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
                 }
             },
             memo,
+            options.keys,
             options.progress,
             options.reps,
             options.round1,
@@ -228,6 +241,8 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         cache_dir,
         store,
         compiler,
+        keys: options.keys,
+        memo: options.memo,
         kernels,
         totals,
         cold_search_candidates,

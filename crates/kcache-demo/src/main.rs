@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
-use kcache_demo::{DemoOptions, default_cache_dir, run};
+use clap::{Parser, ValueEnum};
+use kcache_demo::{DemoOptions, KeyMode, default_cache_dir, run};
 
 /// An autotuning search over real C kernels, cached by kcache.
 #[derive(Debug, Parser)]
@@ -37,6 +37,21 @@ struct Args {
     /// cache directory first, then the server (copying hits into the directory); store in both.
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
+    /// How kernels are keyed: `canonical` (kcache's keys: renamed twins share a compile)
+    /// or `verbatim` (SHA-256 of the exact text and options, as Triton's and ccache's
+    /// keys amount to), for comparison.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = Keys::Canonical)]
+    keys: Keys,
+    /// Run every measurement, without the memo table (for comparison).
+    #[arg(long)]
+    no_memo: bool,
+}
+
+/// `--keys` values (the library's [`KeyMode`]).
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Keys {
+    Canonical,
+    Verbatim,
 }
 
 fn main() -> ExitCode {
@@ -49,6 +64,11 @@ fn main() -> ExitCode {
     options.round2 = args.round2;
     options.reps = args.reps;
     options.redis = args.redis;
+    options.keys = match args.keys {
+        Keys::Canonical => KeyMode::Canonical,
+        Keys::Verbatim => KeyMode::Verbatim,
+    };
+    options.memo = !args.no_memo;
     match run(&options) {
         Ok(report) => {
             print!("{report}");

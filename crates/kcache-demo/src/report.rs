@@ -3,6 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::KeyMode;
 use crate::search::ms;
 
 /// Where a kernel's winning schedule came from in this run.
@@ -54,6 +55,11 @@ pub struct Totals {
     pub kernels_rendered: u64,
     /// Kernels compiled (one per distinct key).
     pub kernels_compiled: u64,
+    /// Kernels a cache keyed by the exact text (SHA-256 of text, options and compiler:
+    /// see [`verbatim_key`](crate::verbatim_key)) would have compiled over this run's
+    /// candidate stream: the distinct verbatim keys among the kernels rendered. Equal to
+    /// `kernels_compiled` with [`KeyMode::Verbatim`](crate::KeyMode::Verbatim).
+    pub verbatim_compiles: u64,
     /// Kernels the kernel cache answered from earlier compiles.
     pub kernels_reused: u64,
     /// Programs (shared objects) compiled.
@@ -96,6 +102,10 @@ pub struct Report {
     pub store: String,
     /// The C compiler (first line of its `--version`).
     pub compiler: String,
+    /// How kernels were keyed.
+    pub keys: KeyMode,
+    /// Whether the memo table answered repeated measurements.
+    pub memo: bool,
     /// One report per kernel, in the demo's order.
     pub kernels: Vec<KernelReport>,
     /// Counters over the run.
@@ -125,6 +135,15 @@ pub(crate) fn count(n: impl Into<u64>, word: &str) -> String {
         format!("1 {word}")
     } else {
         format!("{n} {word}s")
+    }
+}
+
+/// `part / whole` as a ratio (`0.47x`), or `-` when `whole` is 0.
+fn ratio(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.2}x", part as f64 / whole as f64)
     }
 }
 
@@ -197,6 +216,18 @@ impl fmt::Display for Report {
             t.kernels_reused,
             pct(t.kernels_not_compiled(), t.kernels_rendered)
         )?;
+        match self.keys {
+            KeyMode::Canonical => writeln!(
+                f,
+                "kernel keys: canonical; keyed by the exact text (SHA-256, as Triton's and ccache's keys) the same candidates would have compiled {} kernels: {} compiles with canonical keys",
+                t.verbatim_compiles,
+                ratio(t.kernels_compiled, t.verbatim_compiles)
+            )?,
+            KeyMode::Verbatim => writeln!(
+                f,
+                "kernel keys: verbatim (SHA-256 of the exact text, options and compiler, as Triton's and ccache's keys; --keys canonical shares renamed twins)"
+            )?,
+        }
         let per_compile = if t.compiling_resolves == 0 {
             "-".to_string()
         } else {
@@ -212,14 +243,22 @@ impl fmt::Display for Report {
             count(t.compiling_resolves, "compiling resolve"),
             t.compile_seconds
         )?;
-        writeln!(
-            f,
-            "memo table: {} of {} measurements answered without running (hit rate {}), {:.2} s measuring",
-            t.memo_hits,
-            t.memo_hits + t.memo_misses,
-            pct(t.memo_hits, t.memo_hits + t.memo_misses),
-            t.measure_seconds
-        )?;
+        if self.memo {
+            writeln!(
+                f,
+                "memo table: {} of {} measurements answered without running (hit rate {}), {:.2} s measuring",
+                t.memo_hits,
+                t.memo_hits + t.memo_misses,
+                pct(t.memo_hits, t.memo_hits + t.memo_misses),
+                t.measure_seconds
+            )?;
+        } else {
+            writeln!(
+                f,
+                "memo table: off (--no-memo): all {} measurements run, {:.2} s measuring",
+                t.memo_misses, t.measure_seconds
+            )?;
+        }
         writeln!(
             f,
             "schedule store ({}): {} of {} winners found (hit rate {}), {} stored",

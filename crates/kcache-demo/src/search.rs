@@ -1,6 +1,6 @@
 //! The autotuning search and the replay of stored winners.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,6 +22,7 @@ use schedule_cache::{
 
 use crate::error::DemoError;
 use crate::kernels::{Built, Routine};
+use crate::keys::{KeyMode, verbatim_key};
 use crate::render::{render_segment, segments};
 use crate::report::{KernelReport, Origin, Totals, count};
 
@@ -62,6 +63,11 @@ pub(crate) struct Session<'t> {
     pub(crate) timing: TimingIdentity,
     pub(crate) disk: CacheStore,
     pub(crate) memo: Option<&'t Table<Key, Measurement>>,
+    /// How kernels are keyed.
+    pub(crate) keys: KeyMode,
+    /// The verbatim keys of every kernel resolved so far (what a verbatim-keyed cache
+    /// would hold), to count its compiles over the same stream in either mode.
+    pub(crate) verbatim_seen: HashSet<String>,
     pub(crate) progress: bool,
     pub(crate) reps: usize,
     pub(crate) round1: usize,
@@ -115,6 +121,7 @@ impl<'t> Session<'t> {
         backend: CcBackend,
         disk: CacheStore,
         memo: Option<&'t Table<Key, Measurement>>,
+        keys: KeyMode,
         progress: bool,
         reps: usize,
         round1: usize,
@@ -156,6 +163,8 @@ impl<'t> Session<'t> {
             timing,
             disk,
             memo,
+            keys,
+            verbatim_seen: HashSet::new(),
             progress,
             reps: reps.max(1),
             round1: round1.max(1),
@@ -210,14 +219,20 @@ impl<'t> Session<'t> {
             for segment in segments(code) {
                 let symbol = segment_kernel_name(routine.name, batch.len());
                 let rendered = render_segment(&symbol, &segment, &built.params)?;
-                let names = Names::new().with_bound(rendered.bound.iter().cloned());
-                let key = kernel_key(
-                    &rendered.text,
-                    &symbol,
-                    &names,
-                    &self.compiler_options,
-                    self.backend.identity().as_bytes(),
-                );
+                let key = match self.keys {
+                    KeyMode::Canonical => kernel_key(
+                        &rendered.text,
+                        &symbol,
+                        &Names::new().with_bound(rendered.bound.iter().cloned()),
+                        &self.compiler_options,
+                        self.backend.identity().as_bytes(),
+                    ),
+                    KeyMode::Verbatim => verbatim_key(
+                        &rendered.text,
+                        &self.compiler_options,
+                        self.backend.identity().as_bytes(),
+                    ),
+                };
                 mine.push(batch.len());
                 batch.push(BatchKernel {
                     key,
@@ -245,7 +260,17 @@ impl<'t> Session<'t> {
             routine: label.to_string(),
             source,
         })?;
+        // What a cache keyed by the exact text would have compiled of this batch.
+        let identity = self.backend.identity();
+        let verbatim_new = batch
+            .iter()
+            .filter(|k| {
+                self.verbatim_seen
+                    .insert(verbatim_key(&k.source, &k.options, identity.as_bytes()))
+            })
+            .count() as u64;
         let t = &mut self.totals;
+        t.verbatim_compiles += verbatim_new;
         t.kernels_rendered += batch.len() as u64;
         t.kernels_compiled += census.kernels_compiled;
         t.kernels_reused += census.kernels_reused;
