@@ -207,11 +207,7 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
                 }
             },
             memo,
-            options.keys,
-            options.progress,
-            options.reps,
-            options.round1,
-            options.round2,
+            options,
         )?;
         let mut reports: Vec<Option<KernelReport>> = vec![None; selected.len()];
         let mut replays = Vec::new();

@@ -20,6 +20,7 @@ use schedule_cache::{
     digest_completeness, key_parts, to_saved,
 };
 
+use crate::DemoOptions;
 use crate::error::DemoError;
 use crate::kernels::{Built, Routine};
 use crate::keys::{KeyMode, verbatim_key};
@@ -121,11 +122,7 @@ impl<'t> Session<'t> {
         backend: CcBackend,
         disk: CacheStore,
         memo: Option<&'t Table<Key, Measurement>>,
-        keys: KeyMode,
-        progress: bool,
-        reps: usize,
-        round1: usize,
-        round2: usize,
+        options: &DemoOptions,
     ) -> Result<Session<'t>, DemoError> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         // Split compile on: up to one program per core, of at least 4 kernels each.
@@ -163,12 +160,12 @@ impl<'t> Session<'t> {
             timing,
             disk,
             memo,
-            keys,
+            keys: options.keys,
             verbatim_seen: HashSet::new(),
-            progress,
-            reps: reps.max(1),
-            round1: round1.max(1),
-            round2,
+            progress: options.progress,
+            reps: options.reps.max(1),
+            round1: options.round1.max(1),
+            round2: options.round2,
             totals: Totals::default(),
         })
     }
