@@ -162,8 +162,18 @@ pub fn kernel_names() -> Vec<&'static str> {
 pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     let start = Instant::now();
     let selected = select(options.kernels.as_deref())?;
-    if options.fresh {
+    if options.fresh && !options.cache_dir.is_dir() {
+        // Nothing to clear, or not a directory (then `clear_entries` reports why).
         clear_entries(&options.cache_dir)?;
+    } else if options.fresh {
+        // Under the cache's exclusive lock: no store or lookup of any process runs while
+        // entries are removed.
+        disk::DiskCache::new(&options.cache_dir)
+            .with_exclusive_lock(|| clear_entries(&options.cache_dir))
+            .map_err(|refusal| DemoError::Io {
+                path: options.cache_dir.clone(),
+                source: std::io::Error::other(refusal.to_string()),
+            })??;
     }
     let backend = match &options.compiler {
         Some(command) => CcBackend::with_compiler(command),

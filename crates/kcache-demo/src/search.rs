@@ -15,9 +15,9 @@ use schedule_cache::identity::{NodeId, Placement};
 use schedule_cache::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
 use schedule_cache::store::{CacheStore, Store};
 use schedule_cache::{
-    CacheKey, CompleteIdentity, Config, KEY_COMPONENTS, KeyInputs, KeyParts, Limits, Registry,
-    SavedSchedule, ScheduleEntry, SettingsRegistry, SymRef, TimingIdentity, canonicalize,
-    digest_completeness, key_parts, to_saved,
+    CacheKey, CompleteIdentity, Config, KeyInputs, KeyParts, Limits, Registry, SavedSchedule,
+    ScheduleEntry, SettingsRegistry, SymRef, TimingIdentity, canonicalize, digest_completeness,
+    key_parts, to_saved,
 };
 
 use crate::DemoOptions;
@@ -196,6 +196,7 @@ impl<'t> Session<'t> {
             limits: &self.limits,
             timing_identity: Some(&self.timing),
             objective: None,
+            schedule_format: "",
         };
         let parts = key_parts(&identity, &inputs);
         Ok((identity, parts))
@@ -731,11 +732,13 @@ fn explain_miss(reason: &MissReason, key: Option<&CacheKey>) -> String {
     if same_digest.is_empty() {
         return reason.to_string();
     }
-    let ours: Vec<&str> = key.as_str().split('-').collect();
     let mut differing: Vec<&str> = Vec::new();
     for other in same_digest {
-        for ((component, a), b) in KEY_COMPONENTS.iter().zip(&ours).zip(other.split('-')) {
-            if *a != b && !differing.contains(&component.name()) {
+        let Ok(other) = CacheKey::new(other) else {
+            continue;
+        };
+        for component in schedule_cache::key_differences(key, &other).unwrap_or_default() {
+            if !differing.contains(&component.name()) {
                 differing.push(component.name());
             }
         }

@@ -4,6 +4,14 @@
 //! order, each computed by one match arm, so the list is a complete and current enumeration of
 //! what the cache's identity depends on (and what [`crate::config`] classifies settings
 //! against).
+//!
+//! Every component is a full-width SHA-256 (64 hex digits, 128-bit collision resistance) of
+//! one tagged, length-prefixed encoding ([`PartEncoding`]) of everything that enters it; the
+//! digest component is the code's canonical digest. The key ([`KeyParts::key`]) is
+//! `<code digest>-<SHA-256 over every component>-<hints>`: the file name stays 185 bytes and
+//! filename-safe, and two keys are equal only if every full component is (up to a SHA-256
+//! collision). The hints (six hex digits of each component, after its letter) only explain a
+//! miss from the key alone ([`key_differences`]); the entry keeps the full components.
 
 use crate::config::{Config, TIMING_SETTING};
 use crate::identity::CompleteIdentity;
@@ -18,7 +26,10 @@ pub enum KeyComponent {
     Digest,
     /// The backend's name.
     Backend,
-    /// The numerics policy (a short digest of the settings entering it).
+    /// The adopter's own schedule-format version ([`KeyInputs::schedule_format`]): changing
+    /// what its saved schedule ops mean changes it, so old entries never replay.
+    Format,
+    /// The numerics policy (the settings entering it).
     Numerics,
     /// The codegen environment: settings entering it and the whole [`Limits`] record,
     /// including the backend's own codegen tag.
@@ -27,14 +38,15 @@ pub enum KeyComponent {
     Pool,
     /// The concrete device ([`TimingIdentity`]).
     Device,
-    /// The normalized timing objective.
+    /// The normalized timing objective and the other settings entering timing.
     Timing,
 }
 
 /// The components of every cache key, in key order. This list drives [`key_parts`].
-pub const KEY_COMPONENTS: [KeyComponent; 7] = [
+pub const KEY_COMPONENTS: [KeyComponent; 8] = [
     KeyComponent::Digest,
     KeyComponent::Backend,
+    KeyComponent::Format,
     KeyComponent::Numerics,
     KeyComponent::Codegen,
     KeyComponent::Pool,
@@ -43,12 +55,13 @@ pub const KEY_COMPONENTS: [KeyComponent; 7] = [
 ];
 
 impl KeyComponent {
-    /// The component's name: `"digest"`, `"backend"`, `"numerics"`, `"codegen"`, `"pool"`,
-    /// `"device"`, `"timing"`.
+    /// The component's name: `"digest"`, `"backend"`, `"format"`, `"numerics"`, `"codegen"`,
+    /// `"pool"`, `"device"`, `"timing"`.
     pub fn name(self) -> &'static str {
         match self {
             KeyComponent::Digest => "digest",
             KeyComponent::Backend => "backend",
+            KeyComponent::Format => "format",
             KeyComponent::Numerics => "numerics",
             KeyComponent::Codegen => "codegen",
             KeyComponent::Pool => "pool",
@@ -57,11 +70,13 @@ impl KeyComponent {
         }
     }
 
-    /// The letter prefixed to the component in a key (empty for digest and backend), so a file
-    /// name shows which regime wrote it.
+    /// The letter of the component's hint in a key (empty for the digest, which leads the key
+    /// whole).
     pub fn prefix(self) -> &'static str {
         match self {
-            KeyComponent::Digest | KeyComponent::Backend => "",
+            KeyComponent::Digest => "",
+            KeyComponent::Backend => "b",
+            KeyComponent::Format => "f",
             KeyComponent::Numerics => "n",
             KeyComponent::Codegen => "c",
             KeyComponent::Pool => "p",
@@ -72,8 +87,9 @@ impl KeyComponent {
 }
 
 /// The backend's description of the device that candidates are generated, rendered and timed
-/// against. The whole record enters the codegen component, so a field added here reaches every
-/// key without touching call sites.
+/// against. The whole record enters the codegen component (every field, through
+/// [`PartEncoding`]; a field added here must be added to the encoding, which the compiler
+/// enforces by destructuring).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// The backend's own codegen contribution (compiler version, flags, ...).
@@ -113,72 +129,141 @@ pub struct KeyInputs<'a> {
     pub timing_identity: Option<&'a TimingIdentity>,
     /// An explicitly resolved timing objective; `None` uses [`objective_tag`] of the config.
     pub objective: Option<&'a str>,
+    /// The adopter's own schedule-format version (for example `"my-ir-ops-3"`; `""` when it
+    /// declares none). It enters [`KeyComponent::Format`]: bump it whenever the meaning of
+    /// the saved schedule ops changes, and entries saved under the old meaning never replay.
+    pub schedule_format: &'a str,
 }
 
-const SHORT: usize = 12;
-const MAX_PLAIN: usize = 24;
+/// Domain of every component digest; changes with [`crate::disk::CACHE_REGIME_VERSION`].
+const DOMAIN: &str = "kcache-schedule-key-2";
 
-/// A filename-safe short digest (12 hex digits) of length-prefixed parts.
-pub fn short_digest(parts: &[&[u8]]) -> String {
-    let d = canonical_text::digest_of_parts(parts);
-    d.chars().take(SHORT).collect()
+/// How many hex digits of a component its hint in the key shows.
+pub const HINT_DIGITS: usize = 6;
+
+/// The one encoding every key part goes through: a sequence of tagged fields, each a tag byte
+/// followed by its content: `S` + length (`u64`, little-endian) + bytes for a string, `N` for
+/// an absent value, `U` + 8 bytes (little-endian) for an integer, `L` + count (`u64`) before
+/// the items of a list. Every field says its own kind and length, so two different sequences
+/// of fields never encode to the same bytes (a property test holds this): no value can mimic
+/// "unset", and no field can run into its neighbour.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartEncoding {
+    bytes: Vec<u8>,
 }
 
-fn settings_parts(config: &Config, c: KeyComponent) -> Vec<Vec<u8>> {
-    let mut v = vec![c.name().as_bytes().to_vec()];
-    for (name, value) in config.component_values(c) {
-        v.push(name.as_bytes().to_vec());
-        v.push(match value {
-            None => b"\x00unset".to_vec(),
-            Some(s) => format!("={s}").into_bytes(),
-        });
+impl PartEncoding {
+    /// An empty encoding.
+    pub fn new() -> PartEncoding {
+        PartEncoding::default()
     }
-    v
+
+    /// Appends a string field.
+    pub fn str(&mut self, s: &str) -> &mut PartEncoding {
+        self.bytes.push(b'S');
+        self.bytes
+            .extend_from_slice(&(s.len() as u64).to_le_bytes());
+        self.bytes.extend_from_slice(s.as_bytes());
+        self
+    }
+
+    /// Appends an optional string: `N` when absent, else the string field.
+    pub fn opt(&mut self, v: Option<&str>) -> &mut PartEncoding {
+        match v {
+            None => {
+                self.bytes.push(b'N');
+                self
+            }
+            Some(s) => self.str(s),
+        }
+    }
+
+    /// Appends an integer field.
+    pub fn int(&mut self, v: u64) -> &mut PartEncoding {
+        self.bytes.push(b'U');
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    /// Appends a list header: the number of items that follow.
+    pub fn list(&mut self, len: usize) -> &mut PartEncoding {
+        self.bytes.push(b'L');
+        self.bytes.extend_from_slice(&(len as u64).to_le_bytes());
+        self
+    }
+
+    /// The encoded bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The full-width SHA-256 of the encoding (64 lowercase hex digits).
+    pub fn digest(&self) -> String {
+        canonical_text::digest_of_parts(&[&self.bytes])
+    }
 }
 
-fn digest_owned(parts: &[Vec<u8>]) -> String {
-    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-    short_digest(&refs)
+/// The start of a component's encoding: the domain and the component's name.
+fn component_encoding(c: KeyComponent) -> PartEncoding {
+    let mut e = PartEncoding::new();
+    e.str(DOMAIN).str(c.name());
+    e
 }
 
-/// Short digest of the numerics policy: the settings declared as entering
+/// Appends the settings declared as entering `c` (name order), except `skip`.
+fn push_settings(e: &mut PartEncoding, config: &Config, c: KeyComponent, skip: Option<&str>) {
+    let values: Vec<_> = config
+        .component_values(c)
+        .into_iter()
+        .filter(|(n, _)| Some(*n) != skip)
+        .collect();
+    e.list(values.len());
+    for (name, value) in values {
+        e.str(name).opt(value);
+    }
+}
+
+fn push_limits(e: &mut PartEncoding, limits: &Limits) {
+    let Limits {
+        codegen_tag,
+        worker_pool_tag,
+        max_threads,
+        vector_bytes,
+        local_memory_bytes,
+        extra,
+    } = limits;
+    e.str(codegen_tag)
+        .str(worker_pool_tag)
+        .int(u64::from(*max_threads))
+        .int(u64::from(*vector_bytes))
+        .int(*local_memory_bytes)
+        .list(extra.len());
+    for (k, v) in extra {
+        e.str(k).str(v);
+    }
+}
+
+/// Full-width digest of the numerics policy: the settings declared as entering
 /// [`KeyComponent::Numerics`]. The policy is consulted at codegen, so it cannot enter the code
 /// digest, yet a schedule tuned under one policy must never replay under another.
 pub fn numerics_tag(config: &Config) -> String {
-    digest_owned(&settings_parts(config, KeyComponent::Numerics))
+    let mut e = component_encoding(KeyComponent::Numerics);
+    push_settings(&mut e, config, KeyComponent::Numerics, None);
+    e.digest()
 }
 
-/// Short digest of the codegen environment: the settings declared as entering
-/// [`KeyComponent::Codegen`] and the whole `limits` record (including its `codegen_tag`).
+/// Full-width digest of the codegen environment: the settings declared as entering
+/// [`KeyComponent::Codegen`] and every field of `limits` (including its `codegen_tag`).
 pub fn codegen_tag(config: &Config, limits: &Limits) -> String {
-    let mut parts = settings_parts(config, KeyComponent::Codegen);
-    parts.push(limits_bytes(limits));
-    digest_owned(&parts)
-}
-
-fn limits_bytes(limits: &Limits) -> Vec<u8> {
-    // RON of a struct of strings, integers and a BTreeMap cannot fail; if it ever did, the
-    // Debug form still distinguishes every field.
-    ron::to_string(limits)
-        .unwrap_or_else(|_| format!("{limits:?}"))
-        .into_bytes()
-}
-
-fn plain_or_digest(s: &str, letter: &str) -> String {
-    if !s.is_empty()
-        && s.len() <= MAX_PLAIN
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    {
-        s.to_owned()
-    } else {
-        format!("{letter}{}", short_digest(&[s.as_bytes()]))
-    }
+    let mut e = component_encoding(KeyComponent::Codegen);
+    push_settings(&mut e, config, KeyComponent::Codegen, None);
+    push_limits(&mut e, limits);
+    e.digest()
 }
 
 /// Normalizes a timing-objective spelling to the one keys carry: `"isolated"` or `"queued"`
 /// (for CUDA/HIP backends, queued keys carry policy generation 2: `"queued2"`). An unknown
-/// spelling passes through (lowercased; as a short digest if not filename-safe), so unlike
-/// regimes stay apart.
+/// spelling passes through (trimmed and lowercased), so unlike regimes stay apart.
 pub fn normalize_objective(backend: &str, objective: &str) -> String {
     let o = objective.trim().to_ascii_lowercase();
     match o.as_str() {
@@ -191,7 +276,7 @@ pub fn normalize_objective(backend: &str, objective: &str) -> String {
                 "queued".to_owned()
             }
         }
-        _ => plain_or_digest(&o, "x"),
+        _ => o,
     }
 }
 
@@ -201,27 +286,39 @@ pub fn objective_tag(backend: &str, config: &Config) -> String {
     normalize_objective(backend, config.get(TIMING_SETTING).unwrap_or("isolated"))
 }
 
-/// The named parts of one cache key, in [`KEY_COMPONENTS`] order. Comparing two explains a
-/// miss: [`KeyParts::differing`] says which components differ.
+/// The named parts of one cache key, in [`KEY_COMPONENTS`] order, each full width. Comparing
+/// two explains a miss: [`KeyParts::differing`] says which components differ.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyParts {
-    /// `(component, rendered value without prefix)`, in key order.
+    /// `(component, value)`, in key order: the code digest, then each component's SHA-256
+    /// (64 hex digits).
     pub parts: Vec<(KeyComponent, String)>,
 }
 
 impl KeyParts {
-    /// The key: each part prefixed by its component letter, joined with `-`.
+    /// The key: `<code digest>-<SHA-256 over every component>-<hints>`, the hints being each
+    /// other component's letter and first [`HINT_DIGITS`] hex digits, joined with `_`.
     ///
     /// # Errors
-    /// [`crate::Error::InvalidKey`] if the joined text is not a valid key (cannot happen for
-    /// parts built by [`key_parts`]).
+    /// [`crate::Error::InvalidKey`] if the text is not a valid key (cannot happen for parts
+    /// built by [`key_parts`]).
     pub fn key(&self) -> Result<CacheKey, crate::Error> {
-        let s: Vec<String> = self
+        let mut whole = PartEncoding::new();
+        whole.str(DOMAIN).str("key").list(self.parts.len());
+        for (c, v) in &self.parts {
+            whole.str(c.name()).str(v);
+        }
+        let digest = self.get(KeyComponent::Digest).unwrap_or("");
+        let hints: Vec<String> = self
             .parts
             .iter()
-            .map(|(c, v)| format!("{}{v}", c.prefix()))
+            .filter(|(c, _)| *c != KeyComponent::Digest)
+            .map(|(c, v)| {
+                let hint: String = v.chars().take(HINT_DIGITS).collect();
+                format!("{}{hint}", c.prefix())
+            })
             .collect();
-        CacheKey::new(&s.join("-"))
+        CacheKey::new(&format!("{digest}-{}-{}", whole.digest(), hints.join("_")))
     }
 
     /// The value of one component.
@@ -242,6 +339,47 @@ impl KeyParts {
     }
 }
 
+/// Which components differ between two keys of this regime, computed from the keys alone
+/// (the code digest, then the hints). `None` if either key is not of this regime's shape.
+/// Keys that differ while every hint agrees give an empty list (a component differs beyond its
+/// hint digits: rare, and only the explanation suffers, never the key).
+pub fn key_differences(ours: &CacheKey, other: &CacheKey) -> Option<Vec<KeyComponent>> {
+    fn split(key: &CacheKey) -> Option<(&str, Vec<(KeyComponent, &str)>)> {
+        let mut fields = key.as_str().split('-');
+        let (digest, _whole, hints, None) = (
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+            fields.next(),
+        ) else {
+            return None;
+        };
+        let hints: Vec<(KeyComponent, &str)> = hints
+            .split('_')
+            .zip(
+                KEY_COMPONENTS
+                    .iter()
+                    .filter(|c| **c != KeyComponent::Digest),
+            )
+            .map(|(h, c)| Some((*c, h.strip_prefix(c.prefix())?)))
+            .collect::<Option<_>>()?;
+        (hints.len() + 1 == KEY_COMPONENTS.len()).then_some((digest, hints))
+    }
+    let (d1, h1) = split(ours)?;
+    let (d2, h2) = split(other)?;
+    let mut out = Vec::new();
+    if d1 != d2 {
+        out.push(KeyComponent::Digest);
+    }
+    out.extend(
+        h1.iter()
+            .zip(&h2)
+            .filter(|(a, b)| a.1 != b.1)
+            .map(|(a, _)| a.0),
+    );
+    Some(out)
+}
+
 /// The parts of the cache key of `identity` under `inputs`, or `None` when the timing identity
 /// is unavailable. Only a [`CompleteIdentity`] can produce a key.
 pub fn key_parts(identity: &CompleteIdentity, inputs: &KeyInputs<'_>) -> Option<KeyParts> {
@@ -251,45 +389,32 @@ pub fn key_parts(identity: &CompleteIdentity, inputs: &KeyInputs<'_>) -> Option<
         .map(|&c| {
             let v = match c {
                 KeyComponent::Digest => identity.digest().to_owned(),
-                KeyComponent::Backend => plain_or_digest(inputs.backend, "b"),
+                KeyComponent::Backend => component_encoding(c).str(inputs.backend).digest(),
+                KeyComponent::Format => component_encoding(c).str(inputs.schedule_format).digest(),
                 KeyComponent::Numerics => numerics_tag(inputs.config),
                 KeyComponent::Codegen => codegen_tag(inputs.config, inputs.limits),
                 KeyComponent::Pool => {
-                    let mut p = settings_parts(inputs.config, c);
-                    p.push(inputs.limits.worker_pool_tag.as_bytes().to_vec());
-                    digest_owned(&p)
+                    let mut e = component_encoding(c);
+                    push_settings(&mut e, inputs.config, c, None);
+                    e.str(&inputs.limits.worker_pool_tag);
+                    e.digest()
                 }
                 KeyComponent::Device => {
-                    let mut p = settings_parts(inputs.config, c);
-                    p.push(timing.device.as_bytes().to_vec());
-                    p.push(match &timing.toolchain {
-                        None => b"\x00none".to_vec(),
-                        Some(t) => format!("={t}").into_bytes(),
-                    });
-                    digest_owned(&p)
+                    let mut e = component_encoding(c);
+                    push_settings(&mut e, inputs.config, c, None);
+                    e.str(&timing.device).opt(timing.toolchain.as_deref());
+                    e.digest()
                 }
                 KeyComponent::Timing => {
                     let objective = match inputs.objective {
                         Some(o) => normalize_objective(inputs.backend, o),
                         None => objective_tag(inputs.backend, inputs.config),
                     };
+                    let mut e = component_encoding(c);
+                    e.str(&objective);
                     // Settings other than the objective itself that enter timing.
-                    let others: Vec<_> = inputs
-                        .config
-                        .component_values(c)
-                        .into_iter()
-                        .filter(|(n, _)| *n != TIMING_SETTING)
-                        .collect();
-                    if others.is_empty() {
-                        objective
-                    } else {
-                        let mut p = vec![c.name().as_bytes().to_vec()];
-                        for (n, v) in others {
-                            p.push(n.as_bytes().to_vec());
-                            p.push(v.map_or(b"\x00unset".to_vec(), |v| v.as_bytes().to_vec()));
-                        }
-                        format!("{objective}_{}", digest_owned(&p))
-                    }
+                    push_settings(&mut e, inputs.config, c, Some(TIMING_SETTING));
+                    e.digest()
                 }
             };
             (c, v)
@@ -298,9 +423,9 @@ pub fn key_parts(identity: &CompleteIdentity, inputs: &KeyInputs<'_>) -> Option<
     Some(KeyParts { parts })
 }
 
-/// The filename-safe cache key of `identity` under `inputs`: the parts of [`key_parts`] joined
-/// in [`KEY_COMPONENTS`] order. `None` when the timing identity is unavailable; all cache I/O
-/// with `None` is a no-op.
+/// The filename-safe cache key of `identity` under `inputs` ([`KeyParts::key`] of
+/// [`key_parts`]). `None` when the timing identity is unavailable; all cache I/O with `None` is
+/// a no-op.
 pub fn cache_key(identity: &CompleteIdentity, inputs: &KeyInputs<'_>) -> Option<CacheKey> {
     let parts = key_parts(identity, inputs)?;
     match parts.key() {
@@ -309,5 +434,110 @@ pub fn cache_key(identity: &CompleteIdentity, inputs: &KeyInputs<'_>) -> Option<
             tracing::warn!(error = %e, "cache key construction failed; treating as no key");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One field of a [`PartEncoding`], as a reference model.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    enum Field {
+        Str(String),
+        Absent,
+        Int(u64),
+        List(usize),
+    }
+
+    fn encode(fields: &[Field]) -> PartEncoding {
+        let mut e = PartEncoding::new();
+        for f in fields {
+            match f {
+                Field::Str(s) => e.str(s),
+                Field::Absent => e.opt(None),
+                Field::Int(v) => e.int(*v),
+                Field::List(n) => e.list(*n),
+            };
+        }
+        e
+    }
+
+    /// The inverse of [`encode`]: `None` on bytes no field sequence encodes to.
+    fn decode(mut b: &[u8]) -> Option<Vec<Field>> {
+        let mut out = Vec::new();
+        let word =
+            |b: &[u8]| -> Option<u64> { Some(u64::from_le_bytes(b.get(..8)?.try_into().ok()?)) };
+        while let Some((&tag, rest)) = b.split_first() {
+            b = rest;
+            out.push(match tag {
+                b'N' => Field::Absent,
+                b'U' => {
+                    let v = word(b)?;
+                    b = &b[8..];
+                    Field::Int(v)
+                }
+                b'L' => {
+                    let v = word(b)?;
+                    b = &b[8..];
+                    Field::List(usize::try_from(v).ok()?)
+                }
+                b'S' => {
+                    let n = usize::try_from(word(b)?).ok()?;
+                    let s = b.get(8..8 + n)?;
+                    b = &b[8 + n..];
+                    Field::Str(String::from_utf8(s.to_vec()).ok()?)
+                }
+                _ => return None,
+            });
+        }
+        Some(out)
+    }
+
+    fn field() -> impl Strategy<Value = Field> {
+        prop_oneof![
+            // Every byte class, including the tag letters, NUL and what once meant "unset".
+            "(\\PC|[\\x00\\r\\n\\\\'\"#$-]|SNUL|\\x00unset){0,12}".prop_map(Field::Str),
+            Just(Field::Absent),
+            any::<u64>().prop_map(Field::Int),
+            (0usize..4).prop_map(Field::List),
+        ]
+    }
+
+    proptest! {
+        /// The encoding is injective: it decodes back to the very fields it encoded.
+        #[test]
+        fn the_encoding_decodes_to_its_fields(fields in proptest::collection::vec(field(), 0..8)) {
+            prop_assert_eq!(decode(encode(&fields).as_bytes()), Some(fields));
+        }
+
+        /// Two different field sequences never share an encoding (nor, therefore, a digest).
+        #[test]
+        fn different_fields_never_share_an_encoding(
+            a in proptest::collection::vec(field(), 0..6),
+            b in proptest::collection::vec(field(), 0..6),
+        ) {
+            prop_assert_eq!(a == b, encode(&a).as_bytes() == encode(&b).as_bytes());
+            prop_assert_eq!(a == b, encode(&a).digest() == encode(&b).digest());
+        }
+    }
+
+    #[test]
+    fn an_absent_value_and_every_spelling_of_it_differ() {
+        let mut unset = PartEncoding::new();
+        unset.str("x").opt(None);
+        for mimic in ["", "\0unset", "unset", "N", "=", "\0none"] {
+            let mut set = PartEncoding::new();
+            set.str("x").opt(Some(mimic));
+            assert_ne!(unset.digest(), set.digest(), "{mimic:?}");
+        }
+    }
+
+    #[test]
+    fn digests_are_full_width() {
+        let d = PartEncoding::new().digest();
+        assert_eq!(d.len(), 64);
+        assert!(d.bytes().all(|b| b.is_ascii_hexdigit()));
     }
 }

@@ -28,7 +28,8 @@ use crate::schedule::SavedRefOp;
 ///
 /// History (one line per bump, `vN: reason`; a test checks the last line matches):
 /// v1: initial format (rendering kcache-identity-1, SavedRefOp, key parts, times in seconds)
-pub const ENTRY_VERSION: u32 = 1;
+/// v2: key parts are full-width component digests, with the new `format` component (regime 2)
+pub const ENTRY_VERSION: u32 = 2;
 
 /// One cached schedule, as stored on disk (RON): the winning schedule of the code named by
 /// `digest`, the key parts it was crowned under, and its measured times.

@@ -71,8 +71,9 @@ pub mod schedule;
 pub mod store;
 
 pub use components::{
-    KEY_COMPONENTS, KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity, cache_key,
-    codegen_tag, key_parts, normalize_objective, numerics_tag, objective_tag,
+    HINT_DIGITS, KEY_COMPONENTS, KeyComponent, KeyInputs, KeyParts, Limits, PartEncoding,
+    TimingIdentity, cache_key, codegen_tag, key_differences, key_parts, normalize_objective,
+    numerics_tag, objective_tag,
 };
 pub use config::{Config, Relevance, SettingDecl, SettingsRegistry, digest_completeness};
 pub use entry::{DiskEntry, ENTRY_VERSION, ScheduleEntry};

@@ -21,7 +21,10 @@
 //! miss for a store), reported like every disk operation to recorders, `disk::stats` and
 //! `tracing`; after a connection failure the store does not try to connect again for a short
 //! while ([`RedisStore::with_retry_after`]), so a dead server costs one connect timeout, not
-//! one per operation.
+//! one per operation. A refusal after a command timeout does not mean nothing happened: the
+//! server may still have run (or later run) the script, so a store reported as refused may
+//! have published its entry, and a transition reported as refused may have swept. Entries stay
+//! whole either way (one `SET` of the full payload inside an atomic script).
 
 use std::io;
 use std::path::PathBuf;
@@ -279,7 +282,8 @@ impl RedisStore {
     }
 
     /// Bounds on connecting (TCP connect and handshake) and on each command's write and reply.
-    /// An operation that exceeds one is refused (a miss), never waited for longer.
+    /// An operation that exceeds one is refused (a miss), never waited for longer; the server
+    /// may still apply a command that timed out (see the module docs).
     pub fn with_timeouts(mut self, connect: Duration, io: Duration) -> RedisStore {
         self.connect_timeout = connect;
         self.io_timeout = io;

@@ -44,6 +44,7 @@ impl World {
             limits: &self.limits,
             timing_identity: Some(&self.device),
             objective,
+            schedule_format: "",
         }
     }
 }

@@ -6,10 +6,10 @@ use proptest::prelude::*;
 use schedule_cache::config::{REFERENCE_SETTINGS, TIMING_SETTING};
 use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use schedule_cache::{
-    CacheKey, CompleteIdentity, Config, DiskEntry, ENTRY_VERSION, Error, KEY_COMPONENTS,
-    KeyComponent, KeyInputs, Limits, Registry, Relevance, ScheduleEntry, SettingDecl,
-    SettingsRegistry, TimingIdentity, cache_key, canonicalize, digest_completeness, key_parts,
-    normalize_objective, to_saved,
+    CacheKey, CompleteIdentity, Config, DiskEntry, ENTRY_VERSION, Error, HINT_DIGITS,
+    KEY_COMPONENTS, KeyComponent, KeyInputs, Limits, Registry, Relevance, ScheduleEntry,
+    SettingDecl, SettingsRegistry, TimingIdentity, cache_key, canonicalize, digest_completeness,
+    key_parts, normalize_objective, to_saved,
 };
 use std::collections::BTreeMap;
 
@@ -59,27 +59,35 @@ fn key_is_the_listed_components_in_order() {
         limits: &l,
         timing_identity: Some(&d),
         objective: None,
+        schedule_format: "",
     };
     let parts = key_parts(&id, &inputs).unwrap();
     let names: Vec<_> = parts.parts.iter().map(|(c, _)| c.name()).collect();
     assert_eq!(
         names,
         [
-            "digest", "backend", "numerics", "codegen", "pool", "device", "timing"
+            "digest", "backend", "format", "numerics", "codegen", "pool", "device", "timing"
         ]
     );
     assert_eq!(
         parts.parts.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
         KEY_COMPONENTS
     );
+    // Every component other than the code digest is a full-width SHA-256.
+    for (c, v) in &parts.parts[1..] {
+        assert_eq!(v.len(), 64, "{c:?}");
+        assert!(v.bytes().all(|b| b.is_ascii_hexdigit()), "{c:?}");
+    }
     let key = cache_key(&id, &inputs).unwrap();
     let fields: Vec<&str> = key.as_str().split('-').collect();
-    assert_eq!(fields.len(), KEY_COMPONENTS.len());
+    assert_eq!(fields.len(), 3, "digest, digest over all components, hints");
     assert_eq!(fields[0], id.digest());
-    assert_eq!(fields[1], "cc");
-    assert!(fields[2].starts_with('n') && fields[3].starts_with('c'));
-    assert!(fields[4].starts_with('p') && fields[5].starts_with('d'));
-    assert_eq!(fields[6], "tisolated");
+    assert_eq!(fields[1].len(), 64);
+    let hints: Vec<&str> = fields[2].split('_').collect();
+    assert_eq!(hints.len(), KEY_COMPONENTS.len() - 1);
+    for (h, (c, v)) in hints.iter().zip(&parts.parts[1..]) {
+        assert_eq!(*h, format!("{}{}", c.prefix(), &v[..HINT_DIGITS]));
+    }
     assert!(key.as_str().starts_with(id.digest()));
     // Deterministic.
     assert_eq!(cache_key(&id, &inputs), Some(key));
@@ -94,6 +102,7 @@ fn no_timing_identity_means_no_key() {
         limits: &l,
         timing_identity: None,
         objective: None,
+        schedule_format: "",
     };
     assert_eq!(cache_key(&code(16), &inputs), None);
     assert!(key_parts(&code(16), &inputs).is_none());
@@ -109,6 +118,7 @@ fn each_component_separates_its_regime_and_only_its_part() {
         limits: &l,
         timing_identity: Some(&d),
         objective: None,
+        schedule_format: "",
     };
     let p0 = key_parts(&id, &base).unwrap();
 
@@ -192,6 +202,7 @@ fn each_component_separates_its_regime_and_only_its_part() {
             None,
             KeyInputs {
                 objective: Some("queued"),
+                schedule_format: "",
                 ..base
             },
         ),
@@ -234,9 +245,12 @@ fn objectives_normalize_and_unknown_spellings_pass_through() {
     assert_eq!(normalize_objective("cuda", "queued"), "queued2");
     assert_eq!(normalize_objective("hip", "batched"), "queued2");
     assert_eq!(normalize_objective("cc", "wallclock"), "wallclock");
-    let weird = normalize_objective("cc", "a/b-c");
-    assert!(CacheKey::new(&weird).is_ok() && !weird.contains('-'));
-    assert_ne!(weird, normalize_objective("cc", "a/b-d"));
+    // Unknown spellings stay apart (the objective is hashed, so any text is fine).
+    assert_eq!(normalize_objective("cc", " A/b-C "), "a/b-c");
+    assert_ne!(
+        normalize_objective("cc", "a/b-c"),
+        normalize_objective("cc", "a/b-d")
+    );
 }
 
 proptest! {
@@ -252,9 +266,11 @@ proptest! {
         let key = cache_key(&id, &KeyInputs {
             backend: &backend, config: &c, limits: &l, timing_identity: Some(&d),
             objective: Some(&objective),
+            schedule_format: "",
         });
         let key = key.expect("a key whenever the timing identity is present");
-        prop_assert_eq!(key.as_str().split('-').count(), KEY_COMPONENTS.len());
+        prop_assert_eq!(key.as_str().split('-').count(), 3);
+        prop_assert!(CacheKey::new(key.as_str()).is_ok());
         prop_assert!(key.as_str().len() <= 200);
     }
 }
@@ -278,11 +294,24 @@ fn keying_consults_only_declared_settings() {
                 limits: &l,
                 timing_identity: Some(&d),
                 objective: None,
+                schedule_format: "",
             },
         )
     })
     .expect("every consulted setting is declared");
-    assert!(key.unwrap().as_str().ends_with("-tqueued"));
+    // The configured objective is the one an explicit `queued` gives.
+    let explicit = cache_key(
+        &id,
+        &KeyInputs {
+            backend: "cc",
+            config: &cfg().with("large_models", "1"),
+            limits: &l,
+            timing_identity: Some(&d),
+            objective: Some("queued"),
+            schedule_format: "",
+        },
+    );
+    assert_eq!(key, explicit);
 }
 
 /// A code generator that grows a new setting without declaring it fails the guard: this is the
@@ -356,6 +385,7 @@ fn schedule_entries_round_trip_and_check_their_digest() {
         limits: &l,
         timing_identity: Some(&d),
         objective: None,
+        schedule_format: "",
     };
     let parts = key_parts(&id, &inputs).unwrap();
     let entry =
@@ -395,4 +425,155 @@ fn schedule_entries_round_trip_and_check_their_digest() {
         ),
         Err(Error::DigestMismatch { .. })
     ));
+}
+
+/// A registry with one extra setting entering each of numerics, codegen, pool, device and
+/// timing (besides the objective), so every component's settings encoding is exercised.
+fn wide_registry() -> SettingsRegistry {
+    let mut reg = SettingsRegistry::reference();
+    for (name, c) in [
+        ("x.numerics", KeyComponent::Numerics),
+        ("x.codegen", KeyComponent::Codegen),
+        ("x.pool", KeyComponent::Pool),
+        ("x.device", KeyComponent::Device),
+        ("x.timing", KeyComponent::Timing),
+    ] {
+        reg.declare(SettingDecl {
+            name,
+            relevance: Relevance::Enters(c),
+        })
+        .unwrap();
+    }
+    reg
+}
+
+fn key_under(c: &Config) -> schedule_cache::KeyParts {
+    let (l, d) = (limits(), device());
+    key_parts(
+        &code(16),
+        &KeyInputs {
+            backend: "cc",
+            config: c,
+            limits: &l,
+            timing_identity: Some(&d),
+            objective: None,
+            schedule_format: "",
+        },
+    )
+    .unwrap()
+}
+
+/// Regression (issue 12): the extra timing settings were hashed as `\0unset` when unset, so a
+/// value spelled `\0unset` shared the key of no value. Every component now tells them apart.
+#[test]
+fn a_value_that_mimicked_unset_now_differs() {
+    let unset = key_under(&Config::new(wide_registry()));
+    for (name, c) in [
+        ("x.numerics", KeyComponent::Numerics),
+        ("x.codegen", KeyComponent::Codegen),
+        ("x.pool", KeyComponent::Pool),
+        ("x.device", KeyComponent::Device),
+        ("x.timing", KeyComponent::Timing),
+    ] {
+        for mimic in ["\0unset", "=\0unset", "", "unset"] {
+            let set = key_under(&Config::new(wide_registry()).with(name, mimic));
+            assert_eq!(unset.differing(&set), vec![c], "{name}={mimic:?}");
+            assert_ne!(unset.key().unwrap(), set.key().unwrap());
+        }
+    }
+}
+
+/// The schedule format enters its own component.
+#[test]
+fn the_schedule_format_separates_entries() {
+    let (c, l, d) = (cfg(), limits(), device());
+    let inputs = |f| KeyInputs {
+        backend: "cc",
+        config: &c,
+        limits: &l,
+        timing_identity: Some(&d),
+        objective: None,
+        schedule_format: f,
+    };
+    let a = key_parts(&code(16), &inputs("ops-1")).unwrap();
+    let b = key_parts(&code(16), &inputs("ops-2")).unwrap();
+    assert_eq!(a.differing(&b), vec![KeyComponent::Format]);
+    let (ka, kb) = (a.key().unwrap(), b.key().unwrap());
+    assert_eq!(
+        schedule_cache::key_differences(&ka, &kb),
+        Some(vec![KeyComponent::Format])
+    );
+}
+
+fn value() -> impl Strategy<Value = Option<String>> {
+    proptest::option::of("(\\PC|[\\x00=\\-_'\"#$\\\\]|\\x00unset|unset){0,6}")
+}
+
+proptest! {
+    /// Injectivity over settings: two configurations give equal keys exactly when every
+    /// declared setting has the same value (or is unset in both), and the differing
+    /// components are exactly those of the settings that differ.
+    #[test]
+    fn keys_are_injective_in_the_settings(
+        a in proptest::collection::vec(value(), 5),
+        b in proptest::collection::vec(value(), 5),
+    ) {
+        let names = ["x.numerics", "x.codegen", "x.pool", "x.device", "x.timing"];
+        let comps = [
+            KeyComponent::Numerics, KeyComponent::Codegen, KeyComponent::Pool,
+            KeyComponent::Device, KeyComponent::Timing,
+        ];
+        let config = |vals: &[Option<String>]| {
+            let mut c = Config::new(wide_registry());
+            for (n, v) in names.iter().zip(vals) {
+                if let Some(v) = v {
+                    c.set(n, v);
+                }
+            }
+            c
+        };
+        let (pa, pb) = (key_under(&config(&a)), key_under(&config(&b)));
+        let want: Vec<KeyComponent> = comps
+            .iter()
+            .zip(a.iter().zip(&b))
+            .filter(|(_, (x, y))| x != y)
+            .map(|(c, _)| *c)
+            .collect();
+        prop_assert_eq!(pa.differing(&pb), want);
+        prop_assert_eq!(a == b, pa.key().unwrap() == pb.key().unwrap());
+    }
+
+    /// Injectivity over the limits record and the timing identity.
+    #[test]
+    fn keys_are_injective_in_limits_and_device(
+        t1 in "[a-c-]{0,3}", t2 in "[a-c-]{0,3}", n1 in 0u32..3, n2 in 0u32..3,
+        e1 in proptest::collection::btree_map("[ab]{0,2}", "[ab]{0,2}", 0..3),
+        e2 in proptest::collection::btree_map("[ab]{0,2}", "[ab]{0,2}", 0..3),
+        tc1 in proptest::option::of("[ab]{0,2}"), tc2 in proptest::option::of("[ab]{0,2}"),
+    ) {
+        let c = cfg();
+        let lim = |t: &str, n: u32, e: &BTreeMap<String, String>| Limits {
+            codegen_tag: t.to_owned(),
+            worker_pool_tag: "pool".into(),
+            max_threads: n,
+            vector_bytes: 16,
+            local_memory_bytes: 0,
+            extra: e.clone(),
+        };
+        let (l1, l2) = (lim(&t1, n1, &e1), lim(&t2, n2, &e2));
+        let (d1, d2) = (
+            TimingIdentity { device: "dev".into(), toolchain: tc1.clone() },
+            TimingIdentity { device: "dev".into(), toolchain: tc2.clone() },
+        );
+        let parts = |l: &Limits, d: &TimingIdentity| key_parts(&code(4), &KeyInputs {
+            backend: "cc", config: &c, limits: l, timing_identity: Some(d),
+            objective: None, schedule_format: "",
+        }).unwrap();
+        let (p1, p2) = (parts(&l1, &d1), parts(&l2, &d2));
+        prop_assert_eq!(
+            p1.get(KeyComponent::Codegen) == p2.get(KeyComponent::Codegen),
+            l1 == l2
+        );
+        prop_assert_eq!(p1.get(KeyComponent::Device) == p2.get(KeyComponent::Device), tc1 == tc2);
+    }
 }

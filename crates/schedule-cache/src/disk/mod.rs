@@ -226,6 +226,28 @@ impl DiskCache {
         self.regime
     }
 
+    /// Runs `f` while holding the directory's exclusive lock (the in-process lock, then the
+    /// `flock` on [`LOCK_FILE`], created if the directory exists): what a tool that removes or
+    /// rewrites files of a live cache (`kcache-demo --fresh`, say) must hold, so no store or
+    /// lookup of any process runs meanwhile. Never creates the directory.
+    ///
+    /// # Errors
+    /// The refusal if the directory does not exist or cannot be locked.
+    pub fn with_exclusive_lock<R>(&self, f: impl FnOnce() -> R) -> Result<R, Refusal> {
+        let held = lock::acquire(&self.dir, Mode::Exclusive, false)
+            .or_else(|e| {
+                if e.kind() == io::ErrorKind::NotFound && self.dir.is_dir() {
+                    lock::acquire(&self.dir, Mode::Exclusive, true)
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(|e| Refusal::io("open and lock the lock file", &e))?;
+        let r = f();
+        drop(held);
+        Ok(r)
+    }
+
     /// Publishes `entry` at `key` (see the module docs for the protocol). Creates the directory
     /// and its parents. With `key == None` nothing at all happens.
     ///
@@ -586,5 +608,37 @@ mod tests {
         assert!(!key_starts_with_digest("ab12-cc", ""));
         assert!(!key_starts_with_digest("-cc", ""));
         assert!(!key_starts_with_digest("cc-ab12", "ab12"));
+    }
+
+    #[test]
+    fn the_exclusive_lock_holds_off_every_store_until_released() {
+        use crate::placement::{PlacementEntry, Shipped};
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = DiskCache::new(tmp.path().join("c"));
+        // No directory: refused, nothing created.
+        assert!(cache.with_exclusive_lock(|| ()).is_err());
+        assert!(!cache.dir().exists());
+        fs::create_dir(cache.dir()).expect("mkdir");
+        let key = CacheKey::new("ab12-x").expect("key");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stored_while_locked = cache
+            .with_exclusive_lock(|| {
+                let (c, k) = (cache.clone(), key.clone());
+                let writer = std::thread::spawn(move || {
+                    let e = PlacementEntry::new("ab12", vec![], Shipped::A);
+                    let out = c.store(Some(&k), &e);
+                    tx.send(()).expect("send");
+                    out
+                });
+                std::thread::sleep(Duration::from_millis(100));
+                (rx.try_recv().is_ok(), writer)
+            })
+            .expect("locked");
+        let (early, writer) = stored_while_locked;
+        assert!(!early, "a store ran while the exclusive lock was held");
+        assert_eq!(
+            writer.join().expect("writer").expect("store"),
+            StoreOutcome::Stored
+        );
     }
 }

@@ -18,7 +18,9 @@ use super::lock::retry;
 ///
 /// History (one line per bump, with the reason; a test checks one line per version):
 /// - v1: initial regime, keys `digest-backend-n…-c…-p…-d…-t…` over SHA-256 digests.
-pub const CACHE_REGIME_VERSION: u32 = 1;
+/// - v2: every component full-width (SHA-256 of one tagged, length-prefixed encoding), a new
+///   `format` component, keys `digest-<SHA-256 over all components>-<hints>` (issue 12).
+pub const CACHE_REGIME_VERSION: u32 = 2;
 
 /// Name of the regime stamp file inside a cache directory. Part of the on-disk format: its
 /// content is the regime version in ASCII decimal followed by one `\n`. Callers must not edit a
