@@ -1,8 +1,8 @@
-//! The backend: [`CcBackend`] writes a program's kernels to one C file, compiles it
-//! with the system C compiler and loads the result.
+//! The backend: [`CcBackend`] writes each kernel of a program to a translation unit of
+//! its own, compiles and links them into one shared object with the system C compiler,
+//! and loads the result.
 
 use std::ffi::OsString;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,22 +11,21 @@ use kernel_cache::{Backend, Compiled, Group, Split, SplitBackend};
 
 use crate::error::CcError;
 use crate::program::CcProgram;
+use crate::signature::{ENTRY_SUFFIX, Signature};
+use crate::source::Source;
 
 /// The flags every compile uses, ahead of the group's option list.
 pub const BASE_FLAGS: &[&str] = &["-O2", "-shared", "-fPIC"];
 
-/// The C signature every kernel has; `{name}` is the kernel's symbol.
-pub const KERNEL_SIGNATURE: &str = "void {name}(float *out, const float *a, const float *b, int n)";
-
 /// A kernel-cache backend that compiles C kernels with the system C compiler.
 ///
-/// Each program is one C file, `cc -O2 -shared -fPIC <options> -o prog.so prog.c -lm`,
-/// in a fresh directory of the work directory (removed when the program is dropped).
-/// Kernels are C text defining a function of [`KERNEL_SIGNATURE`] under the kernel's
-/// symbol; the file declares that prototype for each symbol first, so a kernel of
-/// another type fails to compile. `<math.h>`, `<stddef.h>` and `<stdint.h>` are
-/// included. The compiler is `$CC` when set (split on white space: a command and its
-/// leading arguments), else `cc`.
+/// Each program is one shared object built by one compiler command, `cc -O2 -shared
+/// -fPIC <options> -o program.so <symbol>.c ... -lm`, in a fresh directory of the work
+/// directory (removed when the program is dropped): every kernel is its own
+/// translation unit (see [`Source`]), so no preprocessor state, `static` or `#pragma`
+/// of one kernel reaches another, and a kernel means the same whichever companions it
+/// is compiled beside. The compiler is `$CC` when set (split on white space: a command
+/// and its leading arguments), else `cc`.
 ///
 /// Its [`Split`] defaults to as many programs as the machine has cores, of at least 8
 /// kernels each.
@@ -41,22 +40,32 @@ pub struct CcBackend {
 }
 
 /// A program between [`SplitBackend::prepare`] and [`SplitBackend::finish`]: its
-/// directory, with the C file written and (after compile) the shared object built.
+/// directory, with the translation units written and (after compile) the shared object
+/// built.
 #[derive(Debug)]
 pub struct PreparedProgram {
     dir: tempfile::TempDir,
-    c_path: PathBuf,
+    c_paths: Vec<PathBuf>,
     so_path: PathBuf,
     options: Vec<String>,
-    symbols: Vec<String>,
+    kernels: Vec<(String, Signature)>,
 }
 
-fn is_c_identifier(s: &str) -> bool {
+pub(crate) fn is_c_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     chars
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Checks a kernel symbol: a C identifier that is not a generated entry's.
+pub(crate) fn check_symbol(symbol: &str) -> Result<(), CcError> {
+    if is_c_identifier(symbol) && !symbol.ends_with(ENTRY_SUFFIX) {
+        Ok(())
+    } else {
+        Err(CcError::InvalidSymbol(symbol.to_string()))
+    }
 }
 
 impl CcBackend {
@@ -133,28 +142,29 @@ impl CcBackend {
         self.kernels_compiled.load(Ordering::Relaxed)
     }
 
-    /// Compiles `kernels` (`(symbol, C text)` pairs) under `options` into one loaded
-    /// program, without any cache.
+    /// Compiles `kernels` (`(symbol, source)` pairs) under `options` into one loaded
+    /// program, without any cache. Symbols must be distinct.
     pub fn compile_program(
         &self,
-        kernels: &[(&str, &str)],
+        kernels: &[(&str, &Source)],
         options: &[String],
     ) -> Result<CcProgram, CcError> {
-        let mut prepared = self.prepare_parts(kernels, options, "")?;
+        let mut prepared = self.prepare_parts(kernels, options)?;
         self.run_compiler(&mut prepared)?;
         self.load(prepared)
     }
 
     fn prepare_parts(
         &self,
-        kernels: &[(&str, &str)],
+        kernels: &[(&str, &Source)],
         options: &[String],
-        header: &str,
     ) -> Result<PreparedProgram, CcError> {
-        for (symbol, _) in kernels {
-            if !is_c_identifier(symbol) {
-                return Err(CcError::InvalidSymbol(symbol.to_string()));
+        for (i, (symbol, source)) in kernels.iter().enumerate() {
+            check_symbol(symbol)?;
+            if kernels[..i].iter().any(|(s, _)| s == symbol) {
+                return Err(CcError::DuplicateSymbol(symbol.to_string()));
             }
+            source.signature.check()?;
         }
         let io = |path: &Path| {
             let path = path.to_path_buf();
@@ -164,35 +174,29 @@ impl CcBackend {
             .prefix("kcache-cc-")
             .tempdir_in(&self.work_dir)
             .map_err(io(&self.work_dir))?;
-        let c_path = dir.path().join("program.c");
-        let so_path = dir.path().join("program.so");
-        let mut text = String::new();
-        let _ = writeln!(
-            text,
-            "/* cc-backend program{header}: {} kernels */",
-            kernels.len()
-        );
-        text.push_str("#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n\n");
-        for (symbol, _) in kernels {
-            let _ = writeln!(text, "{};", KERNEL_SIGNATURE.replace("{name}", symbol));
+        let mut c_paths = Vec::with_capacity(kernels.len());
+        for (symbol, source) in kernels {
+            // Symbols are C identifiers: safe, distinct file names.
+            let c_path = dir.path().join(format!("{symbol}.c"));
+            std::fs::write(&c_path, source.translation_unit(symbol)).map_err(io(&c_path))?;
+            c_paths.push(c_path);
         }
-        for (symbol, code) in kernels {
-            let _ = write!(text, "\n/* kernel {symbol} */\n{code}\n");
-        }
-        std::fs::write(&c_path, text).map_err(io(&c_path))?;
         Ok(PreparedProgram {
+            so_path: dir.path().join("program.so"),
             dir,
-            c_path,
-            so_path,
+            c_paths,
             options: options.to_vec(),
-            symbols: kernels.iter().map(|(s, _)| s.to_string()).collect(),
+            kernels: kernels
+                .iter()
+                .map(|(s, source)| (s.to_string(), source.signature.clone()))
+                .collect(),
         })
     }
 
     fn run_compiler(&self, prepared: &mut PreparedProgram) -> Result<(), CcError> {
         self.programs_compiled.fetch_add(1, Ordering::Relaxed);
         self.kernels_compiled
-            .fetch_add(prepared.symbols.len() as u64, Ordering::Relaxed);
+            .fetch_add(prepared.kernels.len() as u64, Ordering::Relaxed);
         let spawn_error = |source| CcError::Spawn {
             compiler: self
                 .compiler
@@ -206,13 +210,15 @@ impl CcBackend {
             .compiler
             .split_first()
             .ok_or_else(|| spawn_error(std::io::Error::other("empty compiler command")))?;
+        // One command: the driver compiles each file as its own translation unit and
+        // links the objects into one shared object.
         let output = Command::new(program)
             .args(args)
             .args(BASE_FLAGS)
             .args(&prepared.options)
             .arg("-o")
             .arg(&prepared.so_path)
-            .arg(&prepared.c_path)
+            .args(&prepared.c_paths)
             .arg("-lm")
             .current_dir(prepared.dir.path())
             .output()
@@ -223,22 +229,27 @@ impl CcBackend {
             Err(CcError::Compiler {
                 status: output.status.to_string(),
                 stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-                symbols: prepared.symbols.clone(),
+                symbols: prepared.kernels.iter().map(|(s, _)| s.clone()).collect(),
             })
         }
     }
 
     fn load(&self, prepared: PreparedProgram) -> Result<CcProgram, CcError> {
-        CcProgram::load(prepared.dir, prepared.so_path, prepared.symbols)
+        CcProgram::load(prepared.dir, prepared.so_path, prepared.kernels)
+    }
+
+    /// The work directory fresh program directories are made in.
+    pub(crate) fn work_dir(&self) -> &Path {
+        &self.work_dir
     }
 }
 
 impl Backend for CcBackend {
-    type Source = String;
+    type Source = Source;
     type Program = CcProgram;
     type Error = CcError;
 
-    fn compile_group(&self, group: &Group<'_, String>) -> Result<Compiled<CcProgram>, CcError> {
+    fn compile_group(&self, group: &Group<'_, Source>) -> Result<Compiled<CcProgram>, CcError> {
         let mut prepared = self.prepare(group)?;
         self.compile(&mut prepared)?;
         self.finish(prepared)
@@ -252,14 +263,13 @@ impl SplitBackend for CcBackend {
         self.split
     }
 
-    fn prepare(&self, group: &Group<'_, String>) -> Result<PreparedProgram, CcError> {
-        let kernels: Vec<(&str, &str)> = group
+    fn prepare(&self, group: &Group<'_, Source>) -> Result<PreparedProgram, CcError> {
+        let kernels: Vec<(&str, &Source)> = group
             .kernels
             .iter()
-            .map(|k| (k.symbol.as_str(), k.source.as_str()))
+            .map(|k| (k.symbol.as_str(), &k.source))
             .collect();
-        let header = format!(" {} of {}", group.index, group.n_groups);
-        self.prepare_parts(&kernels, group.options, &header)
+        self.prepare_parts(&kernels, group.options)
     }
 
     fn compile(&self, prepared: &mut PreparedProgram) -> Result<(), CcError> {
@@ -288,5 +298,7 @@ mod tests {
         assert!(!is_c_identifier(""));
         assert!(!is_c_identifier("a b"));
         assert!(!is_c_identifier("a);int x("));
+        assert!(check_symbol("k").is_ok());
+        assert!(check_symbol("k__kcache_entry").is_err());
     }
 }

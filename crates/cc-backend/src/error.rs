@@ -14,8 +14,13 @@ pub enum CcError {
         #[source]
         source: std::io::Error,
     },
-    /// The C compiler ran and refused the program; `stderr` is what it printed.
-    #[error("the C compiler failed ({status}) on a program of kernels {symbols:?}:\n{stderr}")]
+    /// The C compiler ran and refused the program; `stderr` is what it printed. The
+    /// display shows the diagnostics' first lines (each kernel is its own file,
+    /// `<symbol>.c`, so a diagnostic names the kernel); the field holds them all.
+    #[error(
+        "the C compiler failed ({status}) on a program of kernels {symbols:?}:\n{}",
+        first_lines(stderr)
+    )]
     Compiler {
         /// How the compiler exited.
         status: String,
@@ -33,9 +38,17 @@ pub enum CcError {
         #[source]
         source: std::io::Error,
     },
-    /// A kernel's symbol is not a C identifier (`[A-Za-z_][A-Za-z0-9_]*`).
-    #[error("`{0}` is not a C identifier and cannot name a kernel")]
+    /// A kernel's symbol is not a C identifier (`[A-Za-z_][A-Za-z0-9_]*`), or ends in
+    /// `__kcache_entry` (the suffix of the generated entries).
+    #[error("`{0}` is not a C identifier not ending in `__kcache_entry`; it cannot name a kernel")]
     InvalidSymbol(String),
+    /// Two kernels of one program have one symbol.
+    #[error("two kernels of one program are named `{0}`")]
+    DuplicateSymbol(String),
+    /// A [`Signature`](crate::Signature) is malformed (see
+    /// [`Signature::check`](crate::Signature::check)), or a saved program's table is.
+    #[error("invalid kernel signature {0}")]
+    InvalidSignature(String),
     /// The compiled shared object could not be loaded (for example it references a
     /// function no loaded library defines).
     #[error("could not load {path}")]
@@ -46,31 +59,85 @@ pub enum CcError {
         #[source]
         source: libloading::Error,
     },
-    /// A kernel's symbol is not defined by the program that should hold it (its text
-    /// defines a function under another name).
+    /// A kernel's symbol (or its generated entry) is not defined by the program that
+    /// should hold it (its text defines a function under another name), or the program
+    /// holds no kernel of that name.
     #[error("kernel `{symbol}` is not defined in {path}")]
     MissingSymbol {
         /// The symbol looked up.
         symbol: String,
         /// The shared object.
         path: PathBuf,
-        /// The loader's error.
+        /// The loader's error, when the loader was asked.
         #[source]
-        source: libloading::Error,
+        source: Option<libloading::Error>,
     },
-    /// A kernel was called with slices of different lengths, or longer than a C `int`
-    /// can count.
-    #[error(
-        "kernel `{symbol}` called with lengths out={out}, a={a}, b={b}: they must be equal and fit a C int"
-    )]
-    Length {
+    /// A call gave another number of arguments than the kernel has parameters.
+    #[error("kernel `{symbol}` takes {expected} arguments, {given} given")]
+    ArgCount {
         /// The kernel.
         symbol: String,
-        /// `out.len()`.
-        out: usize,
-        /// `a.len()`.
-        a: usize,
-        /// `b.len()`.
-        b: usize,
+        /// Its parameter count.
+        expected: usize,
+        /// The argument count.
+        given: usize,
     },
+    /// An argument is not of its parameter's kind (buffer or scalar, element type,
+    /// shared or exclusive).
+    #[error("kernel `{symbol}`'s argument {index} must be {param}, given {given}")]
+    ArgKind {
+        /// The kernel.
+        symbol: String,
+        /// The argument's position.
+        index: usize,
+        /// The parameter, as declared.
+        param: String,
+        /// What was given.
+        given: String,
+    },
+    /// A buffer is shorter than its parameter's extent at this call.
+    #[error(
+        "kernel `{symbol}`'s buffer {param} (argument {index}) needs at least {needed} elements, {given} given"
+    )]
+    BufferTooShort {
+        /// The kernel.
+        symbol: String,
+        /// The argument's position.
+        index: usize,
+        /// The parameter's name.
+        param: String,
+        /// Its extent at this call.
+        needed: usize,
+        /// The buffer's length.
+        given: usize,
+    },
+    /// A buffer's extent cannot be evaluated at this call (a negative scalar, or an
+    /// overflowing product).
+    #[error("kernel `{symbol}`'s buffer {param} has no extent at this call: {why}")]
+    BadExtent {
+        /// The kernel.
+        symbol: String,
+        /// The parameter's name.
+        param: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// How many lines of compiler diagnostics [`CcError::Compiler`] displays.
+const SHOWN_LINES: usize = 12;
+
+/// The first [`SHOWN_LINES`] lines of `text`, and how many more there are.
+fn first_lines(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut shown = lines
+        .iter()
+        .take(SHOWN_LINES)
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n");
+    if lines.len() > SHOWN_LINES {
+        shown.push_str(&format!("\n... ({} more lines)", lines.len() - SHOWN_LINES));
+    }
+    shown
 }

@@ -1,4 +1,6 @@
-//! Generated kernels of the backend's signature, for tests, benchmarks and demos:
+//! Generated kernel texts of [`Signature::out_a_b_n`](crate::Signature::out_a_b_n),
+//! `void name(float *out, const float *a, const float *b, int n)`, for tests,
+//! benchmarks and demos:
 //! [`realistic_kernel`] (fused stages like a tensor compiler emits) and
 //! [`elementwise_kernel`] (one line).
 
@@ -27,7 +29,7 @@ impl Constants {
     }
 }
 
-/// A one-line kernel `out[i] = <expr>` of the backend's signature, where `expr` may use
+/// A one-line kernel `out[i] = <expr>` of [`Signature::out_a_b_n`](crate::Signature::out_a_b_n), where `expr` may use
 /// `a[i]`, `b[i]` and `i`.
 ///
 /// ```
@@ -41,7 +43,7 @@ pub fn elementwise_kernel(name: &str, expr: &str) -> String {
     )
 }
 
-/// A kernel of the backend's signature shaped like what a tensor compiler emits for a
+/// A kernel of [`Signature::out_a_b_n`](crate::Signature::out_a_b_n) shaped like what a tensor compiler emits for a
 /// fused operator: two to four stages chosen by `seed` among a bias-GELU, a row
 /// softmax, a row layer-norm, a short convolution with unrolled taps and a small tiled
 /// matrix product, each with constants drawn from `seed`, all safe for any `n >= 0`

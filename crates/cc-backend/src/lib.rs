@@ -1,36 +1,63 @@
-//! The reference [`kernel_cache`] backend: compiles C kernels with the system C
-//! compiler into shared objects, loads them and calls them.
+//! The reference [`kernel_cache`] backend: compiles C kernels of any signature with
+//! the system C compiler into shared objects, loads them and calls them safely.
 //!
-//! [`CcBackend`] implements [`kernel_cache::Backend`] and [`kernel_cache::SplitBackend`]:
-//! each program is one C file compiled by `cc -O2 -shared -fPIC` (or `$CC`), loaded
-//! with `libloading` and weighed by the size of its shared object. A compiler error
-//! comes back as [`CcError::Compiler`] carrying the compiler's diagnostics.
+//! [`CcBackend`] implements [`kernel_cache::Backend`], [`kernel_cache::SplitBackend`]
+//! and [`kernel_cache::PersistentBackend`]. A kernel is a [`Source`]: the caller's
+//! prelude (headers, `static` helpers), the kernel's C text and its [`Signature`]
+//! (buffers of `f32`/`f64`/`i32`/`i64`/`u8`/f16-as-`u16`, const or written, each with
+//! the [`Extent`] it must hold at least, and scalars of those types). Each kernel is
+//! compiled as a translation unit of its own, behind the prototype its signature
+//! implies (so a definition of another C type fails to compile) and a generated
+//! uniform-ABI entry; one compiler command compiles a program's units and links them
+//! into one shared object (`cc -O2 -shared -fPIC`, or `$CC`), loaded with `libloading`
+//! (`RTLD_NOW`) and weighed by its size. No preprocessor state crosses from one kernel
+//! to another: a kernel means the same whichever companions share its program.
 //!
-//! **Kernel text contract.** A kernel is trusted C text that defines a function of
-//! [`KERNEL_SIGNATURE`], `void name(float *out, const float *a, const float *b, int n)`,
-//! under the kernel's symbol, touching only indices `0..n` of each array. The backend
-//! declares that prototype ahead of the kernels, so a kernel of another type is a
-//! compile error, and [`Kernel::call`] checks the slice lengths; what the C code does
-//! within those bounds is the kernel author's responsibility, as with any C code.
+//! [`Kernel::call`] is the safe call: it checks the argument count, each argument's
+//! kind ([`Arg`]) and each buffer's length against the signature before the kernel
+//! runs, and refuses with a typed [`CcError`] otherwise. [`Kernel::raw_function`] gives
+//! the kernel's own symbol to callers with their own FFI (calling it is `unsafe`).
+//! A compiler error is [`CcError::Compiler`], whose display shows the compiler's first
+//! diagnostics (each kernel is compiled from `<symbol>.c`, so they name the kernel).
+//!
+//! **Kernel text contract.** Prelude and text are trusted C. The text defines the
+//! kernel under its symbol with the signature's C type, touches no buffer element at
+//! or beyond that buffer's extent, writes only through written buffers and keeps no
+//! pointer after returning: the compiler checks the type, the safe call checks the
+//! lengths, the rest is the kernel author's responsibility, as with any C code.
+//! Helpers with external linkage would be defined once per kernel and fail to link:
+//! make them `static`.
 //!
 //! ```
-//! use cc_backend::{CcBackend, Kernel, elementwise_kernel};
-//! use kernel_cache::{BatchKernel, KernelCache, resolve_split};
+//! use cc_backend::{Arg, CcBackend, Elem, Extent, Kernel, Signature, Source};
+//! use kernel_cache::{BatchKernel, KernelCache, Names, resolve_split};
 //!
 //! let backend = CcBackend::new()?;
 //! let cache = KernelCache::new(64 << 20);
-//! let kernel = |name: &str, expr: &str| BatchKernel {
-//!     key: format!("demo:{expr}"),
-//!     options: vec!["-ffp-contract=off".to_string()],
-//!     symbol: name.to_string(),
-//!     source: elementwise_kernel(name, expr),
+//! // void scale(float *out, const float *x, float s, int n), buffers of n floats.
+//! let signature = Signature::new()
+//!     .buffer_mut("out", Elem::F32, Extent::of("n"))
+//!     .buffer("x", Elem::F32, Extent::of("n"))
+//!     .scalar("s", Elem::F32)
+//!     .scalar("n", Elem::I32);
+//! let kernel = |name: &str, expr: &str| {
+//!     let text = format!(
+//!         "void {name}(float *out, const float *x, float s, int n) {{\n\
+//!            for (int i = 0; i < n; ++i) out[i] = {expr};\n}}"
+//!     );
+//!     let names = Names::new().with_bound(["out", "x", "s", "n"]);
+//!     Source::new(text, signature.clone())
+//!         .batch_kernel(name, &names, vec!["-ffp-contract=off".to_string()], backend.identity())
 //! };
-//! let batch = [kernel("add", "a[i] + b[i]"), kernel("mul", "a[i] * b[i]")];
+//! let batch = [kernel("scale", "x[i] * s"), kernel("shift", "x[i] + s")];
 //! let answers = resolve_split(&cache, &batch, &backend)?;
-//! let mul = Kernel::from_resolved(&answers[1])?;
+//! let shift = Kernel::from_resolved(&answers[1])?;
 //! let mut out = [0.0f32; 3];
-//! mul.call(&mut out, &[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0])?;
-//! assert_eq!(out, [4.0, 10.0, 18.0]);
+//! shift.call(&mut [Arg::F32Mut(&mut out), Arg::F32(&[1.0, 2.0, 3.0]), Arg::F32Scalar(0.5), Arg::I32Scalar(3)])?;
+//! assert_eq!(out, [1.5, 2.5, 3.5]);
+//! // A wrong kind is refused before the kernel runs.
+//! let wrong = shift.call(&mut [Arg::F32Mut(&mut out), Arg::F32(&[1.0; 3]), Arg::F64Scalar(0.5), Arg::I32Scalar(3)]);
+//! assert!(matches!(wrong, Err(cc_backend::CcError::ArgKind { index: 2, .. })));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(unsafe_code)]
@@ -39,9 +66,15 @@
 mod backend;
 mod error;
 mod generate;
+mod persist;
 mod program;
+mod signature;
+mod source;
 
-pub use backend::{BASE_FLAGS, CcBackend, KERNEL_SIGNATURE, PreparedProgram};
+pub use backend::{BASE_FLAGS, CcBackend, PreparedProgram};
 pub use error::CcError;
 pub use generate::{elementwise_kernel, realistic_kernel, realistic_kernel_numbered};
+pub use persist::SAVED_FORMAT;
 pub use program::{CcProgram, Kernel};
+pub use signature::{Arg, Elem, Extent, MAX_PARAMS, Param, Signature};
+pub use source::{DEFAULT_PRELUDE, Source};

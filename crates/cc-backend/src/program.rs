@@ -1,8 +1,8 @@
 //! Loaded programs ([`CcProgram`]) and callable kernels ([`Kernel`]): the only code of
 //! the workspace that is `unsafe`.
 
+use std::ffi::c_void;
 use std::fmt;
-use std::os::raw::c_int;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,12 +10,13 @@ use kernel_cache::Resolved;
 use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 
 use crate::error::CcError;
+use crate::signature::{Arg, Signature, entry_symbol};
 
-/// The C type every kernel has: `void name(float *out, const float *a, const float *b,
-/// int n)`.
-type KernelFn = unsafe extern "C" fn(*mut f32, *const f32, *const f32, c_int);
+/// The C type of every generated entry: `void entry(void *const *args)`.
+type EntryFn = unsafe extern "C" fn(*const *mut c_void);
 
-/// A compiled, loaded shared object holding some kernels.
+/// A compiled, loaded shared object holding some kernels, with each kernel's
+/// [`Signature`].
 ///
 /// The library stays loaded (and its file on disk) as long as the `CcProgram` lives;
 /// every [`Kernel`] taken from it holds it by `Arc`.
@@ -25,6 +26,7 @@ pub struct CcProgram {
     path: PathBuf,
     size: u64,
     symbols: Vec<String>,
+    signatures: Vec<Signature>,
     _dir: tempfile::TempDir,
 }
 
@@ -40,11 +42,11 @@ impl fmt::Debug for CcProgram {
 
 impl CcProgram {
     /// Loads the shared object `path` (in `dir`, which it keeps alive) and checks that
-    /// it defines every one of `symbols`.
+    /// it defines every kernel of `kernels` and its entry.
     pub(crate) fn load(
         dir: tempfile::TempDir,
         path: PathBuf,
-        symbols: Vec<String>,
+        kernels: Vec<(String, Signature)>,
     ) -> Result<CcProgram, CcError> {
         let size = std::fs::metadata(&path)
             .map_err(|source| CcError::Io {
@@ -53,15 +55,18 @@ impl CcProgram {
             })?
             .len();
         let library = open(&path)?;
+        let (symbols, signatures) = kernels.into_iter().unzip();
         let program = CcProgram {
             library,
             path,
             size,
             symbols,
+            signatures,
             _dir: dir,
         };
         for symbol in &program.symbols {
-            program.function(symbol)?;
+            program.address(symbol)?;
+            program.entry(symbol)?;
         }
         Ok(program)
     }
@@ -81,46 +86,96 @@ impl CcProgram {
         &self.symbols
     }
 
+    /// The signature kernel `symbol` was compiled with.
+    pub fn signature(&self, symbol: &str) -> Option<&Signature> {
+        let i = self.symbols.iter().position(|s| s == symbol)?;
+        self.signatures.get(i)
+    }
+
     /// The kernel compiled under `symbol`, holding this program alive.
     ///
-    /// Errors with [`CcError::MissingSymbol`] when the program defines no such symbol.
+    /// Errors with [`CcError::MissingSymbol`] when the program holds no such kernel.
     pub fn kernel(self: &Arc<Self>, symbol: &str) -> Result<Kernel, CcError> {
-        let function = self.function(symbol)?;
+        let signature = self
+            .signature(symbol)
+            .ok_or_else(|| CcError::MissingSymbol {
+                symbol: symbol.to_string(),
+                path: self.path.clone(),
+                source: None,
+            })?
+            .clone();
         Ok(Kernel {
             program: Arc::clone(self),
             symbol: symbol.to_string(),
-            function,
+            signature,
+            address: self.address(symbol)? as usize,
+            entry: self.entry(symbol)?,
         })
     }
 
+    /// The address of `symbol` in the library, never dereferenced here.
     #[allow(unsafe_code)]
-    fn function(&self, symbol: &str) -> Result<KernelFn, CcError> {
-        // SAFETY: every kernel symbol of a program is declared by the prototype the
-        // backend writes ahead of the kernels (`void name(float *, const float *, const
-        // float *, int)`), so a definition of any other type fails to compile, and
-        // `KernelFn` is that type. The copied function pointer is only used through a
-        // `Kernel`, which keeps `self` (and so the library) alive.
-        let found = unsafe { self.library.get::<KernelFn>(symbol.as_bytes()) };
+    fn address(&self, symbol: &str) -> Result<*const c_void, CcError> {
+        // SAFETY: the symbol is looked up as an opaque address (`*const c_void` is the
+        // data-pointer type `dlsym` returns); nothing is read or called through it here.
+        // A `Kernel` holding it also holds `self`, so the library outlives the copy.
+        let found = unsafe { self.library.get::<*const c_void>(symbol.as_bytes()) };
         match found {
             Ok(f) => Ok(*f),
-            Err(source) => Err(CcError::MissingSymbol {
-                symbol: symbol.to_string(),
-                path: self.path.clone(),
-                source,
-            }),
+            Err(source) => Err(self.missing(symbol, source)),
         }
+    }
+
+    #[allow(unsafe_code)]
+    fn entry(&self, symbol: &str) -> Result<EntryFn, CcError> {
+        let entry = entry_symbol(symbol);
+        // SAFETY: `<symbol>__kcache_entry` is defined only by the entry the backend
+        // generates in the kernel's own translation unit, of type `void (void *const
+        // *)`, which is `EntryFn` (kernel symbols with the entry suffix are refused, and
+        // a second definition of the name in the same shared object fails to link). The
+        // copied function pointer is only called through a `Kernel`, which keeps `self`
+        // (and so the library) alive.
+        let found = unsafe { self.library.get::<EntryFn>(entry.as_bytes()) };
+        match found {
+            Ok(f) => Ok(*f),
+            Err(source) => Err(self.missing(&entry, source)),
+        }
+    }
+
+    fn missing(&self, symbol: &str, source: libloading::Error) -> CcError {
+        CcError::MissingSymbol {
+            symbol: symbol.to_string(),
+            path: self.path.clone(),
+            source: Some(source),
+        }
+    }
+
+    /// The shared object's bytes (for saving it).
+    pub(crate) fn bytes(&self) -> Result<Vec<u8>, CcError> {
+        std::fs::read(&self.path).map_err(|source| CcError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// The kernels' symbols and signatures, in order.
+    pub(crate) fn kernels(&self) -> impl Iterator<Item = (&String, &Signature)> {
+        self.symbols.iter().zip(&self.signatures)
     }
 }
 
 #[allow(unsafe_code)]
 fn open(path: &Path) -> Result<libloading::Library, CcError> {
-    // SAFETY: loading runs the object's initialisers. The object was compiled by this
-    // crate from kernel text the caller supplied; the crate's contract (see the crate
-    // docs) is that kernel text is trusted C that defines kernels of the fixed
-    // signature and has no initialisers or finalisers with requirements. `RTLD_NOW`
-    // resolves every reference at load time, so a kernel calling an undefined function
-    // is an error here rather than a crash at call time. The file has a fresh, unique
-    // path, so the loader never hands back an older library of the same name.
+    // SAFETY: loading runs the object's initialisers. The object was either compiled
+    // by this crate from kernel sources the caller supplied, or written by
+    // `PersistentBackend::load` from bytes `save` produced, which the persistent store
+    // verified by digest from a blob only its owner could write (the trust boundary of
+    // `docs/disk-format.md`). The crate's contract (see `Source`) is that kernel
+    // sources are trusted C without initialisers or finalisers with requirements.
+    // `RTLD_NOW` resolves every reference at load time, so a kernel calling an
+    // undefined function is an error here rather than a crash at call time. The file
+    // has a fresh, unique path, so the loader never hands back an older library of the
+    // same name.
     let library = unsafe { UnixLibrary::open(Some(path), RTLD_NOW | RTLD_LOCAL) };
     library.map(Into::into).map_err(|source| CcError::Load {
         path: path.to_path_buf(),
@@ -128,7 +183,8 @@ fn open(path: &Path) -> Result<libloading::Library, CcError> {
     })
 }
 
-/// A kernel of a loaded program, callable from safe code.
+/// A kernel of a loaded program, callable from safe code through
+/// [`call`](Kernel::call).
 ///
 /// Holds its program alive, so it stays callable after the cache that answered it
 /// evicted the program.
@@ -136,13 +192,17 @@ fn open(path: &Path) -> Result<libloading::Library, CcError> {
 pub struct Kernel {
     program: Arc<CcProgram>,
     symbol: String,
-    function: KernelFn,
+    signature: Signature,
+    /// The kernel function's address (kept as an integer: never dereferenced here).
+    address: usize,
+    entry: EntryFn,
 }
 
 impl fmt::Debug for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Kernel")
             .field("symbol", &self.symbol)
+            .field("signature", &self.signature.to_string())
             .field("program", &self.program.path)
             .finish()
     }
@@ -159,35 +219,75 @@ impl Kernel {
         &self.symbol
     }
 
+    /// The signature it was compiled with.
+    pub fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
     /// The program holding the kernel.
     pub fn program(&self) -> &Arc<CcProgram> {
         &self.program
     }
 
-    /// Runs the kernel on `n = out.len()` elements: `kernel(out, a, b, n)`.
+    /// The kernel's own C function, for callers with their own FFI.
     ///
-    /// Errors with [`CcError::Length`] unless the three slices have the same length
-    /// and it fits a C `int`. The kernel's C text is trusted to touch only indices
-    /// `0..n` of each array (the crate's contract for kernel text).
+    /// Valid while this `Kernel` (or a clone, or its program) lives. Calling it is
+    /// `unsafe` and entirely the caller's responsibility: cast it to the `extern "C"`
+    /// function type of the kernel's [`signature`](Kernel::signature) (pointers for
+    /// buffers, values for scalars, in order, returning nothing) and pass buffers at
+    /// least as long as the signature's extents.
+    pub fn raw_function(&self) -> *const c_void {
+        self.address as *const c_void
+    }
+
+    /// Runs the kernel on `args`, checked against its signature first: as many
+    /// arguments as parameters, each of exactly its parameter's kind (a shared slice
+    /// for a `const` buffer, an exclusive one for a written buffer, a value for a
+    /// scalar, of the same element type), and every buffer at least as long as its
+    /// extent evaluated on the call's scalars. Otherwise the call is refused with
+    /// [`CcError::ArgCount`], [`CcError::ArgKind`], [`CcError::BufferTooShort`] or
+    /// [`CcError::BadExtent`] and the kernel does not run.
+    ///
+    /// ```
+    /// use cc_backend::{Arg, CcBackend, Elem, Extent, Signature, Source};
+    /// use std::sync::Arc;
+    ///
+    /// let sig = Signature::new()
+    ///     .buffer_mut("y", Elem::F64, Extent::of("n"))
+    ///     .buffer("x", Elem::F64, Extent::of("n"))
+    ///     .scalar("alpha", Elem::F64)
+    ///     .scalar("n", Elem::I64);
+    /// let axpy = Source::new(
+    ///     "void axpy(double *y, const double *x, double alpha, int64_t n) {\n\
+    ///        for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];\n}",
+    ///     sig,
+    /// );
+    /// let program = Arc::new(CcBackend::new()?.compile_program(&[("axpy", &axpy)], &[])?);
+    /// let kernel = program.kernel("axpy")?;
+    /// let mut y = [1.0, 1.0, 1.0];
+    /// kernel.call(&mut [Arg::F64Mut(&mut y), Arg::F64(&[1.0, 2.0, 3.0]), Arg::F64Scalar(2.0), Arg::I64Scalar(3)])?;
+    /// assert_eq!(y, [3.0, 5.0, 7.0]);
+    /// // n = 4 would read past the 3 elements given: refused, the kernel does not run.
+    /// let short = kernel.call(&mut [Arg::F64Mut(&mut y), Arg::F64(&[1.0; 4]), Arg::F64Scalar(2.0), Arg::I64Scalar(4)]);
+    /// assert!(matches!(short, Err(cc_backend::CcError::BufferTooShort { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[allow(unsafe_code)]
-    pub fn call(&self, out: &mut [f32], a: &[f32], b: &[f32]) -> Result<(), CcError> {
-        let n = out.len();
-        let length_error = || CcError::Length {
-            symbol: self.symbol.clone(),
-            out: out.len(),
-            a: a.len(),
-            b: b.len(),
-        };
-        if a.len() != n || b.len() != n {
-            return Err(length_error());
-        }
-        let n_c = c_int::try_from(n).map_err(|_| length_error())?;
-        // SAFETY: `function` has the C type it was declared with (see
-        // `CcProgram::function`), its library is alive while `self.program` is, `out` is
-        // an exclusive, writable array of `n` floats and `a`, `b` readable arrays of
-        // `n` floats each; by the kernel-text contract the kernel accesses only indices
-        // below `n` of each and keeps no pointer after returning.
-        unsafe { (self.function)(out.as_mut_ptr(), a.as_ptr(), b.as_ptr(), n_c) };
+    pub fn call(&self, args: &mut [Arg<'_>]) -> Result<(), CcError> {
+        let pointers = self.signature.marshal(&self.symbol, args)?;
+        // SAFETY: `entry` is the generated entry of this kernel (see
+        // `CcProgram::entry`), alive while `self.program` is. `marshal` checked that
+        // `pointers` has one element per parameter, in order: for a buffer, the data
+        // pointer of a slice of exactly the parameter's element type (exclusive, from a
+        // `&mut` slice, where the kernel writes), holding at least the signature's
+        // extent; for a scalar, a pointer to a live value of exactly the parameter's
+        // type. The entry reads `pointers[i]` for each parameter only and passes them
+        // to the kernel, whose C type the compiler checked against the signature's
+        // prototype. By the kernel-text contract (see `Source`) the kernel touches no
+        // element at or beyond the extents, writes only through non-const buffers and
+        // keeps no pointer after returning. `args` (and so every pointee) outlives the
+        // call.
+        unsafe { (self.entry)(pointers.as_ptr()) };
         Ok(())
     }
 }

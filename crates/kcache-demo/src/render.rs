@@ -322,8 +322,7 @@ pub(crate) fn render_segment(
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "{} {{",
-        cc_backend::KERNEL_SIGNATURE.replace("{name}", symbol)
+        "void {symbol}(float *out, const float *a, const float *b, int n) {{"
     );
     // Every array is `n` floats long: refuse to touch anything when it is too short.
     let _ = writeln!(text, "  if (n < {}) return;", r.max_len);

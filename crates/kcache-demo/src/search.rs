@@ -5,10 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use canonical_text::segment_kernel_name;
-use cc_backend::{CcBackend, CcProgram, Kernel};
-use kernel_cache::{
-    BatchKernel, KernelCache, Names, Split, kernel_key, resolve_split, with_census,
-};
+use cc_backend::{Arg, CcBackend, CcError, CcProgram, Kernel, Signature, Source};
+use kernel_cache::{BatchKernel, KernelCache, Names, Split, resolve_split, with_census};
 use memo_cache::{Key, Table, Value, input_hash, try_fetch_or_put};
 use schedule_cache::disk::{Lookup, MissReason, StoreOutcome};
 use schedule_cache::identity::{NodeId, Placement};
@@ -209,7 +207,7 @@ impl<'t> Session<'t> {
         &self,
         routine: &Routine,
         codes: &[(&Built, &schedule_cache::ir::Code)],
-        batch: &mut Vec<BatchKernel<String>>,
+        batch: &mut Vec<BatchKernel<Source>>,
     ) -> Result<Vec<Vec<usize>>, DemoError> {
         let mut owners = Vec::new();
         for (built, code) in codes {
@@ -217,26 +215,24 @@ impl<'t> Session<'t> {
             for segment in segments(code) {
                 let symbol = segment_kernel_name(routine.name, batch.len());
                 let rendered = render_segment(&symbol, &segment, &built.params)?;
+                let source = Source::new(rendered.text, Signature::out_a_b_n());
                 let key = match self.keys {
-                    KeyMode::Canonical => kernel_key(
-                        &rendered.text,
+                    KeyMode::Canonical => source.key(
                         &symbol,
                         &Names::new().with_bound(rendered.bound.iter().cloned()),
                         &self.compiler_options,
-                        self.backend.identity().as_bytes(),
+                        self.backend.identity(),
                     ),
-                    KeyMode::Verbatim => verbatim_key(
-                        &rendered.text,
-                        &self.compiler_options,
-                        self.backend.identity().as_bytes(),
-                    ),
+                    KeyMode::Verbatim => {
+                        verbatim_of(&source, &self.compiler_options, self.backend.identity())
+                    }
                 };
                 mine.push(batch.len());
                 batch.push(BatchKernel {
                     key,
                     options: self.compiler_options.clone(),
                     symbol,
-                    source: rendered.text,
+                    source,
                 });
             }
             owners.push(mine);
@@ -249,7 +245,7 @@ impl<'t> Session<'t> {
     fn resolve(
         &mut self,
         label: &str,
-        batch: &[BatchKernel<String>],
+        batch: &[BatchKernel<Source>],
     ) -> Result<Vec<Kernel>, DemoError> {
         let start = Instant::now();
         let (resolved, census) = with_census(|| resolve_split(&self.cache, batch, &self.backend));
@@ -264,7 +260,7 @@ impl<'t> Session<'t> {
             .iter()
             .filter(|k| {
                 self.verbatim_seen
-                    .insert(verbatim_key(&k.source, &k.options, identity.as_bytes()))
+                    .insert(verbatim_of(&k.source, &k.options, identity))
             })
             .count() as u64;
         let t = &mut self.totals;
@@ -663,6 +659,24 @@ impl Data {
     }
 }
 
+/// The verbatim key of a kernel: its exact prelude and text, its signature, the options
+/// and the compiler.
+fn verbatim_of(source: &Source, options: &[String], identity: &str) -> String {
+    let identity = format!("{identity}\nsignature {}", source.signature);
+    verbatim_key(&source.keyed_text(), options, identity.as_bytes())
+}
+
+/// Calls a kernel of signature `(out, a, b, n)` on `data`.
+fn call(kernel: &Kernel, out: &mut [f32], data: &Data) -> Result<(), CcError> {
+    let n = i32::try_from(out.len()).unwrap_or(i32::MAX);
+    kernel.call(&mut [
+        Arg::F32Mut(out),
+        Arg::F32(&data.a),
+        Arg::F32(&data.b),
+        Arg::I32Scalar(n),
+    ])
+}
+
 fn run_and_time(
     kernels: &[Kernel],
     data: &Data,
@@ -671,8 +685,7 @@ fn run_and_time(
 ) -> Result<Measurement, DemoError> {
     let mut out = vec![0.0f32; data.a.len()];
     for k in kernels {
-        k.call(&mut out, &data.a, &data.b)
-            .map_err(DemoError::Backend)?;
+        call(k, &mut out, data).map_err(DemoError::Backend)?;
     }
     let error = out
         .iter()
@@ -687,8 +700,7 @@ fn run_and_time(
     let once = {
         let start = Instant::now();
         for k in kernels {
-            k.call(&mut out, &data.a, &data.b)
-                .map_err(DemoError::Backend)?;
+            call(k, &mut out, data).map_err(DemoError::Backend)?;
         }
         start.elapsed().as_secs_f64()
     };
@@ -698,8 +710,7 @@ fn run_and_time(
         let start = Instant::now();
         for _ in 0..iterations {
             for k in kernels {
-                k.call(&mut out, &data.a, &data.b)
-                    .map_err(DemoError::Backend)?;
+                call(k, &mut out, data).map_err(DemoError::Backend)?;
             }
         }
         times.push(start.elapsed().as_secs_f64() / f64::from(iterations));

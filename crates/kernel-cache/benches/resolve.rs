@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use cc_backend::{CcBackend, CcProgram, elementwise_kernel, realistic_kernel};
+use cc_backend::{CcBackend, CcProgram, Signature, Source, elementwise_kernel, realistic_kernel};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use dashmap::DashMap;
 use kernel_cache::{
@@ -23,18 +23,17 @@ fn batch_of(
     backend: &CcBackend,
     options: &[&str],
     texts: Vec<(String, String)>,
-) -> Vec<BatchKernel<String>> {
-    let names = Names::new().with_bound(["out", "a", "b"]);
+) -> Vec<BatchKernel<Source>> {
+    let names = Names::new().with_bound(["out", "a", "b", "n"]);
     let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
     texts
         .into_iter()
         .map(|(symbol, text)| {
-            BatchKernel::keyed(
+            Source::new(text, Signature::out_a_b_n()).batch_kernel(
                 &symbol,
-                text,
                 &names,
                 options.clone(),
-                backend.identity().as_bytes(),
+                backend.identity(),
             )
         })
         .collect()

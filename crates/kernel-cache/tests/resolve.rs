@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 
-use cc_backend::{CcBackend, CcError, CcProgram, PreparedProgram};
+use cc_backend::{CcBackend, CcError, CcProgram, PreparedProgram, Source};
 use common::*;
 use kernel_cache::{
     Backend, BatchKernel, Compiled, Error, Group, KernelCache, Split, SplitBackend, Stage,
@@ -275,11 +275,11 @@ impl Hooked {
 }
 
 impl Backend for Hooked {
-    type Source = String;
+    type Source = Source;
     type Program = CcProgram;
     type Error = CcError;
 
-    fn compile_group(&self, group: &Group<'_, String>) -> Result<Compiled<CcProgram>, CcError> {
+    fn compile_group(&self, group: &Group<'_, Source>) -> Result<Compiled<CcProgram>, CcError> {
         if group
             .kernels
             .iter()
@@ -310,7 +310,7 @@ impl SplitBackend for Hooked {
         Split::new(4, 1)
     }
 
-    fn prepare(&self, group: &Group<'_, String>) -> Result<Self::Prepared, CcError> {
+    fn prepare(&self, group: &Group<'_, Source>) -> Result<Self::Prepared, CcError> {
         let boom = group
             .kernels
             .iter()
@@ -424,7 +424,7 @@ fn census_counts_reused_kernels_once_per_call() {
 fn empty_batch_resolves_to_nothing() {
     let b = backend();
     let cache = KernelCache::new(BIG);
-    let empty: [BatchKernel<String>; 0] = [];
+    let empty: [BatchKernel<Source>; 0] = [];
     assert!(resolve_split(&cache, &empty, &b).unwrap().is_empty());
     assert_eq!(b.programs_compiled(), 0);
 }

@@ -3,11 +3,12 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use cc_backend::{
-    CcBackend, CcProgram, Kernel, elementwise_kernel, realistic_kernel, realistic_kernel_numbered,
+    Arg, CcBackend, CcProgram, Kernel, Signature, Source, elementwise_kernel, realistic_kernel,
+    realistic_kernel_numbered,
 };
 use std::sync::OnceLock;
 
-use kernel_cache::{BatchKernel, Names, Resolved, kernel_key};
+use kernel_cache::{BatchKernel, Names, Resolved};
 
 pub(crate) fn backend() -> CcBackend {
     CcBackend::new().expect("a C compiler is installed")
@@ -19,30 +20,21 @@ pub(crate) fn identity() -> &'static str {
     IDENTITY.get_or_init(|| backend().identity().to_string())
 }
 
-/// The key of a kernel: the crate's own convenience over canonical-text, with the
-/// kernel's parameters declared as its bound names.
-pub(crate) fn key(text: &str, name: &str, options: &[String]) -> String {
-    let names = Names::new().with_bound(["out", "a", "b"]);
-    kernel_key(text, name, &names, options, identity().as_bytes())
-}
-
-pub(crate) fn kernel(name: &str, text: String, options: &[&str]) -> BatchKernel<String> {
+/// A kernel of `text` and the generators' signature `(out, a, b, n)`, keyed by
+/// `Source::key` (the kernel's parameters declared as its bound names).
+pub(crate) fn kernel(name: &str, text: String, options: &[&str]) -> BatchKernel<Source> {
     let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
-    BatchKernel {
-        key: key(&text, name, &options),
-        options,
-        symbol: name.to_string(),
-        source: text,
-    }
+    let names = Names::new().with_bound(["out", "a", "b", "n"]);
+    Source::new(text, Signature::out_a_b_n()).batch_kernel(name, &names, options, identity())
 }
 
 /// A realistic kernel named `name` whose body is determined by `seed`.
-pub(crate) fn fused(name: &str, seed: u64) -> BatchKernel<String> {
+pub(crate) fn fused(name: &str, seed: u64) -> BatchKernel<Source> {
     kernel(name, realistic_kernel(name, seed), &[])
 }
 
 /// [`fused`] with its loop symbols and locals numbered from `first_symbol`.
-pub(crate) fn fused_numbered(name: &str, seed: u64, first_symbol: u64) -> BatchKernel<String> {
+pub(crate) fn fused_numbered(name: &str, seed: u64, first_symbol: u64) -> BatchKernel<Source> {
     kernel(
         name,
         realistic_kernel_numbered(name, seed, first_symbol),
@@ -51,12 +43,12 @@ pub(crate) fn fused_numbered(name: &str, seed: u64, first_symbol: u64) -> BatchK
 }
 
 /// `out[i] = <expr>` under `options`.
-pub(crate) fn elementwise(name: &str, expr: &str, options: &[&str]) -> BatchKernel<String> {
+pub(crate) fn elementwise(name: &str, expr: &str, options: &[&str]) -> BatchKernel<Source> {
     kernel(name, elementwise_kernel(name, expr), options)
 }
 
 /// A kernel that does not compile.
-pub(crate) fn broken(name: &str) -> BatchKernel<String> {
+pub(crate) fn broken(name: &str) -> BatchKernel<Source> {
     kernel(
         name,
         format!("void {name}(float *out, const float *a, const float *b, int n) {{ out[0] = ; }}"),
@@ -76,7 +68,12 @@ pub(crate) fn run(resolved: &Resolved<CcProgram>, n: usize) -> Vec<f32> {
     let mut out = vec![0.0; n];
     Kernel::from_resolved(resolved)
         .unwrap()
-        .call(&mut out, &a, &b)
+        .call(&mut [
+            Arg::F32Mut(&mut out),
+            Arg::F32(&a),
+            Arg::F32(&b),
+            Arg::I32Scalar(i32::try_from(n).unwrap()),
+        ])
         .unwrap();
     out
 }

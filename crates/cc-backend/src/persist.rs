@@ -1,0 +1,102 @@
+//! Programs that outlive the process: [`CcBackend`]'s [`PersistentBackend`]
+//! implementation (the shared object's bytes, with each kernel's symbol and signature).
+
+use kernel_cache::{Compiled, PersistentBackend, SavedProgram};
+
+use crate::backend::{CcBackend, check_symbol};
+use crate::error::CcError;
+use crate::program::CcProgram;
+use crate::signature::{Reader, Signature, put_str};
+
+/// The version of the saved-program layout below; it is part of
+/// [`PersistentBackend::identity`], so a program saved under another layout is never
+/// loaded.
+///
+/// Layout of [`SavedProgram::bytes`]: the magic `kcache-cc-program\0`, a little-endian
+/// `u32` kernel count, per kernel its symbol (`u32` length + UTF-8) and signature
+/// (parameter count, then per parameter: tag 0 const buffer / 1 written buffer / 2
+/// scalar, element code, name, and for buffers the extent's factor as `u64` and its
+/// scalar names), then the shared object's length (`u64`) and bytes, and nothing after.
+pub const SAVED_FORMAT: &str = "cc-backend saved program 1";
+
+const MAGIC: &[u8] = b"kcache-cc-program\0";
+
+fn invalid(why: &str) -> CcError {
+    CcError::InvalidSignature(format!("saved program: {why}"))
+}
+
+impl PersistentBackend for CcBackend {
+    /// [`CcBackend::identity`] (compiler, version, base flags), the target architecture
+    /// and OS, and [`SAVED_FORMAT`].
+    fn identity(&self) -> String {
+        format!(
+            "{}\ntarget {}-{}\n{SAVED_FORMAT}",
+            CcBackend::identity(self),
+            std::env::consts::ARCH,
+            std::env::consts::OS
+        )
+    }
+
+    fn save(&self, program: &CcProgram) -> Result<SavedProgram, CcError> {
+        let object = program.bytes()?;
+        let mut bytes = Vec::with_capacity(object.len() + 256);
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&(program.symbols().len() as u32).to_le_bytes());
+        for (symbol, signature) in program.kernels() {
+            put_str(&mut bytes, symbol);
+            signature.encode(&mut bytes);
+        }
+        bytes.extend_from_slice(&(object.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&object);
+        Ok(SavedProgram {
+            bytes,
+            symbols: program.symbols().to_vec(),
+        })
+    }
+
+    /// Writes the shared object to a fresh file of its own (a new directory of the
+    /// work directory) and loads it with `RTLD_NOW`, checking every kernel and entry
+    /// symbol; never compiles and never counts as a compile.
+    fn load(&self, saved: &SavedProgram) -> Result<Compiled<CcProgram>, CcError> {
+        let mut r = Reader {
+            bytes: &saved.bytes,
+        };
+        if r.take(MAGIC.len()) != Some(MAGIC) {
+            return Err(invalid("no magic"));
+        }
+        let n = r.u32().ok_or_else(|| invalid("truncated"))?;
+        let mut kernels: Vec<(String, Signature)> = Vec::new();
+        for _ in 0..n {
+            let symbol = r.string().ok_or_else(|| invalid("truncated symbol"))?;
+            check_symbol(&symbol)?;
+            let signature = Signature::decode(&mut r).ok_or_else(|| invalid("bad signature"))?;
+            kernels.push((symbol, signature));
+        }
+        let len = r
+            .u64()
+            .and_then(|l| usize::try_from(l).ok())
+            .ok_or_else(|| invalid("truncated"))?;
+        let object = r.take(len).ok_or_else(|| invalid("truncated object"))?;
+        if !r.bytes.is_empty() {
+            return Err(invalid("trailing bytes"));
+        }
+        if kernels.iter().map(|(s, _)| s).ne(saved.symbols.iter()) {
+            return Err(invalid("symbol table differs from the saved kernels"));
+        }
+        let io = |path: &std::path::Path| {
+            let path = path.to_path_buf();
+            move |source| CcError::Io { path, source }
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("kcache-cc-loaded-")
+            .tempdir_in(self.work_dir())
+            .map_err(io(self.work_dir()))?;
+        let path = dir.path().join("program.so");
+        std::fs::write(&path, object).map_err(io(&path))?;
+        let program = CcProgram::load(dir, path, kernels)?;
+        Ok(Compiled {
+            weight: program.size(),
+            program,
+        })
+    }
+}

@@ -1,0 +1,744 @@
+//! What a kernel's C function looks like to the caller: its [`Signature`] (parameter
+//! kinds and how long each buffer must be), the arguments of a safe call ([`Arg`]) and
+//! the C the backend generates from a signature (a prototype and a uniform-ABI entry).
+
+use std::fmt::{self, Write as _};
+
+use crate::error::CcError;
+
+/// The element type of a buffer parameter, or the type of a scalar parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Elem {
+    /// `float` (Rust `f32`).
+    F32,
+    /// `double` (Rust `f64`).
+    F64,
+    /// `int32_t` (Rust `i32`).
+    I32,
+    /// `int64_t` (Rust `i64`).
+    I64,
+    /// `uint8_t` (Rust `u8`).
+    U8,
+    /// IEEE half precision carried as its bits: `uint16_t` in C, `u16` in Rust.
+    F16Bits,
+}
+
+impl Elem {
+    const ALL: [Elem; 6] = [
+        Elem::F32,
+        Elem::F64,
+        Elem::I32,
+        Elem::I64,
+        Elem::U8,
+        Elem::F16Bits,
+    ];
+
+    /// The C type the prototype uses. Compiler-predefined type macros (the types
+    /// `<stdint.h>` itself uses), so the generated header needs no include and the
+    /// caller's prelude comes before any include.
+    fn c_type(self) -> &'static str {
+        match self {
+            Elem::F32 => "float",
+            Elem::F64 => "double",
+            Elem::I32 => "__INT32_TYPE__",
+            Elem::I64 => "__INT64_TYPE__",
+            Elem::U8 => "__UINT8_TYPE__",
+            Elem::F16Bits => "__UINT16_TYPE__",
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Elem::F32 => 0,
+            Elem::F64 => 1,
+            Elem::I32 => 2,
+            Elem::I64 => 3,
+            Elem::U8 => 4,
+            Elem::F16Bits => 5,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Elem> {
+        Elem::ALL.into_iter().find(|e| e.code() == code)
+    }
+
+    /// Whether a scalar of this type can size a buffer.
+    fn is_integer(self) -> bool {
+        matches!(self, Elem::I32 | Elem::I64 | Elem::U8)
+    }
+}
+
+impl fmt::Display for Elem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Elem::F32 => "f32",
+            Elem::F64 => "f64",
+            Elem::I32 => "i32",
+            Elem::I64 => "i64",
+            Elem::U8 => "u8",
+            Elem::F16Bits => "f16 bits (u16)",
+        })
+    }
+}
+
+/// How many elements a buffer must hold at least: `times` x the product of the named
+/// integer scalar parameters' values at the call (`times` alone when none is named).
+///
+/// The kernel promises to touch no element at or beyond that count; a call whose
+/// buffer is shorter is refused ([`CcError::BufferTooShort`]). A named scalar with a
+/// negative value, or a product that overflows, refuses the call too.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Extent {
+    /// The constant factor.
+    pub times: usize,
+    /// The integer scalar parameters multiplied in, by name.
+    pub scalars: Vec<String>,
+}
+
+impl Extent {
+    /// Exactly `count` elements, whatever the scalars say.
+    pub fn fixed(count: usize) -> Extent {
+        Extent {
+            times: count,
+            scalars: Vec::new(),
+        }
+    }
+
+    /// As many elements as the integer scalar parameter `scalar` says.
+    pub fn of(scalar: &str) -> Extent {
+        Extent::product([scalar])
+    }
+
+    /// The product of the named integer scalar parameters (for example `m * k`).
+    pub fn product<'a>(scalars: impl IntoIterator<Item = &'a str>) -> Extent {
+        Extent {
+            times: 1,
+            scalars: scalars.into_iter().map(str::to_string).collect(),
+        }
+    }
+
+    /// The same extent multiplied by `factor` (for example `4 * n`).
+    pub fn times(mut self, factor: usize) -> Extent {
+        self.times = self.times.saturating_mul(factor);
+        self
+    }
+}
+
+impl fmt::Display for Extent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.scalars.is_empty() {
+            return write!(f, "{}", self.times);
+        }
+        if self.times != 1 {
+            write!(f, "{}*", self.times)?;
+        }
+        f.write_str(&self.scalars.join("*"))
+    }
+}
+
+/// One parameter of a kernel, in C parameter order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Param {
+    /// A pointer to `len` elements of `elem`: `const elem *` unless `writes`.
+    Buffer {
+        /// The parameter's name (for messages and for extents; the C prototype is
+        /// unnamed).
+        name: String,
+        /// The element type.
+        elem: Elem,
+        /// Whether the kernel writes through it (`elem *` rather than `const elem *`).
+        writes: bool,
+        /// How many elements it must hold at least.
+        len: Extent,
+    },
+    /// A value of `elem`, passed by value.
+    Scalar {
+        /// The parameter's name.
+        name: String,
+        /// Its type.
+        elem: Elem,
+    },
+}
+
+impl Param {
+    /// The parameter's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Param::Buffer { name, .. } | Param::Scalar { name, .. } => name,
+        }
+    }
+
+    fn c_decl(&self) -> String {
+        match self {
+            Param::Buffer {
+                elem, writes: true, ..
+            } => format!("{} *", elem.c_type()),
+            Param::Buffer { elem, .. } => format!("const {} *", elem.c_type()),
+            Param::Scalar { elem, .. } => elem.c_type().to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Param {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Param::Buffer {
+                name,
+                elem,
+                writes,
+                len,
+            } => {
+                let access = if *writes { "mut" } else { "const" };
+                write!(f, "{name}: {access} [{elem}; >= {len}]")
+            }
+            Param::Scalar { name, elem } => write!(f, "{name}: {elem}"),
+        }
+    }
+}
+
+/// The most parameters a signature may declare.
+pub const MAX_PARAMS: usize = 64;
+
+/// A kernel's C signature, declared once per kernel: `void name(<params>)`.
+///
+/// The backend writes the matching prototype ahead of the kernel's text, so a
+/// definition of another C type (another parameter type, const-ness or count) fails to
+/// compile; it also generates the uniform-ABI entry [`Kernel::call`](crate::Kernel::call)
+/// goes through. The buffer extents are the kernel's promise (the compiler cannot check
+/// them): the kernel touches no element of a buffer at or beyond its extent.
+///
+/// ```
+/// use cc_backend::{Elem, Extent, Signature};
+/// // void matmul(float *c, const float *a, const float *b, int m, int k, int n)
+/// let sig = Signature::new()
+///     .buffer_mut("c", Elem::F32, Extent::product(["m", "n"]))
+///     .buffer("a", Elem::F32, Extent::product(["m", "k"]))
+///     .buffer("b", Elem::F32, Extent::product(["k", "n"]))
+///     .scalar("m", Elem::I32)
+///     .scalar("k", Elem::I32)
+///     .scalar("n", Elem::I32);
+/// assert!(sig.check().is_ok());
+/// assert_eq!(sig.to_string(), "(c: mut [f32; >= m*n], a: const [f32; >= m*k], b: const [f32; >= k*n], m: i32, k: i32, n: i32)");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Signature {
+    /// The parameters, in order.
+    pub params: Vec<Param>,
+}
+
+impl Signature {
+    /// No parameters yet.
+    pub fn new() -> Signature {
+        Signature::default()
+    }
+
+    /// `(float *out, const float *a, const float *b, int n)`, each buffer of `n`
+    /// elements: the signature of the crate's generated kernels
+    /// ([`elementwise_kernel`](crate::elementwise_kernel),
+    /// [`realistic_kernel`](crate::realistic_kernel)).
+    pub fn out_a_b_n() -> Signature {
+        Signature::new()
+            .buffer_mut("out", Elem::F32, Extent::of("n"))
+            .buffer("a", Elem::F32, Extent::of("n"))
+            .buffer("b", Elem::F32, Extent::of("n"))
+            .scalar("n", Elem::I32)
+    }
+
+    /// Adds a read-only buffer parameter (`const elem *`).
+    pub fn buffer(mut self, name: &str, elem: Elem, len: Extent) -> Signature {
+        self.params.push(Param::Buffer {
+            name: name.to_string(),
+            elem,
+            writes: false,
+            len,
+        });
+        self
+    }
+
+    /// Adds a written buffer parameter (`elem *`).
+    pub fn buffer_mut(mut self, name: &str, elem: Elem, len: Extent) -> Signature {
+        self.params.push(Param::Buffer {
+            name: name.to_string(),
+            elem,
+            writes: true,
+            len,
+        });
+        self
+    }
+
+    /// Adds a scalar parameter.
+    pub fn scalar(mut self, name: &str, elem: Elem) -> Signature {
+        self.params.push(Param::Scalar {
+            name: name.to_string(),
+            elem,
+        });
+        self
+    }
+
+    /// Checks that the signature is well-formed: at most [`MAX_PARAMS`] parameters,
+    /// names that are distinct C identifiers, and every extent naming an integer
+    /// (`I32`, `I64`, `U8`) scalar parameter. The backend checks this before compiling.
+    pub fn check(&self) -> Result<(), CcError> {
+        let bad = |why: String| Err(CcError::InvalidSignature(format!("{self}: {why}")));
+        if self.params.len() > MAX_PARAMS {
+            return bad(format!("more than {MAX_PARAMS} parameters"));
+        }
+        for (i, p) in self.params.iter().enumerate() {
+            if !crate::backend::is_c_identifier(p.name()) {
+                return bad(format!("parameter {i}'s name is not a C identifier"));
+            }
+            if self.params[..i].iter().any(|q| q.name() == p.name()) {
+                return bad(format!("parameter name `{}` given twice", p.name()));
+            }
+        }
+        for p in &self.params {
+            if let Param::Buffer { len, .. } = p {
+                for s in &len.scalars {
+                    match self.scalar_index(s) {
+                        Some((_, elem)) if elem.is_integer() => {}
+                        Some(_) => return bad(format!("extent scalar `{s}` is not an integer")),
+                        None => return bad(format!("extent names no scalar parameter `{s}`")),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn scalar_index(&self, name: &str) -> Option<(usize, Elem)> {
+        self.params.iter().enumerate().find_map(|(i, p)| match p {
+            Param::Scalar { name: n, elem } if n == name => Some((i, *elem)),
+            _ => None,
+        })
+    }
+
+    /// The C prototype of kernel `symbol`, on one line (parameters unnamed).
+    pub(crate) fn prototype(&self, symbol: &str) -> String {
+        let params: Vec<String> = self.params.iter().map(Param::c_decl).collect();
+        let params = if params.is_empty() {
+            "void".to_string()
+        } else {
+            params.join(", ")
+        };
+        format!("void {symbol}({params});")
+    }
+
+    /// The uniform-ABI entry of kernel `symbol`, on one line: `void
+    /// <entry>(void *const *args)`, where `args[i]` is the data pointer of buffer `i`
+    /// or a pointer to the value of scalar `i`.
+    pub(crate) fn entry(&self, symbol: &str) -> String {
+        let mut call = String::new();
+        for (i, p) in self.params.iter().enumerate() {
+            if i > 0 {
+                call.push_str(", ");
+            }
+            match p {
+                Param::Buffer { .. } => {
+                    let _ = write!(call, "({})args[{i}]", p.c_decl());
+                }
+                Param::Scalar { elem, .. } => {
+                    let _ = write!(call, "*(const {} *)args[{i}]", elem.c_type());
+                }
+            }
+        }
+        format!(
+            "void {}(void *const *args) {{ (void)args; {symbol}({call}); }}",
+            entry_symbol(symbol)
+        )
+    }
+
+    /// Checks `args` against the signature: count, kinds, then every buffer's length
+    /// against its extent. Returns the pointer array for the entry.
+    pub(crate) fn marshal(
+        &self,
+        symbol: &str,
+        args: &mut [Arg<'_>],
+    ) -> Result<Vec<*mut std::ffi::c_void>, CcError> {
+        if args.len() != self.params.len() {
+            return Err(CcError::ArgCount {
+                symbol: symbol.to_string(),
+                expected: self.params.len(),
+                given: args.len(),
+            });
+        }
+        for (i, (p, a)) in self.params.iter().zip(args.iter()).enumerate() {
+            let (elem, writes, is_buffer) = a.kind();
+            let fits = match p {
+                Param::Buffer {
+                    elem: e, writes: w, ..
+                } => is_buffer && *e == elem && *w == writes,
+                Param::Scalar { elem: e, .. } => !is_buffer && *e == elem,
+            };
+            if !fits {
+                return Err(CcError::ArgKind {
+                    symbol: symbol.to_string(),
+                    index: i,
+                    param: p.to_string(),
+                    given: a.describe(),
+                });
+            }
+        }
+        for (i, (p, a)) in self.params.iter().zip(args.iter()).enumerate() {
+            let Param::Buffer { name, len, .. } = p else {
+                continue;
+            };
+            let mut needed = Some(len.times);
+            for s in &len.scalars {
+                let (j, _) = self
+                    .scalar_index(s)
+                    .ok_or_else(|| CcError::InvalidSignature(format!("{self}")))?;
+                let value = args[j].integer().unwrap_or(-1);
+                let value = usize::try_from(value).map_err(|_| CcError::BadExtent {
+                    symbol: symbol.to_string(),
+                    param: name.clone(),
+                    why: format!("scalar `{s}` is negative ({value})"),
+                })?;
+                needed = needed.and_then(|n| n.checked_mul(value));
+            }
+            let needed = needed.ok_or_else(|| CcError::BadExtent {
+                symbol: symbol.to_string(),
+                param: name.clone(),
+                why: format!("{len} overflows"),
+            })?;
+            let given = a.len();
+            if given < needed {
+                return Err(CcError::BufferTooShort {
+                    symbol: symbol.to_string(),
+                    index: i,
+                    param: name.clone(),
+                    needed,
+                    given,
+                });
+            }
+        }
+        Ok(args.iter_mut().map(Arg::pointer).collect())
+    }
+
+    /// The signature's bytes in a saved program (see `persist.rs`).
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.params.len());
+        for p in &self.params {
+            match p {
+                Param::Buffer {
+                    name,
+                    elem,
+                    writes,
+                    len,
+                } => {
+                    out.push(if *writes { 1 } else { 0 });
+                    out.push(elem.code());
+                    put_str(out, name);
+                    put_u64(out, len.times as u64);
+                    put_u32(out, len.scalars.len());
+                    for s in &len.scalars {
+                        put_str(out, s);
+                    }
+                }
+                Param::Scalar { name, elem } => {
+                    out.push(2);
+                    out.push(elem.code());
+                    put_str(out, name);
+                }
+            }
+        }
+    }
+
+    /// Decodes [`encode`](Signature::encode)'s bytes from `r`; `None` when malformed.
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Option<Signature> {
+        let n = r.u32()?;
+        if n > MAX_PARAMS {
+            return None;
+        }
+        let mut params = Vec::with_capacity(n);
+        for _ in 0..n {
+            let tag = r.byte()?;
+            let elem = Elem::from_code(r.byte()?)?;
+            let name = r.string()?;
+            params.push(match tag {
+                0 | 1 => {
+                    let times = usize::try_from(r.u64()?).ok()?;
+                    let count = r.u32()?;
+                    if count > MAX_PARAMS {
+                        return None;
+                    }
+                    let scalars = (0..count).map(|_| r.string()).collect::<Option<_>>()?;
+                    Param::Buffer {
+                        name,
+                        elem,
+                        writes: tag == 1,
+                        len: Extent { times, scalars },
+                    }
+                }
+                2 => Param::Scalar { name, elem },
+                _ => return None,
+            });
+        }
+        let signature = Signature { params };
+        signature.check().ok()?;
+        Some(signature)
+    }
+}
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(")?;
+        for (i, p) in self.params.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{p}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// The symbol of kernel `symbol`'s uniform-ABI entry. Kernel symbols ending in this
+/// suffix are refused, so an entry never collides with a kernel.
+pub(crate) fn entry_symbol(symbol: &str) -> String {
+    format!("{symbol}{ENTRY_SUFFIX}")
+}
+
+/// The suffix of a generated entry's symbol.
+pub(crate) const ENTRY_SUFFIX: &str = "__kcache_entry";
+
+/// One argument of a safe [`Kernel::call`](crate::Kernel::call): a buffer (shared for
+/// a `const` pointer parameter, exclusive for a written one) or a scalar value. Its
+/// kind must be exactly the parameter's.
+#[derive(Debug)]
+pub enum Arg<'a> {
+    /// `const float *`.
+    F32(&'a [f32]),
+    /// `float *`.
+    F32Mut(&'a mut [f32]),
+    /// `const double *`.
+    F64(&'a [f64]),
+    /// `double *`.
+    F64Mut(&'a mut [f64]),
+    /// `const int32_t *`.
+    I32(&'a [i32]),
+    /// `int32_t *`.
+    I32Mut(&'a mut [i32]),
+    /// `const int64_t *`.
+    I64(&'a [i64]),
+    /// `int64_t *`.
+    I64Mut(&'a mut [i64]),
+    /// `const uint8_t *`.
+    U8(&'a [u8]),
+    /// `uint8_t *`.
+    U8Mut(&'a mut [u8]),
+    /// `const uint16_t *` holding half-precision bits.
+    F16Bits(&'a [u16]),
+    /// `uint16_t *` holding half-precision bits.
+    F16BitsMut(&'a mut [u16]),
+    /// A `float` value.
+    F32Scalar(f32),
+    /// A `double` value.
+    F64Scalar(f64),
+    /// An `int32_t` value.
+    I32Scalar(i32),
+    /// An `int64_t` value.
+    I64Scalar(i64),
+    /// A `uint8_t` value.
+    U8Scalar(u8),
+    /// A `uint16_t` value holding half-precision bits.
+    F16BitsScalar(u16),
+}
+
+impl Arg<'_> {
+    /// `(element type, written, is a buffer)`.
+    fn kind(&self) -> (Elem, bool, bool) {
+        match self {
+            Arg::F32(_) => (Elem::F32, false, true),
+            Arg::F32Mut(_) => (Elem::F32, true, true),
+            Arg::F64(_) => (Elem::F64, false, true),
+            Arg::F64Mut(_) => (Elem::F64, true, true),
+            Arg::I32(_) => (Elem::I32, false, true),
+            Arg::I32Mut(_) => (Elem::I32, true, true),
+            Arg::I64(_) => (Elem::I64, false, true),
+            Arg::I64Mut(_) => (Elem::I64, true, true),
+            Arg::U8(_) => (Elem::U8, false, true),
+            Arg::U8Mut(_) => (Elem::U8, true, true),
+            Arg::F16Bits(_) => (Elem::F16Bits, false, true),
+            Arg::F16BitsMut(_) => (Elem::F16Bits, true, true),
+            Arg::F32Scalar(_) => (Elem::F32, false, false),
+            Arg::F64Scalar(_) => (Elem::F64, false, false),
+            Arg::I32Scalar(_) => (Elem::I32, false, false),
+            Arg::I64Scalar(_) => (Elem::I64, false, false),
+            Arg::U8Scalar(_) => (Elem::U8, false, false),
+            Arg::F16BitsScalar(_) => (Elem::F16Bits, false, false),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self.kind() {
+            (elem, true, true) => format!("mut [{elem}] of {}", self.len()),
+            (elem, false, true) => format!("const [{elem}] of {}", self.len()),
+            (elem, _, false) => format!("{elem} scalar"),
+        }
+    }
+
+    /// A buffer's length in elements (0 for a scalar).
+    fn len(&self) -> usize {
+        match self {
+            Arg::F32(s) => s.len(),
+            Arg::F32Mut(s) => s.len(),
+            Arg::F64(s) => s.len(),
+            Arg::F64Mut(s) => s.len(),
+            Arg::I32(s) => s.len(),
+            Arg::I32Mut(s) => s.len(),
+            Arg::I64(s) => s.len(),
+            Arg::I64Mut(s) => s.len(),
+            Arg::U8(s) => s.len(),
+            Arg::U8Mut(s) => s.len(),
+            Arg::F16Bits(s) => s.len(),
+            Arg::F16BitsMut(s) => s.len(),
+            _ => 0,
+        }
+    }
+
+    /// An integer scalar's value.
+    fn integer(&self) -> Option<i64> {
+        match self {
+            Arg::I32Scalar(v) => Some(i64::from(*v)),
+            Arg::I64Scalar(v) => Some(*v),
+            Arg::U8Scalar(v) => Some(i64::from(*v)),
+            _ => None,
+        }
+    }
+
+    /// The pointer the entry receives: a buffer's data pointer, or a pointer to the
+    /// scalar value held in `self`.
+    fn pointer(&mut self) -> *mut std::ffi::c_void {
+        use std::ffi::c_void;
+        match self {
+            Arg::F32(s) => s.as_ptr() as *mut c_void,
+            Arg::F32Mut(s) => s.as_mut_ptr().cast(),
+            Arg::F64(s) => s.as_ptr() as *mut c_void,
+            Arg::F64Mut(s) => s.as_mut_ptr().cast(),
+            Arg::I32(s) => s.as_ptr() as *mut c_void,
+            Arg::I32Mut(s) => s.as_mut_ptr().cast(),
+            Arg::I64(s) => s.as_ptr() as *mut c_void,
+            Arg::I64Mut(s) => s.as_mut_ptr().cast(),
+            Arg::U8(s) => s.as_ptr() as *mut c_void,
+            Arg::U8Mut(s) => s.as_mut_ptr().cast(),
+            Arg::F16Bits(s) => s.as_ptr() as *mut c_void,
+            Arg::F16BitsMut(s) => s.as_mut_ptr().cast(),
+            Arg::F32Scalar(v) => (v as *mut f32).cast(),
+            Arg::F64Scalar(v) => (v as *mut f64).cast(),
+            Arg::I32Scalar(v) => (v as *mut i32).cast(),
+            Arg::I64Scalar(v) => (v as *mut i64).cast(),
+            Arg::U8Scalar(v) => (v as *mut u8).cast(),
+            Arg::F16BitsScalar(v) => (v as *mut u16).cast(),
+        }
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&(n as u32).to_le_bytes());
+}
+
+fn put_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(&n.to_le_bytes());
+}
+
+pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_u32(out, s.len());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// A bounds-checked reader over saved bytes: every read is `None` past the end.
+pub(crate) struct Reader<'a> {
+    pub(crate) bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.bytes.len() {
+            return None;
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Some(head)
+    }
+
+    fn byte(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+
+    pub(crate) fn u32(&mut self) -> Option<usize> {
+        let b = self.take(4)?;
+        usize::try_from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok()
+    }
+
+    pub(crate) fn u64(&mut self) -> Option<u64> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Some(u64::from_le_bytes(a))
+    }
+
+    pub(crate) fn string(&mut self) -> Option<String> {
+        let n = self.u32()?;
+        let b = self.take(n)?;
+        String::from_utf8(b.to_vec()).ok()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prototype_and_entry_follow_the_params() {
+        let sig = Signature::out_a_b_n();
+        assert_eq!(
+            sig.prototype("k"),
+            "void k(float *, const float *, const float *, __INT32_TYPE__);"
+        );
+        assert_eq!(
+            sig.entry("k"),
+            "void k__kcache_entry(void *const *args) { (void)args; k((float *)args[0], \
+             (const float *)args[1], (const float *)args[2], *(const __INT32_TYPE__ *)args[3]); }"
+        );
+        assert_eq!(Signature::new().prototype("z"), "void z(void);");
+    }
+
+    #[test]
+    fn malformed_signatures_are_refused() {
+        let dup = Signature::new()
+            .scalar("n", Elem::I32)
+            .scalar("n", Elem::I64);
+        assert!(dup.check().is_err());
+        let float_extent = Signature::new()
+            .buffer("a", Elem::F32, Extent::of("x"))
+            .scalar("x", Elem::F32);
+        assert!(float_extent.check().is_err());
+        let missing = Signature::new().buffer("a", Elem::F32, Extent::of("n"));
+        assert!(missing.check().is_err());
+        let bad_name = Signature::new().scalar("a b", Elem::I32);
+        assert!(bad_name.check().is_err());
+    }
+
+    #[test]
+    fn encoding_round_trips_and_truncations_are_refused() {
+        let sig = Signature::new()
+            .buffer_mut("o", Elem::F16Bits, Extent::product(["m", "n"]).times(3))
+            .buffer("x", Elem::U8, Extent::fixed(7))
+            .scalar("m", Elem::I64)
+            .scalar("n", Elem::U8)
+            .scalar("s", Elem::F64);
+        let mut bytes = Vec::new();
+        sig.encode(&mut bytes);
+        let back = Signature::decode(&mut Reader { bytes: &bytes }).unwrap();
+        assert_eq!(back, sig);
+        for cut in 0..bytes.len() {
+            assert!(
+                Signature::decode(&mut Reader {
+                    bytes: &bytes[..cut]
+                })
+                .is_none()
+            );
+        }
+    }
+}

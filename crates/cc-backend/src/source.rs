@@ -1,0 +1,137 @@
+//! What a kernel is given to the backend as: [`Source`] (prelude, text, signature), the
+//! translation unit the backend makes of it, and its key.
+
+use kernel_cache::{BatchKernel, Names, kernel_key};
+
+use crate::signature::Signature;
+
+/// The prelude [`Source::new`] gives a kernel: the headers the crate's generated
+/// kernels use.
+pub const DEFAULT_PRELUDE: &str = "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n";
+
+/// One kernel as the backend compiles it: its own translation unit.
+///
+/// The translation unit is, line by line: the prototype of the kernel's
+/// [`Signature`] under its symbol, the generated uniform-ABI entry (both one line, and
+/// written with compiler-predefined types, so they need no header), then `prelude`, a
+/// newline, and `text`. Nothing of another kernel is in it: a `#define`, a `static`
+/// helper or a `#pragma` of one kernel never reaches another, whichever kernels share a
+/// program.
+///
+/// `prelude` is the caller's (headers, helper definitions, macros). Definitions with
+/// external linkage in a prelude or a text (a non-`static` helper) would be defined
+/// once per kernel of a program and fail to link: make helpers `static` (or `static
+/// inline`). `text` must define the kernel under its symbol with a C type compatible
+/// with the signature's prototype (else it fails to compile), and touch no buffer
+/// element at or beyond the signature's extent for it (a promise the compiler cannot
+/// check; the safe call relies on it). Prelude and text are trusted C, as any C the
+/// caller compiles.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Source {
+    /// Headers and helper definitions ahead of the kernel (see [`DEFAULT_PRELUDE`]).
+    pub prelude: String,
+    /// The kernel's definition.
+    pub text: String,
+    /// The kernel's C signature.
+    pub signature: Signature,
+}
+
+impl Source {
+    /// A kernel of `text` and `signature`, with [`DEFAULT_PRELUDE`].
+    pub fn new(text: impl Into<String>, signature: Signature) -> Source {
+        Source {
+            prelude: DEFAULT_PRELUDE.to_string(),
+            text: text.into(),
+            signature,
+        }
+    }
+
+    /// The same kernel with `prelude` instead.
+    pub fn with_prelude(mut self, prelude: impl Into<String>) -> Source {
+        self.prelude = prelude.into();
+        self
+    }
+
+    /// The caller's part of the translation unit: prelude, a newline, the text. This is
+    /// what the key is computed over (the generated lines before it follow from the
+    /// symbol and the signature).
+    pub fn keyed_text(&self) -> String {
+        format!("{}\n{}", self.prelude, self.text)
+    }
+
+    /// The translation unit the backend compiles for kernel `symbol`.
+    pub(crate) fn translation_unit(&self, symbol: &str) -> String {
+        format!(
+            "{}\n{}\n{}",
+            self.signature.prototype(symbol),
+            self.signature.entry(symbol),
+            self.keyed_text()
+        )
+    }
+
+    /// The kernel's key: [`kernel_key`] over [`keyed_text`](Source::keyed_text) (its
+    /// own names renamed as `names` allows, `symbol` reduced to its kernel token), the
+    /// option list, and `backend_identity` together with the signature. Two sources
+    /// with equal keys compile to the same code and promise the same extents, so the
+    /// cache may answer one with the other's program.
+    pub fn key(
+        &self,
+        symbol: &str,
+        names: &Names,
+        options: &[String],
+        backend_identity: &str,
+    ) -> String {
+        let identity = format!("{backend_identity}\nsignature {}", self.signature);
+        kernel_key(
+            &self.keyed_text(),
+            symbol,
+            names,
+            options,
+            identity.as_bytes(),
+        )
+    }
+
+    /// A batch kernel of this source under `symbol`, keyed by [`key`](Source::key).
+    pub fn batch_kernel(
+        self,
+        symbol: &str,
+        names: &Names,
+        options: Vec<String>,
+        backend_identity: &str,
+    ) -> BatchKernel<Source> {
+        BatchKernel {
+            key: self.key(symbol, names, &options, backend_identity),
+            options,
+            symbol: symbol.to_string(),
+            source: self,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signature::{Elem, Extent};
+
+    #[test]
+    fn the_signature_and_prelude_enter_the_key() {
+        let names = Names::default();
+        let text = "void k(float *o, int n) { for (int i = 0; i < n; ++i) o[i] = 1; }";
+        let sig = Signature::new()
+            .buffer_mut("o", Elem::F32, Extent::of("n"))
+            .scalar("n", Elem::I32);
+        let base = Source::new(text, sig.clone());
+        let key = |s: &Source| s.key("k", &names, &[], "cc");
+        assert_eq!(key(&base), key(&base.clone()));
+        let longer = Source::new(
+            text,
+            Signature::new()
+                .buffer_mut("o", Elem::F32, Extent::of("n").times(2))
+                .scalar("n", Elem::I32),
+        );
+        assert_ne!(key(&base), key(&longer), "another extent is another kernel");
+        let defined = base.clone().with_prelude("#define o q\n");
+        assert_ne!(key(&base), key(&defined));
+        assert_ne!(key(&base), base.key("k", &names, &[], "clang"));
+    }
+}
