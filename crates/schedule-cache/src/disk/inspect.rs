@@ -5,10 +5,11 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use super::lock::{self, Mode};
+use cache_dir::{CacheDir, Mode};
+
 use super::record::{MissReason, Refusal};
 use super::{DiskCache, RegimeStamp, Space, decode_entry, key_starts_with_digest, read_stamp};
-use super::{LOCK_FILE, STAMP_FILE, staging};
+use super::{LOCK_FILE, MAX_ENTRY_BYTES, STAMP_FILE, is_entry_of_any_version, refusal, unreadable};
 use crate::entry::ScheduleEntry;
 use crate::placement::PlacementEntry;
 use crate::{CacheKey, DiskEntry, Error};
@@ -105,7 +106,8 @@ fn age_of(meta: &fs::Metadata) -> Duration {
 /// # Errors
 /// [`Error::Inspect`] if the directory or its stamp cannot be read.
 pub fn inventory(dir: &Path) -> Result<Inventory, Error> {
-    let _held = lock::acquire(dir, Mode::Shared, false).ok();
+    let cache = CacheDir::new(dir, super::CACHE_REGIME_VERSION, is_entry_of_any_version);
+    let _held = cache.lock(Mode::Shared, false).ok();
     let regime = read_stamp(dir).map_err(inspect_err(&dir.join(STAMP_FILE)))?;
     let mut inv = Inventory {
         regime,
@@ -121,7 +123,7 @@ pub fn inventory(dir: &Path) -> Result<Inventory, Error> {
         if name == LOCK_FILE {
             inv.lock_file = true;
         } else if name == STAMP_FILE {
-        } else if staging::is_staging(&name) {
+        } else if cache_dir::is_staging(&name) {
             let bytes = fs::read_dir(&path)
                 .map(|rd| {
                     rd.flatten()
@@ -130,7 +132,7 @@ pub fn inventory(dir: &Path) -> Result<Inventory, Error> {
                         .sum()
                 })
                 .unwrap_or(0);
-            let age = staging::staging_age(&path).unwrap_or(Duration::ZERO);
+            let age = cache_dir::staging_age(&path).unwrap_or(Duration::ZERO);
             inv.staging.push(StagingArtifact { name, bytes, age });
         } else if let Some((space, key)) = Space::of_file_name(&name) {
             let meta = fs::symlink_metadata(&path).map_err(inspect_err(&path))?;
@@ -163,11 +165,11 @@ pub fn verify_entry(dir: &Path, entry: &EntryFile) -> Result<String, EntryProble
     if !entry.is_file {
         return Err(EntryProblem::NotAFile);
     }
-    let bytes = fs::read(dir.join(&entry.name)).map_err(|e| {
-        EntryProblem::Invalid(MissReason::Unreadable {
-            kind: e.kind(),
-            message: e.to_string(),
-        })
+    let bytes = cache_dir::read_regular(&dir.join(&entry.name), MAX_ENTRY_BYTES).map_err(|e| {
+        EntryProblem::Invalid(unreadable(cache_dir::Error::Io {
+            during: "read the entry",
+            source: e,
+        }))
     })?;
     let digest = match entry.space {
         Space::Placement => decode_entry::<PlacementEntry>(&bytes, None)
@@ -205,30 +207,29 @@ impl DiskCache {
     /// The refusal if the directory cannot be locked or listed; failures to remove single
     /// files are skipped (and logged).
     pub fn gc(&self, older_than: Option<Duration>) -> Result<GcReport, Refusal> {
-        let _held = lock::acquire(&self.dir, Mode::Exclusive, false)
+        let held = self
+            .dir
+            .lock(Mode::Exclusive, false)
             .or_else(|e| {
-                if e.kind() == io::ErrorKind::NotFound && self.dir.is_dir() {
-                    lock::acquire(&self.dir, Mode::Exclusive, true)
+                if e.is_not_found() && self.dir().is_dir() {
+                    self.dir.lock(Mode::Exclusive, true)
                 } else {
                     Err(e)
                 }
             })
-            .map_err(|e| Refusal::io("open and lock the lock file", &e))?;
+            .map_err(refusal)?;
         let mut report = GcReport {
-            staging_removed: staging::sweep_stale(&self.dir, self.stale_staging_after)
-                .map_err(|e| Refusal::io("list the directory", &e))?,
+            staging_removed: held.sweep_stale_staging().map_err(refusal)?,
             ..GcReport::default()
         };
         let Some(limit) = older_than else {
             return Ok(report);
         };
-        let listing = fs::read_dir(&self.dir).map_err(|e| Refusal::io("list the directory", &e))?;
-        for item in listing.flatten() {
-            let name = item.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if Space::of_file_name(name).is_none() {
+        for item in held.entries().map_err(refusal)?.flatten() {
+            if Space::of_file_name(&item.name).is_none() {
                 continue;
             }
+            let item = item.item;
             let Ok(meta) = item.metadata() else { continue };
             if meta.is_dir() || age_of(&meta) < limit {
                 continue;

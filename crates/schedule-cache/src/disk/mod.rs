@@ -1,14 +1,20 @@
 //! The on-disk store: entries published atomically under `dir/<key>.ron` (placement entries
 //! under `dir/<key>.placement.ron`), guarded by a permanent lock file and a regime stamp.
 //!
+//! The directory protocol is the [`cache_dir`] crate's (one home for every kcache store on
+//! disk); this module adds the schedule store's entry spaces, encodings and explained misses.
 //! The protocol, in short (docs/disk-format.md is the full specification):
 //!
 //! - A `None` key is a complete no-op: no directory, no lock, no stamp change.
 //! - Every store and lookup first *opens* the cache: it takes the directory's in-process lock,
 //!   then an `flock` on [`LOCK_FILE`] (opened read-write, never unlinked), and reads
 //!   [`STAMP_FILE`]. Equal stamp: admitted. Newer or malformed stamp: refused, nothing
-//!   touched. Absent or older stamp: under the exclusive lock, every entry is deleted, then the
-//!   stamp is atomically replaced, then the operation is admitted.
+//!   touched. Absent or older stamp: under the exclusive lock, every entry of any version
+//!   ([`is_entry_of_any_version`]) is deleted, then the stamp is atomically
+//!   replaced, then the operation is admitted.
+//! - Files are read only if they are regular files, without blocking and without following a
+//!   link, up to [`MAX_ENTRY_BYTES`]: no directory content can hang or exhaust a lookup. A
+//!   directory this process cannot write (a read-only mount) still serves lookups.
 //! - The lock is held through the entry I/O; entries are published with `atomicwrites`, so a
 //!   reader sees a whole old entry or a whole new one, never a torn one.
 //! - The first open of a directory in a process also removes crash-stale staging directories.
@@ -36,34 +42,59 @@
 //! ```
 
 mod inspect;
-mod lock;
 mod record;
 mod regime;
-mod staging;
 
-use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use atomicwrites::{AllowOverwrite, AtomicFile};
+use cache_dir::CacheDir;
 
 use crate::{CacheKey, DiskEntry, Error};
-use lock::{Held, Mode, retry};
 
+pub use cache_dir::LOCK_FILE;
+pub use cache_dir::{
+    DEFAULT_STALE_STAGING_AFTER, RegimeStamp, STAGING_PREFIX, STAMP_FILE, is_staging, parse_stamp,
+    read_stamp, render_stamp, staging_age,
+};
 pub use inspect::{
     EntryFile, EntryProblem, GcReport, Inventory, StagingArtifact, inventory, verify_entry,
 };
-pub use lock::LOCK_FILE;
 #[cfg(feature = "redis")]
 pub(crate) use record::note;
 pub use record::{DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record, stats};
+pub use regime::CACHE_REGIME_VERSION;
 #[cfg(test)]
 pub(crate) use regime::tests::check_history as regime_history_check;
-pub use regime::{
-    CACHE_REGIME_VERSION, RegimeStamp, STAMP_FILE, parse_stamp, read_stamp, render_stamp,
-};
-pub use staging::{DEFAULT_STALE_STAGING_AFTER, STAGING_PREFIX, is_staging, staging_age};
+
+/// The largest entry file a lookup reads (16 MiB): a larger file at an entry's name is a miss
+/// (`Unreadable`, kind `FileTooLarge`) without being read, and a store of a larger entry is
+/// refused. Real entries are a few KiB.
+pub const MAX_ENTRY_BYTES: u64 = 16 << 20;
+
+/// At most this many characters of a parser's or the file system's message are kept in a
+/// [`MissReason`], so a garbage entry never puts its content into a miss message.
+pub const MAX_MESSAGE_CHARS: usize = 200;
+
+/// Whether `name` is the file name of an entry of *any* version of this store:
+/// `<stem>.ron` or `<stem>.placement.ron` where the stem is one or more bytes of
+/// `[A-Za-z0-9_-]`, of any length (every version so far wrote `<key>.ron` and
+/// `<key>.placement.ron` with keys of that alphabet; a future version must keep its entry names
+/// inside this set or widen it). A regime change deletes exactly these, so no entry of an
+/// older regime survives it whatever its key shape or length; names with other bytes in the
+/// stem (`not.a.key.ron`) are foreign and never touched.
+pub fn is_entry_of_any_version(name: &str) -> bool {
+    let stem = name
+        .strip_suffix(Space::Placement.suffix())
+        .or_else(|| name.strip_suffix(Space::Schedule.suffix()));
+    stem.is_some_and(|stem| {
+        !stem.is_empty()
+            && stem
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    })
+}
 
 /// The filename space an entry type lives in. Spaces never share a file name: a key has no
 /// `.`, so `<key>.ron` and `<key>.placement.ron` cannot collide.
@@ -173,14 +204,36 @@ impl<E> Lookup<E> {
 /// threshold; the `with_*` methods exist for tools and for tests that simulate other builds.
 #[derive(Clone, Debug)]
 pub struct DiskCache {
-    dir: PathBuf,
-    regime: u32,
-    stale_staging_after: Duration,
+    dir: CacheDir,
 }
 
-enum OpenError {
-    NoDirectory,
-    Refused(Refusal),
+/// The refusal for a protocol error of [`cache_dir`] (the `during` strings are the protocol's).
+fn refusal(e: cache_dir::Error) -> Refusal {
+    match e {
+        cache_dir::Error::NewerRegime { found, ours } => Refusal::NewerRegime { found, ours },
+        cache_dir::Error::MalformedStamp { content } => Refusal::MalformedStamp { content },
+        cache_dir::Error::Io { during, source } => Refusal::io(during, &source),
+        cache_dir::Error::NoDirectory { .. } => Refusal::Io {
+            during: "open the directory",
+            kind: io::ErrorKind::NotFound,
+            message: "the directory disappeared".into(),
+        },
+        other => Refusal::Io {
+            during: "open the cache",
+            kind: io::ErrorKind::Other,
+            message: short(&other.to_string()),
+        },
+    }
+}
+
+/// `message`, cut to [`MAX_MESSAGE_CHARS`] characters (marked with `…` when cut).
+pub(crate) fn short(message: &str) -> String {
+    let mut chars = message.chars();
+    let mut out: String = chars.by_ref().take(MAX_MESSAGE_CHARS).collect();
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out
 }
 
 /// Whether `key` is `digest`, or starts with `digest` followed by `-` (the key's first
@@ -196,34 +249,35 @@ impl DiskCache {
     /// The cache at `dir` under this build's regime. Touches nothing on disk.
     pub fn new(dir: impl Into<PathBuf>) -> DiskCache {
         DiskCache {
-            dir: dir.into(),
-            regime: CACHE_REGIME_VERSION,
-            stale_staging_after: DEFAULT_STALE_STAGING_AFTER,
+            dir: CacheDir::new(dir, CACHE_REGIME_VERSION, is_entry_of_any_version),
         }
     }
 
     /// The same cache as seen by a build with regime version `regime` (tests simulating an
     /// upgrade, tools). Never use it to write a live cache under a regime you do not implement.
-    pub fn with_regime(mut self, regime: u32) -> DiskCache {
-        self.regime = regime;
-        self
+    pub fn with_regime(self, regime: u32) -> DiskCache {
+        DiskCache {
+            dir: CacheDir::new(self.dir.dir(), regime, is_entry_of_any_version)
+                .with_stale_staging_after(self.dir.stale_staging_after()),
+        }
     }
 
     /// Staging directories untouched for at least `after` count as crash-stale (default
     /// [`DEFAULT_STALE_STAGING_AFTER`]).
-    pub fn with_stale_staging_after(mut self, after: Duration) -> DiskCache {
-        self.stale_staging_after = after;
-        self
+    pub fn with_stale_staging_after(self, after: Duration) -> DiskCache {
+        DiskCache {
+            dir: self.dir.with_stale_staging_after(after),
+        }
     }
 
     /// The cache directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.dir()
     }
 
     /// The regime version this handle writes and admits.
     pub fn regime(&self) -> u32 {
-        self.regime
+        self.dir.regime()
     }
 
     /// Runs `f` while holding the directory's exclusive lock (the in-process lock, then the
@@ -234,15 +288,17 @@ impl DiskCache {
     /// # Errors
     /// The refusal if the directory does not exist or cannot be locked.
     pub fn with_exclusive_lock<R>(&self, f: impl FnOnce() -> R) -> Result<R, Refusal> {
-        let held = lock::acquire(&self.dir, Mode::Exclusive, false)
+        let held = self
+            .dir
+            .lock(cache_dir::Mode::Exclusive, false)
             .or_else(|e| {
-                if e.kind() == io::ErrorKind::NotFound && self.dir.is_dir() {
-                    lock::acquire(&self.dir, Mode::Exclusive, true)
+                if e.is_not_found() && self.dir().is_dir() {
+                    self.dir.lock(cache_dir::Mode::Exclusive, true)
                 } else {
                     Err(e)
                 }
             })
-            .map_err(|e| Refusal::io("open and lock the lock file", &e))?;
+            .map_err(refusal)?;
         let r = f();
         drop(held);
         Ok(r)
@@ -293,17 +349,14 @@ impl DiskCache {
             self.note(Op::Lookup, E::SPACE, None, Outcome::Skipped);
             return Lookup::Skipped;
         };
-        let found = match self.open(false) {
-            Err(OpenError::NoDirectory) => Lookup::Miss(MissReason::NoDirectory),
-            Err(OpenError::Refused(r)) => Lookup::Refused(r),
-            Ok(held) => {
-                let read = read_entry::<E>(&self.dir, key, digest);
-                drop(held);
-                match read {
-                    Ok(e) => Lookup::Hit(e),
-                    Err(m) => Lookup::Miss(m),
-                }
-            }
+        let found = match self
+            .dir
+            .with_shared(false, |dir| read_entry::<E>(dir, key, digest))
+        {
+            Err(cache_dir::Error::NoDirectory { .. }) => Lookup::Miss(MissReason::NoDirectory),
+            Err(e) => Lookup::Refused(refusal(e)),
+            Ok(Ok(e)) => Lookup::Hit(e),
+            Ok(Err(m)) => Lookup::Miss(m),
         };
         let noted = match &found {
             Lookup::Hit(_) => Outcome::Hit,
@@ -322,118 +375,31 @@ impl DiskCache {
     /// # Errors
     /// The refusal if the directory cannot be locked or listed.
     pub fn sweep_stale_staging(&self) -> Result<usize, Refusal> {
-        let _held = lock::acquire(&self.dir, Mode::Exclusive, true)
-            .map_err(|e| Refusal::io("open and lock the lock file", &e))?;
-        staging::sweep_stale(&self.dir, self.stale_staging_after)
-            .map_err(|e| Refusal::io("list the directory", &e))
+        self.dir.sweep_stale_staging().map_err(refusal)
     }
 
     fn note(&self, op: Op, space: Space, key: Option<&CacheKey>, outcome: Outcome) {
         record::note(DiskEvent {
             op,
             space,
-            dir: self.dir.clone(),
+            dir: self.dir.dir().to_path_buf(),
             key: key.map(|k| k.as_str().to_owned()),
             outcome,
         });
     }
 
     fn publish(&self, key: &CacheKey, space: Space, bytes: &[u8]) -> Result<(), Refusal> {
-        retry(|| fs::create_dir_all(&self.dir))
-            .map_err(|e| Refusal::io("create the directory", &e))?;
-        let held = self.open(true).map_err(|e| match e {
-            OpenError::Refused(r) => r,
-            OpenError::NoDirectory => Refusal::Io {
-                during: "open the directory",
-                kind: io::ErrorKind::NotFound,
-                message: "the directory disappeared".into(),
-            },
-        })?;
-        let written = AtomicFile::new(self.dir.join(space.file_name(key)), AllowOverwrite)
-            .write(|f| f.write_all(bytes))
-            .map_err(|e| Refusal::io("publish the entry", &io::Error::from(e)));
-        drop(held);
-        written
-    }
-
-    /// The cache-open of the protocol: locks, reads the stamp, admits, refuses or transitions.
-    fn open(&self, creating: bool) -> Result<Held, OpenError> {
-        let mut mode = if staging::already_swept(&self.dir) {
-            Mode::Shared
-        } else {
-            Mode::Exclusive
-        };
-        loop {
-            let held = match lock::acquire(&self.dir, mode, true) {
-                Ok(h) => h,
-                Err(e) if e.kind() == io::ErrorKind::NotFound && !creating => {
-                    return Err(OpenError::NoDirectory);
-                }
-                Err(e) => {
-                    return Err(OpenError::Refused(Refusal::io(
-                        "open and lock the lock file",
-                        &e,
-                    )));
-                }
-            };
-            let stamp = read_stamp(&self.dir)
-                .map_err(|e| OpenError::Refused(Refusal::io("read the regime stamp", &e)))?;
-            match stamp {
-                RegimeStamp::Version(v) if v == self.regime => {}
-                RegimeStamp::Version(v) if v > self.regime => {
-                    return Err(OpenError::Refused(Refusal::NewerRegime {
-                        found: v,
-                        ours: self.regime,
-                    }));
-                }
-                RegimeStamp::Malformed(content) => {
-                    return Err(OpenError::Refused(Refusal::MalformedStamp { content }));
-                }
-                RegimeStamp::Absent | RegimeStamp::Version(_) => {
-                    if mode == Mode::Shared {
-                        drop(held);
-                        mode = Mode::Exclusive;
-                        continue;
-                    }
-                    self.transition(&stamp).map_err(|e| {
-                        OpenError::Refused(Refusal::io("sweep entries for a new regime", &e))
-                    })?;
-                }
-            }
-            if held.mode() == Mode::Exclusive {
-                staging::sweep_once(&self.dir, self.stale_staging_after);
-            }
-            return Ok(held);
+        if bytes.len() as u64 > MAX_ENTRY_BYTES {
+            return Err(Refusal::Io {
+                during: "publish the entry",
+                kind: io::ErrorKind::FileTooLarge,
+                message: format!("the entry is larger than the cap of {MAX_ENTRY_BYTES} bytes"),
+            });
         }
-    }
-
-    /// Deletes every entry (both spaces), then publishes this handle's stamp. A crash in
-    /// between leaves the old stamp, so the next opener sweeps again.
-    fn transition(&self, from: &RegimeStamp) -> io::Result<()> {
-        let mut removed = 0usize;
-        for item in fs::read_dir(&self.dir)? {
-            let item = item?;
-            let name = item.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if Space::of_file_name(name).is_none() || item.file_type()?.is_dir() {
-                continue;
-            }
-            match fs::remove_file(item.path()) {
-                Ok(()) => removed += 1,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-        }
-        regime::publish_stamp(&self.dir, self.regime)?;
-        tracing::info!(
-            target: "schedule_cache::disk",
-            dir = %self.dir.display(),
-            from = %from,
-            to = self.regime,
-            removed,
-            "cache directory moved to a new regime"
-        );
-        Ok(())
+        self.dir
+            .with_shared(true, |dir| dir.publish(&space.file_name(key), bytes))
+            .and_then(|published| published)
+            .map_err(refusal)
     }
 }
 
@@ -471,7 +437,7 @@ struct VersionProbe {
 /// Parses entry bytes as `E`, checking the version and (if given) the digest.
 pub(crate) fn decode_entry<E: Stored>(bytes: &[u8], digest: Option<&str>) -> Result<E, MissReason> {
     let text = std::str::from_utf8(bytes).map_err(|e| MissReason::Unparsable {
-        message: e.to_string(),
+        message: short(&e.to_string()),
     })?;
     let entry: E = match ron::from_str(text) {
         Ok(e) => e,
@@ -482,7 +448,7 @@ pub(crate) fn decode_entry<E: Stored>(bytes: &[u8], digest: Option<&str>) -> Res
                     expected: E::VERSION,
                 },
                 _ => MissReason::Unparsable {
-                    message: err.to_string(),
+                    message: short(&err.to_string()),
                 },
             });
         }
@@ -497,7 +463,7 @@ pub(crate) fn decode_entry<E: Stored>(bytes: &[u8], digest: Option<&str>) -> Res
         && entry.digest() != digest
     {
         return Err(MissReason::DigestMismatch {
-            found: entry.digest().to_owned(),
+            found: short(entry.digest()),
             expected: digest.to_owned(),
         });
     }
@@ -508,14 +474,19 @@ pub(crate) fn decode_entry<E: Stored>(bytes: &[u8], digest: Option<&str>) -> Res
 pub const MAX_SIBLINGS: usize = 8;
 
 /// Keys of `space` in `dir` holding entries for `digest` (other than `except`).
-fn same_digest_keys(dir: &Path, space: Space, digest: &str, except: &CacheKey) -> Vec<String> {
-    let Ok(listing) = fs::read_dir(dir) else {
+fn same_digest_keys(
+    dir: &cache_dir::Guard<'_>,
+    space: Space,
+    digest: &str,
+    except: &CacheKey,
+) -> Vec<String> {
+    let Ok(listing) = dir.entries() else {
         return Vec::new();
     };
     let mut keys: Vec<String> = listing
         .flatten()
         .filter_map(|item| {
-            let (s, k) = Space::of_file_name(item.file_name().to_str()?)?;
+            let (s, k) = Space::of_file_name(&item.name)?;
             (s == space && &k != except && key_starts_with_digest(k.as_str(), digest))
                 .then(|| k.as_str().to_owned())
         })
@@ -525,23 +496,35 @@ fn same_digest_keys(dir: &Path, space: Space, digest: &str, except: &CacheKey) -
     keys
 }
 
-fn read_entry<E: Stored>(dir: &Path, key: &CacheKey, digest: &str) -> Result<E, MissReason> {
-    let path = dir.join(E::SPACE.file_name(key));
-    let bytes = match retry(|| fs::read(&path)) {
+fn read_entry<E: Stored>(
+    dir: &cache_dir::Guard<'_>,
+    key: &CacheKey,
+    digest: &str,
+) -> Result<E, MissReason> {
+    let bytes = match dir.read(&E::SPACE.file_name(key), MAX_ENTRY_BYTES) {
         Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        Err(e) if e.is_not_found() => {
             return Err(MissReason::NoEntry {
                 same_digest: same_digest_keys(dir, E::SPACE, digest, key),
             });
         }
-        Err(e) => {
-            return Err(MissReason::Unreadable {
-                kind: e.kind(),
-                message: e.to_string(),
-            });
-        }
+        Err(e) => return Err(unreadable(e)),
     };
     decode_entry(&bytes, Some(digest))
+}
+
+/// The miss reason for an entry file that could not be read.
+pub(crate) fn unreadable(e: cache_dir::Error) -> MissReason {
+    match e {
+        cache_dir::Error::Io { source, .. } => MissReason::Unreadable {
+            kind: source.kind(),
+            message: short(&source.to_string()),
+        },
+        other => MissReason::Unreadable {
+            kind: io::ErrorKind::InvalidInput,
+            message: short(&other.to_string()),
+        },
+    }
 }
 
 /// [`DiskCache::store`] on `DiskCache::new(dir)`: publishes `entry` at `key` under this
@@ -566,6 +549,7 @@ pub fn lookup<E: Stored>(dir: &Path, key: Option<&CacheKey>, digest: &str) -> Op
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::fs;
 
     fn space() -> impl Strategy<Value = Space> {
         prop_oneof![Just(Space::Schedule), Just(Space::Placement)]

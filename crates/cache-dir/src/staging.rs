@@ -71,7 +71,7 @@ pub(crate) fn sweep_stale(dir: &Path, stale_after: Duration) -> io::Result<usize
             Ok(()) => removed += 1,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!(
-                target: "schedule_cache::disk",
+                target: "cache_dir",
                 path = %path.display(),
                 error = %e,
                 "could not remove a stale staging artifact"
@@ -110,13 +110,13 @@ pub(crate) fn sweep_once(dir: &Path, stale_after: Duration) {
     match sweep_stale(dir, stale_after) {
         Ok(0) => {}
         Ok(n) => tracing::info!(
-            target: "schedule_cache::disk",
+            target: "cache_dir",
             dir = %dir.display(),
             removed = n,
             "removed crash-stale staging artifacts"
         ),
         Err(e) => tracing::warn!(
-            target: "schedule_cache::disk",
+            target: "cache_dir",
             dir = %dir.display(),
             error = %e,
             "could not scan for stale staging artifacts"

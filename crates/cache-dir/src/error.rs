@@ -1,0 +1,74 @@
+//! The one error type of the directory protocol.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why a cache directory operation did not happen. Every variant is something the file system,
+/// another process or a hostile directory can cause; a store above this crate turns each into a
+/// miss or a refused store, never a failed run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The cache directory does not exist (an open that does not create found nothing).
+    #[error("no cache directory at {}", path.display())]
+    NoDirectory {
+        /// The directory looked for.
+        path: PathBuf,
+    },
+    /// The stamp names a newer regime than the caller's: a newer build owns the directory.
+    #[error("stamp has newer regime {found} (this build: {ours})")]
+    NewerRegime {
+        /// The stamp's regime version.
+        found: u32,
+        /// The caller's regime version.
+        ours: u32,
+    },
+    /// The stamp is not a well-formed regime version.
+    #[error("malformed regime stamp {content:?}")]
+    MalformedStamp {
+        /// The stamp content, lossily decoded, at most 64 characters.
+        content: String,
+    },
+    /// A lock-free read of a directory this process cannot write saw the stamp change while it
+    /// read: the answer is discarded.
+    #[error("the regime stamp changed during a lock-free read of a read-only directory")]
+    StampChanged,
+    /// A file name the protocol does not allow for an entry (see [`validate_name`](crate::validate_name)).
+    #[error("invalid entry file name {name:?}: {why}")]
+    InvalidName {
+        /// The name (at most 64 characters of it).
+        name: String,
+        /// Which rule it breaks.
+        why: &'static str,
+    },
+    /// A directory or file another user could have written (see
+    /// [`check_private`](crate::check_private)).
+    #[error("{}: {why}", path.display())]
+    NotPrivate {
+        /// The path checked.
+        path: PathBuf,
+        /// What is wrong with its owner or mode.
+        why: String,
+    },
+    /// The file system said no.
+    #[error("could not {during}: {source}")]
+    Io {
+        /// What the protocol was doing: "open and lock the lock file", "read the regime stamp",
+        /// "publish the entry", ….
+        during: &'static str,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(during: &'static str) -> impl FnOnce(io::Error) -> Error {
+        move |source| Error::Io { during, source }
+    }
+
+    /// Whether this is an I/O error of kind `NotFound` (for example an absent entry).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}

@@ -1,0 +1,453 @@
+//! The directory protocol of kcache's on-disk stores, in one place: a store that keeps entries
+//! as files in a directory shared by many processes (the schedule store of `schedule-cache`,
+//! the kernel store of `kernel-cache`) builds on [`CacheDir`] and gets the same guarantees.
+//!
+//! - **A permanent lock file** ([`LOCK_FILE`]): an in-process reader/writer lock, then `flock`
+//!   on a file that is never unlinked; **shared** for entry reads and writes, **exclusive** for a
+//!   regime change, a staging sweep, eviction and garbage collection.
+//! - **A regime stamp** ([`STAMP_FILE`]): the store's version of what entry names mean. Equal:
+//!   admitted. Newer or malformed: refused, nothing touched. Absent or older: under the
+//!   exclusive lock, every file the store's `is_entry` predicate calls an entry (of any version)
+//!   is deleted, then the stamp is published.
+//! - **Atomic publication** ([`Guard::publish`], via `atomicwrites`): a reader sees a whole old
+//!   file or a whole new one, never a torn one, and a published file survives a power loss.
+//! - **Crash-stale staging cleanup**: the first open of a directory in a process removes the
+//!   staging directories killed writers left behind.
+//! - **Validated names** ([`validate_name`]): an entry name never leaves the directory and is
+//!   never a protocol file.
+//! - **No hang and no unbounded read on any directory content** ([`read_regular`]): only regular
+//!   files are read, opened without blocking and without following links, checked on the
+//!   opened handle, up to a caller-given size.
+//! - **Owner and mode checks** ([`check_private`]) for a store that is a trust boundary.
+//! - **Read-only directories still serve lookups**: see [`CacheDir::with_shared`].
+//!
+//! What a store keeps in its entries, how it explains a miss and how it reports to recorders is
+//! the store's own; this crate reports its own events (regime transitions, staging sweeps) to
+//! `tracing` under target `cache_dir`. `docs/disk-format.md` ("The directory protocol") is the
+//! full specification.
+//!
+//! ```
+//! use cache_dir::{CacheDir, Error};
+//!
+//! fn is_entry(name: &str) -> bool {
+//!     name.ends_with(".entry")
+//! }
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let store = CacheDir::new(tmp.path().join("kernels"), 1, is_entry);
+//! // A lookup never creates the directory: a missing one is an error the store calls a miss.
+//! assert!(matches!(store.with_shared(false, |_| ()), Err(Error::NoDirectory { .. })));
+//! store.with_shared(true, |dir| dir.publish("k1.entry", b"payload"))??;
+//! let read = store.with_shared(false, |dir| dir.read("k1.entry", 1 << 20))??;
+//! assert_eq!(read, b"payload");
+//! // A build of regime 2 sweeps every entry, then stamps the directory.
+//! let newer = CacheDir::new(store.dir(), 2, is_entry);
+//! let names: Vec<String> = newer.with_shared(false, |dir| {
+//!     dir.entries().map(|it| it.filter_map(Result::ok).map(|e| e.name).collect())
+//! })??;
+//! assert!(names.is_empty());
+//! // And the older build is refused from then on.
+//! assert!(matches!(store.with_shared(false, |_| ()), Err(Error::NewerRegime { found: 2, ours: 1 })));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod error;
+mod lock;
+mod names;
+mod private;
+mod read;
+mod regime;
+mod staging;
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use atomicwrites::{AllowOverwrite, AtomicFile};
+
+pub use error::Error;
+pub use lock::{LOCK_FILE, Mode};
+pub use names::{MAX_NAME_LEN, validate_name};
+pub use private::{check_private, check_private_metadata, current_uid};
+pub use read::{open_regular, read_regular, retry};
+pub use regime::{MAX_STAMP_BYTES, RegimeStamp, STAMP_FILE, parse_stamp, read_stamp, render_stamp};
+pub use staging::{DEFAULT_STALE_STAGING_AFTER, STAGING_PREFIX, is_staging, staging_age};
+
+use lock::Held;
+
+/// A cache directory together with the protocol parameters a process uses on it: the regime
+/// version it writes and admits, which file names are entries (of *any* version: a regime
+/// change deletes exactly these), and when staging counts as crash-stale.
+#[derive(Clone, Debug)]
+pub struct CacheDir {
+    dir: PathBuf,
+    regime: u32,
+    is_entry: fn(&str) -> bool,
+    stale_staging_after: Duration,
+}
+
+/// An open cache directory: the locks (released on drop) and the entry operations they cover.
+pub struct Guard<'a> {
+    cache: &'a CacheDir,
+    held: Held,
+}
+
+/// One entry file seen by [`Guard::entries`].
+#[derive(Debug)]
+pub struct Listed {
+    /// Its file name (valid UTF-8, accepted by the store's `is_entry`).
+    pub name: String,
+    /// The directory entry (file type and `lstat` metadata without following links).
+    pub item: fs::DirEntry,
+}
+
+/// The entry files of a directory, read from the directory as they are iterated (never all
+/// held at once).
+pub struct Entries<'g> {
+    listing: fs::ReadDir,
+    is_entry: fn(&str) -> bool,
+    _guard: std::marker::PhantomData<&'g ()>,
+}
+
+impl Iterator for Entries<'_> {
+    type Item = io::Result<Listed>;
+
+    fn next(&mut self) -> Option<io::Result<Listed>> {
+        loop {
+            let item = match self.listing.next()? {
+                Ok(item) => item,
+                Err(e) => return Some(Err(e)),
+            };
+            let Ok(name) = item.file_name().into_string() else {
+                continue;
+            };
+            if is_entry_name(self.is_entry, &name) {
+                return Some(Ok(Listed { name, item }));
+            }
+        }
+    }
+}
+
+fn cannot_write(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+    )
+}
+
+/// The store's predicate, never accepting a protocol or staging name.
+fn is_entry_name(is_entry: fn(&str) -> bool, name: &str) -> bool {
+    !name.starts_with('.') && name != LOCK_FILE && name != STAMP_FILE && is_entry(name)
+}
+
+impl CacheDir {
+    /// The cache at `dir` under regime version `regime`, whose entries are the file names
+    /// `is_entry` accepts. `is_entry` must accept every name any version of the store ever
+    /// wrote as an entry (a regime change deletes exactly those); the lock file, the stamp and
+    /// names starting with `.` are never entries whatever it says. Touches nothing on disk.
+    pub fn new(dir: impl Into<PathBuf>, regime: u32, is_entry: fn(&str) -> bool) -> CacheDir {
+        CacheDir {
+            dir: dir.into(),
+            regime,
+            is_entry,
+            stale_staging_after: DEFAULT_STALE_STAGING_AFTER,
+        }
+    }
+
+    /// Staging directories untouched for at least `after` count as crash-stale (default
+    /// [`DEFAULT_STALE_STAGING_AFTER`]).
+    pub fn with_stale_staging_after(mut self, after: Duration) -> CacheDir {
+        self.stale_staging_after = after;
+        self
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The regime version this handle writes and admits.
+    pub fn regime(&self) -> u32 {
+        self.regime
+    }
+
+    /// The stale-staging threshold.
+    pub fn stale_staging_after(&self) -> Duration {
+        self.stale_staging_after
+    }
+
+    /// Whether `name` is an entry's file name for this store.
+    pub fn is_entry(&self, name: &str) -> bool {
+        is_entry_name(self.is_entry, name)
+    }
+
+    /// The cache-open, then `f` on the open directory, then the release. With `create`, the
+    /// directory (and its parents) and the lock file are created; without, a missing directory
+    /// is [`Error::NoDirectory`] and nothing is created but the lock file of an existing
+    /// directory.
+    ///
+    /// The cache-open takes the locks (shared; exclusive on the process's first open of the
+    /// directory, which sweeps crash-stale staging, or when the regime must change) and reads
+    /// the stamp: equal is admitted; newer ([`Error::NewerRegime`]) or malformed
+    /// ([`Error::MalformedStamp`]) is refused with nothing touched; absent or older deletes
+    /// every entry, publishes this regime's stamp and is admitted. The locks are held until `f`
+    /// returns.
+    ///
+    /// **A directory this process cannot write** (a read-only mount, another user's cache)
+    /// still serves reads: the first-open sweep is skipped; an existing lock file is opened
+    /// read-only and locked shared; with no lock file there is no file lock to take, so the
+    /// stamp is read again after `f` and the result is discarded ([`Error::StampChanged`])
+    /// unless it still equals this regime. That is safe because stamps only move forward and a
+    /// newer regime's writer publishes its stamp before its first entry: a read that began
+    /// under our stamp and ends under our stamp saw only entries of our regime. A directory
+    /// that needs a regime change is refused there (the change needs the exclusive lock).
+    ///
+    /// # Errors
+    /// The refusal: [`Error::NoDirectory`], [`Error::NewerRegime`], [`Error::MalformedStamp`],
+    /// [`Error::StampChanged`], or [`Error::Io`] naming what the protocol was doing.
+    pub fn with_shared<R>(
+        &self,
+        create: bool,
+        f: impl FnOnce(&Guard<'_>) -> R,
+    ) -> Result<R, Error> {
+        let guard = self.open(create, Mode::Shared)?;
+        let out = f(&guard);
+        if guard.is_lock_free() {
+            let stamp = read_stamp(&self.dir).map_err(Error::io("read the regime stamp"))?;
+            if stamp != RegimeStamp::Version(self.regime) {
+                return Err(Error::StampChanged);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Like [`CacheDir::with_shared`], holding the exclusive lock through `f` (for eviction
+    /// and other changes that must not interleave with entry I/O). Never lock-free: a directory
+    /// this process cannot write is refused.
+    ///
+    /// # Errors
+    /// As [`CacheDir::with_shared`].
+    pub fn with_exclusive<R>(
+        &self,
+        create: bool,
+        f: impl FnOnce(&Guard<'_>) -> R,
+    ) -> Result<R, Error> {
+        let guard = self.open(create, Mode::Exclusive)?;
+        Ok(f(&guard))
+    }
+
+    /// Takes the locks in `mode` **without** the cache-open's stamp check, for tools that
+    /// inspect or collect garbage whatever the regime (never for entry I/O of a store).
+    /// With `create`, an existing directory gets its lock file; without, a missing lock file is
+    /// `NotFound` (so a read-only inspection creates nothing).
+    ///
+    /// # Errors
+    /// [`Error::Io`] (`NotFound` if the directory or, without `create`, the lock file is
+    /// missing).
+    pub fn lock(&self, mode: Mode, create: bool) -> Result<Guard<'_>, Error> {
+        let held = lock::acquire(&self.dir, mode, create)
+            .map_err(Error::io("open and lock the lock file"))?;
+        Ok(Guard { cache: self, held })
+    }
+
+    /// Removes the directory's crash-stale staging artifacts now (under the exclusive lock),
+    /// whether or not this process already swept it. Returns how many were removed. Does not
+    /// read or change the stamp, never creates the directory.
+    ///
+    /// # Errors
+    /// The refusal if the directory cannot be locked or listed.
+    pub fn sweep_stale_staging(&self) -> Result<usize, Error> {
+        let guard = self.lock(Mode::Exclusive, true)?;
+        guard.sweep_stale_staging()
+    }
+
+    fn open(&self, create: bool, want: Mode) -> Result<Guard<'_>, Error> {
+        if create {
+            retry(|| fs::create_dir_all(&self.dir)).map_err(Error::io("create the directory"))?;
+        }
+        let sweep = !staging::already_swept(&self.dir);
+        let mut mode = if sweep { Mode::Exclusive } else { want };
+        // Exclusive only for the first-open sweep: a directory we cannot write skips it.
+        let mut optional = want == Mode::Shared && sweep;
+        loop {
+            let held = match lock::acquire(&self.dir, mode, true) {
+                Ok(h) => h,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && !create => {
+                    return Err(Error::NoDirectory {
+                        path: self.dir.clone(),
+                    });
+                }
+                Err(e) if optional && cannot_write(&e) => {
+                    mode = Mode::Shared;
+                    optional = false;
+                    continue;
+                }
+                Err(e) => return Err(Error::io("open and lock the lock file")(e)),
+            };
+            let stamp = read_stamp(&self.dir).map_err(Error::io("read the regime stamp"))?;
+            match stamp {
+                RegimeStamp::Version(v) if v == self.regime => {}
+                RegimeStamp::Version(v) if v > self.regime => {
+                    return Err(Error::NewerRegime {
+                        found: v,
+                        ours: self.regime,
+                    });
+                }
+                RegimeStamp::Malformed(content) => return Err(Error::MalformedStamp { content }),
+                RegimeStamp::Absent | RegimeStamp::Version(_) => {
+                    if held.mode() == Mode::Shared {
+                        drop(held);
+                        mode = Mode::Exclusive;
+                        optional = false;
+                        continue;
+                    }
+                    self.transition(&stamp)
+                        .map_err(Error::io("sweep entries for a new regime"))?;
+                }
+            }
+            if held.mode() == Mode::Exclusive {
+                staging::sweep_once(&self.dir, self.stale_staging_after);
+            }
+            return Ok(Guard { cache: self, held });
+        }
+    }
+
+    /// Deletes every entry (every name `is_entry` accepts that is not a directory), then
+    /// publishes this handle's stamp. A crash in between leaves the old stamp, so the next
+    /// opener sweeps again.
+    fn transition(&self, from: &RegimeStamp) -> io::Result<()> {
+        let mut removed = 0usize;
+        for item in fs::read_dir(&self.dir)? {
+            let item = item?;
+            let Ok(name) = item.file_name().into_string() else {
+                continue;
+            };
+            if !self.is_entry(&name) || item.file_type()?.is_dir() {
+                continue;
+            }
+            match fs::remove_file(item.path()) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        regime::publish_stamp(&self.dir, self.regime)?;
+        tracing::info!(
+            target: "cache_dir",
+            dir = %self.dir.display(),
+            from = %from,
+            to = self.regime,
+            removed,
+            "cache directory moved to a new regime"
+        );
+        Ok(())
+    }
+}
+
+impl Guard<'_> {
+    /// How the directory is held (a shared open may hold it exclusively: see
+    /// [`CacheDir::with_shared`]).
+    pub fn mode(&self) -> Mode {
+        self.held.mode()
+    }
+
+    /// Whether this is a shared hold without a file lock (a directory this process cannot
+    /// write and that has no lock file; see [`CacheDir::with_shared`]).
+    pub fn is_lock_free(&self) -> bool {
+        self.held.is_lock_free()
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.cache.dir
+    }
+
+    /// The path of the entry file `name`, once [`validate_name`] accepts it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`].
+    pub fn path(&self, name: &str) -> Result<PathBuf, Error> {
+        validate_name(name)?;
+        Ok(self.cache.dir.join(name))
+    }
+
+    /// The bytes of the entry file `name`, read with [`read_regular`]: only a regular file,
+    /// never blocking, never through a link, at most `max_len` bytes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], or [`Error::Io`] (`during`: "read the entry") whose source is
+    /// `NotFound` for an absent entry ([`Error::is_not_found`]), `FileTooLarge` past `max_len`,
+    /// `IsADirectory` or `InvalidInput` for something that is not a regular file.
+    pub fn read(&self, name: &str, max_len: u64) -> Result<Vec<u8>, Error> {
+        let path = self.path(name)?;
+        read_regular(&path, max_len).map_err(Error::io("read the entry"))
+    }
+
+    /// Publishes `bytes` as the entry file `name` atomically (`atomicwrites`: staged in a
+    /// `.atomicwrite*` directory, fsynced, renamed over `name`, directory fsynced). A reader
+    /// sees the whole old file or the whole new one; concurrent writers of one name: the last
+    /// rename wins.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], or [`Error::Io`] (`during`: "publish the entry"), also for a
+    /// lock-free hold (which never writes).
+    pub fn publish(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        let path = self.path(name)?;
+        if self.is_lock_free() {
+            return Err(Error::io("publish the entry")(io::Error::new(
+                io::ErrorKind::ReadOnlyFilesystem,
+                "the directory is read-only for this process",
+            )));
+        }
+        AtomicFile::new(path, AllowOverwrite)
+            .write(|f| f.write_all(bytes))
+            .map_err(|e| Error::io("publish the entry")(io::Error::from(e)))
+    }
+
+    /// Removes the entry file `name`; `false` if there was none.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], or [`Error::Io`] (`during`: "remove the entry").
+    pub fn remove(&self, name: &str) -> Result<bool, Error> {
+        let path = self.path(name)?;
+        match retry(|| fs::remove_file(&path)) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io("remove the entry")(e)),
+        }
+    }
+
+    /// The entry files of the directory (every name the store's `is_entry` accepts), streamed
+    /// from the directory listing: memory stays bounded whatever the directory holds.
+    ///
+    /// # Errors
+    /// [`Error::Io`] (`during`: "list the directory") if the listing cannot start; errors of
+    /// single items are yielded.
+    pub fn entries(&self) -> Result<Entries<'_>, Error> {
+        Ok(Entries {
+            listing: fs::read_dir(&self.cache.dir).map_err(Error::io("list the directory"))?,
+            is_entry: self.cache.is_entry,
+            _guard: std::marker::PhantomData,
+        })
+    }
+
+    /// Removes crash-stale staging artifacts (older than the handle's threshold), re-checking
+    /// each one's age just before deleting it. Returns how many were removed.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the hold is not exclusive or the directory cannot be listed.
+    pub fn sweep_stale_staging(&self) -> Result<usize, Error> {
+        if self.mode() != Mode::Exclusive {
+            return Err(Error::io("sweep stale staging")(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the sweep needs the exclusive lock",
+            )));
+        }
+        staging::sweep_stale(&self.cache.dir, self.cache.stale_staging_after)
+            .map_err(Error::io("list the directory"))
+    }
+}
