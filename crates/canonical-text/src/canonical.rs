@@ -16,10 +16,13 @@ use crate::kernel_token;
 /// Domain separation and format version of [`Canonical::key`]. Bump on any change of the
 /// encoding or of the renaming rules, so no key of an old format can equal a new one.
 /// History: v1 -- first format (text runs as length-prefixed elements); v2 -- text kept
-/// verbatim, renamed and own names as tag bytes UTF-8 never uses.
+/// verbatim, renamed and own names as tag bytes UTF-8 never uses; v3 -- phases 1-2
+/// refusals (splices, lone CR, `$`, NUL, digit separators anywhere), spelling observers
+/// (`__func__`, `asm`, `#`/`##` macros, `assert`) key the exact text with the whole own
+/// name, members across comments ending in white space are no longer renamed.
 /// Its length part and it fill exactly one SHA-256 block, so each key starts from a
 /// hash state computed once ([`key_prefix`]).
-const KEY_DOMAIN: &[u8] = b"kcache canonical-text v2 -- the key of a kernel encoding";
+const KEY_DOMAIN: &[u8] = b"kcache canonical-text v3 -- the key of a kernel encoding";
 const _: () = assert!(8 + KEY_DOMAIN.len() == 64);
 
 /// The SHA-256 state after the length-prefixed [`KEY_DOMAIN`].
@@ -63,7 +66,7 @@ impl Derivation {
 
 /// What the renderer knows about a kernel's names: which ones the kernel binds (and may
 /// therefore be renamed) and which ones it must keep.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Names {
     /// Names the kernel declares for its tensor nodes (parameters, locals), bare or
     /// disambiguated. Renamed, unless renaming is refused (see [`canonical_kernel`]).
@@ -75,10 +78,29 @@ pub struct Names {
     pub keep: BTreeSet<String>,
     /// Templates of the emitter's own derived names.
     pub derivations: Vec<Derivation>,
+    /// Macros from headers that observe the spelling of their arguments or of the
+    /// enclosing function (they stringify `#x`, paste `a##b`, or expand to `__func__`).
+    /// Wherever one of these occurs in the text (as a substring, even in a comment),
+    /// nothing is renamed ([`Refusal::SpellingObserved`]). Default: `assert`. Macros
+    /// *defined in the text* with `#` or `##` are found without being listed here.
+    pub observers: BTreeSet<String>,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Names {
+            bound: BTreeSet::new(),
+            free: BTreeSet::new(),
+            keep: BTreeSet::new(),
+            derivations: Vec::new(),
+            observers: BTreeSet::from([crate::phases::DEFAULT_OBSERVER.to_owned()]),
+        }
+    }
 }
 
 impl Names {
-    /// No names: only loop symbols and scope-locals are renamed.
+    /// No names: only loop symbols and scope-locals are renamed; `assert` is the one
+    /// observing macro.
     pub fn new() -> Self {
         Names::default()
     }
@@ -98,6 +120,12 @@ impl Names {
     /// Adds names to keep.
     pub fn with_keep<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
         self.keep.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds macros that observe spellings (see [`Names::observers`]).
+    pub fn with_observers<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        self.observers.extend(names.into_iter().map(Into::into));
         self
     }
 
@@ -215,14 +243,29 @@ pub enum Refusal {
         /// The first such name.
         name: String,
     },
-    /// The text holds something whose tokenization depends on the language dialect (a
-    /// backslash outside literals, comments and preprocessor lines, a trigraph, a C++
-    /// raw string): nothing is renamed and the key is taken over the exact text.
+    /// The text holds something whose tokenization is not modelled exactly for every
+    /// dialect we accept (a line splice anywhere, a carriage return not before a
+    /// newline, a `$`, a NUL byte, a trigraph, a `'` after a number or an identifier
+    /// other than an encoding prefix, a C++ raw string, a backslash in code): nothing is
+    /// renamed and the key is taken over the exact text.
     AmbiguousLexing {
         /// Byte offset of the first such thing.
         offset: usize,
         /// What it was.
         what: &'static str,
+    },
+    /// The text can observe the spelling of a name: `__func__`, `__FUNCTION__`,
+    /// `__PRETTY_FUNCTION__`, `__builtin_FUNCTION` (the enclosing function's name), `asm`,
+    /// `_Pragma` or a symbol-naming attribute (`alias`, `weakref`, `ifunc`, `symver`:
+    /// names read out of strings), a macro in [`Names::observers`], or a preprocessor
+    /// line with `#` or `##` after its introducer (a macro that may stringify or paste
+    /// its arguments). Nothing is renamed, the key is taken over the exact text, and the
+    /// kernel's own name is kept whole (its segment index included).
+    SpellingObserved {
+        /// Byte offset of the first such thing.
+        offset: usize,
+        /// What it was.
+        what: String,
     },
 }
 
@@ -239,6 +282,10 @@ impl fmt::Display for Refusal {
             Refusal::AmbiguousLexing { offset, what } => write!(
                 f,
                 "{what} at byte {offset}: nothing renamed, key over the exact text"
+            ),
+            Refusal::SpellingObserved { offset, what } => write!(
+                f,
+                "`{what}` at byte {offset} observes spellings: nothing renamed, key over the exact text and the whole kernel name"
             ),
         }
     }
@@ -621,10 +668,22 @@ impl<'a> Interner<'a> {
     }
 }
 
-/// Something that makes the tokenization dialect-dependent; the kernel is then keyed raw.
+/// Something that makes the tokenization dialect-dependent, or observes a spelling
+/// (`observer`); the kernel is then keyed raw.
 struct Ambiguous {
     offset: usize,
     what: &'static str,
+    observer: bool,
+}
+
+impl Ambiguous {
+    fn lexing(offset: usize, what: &'static str) -> Self {
+        Ambiguous {
+            offset,
+            what,
+            observer: false,
+        }
+    }
 }
 
 struct Renamer<'a, 'n> {
@@ -895,16 +954,20 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         if pos >= 2
             && src[pos - 1] == b' '
             && BEFORE[src[pos - 2] as usize] != B_SPACE
+            && pos != self.region_end
             && pos - 1 != self.region_end
         {
             return Some(pos - 2);
         }
         let mut i = pos;
         while i > 0 {
-            if BEFORE[src[i - 1] as usize] == B_SPACE {
-                i -= 1;
-            } else if i == self.region_end {
+            // The region's end first: a comment or directive may end in white space
+            // (a trailing blank, the `\r` of a CRLF line end) that is not between
+            // tokens of code.
+            if i == self.region_end {
                 return self.region_sig;
+            } else if BEFORE[src[i - 1] as usize] == B_SPACE {
+                i -= 1;
             } else {
                 return Some(i - 1);
             }
@@ -1008,22 +1071,43 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             }
             Ok(e)
         } else if src[pos] == b'?' && trigraph_at(&src[..end], pos) {
-            Err(Ambiguous {
-                offset: pos,
-                what: "a trigraph",
-            })
+            Err(Ambiguous::lexing(pos, "a trigraph"))
         } else {
             Ok(pos + 1)
         }
     }
 
     /// A preprocessor line or attribute `src[start..end]`: kept as written, and every
-    /// word in it pinned.
-    fn kept_region(&mut self, start: usize, end: usize) -> Result<(), Ambiguous> {
+    /// word in it pinned. In a preprocessor line (`directive`), a `#` or `%:` after the
+    /// introducer (`#define S(x) #x`, `a##b`) refuses: a macro that stringifies or pastes
+    /// observes the spelling of what it is given. A `'` after a word or number refuses
+    /// (a digit separator in some dialects only).
+    fn kept_region(&mut self, start: usize, end: usize, directive: bool) -> Result<(), Ambiguous> {
         let src = self.src;
         let mut i = start;
+        if directive {
+            // Past the introducer (`#`, or `%:` whose `%` is at `start`).
+            let body = if src[start] == b'%' {
+                start + 2
+            } else {
+                start + 1
+            };
+            let body = body.min(end);
+            let hit = memchr::memchr(b'#', &src[body..end])
+                .or_else(|| memchr::memmem::find(&src[body..end], b"%:"));
+            if let Some(k) = hit {
+                return Err(Ambiguous {
+                    offset: body + k,
+                    what: "a preprocessor line with `#` or `##` after its introducer",
+                    observer: true,
+                });
+            }
+        }
         while i < end {
             let b = src[i];
+            if b == b'\'' && i > start && quote_after_word(src, i) {
+                return Err(Ambiguous::lexing(i, DIGIT_SEPARATOR));
+            }
             if is_ident_continue(b) {
                 let s = i;
                 while i < end && is_ident_continue(src[i]) {
@@ -1034,10 +1118,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 }
             } else {
                 if b == b'?' && trigraph_at(&src[..end], i) {
-                    return Err(Ambiguous {
-                        offset: i,
-                        what: "a trigraph",
-                    });
+                    return Err(Ambiguous::lexing(i, "a trigraph"));
                 }
                 i += 1;
             }
@@ -1047,10 +1128,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
 
     fn literal(&mut self, start: usize, end: usize) -> Result<(), Ambiguous> {
         match find_trigraph(&self.src[start..end]) {
-            Some(i) => Err(Ambiguous {
-                offset: start + i,
-                what: "a trigraph",
-            }),
+            Some(i) => Err(Ambiguous::lexing(start + i, "a trigraph")),
             None => Ok(()),
         }
     }
@@ -1074,16 +1152,14 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         let q = src.get(e).copied().unwrap_or(0);
         if q == b'"' || q == b'\'' {
             let prefix = &src[pos..e];
-            if matches!(prefix, b"L" | b"u" | b"U" | b"u8") {
+            // `u8'x'` is no character literal in gnu17: refused at the `'`.
+            if matches!(prefix, b"L" | b"u" | b"U") || (q == b'"' && prefix == b"u8") {
                 let end = literal_end(src, e);
                 self.literal(pos, end)?;
                 return Ok(end);
             }
             if q == b'"' && matches!(prefix, b"R" | b"LR" | b"uR" | b"UR" | b"u8R") {
-                return Err(Ambiguous {
-                    offset: pos,
-                    what: "a raw string literal",
-                });
+                return Err(Ambiguous::lexing(pos, "a raw string literal"));
             }
         }
         self.ident(pos, e, prev);
@@ -1097,10 +1173,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         let b = src[pos];
         let b1 = src.get(pos + 1).copied().unwrap_or(0);
         match b {
-            // A digit separator inside a number (`1'000`), as the lexer reads it.
-            b'\'' if pos > 0 && is_ident_continue(b1) && in_number(src, self.done, pos - 1) => {
-                Ok(number_end(src, pos))
-            }
+            // A digit separator (`1'000`) in some dialects, a character literal in
+            // others; `u8'x'` likewise.
+            b'\'' if quote_after_word(src, pos) => Err(Ambiguous::lexing(pos, DIGIT_SEPARATOR)),
             b'"' | b'\'' => {
                 if b == b'"' && pos > 0 && src[pos - 1] == b'R' {
                     let mut s = pos - 1;
@@ -1108,10 +1183,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                         s -= 1;
                     }
                     if matches!(&src[s..pos], b"R" | b"LR" | b"uR" | b"UR" | b"u8R") {
-                        return Err(Ambiguous {
-                            offset: s,
-                            what: "a raw string literal",
-                        });
+                        return Err(Ambiguous::lexing(s, "a raw string literal"));
                     }
                 }
                 let e = literal_end(src, pos);
@@ -1129,23 +1201,20 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             b'#' | b'%' if (b == b'#' || b1 == b':') && self.line_start_before(pos) => {
                 let from = if b == b'#' { pos } else { pos + 1 };
                 let e = preprocessor_end(src, from).max(pos + 1);
-                self.kept_region(pos, e)?;
+                self.kept_region(pos, e, true)?;
                 self.region(pos, e, false);
                 Ok(e)
             }
             b'[' if b1 == b'[' => {
                 let e = attribute_end(src, pos);
-                self.kept_region(pos, e)?;
+                self.kept_region(pos, e, false)?;
                 Ok(e)
             }
-            b'?' if trigraph_at(src, pos) => Err(Ambiguous {
-                offset: pos,
-                what: "a trigraph",
-            }),
-            b'\\' => Err(Ambiguous {
-                offset: pos,
-                what: "a backslash outside literals, comments and preprocessor lines",
-            }),
+            b'?' if trigraph_at(src, pos) => Err(Ambiguous::lexing(pos, "a trigraph")),
+            b'\\' => Err(Ambiguous::lexing(
+                pos,
+                "a backslash outside literals, comments and preprocessor lines",
+            )),
             _ => Ok(pos + 1),
         }
     }
@@ -1496,6 +1565,31 @@ fn number_around(src: &[u8], floor: usize, i: usize) -> Option<usize> {
     None
 }
 
+/// What [`quote_after_word`] refuses.
+const DIGIT_SEPARATOR: &str =
+    "a `'` after a number or a name other than `L`, `u`, `U` (a digit separator in some dialects)";
+
+/// Whether the `'` at `i` follows a byte of an identifier or preprocessing number (or a
+/// `.`) other than a whole encoding prefix `L`, `u` or `U`: a digit separator in C23 and
+/// C++14, a character literal in gnu17, and `u8'x'` is one character literal in C23
+/// and two tokens in gnu17.
+fn quote_after_word(src: &[u8], i: usize) -> bool {
+    let Some(&prev) = i.checked_sub(1).and_then(|q| src.get(q)) else {
+        return false;
+    };
+    if !(is_ident_continue(prev) || prev == b'.') {
+        return false;
+    }
+    let mut s = i;
+    while s > 0 && is_ident_continue(src[s - 1]) {
+        s -= 1;
+    }
+    let prefix = &src[s..i];
+    let before = s.checked_sub(1).map(|q| src[q]);
+    !(matches!(prefix, b"L" | b"u" | b"U")
+        && before.is_none_or(|b| !(b == b'.' || is_ident_continue(b))))
+}
+
 /// Whether a trigraph (`??` then one of `=/'()!<>-`) starts at `i`.
 fn trigraph_at(bytes: &[u8], i: usize) -> bool {
     bytes.get(i) == Some(&b'?')
@@ -1551,6 +1645,21 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
     let prepared = Prepared::new(names);
     let bound_ok = prepared.refusal.is_none();
     refusals.extend(prepared.refusal.clone());
+
+    // Phases 1-2 and the spelling observers first, over the whole text.
+    if let Some((offset, what)) = crate::phases::untokenizable(src) {
+        refusals.push(Refusal::AmbiguousLexing { offset, what });
+        return raw(src, kernel_name, refusals);
+    }
+    if let Some((offset, what)) = crate::phases::spelling_observer(
+        src,
+        names.observers.iter().map(String::as_str),
+        names.observers.contains(crate::phases::DEFAULT_OBSERVER),
+    ) {
+        refusals.push(Refusal::SpellingObserved { offset, what });
+        return raw(src, kernel_name, refusals);
+    }
+
     let own = kernel_name.map(str::as_bytes);
     let token = kernel_name.map(kernel_token);
     let token_bytes = token.map(str::as_bytes).unwrap_or_default();
@@ -1590,19 +1699,36 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
                 text: OnceLock::new(),
             }
         }
-        Err(Ambiguous { offset, what }) => {
-            let encoding = src.to_vec();
-            refusals.push(Refusal::AmbiguousLexing { offset, what });
-            Canonical {
-                encoding,
-                side: token_bytes.to_vec(),
-                token_len,
-                renamed_count: 0,
-                refusals,
-                pinned: Vec::new(),
-                text: OnceLock::new(),
-            }
+        Err(Ambiguous {
+            offset,
+            what,
+            observer,
+        }) => {
+            refusals.push(if observer {
+                Refusal::SpellingObserved {
+                    offset,
+                    what: what.to_owned(),
+                }
+            } else {
+                Refusal::AmbiguousLexing { offset, what }
+            });
+            raw(src, kernel_name, refusals)
         }
+    }
+}
+
+/// The canonical form that renames nothing: the exact text, and the kernel's own name
+/// whole (its segment index included) as the kernel token, since what refused may
+/// observe it.
+fn raw(src: &[u8], kernel_name: Option<&str>, refusals: Vec<Refusal>) -> Canonical {
+    Canonical {
+        encoding: src.to_vec(),
+        side: kernel_name.map(str::as_bytes).unwrap_or_default().to_vec(),
+        token_len: kernel_name.map(str::len),
+        renamed_count: 0,
+        refusals,
+        pinned: Vec::new(),
+        text: OnceLock::new(),
     }
 }
 
@@ -1708,12 +1834,12 @@ mod tests {
     #[test]
     fn preprocessor_lines_are_kept_and_pin_their_names() {
         let c = canon(
-            "#define TILE 64\n#pragma omp parallel for private(i3)\nfor (i3 = 0; i3 < TILE; i3++) v1_a += i4;\n  #  if \\\n i4\n#endif",
+            "#define TILE 64\n#pragma omp parallel for private(i3)\nfor (i3 = 0; i3 < TILE; i3++) v1_a += i4;\n  #  if  i4\n#endif",
             &Names::new(),
         );
         assert_eq!(
             c.text(),
-            "#define TILE 64\n#pragma omp parallel for private(i3)\nfor (i3 = 0; i3 < TILE; i3++) ocannl_k0 += i4;\n  #  if \\\n i4\n#endif"
+            "#define TILE 64\n#pragma omp parallel for private(i3)\nfor (i3 = 0; i3 < TILE; i3++) ocannl_k0 += i4;\n  #  if  i4\n#endif"
         );
         assert_eq!(c.pinned(), ["i3", "i4"]);
         // `#` not first on its line is an operator; `%:` is a digraph introducer.
@@ -1750,13 +1876,11 @@ mod tests {
 
     #[test]
     fn numbers_are_kept() {
-        // Letters inside a preprocessing number are no names; a `'` inside one is a
-        // digit separator, not a character literal.
-        assert_eq!(plain("0...i1'i2 + i2 [[x]]"), "0...i1'i2 + ocannl_k0 [[x]]");
-        assert_eq!(plain("i1'i2'"), "ocannl_k0'i2'");
+        // Letters inside a preprocessing number are no names.
+        assert_eq!(plain("0...i1 + i2 [[x]]"), "0...i1 + ocannl_k0 [[x]]");
         assert_eq!(
-            plain("x = 1.5e+3f + 0x1fu + 1'000 + .5 + i1 + 1e+i2 + 1.i3 + i2 + i3"),
-            "x = 1.5e+3f + 0x1fu + 1'000 + .5 + ocannl_k0 + 1e+i2 + 1.i3 + ocannl_k1 + ocannl_k2"
+            plain("x = 1.5e+3f + 0x1fu + .5 + i1 + 1e+i2 + 1.i3 + 0x1p-i4 + i2 + i3 + i4"),
+            "x = 1.5e+3f + 0x1fu + .5 + ocannl_k0 + 1e+i2 + 1.i3 + 0x1p-i4 + ocannl_k1 + ocannl_k2 + ocannl_k3"
         );
     }
 
@@ -1876,7 +2000,7 @@ mod tests {
     #[test]
     fn dialect_dependent_text_is_keyed_raw() {
         for (text, what) in [
-            ("i1 = a \\\n+ i1;", "backslash"),
+            ("i1 = a \\\n+ i1;", "splice"),
             ("i1 = a ??/\n+ i1;", "trigraph"),
             ("i1 ??= i1;", "trigraph"),
             ("s = \"??/\" i1 \"\";", "trigraph"),
@@ -1894,9 +2018,10 @@ mod tests {
             );
             assert_eq!(c.renamed_count(), 0);
         }
-        // Backslashes inside literals, comments and preprocessor lines are fine.
+        // Backslashes inside literals, comments and preprocessor lines are fine, but
+        // not as line splices.
         let c = canon(
-            "#define A(x) \\\n x\ns = \"\\n\"; // a \\ b\ni1",
+            "#define A(x) x \\ y\ns = \"\\n\"; // a \\ b\ni1",
             &Names::new(),
         );
         assert!(c.refusals().is_empty());
@@ -2020,6 +2145,150 @@ mod tests {
                 assert_eq!(classify64(block, f), classify64_portable(block, f));
             }
         }
+    }
+
+    /// Asserts that `text` is keyed raw with a refusal whose description holds `what`.
+    fn assert_refused(text: &str, names: &Names, what: &str) {
+        let c = canonical_kernel(text, Some("k__seg3"), names);
+        assert_eq!(c.renamed_count(), 0, "{text:?}");
+        assert_eq!(c.encoding(), text.as_bytes(), "{text:?}");
+        assert_eq!(c.kernel_token(), Some("k__seg3"), "{text:?}");
+        let said: Vec<String> = c.refusals().iter().map(ToString::to_string).collect();
+        assert!(
+            said.iter().any(|r| r.contains(what)),
+            "{text:?}: {said:?} lacks {what:?}"
+        );
+    }
+
+    /// Class 1 of issue 12: phases 1-2 as gcc performs them. Every construct whose
+    /// reading depends on them refuses, wherever it occurs.
+    #[test]
+    fn phases_one_and_two_refuse_wherever_they_occur() {
+        let names = Names::new();
+        for (text, what) in [
+            // Splices: in a literal, after an escaped backslash, in a comment delimiter,
+            // in an identifier, in a line comment, with blanks before the newline, CRLF.
+            ("s = \"i1\\\n\"; i1;", "splice"),
+            ("s = \"a\\\\\\\n i1\"; i1;", "splice"),
+            ("/* *\\\n/ i1 */ i1;", "splice"),
+            ("i\\\n1 = i1;", "splice"),
+            ("// c \\ \t\ni1 = 0;", "splice"),
+            ("#define X \\\r\ni1\ni1;", "splice"),
+            ("i1 = 1; \\", "splice"),
+            // A lone CR ends a line to gcc (for `//` comments and directives).
+            ("// c\ri1 = 1;", "carriage return"),
+            ("#define X\ri1 = 2;\ni1;", "carriage return"),
+            // `$` in identifiers, numbers, before a digit, in literals.
+            ("i1$ = i1;", "`$`"),
+            ("x = 1$i1 + i1;", "`$`"),
+            ("$1 = i1;", "`$`"),
+            ("s = \"$\"; i1;", "`$`"),
+            // Digit separators and `u8` character literals (dialect-dependent).
+            ("x = 1'2 + i1 + '3;", "digit separator"),
+            ("x = 0x1'f + i1;", "digit separator"),
+            ("x = u8'a' + i1;", "digit separator"),
+            ("x = 1.'2' + i1;", "digit separator"),
+            ("#if 1'0 /* \n i1 */\ni1;", "digit separator"),
+            // NUL (white space to gcc) and trigraphs anywhere.
+            ("s.\0i1 + i1;", "NUL"),
+            ("s = \"??/\"; i1;", "trigraph"),
+        ] {
+            assert_refused(text, &names, what);
+        }
+        // Encoding prefixes stay literals; a quote after other bytes is plain.
+        let c = canon("x = L'a' + u'b' + U'c' + (i1)'d';", &names);
+        assert!(c.refusals().is_empty(), "{:?}", c.refusals());
+        assert_eq!(c.renamed_count(), 1);
+    }
+
+    /// CRLF line ends are handled exactly: the `\r` is white space.
+    #[test]
+    fn crlf_is_white_space() {
+        let names = Names::new();
+        let a = canon("x = i1;\r\n// i1\r\n#define N 4\r\ni2 = i1;\r\n", &names);
+        assert!(a.refusals().is_empty());
+        assert_eq!(
+            a.text(),
+            "x = ocannl_k0;\r\n// ocannl_k0\r\n#define N 4\r\nocannl_k1 = ocannl_k0;\r\n"
+        );
+        // CRLF and LF texts differ (a `\r` is a byte of the text).
+        assert_ne!(
+            a.key(&[]),
+            canon("x = i1;\n// i1\n#define N 4\ni2 = i1;\n", &names).key(&[])
+        );
+    }
+
+    /// A member name after `.`, `->` or `::` is never renamed, whatever stands between:
+    /// comments and directives that end in white space (a trailing blank, the CR of a
+    /// CRLF line end) included.
+    #[test]
+    fn members_across_comments_and_directives_ending_in_white_space() {
+        for text in [
+            "s. /* c */ i1 + i1",
+            "s. /* c */ /* d */ i1 + i1",
+            "s.// c \ni1 + i1",
+            "s.// c\r\ni1 + i1",
+            "s->// c \t\n  i1 + i1",
+            "s.\n#define X \ni1 + i1",
+            "s.\n#define X\r\ni1 + i1",
+            "s.\n#pragma x\n// c \n /* d */ i1 + i1",
+        ] {
+            let c = canon(text, &Names::new());
+            assert_eq!(c.renamed_count(), 0, "{text:?}: {}", c.text());
+            assert_eq!(c.pinned(), ["i1"], "{text:?}");
+        }
+    }
+
+    /// Class 2 of issue 12: the spelling of a renamed name is observable.
+    #[test]
+    fn spelling_observers_refuse_renaming() {
+        let names = Names::new();
+        for (text, what) in [
+            ("void k__seg3(void) { puts(__func__); i1 = 0; }", "__func__"),
+            ("void k__seg3(void) { puts(__FUNCTION__); }", "FUNCTION"),
+            ("void i1(void) { puts(__PRETTY_FUNCTION__); }", "FUNCTION"),
+            (
+                "const char *f(void) { return __builtin_FUNCTION(); }",
+                "FUNCTION",
+            ),
+            ("#define S(x) #x\nputs(S(i1));", "`#` or `##`"),
+            ("#define P(a, b) a ## b\nint P(i, 1) = i1;", "`#` or `##`"),
+            ("%:define S(x) %:x\nputs(S(i1));", "`#` or `##`"),
+            ("assert(i1 > 0);", "assert"),
+            ("__asm__(\"call i1\"); void i1(void) {}", "asm"),
+            (
+                "_Pragma(\"omp parallel for private(i3)\") for (i3 = 0;;) ;",
+                "_Pragma",
+            ),
+            ("void i2(void) __attribute__((alias(\"i1\")));", "alias"),
+        ] {
+            assert_refused(text, &names, what);
+        }
+        // `assert` is configurable; so is any other observing macro.
+        let quiet = Names {
+            observers: BTreeSet::new(),
+            ..Names::new()
+        };
+        assert_eq!(canon("assert(i1 > 0);", &quiet).renamed_count(), 1);
+        assert_refused("LOG(i1);", &quiet.clone().with_observers(["LOG"]), "LOG");
+        // The own name keeps its segment index when observed.
+        let a = canonical_kernel(
+            "void k__seg3(void) { puts(__func__); }",
+            Some("k__seg3"),
+            &names,
+        );
+        let b = canonical_kernel(
+            "void k__seg4(void) { puts(__func__); }",
+            Some("k__seg4"),
+            &names,
+        );
+        assert_ne!(a.key(&[]), b.key(&[]));
+        // A `#` in a directive only as its introducer is fine.
+        assert!(
+            canon("#define N 4\n# pragma x\ni1", &names)
+                .refusals()
+                .is_empty()
+        );
     }
 
     #[test]

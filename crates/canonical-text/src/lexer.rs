@@ -207,10 +207,9 @@ pub(crate) fn number_end(src: &[u8], mut p: usize) -> usize {
             } else {
                 p += 1;
             }
-        } else if b == b'\'' && p + 1 < n && is_ident_continue(src[p + 1]) {
-            // C23 / C++14 digit separator.
-            p += 2;
         } else {
+            // No digit separator: gnu17 has none (`1'000` is `1` and a character
+            // literal); canonical_kernel refuses a `'` after a number.
             break;
         }
     }
@@ -506,7 +505,11 @@ pub(crate) fn scan(src: &[u8], p: usize, line_start: bool) -> Scan {
         C_IDENT => {
             let e = ident_end(src, p + 1);
             let q = at(src, e);
-            if (q == b'"' || q == b'\'') && matches!(&src[p..e], b"L" | b"u" | b"U" | b"u8") {
+            let prefix = &src[p..e];
+            // gnu17: `u8` prefixes strings only (`u8'x'` is C23).
+            if (q == b'"' && matches!(prefix, b"L" | b"u" | b"U" | b"u8"))
+                || (q == b'\'' && matches!(prefix, b"L" | b"u" | b"U"))
+            {
                 let kind = if q == b'"' {
                     TokenKind::Str
                 } else {
@@ -639,7 +642,8 @@ mod tests {
                 (Number, ".5"),
                 (Number, "1e-x"),
                 (Number, "0x1p-3"),
-                (Number, "1'000")
+                (Number, "1"),
+                (Char, "'000")
             ]
         );
         assert_eq!(

@@ -61,10 +61,30 @@
 //!   place the compiler could see it, and a kept one at none.
 //! * **Tokenization agrees with the compiler.** Names are recognized as maximal
 //!   identifier runs outside literals, comments, preprocessor lines and attributes, with
-//!   preprocessing numbers, encoding prefixes and line continuations handled as C does.
-//!   Text whose tokenization depends on the dialect (a backslash outside literals,
-//!   comments and preprocessor lines, a trigraph, a C++ raw string) is keyed over its
-//!   exact bytes with nothing renamed ([`Refusal::AmbiguousLexing`]).
+//!   preprocessing numbers, encoding prefixes and CRLF line ends handled as gcc (gnu17)
+//!   does. One module decides which text that reading is exact for (C translation phases
+//!   1-3, for every dialect we accept); the [`lexer`] and the renamer both follow it, and
+//!   [`reference::disagreement`] holds the renamer to the lexer in the property tests and
+//!   the differential fuzz target. Everything else is keyed over its exact bytes with
+//!   nothing renamed ([`Refusal::AmbiguousLexing`]), wherever in the text it occurs
+//!   (code, literal, comment or directive):
+//!   - a line splice (a backslash, optional blanks, then a line end or the end of the
+//!     text), a carriage return not followed by `\n`, a `$`, a NUL byte, a trigraph;
+//!   - in code, directives and attributes: a `'` right after a number or a name other
+//!     than the encoding prefixes `L`, `u`, `U` (a digit separator in C23 and C++14, a
+//!     character literal in gnu17; `u8'x'` likewise), a C++ raw string, a backslash in
+//!     code (a universal character name).
+//! * **No renamed spelling is observable.** Where the text can observe a name's spelling,
+//!   nothing is renamed and the kernel's own name is kept whole, segment index included
+//!   ([`Refusal::SpellingObserved`]): `__func__`, `__FUNCTION__`, `__PRETTY_FUNCTION__`,
+//!   `__builtin_FUNCTION` (the enclosing function's name); `asm`, `_Pragma` and the
+//!   attributes `alias`, `weakref`, `ifunc`, `symver` (names read out of strings); a
+//!   preprocessor line with `#` or `##` after its introducer (a macro defined in the text
+//!   that may stringify or paste what it is given: the simple sound rule is to rename
+//!   nothing in such a kernel); and the macros from headers listed in
+//!   [`Names::observers`] (default `assert`, which stringifies its argument and names the
+//!   function). These are matched as substrings anywhere, which only over-refuses. A
+//!   macro from a header that stringifies or expands to `__func__` must be listed there.
 //!
 //! Hence two kernels with equal keys are equal up to a consistent renaming of the names
 //! they own, which (the renderer guarantees these names are bound in the kernel) changes
@@ -98,6 +118,8 @@
 mod canonical;
 mod encoding;
 pub mod lexer;
+mod phases;
+pub mod reference;
 
 pub use canonical::{Canonical, Derivation, Names, Refusal, canonical_kernel};
 

@@ -1,0 +1,222 @@
+//! The one place that says which text the renamer may tokenize: C translation phases 1
+//! to 3 as gcc (gnu17, and every other dialect we accept) performs them, for the text
+//! whose tokenization we model exactly, and a refusal for everything else.
+//!
+//! The [`lexer`](crate::lexer) and the fast renamer both tokenize text *after* this gate
+//! has accepted it, and for accepted text phases 1 and 2 change nothing: there is no
+//! line splice (so every token lies on the lines it appears on), no trigraph, no lone
+//! carriage return (so a line ends at `\n` and nowhere else; the `\r` of a CRLF line end
+//! is white space, as gcc reads it), no `$` and no NUL byte. Phase 3 (comments, literals,
+//! preprocessing numbers, identifiers, punctuators, directives) is then the lexer's, and
+//! the constructs whose phase-3 reading depends on the dialect are refused where they
+//! are met (a `'` after a preprocessing number or an identifier other than an encoding
+//! prefix, a C++ raw string, a backslash in code: see [`crate::canonical_kernel`]).
+//!
+//! [`spelling_observer`] finds the text that can observe the *spelling* of a name (so a
+//! renamed twin would compile differently): `__func__` and its kin, `asm` (whose
+//! template and operand names are strings), `_Pragma`, the string-taking attributes that
+//! name symbols (`alias`, `weakref`, `ifunc`, `symver`), and the configured macros from
+//! headers that stringify their arguments (`assert` by default). A kernel holding one is
+//! keyed over its exact text, with its own name whole.
+
+use std::sync::OnceLock;
+
+use aho_corasick::packed;
+
+/// The first byte of text no dialect-independent tokenization exists for, and what it
+/// starts: a line splice (a backslash, then optional blanks, then a line end or the end
+/// of the text), a trigraph, a carriage return not followed by `\n`, a `$` or a NUL
+/// byte. Found wherever it occurs: in code, literals, comments and directives alike.
+pub(crate) fn untokenizable(src: &[u8]) -> Option<(usize, &'static str)> {
+    let mut first: Option<(usize, &'static str)> = None;
+    let mut from = 0;
+    while let Some(k) = memchr::memchr3(b'\\', b'\r', b'$', &src[from..]) {
+        let i = from + k;
+        let what = match src[i] {
+            b'\\' => {
+                let mut j = i + 1;
+                while j < src.len() && matches!(src[j], b' ' | b'\t' | 0x0b | 0x0c | 0) {
+                    j += 1;
+                }
+                matches!(src.get(j), None | Some(b'\n' | b'\r'))
+                    .then_some("a line splice (backslash-newline)")
+            }
+            b'\r' => (src.get(i + 1) != Some(&b'\n'))
+                .then_some("a carriage return not followed by a newline"),
+            _ => Some("a `$` (an identifier byte in some dialects only)"),
+        };
+        if let Some(what) = what {
+            first = Some((i, what));
+            break;
+        }
+        from = i + 1;
+    }
+    let bound = first.map_or(src.len(), |(f, _)| f);
+    if let Some(i) = memchr::memchr(0, &src[..bound]) {
+        first = Some((i, "a NUL byte (white space to gcc)"));
+    }
+    let bound = first.map_or(src.len(), |(f, _)| f);
+    static PAIR: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
+    let pair = PAIR.get_or_init(|| memchr::memmem::Finder::new(b"??"));
+    let mut from = 0;
+    while let Some(k) = pair.find(&src[from..bound]) {
+        let i = from + k;
+        if matches!(
+            src.get(i + 2),
+            Some(b'=' | b'/' | b'\'' | b'(' | b')' | b'!' | b'<' | b'>' | b'-')
+        ) {
+            return Some((i, "a trigraph"));
+        }
+        from = i + 1;
+    }
+    first
+}
+
+/// Names that observe a spelling whatever [`Names`](crate::Names) says: the enclosing
+/// function's name (`__func__` and kin, all caught by `FUNCTION` and `__func__`), and the
+/// constructs that read names out of strings (`asm` in all its spellings, `_Pragma`, and
+/// the attributes `alias`, `weakref`, `ifunc`, `symver`). Matched as substrings anywhere,
+/// which over-approximates (a comment saying `alias` refuses too).
+const BUILTIN_OBSERVERS: [&str; 8] = [
+    "__func__", "FUNCTION", "asm", "_Pragma", "alias", "weakref", "ifunc", "symver",
+];
+
+/// The default observing macro from a header: `assert` stringifies its argument and
+/// names the enclosing function.
+pub(crate) const DEFAULT_OBSERVER: &str = "assert";
+
+fn builtin_searcher() -> Option<&'static packed::Searcher> {
+    static S: OnceLock<Option<packed::Searcher>> = OnceLock::new();
+    S.get_or_init(|| {
+        packed::Config::new()
+            .match_kind(packed::MatchKind::LeftmostFirst)
+            .builder()
+            .extend(BUILTIN_OBSERVERS.iter().copied().chain([DEFAULT_OBSERVER]))
+            .build()
+    })
+    .as_ref()
+}
+
+/// The first occurrence (as a substring, anywhere) of a construct that observes the
+/// spelling of a name: a built-in one (see the [module docs](self)) or one of
+/// `observers`; its offset and the observer.
+pub(crate) fn spelling_observer<'o>(
+    src: &[u8],
+    observers: impl Iterator<Item = &'o str>,
+    default_observed: bool,
+) -> Option<(usize, String)> {
+    let mut best: Option<(usize, String)> = None;
+    match builtin_searcher() {
+        Some(s) => {
+            for m in s.find_iter(src) {
+                let pat = m.pattern().as_usize();
+                let name = BUILTIN_OBSERVERS.get(pat).copied();
+                match name {
+                    Some(n) => {
+                        best = Some((m.start(), n.to_owned()));
+                        break;
+                    }
+                    // The default observer, only if configured.
+                    None if default_observed => {
+                        best = Some((m.start(), DEFAULT_OBSERVER.to_owned()));
+                        break;
+                    }
+                    None => {}
+                }
+            }
+        }
+        // Cannot happen (fixed patterns), but stay sound: search them one by one.
+        None => {
+            for n in BUILTIN_OBSERVERS {
+                if let Some(i) = memchr::memmem::find(src, n.as_bytes())
+                    && best.as_ref().is_none_or(|(b, _)| i < *b)
+                {
+                    best = Some((i, n.to_owned()));
+                }
+            }
+        }
+    }
+    for o in observers {
+        if o.is_empty() || (o == DEFAULT_OBSERVER && builtin_searcher().is_some()) {
+            continue;
+        }
+        let hay = &src[..best.as_ref().map_or(src.len(), |(b, _)| *b)];
+        if let Some(i) = memchr::memmem::find(hay, o.as_bytes()) {
+            best = Some((i, o.to_owned()));
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn untokenizable_constructs_are_found_everywhere() {
+        for (text, at, what) in [
+            ("a\\\nb", 1, "splice"),
+            ("\"a\\\\\n\"", 3, "splice"),
+            ("// x \\  \t\nb", 5, "splice"),
+            ("x \\\r\ny", 2, "splice"),
+            ("x \\", 2, "splice"),
+            ("/* a *\\\n/ */", 6, "splice"),
+            ("// a\rb", 4, "carriage"),
+            ("x\r", 1, "carriage"),
+            ("int a$b;", 5, "$"),
+            ("\"$\"", 1, "$"),
+            ("a\0b", 1, "NUL"),
+            ("x ??= y", 2, "trigraph"),
+            ("\"??/\"", 1, "trigraph"),
+            ("?\\\n?=", 1, "splice"),
+        ] {
+            let got = untokenizable(text.as_bytes());
+            assert!(
+                got.is_some_and(|(o, w)| o == at && w.contains(what)),
+                "{text:?}: {got:?}"
+            );
+        }
+        for ok in [
+            "a\r\nb\r\n",
+            "\"\\n\" '\\\\' \\x",
+            "?? ?x ???",
+            "",
+            "é \\u00e9",
+        ] {
+            assert_eq!(untokenizable(ok.as_bytes()), None, "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn observers_are_found() {
+        let none = std::iter::empty();
+        assert_eq!(
+            spelling_observer(b"puts(__func__)", none, true),
+            Some((5, "__func__".into()))
+        );
+        for (text, what) in [
+            ("x = __PRETTY_FUNCTION__;", "FUNCTION"),
+            ("__builtin_FUNCTION()", "FUNCTION"),
+            ("__asm__ volatile(\"\")", "asm"),
+            ("_Pragma(\"omp\")", "_Pragma"),
+            ("__attribute__((alias(\"f\")))", "alias"),
+            ("assert(i1 > 0);", "assert"),
+        ] {
+            let got = spelling_observer(text.as_bytes(), std::iter::empty(), true);
+            assert_eq!(got.map(|(_, w)| w), Some(what.to_owned()), "{text}");
+        }
+        // `assert` only when configured; other configured observers too.
+        assert_eq!(
+            spelling_observer(b"assert(x)", std::iter::empty(), false),
+            None
+        );
+        assert_eq!(
+            spelling_observer(b"LOG(x); assert(y)", ["LOG"].into_iter(), false),
+            Some((0, "LOG".into()))
+        );
+        assert_eq!(
+            spelling_observer(b"float i1 = 0;", ["LOG"].into_iter(), true),
+            None
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! The fast renamer held against the simple reference: the [`lexer`](crate::lexer)'s
+//! tokens. [`disagreement`] is what the property tests and the differential fuzz target
+//! check on every input.
+
+use std::collections::BTreeSet;
+
+use crate::encoding::{self as enc};
+use crate::lexer::{TokenKind, is_ident_continue, is_ident_start, tokenize};
+use crate::{Names, canonical_kernel};
+
+/// Where [`canonical_kernel`] disagrees with the lexer on `text`, described; `None` if
+/// it agrees. It agrees when:
+///
+/// * the encoding decodes to the text (every tag stands for the name it replaced);
+/// * text that phases 1-2 or an observer make unsafe to tokenize (checked here
+///   bytewise, independently of the renamer: a `$`, a NUL, a lone CR, a backslash before
+///   a line end, a trigraph, `__func__`) renames nothing;
+/// * every renamed occurrence (and own-name occurrence) is an identifier token in code,
+///   or a whole word inside a comment token;
+/// * a renamed name is renamed at every identifier token in code spelled like it, and
+///   occurs in no preprocessor line or attribute token as a word, and never as an
+///   identifier right after `.`, `->` or `::` (comments, white space and
+///   directives between them skipped).
+pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Option<String> {
+    let c = canonical_kernel(text, kernel_name, names);
+    let src = text.as_bytes();
+    let renamed: Vec<String> = c.renamed().map(|r| r.into_owned()).collect();
+    // Decode the encoding into spans (start, end, Some(number) or None for the own name).
+    let e = c.encoding();
+    let mut spans: Vec<(usize, usize, Option<usize>)> = Vec::new();
+    let (mut i, mut pos) = (0usize, 0usize);
+    while i < e.len() {
+        let tag = e[i];
+        i += 1;
+        if tag == enc::RENAMED {
+            let Some(n) = enc::read_varint(e, &mut i) else {
+                return Some(format!("truncated number at {i}"));
+            };
+            let Some(name) = renamed.get(n) else {
+                return Some(format!("number {n} names nothing"));
+            };
+            if src.get(pos..pos + name.len()) != Some(name.as_bytes()) {
+                return Some(format!("renamed {name} does not stand at {pos}"));
+            }
+            spans.push((pos, pos + name.len(), Some(n)));
+            pos += name.len();
+        } else if tag == enc::OWN {
+            let Some(own) = kernel_name else {
+                return Some("own-name tag without a kernel name".into());
+            };
+            if src.get(pos..pos + own.len()) != Some(own.as_bytes()) {
+                return Some(format!("own name does not stand at {pos}"));
+            }
+            spans.push((pos, pos + own.len(), None));
+            pos += own.len();
+        } else if tag >= 0xF8 {
+            return Some(format!("unknown tag {tag:#x}"));
+        } else {
+            if src.get(pos) != Some(&tag) {
+                return Some(format!("byte {pos} changed"));
+            }
+            pos += 1;
+        }
+    }
+    if pos != src.len() {
+        return Some("the encoding is shorter than the text".into());
+    }
+    if !spans.is_empty()
+        && let Some(what) = unsafe_bytes(src)
+    {
+        return Some(format!("renamed although the text holds {what}"));
+    }
+    let tokens = tokenize(src);
+    for &(a, b, _) in &spans {
+        let ok = tokens.iter().any(|t| match t.kind {
+            TokenKind::Ident => t.start == a && t.end == b,
+            TokenKind::LineComment | TokenKind::BlockComment => {
+                t.start + 2 <= a
+                    && b <= t.end
+                    && !src
+                        .get(a.wrapping_sub(1))
+                        .is_some_and(|&x| is_ident_continue(x))
+                    && !src.get(b).is_some_and(|&x| is_ident_continue(x))
+                    && b <= src.len()
+                    && is_ident_start(src[a])
+            }
+            _ => false,
+        });
+        if !ok {
+            return Some(format!(
+                "renamed {:?} at {a}..{b} is no identifier in code nor a word in a comment",
+                &text.get(a..b)
+            ));
+        }
+    }
+    let renamed_set: BTreeSet<&str> = renamed.iter().map(String::as_str).collect();
+    let own = kernel_name.filter(|_| spans.iter().any(|s| s.2.is_none()));
+    let mut last_sig: Option<&[u8]> = None;
+    for t in &tokens {
+        let tt = t.bytes(src);
+        let word = std::str::from_utf8(tt).unwrap_or("");
+        match t.kind {
+            TokenKind::Ident => {
+                let is_renamed = renamed_set.contains(word) || own == Some(word);
+                if is_renamed {
+                    if !spans.iter().any(|s| s.0 == t.start && s.1 == t.end) {
+                        return Some(format!("{word} at {} kept, renamed elsewhere", t.start));
+                    }
+                    if matches!(last_sig, Some(b"." | b"->" | b"::")) {
+                        return Some(format!("member {word} at {} renamed", t.start));
+                    }
+                }
+                last_sig = Some(tt);
+            }
+            TokenKind::Preprocessor | TokenKind::Attribute => {
+                for w in tt.split(|&x| !is_ident_continue(x)) {
+                    let w = std::str::from_utf8(w).unwrap_or("");
+                    if renamed_set.contains(w) || own == Some(w) {
+                        return Some(format!("{w} renamed but in {:?}", t.kind));
+                    }
+                }
+                if t.kind == TokenKind::Attribute {
+                    last_sig = Some(tt);
+                }
+            }
+            TokenKind::Whitespace | TokenKind::LineComment | TokenKind::BlockComment => {}
+            _ => last_sig = Some(tt),
+        }
+    }
+    None
+}
+
+/// Text the renamer must refuse, found bytewise (a second, independent reading of
+/// [`crate::phases`]).
+fn unsafe_bytes(src: &[u8]) -> Option<&'static str> {
+    for (i, &b) in src.iter().enumerate() {
+        match b {
+            b'$' => return Some("a `$`"),
+            0 => return Some("a NUL"),
+            b'\r' if src.get(i + 1) != Some(&b'\n') => return Some("a lone CR"),
+            b'\\' => {
+                let rest = &src[i + 1..];
+                let blanks = rest
+                    .iter()
+                    .take_while(|&&x| matches!(x, b' ' | b'\t' | 0x0b | 0x0c))
+                    .count();
+                if matches!(rest.get(blanks), None | Some(b'\n' | b'\r')) {
+                    return Some("a line splice");
+                }
+            }
+            b'?' if src.get(i + 1) == Some(&b'?')
+                && src.get(i + 2).is_some_and(|x| b"=/'()!<>-".contains(x)) =>
+            {
+                return Some("a trigraph");
+            }
+            _ => {}
+        }
+    }
+    let hay = String::from_utf8_lossy(src);
+    ["__func__", "FUNCTION", "asm", "_Pragma", "alias"]
+        .into_iter()
+        .find(|o| hay.contains(o))
+        .map(|_| "a spelling observer")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agrees_on_examples_and_catches_a_member() {
+        let names = Names::new().with_bound(["n1_x"]);
+        for text in [
+            "s. /* c */ i1 + i1",
+            "x = i1; // i1\n#define A i2\ni2 + n1_x",
+            "s.// c \ni1 + i1",
+            "k__seg1(i3) { i3 = \"i3\"; }",
+        ] {
+            assert_eq!(
+                disagreement(text, Some("k__seg1"), &names),
+                None,
+                "{text:?}"
+            );
+        }
+    }
+}
