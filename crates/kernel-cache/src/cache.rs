@@ -97,11 +97,12 @@ impl<P> Clone for Slot<P> {
 }
 
 /// A retained group: its weight and the keys it published (some may have been
-/// re-pointed since; `live` counts those it still owns).
+/// re-pointed since; `live` counts those it still owns). Each key shares its one
+/// allocation with the map's entry, so a key's bytes are held once.
 #[derive(Clone)]
 pub(crate) struct GroupRec {
     pub(crate) bytes: u64,
-    pub(crate) keys: Vec<String>,
+    pub(crate) keys: Vec<Arc<str>>,
     pub(crate) live: usize,
 }
 
@@ -130,7 +131,7 @@ pub(crate) struct ColdSaved<P> {
     pub(crate) depth: usize,
     pub(crate) by_age: BTreeMap<u64, GroupRec>,
     pub(crate) retained: u64,
-    pub(crate) entries: Vec<(String, Slot<P>)>,
+    pub(crate) entries: Vec<(Arc<str>, Slot<P>)>,
 }
 
 enum CapacitySource {
@@ -168,7 +169,8 @@ enum CapacitySource {
 /// [`with_cold_caches`](crate::with_cold_caches) empties and restores, which is why
 /// constructors return an `Arc`.
 pub struct KernelCache<P> {
-    map: DashMap<String, Slot<P>>,
+    /// Key to value; a key's allocation is shared with its group's record.
+    map: DashMap<Arc<str>, Slot<P>>,
     groups: Mutex<Groups<P>>,
     capacity_fixed: AtomicU64,
     capacity_overridden: AtomicBool,
@@ -298,7 +300,8 @@ impl<P> KernelCache<P> {
         let mut keys = Vec::new();
         let mut released = Vec::new();
         for (key, value) in entries {
-            let previous = self.map.insert(key.clone(), Slot { value, group: id });
+            let key: Arc<str> = Arc::from(key);
+            let previous = self.map.insert(Arc::clone(&key), Slot { value, group: id });
             match previous {
                 Some(slot) if slot.group == id => {}
                 Some(slot) => {
@@ -347,7 +350,7 @@ impl<P> KernelCache<P> {
                 break;
             };
             for key in &rec.keys {
-                self.map.remove_if(key, |_, slot| slot.group == oldest);
+                self.map.remove_if(&**key, |_, slot| slot.group == oldest);
             }
             groups.retained = groups.retained.saturating_sub(rec.bytes);
             self.evictions.fetch_add(1, Ordering::Relaxed);
@@ -391,10 +394,10 @@ impl<P> KernelCache<P> {
 impl<P: Send + Sync> cold::ColdScoped for KernelCache<P> {
     fn enter_cold(&self, depth: usize) {
         let mut groups = lock(&self.groups);
-        let entries: Vec<(String, Slot<P>)> = self
+        let entries: Vec<(Arc<str>, Slot<P>)> = self
             .map
             .iter()
-            .map(|e| (e.key().clone(), e.value().clone()))
+            .map(|e| (Arc::clone(e.key()), e.value().clone()))
             .collect();
         self.map.clear();
         let saved = ColdSaved {

@@ -1,0 +1,455 @@
+//! How kernel-cache's costs grow with its size (issue 15), one `BENCH` line per figure:
+//!
+//! - `kernel_cache_memory_per_entry_1m`: live heap bytes per entry of a cache holding one
+//!   million entries published in groups of eight, against a plain
+//!   `HashMap<String, Resolved<_>>` holding the same keys and values (counted by this
+//!   binary's global allocator: every byte requested and not yet freed);
+//! - `kernel_cache_all_hit_growth_1k_to_1m`: an all-hit resolve of the same 1,000 kernels
+//!   with one million entries in the cache, against one thousand;
+//! - `kernel_cache_publish_evict_growth_1k_to_1m`: one publish of a group of eight at
+//!   capacity (it evicts the oldest group: the steady state of a full cache), with one
+//!   million entries retained, against one thousand;
+//! - `kernel_cache_two_threads_resolve`: the throughput of two threads resolving at once
+//!   (each its own 1,000 kernels, at one million entries), against one thread alone (2.0
+//!   is perfect scaling; higher is better).
+//!
+//! Each timed figure interleaves subject and baseline over several rounds and reports the
+//! median ratio of the rounds with its spread (lowest and highest round). Run by
+//! `cargo bench -p kernel-cache --bench scale` (`-- --quick` for fewer rounds); without
+//! `--bench` (as `cargo test --all-targets` runs it) it runs once at small sizes and checks
+//! the cache answers what it holds.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use dashmap::DashMap;
+use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Resolved, resolve};
+
+/// The system allocator, counting the bytes requested and not yet freed.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every method forwards its arguments unchanged to `System`, so each call meets
+// `System`'s contract exactly when the caller meets `GlobalAlloc`'s; the counter is
+// plain arithmetic on the sizes and never touches memory.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged (see the impl).
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged (see the impl).
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged (see the impl).
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded unchanged (see the impl).
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_add(new_size, Ordering::Relaxed);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// A compiled program stand-in: the scale figures measure the cache, which never looks
+/// inside a program.
+type Program = [u64; 4];
+
+/// The backend of the timed resolves: they are all hits, so it is never asked to compile
+/// (the run fails loudly if it were).
+struct HitsOnly;
+
+impl Backend for HitsOnly {
+    type Source = ();
+    type Program = Program;
+    type Error = Infallible;
+
+    fn compile_group(&self, group: &Group<'_, ()>) -> Result<Compiled<Program>, Infallible> {
+        panic!(
+            "the scale bench resolves hits only, yet {} kernels missed",
+            group.kernels.len()
+        )
+    }
+}
+
+/// Kernels per published group.
+const GROUP: usize = 8;
+/// Kernels per timed resolve.
+const BATCH: usize = 1000;
+
+/// The `i`-th key: 64 lowercase hex characters, like a kernel key.
+fn key(i: usize) -> String {
+    let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut out = String::with_capacity(64);
+    for _ in 0..4 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        out.push_str(&format!("{z:016x}"));
+    }
+    out
+}
+
+/// The symbol of the `i`-th kernel (as a renderer names segment kernels).
+fn symbol(i: usize) -> String {
+    format!("fused_{}__seg{}", i / GROUP, i % GROUP)
+}
+
+/// The entries of group `g` (keys `g*8 .. g*8+8`) sharing one program.
+fn group_entries(g: usize) -> Vec<(String, Resolved<Program>)> {
+    let program = Arc::new([g as u64; 4]);
+    (g * GROUP..(g + 1) * GROUP)
+        .map(|i| (key(i), Resolved::new(Arc::clone(&program), symbol(i))))
+        .collect()
+}
+
+/// A cache holding `n` entries (keys `0..n`) in groups of eight, each weighing 1.
+fn filled(n: usize) -> Arc<KernelCache<Program>> {
+    let cache = KernelCache::new(u64::MAX);
+    for g in 0..n / GROUP {
+        cache.publish(group_entries(g), 1);
+    }
+    cache
+}
+
+/// `BATCH` kernels spread evenly over the keys `0..n`, starting at `offset`.
+fn batch(n: usize, offset: usize) -> Vec<BatchKernel<()>> {
+    let step = (n / BATCH).max(1);
+    (0..BATCH.min(n))
+        .map(|j| (offset + j * step) % n)
+        .map(|i| BatchKernel {
+            key: key(i),
+            options: Vec::new(),
+            symbol: symbol(i),
+            source: (),
+        })
+        .collect()
+}
+
+/// The median of `v` (sorted in place).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Seconds per call of `f`: the median of `samples` timings of `reps` calls each.
+fn time(samples: usize, reps: usize, mut f: impl FnMut()) -> f64 {
+    let mut t: Vec<f64> = (0..samples)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..reps {
+                f();
+            }
+            start.elapsed().as_secs_f64() / reps as f64
+        })
+        .collect();
+    median(&mut t)
+}
+
+/// A figure: the median of per-round ratios, with the lowest and highest round.
+struct Figure {
+    name: &'static str,
+    ratios: Vec<f64>,
+    unit: &'static str,
+    detail: String,
+}
+
+impl Figure {
+    /// Prints the figure: a `BENCH` line when measured (`bench`), else a line saying
+    /// the test-mode run (small sizes) worked, which no harness reads as a figure.
+    fn print(mut self, bench: bool) {
+        let m = median(&mut self.ratios);
+        let (lo, hi) = (self.ratios[0], self.ratios[self.ratios.len() - 1]);
+        let tag = if bench { "BENCH" } else { "test mode (small sizes):" };
+        println!(
+            "{tag} {} {m:.3} {} {lo:.3}..{hi:.3}  # {}",
+            self.name, self.unit, self.detail
+        );
+    }
+}
+
+/// Live heap bytes per entry of a kernel cache and of a plain map holding the same.
+fn memory(n: usize) -> Figure {
+    let before = LIVE.load(Ordering::Relaxed);
+    let cache = filled(n);
+    let cache_bytes = LIVE.load(Ordering::Relaxed) - before;
+    assert_eq!(cache.len(), n);
+    drop(cache);
+
+    let before = LIVE.load(Ordering::Relaxed);
+    let mut plain: HashMap<String, Resolved<Program>> = HashMap::new();
+    for g in 0..n / GROUP {
+        plain.extend(group_entries(g));
+    }
+    let plain_bytes = LIVE.load(Ordering::Relaxed) - before;
+    assert_eq!(plain.len(), n);
+    drop(plain);
+
+    let (c, p) = (cache_bytes as f64 / n as f64, plain_bytes as f64 / n as f64);
+    Figure {
+        name: "kernel_cache_memory_per_entry_1m",
+        ratios: vec![c / p],
+        unit: "x",
+        detail: format!(
+            "{c:.0} bytes per entry against {p:.0} in a plain HashMap<String, Resolved<_>>, {n} entries in groups of {GROUP}"
+        ),
+    }
+}
+
+/// A plain concurrent map holding the same entries as [`filled`]`(n)`: the peer whose
+/// growth the cache's is compared with.
+fn plain_filled(n: usize) -> DashMap<String, Resolved<Program>> {
+    let map = DashMap::new();
+    for g in 0..n / GROUP {
+        for (k, v) in group_entries(g) {
+            map.insert(k, v);
+        }
+    }
+    map
+}
+
+/// All-hit resolves of 1,000 kernels at `large` entries against at `small`.
+fn all_hit(small: usize, large: usize, rounds: usize, samples: usize) -> Figure {
+    let (s_cache, l_cache) = (filled(small), filled(large));
+    let (s_plain, l_plain) = (plain_filled(small), plain_filled(large));
+    let (s_batch, l_batch) = (batch(small, 0), batch(large, 0));
+    let run = |cache: &KernelCache<Program>, b: &[BatchKernel<()>]| {
+        let answers = resolve(cache, black_box(b), &HitsOnly).expect("all hits");
+        black_box(answers);
+    };
+    let get = |map: &DashMap<String, Resolved<Program>>, b: &[BatchKernel<()>]| {
+        let answers: Vec<_> = black_box(b)
+            .iter()
+            .map(|k| map.get(&k.key).map(|v| v.value().clone()))
+            .collect();
+        black_box(answers);
+    };
+    let mut ratios = Vec::new();
+    let mut peer = Vec::new();
+    let (mut ts, mut tl) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let l = time(samples, 20, || run(&l_cache, &l_batch));
+        let s = time(samples, 20, || run(&s_cache, &s_batch));
+        let pl = time(samples, 20, || get(&l_plain, &l_batch));
+        let ps = time(samples, 20, || get(&s_plain, &s_batch));
+        ratios.push(l / s);
+        peer.push(pl / ps);
+        ts.push(s);
+        tl.push(l);
+    }
+    Figure {
+        name: "kernel_cache_all_hit_growth_1k_to_1m",
+        ratios,
+        unit: "x",
+        detail: format!(
+            "resolve of {BATCH} hits: {:.1} µs at {large} entries, {:.1} µs at {small}; raw dashmap gets of the same keys grow {:.2}x",
+            median(&mut tl) * 1e6,
+            median(&mut ts) * 1e6,
+            median(&mut peer)
+        ),
+    }
+}
+
+/// A plain FIFO of groups over a `HashMap`: the peer of a publish at capacity.
+struct PlainFifo {
+    map: HashMap<String, Resolved<Program>>,
+    order: VecDeque<Vec<String>>,
+}
+
+impl PlainFifo {
+    fn filled(n: usize) -> PlainFifo {
+        let mut fifo = PlainFifo {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+        };
+        for g in 0..n / GROUP {
+            fifo.publish(group_entries(g), usize::MAX);
+        }
+        fifo
+    }
+
+    /// Inserts a group, then drops the oldest groups while more than `groups` remain.
+    fn publish(&mut self, entries: Vec<(String, Resolved<Program>)>, groups: usize) {
+        let mut keys = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            keys.push(k.clone());
+            self.map.insert(k, v);
+        }
+        self.order.push_back(keys);
+        while self.order.len() > groups {
+            for k in self.order.pop_front().unwrap_or_default() {
+                self.map.remove(&k);
+            }
+        }
+    }
+}
+
+/// Publishing one group of eight at capacity (evicting the oldest group) with `large`
+/// entries retained against `small`.
+fn publish_evict(small: usize, large: usize, rounds: usize, per_sample: usize) -> Figure {
+    let (s_cache, l_cache) = (filled(small), filled(large));
+    s_cache.set_capacity((small / GROUP) as u64);
+    l_cache.set_capacity((large / GROUP) as u64);
+    let (mut s_plain, mut l_plain) = (PlainFifo::filled(small), PlainFifo::filled(large));
+    // Fresh groups (new keys) for every publish, made outside the timing.
+    let mut next = large / GROUP;
+    let mut fresh = |count: usize| -> Vec<Vec<(String, Resolved<Program>)>> {
+        let out = (next..next + count).map(group_entries).collect();
+        next += count;
+        out
+    };
+    let publish_all = |cache: &KernelCache<Program>, groups: Vec<Vec<_>>| {
+        let start = Instant::now();
+        for g in groups {
+            cache.publish(g, 1);
+        }
+        start.elapsed().as_secs_f64() / per_sample as f64
+    };
+    let plain_all = |fifo: &mut PlainFifo, n: usize, groups: Vec<Vec<_>>| {
+        let start = Instant::now();
+        for g in groups {
+            fifo.publish(g, n / GROUP);
+        }
+        start.elapsed().as_secs_f64() / per_sample as f64
+    };
+    let mut ratios = Vec::new();
+    let mut peer = Vec::new();
+    let (mut ts, mut tl) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let (mut l_t, mut s_t, mut pl_t, mut ps_t) = (vec![], vec![], vec![], vec![]);
+        for _ in 0..5 {
+            l_t.push(publish_all(&l_cache, fresh(per_sample)));
+            s_t.push(publish_all(&s_cache, fresh(per_sample)));
+            pl_t.push(plain_all(&mut l_plain, large, fresh(per_sample)));
+            ps_t.push(plain_all(&mut s_plain, small, fresh(per_sample)));
+        }
+        let (l, s) = (median(&mut l_t), median(&mut s_t));
+        ratios.push(l / s);
+        peer.push(median(&mut pl_t) / median(&mut ps_t));
+        ts.push(s);
+        tl.push(l);
+    }
+    assert_eq!(
+        s_cache.len(),
+        small,
+        "steady state: each publish evicts one"
+    );
+    assert_eq!(
+        l_cache.len(),
+        large,
+        "steady state: each publish evicts one"
+    );
+    Figure {
+        name: "kernel_cache_publish_evict_growth_1k_to_1m",
+        ratios,
+        unit: "x",
+        detail: format!(
+            "publish of a group of {GROUP} at capacity (one eviction): {:.2} µs at {large} entries, {:.2} µs at {small}; a plain HashMap with a FIFO of groups grows {:.2}x",
+            median(&mut tl) * 1e6,
+            median(&mut ts) * 1e6,
+            median(&mut peer)
+        ),
+    }
+}
+
+/// Two threads resolving at once against one: throughput ratio.
+fn two_threads(n: usize, rounds: usize, reps: usize) -> Figure {
+    let cache = filled(n);
+    let plain = plain_filled(n);
+    let batches = [batch(n, 0), batch(n, n / 2 + 1)];
+    let work = |b: &[BatchKernel<()>]| {
+        for _ in 0..reps {
+            black_box(resolve(&cache, black_box(b), &HitsOnly).expect("all hits"));
+        }
+    };
+    let peer_work = |b: &[BatchKernel<()>]| {
+        for _ in 0..reps {
+            let answers: Vec<_> = black_box(b)
+                .iter()
+                .map(|k| plain.get(&k.key).map(|v| v.value().clone()))
+                .collect();
+            black_box(answers);
+        }
+    };
+    // Twice the work on two threads against the work on one: the throughput ratio.
+    let scaling = |work: &(dyn Fn(&[BatchKernel<()>]) + Sync)| -> (f64, f64) {
+        let start = Instant::now();
+        work(&batches[0]);
+        let one = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for b in &batches {
+                s.spawn(|| work(b));
+            }
+        });
+        let two = start.elapsed().as_secs_f64();
+        (2.0 * one / two, one)
+    };
+    let mut ratios = Vec::new();
+    let mut peer = Vec::new();
+    let mut ones = Vec::new();
+    for _ in 0..rounds {
+        let (ratio, one) = scaling(&work);
+        ratios.push(ratio);
+        ones.push(one);
+        peer.push(scaling(&peer_work).0);
+    }
+    Figure {
+        name: "kernel_cache_two_threads_resolve",
+        ratios,
+        unit: "x_throughput",
+        detail: format!(
+            "{reps} resolves of {BATCH} hits at {n} entries take {:.1} ms on one thread; throughput on two threads over one (higher is better, 2.0 perfect on {} cores); raw dashmap gets of the same keys scale {:.2}x",
+            median(&mut ones) * 1e3,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            median(&mut peer)
+        ),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let bench = args.iter().any(|a| a == "--bench");
+    let quick = args.iter().any(|a| a == "--quick");
+    let (small, large) = if bench {
+        (1_000, 1_000_000)
+    } else {
+        (1_000, 8_000)
+    };
+    let (rounds, samples) = match (bench, quick) {
+        (false, _) => (1, 1),
+        (true, true) => (5, 5),
+        (true, false) => (9, 9),
+    };
+    memory(large).print(bench);
+    all_hit(small, large, rounds, samples).print(bench);
+    publish_evict(small, large, rounds, if bench { 2_000 } else { 10 }).print(bench);
+    two_threads(large, rounds, if bench { 200 } else { 2 }).print(bench);
+}
