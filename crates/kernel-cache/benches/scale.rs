@@ -187,7 +187,11 @@ impl Figure {
     fn print(mut self, bench: bool) {
         let m = median(&mut self.ratios);
         let (lo, hi) = (self.ratios[0], self.ratios[self.ratios.len() - 1]);
-        let tag = if bench { "BENCH" } else { "test mode (small sizes):" };
+        let tag = if bench {
+            "BENCH"
+        } else {
+            "test mode (small sizes):"
+        };
         println!(
             "{tag} {} {m:.3} {} {lo:.3}..{hi:.3}  # {}",
             self.name, self.unit, self.detail
