@@ -1,155 +1,596 @@
-//! `cargo xtask bench [--quick]`: runs every criterion benchmark of the workspace
-//! and prints one `BENCH <name> <ratio> <unit>` line per figure.
+//! `cargo xtask bench [--quick] [--scale] [--rounds N] [--only NAME,…]`: measures every
+//! figure of [`FIGURES`] in several interleaved rounds and prints, per figure,
 //!
-//! The convention every benchmark follows: a criterion *group* is one figure, named
-//! for it, holding a function `subject` (what kcache does) and a function
-//! `baseline` (what it is compared with), measured in the same process and run.
-//! The figure is the ratio of their median times, so it survives a noisy, shared
-//! machine far better than an absolute time. [`TARGETS`] names each figure's
-//! baseline and the target the issue set for it.
+//! ```text
+//! BENCH <name> <median ratio> <unit> <min>-<max>
+//! ```
+//!
+//! then a table with each figure's target, whether the median meets it, and its baseline.
+//!
+//! # How a figure is measured
+//!
+//! A figure is a ratio of a subject (what kcache does) to a baseline (what it is compared
+//! with), both measured in the same process, close together in time. One measurement of
+//! every selected figure is a *round*; `--quick` runs 5 rounds with criterion's quick mode,
+//! a full run 7 rounds with a second of warm-up and three of measurement per function
+//! (`--rounds N` overrides). Each round runs each benchmark binary once, so the subject and
+//! baseline of one round are seconds apart, and the rounds alternate between them: a load
+//! spike on the shared machine moves one round's ratio, not the median. The printed ratio
+//! is the median over the rounds and the spread their minimum and maximum.
+//!
+//! Figures marked `scale` (a million entries, a hundred thousand files: slow) run in a full
+//! run and with `--scale`, not in a plain `--quick` run. `--only a,b` keeps the figures
+//! whose names contain `a` or `b`. A figure in the table that produces no measurement in
+//! some round fails the command: every listed figure runs.
+//!
+//! # Adding a figure: one line in [`FIGURES`]
+//!
+//! - **A criterion group** (the usual case): in a crate's `benches/<target>.rs` (declared as
+//!   `[[bench]] name = "<target>", harness = false`), write a group named for the figure
+//!   with two functions, `subject` and `baseline`; then add
+//!   `Figure::criterion("<group>", "<package>", "<target>", "what the baseline is")` here,
+//!   with `.at_most(t)` when the issue sets a target and `.scale()` when it is slow. The
+//!   ratio is the median time of `subject` over that of `baseline` (criterion's
+//!   `new/estimates.json`, read from `target/kcache-bench/criterion`). Only the `subject`
+//!   and `baseline` functions of listed groups run here (a filter), so extra functions in
+//!   a group (a breakdown) cost nothing.
+//! - **A printed figure** (not a time: bytes per entry, kernels compiled, a throughput
+//!   ratio): a `harness = false` bench binary that, when given `--bench`, prints one line
+//!   `FIGURE <name> <subject> <baseline>` per figure to stdout (both positive numbers, the
+//!   ratio is subject / baseline); without `--bench` (as `cargo xtask test` runs it) it
+//!   runs a small version, so it cannot rot. Add
+//!   `Figure::printed("<name>", "<package>", "<target>", "what the baseline is")`, with
+//!   `.unit("…")` when the ratio is not read as `x`. The environment variable
+//!   `KCACHE_BENCH_QUICK` is set to `1` in a `--quick` run.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
 
-/// `(figure, baseline it is measured against, target ratio at most)`.
-const TARGETS: &[(&str, &str, f64)] = &[
-    ("canonical_key_1mib", "SHA-256 of the same bytes", 4.0),
-    ("resolve_all_hit_1000", "1,000 raw dashmap gets", 3.0),
-    (
+/// How a figure's two measurements are obtained.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Source {
+    /// A criterion group named for the figure with functions `subject` and `baseline`.
+    Criterion,
+    /// A `FIGURE <name> <subject> <baseline>` line the bench binary prints.
+    Printed,
+}
+
+/// One figure: where it is measured, what it is compared with, its target.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Figure {
+    name: &'static str,
+    package: &'static str,
+    bench: &'static str,
+    baseline: &'static str,
+    source: Source,
+    /// The issue's target for the median ratio (at most), if it set one.
+    target: Option<f64>,
+    unit: &'static str,
+    scale: bool,
+}
+
+impl Figure {
+    /// A criterion group `name` in `package`'s bench target `bench`.
+    const fn criterion(
+        name: &'static str,
+        package: &'static str,
+        bench: &'static str,
+        baseline: &'static str,
+    ) -> Figure {
+        Figure {
+            name,
+            package,
+            bench,
+            baseline,
+            source: Source::Criterion,
+            target: None,
+            unit: "x",
+            scale: false,
+        }
+    }
+
+    /// A figure the bench binary prints as `FIGURE <name> <subject> <baseline>`.
+    const fn printed(
+        name: &'static str,
+        package: &'static str,
+        bench: &'static str,
+        baseline: &'static str,
+    ) -> Figure {
+        Figure {
+            source: Source::Printed,
+            ..Figure::criterion(name, package, bench, baseline)
+        }
+    }
+
+    /// The target: the median ratio must be at most `t`.
+    const fn at_most(self, t: f64) -> Figure {
+        Figure {
+            target: Some(t),
+            ..self
+        }
+    }
+
+    /// The unit printed after the ratio (`x` unless set).
+    #[allow(dead_code)] // for figures that are not read as `x`
+    const fn unit(self, unit: &'static str) -> Figure {
+        Figure { unit, ..self }
+    }
+
+    /// A slow figure: runs in a full run and with `--scale`, not in a plain `--quick` run.
+    #[allow(dead_code)] // for the scale figures
+    const fn scale(self) -> Figure {
+        Figure {
+            scale: true,
+            ..self
+        }
+    }
+}
+
+/// Every figure `cargo xtask bench` reports, one line each (see the module doc).
+const FIGURES: &[Figure] = &[
+    Figure::criterion(
+        "canonical_key_1mib",
+        "canonical-text",
+        "canonical",
+        "SHA-256 of the same bytes",
+    )
+    .at_most(4.0),
+    Figure::criterion(
+        "resolve_all_hit_1000",
+        "kernel-cache",
+        "resolve",
+        "1,000 raw dashmap gets",
+    )
+    .at_most(3.0),
+    Figure::criterion(
         "resolve_all_hit_1000_vs_quick_cache",
+        "kernel-cache",
+        "resolve",
         "1,000 quick_cache gets",
-        f64::NAN,
     ),
-    (
+    Figure::criterion(
         "compile_64_split2",
+        "kernel-cache",
+        "resolve",
         "the same 64 kernels compiled whole",
-        0.6,
-    ),
-    ("disk_lookup", "std::fs::read + RON parse of the file", 3.0),
-    (
+    )
+    .at_most(0.6),
+    Figure::criterion(
+        "disk_lookup",
+        "schedule-cache",
+        "disk",
+        "std::fs::read + RON parse of the file",
+    )
+    .at_most(3.0),
+    Figure::criterion(
         "disk_store",
+        "schedule-cache",
+        "disk",
         "a plain atomic write of the same bytes",
-        f64::NAN,
     ),
-    (
+    Figure::criterion(
         "redis_lookup",
+        "schedule-cache",
+        "redis",
         "a raw GET + RON parse of the same entry",
-        f64::NAN,
     ),
-    (
+    Figure::criterion(
         "redis_two_level_local_hit",
+        "schedule-cache",
+        "redis",
         "the Redis store's lookup of the same entry",
-        f64::NAN,
     ),
-    ("memo_hit_vs_dashmap", "a raw dashmap get", 1.5),
-    ("memo_hit_vs_moka", "moka get_with on the same keys", 1.0),
+    Figure::criterion(
+        "memo_hit_vs_dashmap",
+        "memo-cache",
+        "memo",
+        "a raw dashmap get",
+    )
+    .at_most(1.5),
+    Figure::criterion(
+        "memo_hit_vs_moka",
+        "memo-cache",
+        "memo",
+        "moka get_with on the same keys",
+    )
+    .at_most(1.0),
+    Figure::printed(
+        "memo_memory_per_entry_1m",
+        "memo-cache",
+        "memo_scale",
+        "a plain HashMap<Key, u64> holding the same million entries (bytes per entry)",
+    )
+    .at_most(2.0),
+    Figure::printed(
+        "memo_two_threads_throughput",
+        "memo-cache",
+        "memo_scale",
+        "one thread on the same million-entry table (hits/s; higher is better, 2 is perfect)",
+    ),
 ];
 
-/// Runs the benchmarks, then reads criterion's estimates and prints the figures.
+/// What the command line asked for.
+#[derive(Debug, PartialEq)]
+struct Options {
+    quick: bool,
+    scale: bool,
+    rounds: usize,
+    only: Vec<String>,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        quick: false,
+        scale: false,
+        rounds: 0,
+        only: Vec::new(),
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => o.quick = true,
+            "--scale" => o.scale = true,
+            "--rounds" => {
+                let n = it.next().ok_or("--rounds needs a number")?;
+                o.rounds = n
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("--rounds {n}: not a positive number"))?;
+            }
+            "--only" => {
+                let names = it.next().ok_or("--only needs names")?;
+                o.only
+                    .extend(names.split(',').filter(|s| !s.is_empty()).map(String::from));
+            }
+            other => {
+                return Err(format!(
+                    "unknown argument {other} (usage: cargo xtask bench [--quick] [--scale] \
+                     [--rounds N] [--only NAME,…])"
+                ));
+            }
+        }
+    }
+    if o.rounds == 0 {
+        o.rounds = if o.quick { 5 } else { 7 };
+    }
+    Ok(o)
+}
+
+/// The figures a run with `o` measures.
+fn selected(o: &Options) -> Vec<Figure> {
+    FIGURES
+        .iter()
+        .filter(|f| !f.scale || o.scale || !o.quick)
+        .filter(|f| o.only.is_empty() || o.only.iter().any(|n| f.name.contains(n.as_str())))
+        .copied()
+        .collect()
+}
+
+/// Runs the rounds, then prints the figures.
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
-    let quick = args.iter().any(|a| a == "--quick");
+    let o = parse(args)?;
+    let figures = selected(&o);
+    if figures.is_empty() {
+        return Err("no figure selected".to_string());
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    let criterion_dir = target.join("criterion");
-    // Only figures measured in this run are reported.
-    let _ = fs::remove_dir_all(&criterion_dir);
-    // `--bench '*'` selects the benchmark targets only: a library's own test
-    // harness would reject criterion's flags.
-    let mut cargo_args = vec![
-        "bench",
-        "--workspace",
-        "--all-features",
-        "--bench",
-        "*",
-        "--",
-    ];
-    if quick {
-        cargo_args.extend(["--quick", "--warm-up-time", "1", "--noplot"]);
-    } else {
-        cargo_args.push("--noplot");
-    }
-    crate::cargo(&cargo_args)?;
-    let figures = collect(&criterion_dir)?;
-    if figures.is_empty() {
-        return Err(format!(
-            "no figures found under {}",
-            criterion_dir.display()
-        ));
-    }
-    println!();
+    let home = target.join("kcache-bench").join("criterion");
+    let binaries = build(&figures)?;
+    // (package, bench) -> its figures, in table order.
+    let mut by_binary: BTreeMap<(&str, &str), Vec<Figure>> = BTreeMap::new();
     for f in &figures {
-        println!("BENCH {} {:.3} x", f.name, f.ratio);
+        by_binary.entry((f.package, f.bench)).or_default().push(*f);
+    }
+    let mut ratios: BTreeMap<&str, Vec<Measured>> = BTreeMap::new();
+    let started = Instant::now();
+    for round in 0..o.rounds {
+        for ((package, bench), figs) in &by_binary {
+            let t0 = Instant::now();
+            let bin = binaries
+                .get(&(package.to_string(), bench.to_string()))
+                .ok_or_else(|| format!("cargo built no bench target {bench} of {package}"))?;
+            let _ = fs::remove_dir_all(&home);
+            let printed = run_binary(bin, figs, &home, o.quick)?;
+            for f in figs {
+                let m = match f.source {
+                    Source::Criterion => criterion_estimate(&home.join(f.name)),
+                    Source::Printed => printed.get(f.name).copied(),
+                }
+                .ok_or_else(|| {
+                    format!(
+                        "round {}: figure {} measured nothing (bench {bench} of {package})",
+                        round + 1,
+                        f.name
+                    )
+                })?;
+                ratios.entry(f.name).or_default().push(m);
+            }
+            eprintln!(
+                "xtask bench: round {}/{} {package}/{bench}: {:.1} s",
+                round + 1,
+                o.rounds,
+                t0.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let _ = fs::remove_dir_all(&home);
+    println!();
+    let summaries: Vec<(Figure, Summary)> = figures
+        .iter()
+        .map(|f| (*f, summarize(&ratios[f.name])))
+        .collect();
+    for (f, s) in &summaries {
+        println!("{}", bench_line(f, s));
     }
     println!();
     println!(
-        "{:<38} {:>8} {:>8}  {:<7} baseline",
-        "figure", "ratio", "target", "met"
+        "{:<38} {:>8} {:>17} {:>8}  {:<4} baseline (median subject, baseline)",
+        "figure", "ratio", "spread", "target", "met"
     );
-    for f in &figures {
-        let (baseline, target) = TARGETS
-            .iter()
-            .find(|(n, _, _)| *n == f.name)
-            .map(|(_, b, t)| (*b, *t))
-            .unwrap_or(("baseline", f64::NAN));
-        let (target_s, met) = if target.is_nan() {
-            ("-".to_string(), "-")
-        } else if f.ratio <= target {
-            (format!("<= {target}"), "yes")
-        } else {
-            (format!("<= {target}"), "NO")
+    for (f, s) in &summaries {
+        let (target_s, met) = match f.target {
+            None => ("-".to_string(), "-"),
+            Some(t) if s.median <= t => (format!("<= {t}"), "yes"),
+            Some(t) => (format!("<= {t}"), "NO"),
         };
         println!(
-            "{:<38} {:>8.3} {:>8}  {:<7} {} (subject {:.1} µs, baseline {:.1} µs)",
+            "{:<38} {:>8.3} {:>17} {:>8}  {:<4} {} ({}, {})",
             f.name,
-            f.ratio,
+            s.median,
+            format!("{:.3}-{:.3}", s.min, s.max),
             target_s,
             met,
-            baseline,
-            f.subject_ns / 1e3,
-            f.baseline_ns / 1e3
+            f.baseline,
+            show(f, s.subject),
+            show(f, s.baseline)
         );
     }
+    println!(
+        "\n{} figure(s), {} round(s) each, {:.0} s of measuring",
+        figures.len(),
+        o.rounds,
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
-struct Figure {
-    name: String,
-    ratio: f64,
-    subject_ns: f64,
-    baseline_ns: f64,
+/// The `BENCH` line of one figure.
+fn bench_line(f: &Figure, s: &Summary) -> String {
+    format!(
+        "BENCH {} {:.3} {} {:.3}-{:.3}",
+        f.name, s.median, f.unit, s.min, s.max
+    )
 }
 
-fn collect(dir: &Path) -> Result<Vec<Figure>, String> {
-    let mut out = Vec::new();
-    let Ok(rd) = fs::read_dir(dir) else {
-        return Ok(out);
-    };
-    let mut groups: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-    groups.sort();
-    for group in groups {
-        let subject = median_ns(&group.join("subject/new/estimates.json"));
-        let baseline = median_ns(&group.join("baseline/new/estimates.json"));
-        if let (Some(s), Some(b)) = (subject, baseline) {
-            let name = group
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            out.push(Figure {
-                name,
-                ratio: s / b,
-                subject_ns: s,
-                baseline_ns: b,
-            });
+fn show(f: &Figure, v: f64) -> String {
+    match f.source {
+        Source::Criterion if v >= 1e6 => format!("{:.1} ms", v / 1e6),
+        Source::Criterion => format!("{:.1} µs", v / 1e3),
+        Source::Printed => format!("{v:.4}"),
+    }
+}
+
+/// A built bench binary and its package's directory (where `cargo bench` would run it).
+struct Binary {
+    exe: PathBuf,
+    dir: PathBuf,
+}
+
+/// Builds the bench binaries the figures need; `(package, target)` -> binary.
+fn build(figures: &[Figure]) -> Result<BTreeMap<(String, String), Binary>, String> {
+    let mut args: Vec<String> = [
+        "bench",
+        "--no-run",
+        "--all-features",
+        "--message-format=json",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut seen = Vec::new();
+    for f in figures {
+        if !seen.contains(&(f.package, f.bench)) {
+            seen.push((f.package, f.bench));
+            args.extend(["--package".into(), f.package.into()]);
         }
     }
-    Ok(out)
+    for (_, bench) in &seen {
+        args.extend(["--bench".into(), (*bench).into()]);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    eprintln!("$ cargo {}", args.join(" "));
+    let out = Command::new(cargo)
+        .args(&args)
+        .current_dir(crate::project_root())
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("could not run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`cargo {}` failed ({})",
+            args.join(" "),
+            out.status
+        ));
+    }
+    Ok(executables(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// `(package, bench target)` -> binary, from cargo's JSON messages.
+fn executables(messages: &str) -> BTreeMap<(String, String), Binary> {
+    let mut out = BTreeMap::new();
+    for line in messages.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if v["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let (Some(exe), Some(name), Some(manifest)) = (
+            v["executable"].as_str(),
+            v["target"]["name"].as_str(),
+            v["manifest_path"].as_str(),
+        ) else {
+            continue;
+        };
+        let is_bench = v["target"]["kind"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "bench"));
+        // The package's name, read from the manifest to stay independent of cargo's
+        // package-id format.
+        let package = fs::read_to_string(manifest)
+            .ok()
+            .and_then(|m| package_name(&m));
+        let dir = Path::new(manifest).parent();
+        if let (true, Some(package), Some(dir)) = (is_bench, package, dir) {
+            out.insert(
+                (package, name.to_string()),
+                Binary {
+                    exe: PathBuf::from(exe),
+                    dir: dir.to_path_buf(),
+                },
+            );
+        }
+    }
+    out
+}
+
+/// The `name` of a manifest's `[package]` section.
+fn package_name(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package && let Some(rest) = line.strip_prefix("name") {
+            let value = rest.trim_start().strip_prefix('=')?.trim();
+            return Some(value.trim_matches('"').to_string());
+        }
+    }
+    None
+}
+
+/// One round's measurement of one figure.
+#[derive(Clone, Copy, Debug)]
+struct Measured {
+    subject: f64,
+    baseline: f64,
+}
+
+/// Runs one bench binary for one round; returns the `FIGURE` lines it printed.
+fn run_binary(
+    bin: &Binary,
+    figs: &[Figure],
+    home: &Path,
+    quick: bool,
+) -> Result<BTreeMap<String, Measured>, String> {
+    let groups: Vec<&str> = figs
+        .iter()
+        .filter(|f| f.source == Source::Criterion)
+        .map(|f| f.name)
+        .collect();
+    let mut cmd = Command::new(&bin.exe);
+    cmd.args(["--bench", "--noplot", "--nresamples", "10000"]);
+    if quick {
+        cmd.args(["--quick", "--measurement-time", "2"]);
+    } else {
+        cmd.args(["--warm-up-time", "1", "--measurement-time", "3"]);
+    }
+    if !groups.is_empty() {
+        cmd.arg(format!("^({})/(subject|baseline)$", groups.join("|")));
+    }
+    // A bench runs in its package's directory, as under `cargo bench`.
+    cmd.current_dir(&bin.dir)
+        .env("CRITERION_HOME", home)
+        .env("KCACHE_BENCH_QUICK", if quick { "1" } else { "0" });
+    let out = cmd
+        .output()
+        .map_err(|e| format!("could not run {}: {e}", bin.exe.display()))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed ({}):\n{}\n{}",
+            bin.exe.display(),
+            out.status,
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(printed_figures(&stdout))
+}
+
+/// The `FIGURE <name> <subject> <baseline>` lines of a bench binary's output.
+fn printed_figures(stdout: &str) -> BTreeMap<String, Measured> {
+    let mut out = BTreeMap::new();
+    for line in stdout.lines() {
+        let mut w = line.split_whitespace();
+        if w.next() != Some("FIGURE") {
+            continue;
+        }
+        let (Some(name), Some(s), Some(b), None) = (w.next(), w.next(), w.next(), w.next()) else {
+            continue;
+        };
+        if let (Ok(subject), Ok(baseline)) = (s.parse::<f64>(), b.parse::<f64>())
+            && subject > 0.0
+            && baseline > 0.0
+            && subject.is_finite()
+            && baseline.is_finite()
+        {
+            out.insert(name.to_string(), Measured { subject, baseline });
+        }
+    }
+    out
+}
+
+/// A criterion group's `subject` and `baseline` median times (ns), if both were measured.
+fn criterion_estimate(group: &Path) -> Option<Measured> {
+    let subject = median_ns(&group.join("subject/new/estimates.json"))?;
+    let baseline = median_ns(&group.join("baseline/new/estimates.json"))?;
+    (subject > 0.0 && baseline > 0.0).then_some(Measured { subject, baseline })
 }
 
 fn median_ns(path: &Path) -> Option<f64> {
     let text = fs::read_to_string(path).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v.get("median")?.get("point_estimate")?.as_f64()
+}
+
+/// The rounds of one figure, summarized.
+#[derive(Debug, PartialEq)]
+struct Summary {
+    median: f64,
+    min: f64,
+    max: f64,
+    /// Median subject and baseline over the rounds (for the table).
+    subject: f64,
+    baseline: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn summarize(rounds: &[Measured]) -> Summary {
+    let r: Vec<f64> = rounds.iter().map(|m| m.subject / m.baseline).collect();
+    Summary {
+        median: median(r.clone()),
+        min: r.iter().copied().fold(f64::INFINITY, f64::min),
+        max: r.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        subject: median(rounds.iter().map(|m| m.subject).collect()),
+        baseline: median(rounds.iter().map(|m| m.baseline).collect()),
+    }
 }
 
 #[cfg(test)]
@@ -169,10 +610,95 @@ mod tests {
             .expect("write");
         }
         fs::create_dir_all(dir.join("lonely/subject/new")).expect("mkdir");
-        let figs = collect(&dir).expect("collect");
+        let g = criterion_estimate(&dir.join("g"));
+        let lonely = criterion_estimate(&dir.join("lonely"));
         let _ = fs::remove_dir_all(&dir);
-        assert_eq!(figs.len(), 1);
-        assert_eq!(figs[0].name, "g");
-        assert!((figs[0].ratio - 3.0).abs() < 1e-9);
+        let g = g.expect("both measured");
+        assert_eq!((g.subject, g.baseline), (30.0, 10.0));
+        assert!(lonely.is_none());
+    }
+
+    #[test]
+    fn the_median_ratio_and_its_spread_over_rounds() {
+        let rounds = [(30.0, 10.0), (50.0, 10.0), (20.0, 10.0), (40.0, 10.0)]
+            .map(|(subject, baseline)| Measured { subject, baseline });
+        let s = summarize(&rounds);
+        assert_eq!((s.median, s.min, s.max), (3.5, 2.0, 5.0));
+        let f = Figure::criterion("g", "p", "b", "base");
+        assert_eq!(bench_line(&f, &s), "BENCH g 3.500 x 2.000-5.000");
+    }
+
+    #[test]
+    fn printed_figures_are_parsed_and_garbage_is_not() {
+        let out = "noise\nFIGURE a 3 2\nFIGURE b 1\nFIGURE c x 1\nFIGURE d 0 1\nFIGURE e 1 2 3\n";
+        let p = printed_figures(out);
+        assert_eq!(p.keys().collect::<Vec<_>>(), ["a"]);
+        assert_eq!((p["a"].subject, p["a"].baseline), (3.0, 2.0));
+    }
+
+    #[test]
+    fn options_and_selection() {
+        let args = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        let quick = parse(&args("--quick")).expect("parse");
+        assert_eq!((quick.rounds, quick.quick), (5, true));
+        assert_eq!(parse(&args("--rounds 3")).expect("parse").rounds, 3);
+        assert!(parse(&args("--rounds 0")).is_err());
+        assert!(parse(&args("--frobnicate")).is_err());
+        let only = parse(&args("--only memo_hit,disk_lookup")).expect("parse");
+        let names: Vec<&str> = selected(&only).iter().map(|f| f.name).collect();
+        assert_eq!(
+            names,
+            ["disk_lookup", "memo_hit_vs_dashmap", "memo_hit_vs_moka"]
+        );
+        // A quick run leaves scale figures out unless asked; a full run keeps them.
+        for f in selected(&quick) {
+            assert!(!f.scale, "{} is a scale figure", f.name);
+        }
+        let full = parse(&[]).expect("parse");
+        assert_eq!(
+            selected(&full).len(),
+            FIGURES.len(),
+            "a full run measures every figure"
+        );
+    }
+
+    #[test]
+    fn every_figure_is_named_once_and_its_bench_target_exists() {
+        let root = crate::project_root();
+        let mut names: Vec<&str> = FIGURES.iter().map(|f| f.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), FIGURES.len(), "a figure name appears twice");
+        // Package name -> directory, for every package of the workspace.
+        let mut dirs: Vec<PathBuf> = fs::read_dir(root.join("crates"))
+            .expect("crates/")
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        dirs.push(root.join("tests"));
+        let dir_of = |package: &str| {
+            dirs.iter()
+                .find(|d| {
+                    fs::read_to_string(d.join("Cargo.toml"))
+                        .ok()
+                        .and_then(|m| package_name(&m))
+                        .as_deref()
+                        == Some(package)
+                })
+                .cloned()
+        };
+        for f in FIGURES {
+            let dir =
+                dir_of(f.package).unwrap_or_else(|| panic!("{}: no package {}", f.name, f.package));
+            let src = dir.join("benches").join(format!("{}.rs", f.bench));
+            let src = fs::read_to_string(&src)
+                .unwrap_or_else(|e| panic!("{}: {}: {e}", f.name, src.display()));
+            assert!(
+                src.contains(&format!("\"{}\"", f.name)),
+                "{}: its name does not appear in benches/{}.rs",
+                f.name,
+                f.bench
+            );
+        }
     }
 }
