@@ -693,9 +693,13 @@ mod tests {
             let src = dir.join("benches").join(format!("{}.rs", f.bench));
             let src = fs::read_to_string(&src)
                 .unwrap_or_else(|e| panic!("{}: {}: {e}", f.name, src.display()));
+            let mention = match f.source {
+                Source::Criterion => format!("\"{}\"", f.name),
+                Source::Printed => format!("FIGURE {} ", f.name),
+            };
             assert!(
-                src.contains(&format!("\"{}\"", f.name)),
-                "{}: its name does not appear in benches/{}.rs",
+                src.contains(&mention),
+                "{}: benches/{}.rs has no `{mention}`",
                 f.name,
                 f.bench
             );
