@@ -14,6 +14,11 @@ pub struct Census {
     pub programs_compiled: u64,
     /// Resolve calls.
     pub resolves: u64,
+    /// Kernels answered by loading a program from a persistent kernel store
+    /// (representatives only), not compiled.
+    pub kernels_loaded: u64,
+    /// Programs loaded from a persistent kernel store (one per blob).
+    pub programs_loaded: u64,
 }
 
 thread_local! {
@@ -52,6 +57,8 @@ pub(crate) fn note(delta: Census) {
             c.kernels_compiled += delta.kernels_compiled;
             c.programs_compiled += delta.programs_compiled;
             c.resolves += delta.resolves;
+            c.kernels_loaded += delta.kernels_loaded;
+            c.programs_loaded += delta.programs_loaded;
         }
     });
 }

@@ -57,6 +57,7 @@ mod error;
 mod key;
 mod partition;
 mod resolve;
+pub mod store;
 
 pub use backend::{
     Backend, BatchKernel, Compiled, Group, PersistentBackend, SavedProgram, SplitBackend,
@@ -68,4 +69,7 @@ pub use cold::with_cold_caches;
 pub use error::{CompileFailure, Error, Stage};
 pub use key::kernel_key;
 pub use partition::{Split, chunks, current_split_override, programs_for, with_split_override};
-pub use resolve::{CompileRecord, compile_record, resolve, resolve_split};
+pub use resolve::{
+    CompileRecord, compile_record, resolve, resolve_split, resolve_split_with_store,
+    resolve_with_store,
+};

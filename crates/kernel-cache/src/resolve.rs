@@ -7,12 +7,14 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
+use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, BatchKernel, Compiled, Group, SplitBackend};
+use crate::backend::{Backend, BatchKernel, Compiled, Group, PersistentBackend, SplitBackend};
 use crate::cache::{KernelCache, Resolved, lock};
 use crate::census::{self, Census};
 use crate::error::{CompileFailure, Error, Stage};
 use crate::partition::{chunks, current_split_override, programs_for};
+use crate::store::KernelStore;
 
 /// What split-capable backends have compiled in this process, as counters.
 ///
@@ -74,9 +76,120 @@ pub fn resolve<B: Backend>(
     batch: &[BatchKernel<B::Source>],
     backend: &B,
 ) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
-    drive(cache, batch, backend, |groups, answers, census| {
-        compile_whole(cache, batch, backend, groups, answers, census)
+    drive(cache, batch, backend, None, |groups, answers, census| {
+        compile_whole(cache, batch, backend, None, groups, answers, census)
     })
+}
+
+/// [`resolve`] with a persistent [`KernelStore`] under the cache (`None`: exactly
+/// [`resolve`]).
+///
+/// After the locked re-lookup, the distinct keys the cache still misses are looked up
+/// in the store (under the backend's [`identity`](PersistentBackend::identity)); each
+/// program found is verified, [loaded](PersistentBackend::load) and published as one
+/// group. For the keys still missing the resolve takes the store's per-key compile
+/// locks (waiting for another process compiling one of them, then looking the store
+/// up again), compiles as [`resolve`] does and, after each program's compile returned
+/// and it was published, [saves](PersistentBackend::save) it to the store. Nothing the
+/// store does fails the resolve: a store miss, a refused directory, a program that does
+/// not load or save are misses and warnings (see
+/// [`store::record`](crate::store::record)). Loaded kernels count in
+/// [`Census::kernels_loaded`], not as compiled.
+pub fn resolve_with_store<B: PersistentBackend>(
+    cache: &KernelCache<B::Program>,
+    store: Option<&KernelStore>,
+    batch: &[BatchKernel<B::Source>],
+    backend: &B,
+) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
+    let level = store.map(|store| StoreLevel::new(store, backend));
+    let level = level.as_ref().map(|l| l as &dyn Persist<B::Program>);
+    drive(cache, batch, backend, level, |groups, answers, census| {
+        compile_whole(cache, batch, backend, level, groups, answers, census)
+    })
+}
+
+/// [`resolve_split`] with a persistent [`KernelStore`] under the cache, as
+/// [`resolve_with_store`] describes (`None`: exactly [`resolve_split`]).
+pub fn resolve_split_with_store<B: SplitBackend + PersistentBackend>(
+    cache: &KernelCache<B::Program>,
+    store: Option<&KernelStore>,
+    batch: &[BatchKernel<B::Source>],
+    backend: &B,
+) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
+    let level = store.map(|store| StoreLevel::new(store, backend));
+    let level = level.as_ref().map(|l| l as &dyn Persist<B::Program>);
+    split_drive(cache, batch, backend, level)
+}
+
+/// A loaded program and its weight.
+type Weighed<P> = (Arc<P>, u64);
+
+/// A loaded program, its weight and the entries it answers.
+type LoadedGroup<P> = (Arc<P>, u64, Vec<(String, Resolved<P>)>);
+
+/// The persistent level as the driver sees it (object-safe, over the program type).
+trait Persist<P> {
+    /// Per key: the loaded program (shared by the keys of one blob), its weight and the
+    /// symbol, or `None`.
+    fn find(&self, keys: &[&str]) -> Vec<Option<(Arc<P>, u64, String)>>;
+    /// Takes the compile locks of `keys`; whether any was held by another process.
+    fn lock(&self, keys: &[&str]) -> (Box<dyn Any>, bool);
+    /// Saves a program compiled in `took` for its `(key, symbol)`s.
+    fn save(&self, program: &P, kernels: &[(&str, &str)], took: Duration);
+}
+
+struct StoreLevel<'a, B> {
+    store: &'a KernelStore,
+    backend: &'a B,
+    identity: String,
+}
+
+impl<'a, B: PersistentBackend> StoreLevel<'a, B> {
+    fn new(store: &'a KernelStore, backend: &'a B) -> Self {
+        StoreLevel {
+            store,
+            backend,
+            identity: backend.identity(),
+        }
+    }
+}
+
+impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
+    fn find(&self, keys: &[&str]) -> Vec<Option<(Arc<B::Program>, u64, String)>> {
+        let found = self.store.lookup_batch(&self.identity, keys);
+        let mut loaded: HashMap<String, Option<Weighed<B::Program>>> = HashMap::new();
+        found
+            .into_iter()
+            .zip(keys)
+            .map(|(r, key)| {
+                let (blob, symbol) = r.ok()?;
+                let program = loaded.entry(blob.blob.clone()).or_insert_with(|| {
+                    match self.backend.load(&blob.saved) {
+                        Ok(c) => Some((Arc::new(c.program), c.weight)),
+                        Err(e) => {
+                            crate::store::note_load_failure(key, &e.to_string());
+                            self.store.remove_blob(&blob.blob);
+                            None
+                        }
+                    }
+                });
+                let (program, weight) = program.clone()?;
+                Some((program, weight, symbol))
+            })
+            .collect()
+    }
+
+    fn lock(&self, keys: &[&str]) -> (Box<dyn Any>, bool) {
+        let (locks, waited) = self.store.compile_locks(&self.identity, keys);
+        (Box::new(locks), waited)
+    }
+
+    fn save(&self, program: &B::Program, kernels: &[(&str, &str)], took: Duration) {
+        match self.backend.save(program) {
+            Ok(saved) => self.store.save(&self.identity, &saved, kernels, took),
+            Err(e) => crate::store::note_save_failure(kernels, &e.to_string()),
+        }
+    }
 }
 
 /// [`resolve`] for a backend that can split its compiles.
@@ -105,7 +218,16 @@ pub fn resolve_split<B: SplitBackend>(
     batch: &[BatchKernel<B::Source>],
     backend: &B,
 ) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
-    drive(cache, batch, backend, |groups, answers, census| {
+    split_drive(cache, batch, backend, None)
+}
+
+fn split_drive<B: SplitBackend>(
+    cache: &KernelCache<B::Program>,
+    batch: &[BatchKernel<B::Source>],
+    backend: &B,
+    level: Option<&dyn Persist<B::Program>>,
+) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
+    drive(cache, batch, backend, level, |groups, answers, census| {
         SPLIT_CAPABLE.fetch_add(1, Ordering::Relaxed);
         let split = current_split_override().unwrap_or_else(|| backend.split());
         let programs: Vec<OptionGroup<'_>> = groups
@@ -117,11 +239,11 @@ pub fn resolve_split<B: SplitBackend>(
             })
             .collect();
         if programs.len() == groups.len() {
-            compile_whole(cache, batch, backend, groups, answers, census)
+            compile_whole(cache, batch, backend, level, groups, answers, census)
         } else {
             CONCURRENT_RESOLVES.fetch_add(1, Ordering::Relaxed);
             CONCURRENT_PROGRAMS.fetch_add(programs.len() as u64, Ordering::Relaxed);
-            compile_concurrent(cache, batch, backend, programs, answers, census)
+            compile_concurrent(cache, batch, backend, level, programs, answers, census)
         }
     })
 }
@@ -138,6 +260,7 @@ fn drive<'a, B, F>(
     cache: &KernelCache<B::Program>,
     batch: &'a [BatchKernel<B::Source>],
     backend: &B,
+    level: Option<&dyn Persist<B::Program>>,
     compile: F,
 ) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>>
 where
@@ -190,8 +313,7 @@ where
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         backend.before_compile().map_err(Error::BeforeCompile)?;
         let mut rep_of: HashMap<&str, usize> = HashMap::new();
-        let mut group_of: HashMap<&[String], usize> = HashMap::new();
-        let mut groups: Vec<OptionGroup<'a>> = Vec::new();
+        let mut reps: Vec<usize> = Vec::new();
         let mut twins: Vec<(usize, usize)> = Vec::new();
         for (i, kernel) in batch.iter().enumerate() {
             if answers[i].is_some() {
@@ -202,6 +324,28 @@ where
                 continue;
             }
             rep_of.insert(&kernel.key, i);
+            reps.push(i);
+        }
+        // The persistent level: load what it holds; lock the rest across processes
+        // (held until the saves are done) and look again if another process held one.
+        let mut _compile_locks = None;
+        if let Some(level) = level
+            && !reps.is_empty()
+        {
+            reps = load_from(cache, batch, level, reps, &mut answers, &mut census);
+            if !reps.is_empty() {
+                let keys: Vec<&str> = reps.iter().map(|&i| batch[i].key.as_str()).collect();
+                let (locks, waited) = level.lock(&keys);
+                _compile_locks = Some(locks);
+                if waited {
+                    reps = load_from(cache, batch, level, reps, &mut answers, &mut census);
+                }
+            }
+        }
+        let mut group_of: HashMap<&[String], usize> = HashMap::new();
+        let mut groups: Vec<OptionGroup<'a>> = Vec::new();
+        for i in reps {
+            let kernel = &batch[i];
             let g = *group_of.entry(&kernel.options).or_insert_with(|| {
                 groups.push((&kernel.options, Vec::new()));
                 groups.len() - 1
@@ -246,6 +390,42 @@ fn duplicate_symbol<S>(batch: &[BatchKernel<S>]) -> Option<(&str, usize, usize)>
     None
 }
 
+/// Looks `reps` up in the persistent level; publishes each program found as one group
+/// and answers its representatives. Returns the representatives still missing.
+fn load_from<P: Send + Sync + 'static, S>(
+    cache: &KernelCache<P>,
+    batch: &[BatchKernel<S>],
+    level: &dyn Persist<P>,
+    reps: Vec<usize>,
+    answers: &mut Answers<P>,
+    census: &mut Census,
+) -> Vec<usize> {
+    let keys: Vec<&str> = reps.iter().map(|&i| batch[i].key.as_str()).collect();
+    let found = level.find(&keys);
+    let mut missing = Vec::new();
+    // One group per loaded program, in order of first appearance.
+    let mut programs: Vec<LoadedGroup<P>> = Vec::new();
+    for (&i, hit) in reps.iter().zip(found) {
+        let Some((program, weight, symbol)) = hit else {
+            missing.push(i);
+            continue;
+        };
+        let value = Resolved::new(Arc::clone(&program), symbol);
+        answers[i] = Some(value.clone());
+        let entry = (batch[i].key.clone(), value);
+        match programs.iter_mut().find(|p| Arc::ptr_eq(&p.0, &program)) {
+            Some(p) => p.2.push(entry),
+            None => programs.push((program, weight, vec![entry])),
+        }
+    }
+    for (_, weight, entries) in programs {
+        census.programs_loaded += 1;
+        census.kernels_loaded += entries.len() as u64;
+        cache.publish(entries, weight);
+    }
+    missing
+}
+
 fn group_of<'a, S>(
     batch: &'a [BatchKernel<S>],
     index: usize,
@@ -265,12 +445,16 @@ fn symbols<S>(group: &Group<'_, S>) -> Vec<String> {
     group.kernels.iter().map(|k| k.symbol.clone()).collect()
 }
 
-/// Publishes `compiled` as one group and answers its representatives.
+/// Publishes `compiled` (compiled in `took`) as one group, answers its
+/// representatives, then saves it to the persistent level if any.
+#[allow(clippy::too_many_arguments)]
 fn publish<P: Send + Sync + 'static, S>(
     cache: &KernelCache<P>,
+    level: Option<&dyn Persist<P>>,
     group: &Group<'_, S>,
     idxs: &[usize],
     compiled: Compiled<P>,
+    took: Duration,
     answers: &mut Answers<P>,
     census: &mut Census,
 ) {
@@ -284,12 +468,21 @@ fn publish<P: Send + Sync + 'static, S>(
     cache.publish(entries, compiled.weight);
     census.programs_compiled += 1;
     census.kernels_compiled += idxs.len() as u64;
+    if let Some(level) = level {
+        let kernels: Vec<(&str, &str)> = group
+            .kernels
+            .iter()
+            .map(|k| (k.key.as_str(), k.symbol.as_str()))
+            .collect();
+        level.save(&program, &kernels, took);
+    }
 }
 
 fn compile_whole<B: Backend>(
     cache: &KernelCache<B::Program>,
     batch: &[BatchKernel<B::Source>],
     backend: &B,
+    level: Option<&dyn Persist<B::Program>>,
     groups: Vec<OptionGroup<'_>>,
     answers: &mut Answers<B::Program>,
     census: &mut Census,
@@ -297,6 +490,7 @@ fn compile_whole<B: Backend>(
     let n_groups = groups.len();
     for (index, (options, idxs)) in groups.into_iter().enumerate() {
         let group = group_of(batch, index, n_groups, options, &idxs);
+        let started = Instant::now();
         let compiled = backend.compile_group(&group).map_err(|source| {
             Error::Compile(Box::new(CompileFailure {
                 stage: Stage::CompileGroup,
@@ -307,7 +501,8 @@ fn compile_whole<B: Backend>(
                 later_panics: 0,
             }))
         })?;
-        publish(cache, &group, &idxs, compiled, answers, census);
+        let took = started.elapsed();
+        publish(cache, level, &group, &idxs, compiled, took, answers, census);
     }
     Ok(())
 }
@@ -326,6 +521,7 @@ fn compile_concurrent<B: SplitBackend>(
     cache: &KernelCache<B::Program>,
     batch: &[BatchKernel<B::Source>],
     backend: &B,
+    level: Option<&dyn Persist<B::Program>>,
     programs: Vec<OptionGroup<'_>>,
     answers: &mut Answers<B::Program>,
     census: &mut Census,
@@ -345,12 +541,16 @@ fn compile_concurrent<B: SplitBackend>(
             })
         })
         .collect();
+    let took: Vec<Mutex<Duration>> = groups.iter().map(|_| Mutex::new(Duration::ZERO)).collect();
     let run = |j: usize| -> Option<Result<(), B::Error>> {
         let mut slot = lock(&slots[j]);
-        match &mut *slot {
+        let started = Instant::now();
+        let out = match &mut *slot {
             Slot::Ready(prepared) => Some(backend.compile(prepared)),
             Slot::Failed(..) => None,
-        }
+        };
+        *lock(&took[j]) = started.elapsed();
+        out
     };
     let joined: Vec<Joined<B::Error>> = thread::scope(|scope| {
         let run = &run;
@@ -376,7 +576,9 @@ fn compile_concurrent<B: SplitBackend>(
     // The first failure in batch order, error or panic, is what the resolve reports.
     let mut first: Option<Failure<B::Error>> = None;
     let mut later_panics = 0;
-    for ((slot, joined), (group, idxs)) in slots.into_iter().zip(joined).zip(&groups) {
+    for (j, ((slot, joined), (group, idxs))) in
+        slots.into_iter().zip(joined).zip(&groups).enumerate()
+    {
         let slot = slot.into_inner().unwrap_or_else(|e| e.into_inner());
         let failure = match (slot, joined) {
             (_, Err(panic)) => {
@@ -391,7 +593,8 @@ fn compile_concurrent<B: SplitBackend>(
             (Slot::Ready(_), Ok(Some(Err(e)))) => Some((Stage::Compile, e)),
             (Slot::Ready(prepared), Ok(_)) => match backend.finish(prepared) {
                 Ok(compiled) => {
-                    publish(cache, group, idxs, compiled, answers, census);
+                    let took = *lock(&took[j]);
+                    publish(cache, level, group, idxs, compiled, took, answers, census);
                     None
                 }
                 Err(e) => Some((Stage::Finish, e)),

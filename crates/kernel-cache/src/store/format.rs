@@ -1,0 +1,236 @@
+//! The kernel store's file formats and names: program blobs (`b-<sha256>`), key entries
+//! (`k-<digest>`) and per-key compile lock files (`c-<digest>`). See
+//! `docs/disk-format.md` ("The kernel store").
+
+use sha2::{Digest, Sha256};
+
+use crate::backend::SavedProgram;
+
+/// First line of every blob file.
+pub(crate) const BLOB_MAGIC: &str = "kcache kernel blob 1";
+/// First line of every key entry file.
+pub(crate) const ENTRY_MAGIC: &str = "kcache kernel entry 1";
+
+/// Names the layout of the parts an entry name hashes.
+const ENTRY_NAME_LAYOUT: &[u8] = b"kcache-kernel-store-entry-1";
+
+/// The longest symbol table a blob may declare (a bound on what a parse allocates).
+const MAX_SYMBOLS: usize = 1 << 20;
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// `b-<64 hex>`: a program blob named by the SHA-256 of its whole file.
+pub(crate) fn is_blob_name(name: &str) -> bool {
+    name.strip_prefix("b-").is_some_and(is_hex64)
+}
+
+/// `k-<64 hex>`: a key entry.
+pub(crate) fn is_entry_name(name: &str) -> bool {
+    name.strip_prefix("k-").is_some_and(is_hex64)
+}
+
+/// `c-<64 hex>`: a per-key compile lock file (not an entry: never swept by a regime
+/// change, removed by garbage collection only when nobody holds it).
+pub(crate) fn is_compile_lock_name(name: &str) -> bool {
+    name.strip_prefix("c-").is_some_and(is_hex64)
+}
+
+/// Every file a regime change deletes.
+pub(crate) fn is_store_entry(name: &str) -> bool {
+    is_blob_name(name) || is_entry_name(name)
+}
+
+/// The digest naming the entry (and the compile lock) of `key` under `identity`.
+pub(crate) fn entry_digest(identity: &str, key: &str) -> String {
+    canonical_text::digest_of_parts(&[ENTRY_NAME_LAYOUT, identity.as_bytes(), key.as_bytes()])
+}
+
+/// The digest recorded for an identity inside an entry.
+pub(crate) fn identity_digest(identity: &str) -> String {
+    canonical_text::digest_of_parts(&[b"kcache-kernel-identity", identity.as_bytes()])
+}
+
+/// Whether `s` may be a symbol in a blob's table or an entry: non-empty, no NUL, no
+/// line break.
+pub(crate) fn is_valid_symbol(s: &str) -> bool {
+    !s.is_empty() && !s.bytes().any(|b| matches!(b, 0 | b'\n' | b'\r'))
+}
+
+/// The blob file of `saved`: magic line, symbol count, one symbol per line, byte count,
+/// then the bytes. `None` if a symbol is invalid.
+pub(crate) fn encode_blob(saved: &SavedProgram) -> Option<Vec<u8>> {
+    if !saved.symbols.iter().all(|s| is_valid_symbol(s)) || saved.symbols.len() > MAX_SYMBOLS {
+        return None;
+    }
+    let mut out = Vec::with_capacity(saved.bytes.len() + 64 + saved.symbols.len() * 16);
+    out.extend_from_slice(BLOB_MAGIC.as_bytes());
+    out.extend_from_slice(format!("\nsymbols {}\n", saved.symbols.len()).as_bytes());
+    for s in &saved.symbols {
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(format!("bytes {}\n", saved.bytes.len()).as_bytes());
+    out.extend_from_slice(&saved.bytes);
+    Some(out)
+}
+
+/// Splits off one `\n`-terminated UTF-8 line.
+fn line<'a>(rest: &mut &'a [u8]) -> Option<&'a str> {
+    let end = rest.iter().position(|&b| b == b'\n')?;
+    let (l, tail) = rest.split_at(end);
+    *rest = &tail[1..];
+    std::str::from_utf8(l).ok()
+}
+
+fn count_line(rest: &mut &[u8], tag: &str) -> Option<usize> {
+    line(rest)?
+        .strip_prefix(tag)?
+        .strip_prefix(' ')?
+        .parse()
+        .ok()
+}
+
+/// The program a blob file holds, or `None` for anything malformed (never panics).
+pub(crate) fn decode_blob(file: &[u8]) -> Option<SavedProgram> {
+    let mut rest = file;
+    if line(&mut rest)? != BLOB_MAGIC {
+        return None;
+    }
+    let n = count_line(&mut rest, "symbols")?;
+    if n > MAX_SYMBOLS {
+        return None;
+    }
+    let mut symbols = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        let s = line(&mut rest)?;
+        if !is_valid_symbol(s) {
+            return None;
+        }
+        symbols.push(s.to_string());
+    }
+    let len = count_line(&mut rest, "bytes")?;
+    if rest.len() != len {
+        return None;
+    }
+    Some(SavedProgram {
+        bytes: rest.to_vec(),
+        symbols,
+    })
+}
+
+/// A key entry: which blob holds the key's program and under which symbol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EntryRecord {
+    /// The SHA-256 of the blob file.
+    pub(crate) blob: String,
+    /// The kernel's symbol in the program.
+    pub(crate) symbol: String,
+    /// [`identity_digest`] of the backend that saved it.
+    pub(crate) identity: String,
+    /// SHA-256 of the key.
+    pub(crate) key: String,
+    /// How long the compile took, in milliseconds.
+    pub(crate) compile_ms: u64,
+}
+
+impl EntryRecord {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        format!(
+            "{ENTRY_MAGIC}\nblob {}\nsymbol {}\nidentity {}\nkey {}\ncompile_ms {}\n",
+            self.blob, self.symbol, self.identity, self.key, self.compile_ms
+        )
+        .into_bytes()
+    }
+
+    /// The entry an entry file holds, or `None` for anything malformed.
+    pub(crate) fn decode(file: &[u8]) -> Option<EntryRecord> {
+        let mut rest = file;
+        if line(&mut rest)? != ENTRY_MAGIC {
+            return None;
+        }
+        let mut field = |tag: &str| -> Option<String> {
+            Some(
+                line(&mut rest)?
+                    .strip_prefix(tag)?
+                    .strip_prefix(' ')?
+                    .to_string(),
+            )
+        };
+        let record = EntryRecord {
+            blob: field("blob")?,
+            symbol: field("symbol")?,
+            identity: field("identity")?,
+            key: field("key")?,
+            compile_ms: field("compile_ms")?.parse().ok()?,
+        };
+        let well_formed = rest.is_empty()
+            && is_hex64(&record.blob)
+            && is_valid_symbol(&record.symbol)
+            && is_hex64(&record.identity)
+            && is_hex64(&record.key);
+        well_formed.then_some(record)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn blobs_round_trip(bytes in proptest::collection::vec(any::<u8>(), 0..300),
+                            symbols in proptest::collection::vec("[^\n\r\u{0}]{1,12}", 0..5)) {
+            let saved = SavedProgram { bytes, symbols };
+            let file = encode_blob(&saved).unwrap();
+            prop_assert_eq!(decode_blob(&file), Some(saved));
+        }
+
+        /// Every strict prefix of a blob and every single-byte change either fails to
+        /// parse or parses to something else (the digest catches the rest).
+        #[test]
+        fn truncated_blobs_never_parse(bytes in proptest::collection::vec(any::<u8>(), 0..100),
+                                       cut in any::<prop::sample::Index>()) {
+            let saved = SavedProgram { bytes, symbols: vec!["k".into()] };
+            let file = encode_blob(&saved).unwrap();
+            let cut = cut.index(file.len());
+            prop_assert_eq!(decode_blob(&file[..cut]), None);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(file in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode_blob(&file);
+            let _ = EntryRecord::decode(&file);
+        }
+
+        #[test]
+        fn entries_round_trip(symbol in "[^\n\r\u{0}]{1,20}", ms in any::<u64>()) {
+            let r = EntryRecord {
+                blob: sha256_hex(b"b"), symbol, identity: sha256_hex(b"i"), key: sha256_hex(b"k"),
+                compile_ms: ms,
+            };
+            prop_assert_eq!(EntryRecord::decode(&r.encode()), Some(r));
+        }
+    }
+
+    #[test]
+    fn names() {
+        let d = sha256_hex(b"x");
+        assert!(is_blob_name(&format!("b-{d}")));
+        assert!(is_entry_name(&format!("k-{d}")));
+        assert!(is_compile_lock_name(&format!("c-{d}")));
+        assert!(!is_store_entry(&format!("c-{d}")));
+        assert!(!is_blob_name(&format!("b-{}", d.to_uppercase())));
+        assert!(!is_blob_name("b-"));
+        assert!(cache_dir::validate_name(&format!("b-{d}")).is_ok());
+        assert_ne!(entry_digest("a", "bc"), entry_digest("ab", "c"));
+    }
+}

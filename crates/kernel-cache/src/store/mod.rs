@@ -1,0 +1,755 @@
+//! The persistent kernel store: compiled programs that outlive the process.
+//!
+//! A [`KernelStore`] is a directory (for example `<cache-dir>/kernels`) of
+//! content-addressed program blobs (`b-<sha256>`: a [`SavedProgram`]'s symbol table and
+//! bytes, named by the SHA-256 of the file) and key entries (`k-<digest of backend
+//! identity and kernel key>`: which blob, which symbol). It sits under a
+//! [`KernelCache`](crate::KernelCache) as a second level: give it to
+//! [`resolve_with_store`](crate::resolve_with_store) or
+//! [`resolve_split_with_store`](crate::resolve_split_with_store) and a memory miss is
+//! looked up here before anything is compiled, and what is compiled is saved here after
+//! its compile returned.
+//!
+//! The directory protocol (permanent lock file, regime stamp, atomic publication,
+//! crash-stale staging cleanup, validated names, bounded reads) is `cache-dir`'s. On top
+//! of it the store:
+//!
+//! * **is a trust boundary**: loading a program runs its code, so the store refuses a
+//!   directory, entry or blob that is not private (owned by this user and writable by
+//!   nobody else), verifies every blob against its digest before it is loaded (a
+//!   mismatch is a miss and the blob is removed), and checks every entry's symbol is in
+//!   its blob's table;
+//! * **is bounded**: `max_bytes` (blobs and entries), least-recently-used blobs evicted
+//!   first across processes (a hit sets the blob's modification time: one `futimens`),
+//!   and a minimum compile time below which nothing is saved;
+//! * **compiles each key once across processes**: a per-key lock file (`c-<digest>`,
+//!   `flock`) is held from the lookup that missed until the save; a second process
+//!   waits for it (at most `compile_wait`), then finds the saved program. The OS
+//!   releases the lock of a process that dies, so a dead holder never blocks anyone;
+//! * **explains every miss** ([`MissReason`]) to the recorders of [`record`] and to
+//!   `tracing` (target `kernel_cache::store`), and keeps counters across processes
+//!   ([`StoreStats`]).
+//!
+//! Nothing the store does fails a resolve: a refused directory, a failing save, a
+//! corrupt blob are misses and warnings. `docs/disk-format.md` ("The kernel store")
+//! specifies the files.
+//!
+//! ```
+//! use kernel_cache::store::{KernelStore, MissReason};
+//! let tmp = tempfile::tempdir()?;
+//! let store = KernelStore::new(tmp.path().join("kernels")).with_max_bytes(64 << 20);
+//! // A lookup never creates the directory.
+//! assert_eq!(store.probe("cc-identity", "some-key").err(), Some(MissReason::NoDirectory));
+//! store.create()?;
+//! assert_eq!(store.probe("cc-identity", "some-key").err(), Some(MissReason::NoEntry));
+//! assert_eq!(store.stats()?.entries, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod counters;
+mod format;
+mod record;
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use cache_dir::{CacheDir, Guard};
+
+use crate::backend::SavedProgram;
+pub use counters::Counters;
+use format::{EntryRecord, entry_digest, identity_digest, sha256_hex};
+pub use record::{MissReason, NotSaved, Outcome, StoreEvent, record};
+
+/// The store's regime version (`cache-dir`'s stamp): what entry and blob names mean and
+/// what their files hold. A change of either format requires a bump; a newer build's
+/// directory is refused by an older build, an older one is swept.
+///
+/// History (one line per bump, with the reason):
+/// - 1: first version (blob `kcache kernel blob 1`, entry `kcache kernel entry 1`).
+pub const REGIME: u32 = 1;
+
+/// The default byte limit of a store: 1 GiB.
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+
+/// How long a resolve waits, by default, for another process compiling the same key.
+pub const DEFAULT_COMPILE_WAIT: Duration = Duration::from_secs(300);
+
+/// How often a waiting resolve retries a held compile lock.
+const POLL: Duration = Duration::from_millis(5);
+
+/// What a store holds and has done, as `kcache stats` shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Key entries.
+    pub entries: u64,
+    /// Program blobs.
+    pub blobs: u64,
+    /// Bytes of blobs and entries.
+    pub bytes: u64,
+    /// The counters kept across processes.
+    pub counters: Counters,
+}
+
+/// What a [`KernelStore::trim`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Trimmed {
+    /// Blobs evicted (least recently used first).
+    pub evicted_blobs: u64,
+    /// Entries removed with them, or because their blob was gone or they were malformed.
+    pub removed_entries: u64,
+    /// Compile lock files nobody held, removed.
+    pub removed_locks: u64,
+    /// Bytes of blobs and entries left.
+    pub bytes_left: u64,
+}
+
+/// A persistent store of compiled programs (see the [module docs](self)).
+///
+/// Cheap to clone; holds no open file between operations.
+#[derive(Clone, Debug)]
+pub struct KernelStore {
+    dir: CacheDir,
+    max_bytes: u64,
+    min_compile_time: Duration,
+    compile_wait: Duration,
+    /// Counts made while the directory did not exist yet.
+    pending: Arc<Mutex<Counters>>,
+}
+
+/// A program found in the store, verified, not yet loaded.
+pub(crate) struct FoundBlob {
+    pub(crate) blob: String,
+    pub(crate) saved: Arc<SavedProgram>,
+}
+
+/// The compile locks a resolve holds for its remaining keys (released on drop).
+pub(crate) struct CompileLocks {
+    _files: Vec<File>,
+}
+
+/// A store operation's refusal, as a miss reason.
+fn refused(e: &cache_dir::Error) -> MissReason {
+    match e {
+        cache_dir::Error::NoDirectory { .. } => MissReason::NoDirectory,
+        cache_dir::Error::NotPrivate { .. } => MissReason::NotPrivate(e.to_string()),
+        _ => MissReason::Refused(e.to_string()),
+    }
+}
+
+impl KernelStore {
+    /// The store at `dir`, with [`DEFAULT_MAX_BYTES`], no minimum compile time and
+    /// [`DEFAULT_COMPILE_WAIT`]. Touches nothing on disk.
+    pub fn new(dir: impl Into<PathBuf>) -> KernelStore {
+        KernelStore {
+            dir: CacheDir::new(dir, REGIME, format::is_store_entry),
+            max_bytes: DEFAULT_MAX_BYTES,
+            min_compile_time: Duration::ZERO,
+            compile_wait: DEFAULT_COMPILE_WAIT,
+            pending: Arc::default(),
+        }
+    }
+
+    /// The same store bounded to `max_bytes` of blobs and entries (0: nothing is saved).
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> KernelStore {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// The same store, saving only programs whose compile took at least `min` (as JAX's
+    /// persistent cache does: a fast compile is not worth the disk).
+    pub fn with_min_compile_time(mut self, min: Duration) -> KernelStore {
+        self.min_compile_time = min;
+        self
+    }
+
+    /// The same store, waiting at most `wait` for another process compiling a key this
+    /// resolve misses (after which it compiles the key itself).
+    pub fn with_compile_wait(mut self, wait: Duration) -> KernelStore {
+        self.compile_wait = wait;
+        self
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.dir()
+    }
+
+    /// The byte limit.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// Creates the directory (mode `0700`; its missing parents with the process's
+    /// umask) and checks it is private.
+    ///
+    /// # Errors
+    /// [`cache_dir::Error::NotPrivate`] if the directory is owned by another user or
+    /// writable by group or others, or the I/O error.
+    pub fn create(&self) -> Result<(), cache_dir::Error> {
+        let dir = self.dir();
+        if let Some(parent) = dir.parent() {
+            fs::create_dir_all(parent).map_err(|source| cache_dir::Error::Io {
+                during: "create the store's parent directory",
+                source,
+            })?;
+        }
+        match fs::DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(source) => {
+                return Err(cache_dir::Error::Io {
+                    during: "create the store directory",
+                    source,
+                });
+            }
+        }
+        cache_dir::check_private(dir)?;
+        self.dir.with_shared(true, |_| ())
+    }
+
+    /// Runs `f` on the open directory after checking the directory is private.
+    fn open<R>(
+        &self,
+        create: bool,
+        f: impl FnOnce(&Guard<'_>) -> R,
+    ) -> Result<R, cache_dir::Error> {
+        if create {
+            self.create()?;
+        } else if !self.dir().is_dir() {
+            return Err(cache_dir::Error::NoDirectory {
+                path: self.dir().to_path_buf(),
+            });
+        } else {
+            cache_dir::check_private(self.dir())?;
+        }
+        self.dir.with_shared(create, f)
+    }
+
+    /// The exclusive counterpart of [`KernelStore::open`].
+    fn open_exclusive<R>(&self, f: impl FnOnce(&Guard<'_>) -> R) -> Result<R, cache_dir::Error> {
+        cache_dir::check_private(self.dir())?;
+        self.dir.with_exclusive(false, f)
+    }
+
+    /// Looks up `key` saved under backend `identity`: the verified program and the symbol
+    /// to find the kernel by, or why not. Marks the blob used (LRU) on a hit; removes a
+    /// corrupt blob or a dangling entry. Reports to [`record`]ers and counts in the
+    /// store's counters like a resolve's lookup.
+    pub fn probe(&self, identity: &str, key: &str) -> Result<(SavedProgram, String), MissReason> {
+        let found = self.lookup_batch(identity, &[key]);
+        match found.into_iter().next() {
+            Some(Ok((blob, symbol))) => Ok(((*blob.saved).clone(), symbol)),
+            Some(Err(why)) => Err(why),
+            None => Err(MissReason::NoEntry),
+        }
+    }
+
+    /// Looks every key up under one open of the directory; per key the verified blob
+    /// (shared between keys of one blob) and symbol, or why not. Reports each key.
+    pub(crate) fn lookup_batch(
+        &self,
+        identity: &str,
+        keys: &[&str],
+    ) -> Vec<Result<(FoundBlob, String), MissReason>> {
+        let mut delta = Counters::default();
+        let id_digest = identity_digest(identity);
+        let out = self.open(false, |guard| {
+            let mut blobs: HashMap<String, Result<Arc<SavedProgram>, MissReason>> = HashMap::new();
+            keys.iter()
+                .map(|key| {
+                    self.lookup_one(guard, &id_digest, identity, key, &mut blobs, &mut delta)
+                })
+                .collect::<Vec<_>>()
+        });
+        let out = match out {
+            Ok(v) => v,
+            Err(e) => {
+                let why = refused(&e);
+                keys.iter().map(|_| Err(why.clone())).collect()
+            }
+        };
+        for (key, r) in keys.iter().zip(&out) {
+            match r {
+                Ok((found, _)) => {
+                    delta.hits += 1;
+                    record::note(
+                        key,
+                        Outcome::Hit {
+                            blob: found.blob.clone(),
+                        },
+                    );
+                }
+                Err(why) => {
+                    delta.misses += 1;
+                    record::note(key, Outcome::Miss(why.clone()));
+                }
+            }
+        }
+        self.count(delta);
+        out
+    }
+
+    fn lookup_one(
+        &self,
+        guard: &Guard<'_>,
+        id_digest: &str,
+        identity: &str,
+        key: &str,
+        blobs: &mut HashMap<String, Result<Arc<SavedProgram>, MissReason>>,
+        delta: &mut Counters,
+    ) -> Result<(FoundBlob, String), MissReason> {
+        let name = format!("k-{}", entry_digest(identity, key));
+        let bytes = read_private(guard, &name, 4096)?;
+        let remove = |name: &str, delta: &mut Counters| {
+            if guard.remove(name).unwrap_or(false) {
+                delta.removed_bad += 1;
+            }
+        };
+        let Some(entry) = EntryRecord::decode(&bytes) else {
+            remove(&name, delta);
+            return Err(MissReason::BadEntry);
+        };
+        if entry.identity != id_digest || entry.key != sha256_hex(key.as_bytes()) {
+            remove(&name, delta);
+            return Err(MissReason::BadEntry);
+        }
+        let blob_name = format!("b-{}", entry.blob);
+        let saved = match blobs.get(&entry.blob) {
+            Some(r) => r.clone(),
+            None => {
+                let r = self.read_blob(guard, &blob_name, &entry.blob, delta);
+                blobs.insert(entry.blob.clone(), r.clone());
+                r
+            }
+        };
+        let saved = match saved {
+            Ok(s) => s,
+            Err(MissReason::NoEntry) => {
+                remove(&name, delta);
+                return Err(MissReason::NoBlob);
+            }
+            Err(why) => return Err(why),
+        };
+        if !saved.symbols.contains(&entry.symbol) {
+            remove(&name, delta);
+            return Err(MissReason::NoSymbol);
+        }
+        Ok((
+            FoundBlob {
+                blob: entry.blob,
+                saved,
+            },
+            entry.symbol,
+        ))
+    }
+
+    /// Reads and verifies a blob; marks it used. `Err(NoEntry)` if it is absent.
+    fn read_blob(
+        &self,
+        guard: &Guard<'_>,
+        name: &str,
+        digest: &str,
+        delta: &mut Counters,
+    ) -> Result<Arc<SavedProgram>, MissReason> {
+        let path = guard
+            .path(name)
+            .map_err(|e| MissReason::Refused(e.to_string()))?;
+        let read = read_private_file(&path, self.max_bytes.max(1 << 20));
+        let (file, parsed) = match read {
+            Ok((file, bytes)) => {
+                let parsed = (sha256_hex(&bytes) == digest)
+                    .then(|| format::decode_blob(&bytes))
+                    .flatten();
+                (Some(file), parsed)
+            }
+            // Larger than any blob the store saves.
+            Err(MissReason::Corrupt) => (None, None),
+            Err(why) => return Err(why),
+        };
+        let Some(saved) = parsed else {
+            if guard.remove(name).unwrap_or(false) {
+                delta.removed_bad += 1;
+            }
+            return Err(MissReason::Corrupt);
+        };
+        // Mark use for the LRU (as owner, futimens needs no write access).
+        if let Some(file) = file {
+            let _ = file.set_modified(SystemTime::now());
+        }
+        Ok(Arc::new(saved))
+    }
+
+    /// Removes the blob `digest` (after its program failed to load).
+    pub(crate) fn remove_blob(&self, digest: &str) {
+        let removed = self
+            .open(false, |g| g.remove(&format!("b-{digest}")).unwrap_or(false))
+            .unwrap_or(false);
+        if removed {
+            self.count(Counters {
+                removed_bad: 1,
+                ..Counters::default()
+            });
+        }
+    }
+
+    /// Saves `saved` (compiled in `took`) for `kernels` (`(key, symbol)` pairs) under
+    /// backend `identity`, then evicts least-recently-used blobs past the byte limit.
+    /// Blob first, entries after: a crash never leaves an entry pointing nowhere.
+    pub(crate) fn save(
+        &self,
+        identity: &str,
+        saved: &SavedProgram,
+        kernels: &[(&str, &str)],
+        took: Duration,
+    ) {
+        let outcome = self.try_save(identity, saved, kernels, took);
+        for (key, _) in kernels {
+            record::note(
+                key,
+                match &outcome {
+                    Ok(blob) => Outcome::Saved { blob: blob.clone() },
+                    Err(why) => Outcome::NotSaved(why.clone()),
+                },
+            );
+        }
+        if outcome.is_ok() {
+            self.count(Counters {
+                saves: 1,
+                ..Counters::default()
+            });
+            self.evict_to(self.max_bytes);
+        }
+    }
+
+    fn try_save(
+        &self,
+        identity: &str,
+        saved: &SavedProgram,
+        kernels: &[(&str, &str)],
+        took: Duration,
+    ) -> Result<String, NotSaved> {
+        if took < self.min_compile_time {
+            return Err(NotSaved::TooFast);
+        }
+        let bad_symbol = kernels
+            .iter()
+            .find(|(_, s)| !saved.symbols.iter().any(|t| t == s));
+        if let Some((_, s)) = bad_symbol {
+            return Err(NotSaved::Backend(format!(
+                "symbol {s:?} is not in the saved program's table"
+            )));
+        }
+        let file = format::encode_blob(saved)
+            .ok_or_else(|| NotSaved::Backend("invalid symbol in the saved table".into()))?;
+        if (file.len() as u64).saturating_add(4096) > self.max_bytes {
+            return Err(NotSaved::TooLarge);
+        }
+        let digest = sha256_hex(&file);
+        let id_digest = identity_digest(identity);
+        let compile_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        let write = |guard: &Guard<'_>| -> Result<(), cache_dir::Error> {
+            let blob_name = format!("b-{digest}");
+            let path = guard.path(&blob_name)?;
+            // An identical blob already there is kept (and marked used); anything else
+            // at that name (a truncated file) is replaced.
+            let present = fs::symlink_metadata(&path).is_ok_and(|m| {
+                m.is_file() && m.len() == file.len() as u64 && m.mode() & 0o022 == 0
+            });
+            if present {
+                if let Ok((f, _)) = cache_dir::open_regular(&path) {
+                    let _ = f.set_modified(SystemTime::now());
+                }
+            } else {
+                publish_private(guard, &blob_name, &file)?;
+            }
+            for (key, symbol) in kernels {
+                let record = EntryRecord {
+                    blob: digest.clone(),
+                    symbol: symbol.to_string(),
+                    identity: id_digest.clone(),
+                    key: sha256_hex(key.as_bytes()),
+                    compile_ms,
+                };
+                let name = format!("k-{}", entry_digest(identity, key));
+                publish_private(guard, &name, &record.encode())?;
+            }
+            Ok(())
+        };
+        match self.open(true, write) {
+            Ok(Ok(())) => Ok(digest),
+            Ok(Err(e)) | Err(e) => Err(NotSaved::Refused(e.to_string())),
+        }
+    }
+
+    /// Bytes of blobs and entries now, without locking (a cheap check before evicting).
+    fn usage(guard: &Guard<'_>) -> u64 {
+        let Ok(entries) = guard.entries() else {
+            return 0;
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.item.metadata().ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// Evicts least-recently-used blobs (and their entries) until the store holds at
+    /// most `max_bytes`; removes dangling and malformed entries on the way.
+    fn evict_to(&self, max_bytes: u64) -> Trimmed {
+        let over = self
+            .open(false, |g| Self::usage(g) > max_bytes)
+            .unwrap_or(false);
+        if !over {
+            return Trimmed::default();
+        }
+        self.open_exclusive(|g| self.evict_locked(g, max_bytes, false))
+            .unwrap_or_default()
+    }
+
+    fn evict_locked(&self, guard: &Guard<'_>, max_bytes: u64, sweep_locks: bool) -> Trimmed {
+        let mut blobs: Vec<(SystemTime, u64, String)> = Vec::new();
+        let mut entries: Vec<(String, u64)> = Vec::new();
+        let mut locks: Vec<String> = Vec::new();
+        if let Ok(listing) = fs::read_dir(guard.dir()) {
+            for item in listing.filter_map(Result::ok) {
+                let Ok(name) = item.file_name().into_string() else {
+                    continue;
+                };
+                let Ok(meta) = item.metadata() else { continue };
+                if format::is_blob_name(&name) {
+                    let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                    blobs.push((used, meta.len(), name[2..].to_string()));
+                } else if format::is_entry_name(&name) {
+                    entries.push((name, meta.len()));
+                } else if format::is_compile_lock_name(&name) {
+                    locks.push(name);
+                }
+            }
+        }
+        let mut total: u64 =
+            blobs.iter().map(|b| b.1).sum::<u64>() + entries.iter().map(|e| e.1).sum::<u64>();
+        blobs.sort();
+        let mut victims = std::collections::HashSet::new();
+        let mut out = Trimmed::default();
+        for (_, size, digest) in &blobs {
+            if total <= max_bytes {
+                break;
+            }
+            victims.insert(digest.clone());
+            total -= size;
+        }
+        let live: std::collections::HashSet<&str> = blobs
+            .iter()
+            .map(|b| b.2.as_str())
+            .filter(|d| !victims.contains(*d))
+            .collect();
+        // Entries first, then blobs: a crash in between leaves unreferenced blobs (the
+        // oldest, evicted next time), never an entry that points nowhere.
+        for (name, size) in &entries {
+            let keep = guard
+                .read(name, 4096)
+                .ok()
+                .and_then(|b| EntryRecord::decode(&b))
+                .is_some_and(|r| live.contains(r.blob.as_str()));
+            if !keep && guard.remove(name).unwrap_or(false) {
+                out.removed_entries += 1;
+                total = total.saturating_sub(*size);
+            }
+        }
+        let mut delta = Counters::default();
+        for digest in &victims {
+            if guard.remove(&format!("b-{digest}")).unwrap_or(false) {
+                out.evicted_blobs += 1;
+                delta.evictions += 1;
+                record::note(
+                    "",
+                    Outcome::Evicted {
+                        blob: digest.clone(),
+                    },
+                );
+            }
+        }
+        if sweep_locks {
+            for name in &locks {
+                let path = guard.dir().join(name);
+                let Ok(f) = OpenOptions::new().read(true).write(true).open(&path) else {
+                    continue;
+                };
+                // Only a lock nobody holds; a process that opened it a moment ago and
+                // locks it after this removal at worst compiles a key twice.
+                if f.try_lock().is_ok() && fs::remove_file(&path).is_ok() {
+                    out.removed_locks += 1;
+                }
+            }
+        }
+        out.bytes_left = total;
+        self.count(delta);
+        out
+    }
+
+    /// Trims the store to at most `max_bytes` (least recently used first), removes
+    /// dangling and malformed entries and unheld compile locks (`kcache gc --max-size`).
+    ///
+    /// # Errors
+    /// The refusal if the directory is missing, not private or cannot be locked.
+    pub fn trim(&self, max_bytes: u64) -> Result<Trimmed, cache_dir::Error> {
+        cache_dir::check_private(self.dir())?;
+        self.dir
+            .with_exclusive(false, |g| self.evict_locked(g, max_bytes, true))
+    }
+
+    /// What the store holds and the counters of every process that used it.
+    ///
+    /// # Errors
+    /// The refusal if the directory is missing, not private or cannot be opened.
+    pub fn stats(&self) -> Result<StoreStats, cache_dir::Error> {
+        self.open(false, |guard| {
+            let mut s = StoreStats::default();
+            if let Ok(entries) = guard.entries() {
+                for e in entries.filter_map(Result::ok) {
+                    let len = e.item.metadata().map(|m| m.len()).unwrap_or(0);
+                    s.bytes += len;
+                    if format::is_blob_name(&e.name) {
+                        s.blobs += 1;
+                    } else {
+                        s.entries += 1;
+                    }
+                }
+            }
+            s.counters = counters::read(guard.dir()).unwrap_or_default();
+            s
+        })
+    }
+
+    /// Adds `delta` to the store's counters; while the directory does not exist yet
+    /// (a first lookup, before the first save creates it) the counts wait in memory.
+    fn count(&self, delta: Counters) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.add(delta);
+        if !self.dir().is_dir() {
+            return;
+        }
+        match counters::add(self.dir(), *pending) {
+            Ok(()) => *pending = Counters::default(),
+            Err(e) => {
+                *pending = Counters::default();
+                tracing::warn!(target: "kernel_cache::store", error = %e, "kernel store counters not updated");
+            }
+        }
+    }
+
+    /// Takes the compile lock of every key (in sorted order, so two resolves never wait
+    /// on each other in a cycle), waiting for each at most until `compile_wait` after
+    /// the first wait began. Returns the locks and whether any was held by another.
+    pub(crate) fn compile_locks(&self, identity: &str, keys: &[&str]) -> (CompileLocks, bool) {
+        let mut digests: Vec<(String, &str)> = keys
+            .iter()
+            .map(|k| (entry_digest(identity, k), *k))
+            .collect();
+        digests.sort();
+        digests.dedup_by(|a, b| a.0 == b.0);
+        let mut files = Vec::with_capacity(digests.len());
+        let mut waited = false;
+        let deadline = Instant::now() + self.compile_wait;
+        if self.open(true, |_| ()).is_err() {
+            return (CompileLocks { _files: files }, false);
+        }
+        for (digest, key) in digests {
+            let path = self.dir().join(format!("c-{digest}"));
+            let Ok(file) = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+            else {
+                continue;
+            };
+            let mut this_waited = false;
+            let got = loop {
+                match file.try_lock() {
+                    Ok(()) => break true,
+                    Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                        this_waited = true;
+                        std::thread::sleep(POLL);
+                    }
+                    Err(_) => break false,
+                }
+            };
+            if this_waited {
+                waited = true;
+                record::note(key, Outcome::Waited { timed_out: !got });
+            }
+            if got {
+                files.push(file);
+            }
+        }
+        (CompileLocks { _files: files }, waited)
+    }
+}
+
+/// Reads the private regular file `name` of the directory, at most `max` bytes.
+fn read_private(guard: &Guard<'_>, name: &str, max: u64) -> Result<Vec<u8>, MissReason> {
+    let path = guard
+        .path(name)
+        .map_err(|e| MissReason::Refused(e.to_string()))?;
+    read_private_file(&path, max).map(|(_, b)| b)
+}
+
+/// Opens `path` with `cache-dir`'s bounded, non-blocking, no-follow read, checks the
+/// opened file is private, and reads it. Absent: `NoEntry`.
+fn read_private_file(path: &Path, max: u64) -> Result<(File, Vec<u8>), MissReason> {
+    let (mut file, len) = match cache_dir::open_regular(path) {
+        Ok(x) => x,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(MissReason::NoEntry),
+        Err(e) => return Err(MissReason::Refused(format!("{}: {e}", path.display()))),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| MissReason::Refused(e.to_string()))?;
+    cache_dir::check_private_metadata(path, &meta)
+        .map_err(|e| MissReason::NotPrivate(e.to_string()))?;
+    if len > max {
+        return Err(MissReason::Corrupt);
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    (&mut file)
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| MissReason::Refused(e.to_string()))?;
+    if bytes.len() as u64 > max {
+        return Err(MissReason::Corrupt);
+    }
+    Ok((file, bytes))
+}
+
+/// Publishes `bytes` as `name` and makes it private (mode `0600`: atomic publication
+/// creates files with the process's umask).
+fn publish_private(guard: &Guard<'_>, name: &str, bytes: &[u8]) -> Result<(), cache_dir::Error> {
+    guard.publish(name, bytes)?;
+    let path = guard.path(name)?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).map_err(|source| {
+        cache_dir::Error::Io {
+            during: "make the entry private",
+            source,
+        }
+    })
+}
+
+/// Reports that the backend could not load a verified blob (it is removed).
+pub(crate) fn note_load_failure(key: &str, why: &str) {
+    record::note(key, Outcome::Miss(MissReason::LoadFailed(why.to_string())));
+}
+
+/// Reports that the backend could not save a program.
+pub(crate) fn note_save_failure(kernels: &[(&str, &str)], why: &str) {
+    for (key, _) in kernels {
+        record::note(key, Outcome::NotSaved(NotSaved::Backend(why.to_string())));
+    }
+}

@@ -1,0 +1,189 @@
+//! What the kernel store did, explained: [`StoreEvent`]s (a lookup's [`MissReason`], a
+//! save's outcome, an eviction) reported to the nestable recorders of [`record`] and to
+//! `tracing` (target `kernel_cache::store`).
+
+use std::cell::RefCell;
+use std::fmt;
+
+/// Why a key was not answered from the kernel store. Every miss is one of these; none
+/// fails a resolve.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MissReason {
+    /// The store's directory does not exist (a lookup never creates it).
+    NoDirectory,
+    /// The directory protocol refused the store (newer or malformed regime stamp, an
+    /// I/O error, a directory another user could have written, ...): the message says
+    /// which.
+    Refused(String),
+    /// No entry for this key under this backend identity.
+    NoEntry,
+    /// The entry file is malformed or names another key or identity (removed).
+    BadEntry,
+    /// The entry's blob is missing (the entry was removed).
+    NoBlob,
+    /// The blob's bytes do not match its digest, or do not parse (truncated,
+    /// corrupted): removed, never loaded.
+    Corrupt,
+    /// The entry's symbol is not in its blob's symbol table (the entry was removed).
+    NoSymbol,
+    /// The entry or blob file is not private (another user owns it or could write it):
+    /// refused, never loaded, left in place.
+    NotPrivate(String),
+    /// The backend could not load the verified blob (removed).
+    LoadFailed(String),
+    /// A shared level's blob carries no valid MAC for this farm's secret.
+    BadSignature,
+}
+
+impl fmt::Display for MissReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MissReason::NoDirectory => f.write_str("no store directory"),
+            MissReason::Refused(why) => write!(f, "store refused: {why}"),
+            MissReason::NoEntry => f.write_str("no entry"),
+            MissReason::BadEntry => f.write_str("malformed entry (removed)"),
+            MissReason::NoBlob => f.write_str("entry points to no blob (removed)"),
+            MissReason::Corrupt => f.write_str("blob does not match its digest (removed)"),
+            MissReason::NoSymbol => f.write_str("symbol not in the blob's table (removed)"),
+            MissReason::NotPrivate(why) => write!(f, "refused, not private: {why}"),
+            MissReason::LoadFailed(why) => write!(f, "backend could not load the blob: {why}"),
+            MissReason::BadSignature => f.write_str("blob unsigned or mis-signed"),
+        }
+    }
+}
+
+/// Why a compiled program was not saved. None fails a resolve.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NotSaved {
+    /// Its compile took less than the store's minimum compile time.
+    TooFast,
+    /// Its blob alone is larger than the store's byte limit.
+    TooLarge,
+    /// The backend's `save` failed or returned an invalid symbol table.
+    Backend(String),
+    /// The directory protocol or the file system refused the write.
+    Refused(String),
+}
+
+impl fmt::Display for NotSaved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotSaved::TooFast => f.write_str("compile faster than the minimum compile time"),
+            NotSaved::TooLarge => f.write_str("program larger than the store's byte limit"),
+            NotSaved::Backend(why) => write!(f, "backend could not save: {why}"),
+            NotSaved::Refused(why) => write!(f, "store refused the write: {why}"),
+        }
+    }
+}
+
+/// What happened to one key (or one blob) at the kernel store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The key was answered from the blob with this digest.
+    Hit {
+        /// The blob's SHA-256.
+        blob: String,
+    },
+    /// The key was not answered.
+    Miss(MissReason),
+    /// The key's program was saved as the blob with this digest.
+    Saved {
+        /// The blob's SHA-256.
+        blob: String,
+    },
+    /// The key's program was not saved.
+    NotSaved(NotSaved),
+    /// The blob was evicted to keep the store under its byte limit (`key` is empty).
+    Evicted {
+        /// The blob's SHA-256.
+        blob: String,
+    },
+    /// The key's compile waited for another process compiling it; `timed_out` if the
+    /// wait ended by the store's timeout rather than by the other process finishing.
+    Waited {
+        /// Whether the wait hit the timeout.
+        timed_out: bool,
+    },
+}
+
+/// One event of the kernel store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreEvent {
+    /// The kernel key (empty for an eviction).
+    pub key: String,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+thread_local! {
+    static STACK: RefCell<Vec<Vec<StoreEvent>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` and returns the kernel-store events it caused *on this thread* (resolves
+/// run every store operation on their calling thread). Scopes nest: an event is seen by
+/// every enclosing scope. A panic in `f` ends the scope and continues.
+///
+/// ```
+/// let ((), events) = kernel_cache::store::record(|| ());
+/// assert!(events.is_empty());
+/// ```
+pub fn record<R>(f: impl FnOnce() -> R) -> (R, Vec<StoreEvent>) {
+    struct Pop;
+    impl Drop for Pop {
+        fn drop(&mut self) {
+            STACK.with(|s| s.borrow_mut().pop());
+        }
+    }
+    STACK.with(|s| s.borrow_mut().push(Vec::new()));
+    let pop = Pop;
+    let out = f();
+    let events = STACK.with(|s| s.borrow().last().cloned().unwrap_or_default());
+    drop(pop);
+    (out, events)
+}
+
+/// Reports `outcome` for `key` to the recorders and to `tracing`.
+pub(crate) fn note(key: &str, outcome: Outcome) {
+    match &outcome {
+        Outcome::Hit { blob } => {
+            tracing::debug!(target: "kernel_cache::store", key, blob, "kernel store hit");
+        }
+        Outcome::Miss(MissReason::NoEntry | MissReason::NoDirectory) => {
+            tracing::debug!(target: "kernel_cache::store", key, "kernel store miss: no entry");
+        }
+        Outcome::Miss(why) => {
+            tracing::warn!(target: "kernel_cache::store", key, %why, "kernel store miss");
+        }
+        Outcome::Saved { blob } => {
+            tracing::debug!(target: "kernel_cache::store", key, blob, "kernel store save");
+        }
+        Outcome::NotSaved(NotSaved::TooFast) => {
+            tracing::debug!(target: "kernel_cache::store", key, "not saved: compile too fast");
+        }
+        Outcome::NotSaved(why) => {
+            tracing::warn!(target: "kernel_cache::store", key, %why, "kernel store save failed");
+        }
+        Outcome::Evicted { blob } => {
+            tracing::info!(target: "kernel_cache::store", blob, "kernel store eviction");
+        }
+        Outcome::Waited { timed_out } => {
+            tracing::info!(target: "kernel_cache::store", key, timed_out, "waited for another process's compile");
+        }
+    }
+    STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        if stack.is_empty() {
+            return;
+        }
+        let event = StoreEvent {
+            key: key.to_string(),
+            outcome,
+        };
+        for scope in stack.iter_mut() {
+            scope.push(event.clone());
+        }
+    });
+}

@@ -1,0 +1,580 @@
+//! The persistent kernel store with real files and real processes: a program saved by one
+//! process is loaded by another without a compile; renamed twins hit across processes;
+//! corrupt, truncated and non-private files are misses; the byte limit holds across
+//! processes; two processes racing on one key compile it once; SIGKILL during saves
+//! never leaves an entry pointing nowhere or a blob that does not verify.
+//!
+//! The backend here writes each program to a real file (its "object") and loads saved
+//! bytes by writing them to a fresh file of its own and reading that back; the C-compiler
+//! tests are cc-backend's. Workers are this test binary re-run with `KSTORE_ROLE` set.
+
+use std::collections::HashMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use kernel_cache::store::{KernelStore, MissReason, Outcome, record};
+use kernel_cache::{
+    Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
+    resolve_with_store, with_census,
+};
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct FileError(String);
+
+/// A program: the `(symbol, text)` lines read back from its file.
+#[derive(Debug)]
+struct FileProgram {
+    bytes: Vec<u8>,
+    kernels: HashMap<String, String>,
+    symbols: Vec<String>,
+}
+
+/// Compiles a group by writing `symbol\ttext` lines to a file in a fresh directory and
+/// reading it back; `delay` stands for the compile's duration.
+struct FileBackend {
+    work: tempfile::TempDir,
+    compiles: AtomicU64,
+    delay: Duration,
+}
+
+impl FileBackend {
+    fn new() -> FileBackend {
+        FileBackend {
+            work: tempfile::tempdir().expect("work dir"),
+            compiles: AtomicU64::new(0),
+            delay: Duration::ZERO,
+        }
+    }
+
+    fn read_back(&self, bytes: &[u8]) -> Result<FileProgram, FileError> {
+        let dir = tempfile::tempdir_in(self.work.path()).map_err(|e| FileError(e.to_string()))?;
+        let path = dir.path().join("program.obj");
+        fs::write(&path, bytes).map_err(|e| FileError(e.to_string()))?;
+        let bytes = fs::read(&path).map_err(|e| FileError(e.to_string()))?;
+        let text = String::from_utf8(bytes.clone()).map_err(|e| FileError(e.to_string()))?;
+        let mut kernels = HashMap::new();
+        let mut symbols = Vec::new();
+        for line in text.lines() {
+            let (s, t) = line
+                .split_once('\t')
+                .ok_or_else(|| FileError("malformed".into()))?;
+            kernels.insert(s.to_string(), t.to_string());
+            symbols.push(s.to_string());
+        }
+        Ok(FileProgram {
+            bytes,
+            kernels,
+            symbols,
+        })
+    }
+}
+
+impl Backend for FileBackend {
+    type Source = String;
+    type Program = FileProgram;
+    type Error = FileError;
+
+    fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<FileProgram>, FileError> {
+        self.compiles.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(self.delay);
+        let mut text = String::new();
+        for k in &g.kernels {
+            text.push_str(&format!("{}\t{}\n", k.symbol, k.source));
+        }
+        let program = self.read_back(text.as_bytes())?;
+        Ok(Compiled {
+            weight: program.bytes.len() as u64,
+            program,
+        })
+    }
+}
+
+impl PersistentBackend for FileBackend {
+    fn identity(&self) -> String {
+        "file-backend 1".into()
+    }
+
+    fn save(&self, p: &FileProgram) -> Result<SavedProgram, FileError> {
+        Ok(SavedProgram {
+            bytes: p.bytes.clone(),
+            symbols: p.symbols.clone(),
+        })
+    }
+
+    fn load(&self, saved: &SavedProgram) -> Result<Compiled<FileProgram>, FileError> {
+        let program = self.read_back(&saved.bytes)?;
+        if saved
+            .symbols
+            .iter()
+            .any(|s| !program.kernels.contains_key(s))
+        {
+            return Err(FileError("symbol missing".into()));
+        }
+        Ok(Compiled {
+            weight: program.bytes.len() as u64,
+            program,
+        })
+    }
+}
+
+/// `n` kernels `k{first}..`, their symbols prefixed by `prefix` (a renaming).
+fn batch(first: usize, n: usize, prefix: &str) -> Vec<BatchKernel<String>> {
+    (first..first + n)
+        .map(|i| BatchKernel {
+            key: format!("key-{i}"),
+            options: vec![],
+            symbol: format!("{prefix}_{i}"),
+            source: format!("text of kernel {i} {}", "x".repeat(200)),
+        })
+        .collect()
+}
+
+const ROLE: &str = "KSTORE_ROLE";
+
+fn spawn(role: &str, dir: &Path, extra: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().expect("test binary"));
+    cmd.args(["--exact", "worker", "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .env("KSTORE_DIR", dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn worker")
+}
+
+/// Runs a worker to its end; its `RESULT ...` line.
+fn run(role: &str, dir: &Path, extra: &[(&str, String)]) -> String {
+    let out = spawn(role, dir, extra).wait_with_output().expect("worker");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "worker {role} failed: {stdout}");
+    result_line(&stdout)
+}
+
+fn result_line(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
+        .unwrap_or_else(|| panic!("no RESULT line in {stdout}"))
+        .to_string()
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} not set"))
+}
+
+fn env_usize(name: &str) -> usize {
+    env(name).parse().expect("a number")
+}
+
+/// The worker body; a no-op unless this process was spawned as a worker.
+#[test]
+fn worker() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let dir = PathBuf::from(env("KSTORE_DIR"));
+    let max = std::env::var("KSTORE_MAX").map_or(u64::MAX, |m| m.parse().expect("max"));
+    let store = KernelStore::new(&dir).with_max_bytes(max);
+    let mut backend = FileBackend::new();
+    let cache = KernelCache::new(1 << 30);
+    match role.as_str() {
+        // Resolve kernels `first..first+n` (symbols prefixed `prefix`), check each
+        // answer's text, print compiles and loads.
+        "resolve" => {
+            backend.delay = Duration::from_millis(env_usize("KSTORE_DELAY_MS") as u64);
+            let b = batch(
+                env_usize("KSTORE_FIRST"),
+                env_usize("KSTORE_N"),
+                &env("KSTORE_PREFIX"),
+            );
+            if let Ok(t) = std::env::var("KSTORE_START_AT") {
+                // Start together with the other workers (milliseconds since the epoch).
+                let at = Duration::from_millis(t.parse().expect("start"));
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .expect("clock");
+                std::thread::sleep(at.saturating_sub(now));
+            }
+            let (answers, census) =
+                with_census(|| resolve_with_store(&cache, Some(&store), &b, &backend));
+            let answers = answers.expect("resolve");
+            for (k, a) in b.iter().zip(&answers) {
+                assert_eq!(a.program.kernels.get(&*a.symbol), Some(&k.source));
+            }
+            let symbols: Vec<&str> = answers.iter().map(|a| &*a.symbol).collect();
+            println!(
+                "RESULT compiles={} loaded={} first_symbol={}",
+                backend.compiles.load(Ordering::SeqCst),
+                census.kernels_loaded,
+                symbols.first().copied().unwrap_or("")
+            );
+        }
+        // Save programs of 1..4 kernels in a loop until killed.
+        "saver" => {
+            let id = env_usize("KSTORE_ID");
+            let mut seq = 0;
+            loop {
+                let b = batch(id * 100_000 + seq * 4, 1 + seq % 4, "s");
+                resolve_with_store(&cache, Some(&store), &b, &backend).expect("resolve");
+                seq += 1;
+            }
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+fn field(result: &str, name: &str) -> String {
+    result
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name} in {result}"))
+        .to_string()
+}
+
+fn resolve_in_child(dir: &Path, first: usize, n: usize, prefix: &str) -> String {
+    run(
+        "resolve",
+        dir,
+        &[
+            ("KSTORE_FIRST", first.to_string()),
+            ("KSTORE_N", n.to_string()),
+            ("KSTORE_PREFIX", prefix.to_string()),
+            ("KSTORE_DELAY_MS", "0".into()),
+        ],
+    )
+}
+
+#[test]
+fn a_program_saved_by_one_process_is_loaded_by_another_without_a_compile() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    let first = resolve_in_child(&dir, 0, 8, "a");
+    assert_eq!(field(&first, "compiles"), "1");
+    assert_eq!(field(&first, "loaded"), "0");
+    let second = resolve_in_child(&dir, 0, 8, "a");
+    assert_eq!(field(&second, "compiles"), "0", "{second}");
+    assert_eq!(field(&second, "loaded"), "8");
+    // Renamed twins (same keys, other symbols) hit too, answered under the saved symbol.
+    let renamed = resolve_in_child(&dir, 0, 8, "renamed");
+    assert_eq!(field(&renamed, "compiles"), "0");
+    assert_eq!(field(&renamed, "first_symbol"), "a_0");
+    let stats = KernelStore::new(&dir).stats().expect("stats");
+    assert_eq!((stats.entries, stats.blobs), (8, 1));
+    assert_eq!(stats.counters.hits, 16);
+    assert_eq!(stats.counters.misses, 8);
+    assert_eq!(stats.counters.saves, 1);
+}
+
+fn only_blob(dir: &Path) -> PathBuf {
+    let blobs: Vec<PathBuf> = fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("item").path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("b-"))
+        })
+        .collect();
+    assert_eq!(blobs.len(), 1, "{blobs:?}");
+    blobs[0].clone()
+}
+
+fn misses(events: &[kernel_cache::store::StoreEvent]) -> Vec<MissReason> {
+    events
+        .iter()
+        .filter_map(|e| match &e.outcome {
+            Outcome::Miss(why) => Some(why.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_corrupted_or_truncated_blob_is_a_miss_and_is_removed() {
+    for damage in ["flip", "truncate", "empty"] {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let store = KernelStore::new(tmp.path().join("kernels"));
+        let backend = FileBackend::new();
+        let b = batch(0, 3, "k");
+        resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend).expect("first");
+        let blob = only_blob(store.dir());
+        let mut bytes = fs::read(&blob).expect("read");
+        match damage {
+            "flip" => {
+                let last = bytes.len() - 1;
+                bytes[last] ^= 1;
+            }
+            "truncate" => bytes.truncate(bytes.len() / 2),
+            _ => bytes.clear(),
+        }
+        fs::write(&blob, &bytes).expect("damage");
+        let ((answers, census), events) = record(|| {
+            with_census(|| {
+                resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend)
+            })
+        });
+        answers.expect("resolve");
+        assert_eq!(census.kernels_loaded, 0, "{damage}");
+        assert_eq!(census.kernels_compiled, 3, "{damage}");
+        let why = misses(&events);
+        assert_eq!(why[0], MissReason::Corrupt, "{damage}: {events:?}");
+        // The blob was removed, then saved again whole by the compile.
+        let again = only_blob(store.dir());
+        assert_ne!(fs::read(&again).expect("read"), bytes);
+        assert!(store.probe("file-backend 1", "key-0").is_ok());
+    }
+}
+
+#[test]
+fn a_blob_or_directory_others_could_write_is_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let store = KernelStore::new(tmp.path().join("kernels"));
+    let backend = FileBackend::new();
+    let b = batch(0, 2, "k");
+    resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend).expect("first");
+    let blob = only_blob(store.dir());
+    fs::set_permissions(&blob, fs::Permissions::from_mode(0o606)).expect("chmod o+w");
+    let ((answers, census), events) = record(|| {
+        with_census(|| resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend))
+    });
+    answers.expect("a refused blob is a miss, never a failed resolve");
+    assert_eq!(census.kernels_loaded, 0);
+    assert!(
+        matches!(&misses(&events)[0], MissReason::NotPrivate(m) if m.contains("others write")),
+        "{events:?}"
+    );
+    // The directory itself.
+    fs::set_permissions(&blob, fs::Permissions::from_mode(0o600)).expect("chmod");
+    assert!(store.probe("file-backend 1", "key-0").is_ok());
+    fs::set_permissions(store.dir(), fs::Permissions::from_mode(0o777)).expect("chmod dir");
+    let refused = store.probe("file-backend 1", "key-0");
+    assert!(
+        matches!(&refused, Err(MissReason::NotPrivate(_))),
+        "{refused:?}"
+    );
+    let err = store.stats().expect_err("stats refuses too");
+    assert!(err.to_string().contains("group or others"), "{err}");
+}
+
+#[test]
+fn the_byte_limit_holds_across_processes_least_recently_used_first() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    // One program of 4 kernels is a bit over 1 KiB with its entries.
+    let max = 6000u64;
+    let mut children: Vec<Child> = (0..4)
+        .map(|i| {
+            spawn(
+                "resolve",
+                &dir,
+                &[
+                    ("KSTORE_FIRST", (i * 4).to_string()),
+                    ("KSTORE_N", "4".into()),
+                    ("KSTORE_PREFIX", "p".into()),
+                    ("KSTORE_DELAY_MS", "0".into()),
+                    ("KSTORE_MAX", max.to_string()),
+                ],
+            )
+        })
+        .collect();
+    for c in &mut children {
+        assert!(c.wait().expect("wait").success());
+    }
+    let store = KernelStore::new(&dir).with_max_bytes(max);
+    let stats = store.stats().expect("stats");
+    assert!(stats.bytes <= max, "{stats:?}");
+    assert!(stats.counters.evictions >= 1, "{stats:?}");
+    // Every entry left points to a blob that verifies.
+    for i in 0..16 {
+        match store.probe("file-backend 1", &format!("key-{i}")) {
+            Ok(_) | Err(MissReason::NoEntry) => {}
+            Err(other) => panic!("key-{i}: {other:?}"),
+        }
+    }
+    // A used blob survives a trim that evicts an older unused one.
+    let backend = FileBackend::new();
+    let cache = KernelCache::new(1 << 20);
+    let a = batch(100, 4, "a");
+    let b = batch(200, 4, "b");
+    let big = KernelStore::new(&dir).with_max_bytes(1 << 20);
+    resolve_with_store(&cache, Some(&big), &a, &backend).expect("a");
+    std::thread::sleep(Duration::from_millis(20));
+    resolve_with_store(&cache, Some(&big), &b, &backend).expect("b");
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(big.probe("file-backend 1", "key-100").is_ok()); // marks a used
+    let one = big.stats().expect("stats").bytes;
+    big.trim(one - 1).expect("trim");
+    assert!(big.probe("file-backend 1", "key-100").is_ok());
+}
+
+#[test]
+fn two_processes_racing_on_one_key_compile_it_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    KernelStore::new(&dir).create().expect("create");
+    let start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        + Duration::from_millis(300);
+    let children: Vec<Child> = (0..2)
+        .map(|_| {
+            spawn(
+                "resolve",
+                &dir,
+                &[
+                    ("KSTORE_FIRST", "7".into()),
+                    ("KSTORE_N", "3".into()),
+                    ("KSTORE_PREFIX", "r".into()),
+                    ("KSTORE_DELAY_MS", "400".into()),
+                    ("KSTORE_START_AT", start.as_millis().to_string()),
+                ],
+            )
+        })
+        .collect();
+    let results: Vec<String> = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().expect("wait");
+            assert!(out.status.success());
+            result_line(&String::from_utf8_lossy(&out.stdout))
+        })
+        .collect();
+    let compiles: u64 = results
+        .iter()
+        .map(|r| field(r, "compiles").parse::<u64>().expect("n"))
+        .sum();
+    assert_eq!(compiles, 1, "{results:?}");
+}
+
+#[test]
+fn a_dead_compile_lock_holder_blocks_nobody() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    // A child that compiles slowly is killed while it holds the key's compile lock.
+    let mut child = spawn(
+        "resolve",
+        &dir,
+        &[
+            ("KSTORE_FIRST", "0".into()),
+            ("KSTORE_N", "1".into()),
+            ("KSTORE_PREFIX", "d".into()),
+            ("KSTORE_DELAY_MS", "60000".into()),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !fs::read_dir(&dir)
+        .map(|mut d| d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("c-"))))
+        .unwrap_or(false)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the child never took its compile lock"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    child.kill().expect("kill");
+    child.wait().expect("reap");
+    let store = KernelStore::new(&dir).with_compile_wait(Duration::from_secs(60));
+    let backend = FileBackend::new();
+    let started = Instant::now();
+    let ((out, census), events) = record(|| {
+        with_census(|| {
+            resolve_with_store(
+                &KernelCache::new(1 << 20),
+                Some(&store),
+                &batch(0, 1, "d"),
+                &backend,
+            )
+        })
+    });
+    out.expect("resolve");
+    assert_eq!(census.kernels_compiled, 1);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.outcome, Outcome::Waited { .. })),
+        "{events:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn sigkill_during_saves_never_leaves_a_dangling_entry_or_a_bad_blob() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..6 {
+        let mut savers: Vec<Child> = (0..3)
+            .map(|id| {
+                spawn(
+                    "saver",
+                    &dir,
+                    &[
+                        ("KSTORE_ID", (round * 3 + id).to_string()),
+                        // Small enough that savers evict each other too.
+                        ("KSTORE_MAX", "40000".into()),
+                    ],
+                )
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(150 + next() % 250));
+        for s in &mut savers {
+            s.kill().expect("kill");
+            s.wait().expect("reap");
+        }
+    }
+    // Every entry names a blob that is there and verifies; every blob verifies.
+    let store = KernelStore::new(&dir);
+    let mut checked = 0;
+    for item in fs::read_dir(&dir).expect("list") {
+        let name = item
+            .expect("item")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if let Some(digest) = name.strip_prefix("b-") {
+            use sha2::Digest;
+            let bytes = fs::read(dir.join(&name)).expect("blob");
+            assert_eq!(hex::encode(sha2::Sha256::digest(&bytes)), digest);
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+    let mut entries = 0;
+    for item in fs::read_dir(&dir).expect("list") {
+        let name = item
+            .expect("item")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if name.starts_with("k-") {
+            let text = fs::read_to_string(dir.join(&name)).expect("entry");
+            let blob = text
+                .lines()
+                .find_map(|l| l.strip_prefix("blob "))
+                .unwrap_or_else(|| panic!("torn entry {name}: {text:?}"));
+            assert!(
+                dir.join(format!("b-{blob}")).is_file(),
+                "{name} points nowhere"
+            );
+            entries += 1;
+        }
+    }
+    assert!(entries > 0);
+    // And a lookup of what is left never meets anything but hits.
+    let stats = store.stats().expect("stats");
+    assert_eq!(stats.counters.removed_bad, 0, "{stats:?}");
+}
