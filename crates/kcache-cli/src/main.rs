@@ -3,8 +3,10 @@
 //!
 //! ```text
 //! kcache stats DIR                      entries, bytes, regime, stale staging, unreadable entries
+//!                                       (and the kernel store at DIR/kernels: entries, bytes, hits, misses, evictions)
 //! kcache verify DIR                     every entry parses, is current, and its digest heads its key
 //! kcache gc DIR [--older-than D]        remove stale staging (and entries published D ago or more)
+//!        [--max-size S]                 trim the kernel store at DIR/kernels to S bytes (LRU first)
 //! kcache canon FILE.c [--name K] [--bound a,b] [--free c] [--keep d] [--part P]...
 //! ```
 //!
@@ -12,6 +14,7 @@
 //! cache (refusals, sweeps) go to stderr, filtered by `KCACHE_LOG` (default `warn`).
 
 mod duration;
+mod kernels;
 mod report;
 
 use std::path::PathBuf;
@@ -55,6 +58,10 @@ enum Command {
         /// Staging untouched this long counts as crash-stale.
         #[arg(long, default_value = "1h", value_parser = duration::parse)]
         staging_older_than: Duration,
+        /// Trim the kernel store at DIR/kernels to this size, least recently used programs
+        /// first (bytes, or with a K, M, G suffix).
+        #[arg(long, value_parser = kernels::parse_size)]
+        max_size: Option<u64>,
     },
     /// Print the canonical text of a C kernel and its key.
     Canon {
@@ -91,13 +98,20 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut out = std::io::stdout().lock();
     let result = match cli.command {
-        Command::Stats { dir, stale_after } => report::stats(&mut out, &dir, stale_after),
+        Command::Stats { dir, stale_after } => report::stats(&mut out, &dir, stale_after)
+            .and_then(|code| kernels::stats(&mut out, &dir).map(|()| code)),
         Command::Verify { dir } => report::verify(&mut out, &dir),
         Command::Gc {
             dir,
             older_than,
             staging_older_than,
-        } => report::gc(&mut out, &dir, older_than, staging_older_than),
+            max_size,
+        } => report::gc(&mut out, &dir, older_than, staging_older_than).and_then(|code| {
+            match max_size {
+                Some(max) => kernels::trim(&mut out, &dir, max).map(|()| code),
+                None => Ok(code),
+            }
+        }),
         Command::Canon {
             file,
             name,

@@ -1,0 +1,93 @@
+//! The kernel store's lines of `kcache stats` and `kcache gc --max-size`: the persistent
+//! store of compiled programs kept at `<DIR>/kernels` (where `kcache-demo` puts it), as
+//! `ccache -s` shows its cache.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use kernel_cache::store::KernelStore;
+
+use crate::report::Failure;
+
+/// Where the kernel store of cache directory `dir` lives.
+pub(crate) fn store_dir(dir: &Path) -> PathBuf {
+    dir.join("kernels")
+}
+
+/// The kernel store section of `kcache stats DIR` (nothing if `DIR/kernels` is absent).
+pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
+    let kernels = store_dir(dir);
+    if !kernels.is_dir() {
+        return Ok(());
+    }
+    let s = KernelStore::new(&kernels)
+        .stats()
+        .map_err(|e| format!("kernel store {}: {e}", kernels.display()))?;
+    let c = s.counters;
+    let looked = c.hits + c.misses;
+    let rate = if looked == 0 {
+        0.0
+    } else {
+        100.0 * c.hits as f64 / looked as f64
+    };
+    writeln!(out, "kernel store: {}", kernels.display())?;
+    writeln!(out, "  entries: {} (programs {})", s.entries, s.blobs)?;
+    writeln!(out, "  bytes: {}", s.bytes)?;
+    writeln!(out, "  hits: {} ({rate:.1}%)", c.hits)?;
+    writeln!(out, "  misses: {}", c.misses)?;
+    writeln!(out, "  programs saved: {}", c.saves)?;
+    writeln!(out, "  evictions: {}", c.evictions)?;
+    writeln!(out, "  corrupt or dangling removed: {}", c.removed_bad)?;
+    Ok(())
+}
+
+/// `kcache gc DIR --max-size SIZE`: trims `DIR/kernels` to `max` bytes, least recently
+/// used programs first.
+pub(crate) fn trim(out: &mut impl Write, dir: &Path, max: u64) -> Result<(), Failure> {
+    let kernels = store_dir(dir);
+    if !kernels.is_dir() {
+        writeln!(out, "no kernel store at {}", kernels.display())?;
+        return Ok(());
+    }
+    let t = KernelStore::new(&kernels)
+        .trim(max)
+        .map_err(|e| format!("kernel store {}: {e}", kernels.display()))?;
+    writeln!(
+        out,
+        "kernel store: evicted {} programs, removed {} entries and {} unheld compile locks; {} bytes left (limit {max})",
+        t.evicted_blobs, t.removed_entries, t.removed_locks, t.bytes_left
+    )?;
+    Ok(())
+}
+
+/// Parses a size: bytes, or a number with a `K`, `M`, `G` suffix (powers of 1024).
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, shift) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 30),
+        _ => (s, 0),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (bytes, or a number with K, M or G)"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("2m"), Ok(2 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("").is_err());
+        assert!(parse_size("99999999999G").is_err());
+    }
+}

@@ -1,0 +1,102 @@
+//! `kcache stats` and `kcache gc --max-size` on a real kernel store at `DIR/kernels`, filled
+//! by real resolves in this process and read by the real binary.
+
+use std::convert::Infallible;
+use std::process::{Command, Output};
+
+use kernel_cache::store::KernelStore;
+use kernel_cache::{
+    Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
+    resolve_with_store,
+};
+
+/// A backend whose program is its kernels' texts, one per line.
+struct Lines;
+
+impl Backend for Lines {
+    type Source = String;
+    type Program = SavedProgram;
+    type Error = Infallible;
+    fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<SavedProgram>, Infallible> {
+        let text: Vec<&str> = g.kernels.iter().map(|k| k.source.as_str()).collect();
+        let program = SavedProgram {
+            bytes: text.join("\n").into_bytes(),
+            symbols: g.kernels.iter().map(|k| k.symbol.clone()).collect(),
+        };
+        Ok(Compiled {
+            weight: program.bytes.len() as u64,
+            program,
+        })
+    }
+}
+
+impl PersistentBackend for Lines {
+    fn identity(&self) -> String {
+        "lines 1".into()
+    }
+    fn save(&self, p: &SavedProgram) -> Result<SavedProgram, Infallible> {
+        Ok(p.clone())
+    }
+    fn load(&self, saved: &SavedProgram) -> Result<Compiled<SavedProgram>, Infallible> {
+        Ok(Compiled {
+            weight: saved.bytes.len() as u64,
+            program: saved.clone(),
+        })
+    }
+}
+
+fn kcache(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kcache"))
+        .args(args)
+        .env("KCACHE_LOG", "off")
+        .output()
+        .expect("run kcache")
+}
+
+fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.trim_start().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} line in {out}"))
+}
+
+#[test]
+fn stats_shows_the_kernel_store_and_gc_trims_it() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    let store = KernelStore::new(dir.join("kernels"));
+    for round in 0..2 {
+        // Three programs of one kernel each; the second round is all store hits.
+        for p in 0..3 {
+            let b = vec![BatchKernel {
+                key: format!("key-{p}"),
+                options: vec![],
+                symbol: format!("k{p}"),
+                source: format!("kernel {p} {}", "x".repeat(1000)),
+            }];
+            let cache = KernelCache::new(1 << 20);
+            resolve_with_store(&cache, Some(&store), &b, &Lines).expect("resolve");
+        }
+        let _ = round;
+    }
+    let out = kcache(&["stats", dir.to_str().expect("utf-8")]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(line(&text, "kernel store:").contains("kernels"));
+    assert_eq!(line(&text, "entries: 3"), "  entries: 3 (programs 3)");
+    assert!(
+        line(&text, "hits:").starts_with("  hits: 3 (50.0%)"),
+        "{text}"
+    );
+    assert_eq!(line(&text, "misses:"), "  misses: 3");
+    assert_eq!(line(&text, "evictions:"), "  evictions: 0");
+
+    let out = kcache(&["gc", dir.to_str().expect("utf-8"), "--max-size", "2500"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("kernel store: evicted 2 programs"), "{text}");
+    let stats = store.stats().expect("stats");
+    assert!(stats.bytes <= 2500, "{stats:?}");
+    assert_eq!(stats.counters.evictions, 2);
+    // The most recently used program survived.
+    assert!(store.probe("lines 1", "key-2").is_ok());
+}
