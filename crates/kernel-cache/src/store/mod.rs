@@ -47,6 +47,8 @@
 //! ```
 
 mod counters;
+#[cfg(feature = "redis")]
+mod farm;
 mod format;
 mod record;
 
@@ -62,6 +64,8 @@ use cache_dir::{CacheDir, Guard};
 
 use crate::backend::SavedProgram;
 pub use counters::Counters;
+#[cfg(feature = "redis")]
+pub use farm::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_IO_TIMEOUT, FarmLevel};
 use format::{EntryRecord, entry_digest, identity_digest, sha256_hex};
 pub use record::{MissReason, NotSaved, Outcome, StoreEvent, record};
 
@@ -119,12 +123,26 @@ pub struct KernelStore {
     compile_wait: Duration,
     /// Counts made while the directory did not exist yet.
     pending: Arc<Mutex<Counters>>,
+    /// The shared level on a Redis server, if any.
+    #[cfg(feature = "redis")]
+    farm: Option<Arc<FarmLevel>>,
 }
 
 /// A program found in the store, verified, not yet loaded.
 pub(crate) struct FoundBlob {
     pub(crate) blob: String,
     pub(crate) saved: Arc<SavedProgram>,
+    /// Whether it came from the farm's shared level (and was back-filled).
+    pub(crate) shared: bool,
+}
+
+/// What a save wrote: the blob's digest and file, and each entry's digest and file.
+struct Written {
+    digest: String,
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    blob: Vec<u8>,
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    entries: Vec<(String, Vec<u8>)>,
 }
 
 /// The compile locks a resolve holds for its remaining keys (released on drop).
@@ -151,6 +169,8 @@ impl KernelStore {
             min_compile_time: Duration::ZERO,
             compile_wait: DEFAULT_COMPILE_WAIT,
             pending: Arc::default(),
+            #[cfg(feature = "redis")]
+            farm: None,
         }
     }
 
@@ -172,6 +192,22 @@ impl KernelStore {
     pub fn with_compile_wait(mut self, wait: Duration) -> KernelStore {
         self.compile_wait = wait;
         self
+    }
+
+    /// The same store in front of a farm's shared level (cargo feature `redis`): a key
+    /// missing locally is looked up there (verified by the farm's MAC and the blob's
+    /// digest) and back-filled locally; a saved program is pushed there too.
+    #[cfg(feature = "redis")]
+    pub fn with_farm(mut self, farm: FarmLevel) -> KernelStore {
+        self.farm = Some(Arc::new(farm));
+        self
+    }
+
+    fn has_farm(&self) -> bool {
+        #[cfg(feature = "redis")]
+        return self.farm.is_some();
+        #[cfg(not(feature = "redis"))]
+        return false;
     }
 
     /// The store's directory.
@@ -258,7 +294,7 @@ impl KernelStore {
     ) -> Vec<Result<(FoundBlob, String), MissReason>> {
         let mut delta = Counters::default();
         let id_digest = identity_digest(identity);
-        let out = self.open(false, |guard| {
+        let out = self.open(self.has_farm(), |guard| {
             let mut blobs: HashMap<String, Result<Arc<SavedProgram>, MissReason>> = HashMap::new();
             keys.iter()
                 .map(|key| {
@@ -277,12 +313,13 @@ impl KernelStore {
             match r {
                 Ok((found, _)) => {
                     delta.hits += 1;
-                    record::note(
-                        key,
-                        Outcome::Hit {
-                            blob: found.blob.clone(),
-                        },
-                    );
+                    let blob = found.blob.clone();
+                    let outcome = if found.shared {
+                        Outcome::SharedHit { blob }
+                    } else {
+                        Outcome::Hit { blob }
+                    };
+                    record::note(key, outcome);
                 }
                 Err(why) => {
                     delta.misses += 1;
@@ -304,7 +341,13 @@ impl KernelStore {
         delta: &mut Counters,
     ) -> Result<(FoundBlob, String), MissReason> {
         let name = format!("k-{}", entry_digest(identity, key));
-        let bytes = read_private(guard, &name, 4096)?;
+        let bytes = match read_private(guard, &name, 4096) {
+            #[cfg(feature = "redis")]
+            Err(MissReason::NoEntry) if self.farm.is_some() => {
+                return self.lookup_farm(guard, id_digest, identity, key);
+            }
+            other => other?,
+        };
         let remove = |name: &str, delta: &mut Counters| {
             if guard.remove(name).unwrap_or(false) {
                 delta.removed_bad += 1;
@@ -343,6 +386,50 @@ impl KernelStore {
             FoundBlob {
                 blob: entry.blob,
                 saved,
+                shared: false,
+            },
+            entry.symbol,
+        ))
+    }
+
+    /// Looks `key` up on the farm's shared level: verified (MACs, blob digest, identity,
+    /// key, symbol), then back-filled into the local directory (blob first).
+    #[cfg(feature = "redis")]
+    fn lookup_farm(
+        &self,
+        guard: &Guard<'_>,
+        id_digest: &str,
+        identity: &str,
+        key: &str,
+    ) -> Result<(FoundBlob, String), MissReason> {
+        let Some(farm) = &self.farm else {
+            return Err(MissReason::NoEntry);
+        };
+        let digest = entry_digest(identity, key);
+        let (entry_bytes, blob_file) =
+            farm.fetch(&digest, |e| EntryRecord::decode(e).map(|r| r.blob))?;
+        let entry = EntryRecord::decode(&entry_bytes).ok_or(MissReason::BadEntry)?;
+        if entry.identity != id_digest || entry.key != sha256_hex(key.as_bytes()) {
+            return Err(MissReason::BadEntry);
+        }
+        if sha256_hex(&blob_file) != entry.blob {
+            return Err(MissReason::Corrupt);
+        }
+        let saved = format::decode_blob(&blob_file).ok_or(MissReason::Corrupt)?;
+        if !saved.symbols.contains(&entry.symbol) {
+            return Err(MissReason::NoSymbol);
+        }
+        let blob_name = format!("b-{}", entry.blob);
+        let backfill = publish_private(guard, &blob_name, &blob_file)
+            .and_then(|()| publish_private(guard, &format!("k-{digest}"), &entry_bytes));
+        if let Err(e) = backfill {
+            tracing::warn!(target: "kernel_cache::store", key, error = %e, "farm hit not back-filled");
+        }
+        Ok((
+            FoundBlob {
+                blob: entry.blob,
+                saved: Arc::new(saved),
+                shared: true,
             },
             entry.symbol,
         ))
@@ -412,10 +499,20 @@ impl KernelStore {
             record::note(
                 key,
                 match &outcome {
-                    Ok(blob) => Outcome::Saved { blob: blob.clone() },
+                    Ok(written) => Outcome::Saved {
+                        blob: written.digest.clone(),
+                    },
                     Err(why) => Outcome::NotSaved(why.clone()),
                 },
             );
+        }
+        #[cfg(feature = "redis")]
+        if let (Some(farm), Ok(w)) = (&self.farm, &outcome)
+            && let Err(e) = farm.push(&w.digest, &w.blob, &w.entries)
+        {
+            for (key, _) in kernels {
+                record::note(key, Outcome::NotSaved(NotSaved::Refused(e.clone())));
+            }
         }
         if outcome.is_ok() {
             self.count(Counters {
@@ -432,7 +529,7 @@ impl KernelStore {
         saved: &SavedProgram,
         kernels: &[(&str, &str)],
         took: Duration,
-    ) -> Result<String, NotSaved> {
+    ) -> Result<Written, NotSaved> {
         if took < self.min_compile_time {
             return Err(NotSaved::TooFast);
         }
@@ -452,6 +549,19 @@ impl KernelStore {
         let digest = sha256_hex(&file);
         let id_digest = identity_digest(identity);
         let compile_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        let entries: Vec<(String, Vec<u8>)> = kernels
+            .iter()
+            .map(|(key, symbol)| {
+                let record = EntryRecord {
+                    blob: digest.clone(),
+                    symbol: symbol.to_string(),
+                    identity: id_digest.clone(),
+                    key: sha256_hex(key.as_bytes()),
+                    compile_ms,
+                };
+                (entry_digest(identity, key), record.encode())
+            })
+            .collect();
         let write = |guard: &Guard<'_>| -> Result<(), cache_dir::Error> {
             let blob_name = format!("b-{digest}");
             let path = guard.path(&blob_name)?;
@@ -467,21 +577,17 @@ impl KernelStore {
             } else {
                 publish_private(guard, &blob_name, &file)?;
             }
-            for (key, symbol) in kernels {
-                let record = EntryRecord {
-                    blob: digest.clone(),
-                    symbol: symbol.to_string(),
-                    identity: id_digest.clone(),
-                    key: sha256_hex(key.as_bytes()),
-                    compile_ms,
-                };
-                let name = format!("k-{}", entry_digest(identity, key));
-                publish_private(guard, &name, &record.encode())?;
+            for (entry, bytes) in &entries {
+                publish_private(guard, &format!("k-{entry}"), bytes)?;
             }
             Ok(())
         };
         match self.open(true, write) {
-            Ok(Ok(())) => Ok(digest),
+            Ok(Ok(())) => Ok(Written {
+                digest,
+                blob: file,
+                entries,
+            }),
             Ok(Err(e)) | Err(e) => Err(NotSaved::Refused(e.to_string())),
         }
     }

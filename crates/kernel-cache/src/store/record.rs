@@ -87,6 +87,11 @@ pub enum Outcome {
         /// The blob's SHA-256.
         blob: String,
     },
+    /// The key was answered from the farm's shared level (verified, back-filled locally).
+    SharedHit {
+        /// The blob's SHA-256.
+        blob: String,
+    },
     /// The key was not answered.
     Miss(MissReason),
     /// The key's program was saved as the blob with this digest.
@@ -150,6 +155,9 @@ pub(crate) fn note(key: &str, outcome: Outcome) {
     match &outcome {
         Outcome::Hit { blob } => {
             tracing::debug!(target: "kernel_cache::store", key, blob, "kernel store hit");
+        }
+        Outcome::SharedHit { blob } => {
+            tracing::debug!(target: "kernel_cache::store", key, blob, "kernel store hit on the farm's shared level");
         }
         Outcome::Miss(MissReason::NoEntry | MissReason::NoDirectory) => {
             tracing::debug!(target: "kernel_cache::store", key, "kernel store miss: no entry");

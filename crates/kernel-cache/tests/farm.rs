@@ -1,0 +1,270 @@
+//! The kernel store's farm level against a real `redis-server` on 127.0.0.1 (one private
+//! server per test): one machine's compile serves another (back-filled into its local
+//! directory), and an unsigned, mis-signed or tampered value is a miss.
+//!
+//! Without a `redis-server` binary each test fails, saying how to install one
+//! (`cargo xtask test` and `.ci/run` install it when missing and they may).
+#![cfg(feature = "redis")]
+
+use std::convert::Infallible;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kernel_cache::store::{FarmLevel, KernelStore, MissReason, Outcome, StoreEvent, record};
+use kernel_cache::{
+    Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
+    resolve_with_store, with_census,
+};
+
+/// A private `redis-server` on a free loopback port, killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let dir = tempfile::tempdir().expect("tmp");
+            let child = match Command::new(&binary)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+            {
+                Ok(c) => c,
+                Err(e) => panic!(
+                    "redis-server not found ({binary}: {e}); the farm tests need it: install the \
+                     Debian package (`apt-get install redis-server`; `cargo xtask test` and \
+                     `.ci/run` do this when run as root) or set REDIS_SERVER to the binary"
+                ),
+            };
+            let mut server = Server {
+                child,
+                port,
+                _dir: dir,
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if server.child.try_wait().expect("try_wait").is_some() {
+                    break;
+                }
+                if let Ok(mut c) = server.raw()
+                    && redis::cmd("PING").query::<String>(&mut c).is_ok()
+                {
+                    return server;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        panic!("redis-server did not become ready on any of 5 ports");
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    fn raw(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_millis(300))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A backend whose program is its kernels' texts; counts its compiles.
+#[derive(Default)]
+struct Lines {
+    compiles: std::sync::atomic::AtomicU64,
+}
+
+impl Backend for Lines {
+    type Source = String;
+    type Program = SavedProgram;
+    type Error = Infallible;
+    fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<SavedProgram>, Infallible> {
+        self.compiles
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let text: Vec<&str> = g.kernels.iter().map(|k| k.source.as_str()).collect();
+        let program = SavedProgram {
+            bytes: text.join("\n").into_bytes(),
+            symbols: g.kernels.iter().map(|k| k.symbol.clone()).collect(),
+        };
+        Ok(Compiled {
+            weight: program.bytes.len() as u64,
+            program,
+        })
+    }
+}
+
+impl PersistentBackend for Lines {
+    fn identity(&self) -> String {
+        "lines 1".into()
+    }
+    fn save(&self, p: &SavedProgram) -> Result<SavedProgram, Infallible> {
+        Ok(p.clone())
+    }
+    fn load(&self, saved: &SavedProgram) -> Result<Compiled<SavedProgram>, Infallible> {
+        Ok(Compiled {
+            weight: saved.bytes.len() as u64,
+            program: saved.clone(),
+        })
+    }
+}
+
+fn batch() -> Vec<BatchKernel<String>> {
+    (0..3)
+        .map(|i| BatchKernel {
+            key: format!("key-{i}"),
+            options: vec![],
+            symbol: format!("k{i}"),
+            source: format!("kernel text {i}"),
+        })
+        .collect()
+}
+
+/// Resolves the batch through `store` on a fresh cache; census and store events.
+fn resolve(store: &KernelStore) -> (kernel_cache::Census, Vec<StoreEvent>) {
+    let ((out, census), events) = record(|| {
+        with_census(|| {
+            resolve_with_store(
+                &KernelCache::new(1 << 20),
+                Some(store),
+                &batch(),
+                &Lines::default(),
+            )
+        })
+    });
+    let answers = out.expect("resolve never fails for the store");
+    for (k, a) in batch().iter().zip(&answers) {
+        let text = String::from_utf8(a.program.bytes.clone()).expect("utf-8");
+        assert!(text.contains(&k.source));
+    }
+    (census, events)
+}
+
+fn farm(server: &Server, secret: &str) -> FarmLevel {
+    FarmLevel::open(&server.url(), secret.as_bytes().to_vec())
+        .expect("url")
+        .with_timeouts(Duration::from_millis(500), Duration::from_secs(2))
+}
+
+fn misses(events: &[StoreEvent]) -> Vec<MissReason> {
+    events
+        .iter()
+        .filter_map(|e| match &e.outcome {
+            Outcome::Miss(m) => Some(m.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn one_machines_compile_serves_another_and_is_back_filled() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
+    let b = KernelStore::new(tmp.path().join("b")).with_farm(farm(&server, "farm secret"));
+    let (census, _) = resolve(&a);
+    assert_eq!(census.kernels_compiled, 3);
+    let (census, events) = resolve(&b);
+    assert_eq!(census.kernels_compiled, 0, "{events:?}");
+    assert_eq!(census.kernels_loaded, 3);
+    let shared = events
+        .iter()
+        .filter(|e| matches!(e.outcome, Outcome::SharedHit { .. }))
+        .count();
+    assert_eq!(shared, 3, "{events:?}");
+    // Back-filled: b answers locally now, even with the server gone.
+    drop(server);
+    let local = KernelStore::new(tmp.path().join("b"));
+    let (census, events) = resolve(&local);
+    assert_eq!(census.kernels_loaded, 3, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .all(|e| matches!(e.outcome, Outcome::Hit { .. }))
+    );
+}
+
+#[test]
+fn an_unsigned_mis_signed_or_tampered_value_is_a_miss() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
+    resolve(&a);
+
+    // Another secret: every value is mis-signed for it.
+    let other = KernelStore::new(tmp.path().join("other")).with_farm(farm(&server, "wrong"));
+    let (census, events) = resolve(&other);
+    assert_eq!(census.kernels_loaded, 0);
+    assert_eq!(misses(&events)[0], MissReason::BadSignature, "{events:?}");
+
+    // Tampered blob bytes under the old MAC, then an unsigned blob.
+    let mut raw = server.raw().expect("raw");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("kcache:kernels1:blob:*")
+        .query(&mut raw)
+        .expect("keys");
+    assert_eq!(keys.len(), 1);
+    let value: Vec<u8> = redis::cmd("GET")
+        .arg(&keys[0])
+        .query(&mut raw)
+        .expect("get");
+    let mut tampered = value.clone();
+    *tampered.last_mut().expect("bytes") ^= 1;
+    let unsigned = value[65..].to_vec();
+    for (what, bad) in [("tampered", tampered), ("unsigned", unsigned)] {
+        redis::cmd("SET")
+            .arg(&keys[0])
+            .arg(&bad)
+            .query::<()>(&mut raw)
+            .expect("set");
+        let fresh = KernelStore::new(tmp.path().join(what)).with_farm(farm(&server, "farm secret"));
+        let (census, events) = resolve(&fresh);
+        assert_eq!(census.kernels_loaded, 0, "{what}");
+        assert_eq!(census.kernels_compiled, 3, "{what}");
+        assert_eq!(
+            misses(&events)[0],
+            MissReason::BadSignature,
+            "{what}: {events:?}"
+        );
+    }
+}
+
+#[test]
+fn an_unreachable_server_is_a_miss_never_a_failed_resolve() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dead = FarmLevel::open(&format!("redis://127.0.0.1:{port}/0"), b"s".to_vec())
+        .expect("url")
+        .with_timeouts(Duration::from_millis(200), Duration::from_millis(200));
+    let store = KernelStore::new(tmp.path().join("k")).with_farm(dead);
+    let (census, events) = resolve(&store);
+    assert_eq!(census.kernels_compiled, 3);
+    assert!(
+        matches!(&misses(&events)[0], MissReason::Refused(_)),
+        "{events:?}"
+    );
+    // Saved locally all the same.
+    let (census, _) = resolve(&KernelStore::new(tmp.path().join("k")));
+    assert_eq!(census.kernels_loaded, 3);
+}
