@@ -1,0 +1,834 @@
+//! The gcc object-code oracle: **equal keys imply identical object code.**
+//!
+//! A generator writes adversarial kernels that compile (line splices, CR/CRLF/LF mixes,
+//! comments and directives between any two tokens, literals with escapes, `$`, member
+//! access across comments and directives, macros with `#`/`##`, `__func__`, `assert`,
+//! `asm`, `_Pragma`, attributes, numbers of every shape, helpers and labels named like
+//! loop symbols, members named like them) under several namings drawn from small pools
+//! (so renamed twins, collisions and shadowing all occur), plus a near-twin with one
+//! reference or literal changed. Every variant is compiled by the real `cc -O2 -c`;
+//! for every pair of variants of one template whose keys are equal, the object code must
+//! be identical: the bytes of every allocated section (`.text`, `.rodata`, `.data`,
+//! `.bss` size, ...) and every relocation (offset, type, addend, and its target: an
+//! external symbol by name, a defined one by section and offset), symbol names aside.
+//! A variant that fails to compile must not share a key with one that compiles.
+//!
+//! The same objects are keyed a second time by a deliberately naive renamer (renames
+//! every symbol-shaped word, in literals and after `.`/`->` included, and drops the
+//! segment index always): the oracle must find violations there, which shows it can
+//! fail.
+//!
+//! `KCACHE_SOUNDNESS_CASES` (default 60) sets the number of templates (each gives four
+//! variants and six pairs), `KCACHE_SOUNDNESS_SEED` the seed; `cargo xtask soundness
+//! --cases N` runs a long soak.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use canonical_text::{Names, canonical_kernel};
+use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SectionKind};
+
+/// xorshift64*: deterministic, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+    fn chance(&mut self, one_in: usize) -> bool {
+        self.below(one_in) == 0
+    }
+}
+
+/// A name the kernel owns, spelled by a [`Naming`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Role {
+    /// A loop symbol `i<n>`: 0 and 1 are loop variables, 2 a helper function and label.
+    Sym(usize),
+    /// A scope-local `v<n>_t`.
+    Local(usize),
+    /// The stem `v<n>` of a scope-local (pasted by `CAT`).
+    Stem(usize),
+    /// A bound parameter `n<n>_w`.
+    Bound(usize),
+    /// The kernel's own name `k__seg<n>`.
+    Own,
+}
+
+/// One token of a template.
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Fixed(String),
+    Name(Role),
+    /// A name with a line splice inside it.
+    Spliced(Role),
+    /// A separator chosen by the template (comment, directive, line end, splice...).
+    Sep(&'static str),
+}
+
+#[derive(Clone, Debug)]
+struct Naming {
+    sym: [u32; 3],
+    local: [u32; 2],
+    bound: [u32; 2],
+    own: u32,
+}
+
+impl Naming {
+    /// Ids from small pools: distinct within a kind three times in four (renamed
+    /// twins), colliding otherwise (shadowing, redeclaration, a member's spelling).
+    fn random(rng: &mut Rng) -> Naming {
+        let mut ids = |n: usize| -> Vec<u32> {
+            let mut pool: Vec<u32> = (1..=5).collect();
+            let mut out = Vec::new();
+            for _ in 0..n {
+                let k = rng.below(pool.len());
+                out.push(pool[k]);
+                if !rng.chance(4) {
+                    pool.remove(k);
+                }
+            }
+            out
+        };
+        let (sym, local, bound) = (ids(3), ids(2), ids(2));
+        Naming {
+            sym: [sym[0], sym[1], sym[2]],
+            local: [local[0], local[1]],
+            bound: [bound[0], bound[1]],
+            own: rng.below(3) as u32 + 1,
+        }
+    }
+    /// The renamed twin: every id moved by one bijection (collisions kept), another
+    /// segment index.
+    fn renamed(&self, rng: &mut Rng) -> Naming {
+        let shift = 5 + rng.below(20) as u32;
+        let f = |v: &[u32]| -> Vec<u32> { v.iter().map(|x| x + shift).collect() };
+        let (sym, local, bound) = (f(&self.sym), f(&self.local), f(&self.bound));
+        Naming {
+            sym: [sym[0], sym[1], sym[2]],
+            local: [local[0], local[1]],
+            bound: [bound[0], bound[1]],
+            own: rng.below(3) as u32 + 1,
+        }
+    }
+
+    fn spell(&self, r: Role) -> String {
+        match r {
+            Role::Sym(k) => format!("i{}", self.sym[k]),
+            Role::Local(k) => format!("v{}_t", self.local[k]),
+            Role::Stem(k) => format!("v{}", self.local[k]),
+            Role::Bound(k) => format!("n{}_w", self.bound[k]),
+            Role::Own => format!("k__seg{}", self.own),
+        }
+    }
+    fn names(&self) -> Names {
+        Names::new().with_bound([self.spell(Role::Bound(0)), self.spell(Role::Bound(1))])
+    }
+}
+
+/// Separators placed between tokens now and then: white space of every kind, comments
+/// (ending in white space too), directives, splices.
+/// The separators that need no refusal (the first `SAFE_SEPS`).
+const SAFE_SEPS: usize = 13;
+
+const SEPS: &[&str] = &[
+    "\n",
+    "\r\n",
+    "\t",
+    "/* c */",
+    " /* i1 v1_t */ ",
+    "// c\n",
+    "// c \n",
+    "// c\r\n",
+    "// 1'000 don't\n",
+    "\n#define Q 1 \n",
+    "\n#define Q2 1\r\n",
+    "\n#pragma kcache note i1\n",
+    "\n#pragma kcache note v1_t \r\n",
+    // Refused from here on.
+    "\r",
+    "// c\r",
+    "/* c *\\\n/",
+    "// c \\\n i1 continued\n",
+    " \\\n",
+    " \\ \n",
+    "/* ??= */",
+];
+
+/// Fixed statements and what they need from the preamble.
+struct Builder<'r> {
+    rng: &'r mut Rng,
+    /// Whether constructs that refuse renaming may be used.
+    adversarial: bool,
+    toks: Vec<Tok>,
+    needs: BTreeSet<&'static str>,
+}
+
+impl Builder<'_> {
+    /// Appends a statement given as words: `$S0` style placeholders are roles.
+    fn stmt(&mut self, words: &[&str]) {
+        for w in words {
+            let tok = match *w {
+                "@I0" => Tok::Name(Role::Sym(0)),
+                "@I1" => Tok::Name(Role::Sym(1)),
+                "@H" => Tok::Name(Role::Sym(2)),
+                "@L0" => Tok::Name(Role::Local(0)),
+                "@L1" => Tok::Name(Role::Local(1)),
+                "@S0" => Tok::Name(Role::Stem(0)),
+                "@B0" => Tok::Name(Role::Bound(0)),
+                "@B1" => Tok::Name(Role::Bound(1)),
+                "@OWN" => Tok::Name(Role::Own),
+                _ => Tok::Fixed((*w).to_owned()),
+            };
+            let tok = match tok {
+                Tok::Name(r) if self.adversarial && self.rng.chance(40) => Tok::Spliced(r),
+                t => t,
+            };
+            if !self.toks.is_empty() && self.rng.chance(7) {
+                let seps = if self.adversarial && self.rng.chance(6) {
+                    SEPS
+                } else {
+                    &SEPS[..SAFE_SEPS]
+                };
+                self.toks.push(Tok::Sep(*self.rng.pick(seps)));
+            }
+            self.toks.push(tok);
+        }
+        self.toks.push(Tok::Fixed("\n".into()));
+    }
+}
+
+const MEMBERS: [&str; 4] = ["i1", "i2", "v1_t", "x"];
+const STRINGS: [&str; 8] = [
+    "\"i1 v1_t n1_w\"",
+    "\"a\\\\\"",
+    "\"\\\"i2\\\"\"",
+    "\"tab\\ti1\"",
+    "\"??/\"",
+    "\"$x\"",
+    "\"ab\\\ncd i1\"",
+    "\"a\\\\\\\n i1\"",
+];
+const NUMBERS: [&str; 8] = [
+    "0x1f",
+    "07",
+    "(int) 1e1",
+    "(int) 0x1p3",
+    "(int) 1.5e+1f",
+    "(int) .5e1",
+    "(int) 1.e1f",
+    "10u",
+];
+
+/// A random template: a preamble and one kernel function, as tokens.
+fn template(rng: &mut Rng) -> Vec<Tok> {
+    let adversarial = rng.chance(2);
+    let mut b = Builder {
+        rng,
+        adversarial,
+        toks: Vec::new(),
+        needs: BTreeSet::new(),
+    };
+    let n = 3 + b.rng.below(7);
+    let mut body = Builder {
+        rng: b.rng,
+        adversarial,
+        toks: Vec::new(),
+        needs: BTreeSet::new(),
+    };
+    for _ in 0..n {
+        let mut kind = body.rng.below(22);
+        // Constructs that refuse: rarer, and only in adversarial templates.
+        if [6, 7, 8, 9, 11, 14, 15].contains(&kind) && !(adversarial && body.rng.chance(2)) {
+            kind = 21;
+        }
+        let mem = *body.rng.pick(&MEMBERS);
+        let lit = *body.rng.pick(&["2.0f", "3.0f", "0.5f", "1e-3f"]);
+        let src = *body.rng.pick(&["@B0", "@B1"]);
+        let loop_var = *body.rng.pick(&["@I0", "@I1"]);
+        match kind {
+            0 | 1 => body.stmt(&[
+                "for", "(", "int", loop_var, "=", "0", ";", loop_var, "<", "4", ";", "++",
+                loop_var, ")", "{", "@B0", "[", loop_var, "]", "=", src, "[", loop_var, "]", "*",
+                lit, "+", "@L0", ";", "}",
+            ]),
+            2 => body.stmt(&[
+                "for", "(", "int", "@I0", "=", "0", ";", "@I0", "<", "2", ";", "++", "@I0", ")",
+                "for", "(", "int", "@I1", "=", "0", ";", "@I1", "<", "3", ";", "++", "@I1", ")",
+                "acc", "+=", "@I0", "*", "5", "+", "@I1", ";",
+            ]),
+            3 => {
+                let m = if body.rng.chance(2) { "->" } else { "." };
+                let obj = if m == "." { "(*s)" } else { "s" };
+                if mem == "v1_t" {
+                    body.stmt(&["@L1", "+=", obj, m, mem, ";"]);
+                } else {
+                    body.stmt(&["acc", "+=", obj, m, mem, ";"]);
+                }
+            }
+            4 => {
+                body.needs.insert("string");
+                let s = if adversarial {
+                    *body.rng.pick(&STRINGS)
+                } else {
+                    *body.rng.pick(&STRINGS[..4])
+                };
+                body.stmt(&["acc", "+=", "(int)", "strlen", "(", s, ")", ";"]);
+            }
+            5 => body.stmt(&[
+                "acc", "+=", "'i'", "+", "L'x'", "+", "'\\''", "+", "u'y'", ";",
+            ]),
+            6 => {
+                body.needs.insert("string");
+                let f = *body
+                    .rng
+                    .pick(&["__func__", "__FUNCTION__", "__PRETTY_FUNCTION__"]);
+                body.stmt(&[
+                    "acc", "+=", "(int)", "strlen", "(", f, ")", "+", f, "[", "sizeof", "(", f,
+                    ")", "-", "2", "]", ";",
+                ]);
+            }
+            7 => {
+                body.needs.insert("assert");
+                body.stmt(&[
+                    "assert", "(", src, "[", "0", "]", ">", "-", "1e30f", ")", ";",
+                ]);
+            }
+            8 => {
+                body.needs.insert("str");
+                body.stmt(&["acc", "+=", "STR", "(", "@L0", ")", "[", "1", "]", ";"]);
+            }
+            9 => {
+                body.needs.insert("cat");
+                body.stmt(&["acc", "+=", "(int)", "CAT", "(", "@S0", ",", "_t", ")", ";"]);
+            }
+            10 => {
+                let a = *body.rng.pick(&NUMBERS);
+                let c = *body.rng.pick(&NUMBERS);
+                body.stmt(&["acc", "+=", a, "+", c, ";"]);
+            }
+            11 => body.stmt(&[
+                "{", "int", "d$1", "=", "3", ";", "acc", "+=", "d$1", ";", "}",
+            ]),
+            12 => {
+                body.needs.insert("helper");
+                body.stmt(&["acc", "+=", "@H", "(", "3", ")", ";"]);
+            }
+            13 => body.stmt(&[
+                "{",
+                "__attribute__((unused))",
+                "int",
+                "u",
+                "=",
+                "0",
+                ";",
+                "float",
+                "w",
+                "__attribute__((aligned(16)))",
+                "=",
+                "@L1",
+                ";",
+                "acc",
+                "+=",
+                "(int)",
+                "w",
+                ";",
+                "}",
+            ]),
+            14 => body.stmt(&[
+                "__asm__", "volatile", "(", "\"\"", ":", "\"+r\"", "(", "acc", ")", ")", ";",
+            ]),
+            15 => body.stmt(&[
+                "_Pragma",
+                "(\"GCC diagnostic push\")",
+                "acc",
+                "++",
+                ";",
+                "_Pragma",
+                "(\"GCC diagnostic pop\")",
+            ]),
+            16 => body.stmt(&[
+                "\n#pragma GCC unroll 2\n",
+                "for",
+                "(",
+                "int",
+                "@I1",
+                "=",
+                "0",
+                ";",
+                "@I1",
+                "<",
+                "n",
+                ";",
+                "++",
+                "@I1",
+                ")",
+                "acc",
+                "+=",
+                "@I1",
+                ";",
+            ]),
+            17 => body.stmt(&["@L0", "=", "@L0", "*", lit, "+", src, "[", "1", "]", ";"]),
+            18 => body.stmt(&["/*", "@I0", "@L1", "*/", "acc", "^=", "1", ";"]),
+            19 if body.needs.insert("label") => {
+                body.stmt(&["goto", "@H", ";", "@H", ":", "acc", "+=", "2", ";"]);
+            }
+            20 => body.stmt(&[
+                "{", "int", "@I0", "=", "acc", ";", "acc", "=", "@I0", "*", "3", ";", "}",
+            ]),
+            _ => body.stmt(&["acc", "+=", "(int)", "(", "@L1", "*", "@L0", ")", ";"]),
+        }
+    }
+    let needs = std::mem::take(&mut body.needs);
+    let body = std::mem::take(&mut body.toks);
+    // The preamble.
+    b.stmt(&["#include <string.h>"]);
+    if needs.contains("assert") {
+        b.toks.push(Tok::Fixed("#include <assert.h>\n".into()));
+    }
+    b.toks.push(Tok::Fixed(
+        "struct S { int x; int i1; int i2; float v1_t; };\n".into(),
+    ));
+    if needs.contains("str") {
+        b.toks.push(Tok::Fixed("#define STR(a) #a\n".into()));
+    }
+    if needs.contains("cat") {
+        b.toks.push(Tok::Fixed("#define CAT(a, b) a##b\n".into()));
+    }
+    if needs.contains("helper") {
+        b.stmt(&[
+            "static", "int", "@H", "(", "int", "a", ")", "{", "return", "a", "*", "3", "+", "1",
+            ";", "}",
+        ]);
+    }
+    b.stmt(&[
+        "int", "@OWN", "(", "float", "*", "restrict", "@B0", ",", "const", "float", "*",
+        "restrict", "@B1", ",", "struct", "S", "*", "s", ",", "int", "n", ")", "{",
+    ]);
+    b.stmt(&[
+        "int", "acc", "=", "n", ";", "float", "@L0", "=", "1.5f", ",", "@L1", "=", "2.0f", ";",
+    ]);
+    b.toks.extend(body);
+    b.stmt(&[
+        "return", "acc", "+", "(int)", "@L0", "+", "(int)", "@L1", ";", "}",
+    ]);
+    b.toks
+}
+
+/// A near-twin: one name reference moved to another role of its kind, or one fixed
+/// token changed.
+fn near_twin(t: &[Tok], rng: &mut Rng) -> Vec<Tok> {
+    let mut t = t.to_vec();
+    let names: Vec<usize> = (0..t.len())
+        .filter(|&i| matches!(t[i], Tok::Name(_)))
+        .collect();
+    if !names.is_empty() && rng.chance(2) {
+        let i = *rng.pick(&names);
+        if let Tok::Name(r) = t[i] {
+            t[i] = Tok::Name(match r {
+                Role::Sym(k) => Role::Sym((k + 1) % 2),
+                Role::Local(k) => Role::Local(1 - k),
+                Role::Bound(k) => Role::Bound(1 - k),
+                other => other,
+            });
+        }
+    } else {
+        let fixed: Vec<usize> = (0..t.len())
+            .filter(|&i| {
+                matches!(&t[i], Tok::Fixed(s) if s.starts_with(|c: char| c.is_ascii_digit() || c == '"') || MEMBERS.contains(&s.as_str()))
+            })
+            .collect();
+        if let Some(&i) = fixed.get(rng.below(fixed.len().max(1))) {
+            if let Tok::Fixed(s) = &t[i] {
+                let changed = if MEMBERS.contains(&s.as_str()) {
+                    MEMBERS[(MEMBERS.iter().position(|m| m == s).unwrap_or(0) + 1) % 4].to_owned()
+                } else if s.starts_with('"') {
+                    s.replacen('i', "j", 1)
+                } else {
+                    format!("{s}+1")
+                };
+                t[i] = Tok::Fixed(changed);
+            }
+        }
+    }
+    t
+}
+
+fn render(t: &[Tok], naming: &Naming) -> String {
+    let mut out = String::new();
+    let mut prev_word = false;
+    let mut after_sep = false;
+    for tok in t {
+        let s = match tok {
+            Tok::Fixed(s) => s.clone(),
+            Tok::Name(r) => naming.spell(*r),
+            Tok::Spliced(r) => {
+                let s = naming.spell(*r);
+                format!("{}\\\n{}", &s[..1], &s[1..])
+            }
+            Tok::Sep(s) => {
+                out.push_str(s);
+                prev_word = false;
+                after_sep = true;
+                continue;
+            }
+        };
+        let word = s.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+        let starts_word =
+            s.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+        if (prev_word && starts_word) || (!prev_word && !after_sep) {
+            out.push(' ');
+        }
+        after_sep = false;
+        out.push_str(&s);
+        prev_word = word;
+    }
+    out
+}
+
+/// What a relocation points at, names aside for defined symbols.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Target {
+    External(String),
+    Defined(String, u64),
+    Section(String),
+    Other,
+}
+
+/// The object code of a compiled kernel, symbol names aside.
+#[derive(Debug, PartialEq, Eq)]
+struct Code {
+    sections: BTreeMap<String, (Vec<u8>, u64)>,
+    relocations: Vec<(String, u64, u32, i64, Target)>,
+}
+
+fn object_code(bytes: &[u8]) -> Code {
+    let file = object::File::parse(bytes).unwrap();
+    let section_name = |idx| {
+        file.section_by_index(idx)
+            .ok()
+            .and_then(|s| s.name().ok().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let mut sections = BTreeMap::new();
+    let mut relocations = Vec::new();
+    for s in file.sections() {
+        let name = s.name().unwrap_or("").to_owned();
+        let keep = matches!(
+            s.kind(),
+            SectionKind::Text
+                | SectionKind::Data
+                | SectionKind::ReadOnlyData
+                | SectionKind::ReadOnlyString
+                | SectionKind::ReadOnlyDataWithRel
+                | SectionKind::UninitializedData
+                | SectionKind::Tls
+                | SectionKind::UninitializedTls
+        ) || name == ".eh_frame";
+        if !keep {
+            continue;
+        }
+        let data = if s.kind() == SectionKind::UninitializedData {
+            Vec::new()
+        } else {
+            s.data().unwrap_or_default().to_vec()
+        };
+        for (off, r) in s.relocations() {
+            let r_type = match r.flags() {
+                object::RelocationFlags::Elf { r_type } => r_type,
+                _ => 0,
+            };
+            let target = match r.target() {
+                RelocationTarget::Symbol(i) => match file.symbol_by_index(i) {
+                    Ok(sym) if sym.is_undefined() => {
+                        Target::External(sym.name().unwrap_or("").to_owned())
+                    }
+                    Ok(sym) if sym.kind() == object::SymbolKind::Section => {
+                        Target::Section(sym.section_index().map(section_name).unwrap_or_default())
+                    }
+                    Ok(sym) => Target::Defined(
+                        sym.section_index().map(section_name).unwrap_or_default(),
+                        sym.address(),
+                    ),
+                    Err(_) => Target::Other,
+                },
+                RelocationTarget::Section(i) => Target::Section(section_name(i)),
+                _ => Target::Other,
+            };
+            relocations.push((name.clone(), off, r_type, r.addend(), target));
+        }
+        sections.insert(name, (data, s.size()));
+    }
+    Code {
+        sections,
+        relocations,
+    }
+}
+
+/// Compiles `text` with `cc -O2 -c`; `None` if it does not compile.
+fn compile(dir: &Path, k: usize, text: &str) -> Option<Code> {
+    let c = dir.join(format!("k{k}.c"));
+    let o = dir.join(format!("k{k}.o"));
+    std::fs::write(&c, text).unwrap();
+    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-O2", "-c", "-w", "-o"])
+        .arg(&o)
+        .arg(&c)
+        .output()
+        .expect("the C compiler `cc` runs (the oracle needs it)");
+    if !out.status.success() && std::env::var("KCACHE_SOUNDNESS_DEBUG").is_ok() {
+        eprintln!("{}\n{text}", String::from_utf8_lossy(&out.stderr));
+    }
+    out.status
+        .success()
+        .then(|| object_code(&std::fs::read(&o).unwrap()))
+}
+
+/// The deliberately naive renamer: every symbol-shaped, scope-local-shaped or bound word
+/// anywhere (literals and members included) renamed by first occurrence, and the
+/// segment index always dropped.
+fn naive_key(text: &str, naming: &Naming) -> String {
+    let bound = [naming.spell(Role::Bound(0)), naming.spell(Role::Bound(1))];
+    let mut out = String::new();
+    let mut map: BTreeMap<String, usize> = BTreeMap::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_alphabetic() || b[i] == b'_' {
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            let w = &text[s..i];
+            let sym =
+                w.len() > 1 && w.starts_with('i') && w[1..].bytes().all(|c| c.is_ascii_digit());
+            let local = w.starts_with('v') && w.ends_with("_t");
+            if sym || local || bound.iter().any(|x| x == w) {
+                let n = map.len();
+                let n = *map.entry(w.to_owned()).or_insert(n);
+                out.push_str(&format!("\u{1}{n}\u{1}"));
+            } else if w == naming.spell(Role::Own) {
+                out.push_str("k__seg");
+            } else {
+                out.push_str(w);
+            }
+        } else {
+            out.push(char::from(b[i]));
+            i += 1;
+        }
+    }
+    canonical_text::digest_of_parts(&[out.as_bytes()])
+}
+
+struct Stats {
+    pairs: usize,
+    equal_keys: usize,
+    equal_keys_different_text: usize,
+    violations: Vec<String>,
+    naive_equal_keys: usize,
+    naive_violations: usize,
+    refused: usize,
+    compiled: usize,
+    failed_to_compile: usize,
+}
+
+#[test]
+fn equal_keys_imply_identical_object_code() {
+    let cases: usize = std::env::var("KCACHE_SOUNDNESS_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let seed: u64 = std::env::var("KCACHE_SOUNDNESS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5EED_0012);
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(4);
+    let dir = tempfile::tempdir().unwrap();
+    let results: Vec<Stats> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let dir = dir.path();
+                scope.spawn(move || {
+                    let mut st = Stats {
+                        pairs: 0,
+                        equal_keys: 0,
+                        equal_keys_different_text: 0,
+                        violations: Vec::new(),
+                        naive_equal_keys: 0,
+                        naive_violations: 0,
+                        refused: 0,
+                        compiled: 0,
+                        failed_to_compile: 0,
+                    };
+                    for case in (t..cases).step_by(threads) {
+                        run_case(dir, seed, case, &mut st);
+                    }
+                    st
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let sum = |f: fn(&Stats) -> usize| results.iter().map(f).sum::<usize>();
+    let violations: Vec<&String> = results.iter().flat_map(|s| &s.violations).collect();
+    eprintln!(
+        "gcc oracle: {} templates, {} kernels compiled ({} did not compile, {} refused renaming), \
+         {} pairs, {} with equal keys ({} of them with different texts), {} violations; \
+         the naive renamer: {} pairs with equal keys, {} violations",
+        cases,
+        sum(|s| s.compiled),
+        sum(|s| s.failed_to_compile),
+        sum(|s| s.refused),
+        sum(|s| s.pairs),
+        sum(|s| s.equal_keys),
+        sum(|s| s.equal_keys_different_text),
+        violations.len(),
+        sum(|s| s.naive_equal_keys),
+        sum(|s| s.naive_violations),
+    );
+    assert!(violations.is_empty(), "{}", violations[0]);
+    if cases >= 40 {
+        assert!(
+            sum(|s| s.equal_keys_different_text) > 0,
+            "the oracle saw no renamed twins with equal keys"
+        );
+    }
+}
+
+fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
+    let mut rng = Rng(seed ^ (case as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    for _ in 0..4 {
+        rng.next();
+    }
+    let t = template(&mut rng);
+    let twin = near_twin(&t, &mut rng);
+    let first = Naming::random(&mut rng);
+    let namings = [first.renamed(&mut rng), first, Naming::random(&mut rng)];
+    let variants: Vec<(String, &Naming)> = vec![
+        (render(&t, &namings[0]), &namings[0]),
+        (render(&t, &namings[1]), &namings[1]),
+        (render(&t, &namings[2]), &namings[2]),
+        (render(&twin, &namings[0]), &namings[0]),
+    ];
+    let mut done = Vec::new();
+    for (k, (text, naming)) in variants.iter().enumerate() {
+        let c = canonical_kernel(text, Some(&naming.spell(Role::Own)), &naming.names());
+        if !c.refusals().is_empty() {
+            st.refused += 1;
+        }
+        let key = c.key(&[b"-O2"]);
+        let code = compile(dir, case * 4 + k, text);
+        match code {
+            Some(_) => st.compiled += 1,
+            None => st.failed_to_compile += 1,
+        }
+        done.push((text, key, naive_key(text, naming), code));
+    }
+    for a in 0..done.len() {
+        for b in a + 1..done.len() {
+            st.pairs += 1;
+            let (ta, ka, na, ca) = &done[a];
+            let (tb, kb, nb, cb) = &done[b];
+            if ka == kb {
+                st.equal_keys += 1;
+                if ta != tb {
+                    st.equal_keys_different_text += 1;
+                }
+                if ca != cb {
+                    st.violations.push(format!(
+                        "case {case}: equal keys, different object code:\n--- A\n{ta}\n--- B\n{tb}"
+                    ));
+                }
+            }
+            if na == nb {
+                st.naive_equal_keys += 1;
+                if ca != cb {
+                    st.naive_violations += 1;
+                }
+            }
+        }
+    }
+}
+
+/// The oracle has teeth: on renamed twins that a naive renamer keys alike (the segment
+/// index seen by `__func__`, a name stringified by a macro or by `assert`), the object
+/// code differs, so the oracle reports a violation for the naive keys; and our keys tell
+/// every pair with different code apart (a member named like a loop symbol, a name in an
+/// `asm` template too).
+#[test]
+fn the_oracle_catches_a_naive_renamer() {
+    let pairs: [(&str, &str); 5] = [
+        (
+            "#include <string.h>\nint k__seg1(int n) { return (int) strlen(__func__) + __func__[6]; }\n",
+            "#include <string.h>\nint k__seg2(int n) { return (int) strlen(__func__) + __func__[6]; }\n",
+        ),
+        (
+            "#define STR(a) #a\nint k__seg1(int n) { float v1_t = 1.0f; return STR(v1_t)[1] + (int) v1_t; }\n",
+            "#define STR(a) #a\nint k__seg1(int n) { float v2_t = 1.0f; return STR(v2_t)[1] + (int) v2_t; }\n",
+        ),
+        (
+            "#include <assert.h>\nint k__seg1(const float *n1_w) { assert(n1_w[0] > 0); return 0; }\n",
+            "#include <assert.h>\nint k__seg1(const float *n2_w) { assert(n2_w[0] > 0); return 0; }\n",
+        ),
+        (
+            "struct S { int i1; int i2; };\nint k__seg1(struct S *s) { int acc = 0; for (int i1 = 0; i1 < 2; ++i1) acc += s-> /* c */ i1; return acc; }\n",
+            "struct S { int i1; int i2; };\nint k__seg1(struct S *s) { int acc = 0; for (int i2 = 0; i2 < 2; ++i2) acc += s-> /* c */ i2; return acc; }\n",
+        ),
+        (
+            "int i1(void) { return 1; }\nint k__seg1(void) { int r; __asm__(\"call i1\" : \"=a\"(r)); return r; }\n",
+            "int i2(void) { return 1; }\nint k__seg1(void) { int r; __asm__(\"call i1\" : \"=a\"(r)); return r; }\n",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let naming = |text: &str| {
+        let own = if text.contains("k__seg2") { 2 } else { 1 };
+        Naming {
+            sym: [1, 2, 3],
+            local: [1, 2],
+            bound: [1, 2],
+            own,
+        }
+    };
+    let mut naive_violations = 0;
+    for (k, (a, b)) in pairs.iter().enumerate() {
+        let (na, nb) = (naming(a), naming(b));
+        let ca = compile(dir.path(), 2 * k, a);
+        let cb = compile(dir.path(), 2 * k + 1, b);
+        assert!(ca.is_some() && cb.is_some(), "pair {k} compiles");
+        let key = |t: &str, n: &Naming| {
+            let names = Names::new().with_bound([
+                n.spell(Role::Bound(0)),
+                n.spell(Role::Bound(1)),
+                "n2_w".into(),
+            ]);
+            canonical_kernel(t, Some(&n.spell(Role::Own)), &names).key(&[b"-O2"])
+        };
+        if ca != cb {
+            if naive_key(a, &na) == naive_key(b, &nb) {
+                naive_violations += 1;
+            }
+            assert_ne!(
+                key(a, &na),
+                key(b, &nb),
+                "pair {k}: equal keys, different code"
+            );
+        }
+    }
+    assert!(
+        naive_violations >= 3,
+        "the oracle caught only {naive_violations} naive violations"
+    );
+}
