@@ -10,9 +10,13 @@
 //! - `bench [--quick]`: runs every criterion benchmark and prints one
 //!   `BENCH <name> <ratio> <unit>` line per figure (see [`bench`]).
 //! - `demo [ARGS…]`: the end-to-end autotuning demo (`kcache-demo`), arguments passed on.
+//! - `soundness [--cases N] [--seed S]`: a long soak of the gcc object-code oracle.
+//! - `fuzz TARGET|all [--seconds N]`: coverage-guided fuzzing (see [`fuzz`]).
 
 mod bench;
+mod fuzz;
 mod setup;
+mod soundness;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -35,8 +39,12 @@ fn main() -> ExitCode {
         }),
         "bench" => setup::ensure_tools().and_then(|()| bench::run(&project_root(), rest)),
         "demo" => demo(rest),
+        "soundness" => soundness::run(rest),
+        "fuzz" => fuzz::run(rest),
         _ => {
-            eprintln!("usage: cargo xtask <test | ci | tidy | bench [--quick] | demo [ARGS…]>");
+            eprintln!(
+                "usage: cargo xtask <test | ci | tidy | bench [--quick] | demo [ARGS…] | soundness [--cases N] | fuzz TARGET [--seconds N]>"
+            );
             return if cmd == "help" {
                 ExitCode::SUCCESS
             } else {
@@ -63,10 +71,16 @@ pub(crate) fn project_root() -> PathBuf {
 
 /// Runs `cargo` with `args` in the workspace root, failing on a non-zero exit.
 pub(crate) fn cargo(args: &[&str]) -> Result<(), String> {
+    cargo_with_env(args, &[])
+}
+
+/// [`cargo`] with extra environment variables.
+pub(crate) fn cargo_with_env(args: &[&str], env: &[(&str, String)]) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     eprintln!("$ cargo {}", args.join(" "));
     let status = Command::new(cargo)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .current_dir(project_root())
         .status()
         .map_err(|e| format!("could not run cargo: {e}"))?;

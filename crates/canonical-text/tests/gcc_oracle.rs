@@ -201,7 +201,8 @@ impl Builder<'_> {
                 } else {
                     &SEPS[..SAFE_SEPS]
                 };
-                self.toks.push(Tok::Sep(*self.rng.pick(seps)));
+                let sep = seps[self.rng.below(seps.len())];
+                self.toks.push(Tok::Sep(sep));
             }
             self.toks.push(tok);
         }
@@ -449,17 +450,17 @@ fn near_twin(t: &[Tok], rng: &mut Rng) -> Vec<Tok> {
                 matches!(&t[i], Tok::Fixed(s) if s.starts_with(|c: char| c.is_ascii_digit() || c == '"') || MEMBERS.contains(&s.as_str()))
             })
             .collect();
-        if let Some(&i) = fixed.get(rng.below(fixed.len().max(1))) {
-            if let Tok::Fixed(s) = &t[i] {
-                let changed = if MEMBERS.contains(&s.as_str()) {
-                    MEMBERS[(MEMBERS.iter().position(|m| m == s).unwrap_or(0) + 1) % 4].to_owned()
-                } else if s.starts_with('"') {
-                    s.replacen('i', "j", 1)
-                } else {
-                    format!("{s}+1")
-                };
-                t[i] = Tok::Fixed(changed);
-            }
+        if let Some(&i) = fixed.get(rng.below(fixed.len().max(1)))
+            && let Tok::Fixed(s) = &t[i]
+        {
+            let changed = if MEMBERS.contains(&s.as_str()) {
+                MEMBERS[(MEMBERS.iter().position(|m| m == s).unwrap_or(0) + 1) % 4].to_owned()
+            } else if s.starts_with('"') {
+                s.replacen('i', "j", 1)
+            } else {
+                format!("{s}+1")
+            };
+            t[i] = Tok::Fixed(changed);
         }
     }
     t

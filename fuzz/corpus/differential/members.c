@@ -1,0 +1,5 @@
+struct S { int i1; int x; };
+int k__seg2(struct S *s) { int acc = 0;
+ for (int i1 = 0; i1 < 2; ++i1) acc += s-> /* c */ i1 + s.// c 
+i1;
+ return acc; }

@@ -1,0 +1,4 @@
+int i\
+1 = 2; /* *\
+/ */ s = "a\\\
+ b"; // cx$y ??= [[gnu::unused]] int v2_t;

@@ -1,0 +1,45 @@
+//! `cargo xtask soundness [--cases N] [--seed S]`: a long soak of the gcc object-code
+//! oracle (`crates/canonical-text/tests/gcc_oracle.rs`): N adversarial templates (four
+//! kernels and six pairs each) compiled by the real `cc`, in release mode; fails on any
+//! pair with equal keys and different object code, and prints the counts.
+
+use crate::cargo_with_env;
+
+/// Runs the oracle with the options in `rest`.
+pub(crate) fn run(rest: &[String]) -> Result<(), String> {
+    let mut cases = "2000".to_string();
+    let mut seed = None;
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--cases" => cases = value(it.next(), "--cases")?,
+            "--seed" => seed = Some(value(it.next(), "--seed")?),
+            other => return Err(format!("unknown option {other}: use --cases N [--seed S]")),
+        }
+    }
+    let mut env = vec![("KCACHE_SOUNDNESS_CASES", cases)];
+    if let Some(s) = seed {
+        env.push(("KCACHE_SOUNDNESS_SEED", s));
+    }
+    cargo_with_env(
+        &[
+            "test",
+            "--release",
+            "-p",
+            "canonical-text",
+            "--test",
+            "gcc_oracle",
+            "--",
+            "--nocapture",
+        ],
+        &env,
+    )
+}
+
+/// The number after an option.
+fn value(v: Option<&String>, option: &str) -> Result<String, String> {
+    match v {
+        Some(v) if v.parse::<u64>().is_ok() => Ok(v.clone()),
+        _ => Err(format!("{option} needs a number")),
+    }
+}
