@@ -73,14 +73,29 @@ pub const REFERENCE_SETTINGS: &[SettingDecl] = &[
     },
 ];
 
-/// A set of declared settings.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A set of declared settings. Every registry declares [`TIMING_SETTING`] (entering
+/// [`KeyComponent::Timing`]) from the start: the crate itself consults it when keying.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SettingsRegistry {
     decls: BTreeMap<&'static str, Relevance>,
 }
 
+/// The declaration every registry starts with.
+const TIMING_DECL: SettingDecl = SettingDecl {
+    name: TIMING_SETTING,
+    relevance: Relevance::Enters(KeyComponent::Timing),
+};
+
+impl Default for SettingsRegistry {
+    fn default() -> SettingsRegistry {
+        SettingsRegistry {
+            decls: BTreeMap::from([(TIMING_DECL.name, TIMING_DECL.relevance)]),
+        }
+    }
+}
+
 impl SettingsRegistry {
-    /// An empty registry.
+    /// A registry declaring only [`TIMING_SETTING`] (which the crate consults when keying).
     pub fn new() -> SettingsRegistry {
         SettingsRegistry::default()
     }
@@ -97,8 +112,12 @@ impl SettingsRegistry {
 
     /// Declares a setting.
     ///
+    /// Declaring [`TIMING_SETTING`] again as entering [`KeyComponent::Timing`] is accepted (it
+    /// is declared from the start).
+    ///
     /// # Errors
-    /// [`Error::InvalidDeclaration`] if the name is already declared, or the declared component
+    /// [`Error::InvalidDeclaration`] if the name is already declared (otherwise), or the
+    /// declared component
     /// is [`KeyComponent::Digest`] or [`KeyComponent::Backend`] (which no setting can enter: the
     /// digest names the code, the backend its name).
     pub fn declare(&mut self, decl: SettingDecl) -> Result<(), Error> {
@@ -106,6 +125,9 @@ impl SettingsRegistry {
             name: decl.name.to_owned(),
             reason,
         };
+        if decl == TIMING_DECL {
+            return Ok(());
+        }
         if self.decls.contains_key(decl.name) {
             return Err(bad("declared twice"));
         }
@@ -241,6 +263,23 @@ mod tests {
             r.declare(*d).expect("valid declaration");
         }
         assert_eq!(r, SettingsRegistry::reference());
+    }
+
+    #[test]
+    fn every_registry_declares_the_timing_setting() {
+        let own = Config::new(SettingsRegistry::new()).with(TIMING_SETTING, "queued");
+        let v = digest_completeness(&own, |c| c.get(TIMING_SETTING).map(str::to_owned))
+            .expect("the crate's own setting is declared for the caller");
+        assert_eq!(v.as_deref(), Some("queued"));
+        let mut r = SettingsRegistry::new();
+        r.declare(TIMING_DECL)
+            .expect("re-declaring it as it is is fine");
+        let other = SettingDecl {
+            name: TIMING_SETTING,
+            relevance: Relevance::Enters(KeyComponent::Codegen),
+        };
+        assert!(r.declare(other).is_err());
+        assert_eq!(r.entering(KeyComponent::Timing), vec![TIMING_SETTING]);
     }
 
     #[test]

@@ -25,10 +25,13 @@ pub enum Error {
     },
     /// An incomplete identity (opaque constructs, unbound or shadowed symbols) was asked for
     /// something only a complete one may do, such as producing a disk key.
-    #[error("identity {digest} is incomplete")]
+    #[error("identity {digest} is incomplete: {}", reasons.join("; "))]
     IncompleteIdentity {
         /// The incomplete identity's digest.
         digest: String,
+        /// Why ([`crate::Identity::incomplete_because`]): unbound symbols, unbalanced scopes,
+        /// shadowing, opaque constructs.
+        reasons: Vec<String>,
     },
     /// A saved schedule was replayed against code with another digest.
     #[error("saved schedule digest {saved} does not match the code's digest {current}")]

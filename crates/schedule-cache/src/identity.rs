@@ -133,6 +133,7 @@ pub struct Identity {
     digest: String,
     rendering: String,
     complete: bool,
+    incomplete_because: Vec<String>,
     binders: Vec<SymId>,
     statics: Vec<SymId>,
     nodes: Vec<NodeId>,
@@ -160,6 +161,13 @@ impl Identity {
     /// key (see [`Identity::into_complete`]) but supports in-process schedule round trips.
     pub fn is_complete(&self) -> bool {
         self.complete
+    }
+
+    /// Why the identity is incomplete (empty when complete): each reason in walk order, such
+    /// as `unbound symbol sym#7` or `unbalanced scope: 1 construct left open`, at most
+    /// [`MAX_REASONS`] of them.
+    pub fn incomplete_because(&self) -> &[String] {
+        &self.incomplete_because
     }
 
     /// Loop binders in preorder: `binders()[i]` is `SymRef::Base(i)`. A symbol bound by two
@@ -231,13 +239,15 @@ impl Identity {
     /// Converts into a [`CompleteIdentity`], the only kind that can produce a disk key.
     ///
     /// # Errors
-    /// [`Error::IncompleteIdentity`] (carrying the digest) if the identity is incomplete.
+    /// [`Error::IncompleteIdentity`] (carrying the digest and why) if the identity is
+    /// incomplete.
     pub fn into_complete(self) -> Result<CompleteIdentity, Error> {
         if self.complete {
             Ok(CompleteIdentity(self))
         } else {
             Err(Error::IncompleteIdentity {
                 digest: self.digest,
+                reasons: self.incomplete_because,
             })
         }
     }
@@ -262,6 +272,9 @@ impl std::ops::Deref for CompleteIdentity {
 }
 
 const RENDERING_HEADER: &str = "kcache-identity-1";
+
+/// At most this many reasons are kept by [`Identity::incomplete_because`].
+pub const MAX_REASONS: usize = 8;
 
 /// Computes the canonical identity of `code`.
 ///
@@ -390,6 +403,7 @@ enum Bound {
 struct Canonicalizer<'t> {
     tokens: Vec<String>,
     complete: bool,
+    reasons: Vec<String>,
     binders: Vec<SymId>,
     statics: Vec<SymId>,
     nodes: Vec<NodeId>,
@@ -421,6 +435,7 @@ impl Canonicalizer<'_> {
                 format!("statics={}", static_indices.len()),
             ],
             complete: true,
+            reasons: Vec::new(),
             binders: Vec::new(),
             statics: static_indices.to_vec(),
             nodes: Vec::new(),
@@ -433,14 +448,18 @@ impl Canonicalizer<'_> {
         for (k, &s) in static_indices.iter().enumerate() {
             if c.scope.contains_key(&s) {
                 // The same symbol listed twice: references to it are ambiguous.
-                c.complete = false;
+                c.incomplete(format!("static index {s} listed twice"));
             }
             c.scope.entry(s).or_default().push(Bound::Static(k));
         }
         code.walk(&mut c);
         if c.frames.len() != 1 {
             // Unbalanced open/close: the walk did not describe a tree.
-            c.complete = false;
+            let open = c.frames.len() - 1;
+            c.incomplete(format!(
+                "unbalanced scope: {open} construct{} left open at the end of the walk",
+                if open == 1 { "" } else { "s" }
+            ));
             c.tokens.push("unbalanced".to_owned());
         }
         let parts: Vec<&[u8]> = c.tokens.iter().map(|t| t.as_bytes()).collect();
@@ -449,15 +468,23 @@ impl Canonicalizer<'_> {
             digest: canonical_text::digest_of_parts(&parts),
             rendering: c.tokens.join(" "),
             complete: c.complete,
+            incomplete_because: c.reasons,
             binders: c.binders,
             statics: c.statics,
             nodes: c.nodes,
         }
     }
 
+    fn incomplete(&mut self, reason: String) {
+        self.complete = false;
+        if self.reasons.len() < MAX_REASONS && !self.reasons.contains(&reason) {
+            self.reasons.push(reason);
+        }
+    }
+
     fn bind(&mut self, sym: SymId, b: Bound) {
         if self.scope.get(&sym).is_some_and(|v| !v.is_empty()) {
-            self.complete = false; // shadowing
+            self.incomplete(format!("shadowing: {sym} bound while already in scope"));
         }
         self.scope.entry(sym).or_default().push(b);
         if let Some(frame) = self.frames.last_mut() {
@@ -474,7 +501,7 @@ impl Visitor for Canonicalizer<'_> {
 
     fn close(&mut self) {
         if self.frames.len() <= 1 {
-            self.complete = false;
+            self.incomplete("unbalanced scope: a close without an open construct".to_owned());
             self.tokens.push("unbalanced".to_owned());
             return;
         }
@@ -516,7 +543,9 @@ impl Visitor for Canonicalizer<'_> {
             Some(Bound::Local(i)) => format!("V{i}"),
             Some(Bound::Static(k)) => format!("S{k}"),
             None => {
-                self.complete = false;
+                self.incomplete(format!(
+                    "unbound symbol {sym} (not a binder in scope nor a static index)"
+                ));
                 "unbound".to_owned()
             }
         };
@@ -548,7 +577,7 @@ impl Visitor for Canonicalizer<'_> {
     }
 
     fn opaque(&mut self, what: &str) {
-        self.complete = false;
+        self.incomplete(format!("opaque construct: {what}"));
         self.tokens.push(format!("opaque:{what}"));
     }
 }
@@ -632,6 +661,37 @@ mod tests {
         assert!(!id(vec![Close], &[]).is_complete());
         assert!(!id(vec![Open("x")], &[]).is_complete());
         assert!(!id(vec![Opaque], &[]).is_complete());
+    }
+
+    #[test]
+    fn an_incomplete_identity_says_why() {
+        let cases: Vec<(Vec<Ev>, &[u64], &str)> = vec![
+            (vec![Use(7)], &[], "unbound symbol sym#7"),
+            (
+                vec![Open("x")],
+                &[],
+                "unbalanced scope: 1 construct left open",
+            ),
+            (
+                vec![Close],
+                &[],
+                "unbalanced scope: a close without an open",
+            ),
+            (vec![Opaque], &[], "opaque construct: closure"),
+            (vec![Local(2), Local(2)], &[], "shadowing: sym#2"),
+            (vec![], &[3, 3], "static index sym#3 listed twice"),
+        ];
+        for (evs, statics, want) in cases {
+            let identity = id(evs, statics);
+            assert!(!identity.is_complete());
+            let err = identity.into_complete().expect_err("incomplete");
+            let text = err.to_string();
+            assert!(text.contains(want), "{want:?} not in {text:?}");
+        }
+        assert!(id(vec![Use(3)], &[3]).incomplete_because().is_empty());
+        // Many unbound uses: the reasons are capped, the identity stays incomplete.
+        let many = id((0..50).map(Use).collect(), &[]);
+        assert_eq!(many.incomplete_because().len(), MAX_REASONS);
     }
 
     #[test]

@@ -1,6 +1,14 @@
 //! schedule-cache: the process-independent identity of loop code, saved schedules that
 //! replay in another process, the keys under which they are stored, and the on-disk store.
 //!
+//! **Start with the front door, [`ScheduleCache`]** (module [`cache`], with an example): one
+//! handle built from the regime (your [`ScheduleLanguage`], backend name, [`Limits`],
+//! [`Config`], [`TimingIdentity`], your schedule-format version and a store: a directory,
+//! Redis, or both) with `lookup(code)` (digest guard and replay inside; a [`Miss`] says which
+//! key components differ) and `store(code, ops, measurements)`. `examples/foreign_ir.rs` is
+//! a complete adopter with its own loop IR. The pieces below stay public for callers who need
+//! them.
+//!
 //! A backend exposes its optimized loop code through [`LoopCode`]; [`canonicalize`] gives its
 //! [`Identity`] (a digest that ignores symbol ids, node ids and labels, plus numberings of loop
 //! binders, static indices and tensor nodes). A schedule built against one compile is saved
@@ -54,6 +62,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod cache;
 pub mod components;
 pub mod config;
 pub mod disk;
@@ -70,6 +79,7 @@ pub mod saved;
 pub mod schedule;
 pub mod store;
 
+pub use cache::{Hit, Measurements, Miss, Published, ScheduleCache, Subject};
 pub use components::{
     HINT_DIGITS, KEY_COMPONENTS, KeyComponent, KeyInputs, KeyParts, Limits, PartEncoding,
     TimingIdentity, cache_key, codegen_tag, key_differences, key_parts, normalize_objective,

@@ -83,7 +83,7 @@ fn opaque_unbound_and_shadowed_code_is_incomplete_and_cannot_key() {
         let digest = id.digest().to_owned();
         assert!(matches!(
             id.clone().into_complete(),
-            Err(Error::IncompleteIdentity { digest: d }) if d == digest
+            Err(Error::IncompleteIdentity { digest: d, .. }) if d == digest
         ));
     }
     // Declaring s static makes the second case complete.

@@ -1,0 +1,618 @@
+//! The front door: [`ScheduleCache`], one handle built once from the regime (schedule
+//! language, backend name, limits, configuration, timing identity, the adopter's schedule
+//! format, and a [`Store`]) with [`ScheduleCache::lookup`] and [`ScheduleCache::store`].
+//!
+//! Everything an adopter would otherwise wire by hand happens inside: canonicalizing the code
+//! (an incomplete identity is an error that says why), building the key, probing the store,
+//! checking the entry's digest and full key components, replaying the saved schedule through
+//! the language, and explaining a miss (which key components differ from the entries the store
+//! holds for the same code, computed from the keys, for every store). The low-level functions
+//! ([`crate::canonicalize`], [`crate::cache_key`], [`crate::to_saved`], [`crate::of_saved`],
+//! [`crate::disk`]) stay for callers who need them.
+//!
+//! ```
+//! use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+//! use schedule_cache::schedule::{ReferenceLanguage, Schedule};
+//! use schedule_cache::store::CacheStore;
+//! use schedule_cache::{Measurements, ScheduleCache, TimingIdentity};
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let store = CacheStore::disk(tmp.path().join("cache"));
+//! let cache = ScheduleCache::new(ReferenceLanguage, "cc", store)
+//!     .with_timing(TimingIdentity { device: "x86_64 avx2".into(), toolchain: None })
+//!     .with_schedule_format("reference-ops-1");
+//!
+//! let build = || {
+//!     let i = Symbol::fresh("i");
+//!     let y = TensorNode::new("y", &[64], Precision::F32);
+//!     let body = vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(2.0))];
+//!     (Code::new(vec![Stmt::for_(&i, 0, 64, body)]), i)
+//! };
+//! let (code, i) = build();
+//! let miss = cache.lookup(&code)?.expect_err("an empty cache misses");
+//! assert_eq!(miss.to_string(), "no cache directory");
+//!
+//! let mut sched = Schedule::new();
+//! sched.split(&i, 8);
+//! let stored = cache.store(&code, &sched.ops, Measurements::new(vec![1.0e-6]))?;
+//! assert!(stored.outcome.is_stored());
+//!
+//! // Another compile (in practice, another process): fresh ids, same code.
+//! let (again, _) = build();
+//! let hit = cache.lookup(&again)?.expect("stored above");
+//! assert_eq!(hit.ops.len(), 1);
+//! assert_eq!(hit.entry.times, [1.0e-6]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::components::{KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity};
+use crate::config::{Config, SettingsRegistry};
+use crate::disk::{Lookup, MissReason, Refusal, StoreOutcome};
+use crate::entry::ScheduleEntry;
+use crate::identity::{CompleteIdentity, LoopCode, NodeId, Placement, SymId, canonicalize};
+use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, to_saved};
+use crate::store::{CacheStore, Store};
+use crate::{CacheKey, Error, key_differences, key_parts};
+
+/// The code a lookup or store is about: the loop code, the static indices it was lowered with
+/// and the placement class of its nodes (see [`canonicalize`]). `&code` converts into a subject
+/// with neither.
+#[derive(Clone, Copy)]
+pub struct Subject<'a> {
+    code: &'a dyn LoopCode,
+    static_indices: &'a [SymId],
+    placements: Option<&'a BTreeMap<NodeId, Placement>>,
+}
+
+impl<'a> Subject<'a> {
+    /// `code`, with no static indices and every node's placement undecided.
+    pub fn new(code: &'a dyn LoopCode) -> Subject<'a> {
+        Subject {
+            code,
+            static_indices: &[],
+            placements: None,
+        }
+    }
+
+    /// The symbols the code was lowered with, in order.
+    pub fn with_statics(mut self, static_indices: &'a [SymId]) -> Subject<'a> {
+        self.static_indices = static_indices;
+        self
+    }
+
+    /// Each node's effective placement class.
+    pub fn with_placements(mut self, placements: &'a BTreeMap<NodeId, Placement>) -> Subject<'a> {
+        self.placements = Some(placements);
+        self
+    }
+
+    /// The complete identity of the subject (with placement classes).
+    ///
+    /// # Errors
+    /// [`Error::IncompleteIdentity`], saying why, if the code cannot be keyed.
+    pub fn identity(&self) -> Result<CompleteIdentity, Error> {
+        let none = BTreeMap::new();
+        canonicalize(
+            self.code,
+            self.static_indices,
+            self.placements.unwrap_or(&none),
+            true,
+        )
+        .into_complete()
+    }
+}
+
+impl<'a, C: LoopCode> From<&'a C> for Subject<'a> {
+    fn from(code: &'a C) -> Subject<'a> {
+        Subject::new(code)
+    }
+}
+
+/// What a run measured for a stored schedule.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Measurements {
+    /// Run times of the scheduled code, in seconds, in measurement order.
+    pub times: Vec<f64>,
+    /// Run time of the unscheduled code, in seconds, if measured.
+    pub baseline: Option<f64>,
+}
+
+impl Measurements {
+    /// Run times of the scheduled code, without a baseline.
+    pub fn new(times: Vec<f64>) -> Measurements {
+        Measurements {
+            times,
+            baseline: None,
+        }
+    }
+
+    /// With the unscheduled code's run time.
+    pub fn with_baseline(mut self, seconds: f64) -> Measurements {
+        self.baseline = Some(seconds);
+        self
+    }
+}
+
+/// A hit: the stored entry, replayed on the code looked up.
+pub struct Hit<L: ScheduleLanguage> {
+    /// The live ops, rebuilt against the looked-up code (apply them to it).
+    pub ops: Vec<L::Op>,
+    /// The registry after the replay (the looked-up code's symbols and those the ops minted).
+    pub registry: Registry,
+    /// The entry as stored (saved schedule, key components, measured times).
+    pub entry: ScheduleEntry<L::SavedOp>,
+    /// The key it was found at.
+    pub key: CacheKey,
+    /// The looked-up code's identity.
+    pub identity: CompleteIdentity,
+}
+
+impl<L: ScheduleLanguage> fmt::Debug for Hit<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hit")
+            .field("ops", &self.ops)
+            .field("entry", &self.entry)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a lookup did not hit. `Display` explains it in one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Miss {
+    /// No timing identity: there is no key, the store was not consulted.
+    NoKey,
+    /// The store refused (newer or malformed regime stamp, filesystem or server refusal).
+    Refused(Refusal),
+    /// The store had no usable entry at the key. `differing` lists the key components in
+    /// which the store's other entries for the same code differ from the key looked up
+    /// (empty when there are none, or when only components beyond the keys' hints differ).
+    NotFound {
+        /// What the store answered.
+        reason: MissReason,
+        /// The components where same-code entries differ, in key order.
+        differing: Vec<KeyComponent>,
+    },
+    /// An entry sat at the key but was crowned under other full key components (the file
+    /// name collided, or the entry was copied by hand): never replayed.
+    OtherComponents {
+        /// The components that differ, in key order.
+        differing: Vec<KeyComponent>,
+    },
+}
+
+fn names(components: &[KeyComponent]) -> String {
+    components
+        .iter()
+        .map(|c| c.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl fmt::Display for Miss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Miss::NoKey => f.write_str("no timing identity, no key"),
+            Miss::Refused(r) => write!(f, "refused: {r}"),
+            Miss::NotFound {
+                reason: MissReason::NoEntry { same_digest },
+                differing,
+            } if !same_digest.is_empty() => {
+                let n = same_digest.len();
+                let entries = if n == 1 { "entry" } else { "entries" };
+                if differing.is_empty() {
+                    write!(
+                        f,
+                        "no entry at this key; the same code has {n} {entries} under other keys"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "no entry at this key; the same code has {n} {entries} under keys that differ in: {}",
+                        names(differing)
+                    )
+                }
+            }
+            Miss::NotFound { reason, .. } => write!(f, "{reason}"),
+            Miss::OtherComponents { differing } => write!(
+                f,
+                "the entry at this key was crowned under other key components ({})",
+                names(differing)
+            ),
+        }
+    }
+}
+
+/// What [`ScheduleCache::store`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Published<SavedOp> {
+    /// The store's outcome (`Skipped` without a timing identity).
+    pub outcome: StoreOutcome,
+    /// The key (`None` without a timing identity).
+    pub key: Option<CacheKey>,
+    /// The saved schedule (also what an entry holds).
+    pub saved: SavedSchedule<SavedOp>,
+}
+
+impl StoreOutcome {
+    /// Whether the entry was published.
+    pub fn is_stored(&self) -> bool {
+        matches!(self, StoreOutcome::Stored)
+    }
+}
+
+/// The schedule cache's front door: built once from the regime, then `lookup` and `store`.
+///
+/// Defaults: [`Limits::default`], a configuration over [`SettingsRegistry::new`] (which
+/// declares the timing setting), no schedule format (`""`), the configured timing objective,
+/// and no timing identity (every operation is then skipped: without knowing the device,
+/// timings mean nothing, so nothing is keyed).
+pub struct ScheduleCache<L, S = CacheStore> {
+    lang: L,
+    backend: String,
+    schedule_format: String,
+    limits: Limits,
+    config: Config,
+    timing: Option<TimingIdentity>,
+    objective: Option<String>,
+    store: S,
+}
+
+impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
+    /// The cache of schedules in language `lang`, for backend `backend`, kept in `store`.
+    pub fn new(lang: L, backend: &str, store: S) -> ScheduleCache<L, S> {
+        ScheduleCache {
+            lang,
+            backend: backend.to_owned(),
+            schedule_format: String::new(),
+            limits: Limits::default(),
+            config: Config::new(SettingsRegistry::new()),
+            timing: None,
+            objective: None,
+            store,
+        }
+    }
+
+    /// The backend's limits record (enters the codegen and pool components).
+    pub fn with_limits(mut self, limits: Limits) -> ScheduleCache<L, S> {
+        self.limits = limits;
+        self
+    }
+
+    /// The configuration (its settings enter the components they are declared for).
+    pub fn with_config(mut self, config: Config) -> ScheduleCache<L, S> {
+        self.config = config;
+        self
+    }
+
+    /// The device timings are measured on; without it nothing is keyed.
+    pub fn with_timing(mut self, timing: TimingIdentity) -> ScheduleCache<L, S> {
+        self.timing = Some(timing);
+        self
+    }
+
+    /// An explicitly resolved timing objective (else the configured one).
+    pub fn with_objective(mut self, objective: &str) -> ScheduleCache<L, S> {
+        self.objective = Some(objective.to_owned());
+        self
+    }
+
+    /// The adopter's own schedule-format version (enters [`KeyComponent::Format`]): change it
+    /// whenever what the saved ops mean changes, and old entries never replay.
+    pub fn with_schedule_format(mut self, format: &str) -> ScheduleCache<L, S> {
+        self.schedule_format = format.to_owned();
+        self
+    }
+
+    /// The store.
+    pub fn store_ref(&self) -> &S {
+        &self.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The schedule language.
+    pub fn language(&self) -> &L {
+        &self.lang
+    }
+
+    fn inputs(&self) -> KeyInputs<'_> {
+        KeyInputs {
+            backend: &self.backend,
+            config: &self.config,
+            limits: &self.limits,
+            timing_identity: self.timing.as_ref(),
+            objective: self.objective.as_deref(),
+            schedule_format: &self.schedule_format,
+        }
+    }
+
+    /// The full key components of `identity` under this regime (`None` without a timing
+    /// identity).
+    pub fn key_parts(&self, identity: &CompleteIdentity) -> Option<KeyParts> {
+        key_parts(identity, &self.inputs())
+    }
+
+    /// The key of `subject` under this regime (`None` without a timing identity).
+    ///
+    /// # Errors
+    /// [`Error::IncompleteIdentity`] if the code cannot be keyed.
+    pub fn key<'a>(&self, subject: impl Into<Subject<'a>>) -> Result<Option<CacheKey>, Error> {
+        let identity = subject.into().identity()?;
+        Ok(self.key_parts(&identity).and_then(|p| p.key().ok()))
+    }
+
+    /// Looks `subject` up and, on a hit, replays the stored schedule on it. The entry must be
+    /// of the current version, saved for the subject's digest and crowned under the same full
+    /// key components; anything else is a [`Miss`] that says why.
+    ///
+    /// # Errors
+    /// [`Error::IncompleteIdentity`] if the code cannot be keyed; the language's errors if a
+    /// stored schedule (of this very code) cannot be rebuilt.
+    pub fn lookup<'a>(
+        &self,
+        subject: impl Into<Subject<'a>>,
+    ) -> Result<Result<Hit<L>, Miss>, Error> {
+        let identity = subject.into().identity()?;
+        let Some(parts) = self.key_parts(&identity) else {
+            // Reported to recorders and statistics like every skipped operation.
+            let _ = self
+                .store
+                .probe::<ScheduleEntry<L::SavedOp>>(None, identity.digest());
+            return Ok(Err(Miss::NoKey));
+        };
+        let key = parts.key()?;
+        let entry = match self
+            .store
+            .probe::<ScheduleEntry<L::SavedOp>>(Some(&key), identity.digest())
+        {
+            Lookup::Hit(entry) => entry,
+            Lookup::Skipped => return Ok(Err(Miss::NoKey)),
+            Lookup::Refused(r) => return Ok(Err(Miss::Refused(r))),
+            Lookup::Miss(reason) => {
+                let differing = match &reason {
+                    MissReason::NoEntry { same_digest } => differing_siblings(&key, same_digest),
+                    _ => Vec::new(),
+                };
+                return Ok(Err(Miss::NotFound { reason, differing }));
+            }
+        };
+        let differing = entry.key_parts.differing(&parts);
+        if !differing.is_empty() {
+            return Ok(Err(Miss::OtherComponents { differing }));
+        }
+        let (ops, registry) = entry.replay(&self.lang, &identity)?;
+        Ok(Ok(Hit {
+            ops,
+            registry,
+            entry,
+            key,
+            identity,
+        }))
+    }
+
+    /// Saves `ops` (live ops built against `subject`'s code) and publishes them with
+    /// `measurements` at the subject's key. A store refusal is an outcome, not an error.
+    ///
+    /// # Errors
+    /// [`Error::IncompleteIdentity`] if the code cannot be keyed; the language's errors if an
+    /// op cannot be saved; the store's caller-mistake errors.
+    pub fn store<'a>(
+        &self,
+        subject: impl Into<Subject<'a>>,
+        ops: &[L::Op],
+        measurements: Measurements,
+    ) -> Result<Published<L::SavedOp>, Error> {
+        let identity = subject.into().identity()?;
+        let (saved, _) = to_saved(&self.lang, &Registry::new(&identity), ops)?;
+        let Some(parts) = self.key_parts(&identity) else {
+            let outcome = self
+                .store
+                .store::<ScheduleEntry<L::SavedOp>>(None, &placeholder(&identity, &saved))?;
+            return Ok(Published {
+                outcome,
+                key: None,
+                saved,
+            });
+        };
+        let key = parts.key()?;
+        let entry = ScheduleEntry::new(
+            &identity,
+            parts,
+            saved.clone(),
+            measurements.times,
+            measurements.baseline,
+        )?;
+        let outcome = self.store.store(Some(&key), &entry)?;
+        Ok(Published {
+            outcome,
+            key: Some(key),
+            saved,
+        })
+    }
+}
+
+/// An entry for a store with no key (never written; the store only reports the skip).
+fn placeholder<Op: Clone>(
+    identity: &CompleteIdentity,
+    saved: &SavedSchedule<Op>,
+) -> ScheduleEntry<Op> {
+    ScheduleEntry {
+        version: crate::ENTRY_VERSION,
+        digest: identity.digest().to_owned(),
+        key_parts: KeyParts { parts: Vec::new() },
+        schedule: saved.clone(),
+        times: Vec::new(),
+        baseline_time: None,
+    }
+}
+
+/// The components in which the sibling keys (same code, other components) differ from `key`,
+/// in key order, from the keys alone.
+pub fn differing_siblings(key: &CacheKey, same_digest: &[String]) -> Vec<KeyComponent> {
+    let mut out: Vec<KeyComponent> = Vec::new();
+    for other in same_digest {
+        let Ok(other) = CacheKey::new(other) else {
+            continue;
+        };
+        for c in key_differences(key, &other).unwrap_or_default() {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Relevance, SettingDecl};
+    use crate::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+    use crate::schedule::{ReferenceLanguage, Schedule};
+
+    fn build() -> (Code, Symbol) {
+        let i = Symbol::fresh("i");
+        let y = TensorNode::new("y", &[64], Precision::F32);
+        let body = vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(2.0))];
+        (Code::new(vec![Stmt::for_(&i, 0, 64, body)]), i)
+    }
+
+    fn timing() -> TimingIdentity {
+        TimingIdentity {
+            device: "dev".into(),
+            toolchain: None,
+        }
+    }
+
+    fn cache(dir: &std::path::Path, format: &str) -> ScheduleCache<ReferenceLanguage> {
+        ScheduleCache::new(ReferenceLanguage, "cc", CacheStore::disk(dir))
+            .with_timing(timing())
+            .with_schedule_format(format)
+    }
+
+    fn store_split(c: &ScheduleCache<ReferenceLanguage>) {
+        let (code, i) = build();
+        let mut s = Schedule::new();
+        s.split(&i, 8);
+        let p = c
+            .store(
+                &code,
+                &s.ops,
+                Measurements::new(vec![1e-6]).with_baseline(2e-6),
+            )
+            .expect("store");
+        assert!(p.outcome.is_stored());
+    }
+
+    #[test]
+    fn a_stored_schedule_replays_and_another_format_misses_with_the_reason() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        store_split(&cache(tmp.path(), "ops-1"));
+        let (code, _) = build();
+        let hit = cache(tmp.path(), "ops-1")
+            .lookup(&code)
+            .expect("lookup")
+            .expect("hit");
+        assert_eq!(hit.entry.baseline_time, Some(2e-6));
+        let miss = cache(tmp.path(), "ops-2")
+            .lookup(&code)
+            .expect("lookup")
+            .expect_err("another format misses");
+        assert_eq!(
+            miss.to_string(),
+            "no entry at this key; the same code has 1 entry under keys that differ in: format"
+        );
+    }
+
+    #[test]
+    fn a_caller_registry_needs_no_timing_declaration_and_settings_explain_misses() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut reg = SettingsRegistry::new();
+        reg.declare(SettingDecl {
+            name: "unroll",
+            relevance: Relevance::Enters(KeyComponent::Codegen),
+        })
+        .expect("declare");
+        let with =
+            |v: &str| cache(tmp.path(), "").with_config(Config::new(reg.clone()).with("unroll", v));
+        store_split(&with("4"));
+        let (code, _) = build();
+        let miss = with("8").lookup(&code).expect("lookup").expect_err("miss");
+        assert!(
+            matches!(&miss, Miss::NotFound { differing, .. } if differing == &[KeyComponent::Codegen]),
+            "{miss}"
+        );
+    }
+
+    #[test]
+    fn an_entry_under_other_full_components_is_never_replayed() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let a = cache(tmp.path(), "ops-1");
+        let b = cache(tmp.path(), "ops-2");
+        store_split(&a);
+        let (code, _) = build();
+        // Copy a's entry to b's key by hand (what a file-name collision would look like).
+        let (ka, kb) = (
+            a.key(&code).expect("key").expect("timing"),
+            b.key(&code).expect("key").expect("timing"),
+        );
+        std::fs::copy(
+            tmp.path().join(format!("{ka}.ron")),
+            tmp.path().join(format!("{kb}.ron")),
+        )
+        .expect("copy");
+        let miss = b
+            .lookup(&code)
+            .expect("lookup")
+            .expect_err("never replayed");
+        assert_eq!(
+            miss,
+            Miss::OtherComponents {
+                differing: vec![KeyComponent::Format]
+            }
+        );
+    }
+
+    #[test]
+    fn without_a_timing_identity_nothing_is_keyed_or_written() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let c = ScheduleCache::new(
+            ReferenceLanguage,
+            "cc",
+            CacheStore::disk(tmp.path().join("c")),
+        );
+        let (code, i) = build();
+        let mut s = Schedule::new();
+        s.split(&i, 8);
+        let p = c
+            .store(&code, &s.ops, Measurements::default())
+            .expect("store");
+        assert_eq!((p.outcome, p.key), (StoreOutcome::Skipped, None));
+        assert_eq!(
+            c.lookup(&code).expect("lookup").expect_err("miss"),
+            Miss::NoKey
+        );
+        assert!(!tmp.path().join("c").exists());
+    }
+
+    #[test]
+    fn an_incomplete_identity_is_an_error_that_says_why() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let i = Symbol::fresh("i");
+        let stray = Symbol::fresh("n");
+        let y = TensorNode::new("y", &[64], Precision::F32);
+        let body = vec![Stmt::set(&y, vec![Index::var(&stray)], Expr::Const(2.0))];
+        let code = Code::new(vec![Stmt::for_(&i, 0, 64, body)]);
+        let err = cache(tmp.path(), "").lookup(&code).expect_err("incomplete");
+        assert!(err.to_string().contains("unbound symbol"), "{err}");
+    }
+}
