@@ -8,14 +8,13 @@ use canonical_text::segment_kernel_name;
 use cc_backend::{Arg, CcBackend, CcError, CcProgram, Kernel, Signature, Source};
 use kernel_cache::{BatchKernel, KernelCache, Names, Split, resolve_split, with_census};
 use memo_cache::{Key, Table, Value, input_hash, try_fetch_or_put};
-use schedule_cache::disk::{Lookup, MissReason, StoreOutcome};
+use schedule_cache::disk::StoreOutcome;
 use schedule_cache::identity::{NodeId, Placement};
 use schedule_cache::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
-use schedule_cache::store::{CacheStore, Store};
+use schedule_cache::store::CacheStore;
 use schedule_cache::{
-    CacheKey, CompleteIdentity, Config, KeyInputs, KeyParts, Limits, Registry, SavedSchedule,
-    ScheduleEntry, SettingsRegistry, SymRef, TimingIdentity, canonicalize, digest_completeness,
-    key_parts, to_saved,
+    CompleteIdentity, Config, Limits, Measurements, Miss, SavedSchedule, ScheduleCache,
+    ScheduleEntry, SettingsRegistry, Subject, SymRef, TimingIdentity, digest_completeness,
 };
 
 use crate::DemoOptions;
@@ -57,10 +56,8 @@ pub(crate) struct Session<'t> {
     pub(crate) backend: CcBackend,
     pub(crate) cache: Arc<KernelCache<CcProgram>>,
     pub(crate) compiler_options: Vec<String>,
-    pub(crate) config: Config,
-    pub(crate) limits: Limits,
-    pub(crate) timing: TimingIdentity,
-    pub(crate) disk: CacheStore,
+    /// The schedule cache's front door, built once from the regime.
+    pub(crate) schedules: ScheduleCache<ReferenceLanguage, CacheStore>,
     pub(crate) memo: Option<&'t Table<Key, Measurement>>,
     /// How kernels are keyed.
     pub(crate) keys: KeyMode,
@@ -149,14 +146,15 @@ impl<'t> Session<'t> {
             device: format!("{} ({cores} cores)", cpu_model()),
             toolchain: Some(compiler),
         };
+        let schedules = ScheduleCache::new(ReferenceLanguage, BACKEND_NAME, disk)
+            .with_config(config)
+            .with_limits(limits)
+            .with_timing(timing);
         Ok(Session {
             backend,
             cache: KernelCache::new(256 << 20),
             compiler_options,
-            config,
-            limits,
-            timing,
-            disk,
+            schedules,
             memo,
             keys: options.keys,
             verbatim_seen: HashSet::new(),
@@ -174,30 +172,14 @@ impl<'t> Session<'t> {
         }
     }
 
-    /// The disk key parts of a routine's freshly built code, and its complete identity.
-    fn identity_and_key(
-        &self,
-        routine: &Routine,
-        built: &Built,
-    ) -> Result<(CompleteIdentity, Option<KeyParts>), DemoError> {
-        let placements: BTreeMap<NodeId, Placement> = built
+    /// The placement classes of a routine's freshly built code (its parameters live on the
+    /// device), which enter the code's identity.
+    fn placements(built: &Built) -> BTreeMap<NodeId, Placement> {
+        built
             .params
             .iter()
             .map(|(id, _)| (*id, Placement::OnDevice))
-            .collect();
-        let identity = canonicalize(&built.code, &[], &placements, true)
-            .into_complete()
-            .map_err(|e| schedule_error(routine, e))?;
-        let inputs = KeyInputs {
-            backend: BACKEND_NAME,
-            config: &self.config,
-            limits: &self.limits,
-            timing_identity: Some(&self.timing),
-            objective: None,
-            schedule_format: "",
-        };
-        let parts = key_parts(&identity, &inputs);
-        Ok((identity, parts))
+            .collect()
     }
 
     /// Renders the candidates' code (already scheduled) into one batch, naming segment
@@ -331,42 +313,37 @@ impl<'t> Session<'t> {
         routine: &Routine,
     ) -> Result<Result<Replay, String>, DemoError> {
         let built = (routine.build)();
-        let (identity, parts) = self.identity_and_key(routine, &built)?;
-        let key = parts.as_ref().and_then(|p| p.key().ok());
+        let placements = Self::placements(&built);
         let found = self
-            .disk
-            .probe::<ScheduleEntry>(key.as_ref(), identity.digest());
+            .schedules
+            .lookup(Subject::new(&built.code).with_placements(&placements))
+            .map_err(|e| schedule_error(routine, e))?;
         self.totals.disk_lookups += 1;
-        let entry = match found {
-            Lookup::Hit(entry) => entry,
-            Lookup::Miss(reason) => {
-                let why = explain_miss(&reason, key.as_ref());
-                self.say(&format!("{}: no winner on disk ({why})", routine.name));
-                return Ok(Err(format!("miss: {why}")));
-            }
-            Lookup::Refused(refusal) => {
+        let hit = match found {
+            Ok(hit) => hit,
+            Err(Miss::Refused(refusal)) => {
                 self.say(&format!("{}: disk cache refused ({refusal})", routine.name));
                 return Ok(Err(format!("refused: {refusal}")));
             }
-            Lookup::Skipped => return Ok(Err("skipped: no timing identity, no key".to_string())),
+            Err(Miss::NoKey) => return Ok(Err("skipped: no timing identity, no key".to_string())),
+            Err(miss) => {
+                self.say(&format!("{}: no winner on disk ({miss})", routine.name));
+                return Ok(Err(format!("miss: {miss}")));
+            }
         };
         self.totals.disk_hits += 1;
-        // Replay is guarded by the digest: `replay` refuses an entry of other code.
-        let (ops, _) = entry
-            .replay(&ReferenceLanguage, &identity)
-            .map_err(|e| schedule_error(routine, e))?;
-        let code = apply_ops(&ops, &built.code).map_err(|e| schedule_error(routine, e))?;
-        let describe = describe(&entry.schedule, &identity, &built);
+        // The front door replayed the entry behind its digest and key-component guards.
+        let code = apply_ops(&hit.ops, &built.code).map_err(|e| schedule_error(routine, e))?;
+        let describe = describe(&hit.entry.schedule, &hit.identity, &built);
         self.say(&format!(
             "{}: replaying the winner stored at {}: {describe}",
-            routine.name,
-            key.as_ref().map_or("-", CacheKey::as_str)
+            routine.name, hit.key
         ));
         Ok(Ok(Replay {
             built,
             code,
-            entry,
-            key: key.map(|k| k.as_str().to_string()).unwrap_or_default(),
+            entry: hit.entry,
+            key: hit.key.as_str().to_string(),
             describe,
         }))
     }
@@ -495,37 +472,28 @@ impl<'t> Session<'t> {
             .ok_or_else(|| DemoError::NoCorrectCandidate(routine.name.to_string()))?;
 
         // Save the winner against the code it was built on, and store it on disk.
-        let (identity, parts) = self.identity_and_key(routine, &winner.built)?;
-        let (saved, _) = to_saved(
-            &ReferenceLanguage,
-            &Registry::new(&identity),
-            &winner.schedule.ops,
-        )
-        .map_err(|e| schedule_error(routine, e))?;
-        let describe = describe(&saved, &identity, &winner.built);
-        let schedule_ron = saved.to_ron().map_err(|e| schedule_error(routine, e))?;
-        let key = parts.as_ref().and_then(|p| p.key().ok());
-        if let Some(parts) = parts {
-            let entry = ScheduleEntry::new(
-                &identity,
-                parts,
-                saved,
-                winner.measurement.times.clone(),
-                baseline,
-            )
+        let placements = Self::placements(&winner.built);
+        let subject = Subject::new(&winner.built.code).with_placements(&placements);
+        let identity = subject.identity().map_err(|e| schedule_error(routine, e))?;
+        let mut measurements = Measurements::new(winner.measurement.times.clone());
+        measurements.baseline = baseline;
+        let published = self
+            .schedules
+            .store(subject, &winner.schedule.ops, measurements)
             .map_err(|e| schedule_error(routine, e))?;
-            match self
-                .disk
-                .store(key.as_ref(), &entry)
-                .map_err(|e| schedule_error(routine, e))?
-            {
-                StoreOutcome::Stored => self.totals.disk_stored += 1,
-                StoreOutcome::Refused(r) => self.say(&format!(
-                    "{}: the disk cache refused the winner ({r})",
-                    routine.name
-                )),
-                StoreOutcome::Skipped => {}
-            }
+        let describe = describe(&published.saved, &identity, &winner.built);
+        let schedule_ron = published
+            .saved
+            .to_ron()
+            .map_err(|e| schedule_error(routine, e))?;
+        let key = published.key;
+        match published.outcome {
+            StoreOutcome::Stored => self.totals.disk_stored += 1,
+            StoreOutcome::Refused(r) => self.say(&format!(
+                "{}: the disk cache refused the winner ({r})",
+                routine.name
+            )),
+            StoreOutcome::Skipped => {}
         }
         let speedup = baseline.map_or(String::new(), |b| {
             format!(
@@ -732,33 +700,6 @@ pub(crate) fn median(times: &[f64]) -> Option<f64> {
 /// Seconds as milliseconds, for progress lines and the report.
 pub(crate) fn ms(seconds: f64) -> String {
     format!("{:.3} ms", seconds * 1e3)
-}
-
-/// A disk miss in words; for entries of the same code under other key components, which
-/// components differ (the key is its components joined with `-`, in key order).
-fn explain_miss(reason: &MissReason, key: Option<&CacheKey>) -> String {
-    let (MissReason::NoEntry { same_digest }, Some(key)) = (reason, key) else {
-        return reason.to_string();
-    };
-    if same_digest.is_empty() {
-        return reason.to_string();
-    }
-    let mut differing: Vec<&str> = Vec::new();
-    for other in same_digest {
-        let Ok(other) = CacheKey::new(other) else {
-            continue;
-        };
-        for component in schedule_cache::key_differences(key, &other).unwrap_or_default() {
-            if !differing.contains(&component.name()) {
-                differing.push(component.name());
-            }
-        }
-    }
-    format!(
-        "no entry at this key; the same code has {} under keys that differ in: {}",
-        count(same_digest.len() as u64, "entry").replace("entrys", "entries"),
-        differing.join(", ")
-    )
 }
 
 fn schedule_error(routine: &Routine, source: schedule_cache::Error) -> DemoError {

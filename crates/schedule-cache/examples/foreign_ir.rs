@@ -1,0 +1,416 @@
+//! A worked adoption of schedule-cache by a backend with its own loop IR (not the crate's
+//! reference IR): a tiny loop language implementing [`LoopCode`], a schedule language of one
+//! op (tile a loop) implementing [`ScheduleLanguage`], and the [`ScheduleCache`] front door
+//! saving a tuned schedule in one process and replaying it in another.
+//!
+//! Run it with `cargo run -p schedule-cache --example foreign_ir`: with no arguments it creates
+//! a temporary cache directory and runs itself three times as child processes:
+//!
+//! 1. `save DIR`: builds the code, "tunes" it (tiles `i` by 8, then the inner loop by 2),
+//!    checks the scheduled code computes what the unscheduled code does, stores the schedule;
+//! 2. `replay DIR`: builds the same code again (other symbol and buffer ids: they are drawn
+//!    from the process id), looks it up, replays the stored ops on it, checks the result, and
+//!    prints the scheduled code's canonical digest, which must equal the first process's;
+//! 3. `format2 DIR`: the same lookup after the adopter changed what its ops mean (schedule
+//!    format `tiny-ops-2`): a miss that names the `format` component.
+//!
+//! It is also a test (`test = true, harness = false` in Cargo.toml): `cargo test` runs it.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
+use schedule_cache::saved::{Replayer, Resolver};
+use schedule_cache::store::CacheStore;
+use schedule_cache::{
+    Error, Limits, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity,
+    canonicalize,
+};
+use serde::{Deserialize, Serialize};
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+// ---- The foreign IR ------------------------------------------------------------------------
+
+/// Ids unique within this process, and different in every process (drawn from the pid), as a
+/// real compiler's symbol counters are.
+fn fresh() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    (u64::from(std::process::id()) << 24) + NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A one-dimensional buffer of `f64`.
+#[derive(Clone, Copy, Debug)]
+struct Buf {
+    id: u64,
+    len: usize,
+}
+
+/// A statement: a counted loop, or `out[idx] = input[idx] * scale + bias` where `idx` is a sum
+/// of `coefficient * variable` terms.
+#[derive(Clone, Debug)]
+enum Stmt {
+    Loop {
+        var: u64,
+        extent: i64,
+        body: Vec<Stmt>,
+    },
+    Axpb {
+        out: Buf,
+        input: Buf,
+        index: Vec<(u64, i64)>,
+        scale: f64,
+        bias: f64,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Kernel {
+    body: Vec<Stmt>,
+}
+
+fn walk_stmt(s: &Stmt, v: &mut dyn Visitor) {
+    let buf = |v: &mut dyn Visitor, b: &Buf| {
+        v.node(
+            NodeId(b.id),
+            &NodeAttrs {
+                dims: &[b.len],
+                precision: "f64",
+                hoistable_constant: false,
+            },
+        );
+    };
+    match s {
+        Stmt::Loop { var, extent, body } => {
+            v.open("loop");
+            v.int(*extent);
+            v.loop_binder(SymId(*var));
+            for s in body {
+                walk_stmt(s, v);
+            }
+            v.close();
+        }
+        Stmt::Axpb {
+            out,
+            input,
+            index,
+            scale,
+            bias,
+        } => {
+            v.open("axpb");
+            buf(v, out);
+            buf(v, input);
+            for (var, coefficient) in index {
+                v.open("term");
+                v.symbol(SymId(*var));
+                v.int(*coefficient);
+                v.close();
+            }
+            v.float(*scale);
+            v.float(*bias);
+            v.close();
+        }
+    }
+}
+
+impl LoopCode for Kernel {
+    fn walk(&self, v: &mut dyn Visitor) {
+        for s in &self.body {
+            walk_stmt(s, v);
+        }
+    }
+}
+
+/// `for i in 0..64 { y[i] = x[i] * 3 + 1 }`, with fresh ids.
+fn build() -> (Kernel, u64, [Buf; 2]) {
+    let i = fresh();
+    let x = Buf {
+        id: fresh(),
+        len: 64,
+    };
+    let y = Buf {
+        id: fresh(),
+        len: 64,
+    };
+    let body = vec![Stmt::Axpb {
+        out: y,
+        input: x,
+        index: vec![(i, 1)],
+        scale: 3.0,
+        bias: 1.0,
+    }];
+    let code = Kernel {
+        body: vec![Stmt::Loop {
+            var: i,
+            extent: 64,
+            body,
+        }],
+    };
+    (code, i, [x, y])
+}
+
+/// Runs the kernel on `buffers` (by buffer id).
+fn run(stmts: &[Stmt], env: &mut BTreeMap<u64, i64>, buffers: &mut BTreeMap<u64, Vec<f64>>) {
+    for s in stmts {
+        match s {
+            Stmt::Loop { var, extent, body } => {
+                for k in 0..*extent {
+                    env.insert(*var, k);
+                    run(body, env, buffers);
+                }
+                env.remove(var);
+            }
+            Stmt::Axpb {
+                out,
+                input,
+                index,
+                scale,
+                bias,
+            } => {
+                let at: i64 = index.iter().map(|(v, c)| env[v] * c).sum();
+                let at = usize::try_from(at).expect("index in range");
+                let value = buffers[&input.id][at] * scale + bias;
+                buffers.get_mut(&out.id).expect("output")[at] = value;
+            }
+        }
+    }
+}
+
+fn outputs(code: &Kernel, [x, y]: [Buf; 2]) -> Vec<f64> {
+    let mut buffers = BTreeMap::from([
+        (x.id, (0..x.len).map(|k| k as f64 * 0.5).collect()),
+        (y.id, vec![0.0; y.len]),
+    ]);
+    run(&code.body, &mut BTreeMap::new(), &mut buffers);
+    buffers.remove(&y.id).expect("output")
+}
+
+// ---- The foreign schedule language ----------------------------------------------------------
+
+/// A live op: tile `target` by `factor` into fresh `outer` and `inner` loops.
+#[derive(Clone, Debug)]
+struct Tile {
+    target: u64,
+    factor: i64,
+    outer: u64,
+    inner: u64,
+}
+
+impl Tile {
+    fn new(target: u64, factor: i64) -> Tile {
+        Tile {
+            target,
+            factor,
+            outer: fresh(),
+            inner: fresh(),
+        }
+    }
+}
+
+/// The saved form: symbols as [`SymRef`]s (process-independent).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+enum SavedTile {
+    Tile { target: SymRef, factor: i64 },
+}
+
+struct TinyLanguage;
+
+impl ScheduleLanguage for TinyLanguage {
+    type Op = Tile;
+    type SavedOp = SavedTile;
+
+    fn save_op(&self, op: &Tile, refs: &mut Resolver<'_>) -> std::result::Result<SavedTile, Error> {
+        Ok(SavedTile::Tile {
+            target: refs.sym(SymId(op.target))?,
+            factor: op.factor,
+        })
+    }
+
+    fn minted(&self, op: &Tile) -> Vec<(String, SymId)> {
+        vec![
+            ("outer".to_owned(), SymId(op.outer)),
+            ("inner".to_owned(), SymId(op.inner)),
+        ]
+    }
+
+    fn build_op(
+        &self,
+        saved: &SavedTile,
+        refs: &mut Replayer<'_>,
+    ) -> std::result::Result<Tile, Error> {
+        let SavedTile::Tile { target, factor } = saved;
+        Ok(Tile::new(refs.sym(target)?.0, *factor))
+    }
+}
+
+fn tile_stmts(stmts: &[Stmt], op: &Tile) -> Result<Vec<Stmt>> {
+    stmts.iter().map(|s| tile_stmt(s, op)).collect()
+}
+
+fn tile_stmt(s: &Stmt, op: &Tile) -> Result<Stmt> {
+    Ok(match s {
+        Stmt::Loop { var, extent, body } if *var == op.target => {
+            if op.factor <= 0 || extent % op.factor != 0 {
+                return Err(format!("cannot tile a loop of {extent} by {}", op.factor).into());
+            }
+            Stmt::Loop {
+                var: op.outer,
+                extent: extent / op.factor,
+                body: vec![Stmt::Loop {
+                    var: op.inner,
+                    extent: op.factor,
+                    body: tile_stmts(body, op)?,
+                }],
+            }
+        }
+        Stmt::Loop { var, extent, body } => Stmt::Loop {
+            var: *var,
+            extent: *extent,
+            body: tile_stmts(body, op)?,
+        },
+        Stmt::Axpb {
+            out,
+            input,
+            index,
+            scale,
+            bias,
+        } => {
+            let mut terms = Vec::new();
+            for &(v, c) in index {
+                if v == op.target {
+                    terms.push((op.outer, c * op.factor));
+                    terms.push((op.inner, c));
+                } else {
+                    terms.push((v, c));
+                }
+            }
+            Stmt::Axpb {
+                out: *out,
+                input: *input,
+                index: terms,
+                scale: *scale,
+                bias: *bias,
+            }
+        }
+    })
+}
+
+fn apply(code: &Kernel, ops: &[Tile]) -> Result<Kernel> {
+    let mut body = code.body.clone();
+    for op in ops {
+        body = tile_stmts(&body, op)?;
+    }
+    Ok(Kernel { body })
+}
+
+fn digest(code: &Kernel) -> String {
+    canonicalize(code, &[], &BTreeMap::new(), true)
+        .digest()
+        .to_owned()
+}
+
+// ---- The adopter's cache, built once ---------------------------------------------------------
+
+fn cache(dir: &str, format: &str) -> ScheduleCache<TinyLanguage> {
+    ScheduleCache::new(TinyLanguage, "tiny-interpreter", CacheStore::disk(dir))
+        .with_limits(Limits {
+            codegen_tag: "tiny-interpreter 0.1".into(),
+            worker_pool_tag: "single-thread".into(),
+            max_threads: 1,
+            ..Limits::default()
+        })
+        .with_timing(TimingIdentity {
+            device: std::env::consts::ARCH.into(),
+            toolchain: None,
+        })
+        .with_schedule_format(format)
+}
+
+fn save(dir: &str) -> Result<()> {
+    let (code, i, bufs) = build();
+    // "Tuning": tile i by 8, then the minted inner loop by 2.
+    let first = Tile::new(i, 8);
+    let second = Tile::new(first.inner, 2);
+    let ops = vec![first, second];
+    let scheduled = apply(&code, &ops)?;
+    assert_eq!(outputs(&scheduled, bufs), outputs(&code, bufs));
+    let published = cache(dir, "tiny-ops-1").store(&code, &ops, Measurements::new(vec![1e-6]))?;
+    assert!(published.outcome.is_stored(), "{:?}", published.outcome);
+    println!("stored {}", published.key.ok_or("no key")?);
+    println!("scheduled {}", digest(&scheduled));
+    Ok(())
+}
+
+fn replay(dir: &str) -> Result<()> {
+    let (code, _, bufs) = build();
+    let hit = cache(dir, "tiny-ops-1")
+        .lookup(&code)?
+        .map_err(|miss| format!("expected a hit: {miss}"))?;
+    let scheduled = apply(&code, &hit.ops)?;
+    assert_eq!(outputs(&scheduled, bufs), outputs(&code, bufs));
+    println!("replayed {}", hit.key);
+    println!("scheduled {}", digest(&scheduled));
+    Ok(())
+}
+
+fn format2(dir: &str) -> Result<()> {
+    let (code, _, _) = build();
+    match cache(dir, "tiny-ops-2").lookup(&code)? {
+        Ok(_) => Err("an entry of another schedule format replayed".into()),
+        Err(miss) => {
+            println!("miss {miss}");
+            Ok(())
+        }
+    }
+}
+
+fn child(args: &[&str]) -> Result<String> {
+    let out = Command::new(std::env::current_exe()?).args(args).output()?;
+    if !out.status.success() {
+        return Err(format!("{args:?} failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+fn line<'a>(out: &'a str, prefix: &str) -> Result<&'a str> {
+    out.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .ok_or_else(|| format!("no `{prefix}` line in {out:?}").into())
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["save", dir] => save(dir),
+        ["replay", dir] => replay(dir),
+        ["format2", dir] => format2(dir),
+        [] => {
+            let tmp = tempfile::tempdir()?;
+            let dir = tmp.path().to_str().ok_or("a UTF-8 temporary path")?;
+            let saved = child(&["save", dir])?;
+            let replayed = child(&["replay", dir])?;
+            assert_eq!(line(&saved, "stored ")?, line(&replayed, "replayed ")?);
+            assert_eq!(
+                line(&saved, "scheduled ")?,
+                line(&replayed, "scheduled ")?,
+                "the replayed schedule must give the same code"
+            );
+            let missed = child(&["format2", dir])?;
+            let why = line(&missed, "miss ")?;
+            assert!(why.ends_with("differ in: format"), "{why}");
+            println!(
+                "saved in one process, replayed in another: {}",
+                line(&saved, "stored ")?
+            );
+            println!("after a schedule-format change: {why}");
+            Ok(())
+        }
+        other => Err(format!("usage: foreign_ir [save|replay|format2 DIR] (got {other:?})").into()),
+    }
+}
