@@ -1,0 +1,360 @@
+//! Programs that outlive the process, with the real C compiler and real processes: a
+//! shared object compiled in one process is loaded and called in another with no
+//! compile; renamed twins hit across processes; a corrupted or other-writable blob is a
+//! miss; two processes racing on one key compile it once; the byte limit holds across
+//! processes; SIGKILL during saves never leaves an entry pointing nowhere or a blob that
+//! loads wrong.
+//!
+//! Workers are this test binary re-run with `PERSIST_ROLE` set.
+
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cc_backend::{Arg, CcBackend, Kernel, Signature, Source, elementwise_kernel};
+use kernel_cache::store::{KernelStore, MissReason, Outcome, record};
+use kernel_cache::{
+    BatchKernel, KernelCache, Names, PersistentBackend, Resolved, resolve_split_with_store,
+    with_census,
+};
+
+const ROLE: &str = "PERSIST_ROLE";
+
+fn backend() -> CcBackend {
+    CcBackend::new().expect("a C compiler is installed")
+}
+
+fn names() -> Names {
+    Names::new().with_bound(["out", "a", "b", "n"])
+}
+
+/// Kernel `j`: `out[i] = a[i] * j + b[i] * m`, named `k{j}_{m}__seg{seg}` (the segment
+/// index is not part of the key: renamed twins differ only there).
+fn kernel(b: &CcBackend, j: u64, m: u64, seg: u64) -> BatchKernel<Source> {
+    let name = format!("k{j}_{m}__seg{seg}");
+    Source::new(
+        elementwise_kernel(&name, &format!("a[i] * {j}.0f + b[i] * {m}.0f")),
+        Signature::out_a_b_n(),
+    )
+    .batch_kernel(&name, &names(), vec![], b.identity())
+}
+
+/// Calls an answered kernel and checks it computes kernel `(j, m)`.
+fn check(answer: &Resolved<cc_backend::CcProgram>, j: u64, m: u64) {
+    let kernel = Kernel::from_resolved(answer).unwrap();
+    let (a, bb) = ([1.0f32, 2.0, 3.0], [10.0f32, 20.0, 30.0]);
+    let mut out = [0.0f32; 3];
+    kernel
+        .call(&mut [
+            Arg::F32Mut(&mut out),
+            Arg::F32(&a),
+            Arg::F32(&bb),
+            Arg::I32Scalar(3),
+        ])
+        .unwrap();
+    let want: Vec<f32> = a
+        .iter()
+        .zip(&bb)
+        .map(|(x, y)| x * j as f32 + y * m as f32)
+        .collect();
+    assert_eq!(
+        out.to_vec(),
+        want,
+        "kernel ({j}, {m}) under {}",
+        answer.symbol
+    );
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} not set"))
+}
+
+fn env_u64(name: &str) -> u64 {
+    env(name).parse().unwrap()
+}
+
+/// The worker body; a no-op unless this process was spawned as a worker.
+#[test]
+fn worker() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let dir = PathBuf::from(env("PERSIST_DIR"));
+    let max = std::env::var("PERSIST_MAX").map_or(u64::MAX, |m| m.parse().unwrap());
+    let store = KernelStore::new(&dir).with_max_bytes(max);
+    let b = backend();
+    let cache = KernelCache::new(1 << 30);
+    match role.as_str() {
+        // Resolves kernels (first..first+n, m) under segment index `seg`; checks each.
+        "resolve" => {
+            let (first, n, m, seg) = (
+                env_u64("PERSIST_FIRST"),
+                env_u64("PERSIST_N"),
+                env_u64("PERSIST_M"),
+                env_u64("PERSIST_SEG"),
+            );
+            if let Ok(t) = std::env::var("PERSIST_START_AT") {
+                let at = Duration::from_millis(t.parse().unwrap());
+                let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+                std::thread::sleep(at.saturating_sub(now));
+            }
+            let batch: Vec<_> = (first..first + n).map(|j| kernel(&b, j, m, seg)).collect();
+            let (answers, census) =
+                with_census(|| resolve_split_with_store(&cache, Some(&store), &batch, &b));
+            let answers = answers.unwrap();
+            for (j, answer) in (first..first + n).zip(&answers) {
+                check(answer, j, m);
+            }
+            println!(
+                "RESULT compiles={} loaded={} symbol={}",
+                b.programs_compiled(),
+                census.kernels_loaded,
+                answers[0].symbol
+            );
+        }
+        // Compiles and saves one-kernel programs (id, seq) until killed.
+        "saver" => {
+            let id = env_u64("PERSIST_ID");
+            for seq in 0.. {
+                let batch = [kernel(&b, id, seq, 0)];
+                resolve_split_with_store(&cache, Some(&store), &batch, &b).unwrap();
+            }
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+fn spawn(role: &str, dir: &Path, vars: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "worker", "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .env("PERSIST_DIR", dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+fn finish(child: Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "worker failed: {stdout}");
+    stdout
+        .lines()
+        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r.to_string()))
+        .unwrap_or_else(|| panic!("no RESULT in {stdout}"))
+}
+
+fn field(result: &str, name: &str) -> String {
+    result
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix(&format!("{name}=")))
+        .unwrap()
+        .to_string()
+}
+
+fn resolve_vars(first: u64, n: u64, m: u64, seg: u64) -> Vec<(&'static str, String)> {
+    vec![
+        ("PERSIST_FIRST", first.to_string()),
+        ("PERSIST_N", n.to_string()),
+        ("PERSIST_M", m.to_string()),
+        ("PERSIST_SEG", seg.to_string()),
+    ]
+}
+
+#[test]
+fn a_program_compiled_in_one_process_is_loaded_and_called_in_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("kernels");
+    let a = finish(spawn("resolve", &dir, &resolve_vars(1, 6, 2, 1)));
+    assert_ne!(field(&a, "compiles"), "0");
+    assert_eq!(field(&a, "loaded"), "0");
+    let b = finish(spawn("resolve", &dir, &resolve_vars(1, 6, 2, 1)));
+    assert_eq!(field(&b, "compiles"), "0", "{b}");
+    assert_eq!(field(&b, "loaded"), "6");
+    // Renamed twins (other segment indices: other symbols, equal keys) hit too, and
+    // answer under the symbol the program was compiled with.
+    let backend = backend();
+    assert_eq!(kernel(&backend, 1, 2, 1).key, kernel(&backend, 1, 2, 9).key);
+    let c = finish(spawn("resolve", &dir, &resolve_vars(1, 6, 2, 9)));
+    assert_eq!(field(&c, "compiles"), "0", "{c}");
+    assert_eq!(field(&c, "symbol"), "k1_2__seg1");
+}
+
+fn blobs(dir: &Path) -> Vec<PathBuf> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("b-"))
+        .collect()
+}
+
+#[test]
+fn a_corrupted_truncated_or_other_writable_blob_is_a_miss() {
+    let b = backend();
+    for damage in ["flip", "truncate", "o+w"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = KernelStore::new(tmp.path().join("kernels"));
+        let batch = [kernel(&b, 3, 4, 0)];
+        resolve_split_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &b).unwrap();
+        let [blob] = blobs(store.dir()).try_into().unwrap();
+        let mut bytes = fs::read(&blob).unwrap();
+        match damage {
+            "flip" => {
+                // A byte inside the shared object's code.
+                let mid = bytes.len() / 2;
+                bytes[mid] ^= 0x40;
+                fs::write(&blob, &bytes).unwrap();
+            }
+            "truncate" => {
+                bytes.truncate(bytes.len() - 100);
+                fs::write(&blob, &bytes).unwrap();
+            }
+            _ => fs::set_permissions(&blob, fs::Permissions::from_mode(0o606)).unwrap(),
+        }
+        let before = b.programs_compiled();
+        let ((answers, census), events) = record(|| {
+            with_census(|| {
+                resolve_split_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &b)
+            })
+        });
+        let answers = answers.unwrap();
+        check(&answers[0], 3, 4);
+        assert_eq!(census.kernels_loaded, 0, "{damage}");
+        assert_eq!(b.programs_compiled(), before + 1, "{damage}");
+        let miss = events.iter().find_map(|e| match &e.outcome {
+            Outcome::Miss(m) => Some(m.clone()),
+            _ => None,
+        });
+        match damage {
+            "o+w" => assert!(
+                matches!(miss, Some(MissReason::NotPrivate(_))),
+                "{events:?}"
+            ),
+            _ => {
+                assert_eq!(miss, Some(MissReason::Corrupt), "{damage}: {events:?}");
+                // Removed, then saved whole again by the compile.
+                let [again] = blobs(store.dir()).try_into().unwrap();
+                assert!(
+                    fs::read(again).unwrap() != bytes,
+                    "{damage}: the damaged blob stayed"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn two_processes_racing_on_one_key_compile_it_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("kernels");
+    KernelStore::new(&dir).create().unwrap();
+    let at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + Duration::from_millis(400);
+    let children: Vec<Child> = (0..2)
+        .map(|_| {
+            let mut vars = resolve_vars(5, 2, 7, 0);
+            vars.push(("PERSIST_START_AT", at.as_millis().to_string()));
+            spawn("resolve", &dir, &vars)
+        })
+        .collect();
+    let results: Vec<String> = children.into_iter().map(finish).collect();
+    let compiles: u64 = results
+        .iter()
+        .map(|r| field(r, "compiles").parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(compiles, 1, "{results:?}");
+}
+
+#[test]
+fn the_byte_limit_holds_across_processes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("kernels");
+    // Measure one program's blob, then allow about two and a half of them.
+    let one = finish(spawn("resolve", &dir, &resolve_vars(40, 1, 1, 0)));
+    assert_eq!(field(&one, "compiles"), "1");
+    let size = KernelStore::new(&dir).stats().unwrap().bytes;
+    let max = size * 5 / 2;
+    let children: Vec<Child> = (0..3u64)
+        .map(|p| {
+            let mut vars = resolve_vars(50 + p, 1, 1, 0);
+            vars.push(("PERSIST_MAX", max.to_string()));
+            spawn("resolve", &dir, &vars)
+        })
+        .chain((0..3u64).map(|p| {
+            let mut vars = resolve_vars(60 + p, 1, 1, 0);
+            vars.push(("PERSIST_MAX", max.to_string()));
+            spawn("resolve", &dir, &vars)
+        }))
+        .collect();
+    for c in children {
+        finish(c);
+    }
+    let stats = KernelStore::new(&dir).stats().unwrap();
+    assert!(stats.bytes <= max, "{stats:?} over {max}");
+    assert!(stats.counters.evictions >= 4, "{stats:?}");
+}
+
+#[test]
+fn sigkill_during_saves_never_leaves_a_dangling_entry_or_a_blob_that_loads_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("kernels");
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    for round in 0..3u64 {
+        let mut savers: Vec<Child> = (0..2u64)
+            .map(|i| {
+                let vars = [("PERSIST_ID", (round * 2 + i + 1).to_string())];
+                spawn("saver", &dir, &vars)
+            })
+            .collect();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(400 + seed % 600));
+        for s in &mut savers {
+            s.kill().unwrap();
+            s.wait().unwrap();
+        }
+    }
+    // Every entry names a blob that is there.
+    let mut entries = 0;
+    for item in fs::read_dir(&dir).unwrap() {
+        let name = item.unwrap().file_name().to_string_lossy().into_owned();
+        if name.starts_with("k-") {
+            let text = fs::read_to_string(dir.join(&name)).unwrap();
+            let blob = text.lines().find_map(|l| l.strip_prefix("blob ")).unwrap();
+            assert!(
+                dir.join(format!("b-{blob}")).is_file(),
+                "{name} points nowhere"
+            );
+            entries += 1;
+        }
+    }
+    assert!(entries > 0, "no saver saved anything");
+    // Every program the store answers loads and computes its own kernel.
+    let b = backend();
+    let store = KernelStore::new(&dir);
+    let mut loaded = 0;
+    for id in 1..=6u64 {
+        for seq in 0..200u64 {
+            let k = kernel(&b, id, seq, 0);
+            match store.probe(&PersistentBackend::identity(&b), &k.key) {
+                Ok((saved, symbol)) => {
+                    let program = Arc::new(b.load(&saved).unwrap().program);
+                    check(&Resolved::new(program, symbol), id, seq);
+                    loaded += 1;
+                }
+                Err(MissReason::NoEntry) => {}
+                Err(other) => panic!("({id}, {seq}): {other:?}"),
+            }
+        }
+    }
+    assert!(loaded > 0);
+    assert_eq!(store.stats().unwrap().counters.removed_bad, 0);
+}
