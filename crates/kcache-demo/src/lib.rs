@@ -46,6 +46,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use cc_backend::CcBackend;
+use kernel_cache::store::KernelStore;
 use schedule_cache::disk::{self, Space};
 use schedule_cache::store::CacheStore;
 
@@ -91,7 +92,15 @@ pub struct DemoOptions {
     /// Answer repeated measurements from the memo table; `false` runs every measurement
     /// (a session without the memo table, for comparison).
     pub memo: bool,
+    /// Keep compiled programs across runs in the persistent kernel store at
+    /// `<cache_dir>/kernels` ([`KERNEL_STORE_DIR`]): a later run loads the programs it
+    /// needs instead of compiling them. `fresh` empties it too. `false`: compiled
+    /// programs live only in this process's memory (for comparison).
+    pub kernel_store: bool,
 }
+
+/// The kernel store's directory inside the cache directory.
+pub const KERNEL_STORE_DIR: &str = "kernels";
 
 impl DemoOptions {
     /// The full demo's settings (12 + 12 candidates per kernel, 7 timed runs each,
@@ -109,6 +118,7 @@ impl DemoOptions {
             redis: None,
             keys: KeyMode::Canonical,
             memo: true,
+            kernel_store: true,
         }
     }
 }
@@ -293,6 +303,13 @@ fn clear_entries(dir: &Path) -> Result<(), DemoError> {
         let item = item.map_err(io(dir))?;
         let name = item.file_name().to_string_lossy().into_owned();
         if name == disk::LOCK_FILE || name == disk::STAMP_FILE {
+            continue;
+        }
+        if name == KERNEL_STORE_DIR && item.path().is_dir() {
+            // The kernel store: emptied through its own protocol (its exclusive lock).
+            KernelStore::new(item.path())
+                .trim(0)
+                .map_err(|e| io(&item.path())(std::io::Error::other(e.to_string())))?;
             continue;
         }
         if disk::is_staging(&name) || Space::of_file_name(&name).is_some() {

@@ -45,6 +45,10 @@ struct Args {
     /// Run every measurement, without the memo table (for comparison).
     #[arg(long)]
     no_memo: bool,
+    /// Keep compiled programs only in memory: no persistent kernel store at
+    /// DIR/kernels (for comparison).
+    #[arg(long)]
+    no_kernel_store: bool,
 }
 
 /// `--keys` values (the library's [`KeyMode`]).
@@ -69,6 +73,7 @@ fn main() -> ExitCode {
         Keys::Verbatim => KeyMode::Verbatim,
     };
     options.memo = !args.no_memo;
+    options.kernel_store = !args.no_kernel_store;
     match run(&options) {
         Ok(report) => {
             print!("{report}");

@@ -64,6 +64,11 @@ pub struct Totals {
     pub kernels_reused: u64,
     /// Programs (shared objects) compiled.
     pub programs_compiled: u64,
+    /// Kernels answered by loading a program from the persistent kernel store (not
+    /// compiled in this run).
+    pub kernels_loaded: u64,
+    /// Programs (shared objects) loaded from the persistent kernel store.
+    pub programs_loaded: u64,
     /// Resolve calls.
     pub resolves: u64,
     /// Resolve calls that compiled anything.
@@ -207,7 +212,7 @@ impl fmt::Display for Report {
         writeln!(f)?;
         let twins = t
             .kernels_rendered
-            .saturating_sub(t.kernels_compiled + t.kernels_reused);
+            .saturating_sub(t.kernels_compiled + t.kernels_reused + t.kernels_loaded);
         writeln!(
             f,
             "kernel cache: {} kernels rendered, {} compiled, {} reused from earlier compiles, {twins} renamed twins within a batch (hit rate {})",
@@ -242,6 +247,13 @@ impl fmt::Display for Report {
             count(t.programs_compiled, "program"),
             count(t.compiling_resolves, "compiling resolve"),
             t.compile_seconds
+        )?;
+        writeln!(
+            f,
+            "kernel store: {} loaded from the kernel store ({}), {} compiled",
+            count(t.kernels_loaded, "kernel"),
+            count(t.programs_loaded, "program"),
+            t.kernels_compiled
         )?;
         if self.memo {
             writeln!(

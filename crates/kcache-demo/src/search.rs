@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use canonical_text::segment_kernel_name;
 use cc_backend::{Arg, CcBackend, CcError, CcProgram, Kernel, Signature, Source};
-use kernel_cache::{BatchKernel, KernelCache, Names, Split, resolve_split, with_census};
+use kernel_cache::store::KernelStore;
+use kernel_cache::{BatchKernel, KernelCache, Names, Split, resolve_split_with_store, with_census};
 use memo_cache::{Key, Table, Value, input_hash, try_fetch_or_put};
 use schedule_cache::disk::StoreOutcome;
 use schedule_cache::identity::{NodeId, Placement};
@@ -55,6 +56,8 @@ pub(crate) struct Measurement {
 pub(crate) struct Session<'t> {
     pub(crate) backend: CcBackend,
     pub(crate) cache: Arc<KernelCache<CcProgram>>,
+    /// The persistent kernel store under the cache directory, unless disabled.
+    pub(crate) kernel_store: Option<KernelStore>,
     pub(crate) compiler_options: Vec<String>,
     /// The schedule cache's front door, built once from the regime.
     pub(crate) schedules: ScheduleCache<ReferenceLanguage, CacheStore>,
@@ -153,6 +156,9 @@ impl<'t> Session<'t> {
         Ok(Session {
             backend,
             cache: KernelCache::new(256 << 20),
+            kernel_store: options
+                .kernel_store
+                .then(|| KernelStore::new(options.cache_dir.join(crate::KERNEL_STORE_DIR))),
             compiler_options,
             schedules,
             memo,
@@ -230,7 +236,14 @@ impl<'t> Session<'t> {
         batch: &[BatchKernel<Source>],
     ) -> Result<Vec<Kernel>, DemoError> {
         let start = Instant::now();
-        let (resolved, census) = with_census(|| resolve_split(&self.cache, batch, &self.backend));
+        let (resolved, census) = with_census(|| {
+            resolve_split_with_store(
+                &self.cache,
+                self.kernel_store.as_ref(),
+                batch,
+                &self.backend,
+            )
+        });
         let seconds = start.elapsed().as_secs_f64();
         let resolved = resolved.map_err(|source| DemoError::Resolve {
             routine: label.to_string(),
@@ -251,18 +264,22 @@ impl<'t> Session<'t> {
         t.kernels_compiled += census.kernels_compiled;
         t.kernels_reused += census.kernels_reused;
         t.programs_compiled += census.programs_compiled;
+        t.kernels_loaded += census.kernels_loaded;
+        t.programs_loaded += census.programs_loaded;
         t.resolves += 1;
         if census.programs_compiled > 0 {
             t.compiling_resolves += 1;
         }
         t.compile_seconds += seconds;
-        let twins =
-            (batch.len() as u64).saturating_sub(census.kernels_compiled + census.kernels_reused);
+        let twins = (batch.len() as u64).saturating_sub(
+            census.kernels_compiled + census.kernels_reused + census.kernels_loaded,
+        );
         self.say(&format!(
-            "{label}: {} -> {} compiled in {} ({seconds:.2} s), {} reused from the kernel cache, {twins} renamed twins in the batch",
+            "{label}: {} -> {} compiled in {} ({seconds:.2} s), {} loaded from the kernel store, {} reused from the kernel cache, {twins} renamed twins in the batch",
             count(batch.len() as u64, "kernel"),
             census.kernels_compiled,
             count(census.programs_compiled, "program"),
+            census.kernels_loaded,
             census.kernels_reused,
         ));
         resolved
