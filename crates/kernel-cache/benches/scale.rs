@@ -1,23 +1,28 @@
-//! How kernel-cache's costs grow with its size (issue 15), one `BENCH` line per figure:
+//! How kernel-cache's costs grow with its size (issue 15). Given `--bench`, one
+//! measurement of each figure is printed as `FIGURE <name> <subject> <baseline>` (the
+//! ratio is subject / baseline; `cargo xtask bench` runs this once per round and reports
+//! the median ratio over the rounds with its spread), each beside the same figure for a
+//! plain map (its peer), so a cost that grows worse than a plain map's shows:
 //!
 //! - `kernel_cache_memory_per_entry_1m`: live heap bytes per entry of a cache holding one
 //!   million entries published in groups of eight, against a plain
 //!   `HashMap<String, Resolved<_>>` holding the same keys and values (counted by this
 //!   binary's global allocator: every byte requested and not yet freed);
-//! - `kernel_cache_all_hit_growth_1k_to_1m`: an all-hit resolve of the same 1,000 kernels
-//!   with one million entries in the cache, against one thousand;
+//! - `kernel_cache_all_hit_growth_1k_to_1m`: an all-hit resolve of 1,000 kernels (spread
+//!   over the whole cache, resolved again and again) with one million entries in the
+//!   cache, against one thousand; peer `dashmap_get_growth_1k_to_1m`;
 //! - `kernel_cache_publish_evict_growth_1k_to_1m`: one publish of a group of eight at
 //!   capacity (it evicts the oldest group: the steady state of a full cache), with one
-//!   million entries retained, against one thousand;
-//! - `kernel_cache_two_threads_resolve`: the throughput of two threads resolving at once
-//!   (each its own 1,000 kernels, at one million entries), against one thread alone (2.0
-//!   is perfect scaling; higher is better).
+//!   million entries retained, against one thousand; peer
+//!   `hashmap_fifo_publish_growth_1k_to_1m`;
+//! - `kernel_cache_two_threads_resolve`: resolves per second of two threads at once (each
+//!   its own 1,000 kernels, at one million entries), against one thread alone (higher is
+//!   better, 2.0 perfect); peer `dashmap_two_threads_get`.
 //!
-//! Each timed figure interleaves subject and baseline over several rounds and reports the
-//! median ratio of the rounds with its spread (lowest and highest round). Run by
-//! `cargo bench -p kernel-cache --bench scale` (`-- --quick` for fewer rounds); without
-//! `--bench` (as `cargo test --all-targets` runs it) it runs once at small sizes and checks
-//! the cache answers what it holds.
+//! Within a run the timed subjects and baselines alternate, several samples each
+//! (`KCACHE_BENCH_QUICK=1` or `--quick`: fewer). Without `--bench` (as
+//! `cargo test --all-targets` runs it) it runs once at small sizes and checks the cache
+//! answers what it holds.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::{HashMap, VecDeque};
@@ -173,29 +178,35 @@ fn time(samples: usize, reps: usize, mut f: impl FnMut()) -> f64 {
     median(&mut t)
 }
 
-/// A figure: the median of per-round ratios, with the lowest and highest round.
+/// One figure: its subject's and baseline's measurements in this run (interleaved), and
+/// the same figure for a plain map (its peer), printed beside it.
 struct Figure {
     name: &'static str,
-    ratios: Vec<f64>,
-    unit: &'static str,
+    subject: Vec<f64>,
+    baseline: Vec<f64>,
+    peer: Option<(&'static str, Vec<f64>, Vec<f64>)>,
     detail: String,
 }
 
 impl Figure {
-    /// Prints the figure: a `BENCH` line when measured (`bench`), else a line saying
-    /// the test-mode run (small sizes) worked, which no harness reads as a figure.
+    /// Prints `FIGURE <name> <subject> <baseline>` (medians) for the figure and its peer,
+    /// then a `#` line in words. In test mode (small sizes) the lines say so instead, so
+    /// no harness reads them as figures.
     fn print(mut self, bench: bool) {
-        let m = median(&mut self.ratios);
-        let (lo, hi) = (self.ratios[0], self.ratios[self.ratios.len() - 1]);
         let tag = if bench {
-            "BENCH"
+            "FIGURE"
         } else {
             "test mode (small sizes):"
         };
-        println!(
-            "{tag} {} {m:.3} {} {lo:.3}..{hi:.3}  # {}",
-            self.name, self.unit, self.detail
-        );
+        let (s, b) = (median(&mut self.subject), median(&mut self.baseline));
+        println!("{tag} {} {s:.6e} {b:.6e}", self.name);
+        let mut peer_ratio = String::new();
+        if let Some((name, mut ps, mut pb)) = self.peer {
+            let (ps, pb) = (median(&mut ps), median(&mut pb));
+            println!("{tag} {name} {ps:.6e} {pb:.6e}");
+            peer_ratio = format!("; peer {name}: {:.3}", ps / pb);
+        }
+        println!("# {}: {:.3}{peer_ratio}: {}", self.name, s / b, self.detail);
     }
 }
 
@@ -219,8 +230,9 @@ fn memory(n: usize) -> Figure {
     let (c, p) = (cache_bytes as f64 / n as f64, plain_bytes as f64 / n as f64);
     Figure {
         name: "kernel_cache_memory_per_entry_1m",
-        ratios: vec![c / p],
-        unit: "x",
+        subject: vec![c],
+        baseline: vec![p],
+        peer: None,
         detail: format!(
             "{c:.0} bytes per entry against {p:.0} in a plain HashMap<String, Resolved<_>>, {n} entries in groups of {GROUP}"
         ),
@@ -255,29 +267,24 @@ fn all_hit(small: usize, large: usize, rounds: usize, samples: usize) -> Figure 
             .collect();
         black_box(answers);
     };
-    let mut ratios = Vec::new();
-    let mut peer = Vec::new();
-    let (mut ts, mut tl) = (Vec::new(), Vec::new());
+    let (mut tl, mut ts, mut pl, mut ps) = (vec![], vec![], vec![], vec![]);
     for _ in 0..rounds {
-        let l = time(samples, 20, || run(&l_cache, &l_batch));
-        let s = time(samples, 20, || run(&s_cache, &s_batch));
-        let pl = time(samples, 20, || get(&l_plain, &l_batch));
-        let ps = time(samples, 20, || get(&s_plain, &s_batch));
-        ratios.push(l / s);
-        peer.push(pl / ps);
-        ts.push(s);
-        tl.push(l);
+        tl.push(time(samples, 20, || run(&l_cache, &l_batch)));
+        ts.push(time(samples, 20, || run(&s_cache, &s_batch)));
+        pl.push(time(samples, 20, || get(&l_plain, &l_batch)));
+        ps.push(time(samples, 20, || get(&s_plain, &s_batch)));
     }
+    let detail = format!(
+        "seconds per all-hit resolve of {BATCH} kernels at {large} entries over at {small} ({:.1} µs, {:.1} µs); the peer: raw dashmap gets of the same keys",
+        median(&mut tl.clone()) * 1e6,
+        median(&mut ts.clone()) * 1e6,
+    );
     Figure {
         name: "kernel_cache_all_hit_growth_1k_to_1m",
-        ratios,
-        unit: "x",
-        detail: format!(
-            "resolve of {BATCH} hits: {:.1} µs at {large} entries, {:.1} µs at {small}; raw dashmap gets of the same keys grow {:.2}x",
-            median(&mut tl) * 1e6,
-            median(&mut ts) * 1e6,
-            median(&mut peer)
-        ),
+        subject: tl,
+        baseline: ts,
+        peer: Some(("dashmap_get_growth_1k_to_1m", pl, ps)),
+        detail,
     }
 }
 
@@ -343,22 +350,12 @@ fn publish_evict(small: usize, large: usize, rounds: usize, per_sample: usize) -
         }
         start.elapsed().as_secs_f64() / per_sample as f64
     };
-    let mut ratios = Vec::new();
-    let mut peer = Vec::new();
-    let (mut ts, mut tl) = (Vec::new(), Vec::new());
+    let (mut tl, mut ts, mut pl, mut ps) = (vec![], vec![], vec![], vec![]);
     for _ in 0..rounds {
-        let (mut l_t, mut s_t, mut pl_t, mut ps_t) = (vec![], vec![], vec![], vec![]);
-        for _ in 0..5 {
-            l_t.push(publish_all(&l_cache, fresh(per_sample)));
-            s_t.push(publish_all(&s_cache, fresh(per_sample)));
-            pl_t.push(plain_all(&mut l_plain, large, fresh(per_sample)));
-            ps_t.push(plain_all(&mut s_plain, small, fresh(per_sample)));
-        }
-        let (l, s) = (median(&mut l_t), median(&mut s_t));
-        ratios.push(l / s);
-        peer.push(median(&mut pl_t) / median(&mut ps_t));
-        ts.push(s);
-        tl.push(l);
+        tl.push(publish_all(&l_cache, fresh(per_sample)));
+        ts.push(publish_all(&s_cache, fresh(per_sample)));
+        pl.push(plain_all(&mut l_plain, large, fresh(per_sample)));
+        ps.push(plain_all(&mut s_plain, small, fresh(per_sample)));
     }
     assert_eq!(
         s_cache.len(),
@@ -370,16 +367,17 @@ fn publish_evict(small: usize, large: usize, rounds: usize, per_sample: usize) -
         large,
         "steady state: each publish evicts one"
     );
+    let detail = format!(
+        "seconds per publish of a group of {GROUP} at capacity (one eviction) with {large} entries over with {small} ({:.2} µs, {:.2} µs); the peer: a plain HashMap with a FIFO of groups",
+        median(&mut tl.clone()) * 1e6,
+        median(&mut ts.clone()) * 1e6,
+    );
     Figure {
         name: "kernel_cache_publish_evict_growth_1k_to_1m",
-        ratios,
-        unit: "x",
-        detail: format!(
-            "publish of a group of {GROUP} at capacity (one eviction): {:.2} µs at {large} entries, {:.2} µs at {small}; a plain HashMap with a FIFO of groups grows {:.2}x",
-            median(&mut tl) * 1e6,
-            median(&mut ts) * 1e6,
-            median(&mut peer)
-        ),
+        subject: tl,
+        baseline: ts,
+        peer: Some(("hashmap_fifo_publish_growth_1k_to_1m", pl, ps)),
+        detail,
     }
 }
 
@@ -402,38 +400,37 @@ fn two_threads(n: usize, rounds: usize, reps: usize) -> Figure {
             black_box(answers);
         }
     };
-    // Twice the work on two threads against the work on one: the throughput ratio.
-    let scaling = |work: &(dyn Fn(&[BatchKernel<()>]) + Sync)| -> (f64, f64) {
+    // Throughput (resolves per second) on two threads at once, and on one.
+    let throughput = |work: &(dyn Fn(&[BatchKernel<()>]) + Sync)| -> (f64, f64) {
         let start = Instant::now();
         work(&batches[0]);
-        let one = start.elapsed().as_secs_f64();
+        let one = reps as f64 / start.elapsed().as_secs_f64();
         let start = Instant::now();
         std::thread::scope(|s| {
             for b in &batches {
                 s.spawn(|| work(b));
             }
         });
-        let two = start.elapsed().as_secs_f64();
-        (2.0 * one / two, one)
+        let two = 2.0 * reps as f64 / start.elapsed().as_secs_f64();
+        (two, one)
     };
-    let mut ratios = Vec::new();
-    let mut peer = Vec::new();
-    let mut ones = Vec::new();
+    let (mut t2, mut t1, mut p2, mut p1) = (vec![], vec![], vec![], vec![]);
     for _ in 0..rounds {
-        let (ratio, one) = scaling(&work);
-        ratios.push(ratio);
-        ones.push(one);
-        peer.push(scaling(&peer_work).0);
+        let (two, one) = throughput(&work);
+        t2.push(two);
+        t1.push(one);
+        let (two, one) = throughput(&peer_work);
+        p2.push(two);
+        p1.push(one);
     }
     Figure {
         name: "kernel_cache_two_threads_resolve",
-        ratios,
-        unit: "x_throughput",
+        subject: t2,
+        baseline: t1,
+        peer: Some(("dashmap_two_threads_get", p2, p1)),
         detail: format!(
-            "{reps} resolves of {BATCH} hits at {n} entries take {:.1} ms on one thread; throughput on two threads over one (higher is better, 2.0 perfect on {} cores); raw dashmap gets of the same keys scale {:.2}x",
-            median(&mut ones) * 1e3,
+            "resolves of {BATCH} hits per second at {n} entries on two threads at once over on one (higher is better, 2.0 perfect on {} cores); the peer: raw dashmap gets of the same keys",
             std::thread::available_parallelism().map_or(1, |n| n.get()),
-            median(&mut peer)
         ),
     }
 }
@@ -441,7 +438,8 @@ fn two_threads(n: usize, rounds: usize, reps: usize) -> Figure {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let bench = args.iter().any(|a| a == "--bench");
-    let quick = args.iter().any(|a| a == "--quick");
+    let quick = std::env::var("KCACHE_BENCH_QUICK").is_ok_and(|v| v == "1")
+        || args.iter().any(|a| a == "--quick");
     let (small, large) = if bench {
         (1_000, 1_000_000)
     } else {
@@ -449,8 +447,8 @@ fn main() {
     };
     let (rounds, samples) = match (bench, quick) {
         (false, _) => (1, 1),
-        (true, true) => (5, 5),
-        (true, false) => (9, 9),
+        (true, true) => (3, 5),
+        (true, false) => (5, 9),
     };
     memory(large).print(bench);
     all_hit(small, large, rounds, samples).print(bench);
