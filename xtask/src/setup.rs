@@ -1,8 +1,9 @@
 //! What the tests and benchmarks need from the machine, and getting it on a fresh one.
 //!
 //! The Redis store's tests start their own `redis-server` (one per test, on loopback) and
-//! fail, never skip, without the binary; the kernel-store benchmark compiles beside Debian's
-//! `ccache`. [`ensure_tools`] finds each binary on `PATH` (or at `$REDIS_SERVER` for Redis)
+//! fail, never skip, without the binary; memo-cache's pinned keys are checked against an
+//! independent Python script (`python3`); the kernel-store benchmark compiles beside
+//! Debian's `ccache`. [`ensure_tools`] finds each binary on `PATH` (or at `$REDIS_SERVER` for Redis)
 //! and installs the missing ones from Debian's packages when it may (running as root with
 //! `apt-get`, as `.ci/run` does), else fails saying what to install.
 
@@ -24,6 +25,12 @@ const TOOLS: &[Tool] = &[
         package: "redis-server",
         env: Some("REDIS_SERVER"),
         why: "the Redis store tests start their own server",
+    },
+    Tool {
+        binary: "python3",
+        package: "python3",
+        env: None,
+        why: "memo-cache's pinned keys are recomputed by an independent Python script",
     },
     Tool {
         binary: "ccache",

@@ -97,14 +97,17 @@ impl fmt::Display for Secret {
 ///
 /// `model` and `api_key` are always part of its hash, so two tenants with different
 /// credentials (or models) never share a cache entry; `options` (temperature,
-/// max tokens, endpoint, …) are a keyword list whose order does not matter.
+/// max tokens, endpoint, …) are a keyword list: options of different names may come
+/// in any order, and an option given twice keeps the order of its values (the last
+/// one usually wins, so the order is part of the key).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LmConfig {
     /// The model name, e.g. `"gpt-4o-mini"`.
     pub model: String,
     /// The credentials the calls are made with, if any.
     pub api_key: Option<Secret>,
-    /// Every other option, as `(name, value)` pairs in any order.
+    /// Every other option, as `(name, value)` pairs; only the order of one name's
+    /// values matters.
     pub options: Vec<(String, Value)>,
 }
 

@@ -4,7 +4,7 @@
 //! Every hash here is SHA-256 over an explicit byte encoding defined below, so it is
 //! identical across processes, runs, platforms and compiler versions (std's `Hash`
 //! promises none of that). Changing the encoding changes every key; the domain tags
-//! carry a version (`…/v1`) to bump when that happens.
+//! carry a version (`…/v2`) to bump when that happens.
 //!
 //! # Encoding
 //!
@@ -16,6 +16,19 @@
 //! `6` map (u64 LE count, then per entry the key as text without tag, then the
 //! value, keys ascending); `7` secret (as text). Each encoding is self-delimiting,
 //! so two different values never encode alike.
+//!
+//! A keyword list (the fields of an input, the options of an LM configuration) is
+//! one part per `(name, value)` pair, the name as text then the value, the pairs
+//! ordered by name (bytewise) and, among pairs of one name, **in the order given**.
+//! So pairs of different names may come in any order, while a name given twice keeps
+//! the order of its values: a consumer that lets the last value win reads
+//! `[("t", 1), ("t", 2)]` and `[("t", 2), ("t", 1)]` differently, and so do the keys.
+//!
+//! # Versions
+//!
+//! `input/v1` and `lm-config/v1` sorted the pairs of one name by their encoding, so a
+//! name's values given in two orders shared a key; `v2` keeps their order (the other
+//! two tags are unchanged: their encodings did not change).
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -92,16 +105,19 @@ impl fmt::Debug for Key {
     }
 }
 
-const INPUT_TAG: &[u8] = b"memo-cache/input/v1";
-const LM_CONFIG_TAG: &[u8] = b"memo-cache/lm-config/v1";
+const INPUT_TAG: &[u8] = b"memo-cache/input/v2";
+const LM_CONFIG_TAG: &[u8] = b"memo-cache/lm-config/v2";
 const PREDICTOR_TAG: &[u8] = b"memo-cache/predictor-state/v1";
 const CALL_TAG: &[u8] = b"memo-cache/call/v1";
 
-/// The hash of an input: its `(field name, value)` pairs, in any order.
+/// The hash of an input: its `(field name, value)` pairs, in any order of names.
 ///
-/// The pairs are sorted (by name, then by value encoding) before hashing, so the
-/// iteration order of a `HashMap` or the order of a list of pairs never changes the
-/// key; every name and every value does. (A name given twice counts twice.)
+/// The pairs are sorted by name before hashing, so the iteration order of a `HashMap`
+/// or the order of a list of pairs of distinct names never changes the key; every
+/// name and every value does. A name given more than once counts each time and keeps
+/// the order of its values (the sort is stable): `[("t", &a), ("t", &b)]` and
+/// `[("t", &b), ("t", &a)]` are different keys, as a consumer that lets the last
+/// value win reads them differently.
 pub fn input_hash<'a>(fields: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Key {
     let pairs = sorted_pairs(fields);
     let mut parts: Vec<&[u8]> = Vec::with_capacity(pairs.len() + 1);
@@ -113,8 +129,11 @@ pub fn input_hash<'a>(fields: impl IntoIterator<Item = (&'a str, &'a Value)>) ->
 /// The hash of an LM configuration.
 ///
 /// The model and the API key are always included, so tenants with different
-/// credentials never share a key; the options are sorted by name (then value), so
-/// their order does not matter. The secret enters only SHA-256: it is in no output.
+/// credentials never share a key; the options are sorted by name, so the order of
+/// options of different names does not matter, while an option given twice keeps the
+/// order of its values (`temperature` 0.0 then 0.7 is not 0.7 then 0.0: a client that
+/// lets the last value win sends different requests). The secret enters only
+/// SHA-256: it is in no output.
 pub fn lm_config_hash(config: &LmConfig) -> Key {
     let mut model = Vec::new();
     encode_text(&mut model, &config.model);
@@ -161,7 +180,8 @@ pub fn call_key(lm_config: &Key, predictor_state: &Key, input: &Key) -> Key {
     ])
 }
 
-/// Encodes each pair as name-then-value and sorts by name, then encoding.
+/// Encodes each pair as name-then-value and sorts by name, keeping the given order of
+/// the pairs of one name (a stable sort).
 fn sorted_pairs<'a>(
     fields: impl IntoIterator<Item = (&'a str, &'a Value)>,
 ) -> Vec<(&'a str, Vec<u8>)> {
@@ -174,7 +194,7 @@ fn sorted_pairs<'a>(
             (name, enc)
         })
         .collect();
-    pairs.sort_unstable();
+    pairs.sort_by(|a, b| a.0.cmp(b.0));
     pairs
 }
 

@@ -294,6 +294,46 @@ proptest! {
     }
 }
 
+/// Keyword lists over few names and few values, so duplicates and equal lists are common.
+fn dup_fields() -> impl Strategy<Value = Vec<(String, Value)>> {
+    let value = prop_oneof![
+        Just(Value::Int(0)),
+        Just(Value::Int(1)),
+        Just(Value::from("0")),
+    ];
+    prop::collection::vec(("[ab]", value), 0..5)
+}
+
+/// What a keyword list means to a consumer that may read every value of a name in order
+/// (and so also to one that lets the last value win): each name's values, in order.
+fn per_name(fields: &[(String, Value)]) -> BTreeMap<String, Vec<String>> {
+    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (k, v) in fields {
+        m.entry(k.clone()).or_default().push(canon(v));
+    }
+    m
+}
+
+proptest! {
+    #[test]
+    fn input_keys_are_equal_exactly_when_each_name_has_the_same_values_in_order(
+        a in dup_fields(), b in dup_fields(),
+    ) {
+        prop_assert_eq!(per_name(&a) == per_name(&b), hash_fields(&a) == hash_fields(&b));
+    }
+
+    #[test]
+    fn lm_keys_are_equal_exactly_when_each_option_has_the_same_values_in_order(
+        a in dup_fields(), b in dup_fields(),
+    ) {
+        let lm = |options: &[(String, Value)]| lm_config_hash(&LmConfig {
+            options: options.to_vec(),
+            ..LmConfig::new("m")
+        });
+        prop_assert_eq!(per_name(&a) == per_name(&b), lm(&a) == lm(&b));
+    }
+}
+
 /// A value's identity as text: floats by their bits, secrets revealed.
 fn canon(v: &Value) -> String {
     match v {
@@ -383,21 +423,102 @@ fn hashes_are_pinned() {
         // SHA-256 of no bytes at all: no parts means nothing is hashed.
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     );
-    assert_eq!(
-        input.to_hex(),
-        "2ea0c73a7dce2017184d93f86008f381d3a2ea9618020ba588a86beb191c2c4a"
+    assert_eq!(input.to_hex(), PINS["input"]);
+    assert_eq!(lm.to_hex(), PINS["lm"]);
+    assert_eq!(state.to_hex(), PINS["state"]);
+    assert_eq!(call.to_hex(), PINS["call"]);
+    // A name given twice keeps the order of its values.
+    let dup_input = input_hash([
+        ("n", &Value::Int(2)),
+        ("m", &Value::from("x")),
+        ("n", &Value::Int(1)),
+    ]);
+    assert_eq!(dup_input.to_hex(), PINS["dup_input"]);
+    let dup_lm = lm_config_hash(
+        &LmConfig::new("small-model")
+            .with_option("temperature", 0.7)
+            .with_option("temperature", 0.0),
     );
-    assert_eq!(
-        lm.to_hex(),
-        "c1b1b9eef4a83fb74d0f05dca1536b4817b4e3f72f81dc090351581521dbece7"
+    assert_eq!(dup_lm.to_hex(), PINS["dup_lm"]);
+}
+
+/// The pinned keys, as `tests/data/pin_keys.py` prints them.
+static PINS: std::sync::LazyLock<BTreeMap<&'static str, &'static str>> =
+    std::sync::LazyLock::new(|| {
+        BTreeMap::from([
+            (
+                "input",
+                "f5406356b0508557b493ef284409eb97adde937ec4eccc3f17c13c3aaf2d4014",
+            ),
+            (
+                "lm",
+                "9913721c4b451238550b13035bba5d1d518aa767ed1a30ebbfcaf8523439f09b",
+            ),
+            (
+                "state",
+                "015a4c33b3f27b062bcb0ce0686ad008a94399b4998fa4ef89e6f5a766030211",
+            ),
+            (
+                "call",
+                "b1e677c0832d3ac4053f799b3ee391745475d0891b7982caecb7ee6a560e6d8b",
+            ),
+            (
+                "dup_input",
+                "044d4312e49a001c7aa7f1d250e2d5ee8da8700b5471b71471c663392841f668",
+            ),
+            (
+                "dup_lm",
+                "5fa6d9665f47cd36de68175d6a018d34694ec25b6cf9103f767044e2d67fdf2a",
+            ),
+        ])
+    });
+
+/// The independent Python script still prints exactly the pinned keys (`python3` is
+/// required: `cargo xtask test` installs it on a fresh machine).
+#[test]
+fn the_pins_are_what_the_independent_script_computes() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/pin_keys.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .output()
+        .unwrap_or_else(|e| panic!("python3 {script}: {e} (install the Debian package python3)"));
+    assert!(out.status.success(), "{script} failed: {out:?}");
+    let printed: BTreeMap<String, String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, k)| (n.to_owned(), k.to_owned()))
+        .collect();
+    let pinned: BTreeMap<String, String> = PINS
+        .iter()
+        .map(|(n, k)| ((*n).to_owned(), (*k).to_owned()))
+        .collect();
+    assert_eq!(printed, pinned);
+}
+
+#[test]
+fn an_option_given_twice_keeps_the_order_of_its_values() {
+    let lm = |first: f64, then: f64| {
+        lm_config_hash(
+            &LmConfig::new("m")
+                .with_option("temperature", first)
+                .with_option("max_tokens", 8)
+                .with_option("temperature", then),
+        )
+    };
+    // A client that lets the last value win sends temperature 0.7, then 0.0.
+    assert_ne!(lm(0.0, 0.7), lm(0.7, 0.0));
+    assert_eq!(lm(0.0, 0.7), lm(0.0, 0.7));
+    let (one, two) = (Value::Int(1), Value::Int(2));
+    assert_ne!(
+        input_hash([("n", &one), ("n", &two)]),
+        input_hash([("n", &two), ("n", &one)])
     );
+    // Other names still move freely around them.
+    let x = Value::from("x");
     assert_eq!(
-        state.to_hex(),
-        "015a4c33b3f27b062bcb0ce0686ad008a94399b4998fa4ef89e6f5a766030211"
-    );
-    assert_eq!(
-        call.to_hex(),
-        "f6030e25d1cce85d7e23150b61637bbd311386017e695f9aeb132fce6a391589"
+        input_hash([("n", &one), ("m", &x), ("n", &two)]),
+        input_hash([("m", &x), ("n", &one), ("n", &two)])
     );
 }
 

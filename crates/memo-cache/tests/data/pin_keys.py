@@ -21,13 +21,17 @@ def digest(parts):
     for p in parts: h.update(L(len(p))); h.update(p)
     return h.digest()
 def pairs(fs):
-    return [e for _,e in sorted((k.encode(), text(k)+val(v)) for k,v in fs)]
+    # By name (bytewise); pairs of one name keep their given order (sorted() is stable).
+    return [text(k)+val(v) for k,v in sorted(fs, key=lambda kv: kv[0].encode())]
 question=('text','What is 2+2?')
 context=('map',{'n':('int',-3),'t':('float',0.5),'ok':('bool',True),'xs':('list',[('null',None),('text','x')])})
-inp=digest([b'memo-cache/input/v1']+pairs([('question',question),('context',context)]))
-lm=digest([b'memo-cache/lm-config/v1', text('small-model'), b'\1'+text('sk-test-0000')]+pairs([('temperature',('float',0.0)),('max_tokens',('int',256))]))
+inp=digest([b'memo-cache/input/v2']+pairs([('question',question),('context',context)]))
+lm=digest([b'memo-cache/lm-config/v2', text('small-model'), b'\1'+text('sk-test-0000')]+pairs([('temperature',('float',0.0)),('max_tokens',('int',256))]))
 def demo(i,o): return mapenc(i)+mapenc(o)
 demos=sorted([demo({'question':('text','1+1?')},{'answer':('text','2')}), demo({'question':('text','3+3?')},{'answer':('text','6')})])
 st=digest([b'memo-cache/predictor-state/v1', text('question -> answer'), text('Answer briefly.')]+demos)
 call=digest([b'memo-cache/call/v1', lm, st, inp])
-for n,k in [('input',inp),('lm',lm),('state',st),('call',call)]: print(n,k.hex())
+# A name given twice: its values keep their order (the last one wins for most consumers).
+dup_in=digest([b'memo-cache/input/v2']+pairs([('n',('int',2)),('m',('text','x')),('n',('int',1))]))
+dup_lm=digest([b'memo-cache/lm-config/v2', text('small-model'), b'\0']+pairs([('temperature',('float',0.7)),('temperature',('float',0.0))]))
+for n,k in [('input',inp),('lm',lm),('state',st),('call',call),('dup_input',dup_in),('dup_lm',dup_lm)]: print(n,k.hex())
