@@ -1,17 +1,90 @@
-//! A scoped memo table for search-based optimizers that evaluate a program many times.
+//! A scoped memo table for searches that evaluate the same candidate many times.
 //!
-//! An optimizer that tries candidate programs over a data set makes the same LM call
-//! (same LM, same predictor state, same input) again and again. [`with_cache`] gives
-//! one search its own table, dropped when the search ends (or panics); [`get_or_put`]
-//! and [`fetch_or_put`] skip the calls already made. Concurrent workers asking for the
-//! same call compute it once (*single flight*); a call that panics or fails stores
-//! nothing and lets the next asker try again. Keys are 256-bit digests built by the
-//! stable hashes in [`key`] ([`input_hash`], [`lm_config_hash`],
-//! [`predictor_state_hash`], [`call_key`]), identical across processes and runs, and
-//! including the model and API key so tenants never share an entry.
+//! A compiler's autotuner proposes candidate schedules for a kernel and measures each;
+//! its search (hill climbing from several starts, beams, evolution) proposes many
+//! candidates more than once. An optimizer of LM programs likewise makes the same LM
+//! call again and again. [`with_cache`] gives one search its own table, dropped when
+//! the search ends (or panics); [`get_or_put`] and [`fetch_or_put`] skip the
+//! evaluations already made. Concurrent workers asking for the same candidate compute
+//! it once (*single flight*); an evaluation that panics or fails stores nothing and
+//! lets the next asker try again ([`try_fetch_or_put`] for fallible ones).
 //!
-//! # Example: an optimizer on worker threads
+//! Keys are 256-bit digests. A compiler builds its own with [`Key::of_parts`] (a tag
+//! of its own, then every part that changes the result: the kernel's key, the
+//! schedule, the device); the stable hashes in [`key`] ([`input_hash`],
+//! [`lm_config_hash`], [`predictor_state_hash`], [`call_key`]) build the keys of LM
+//! calls, identical across processes and runs, and including the model and API key so
+//! tenants never share an entry.
 //!
+//! # Example: an autotuner's search on worker threads
+//!
+//! Two workers each search their own neighbourhood of tile sizes; the neighbourhoods
+//! overlap, so of 12 evaluations 4 are answered by the table and only 8 candidates are
+//! compiled and timed.
+//!
+//! ```
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use memo_cache::{fetch_or_put, with_cache, Key};
+//!
+//! /// A candidate schedule of one kernel: a tile size and an unroll factor.
+//! #[derive(Clone, Copy)]
+//! struct Schedule { tile: u32, unroll: u32 }
+//!
+//! // Compiling and timing a candidate; a real tuner runs the kernel on the device.
+//! static MEASURED: AtomicUsize = AtomicUsize::new(0);
+//! fn measure(s: Schedule) -> f64 {
+//!     MEASURED.fetch_add(1, Ordering::Relaxed);
+//!     f64::from((s.tile as i32 - 32).abs() as u32 + 8 / s.unroll)
+//! }
+//!
+//! // Everything that changes the measurement is in the key, after a tag of our own.
+//! let kernel_key = "3b7f09c2"; // the kernel's own cache key (e.g. kernel_cache's)
+//! let device = "x86-64/avx2";
+//! let key = |s: Schedule| {
+//!     Key::of_parts(&[
+//!         b"my-tuner/measurement/v1",
+//!         kernel_key.as_bytes(),
+//!         device.as_bytes(),
+//!         &s.tile.to_le_bytes(),
+//!         &s.unroll.to_le_bytes(),
+//!     ])
+//! };
+//! let neighbourhoods = [[8, 16, 32], [16, 32, 64]];
+//!
+//! let (best, stats) = with_cache(true, |table| {
+//!     let best: Vec<(f64, u32, u32)> = std::thread::scope(|s| {
+//!         let workers: Vec<_> = neighbourhoods
+//!             .iter()
+//!             .map(|tiles| {
+//!                 s.spawn(move || {
+//!                     let mut best = (f64::INFINITY, 0, 0);
+//!                     for &tile in tiles {
+//!                         for unroll in [1, 2] {
+//!                             let c = Schedule { tile, unroll };
+//!                             let t = fetch_or_put(table, key(c), || measure(c)).into_value();
+//!                             if t < best.0 { best = (t, tile, unroll); }
+//!                         }
+//!                     }
+//!                     best
+//!                 })
+//!             })
+//!             .collect();
+//!         workers.into_iter().map(|w| w.join().unwrap()).collect()
+//!     });
+//!     (best, table.map(|t| t.stats()))
+//! });
+//! let stats = stats.unwrap();
+//! assert_eq!(MEASURED.load(Ordering::Relaxed), 8);
+//! assert_eq!((stats.misses, stats.hits, stats.entries), (8, 4, 8));
+//! assert_eq!((best[0].1, best[0].2), (32, 2));
+//! ```
+//!
+//! With `with_cache(false, …)` the same code runs with `table == None`: every
+//! evaluation runs.
+//!
+//! # LM calls: an optimizer on worker threads
+//!
+//! The same table serves an optimizer of LM programs, with the key helpers of [`key`].
 //! Four candidate programs are evaluated over three questions, one worker thread per
 //! candidate. Two pairs of candidates differ only in demo order and demo strategy,
 //! which do not change what the LM is asked, so 12 evaluations make 6 LM calls.
