@@ -7,10 +7,17 @@
 //! kcache verify DIR                     every entry parses, is current, and its digest heads its key
 //! kcache gc DIR [--older-than D]        remove stale staging (and entries published D ago or more)
 //!        [--max-size S]                 trim the kernel store at DIR/kernels to S bytes (LRU first)
-//! kcache canon FILE.c [--name K] [--bound a,b] [--free c] [--keep d] [--part P]...
+//! kcache canon FILE.c [--name K] [--bound a,b] [--free c] [--keep d] [--part P]... [--key-only]
+//! kcache show DIR KEY [--space S] [--key-only]
+//!                                       one entry (KEY: a key or an unambiguous prefix, such as
+//!                                       the code digest): where it is, whether it verifies, its text
 //! ```
 //!
-//! Exit status: 0 success, 1 `verify` found problems, 2 usage or I/O error. Log events of the
+//! `--key-only` prints only the key, on one line (`canon`: the kernel's key; `show`: the
+//! matched entry's full key).
+//!
+//! Exit status: 0 success, 1 `verify` found problems or `show` found no entry, 2 usage or I/O
+//! error (an ambiguous `show` prefix included). Log events of the
 //! cache (refusals, sweeps) go to stderr, filtered by `KCACHE_LOG` (default `warn`).
 
 mod duration;
@@ -86,6 +93,20 @@ enum Command {
         #[arg(long)]
         key_only: bool,
     },
+    /// Print one entry of a cache directory: its key, file, size, age, whether it verifies,
+    /// and its text (size-capped; never follows a link or blocks on a FIFO).
+    Show {
+        /// The cache directory.
+        dir: PathBuf,
+        /// The entry's key, or an unambiguous prefix of it (the code digest, say).
+        key: String,
+        /// Only entries of this space.
+        #[arg(long, value_enum)]
+        space: Option<report::SpaceArg>,
+        /// Print only the matched entry's full key.
+        #[arg(long)]
+        key_only: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -127,6 +148,12 @@ fn main() -> ExitCode {
                 .with_keep(keep);
             report::canon(&mut out, &file, name.as_deref(), &names, &part, key_only)
         }
+        Command::Show {
+            dir,
+            key,
+            space,
+            key_only,
+        } => report::show(&mut out, &dir, &key, space, key_only),
     };
     match result {
         Ok(code) => code,

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use schedule_cache::disk::{
-    self, CACHE_REGIME_VERSION, DiskCache, EntryProblem, MissReason, RegimeStamp, Space,
+    self, CACHE_REGIME_VERSION, DiskCache, EntryFile, EntryProblem, MAX_ENTRY_BYTES, MissReason,
+    RegimeStamp, Space,
 };
 
 /// What went wrong in a way that is not a finding (exit status 2).
@@ -145,7 +146,7 @@ pub(crate) fn canon(
     let parts: Vec<&[u8]> = parts.iter().map(|p| p.as_bytes()).collect();
     let key = canonical.key(&parts);
     if key_only {
-        writeln!(out, "key: {key}")?;
+        writeln!(out, "{key}")?;
         return Ok(ExitCode::SUCCESS);
     }
     writeln!(out, "{}", canonical.text())?;
@@ -161,6 +162,111 @@ pub(crate) fn canon(
     }
     for r in canonical.refusals() {
         writeln!(out, "refusal: {r}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An entry space, as `--space` spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SpaceArg {
+    /// Saved schedules (`<key>.ron`).
+    Schedule,
+    /// Placement decisions (`<key>.placement.ron`).
+    Placement,
+}
+
+impl SpaceArg {
+    fn space(self) -> Space {
+        match self {
+            SpaceArg::Schedule => Space::Schedule,
+            SpaceArg::Placement => Space::Placement,
+        }
+    }
+}
+
+/// How many candidates an ambiguous `show` lists.
+const MAX_LISTED: usize = 8;
+
+/// `kcache show DIR KEY`: one entry, found by its key or an unambiguous prefix of it (an exact
+/// key wins over longer keys it prefixes).
+pub(crate) fn show(
+    out: &mut impl Write,
+    dir: &Path,
+    key: &str,
+    space: Option<SpaceArg>,
+    key_only: bool,
+) -> Result<ExitCode, Failure> {
+    let inv = disk::inventory(dir)?;
+    let candidates: Vec<&EntryFile> = inv
+        .entries
+        .iter()
+        .filter(|e| space.is_none_or(|s| s.space() == e.space))
+        .filter(|e| !key.is_empty() && e.key.as_str().starts_with(key))
+        .collect();
+    let exact: Vec<&EntryFile> = candidates
+        .iter()
+        .copied()
+        .filter(|e| e.key.as_str() == key)
+        .collect();
+    let chosen = match (exact.as_slice(), candidates.as_slice()) {
+        ([one], _) | ([], [one]) => *one,
+        ([], []) => {
+            eprintln!("kcache: no entry in {} matches {key:?}", dir.display());
+            return Ok(ExitCode::from(1));
+        }
+        (_, many) => {
+            let names: Vec<&str> = many
+                .iter()
+                .take(MAX_LISTED)
+                .map(|e| e.name.as_str())
+                .collect();
+            let more = many.len().saturating_sub(MAX_LISTED);
+            return Err(format!(
+                "{} entries match {key:?} (give more of the key, or --space): {}{}",
+                many.len(),
+                names.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+            .into());
+        }
+    };
+    if key_only {
+        writeln!(out, "{}", chosen.key)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let path = dir.join(&chosen.name);
+    writeln!(out, "key: {}", chosen.key)?;
+    writeln!(out, "file: {}", path.display())?;
+    writeln!(
+        out,
+        "space: {}",
+        match chosen.space {
+            Space::Schedule => "schedule",
+            Space::Placement => "placement",
+        }
+    )?;
+    writeln!(out, "bytes: {}", chosen.bytes)?;
+    writeln!(out, "age: {}s", chosen.age.as_secs())?;
+    match disk::verify_entry(dir, chosen) {
+        Ok(_) => writeln!(out, "verify: ok")?,
+        Err(problem) => writeln!(out, "verify: {problem}")?,
+    }
+    if !chosen.is_file {
+        return Ok(ExitCode::SUCCESS);
+    }
+    match cache_dir::read_regular(&path, MAX_ENTRY_BYTES) {
+        Ok(bytes) => {
+            writeln!(out)?;
+            out.write_all(String::from_utf8_lossy(&bytes).as_bytes())?;
+            if !bytes.ends_with(b"\n") {
+                writeln!(out)?;
+            }
+        }
+        Err(e) => writeln!(out, "text: unreadable ({e})")?,
     }
     Ok(ExitCode::SUCCESS)
 }

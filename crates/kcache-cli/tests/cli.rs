@@ -226,5 +226,110 @@ fn canon_prints_the_library_text_and_key() {
         "-O3",
         "--key-only",
     ]);
-    assert_eq!(stdout(&only), format!("key: {}\n", c.key(&[b"-O3"])));
+    assert_eq!(stdout(&only), format!("{}\n", c.key(&[b"-O3"])));
+}
+
+#[test]
+fn show_prints_one_entry_by_key_or_prefix_and_key_only_prints_its_key() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    populated(tmp.path());
+    let dir = tmp.path().to_str().expect("utf8");
+    let full = key("a");
+    let o = kcache(&["show", dir, full.as_str()]);
+    assert!(o.status.success(), "{o:?}");
+    let s = stdout(&o);
+    let text = fs::read_to_string(tmp.path().join(format!("{full}.placement.ron"))).expect("read");
+    assert!(s.starts_with(&format!("key: {full}\n")), "{s}");
+    assert!(s.contains("space: placement\nbytes: "), "{s}");
+    assert!(s.contains("verify: ok\n"), "{s}");
+    assert!(
+        s.ends_with(&format!("\n{text}\n")) || s.ends_with(&format!("\n{text}")),
+        "{s}"
+    );
+
+    // A prefix that names one entry resolves to it; --key-only prints just the key.
+    let o = kcache(&["show", dir, &format!("{DIGEST}-b"), "--key-only"]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(stdout(&o), format!("{}\n", key("b")));
+
+    // A damaged entry is shown with its problem.
+    let o = kcache(&["show", dir, &format!("{DIGEST}-c")]);
+    assert!(
+        stdout(&o).contains("verify: entry unparsable"),
+        "{}",
+        stdout(&o)
+    );
+
+    // The digest alone matches three entries: ambiguous, status 2, the candidates listed.
+    let o = kcache(&["show", dir, DIGEST]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("3 entries match") && err.contains("-a.placement.ron"),
+        "{err}"
+    );
+
+    // Nothing matches: status 1; the wrong space: nothing matches either.
+    let o = kcache(&["show", dir, "0000"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(stdout(&o).is_empty());
+    let o = kcache(&["show", dir, full.as_str(), "--space", "schedule"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+}
+
+#[test]
+fn show_reads_a_schedule_entry_of_the_front_door_and_never_blocks_on_a_fifo() {
+    use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+    use schedule_cache::schedule::{ReferenceLanguage, Schedule};
+    use schedule_cache::store::CacheStore;
+    use schedule_cache::{Measurements, ScheduleCache, TimingIdentity};
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = ScheduleCache::new(ReferenceLanguage, "cc", CacheStore::disk(tmp.path()))
+        .with_timing(TimingIdentity {
+            device: "dev".into(),
+            toolchain: None,
+        });
+    let i = Symbol::fresh("i");
+    let y = TensorNode::new("y", &[16], Precision::F32);
+    let code = Code::new(vec![Stmt::for_(
+        &i,
+        0,
+        16,
+        vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(1.0))],
+    )]);
+    let mut s = Schedule::new();
+    s.split(&i, 4);
+    let published = cache
+        .store(&code, &s.ops, Measurements::new(vec![2.5e-6]))
+        .expect("store");
+    let full = published.key.expect("key");
+    let digest = full.as_str().split('-').next().expect("digest");
+    let dir = tmp.path().to_str().expect("utf8");
+
+    let o = kcache(&["show", dir, digest, "--key-only"]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(stdout(&o), format!("{full}\n"));
+    let o = kcache(&["show", dir, digest]);
+    let s = stdout(&o);
+    assert!(
+        s.contains("space: schedule") && s.contains("verify: ok"),
+        "{s}"
+    );
+    assert!(
+        s.contains("key_parts") && s.contains("Format") && s.contains("2.5e-6"),
+        "{s}"
+    );
+
+    // A FIFO at an entry name: shown as not a regular file, without blocking.
+    let fifo = tmp.path().join(format!("{digest}-fifo.placement.ron"));
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let o = kcache(&["show", dir, &format!("{digest}-fifo")]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        stdout(&o).contains("verify: not a regular file"),
+        "{}",
+        stdout(&o)
+    );
 }
