@@ -11,6 +11,8 @@
 //! kcache show DIR KEY [--space S] [--key-only]
 //!                                       one entry (KEY: a key or an unambiguous prefix, such as
 //!                                       the code digest): where it is, whether it verifies, its text
+//! kcache key FILE.c --symbol K [--option OPT]... [--bound a,b] [--free c] [--keep d]
+//!        [--identity ID | --identity-file F]   the kernel-cache key (kernel_cache::kernel_key)
 //! ```
 //!
 //! `--key-only` prints only the key, on one line (`canon`: the kernel's key; `show`: the
@@ -22,6 +24,7 @@
 
 mod duration;
 mod kernels;
+mod key;
 mod report;
 
 use std::path::PathBuf;
@@ -107,6 +110,37 @@ enum Command {
         #[arg(long)]
         key_only: bool,
     },
+    /// Print the kernel-cache key of a C kernel: the same bytes as `kernel_cache::kernel_key`
+    /// over the file's text, the symbol, the names, the option list and the backend identity.
+    ///
+    /// cc-backend keys a `Source` with text = its prelude, a newline, its text, and identity =
+    /// `CcBackend::identity()`, a newline, `signature <signature>`: pass those to reproduce it.
+    Key {
+        /// The kernel's text ("-" for standard input), hashed exactly as read.
+        file: PathBuf,
+        /// The kernel's own name, its symbol (a segment name `<routine>__seg<i>` loses its index).
+        #[arg(long)]
+        symbol: String,
+        /// A compiler option, repeated in order (a compiler reads flags in order); may start
+        /// with `-`.
+        #[arg(long = "option", allow_hyphen_values = true)]
+        options: Vec<String>,
+        /// Names the kernel binds for its tensor nodes (renamed), comma-separated or repeated.
+        #[arg(long, value_delimiter = ',')]
+        bound: Vec<String>,
+        /// Names the kernel refers to from outside (never renamed), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        free: Vec<String>,
+        /// Names never renamed (builtins, vendor names), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        keep: Vec<String>,
+        /// The backend identity, as text (default: empty).
+        #[arg(long, conflicts_with = "identity_file")]
+        identity: Option<String>,
+        /// A file holding the backend identity's exact bytes ("-" for standard input).
+        #[arg(long)]
+        identity_file: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -154,6 +188,30 @@ fn main() -> ExitCode {
             space,
             key_only,
         } => report::show(&mut out, &dir, &key, space, key_only),
+        Command::Key {
+            file,
+            symbol,
+            options,
+            bound,
+            free,
+            keep,
+            identity,
+            identity_file,
+        } => {
+            let names = kernel_cache::Names::new()
+                .with_bound(bound)
+                .with_free(free)
+                .with_keep(keep);
+            let inputs = key::KeyInputs {
+                file: &file,
+                symbol: &symbol,
+                names: &names,
+                options: &options,
+                identity: identity.as_deref(),
+                identity_file: identity_file.as_deref(),
+            };
+            key::key(&mut out, &mut std::io::stderr(), &inputs)
+        }
     };
     match result {
         Ok(code) => code,

@@ -333,3 +333,94 @@ fn show_reads_a_schedule_entry_of_the_front_door_and_never_blocks_on_a_fifo() {
         stdout(&o)
     );
 }
+
+/// `kcache key` prints exactly `kernel_cache::kernel_key` of the same inputs: text (from a
+/// file or standard input, CRLF and `$` included), symbol, names, options in order (leading
+/// `-`, spaces, `=`) and a backend identity with newlines (from a file, byte for byte).
+#[test]
+fn key_prints_the_kernel_cache_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kernels = [
+        (
+            "step__seg3",
+            "void step__seg3(float *n17_w, float *n18_o) {\n  for (int i4 = 0; i4 < 8; ++i4) n18_o[i4] = n17_w[i4] * 2.0f;\n}\n",
+        ),
+        (
+            "k",
+            "/* crlf */\r\nvoid k(float *out) {\r\n  float a$b = 1.0f; out[0] = a$b;\r\n}\r\n",
+        ),
+        ("empty", ""),
+    ];
+    let option_lists: [&[&str]; 3] = [&[], &["-O2", "-ffast-math"], &["-D X=1 2", "--param=a"]];
+    let identities: [&[u8]; 3] = [b"", b"cc\ncc (Debian 14.2.0) 14.2.0\n-O2 -fPIC", b"clang"];
+    for (symbol, text) in kernels {
+        let file = dir.path().join(format!("{symbol}.c"));
+        fs::write(&file, text).expect("write");
+        for options in option_lists {
+            for identity in identities {
+                let id_file = dir.path().join("identity");
+                fs::write(&id_file, identity).expect("write");
+                let bound = ["n17_w", "n18_o"];
+                let mut args = vec![
+                    "key".to_string(),
+                    file.display().to_string(),
+                    "--symbol".into(),
+                    symbol.into(),
+                    "--bound".into(),
+                    bound.join(","),
+                    "--identity-file".into(),
+                    id_file.display().to_string(),
+                ];
+                for o in options {
+                    args.push(format!("--option={o}"));
+                }
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let out = kcache(&args);
+                assert!(out.status.success(), "{args:?}: {out:?}");
+                let names = kernel_cache::Names::new().with_bound(bound);
+                let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+                let expected = kernel_cache::kernel_key(text, symbol, &names, &options, identity);
+                assert_eq!(stdout(&out), format!("{expected}\n"), "{args:?}");
+            }
+        }
+    }
+    // `--option -O2` (a separate argument starting with `-`), `--identity` inline, stdin.
+    let text = kernels[0].1;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kcache"))
+        .args(["key", "-", "--symbol", "step__seg7", "--option", "-O2"])
+        .args(["--option", "-g", "--identity", "cc"])
+        .env("KCACHE_LOG", "off")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), text.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    let expected = kernel_cache::kernel_key(
+        text,
+        "step__seg7",
+        &kernel_cache::Names::new(),
+        &["-O2".to_string(), "-g".to_string()],
+        b"cc",
+    );
+    assert_eq!(stdout(&out), format!("{expected}\n"));
+    // Both identities at once, or a missing file, is a usage error, not a key.
+    let out = kcache(&["key", "nope.c", "--symbol", "k"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).is_empty());
+    let file = dir.path().join("step__seg3.c");
+    let file = file.display().to_string();
+    let out = kcache(&[
+        "key",
+        &file,
+        "--symbol",
+        "k",
+        "--identity",
+        "a",
+        "--identity-file",
+        &file,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).is_empty());
+}

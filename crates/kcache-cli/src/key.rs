@@ -1,0 +1,59 @@
+//! `kcache key`: the kernel-cache key of a kernel file, the same bytes as
+//! `kernel_cache::kernel_key` on the same inputs.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::report::Failure;
+
+/// What `kernel_cache::kernel_key` takes, as given on the command line.
+pub(crate) struct KeyInputs<'a> {
+    /// The kernel's text: a file, or `-` for standard input.
+    pub(crate) file: &'a Path,
+    /// The kernel's own name (its symbol).
+    pub(crate) symbol: &'a str,
+    /// Which names the key may rename.
+    pub(crate) names: &'a kernel_cache::Names,
+    /// The compiler option list, in order.
+    pub(crate) options: &'a [String],
+    /// The backend identity given inline, if any.
+    pub(crate) identity: Option<&'a str>,
+    /// A file holding the backend identity's exact bytes, if any.
+    pub(crate) identity_file: Option<&'a Path>,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, Failure> {
+    if path == Path::new("-") {
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut io::stdin(), &mut bytes)?;
+        Ok(bytes)
+    } else {
+        Ok(std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?)
+    }
+}
+
+/// Prints the key (64 hex digits, one line) to `out`; notes on renaming switched off go to
+/// `err`.
+pub(crate) fn key(
+    out: &mut impl Write,
+    err: &mut impl Write,
+    k: &KeyInputs<'_>,
+) -> Result<ExitCode, Failure> {
+    let text = String::from_utf8(read(k.file)?)
+        .map_err(|_| format!("{}: not UTF-8 text", k.file.display()))?;
+    let identity = match (k.identity, k.identity_file) {
+        (Some(s), None) => s.as_bytes().to_vec(),
+        (None, Some(path)) => read(path)?,
+        (None, None) => Vec::new(),
+        (Some(_), Some(_)) => {
+            return Err("give the backend identity once: --identity or --identity-file".into());
+        }
+    };
+    let key = kernel_cache::kernel_key(&text, k.symbol, k.names, k.options, &identity);
+    writeln!(out, "{key}")?;
+    for r in canonical_text::canonical_kernel(&text, Some(k.symbol), k.names).refusals() {
+        writeln!(err, "kcache key: note: {r}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
