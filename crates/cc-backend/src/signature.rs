@@ -312,6 +312,43 @@ impl Signature {
         })
     }
 
+    /// The signature as a kernel key sees it: parameter names left out (they do not change
+    /// what the kernel computes or accesses; extents name their scalars by position), so
+    /// renamed twins with renamed parameters keep one key.
+    pub fn keyed_form(&self) -> String {
+        let mut out = String::from("(");
+        for (i, p) in self.params.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            match p {
+                Param::Buffer {
+                    elem, writes, len, ..
+                } => {
+                    let access = if *writes { "mut" } else { "const" };
+                    let _ = write!(out, "{access} [{elem}; >= {}", len.times);
+                    for s in &len.scalars {
+                        match self.scalar_index(s) {
+                            Some((j, _)) => {
+                                let _ = write!(out, "*#{j}");
+                            }
+                            // Unchecked signature: keep the name (never a wrong hit).
+                            None => {
+                                let _ = write!(out, "*{s}");
+                            }
+                        }
+                    }
+                    out.push(']');
+                }
+                Param::Scalar { elem, .. } => {
+                    let _ = write!(out, "{elem}");
+                }
+            }
+        }
+        out.push(')');
+        out
+    }
+
     /// The C prototype of kernel `symbol`, on one line (parameters unnamed).
     pub(crate) fn prototype(&self, symbol: &str) -> String {
         let params: Vec<String> = self.params.iter().map(Param::c_decl).collect();
@@ -702,6 +739,16 @@ mod tests {
              (const float *)args[1], (const float *)args[2], *(const __INT32_TYPE__ *)args[3]); }"
         );
         assert_eq!(Signature::new().prototype("z"), "void z(void);");
+        assert_eq!(
+            sig.keyed_form(),
+            "(mut [f32; >= 1*#3], const [f32; >= 1*#3], const [f32; >= 1*#3], i32)"
+        );
+        let renamed = Signature::new()
+            .buffer_mut("o", Elem::F32, Extent::of("m"))
+            .buffer("x", Elem::F32, Extent::of("m"))
+            .buffer("y", Elem::F32, Extent::of("m"))
+            .scalar("m", Elem::I32);
+        assert_eq!(renamed.keyed_form(), sig.keyed_form());
     }
 
     #[test]

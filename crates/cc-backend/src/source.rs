@@ -71,7 +71,9 @@ impl Source {
 
     /// The kernel's key: [`kernel_key`] over [`keyed_text`](Source::keyed_text) (its
     /// own names renamed as `names` allows, `symbol` reduced to its kernel token), the
-    /// option list, and `backend_identity` together with the signature. Two sources
+    /// option list, and `backend_identity` together with the signature (its
+    /// [`keyed_form`](Signature::keyed_form): types, access and extents, not the
+    /// parameter names, which the text's renaming covers). Two sources
     /// with equal keys compile to the same code and promise the same extents, so the
     /// cache may answer one with the other's program.
     pub fn key(
@@ -81,7 +83,10 @@ impl Source {
         options: &[String],
         backend_identity: &str,
     ) -> String {
-        let identity = format!("{backend_identity}\nsignature {}", self.signature);
+        let identity = format!(
+            "{backend_identity}\nsignature {}",
+            self.signature.keyed_form()
+        );
         kernel_key(
             &self.keyed_text(),
             symbol,
@@ -133,5 +138,10 @@ mod tests {
         let defined = base.clone().with_prelude("#define o q\n");
         assert_ne!(key(&base), key(&defined));
         assert_ne!(key(&base), base.key("k", &names, &[], "clang"));
+        let mut written = base.clone();
+        written.signature = Signature::new()
+            .buffer_mut("o", Elem::F64, Extent::of("n"))
+            .scalar("n", Elem::I32);
+        assert_ne!(key(&base), key(&written), "another type is another kernel");
     }
 }

@@ -11,7 +11,18 @@ use schedule_cache::identity::NodeId;
 use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode, UnOp};
 use schedule_cache::schedule::Schedule;
 
-use crate::render::Param;
+/// Which of the demo's three buffers (`out`, `a`, `b`, each of [`Routine::len`]
+/// elements) a tensor node lives in; a kernel's parameters are its nodes, each passed
+/// the buffer it is bound to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Binding {
+    /// `out` (read and written).
+    Out,
+    /// `a` (read only).
+    A,
+    /// `b` (read only).
+    B,
+}
 
 /// One freshly built copy of a routine's code, with handles on its loops and nodes so a
 /// schedule can name them.
@@ -19,14 +30,14 @@ pub(crate) struct Built {
     pub(crate) code: Code,
     pub(crate) loops: BTreeMap<&'static str, Symbol>,
     pub(crate) nodes: BTreeMap<&'static str, TensorNode>,
-    pub(crate) params: Vec<(NodeId, Param)>,
+    pub(crate) params: Vec<(NodeId, Binding)>,
 }
 
 impl Built {
     fn new(
         code: Code,
         loops: &[(&'static str, &Symbol)],
-        nodes: &[(&'static str, &TensorNode, Param)],
+        nodes: &[(&'static str, &TensorNode, Binding)],
     ) -> Built {
         Built {
             code,
@@ -135,9 +146,9 @@ fn matmul_build() -> Built {
         Code::new(vec![init, compute]),
         &[("i0", &i0), ("j0", &j0), ("i", &i), ("j", &j), ("k", &k)],
         &[
-            ("c", &c, Param::Out),
-            ("a", &a, Param::A),
-            ("b", &b, Param::B),
+            ("c", &c, Binding::Out),
+            ("a", &a, Binding::A),
+            ("b", &b, Binding::B),
         ],
     )
 }
@@ -258,9 +269,9 @@ fn chain_build() -> Built {
         code,
         &[("r", &r), ("c", &c)],
         &[
-            ("out", &out, Param::Out),
-            ("x", &a, Param::A),
-            ("y", &b, Param::B),
+            ("out", &out, Binding::Out),
+            ("x", &a, Binding::A),
+            ("y", &b, Binding::B),
         ],
     )
 }
@@ -330,9 +341,9 @@ fn rowdot_build() -> Built {
         Code::new(vec![Stmt::for_(&r, 0, RR as i64, body)]),
         &[("r", &r), ("c", &c)],
         &[
-            ("dot", &out, Param::Out),
-            ("u", &a, Param::A),
-            ("w", &b, Param::B),
+            ("dot", &out, Binding::Out),
+            ("u", &a, Binding::A),
+            ("w", &b, Binding::B),
         ],
     )
 }
@@ -450,9 +461,9 @@ fn softmax_build() -> Built {
         Code::new(vec![exp, normalize]),
         &[("r0", &r0), ("c0", &c0), ("r", &r), ("c", &c), ("c2", &c2)],
         &[
-            ("p", &out, Param::Out),
-            ("logits", &a, Param::A),
-            ("bias", &b, Param::B),
+            ("p", &out, Binding::Out),
+            ("logits", &a, Binding::A),
+            ("bias", &b, Binding::B),
         ],
     )
 }
@@ -592,6 +603,62 @@ mod tests {
                 }
             }
             assert!(legal >= 12, "{} has only {legal} legal points", r.name);
+        }
+    }
+
+    /// Two fresh builds of one schedule render (with schedule-cache's renderer, minted
+    /// names) other names but the same kernel keys; another schedule gives another key.
+    /// Checked over every routine's first points.
+    #[test]
+    fn fresh_renderings_of_one_schedule_share_keys() {
+        use canonical_text::segment_kernel_name;
+        use cc_backend::{Signature, Source};
+        use kernel_cache::Names;
+        use schedule_cache::config::{Config, SettingsRegistry};
+        use schedule_cache::render::{Naming, render, segments, signature_of};
+        let config = Config::new(SettingsRegistry::reference());
+        let render_all = |r: &Routine, point: &[usize], first: usize| {
+            let built = (r.build)();
+            let code = (r.schedule)(&built, point)
+                .unwrap()
+                .apply(&built.code)
+                .unwrap();
+            segments(&code)
+                .iter()
+                .enumerate()
+                .map(|(i, seg)| {
+                    let symbol = segment_kernel_name(r.name, first + i);
+                    let k = render(
+                        seg,
+                        &symbol,
+                        &signature_of(seg, &[]),
+                        Naming::Minted,
+                        &config,
+                    )
+                    .unwrap();
+                    let names = Names::new().with_bound(k.owned.iter().cloned());
+                    // The signature does not matter for this comparison: the same one for all.
+                    let source = Source::new(k.text.clone(), Signature::new())
+                        .with_prelude(k.prelude.clone());
+                    (k.text, source.key(&symbol, &names, &[], "cc"))
+                })
+                .collect::<Vec<_>>()
+        };
+        for r in routines() {
+            let zero = vec![0; r.space.len()];
+            let mut other = zero.clone();
+            other[0] = 1;
+            let (a, b) = (render_all(&r, &zero, 0), render_all(&r, &zero, 7));
+            for ((ta, ka), (tb, kb)) in a.iter().zip(&b) {
+                assert_ne!(ta, tb, "{}: fresh names", r.name);
+                assert_eq!(ka, kb, "{}: same key", r.name);
+            }
+            if (r.schedule)(&(r.build)(), &other).is_some() {
+                let c = render_all(&r, &other, 0);
+                let keys =
+                    |v: &[(String, String)]| v.iter().map(|(_, k)| k.clone()).collect::<Vec<_>>();
+                assert_ne!(keys(&a), keys(&c), "{}: another schedule", r.name);
+            }
         }
     }
 }

@@ -4,11 +4,14 @@
 //! [`run`] tunes a few kernels (a matrix product, a fused elementwise chain, a row
 //! reduction and a two-segment softmax). Each kernel is loop code in schedule-cache's
 //! reference IR; candidate schedules (split, reorder, unroll, vectorize, hoist) are
-//! applied to freshly built code and rendered to C with the names a real renderer mints
-//! (`i<id>` loop symbols, `v<id>_…` locals, `n<id>_<label>` nodes, `<routine>__seg<i>`
-//! segment kernels). Kernel keys come from canonical-text, so renamed but identical
-//! kernels are compiled once; kernel-cache resolves each batch with cc-backend (the
-//! system C compiler, split compile on). Candidates are run on real data, checked
+//! applied to freshly built code and rendered to C by schedule-cache's renderer with the
+//! names a real renderer mints (`i<id>` loop symbols, `v<id>_…` locals, `n<id>_<label>`
+//! nodes, `<routine>__seg<i>` segment kernels), one kernel per segment whose parameters
+//! are the segment's tensor nodes (a real C signature: `float *` or `const float *`, each
+//! declared as long as its node). Kernel keys come from canonical-text, so renamed but
+//! identical kernels are compiled once; kernel-cache resolves each batch with cc-backend
+//! (the system C compiler, one translation unit per kernel, split compile on), and each
+//! kernel is called through cc-backend's checked safe call. Candidates are run on real data, checked
 //! against a Rust reference (a wrong schedule is rejected) and timed, with repeated
 //! measurements answered by memo-cache. Each winner is saved with schedule-cache under
 //! its full cache key; the next run finds it, replays the saved schedule on fresh code
@@ -38,7 +41,6 @@
 mod error;
 mod kernels;
 mod keys;
-mod render;
 mod report;
 mod search;
 
@@ -202,7 +204,8 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         let legal = search::legal_points(r).len();
         let candidates = options.round1.max(1).min(legal) + options.round2.min(legal);
         cold_search_candidates += candidates;
-        cold_search_kernels += candidates * render::segments(&(r.build)().code).len();
+        cold_search_kernels +=
+            candidates * schedule_cache::render::segments(&(r.build)().code).len();
     }
     if options.progress {
         eprintln!(

@@ -5,12 +5,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use canonical_text::segment_kernel_name;
-use cc_backend::{Arg, CcBackend, CcError, CcProgram, Kernel, Signature, Source};
+use cc_backend::{Arg, CcBackend, CcProgram, Elem, Extent, Kernel, Signature, Source};
 use kernel_cache::store::KernelStore;
 use kernel_cache::{BatchKernel, KernelCache, Names, Split, resolve_split_with_store, with_census};
 use memo_cache::{Key, Table, Value, input_hash, try_fetch_or_put};
 use schedule_cache::disk::StoreOutcome;
 use schedule_cache::identity::{NodeId, Placement};
+use schedule_cache::ir::Precision;
+use schedule_cache::render::{
+    Naming, Param as RenderParam, ParamKind, Rendered, render, segments, signature_of,
+};
 use schedule_cache::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
@@ -20,14 +24,13 @@ use schedule_cache::{
 
 use crate::DemoOptions;
 use crate::error::DemoError;
-use crate::kernels::{Built, Routine};
+use crate::kernels::{Binding, Built, Routine};
 use crate::keys::{KeyMode, verbatim_key};
-use crate::render::{render_segment, segments};
 use crate::report::{KernelReport, Origin, Totals, count};
 
 /// Bumped whenever the renderer's output changes for the same code: it enters the
 /// codegen key component, so winners crowned under another renderer never replay.
-const RENDERER_VERSION: &str = "kcache-demo-renderer-1";
+const RENDERER_VERSION: &str = "schedule-cache-render-minted-2";
 
 /// The backend name in disk keys.
 const BACKEND_NAME: &str = "cc";
@@ -188,26 +191,52 @@ impl<'t> Session<'t> {
             .collect()
     }
 
-    /// Renders the candidates' code (already scheduled) into one batch, naming segment
-    /// kernels by their position in the batch. Returns the batch and, per candidate, the
-    /// indices of its kernels.
+    /// Renders the candidates' code (already scheduled) into one batch, one kernel per
+    /// segment, named by its position in the batch, with the segment's nodes as its
+    /// parameters. Returns, per candidate, the indices of its kernels.
     fn render_batch(
         &self,
         routine: &Routine,
         codes: &[(&Built, &schedule_cache::ir::Code)],
-        batch: &mut Vec<BatchKernel<Source>>,
+        batch: &mut Batch,
     ) -> Result<Vec<Vec<usize>>, DemoError> {
         let mut owners = Vec::new();
         for (built, code) in codes {
             let mut mine = Vec::new();
             for segment in segments(code) {
-                let symbol = segment_kernel_name(routine.name, batch.len());
-                let rendered = render_segment(&symbol, &segment, &built.params)?;
-                let source = Source::new(rendered.text, Signature::out_a_b_n());
+                let symbol = segment_kernel_name(routine.name, batch.kernels.len());
+                let params = signature_of(&segment, &[]);
+                let config = self.schedules.config();
+                let rendered = render(&segment, &symbol, &params, Naming::Minted, config)
+                    .map_err(|e| DemoError::Render(e.to_string()))?;
+                let bindings = params
+                    .iter()
+                    .map(|p| match p {
+                        RenderParam::Node(n) => built
+                            .params
+                            .iter()
+                            .find(|(id, _)| *id == n.id())
+                            .map(|(_, b)| *b)
+                            .ok_or_else(|| {
+                                DemoError::Render(format!(
+                                    "node {} is bound to no buffer",
+                                    n.label()
+                                ))
+                            }),
+                        RenderParam::Static(s) => {
+                            Err(DemoError::Render(format!("static {s} has no argument")))
+                        }
+                    })
+                    .collect::<Result<Vec<Binding>, DemoError>>()?;
+                let source = Source {
+                    prelude: rendered.prelude.clone(),
+                    text: rendered.text.clone(),
+                    signature: signature(&rendered)?,
+                };
                 let key = match self.keys {
                     KeyMode::Canonical => source.key(
                         &symbol,
-                        &Names::new().with_bound(rendered.bound.iter().cloned()),
+                        &Names::new().with_bound(rendered.owned.iter().cloned()),
                         &self.compiler_options,
                         self.backend.identity(),
                     ),
@@ -215,13 +244,14 @@ impl<'t> Session<'t> {
                         verbatim_of(&source, &self.compiler_options, self.backend.identity())
                     }
                 };
-                mine.push(batch.len());
-                batch.push(BatchKernel {
+                mine.push(batch.kernels.len());
+                batch.kernels.push(BatchKernel {
                     key,
                     options: self.compiler_options.clone(),
                     symbol,
                     source,
                 });
+                batch.bindings.push(bindings);
             }
             owners.push(mine);
         }
@@ -230,11 +260,8 @@ impl<'t> Session<'t> {
 
     /// Resolves a batch through the kernel cache with the real backend (split compile
     /// on), counting what it compiled and reused. Returns the callable kernels.
-    fn resolve(
-        &mut self,
-        label: &str,
-        batch: &[BatchKernel<Source>],
-    ) -> Result<Vec<Kernel>, DemoError> {
+    fn resolve(&mut self, label: &str, whole: &Batch) -> Result<Vec<Bound>, DemoError> {
+        let batch = &whole.kernels[..];
         let start = Instant::now();
         let (resolved, census) = with_census(|| {
             resolve_split_with_store(
@@ -284,7 +311,13 @@ impl<'t> Session<'t> {
         ));
         resolved
             .iter()
-            .map(|r| Kernel::from_resolved(r).map_err(DemoError::Backend))
+            .zip(&whole.bindings)
+            .map(|(r, bindings)| {
+                Ok(Bound {
+                    kernel: Kernel::from_resolved(r).map_err(DemoError::Backend)?,
+                    bindings: bindings.clone(),
+                })
+            })
             .collect()
     }
 
@@ -294,7 +327,7 @@ impl<'t> Session<'t> {
         &mut self,
         routine: &Routine,
         keys: &[&str],
-        kernels: &[Kernel],
+        kernels: &[Bound],
         data: &Data,
     ) -> Result<Measurement, DemoError> {
         let fields = [
@@ -373,7 +406,7 @@ impl<'t> Session<'t> {
         if replays.is_empty() {
             return Ok(Vec::new());
         }
-        let mut batch = Vec::new();
+        let mut batch = Batch::default();
         let mut owners = Vec::new();
         for (routine, replay) in &replays {
             // One batch for every winner: segment names stay unique by position.
@@ -384,8 +417,11 @@ impl<'t> Session<'t> {
         let mut reports = Vec::new();
         for ((routine, replay), mine) in replays.into_iter().zip(owners) {
             let data = Data::new(routine);
-            let keys: Vec<&str> = mine.iter().map(|&i| batch[i].key.as_str()).collect();
-            let ks: Vec<Kernel> = mine.iter().map(|&i| kernels[i].clone()).collect();
+            let keys: Vec<&str> = mine
+                .iter()
+                .map(|&i| batch.kernels[i].key.as_str())
+                .collect();
+            let ks: Vec<Bound> = mine.iter().map(|&i| kernels[i].clone()).collect();
             let m = self.measure(routine, &keys, &ks, &data)?;
             if !m.correct {
                 return Err(DemoError::WrongReplay {
@@ -562,13 +598,16 @@ impl<'t> Session<'t> {
         }
         let codes: Vec<(&Built, &schedule_cache::ir::Code)> =
             fresh.iter().map(|(_, b, _, c)| (b, c)).collect();
-        let mut batch = Vec::new();
+        let mut batch = Batch::default();
         let owners = self.render_batch(routine, &codes, &mut batch)?;
         let kernels = self.resolve(&format!("{} {round}", routine.name), &batch)?;
         let (hits_before, rejected_before) = (self.totals.memo_hits, tried.len());
         for ((point, built, schedule, _), mine) in fresh.into_iter().zip(owners) {
-            let keys: Vec<&str> = mine.iter().map(|&i| batch[i].key.as_str()).collect();
-            let ks: Vec<Kernel> = mine.iter().map(|&i| kernels[i].clone()).collect();
+            let keys: Vec<&str> = mine
+                .iter()
+                .map(|&i| batch.kernels[i].key.as_str())
+                .collect();
+            let ks: Vec<Bound> = mine.iter().map(|&i| kernels[i].clone()).collect();
             let measurement = self.measure(routine, &keys, &ks, data)?;
             if !measurement.correct {
                 self.say(&format!(
@@ -647,30 +686,81 @@ impl Data {
 /// The verbatim key of a kernel: its exact prelude and text, its signature, the options
 /// and the compiler.
 fn verbatim_of(source: &Source, options: &[String], identity: &str) -> String {
-    let identity = format!("{identity}\nsignature {}", source.signature);
+    let identity = format!("{identity}\nsignature {}", source.signature.keyed_form());
     verbatim_key(&source.keyed_text(), options, identity.as_bytes())
 }
 
-/// Calls a kernel of signature `(out, a, b, n)` on `data`.
-fn call(kernel: &Kernel, out: &mut [f32], data: &Data) -> Result<(), CcError> {
-    let n = i32::try_from(out.len()).unwrap_or(i32::MAX);
-    kernel.call(&mut [
-        Arg::F32Mut(out),
-        Arg::F32(&data.a),
-        Arg::F32(&data.b),
-        Arg::I32Scalar(n),
-    ])
+/// A batch of rendered kernels and, per kernel, the buffer each parameter is bound to.
+#[derive(Default)]
+struct Batch {
+    kernels: Vec<BatchKernel<Source>>,
+    bindings: Vec<Vec<Binding>>,
+}
+
+/// A callable kernel and the buffer each of its parameters is bound to.
+#[derive(Clone, Debug)]
+pub(crate) struct Bound {
+    kernel: Kernel,
+    bindings: Vec<Binding>,
+}
+
+/// The cc-backend signature of a rendered kernel: each node a buffer of exactly its
+/// element count (the renderer touches nothing beyond it), each static an index.
+fn signature(rendered: &Rendered) -> Result<Signature, DemoError> {
+    let mut signature = Signature::new();
+    for p in &rendered.params {
+        signature = match &p.kind {
+            ParamKind::Buffer {
+                precision,
+                writes,
+                len,
+            } => {
+                let elem = match precision {
+                    Precision::F32 => Elem::F32,
+                    Precision::F64 => Elem::F64,
+                    Precision::I32 => Elem::I32,
+                    Precision::I64 => Elem::I64,
+                    Precision::F16 | Precision::Bf16 => Elem::F16Bits,
+                };
+                if *writes {
+                    signature.buffer_mut(&p.name, elem, Extent::fixed(*len))
+                } else {
+                    signature.buffer(&p.name, elem, Extent::fixed(*len))
+                }
+            }
+            ParamKind::Index { wide } => {
+                signature.scalar(&p.name, if *wide { Elem::I64 } else { Elem::I32 })
+            }
+        };
+    }
+    Ok(signature)
+}
+
+/// Runs a kernel on `data`: each parameter gets the buffer it is bound to.
+fn call(bound: &Bound, out: &mut [f32], data: &Data) -> Result<(), DemoError> {
+    let mut out = Some(out);
+    let mut args = Vec::with_capacity(bound.bindings.len());
+    for b in &bound.bindings {
+        args.push(match b {
+            Binding::Out => Arg::F32Mut(out.take().ok_or_else(|| {
+                DemoError::Render("a kernel with two output parameters".to_string())
+            })?),
+            Binding::A => Arg::F32(&data.a),
+            Binding::B => Arg::F32(&data.b),
+        });
+    }
+    bound.kernel.call(&mut args).map_err(DemoError::Backend)
 }
 
 fn run_and_time(
-    kernels: &[Kernel],
+    kernels: &[Bound],
     data: &Data,
     reps: usize,
     tolerance: f32,
 ) -> Result<Measurement, DemoError> {
     let mut out = vec![0.0f32; data.a.len()];
     for k in kernels {
-        call(k, &mut out, data).map_err(DemoError::Backend)?;
+        call(k, &mut out, data)?;
     }
     let error = out
         .iter()
@@ -685,7 +775,7 @@ fn run_and_time(
     let once = {
         let start = Instant::now();
         for k in kernels {
-            call(k, &mut out, data).map_err(DemoError::Backend)?;
+            call(k, &mut out, data)?;
         }
         start.elapsed().as_secs_f64()
     };
@@ -695,7 +785,7 @@ fn run_and_time(
         let start = Instant::now();
         for _ in 0..iterations {
             for k in kernels {
-                call(k, &mut out, data).map_err(DemoError::Backend)?;
+                call(k, &mut out, data)?;
             }
         }
         times.push(start.elapsed().as_secs_f64() / f64::from(iterations));

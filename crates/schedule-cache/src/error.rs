@@ -150,4 +150,7 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The C renderer cannot render the code (see [`render`](crate::render::render)).
+    #[error("cannot render to C: {0}")]
+    Render(String),
 }

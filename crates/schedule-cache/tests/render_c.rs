@@ -6,12 +6,25 @@
 mod common;
 
 use canonical_text::{Names, canonical_kernel};
-use schedule_cache::render::{owned_names, render_c};
+use schedule_cache::ir::{Code, Symbol};
+use schedule_cache::render::{Naming, Rendered, render, signature_of};
 use schedule_cache::schedule::{ReferenceLanguage, apply_ops};
 use schedule_cache::{
     Config, Registry, SettingsRegistry, canonicalize, digest_completeness, of_saved, to_saved,
 };
 use std::process::Command;
+
+/// Renders `code` as `kern` with the default signature and stable names.
+fn render_c(code: &Code, statics: &[Symbol], config: &Config) -> Rendered {
+    render(
+        code,
+        "kern",
+        &signature_of(code, statics),
+        Naming::Stable,
+        config,
+    )
+    .unwrap()
+}
 
 fn compiles(dir: &std::path::Path, name: &str, text: &str) -> Result<(), String> {
     let path = dir.join(format!("{name}.c"));
@@ -45,7 +58,7 @@ fn rendered_code_compiles_before_and_after_scheduling() {
         let b = common::build(&common::gen_shape(seed), 0);
         let (_, done) = common::gen_schedule(&b.code, seed ^ 0x55, 6);
         for (tag, code) in [("orig", &b.code), ("sched", &done)] {
-            let text = digest_completeness(&cfg, |c| render_c(code, "kern", &b.statics, c))
+            let text = digest_completeness(&cfg, |c| render_c(code, &b.statics, c).file())
                 .expect("the renderer consults only declared settings");
             compiles(dir.path(), &format!("s{seed}_{tag}"), &text).unwrap();
         }
@@ -65,20 +78,21 @@ fn a_replayed_schedule_renders_the_same_kernel_up_to_owned_names() {
         let ib = canonicalize(&b.code, &b.static_ids(), &b.placements, true);
         let (ops, _) = of_saved(&ReferenceLanguage, &saved, &ib).unwrap();
         let done_b = apply_ops(&ops, &b.code).unwrap();
-        let (ta, tb) = (
-            render_c(&done_a, "kern", &a.statics, &cfg),
-            render_c(&done_b, "kern", &b.statics, &cfg),
+        let (ra, rb) = (
+            render_c(&done_a, &a.statics, &cfg),
+            render_c(&done_b, &b.statics, &cfg),
         );
+        let (ta, tb) = (ra.file(), rb.file());
         assert_ne!(ta, tb, "builds must differ in names");
-        let names = |c, s| Names::new().with_bound(owned_names(c, s));
-        let ka = canonical_kernel(&ta, None, &names(&done_a, &a.statics));
-        let kb = canonical_kernel(&tb, None, &names(&done_b, &b.statics));
+        let names = |r: &Rendered| Names::new().with_bound(r.owned.iter().cloned());
+        let ka = canonical_kernel(&ta, None, &names(&ra));
+        let kb = canonical_kernel(&tb, None, &names(&rb));
         assert_eq!(ka.text(), kb.text(), "seed {seed}");
         assert_eq!(ka.key(&[]), kb.key(&[]));
         // And the schedule mattered whenever it had ops.
         if !sched.ops.is_empty() && done_a != a.code {
-            let orig = render_c(&a.code, "kern", &a.statics, &cfg);
-            let ko = canonical_kernel(&orig, None, &names(&a.code, &a.statics));
+            let orig = render_c(&a.code, &a.statics, &cfg);
+            let ko = canonical_kernel(&orig.file(), None, &names(&orig));
             assert_ne!(ko.key(&[]), ka.key(&[]), "seed {seed}");
         }
     }
