@@ -534,6 +534,35 @@ mod tests {
         }
     }
 
+    /// The hints are diagnostic only: two key-part sets whose components agree on every hint
+    /// but differ beyond it (what brute force finds for short prefixes) still get different
+    /// keys, and the explanation from keys says it cannot name the component.
+    #[test]
+    fn equal_hints_never_make_equal_keys() {
+        let digest = "ab".repeat(32);
+        let parts = |tail: char| KeyParts {
+            parts: KEY_COMPONENTS
+                .iter()
+                .map(|&c| match c {
+                    KeyComponent::Digest => (c, digest.clone()),
+                    _ => (
+                        c,
+                        format!("{}{}", "0".repeat(HINT_DIGITS), tail.to_string().repeat(58)),
+                    ),
+                })
+                .collect(),
+        };
+        let (a, b) = (parts('1'), parts('2'));
+        let (ka, kb) = (a.key().expect("key"), b.key().expect("key"));
+        assert_ne!(ka, kb);
+        assert_eq!(ka.as_str().len(), 185);
+        assert_eq!(key_differences(&ka, &kb), Some(vec![]));
+        assert_eq!(a.differing(&b).len(), KEY_COMPONENTS.len() - 1);
+        // Keys of other shapes are not explained.
+        let other = CacheKey::new("abc-cc").expect("key");
+        assert_eq!(key_differences(&ka, &other), None);
+    }
+
     #[test]
     fn digests_are_full_width() {
         let d = PartEncoding::new().digest();
