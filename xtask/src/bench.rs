@@ -120,7 +120,6 @@ impl Figure {
     }
 
     /// A slow figure: runs in a full run and with `--scale`, not in a plain `--quick` run.
-    #[allow(dead_code)] // for the scale figures
     const fn scale(self) -> Figure {
         Figure {
             scale: true,
@@ -210,6 +209,86 @@ const FIGURES: &[Figure] = &[
         "memo_scale",
         "one thread on the same million-entry table (hits/s; higher is better, 2 is perfect)",
     ),
+    Figure::printed(
+        "demo_compiles_canonical_vs_verbatim",
+        "kcache-demo",
+        "session",
+        "kernels compiled by SHA-256 keys of the exact text over the same candidates",
+    )
+    .at_most(0.6)
+    .scale(),
+    Figure::printed(
+        "demo_wall_canonical_vs_verbatim",
+        "kcache-demo",
+        "session",
+        "the demo's search with --keys verbatim (session seconds)",
+    )
+    .scale(),
+    Figure::printed(
+        "demo_wall_memo_vs_no_memo",
+        "kcache-demo",
+        "session",
+        "the demo's search with --no-memo (session seconds)",
+    )
+    .scale(),
+    Figure::printed(
+        "demo_measure_memo_vs_no_memo",
+        "kcache-demo",
+        "session",
+        "the demo's search with --no-memo (seconds spent measuring)",
+    )
+    .scale(),
+    Figure::printed(
+        "kernel_cache_memory_per_entry_1m",
+        "kernel-cache",
+        "scale",
+        "a plain HashMap<String, Resolved<_>> holding the same million entries (bytes per entry)",
+    )
+    .at_most(2.0)
+    .scale(),
+    Figure::printed(
+        "kernel_cache_all_hit_growth_1k_to_1m",
+        "kernel-cache",
+        "scale",
+        "the same all-hit resolve of 1,000 kernels at 1,000 entries",
+    )
+    .at_most(1.5)
+    .scale(),
+    Figure::printed(
+        "dashmap_get_growth_1k_to_1m",
+        "kernel-cache",
+        "scale",
+        "peer: raw dashmap gets of the same 1,000 keys at 1,000 entries",
+    )
+    .scale(),
+    Figure::printed(
+        "kernel_cache_publish_evict_growth_1k_to_1m",
+        "kernel-cache",
+        "scale",
+        "a publish of 8 at capacity (one eviction) at 1,000 entries",
+    )
+    .scale(),
+    Figure::printed(
+        "hashmap_fifo_publish_growth_1k_to_1m",
+        "kernel-cache",
+        "scale",
+        "peer: a HashMap + FIFO of groups, the same publish at 1,000 entries",
+    )
+    .scale(),
+    Figure::printed(
+        "kernel_cache_two_threads_resolve",
+        "kernel-cache",
+        "scale",
+        "one thread at a million entries (resolves/s; higher is better, 2 is perfect)",
+    )
+    .scale(),
+    Figure::printed(
+        "dashmap_two_threads_get",
+        "kernel-cache",
+        "scale",
+        "peer: raw dashmap gets, one thread (higher is better, 2 is perfect)",
+    )
+    .scale(),
 ];
 
 /// What the command line asked for.
