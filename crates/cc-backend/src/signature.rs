@@ -788,4 +788,228 @@ mod tests {
             );
         }
     }
+
+    use proptest::prelude::*;
+
+    /// A buffer of `elem` and `len` elements (shared or exclusive), or a scalar.
+    #[derive(Clone, Debug)]
+    enum Given {
+        Buffer(Elem, bool, usize),
+        Scalar(Elem, i64),
+    }
+
+    fn elem() -> impl Strategy<Value = Elem> {
+        proptest::sample::select(Elem::ALL.to_vec())
+    }
+
+    fn given() -> impl Strategy<Value = Given> {
+        prop_oneof![
+            (elem(), any::<bool>(), 0usize..40).prop_map(|(e, w, l)| Given::Buffer(e, w, l)),
+            (elem(), -3i64..12).prop_map(|(e, v)| Given::Scalar(e, v)),
+        ]
+    }
+
+    /// A signature of up to 6 parameters: each a buffer whose extent is a constant times
+    /// up to two of the integer scalars, or a scalar.
+    fn signature() -> impl Strategy<Value = Signature> {
+        proptest::collection::vec(
+            (
+                any::<bool>(),
+                elem(),
+                any::<bool>(),
+                0usize..5,
+                proptest::collection::vec(0usize..6, 0..3),
+            ),
+            0..6,
+        )
+        .prop_map(|params| {
+            let mut sig = Signature::new();
+            for (i, (is_buffer, elem, writes, times, _)) in params.iter().enumerate() {
+                let name = format!("p{i}");
+                if !*is_buffer {
+                    sig = sig.scalar(&name, *elem);
+                    continue;
+                }
+                sig.params.push(Param::Buffer {
+                    name,
+                    elem: *elem,
+                    writes: *writes,
+                    len: Extent::fixed(*times),
+                });
+            }
+            // Extents may name the integer scalars only.
+            let ints: Vec<String> = sig
+                .params
+                .iter()
+                .filter_map(|p| match p {
+                    Param::Scalar { name, elem } if elem.is_integer() => Some(name.clone()),
+                    _ => None,
+                })
+                .collect();
+            for (p, (.., picks)) in sig.params.iter_mut().zip(&params) {
+                if let Param::Buffer { len, .. } = p
+                    && !ints.is_empty()
+                {
+                    len.scalars = picks.iter().map(|k| ints[k % ints.len()].clone()).collect();
+                }
+            }
+            sig
+        })
+    }
+
+    /// The arguments `given` describes, over storage that outlives them.
+    struct Storage {
+        f32s: Vec<Vec<f32>>,
+        f64s: Vec<Vec<f64>>,
+        i32s: Vec<Vec<i32>>,
+        i64s: Vec<Vec<i64>>,
+        u8s: Vec<Vec<u8>>,
+        u16s: Vec<Vec<u16>>,
+    }
+
+    fn storage(given: &[Given]) -> Storage {
+        let lens = |e: Elem| -> Vec<usize> {
+            given
+                .iter()
+                .filter_map(|g| match g {
+                    Given::Buffer(x, _, l) if *x == e => Some(*l),
+                    _ => None,
+                })
+                .collect()
+        };
+        Storage {
+            f32s: lens(Elem::F32).into_iter().map(|l| vec![0.0; l]).collect(),
+            f64s: lens(Elem::F64).into_iter().map(|l| vec![0.0; l]).collect(),
+            i32s: lens(Elem::I32).into_iter().map(|l| vec![0; l]).collect(),
+            i64s: lens(Elem::I64).into_iter().map(|l| vec![0; l]).collect(),
+            u8s: lens(Elem::U8).into_iter().map(|l| vec![0; l]).collect(),
+            u16s: lens(Elem::F16Bits)
+                .into_iter()
+                .map(|l| vec![0; l])
+                .collect(),
+        }
+    }
+
+    fn args<'a>(given: &[Given], s: &'a mut Storage) -> Vec<Arg<'a>> {
+        let mut f32s = s.f32s.iter_mut();
+        let mut f64s = s.f64s.iter_mut();
+        let mut i32s = s.i32s.iter_mut();
+        let mut i64s = s.i64s.iter_mut();
+        let mut u8s = s.u8s.iter_mut();
+        let mut u16s = s.u16s.iter_mut();
+        given
+            .iter()
+            .map(|g| match *g {
+                Given::Buffer(Elem::F32, w, _) => {
+                    let b = f32s.next().unwrap();
+                    if w { Arg::F32Mut(b) } else { Arg::F32(b) }
+                }
+                Given::Buffer(Elem::F64, w, _) => {
+                    let b = f64s.next().unwrap();
+                    if w { Arg::F64Mut(b) } else { Arg::F64(b) }
+                }
+                Given::Buffer(Elem::I32, w, _) => {
+                    let b = i32s.next().unwrap();
+                    if w { Arg::I32Mut(b) } else { Arg::I32(b) }
+                }
+                Given::Buffer(Elem::I64, w, _) => {
+                    let b = i64s.next().unwrap();
+                    if w { Arg::I64Mut(b) } else { Arg::I64(b) }
+                }
+                Given::Buffer(Elem::U8, w, _) => {
+                    let b = u8s.next().unwrap();
+                    if w { Arg::U8Mut(b) } else { Arg::U8(b) }
+                }
+                Given::Buffer(Elem::F16Bits, w, _) => {
+                    let b = u16s.next().unwrap();
+                    if w {
+                        Arg::F16BitsMut(b)
+                    } else {
+                        Arg::F16Bits(b)
+                    }
+                }
+                Given::Scalar(Elem::F32, v) => Arg::F32Scalar(v as f32),
+                Given::Scalar(Elem::F64, v) => Arg::F64Scalar(v as f64),
+                Given::Scalar(Elem::I32, v) => Arg::I32Scalar(v as i32),
+                Given::Scalar(Elem::I64, v) => Arg::I64Scalar(v),
+                Given::Scalar(Elem::U8, v) => Arg::U8Scalar(v.clamp(0, 255) as u8),
+                Given::Scalar(Elem::F16Bits, v) => Arg::F16BitsScalar(v.clamp(0, 9) as u16),
+            })
+            .collect()
+    }
+
+    /// The simple reference: does the call fit the signature?
+    fn fits(sig: &Signature, given: &[Given]) -> bool {
+        if sig.params.len() != given.len() {
+            return false;
+        }
+        let value = |name: &str| -> Option<i64> {
+            let j = sig.params.iter().position(|p| p.name() == name)?;
+            match given[j] {
+                Given::Scalar(Elem::U8, v) => Some(v.clamp(0, 255)),
+                Given::Scalar(_, v) => Some(v),
+                Given::Buffer(..) => None,
+            }
+        };
+        let kinds = sig.params.iter().zip(given).all(|(p, g)| match (p, g) {
+            (Param::Buffer { elem, writes, .. }, Given::Buffer(e, w, _)) => {
+                elem == e && writes == w
+            }
+            (Param::Scalar { elem, .. }, Given::Scalar(e, _)) => elem == e,
+            _ => false,
+        });
+        kinds
+            && sig.params.iter().zip(given).all(|(p, g)| match (p, g) {
+                (Param::Buffer { len, .. }, Given::Buffer(_, _, l)) => {
+                    let mut need = len.times as i128;
+                    for s in &len.scalars {
+                        let v = value(s).unwrap_or(-1);
+                        if v < 0 {
+                            return false;
+                        }
+                        need *= i128::from(v);
+                    }
+                    need <= *l as i128
+                }
+                _ => true,
+            })
+    }
+
+    proptest! {
+        /// The safe call's check accepts exactly the calls the simple reference accepts,
+        /// and an accepted call hands over one pointer per parameter.
+        #[test]
+        fn marshal_accepts_exactly_the_fitting_calls(
+            sig in signature(),
+            mutate in proptest::option::of((0usize..6, given())),
+            drop_last in any::<bool>(),
+        ) {
+            prop_assert!(sig.check().is_ok(), "{}", sig);
+            // Start from a fitting call, then perturb it.
+            let mut given: Vec<Given> = sig.params.iter().map(|p| match p {
+                Param::Buffer { elem, writes, len, .. } => Given::Buffer(*elem, *writes, len.times * 11 * 11),
+                Param::Scalar { elem, .. } => Given::Scalar(*elem, 11),
+            }).collect();
+            if let Some((i, g)) = mutate && !given.is_empty() {
+                let i = i % given.len();
+                given[i] = g;
+            }
+            if drop_last {
+                given.pop();
+            }
+            let mut store = storage(&given);
+            let mut a = args(&given, &mut store);
+            let result = sig.marshal("k", &mut a);
+            prop_assert_eq!(result.is_ok(), fits(&sig, &given), "{} {:?}", sig, given);
+            if let Ok(pointers) = result {
+                prop_assert_eq!(pointers.len(), sig.params.len());
+            }
+        }
+
+        /// Decoding never panics, whatever the bytes.
+        #[test]
+        fn decoding_any_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Signature::decode(&mut Reader { bytes: &bytes });
+        }
+    }
 }
