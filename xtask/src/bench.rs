@@ -239,6 +239,13 @@ const FIGURES: &[Figure] = &[
     )
     .scale(),
     Figure::printed(
+        "demo_measurements_memo_vs_no_memo",
+        "kcache-demo",
+        "session",
+        "the demo's search with --no-memo (measurements run)",
+    )
+    .scale(),
+    Figure::printed(
         "kernel_cache_memory_per_entry_1m",
         "kernel-cache",
         "scale",

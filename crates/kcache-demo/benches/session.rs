@@ -12,7 +12,9 @@
 //!   timings, so its stream may differ slightly);
 //! - `demo_wall_memo_vs_no_memo`: the session's wall time with the memo table against a
 //!   session without it (`--no-memo`), both with canonical keys;
-//! - `demo_measure_memo_vs_no_memo`: the time spent measuring in those two sessions.
+//! - `demo_measure_memo_vs_no_memo`: the time spent measuring in those two sessions;
+//! - `demo_measurements_memo_vs_no_memo`: the measurements actually run in them (the
+//!   others answered by the memo table).
 //!
 //! Runs alternate their order from one invocation to the next (by the clock), so a load
 //! spike does not always fall on the same mode. Without `--bench` (as `cargo xtask test`
@@ -82,6 +84,10 @@ fn main() {
     println!(
         "{tag}FIGURE demo_measure_memo_vs_no_memo {:.4} {:.4}",
         c.measure_seconds, n.measure_seconds
+    );
+    println!(
+        "{tag}FIGURE demo_measurements_memo_vs_no_memo {} {}",
+        c.memo_misses, n.memo_misses
     );
     println!(
         "# canonical: {} rendered, {} compiled ({} by verbatim keys over the same stream), {}/{} measurements from the memo table, {:.2} s compiling, {:.2} s measuring, {:.2} s in all",
