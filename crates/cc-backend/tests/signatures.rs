@@ -488,3 +488,20 @@ fn saved_programs_load_in_another_backend_and_compute_the_same() {
     trailing.bytes.push(0);
     assert!(PersistentBackend::load(&other, &trailing).is_err());
 }
+
+#[test]
+fn the_raw_symbol_is_the_kernel_itself() {
+    let b = backend();
+    let program = compile_mixed(&b);
+    let kernel = program.kernel("p1").unwrap();
+    let mut o = [0i32; 4];
+    // SAFETY: `p1` is `void p1(int32_t *o)` (its signature's prototype, checked by the
+    // compiler) and writes exactly 4 elements (its extent); `o` holds 4, and `kernel`
+    // keeps the library loaded across the call.
+    #[allow(unsafe_code)]
+    unsafe {
+        let f: unsafe extern "C" fn(*mut i32) = std::mem::transmute(kernel.raw_function());
+        f(o.as_mut_ptr());
+    }
+    assert_eq!(o, [-3, -2, 1, 6]);
+}
