@@ -376,6 +376,56 @@ fn a_miss_names_the_keys_the_same_code_is_stored_under() {
     assert!(reason.to_string().contains("tisolated"), "{reason}");
 }
 
+/// A regime change deletes every entry of every version, whatever the key shape or length
+/// of the version that wrote it (regime 1's `digest-backend-n…` keys, regime 2's 185-byte
+/// keys, keys longer than the 200-byte limit), in both spaces, and nothing else.
+#[test]
+fn a_regime_change_sweeps_entries_of_every_version() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let v1 = format!("{}-cc-n1a2b3c4-c5d6e7f8-p4-dx86-tisolated", "ab".repeat(32));
+    let v2 = format!(
+        "{}-{}-b0a1b2c_f3d4e5f_n000000_c111111_p222222_d333333_t444444",
+        "cd".repeat(32),
+        "ef".repeat(32)
+    );
+    let long = "9".repeat(240);
+    let entries = [
+        format!("{v1}.ron"),
+        format!("{v1}.placement.ron"),
+        format!("{v2}.ron"),
+        format!("{v2}.placement.ron"),
+        format!("{long}.ron"),
+        "x.ron".to_owned(),
+    ];
+    let foreign = [
+        "not.a.key.ron",
+        ".hidden.ron",
+        "notes.txt",
+        ".ron",
+        "a b.ron",
+    ];
+    for name in entries.iter().map(String::as_str).chain(foreign) {
+        fs::write(dir.join(name), "old").expect("write");
+    }
+    fs::write(dir.join(STAMP_FILE), "1\n").expect("stamp");
+    let k = key("any");
+    assert_eq!(disk::lookup::<PlacementEntry>(dir, Some(&k), DIGEST), None);
+    assert_eq!(stamp(dir), format!("{CACHE_REGIME_VERSION}\n"));
+    for name in &entries {
+        assert!(
+            !dir.join(name).exists(),
+            "{name} is an entry of an older regime and must go"
+        );
+    }
+    for name in foreign {
+        assert!(
+            dir.join(name).exists(),
+            "{name} is foreign and must survive"
+        );
+    }
+}
+
 mod model {
     //! The protocol against a model: a random sequence of stores and lookups by processes of
     //! random regimes behaves like a map that is cleared whenever a newer regime first opens
