@@ -1,0 +1,223 @@
+//! The schedule store on disk at scale (issue 15): lookup, miss and store cost in a directory
+//! of 100,000 entries against one of 100, and the regime sweep of 100,000 entries.
+//!
+//! A measured bench binary (`harness = false`): the small and the large directory are measured
+//! interleaved, operation by operation, in several rounds; each figure is the median over the
+//! rounds of the per-round ratio (large over small) with the spread (lowest–highest round),
+//! printed as `BENCH <name> <ratio> <unit> <spread>`.
+//!
+//! The large directory is filled by writing entry files directly (the exact bytes `store`
+//! writes, without the two `fsync`s per entry that would make 100,000 stores take many
+//! minutes); the fill time is printed. Arguments (after `--`): `--entries N` (default
+//! 100000), `--small N` (100), `--rounds R` (7), `--ops K` (200 lookups per round and size).
+
+use std::fs;
+use std::hint::black_box;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use schedule_cache::CacheKey;
+use schedule_cache::disk::{DiskCache, Lookup, Space, StoreOutcome};
+use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn hex(&mut self, n: usize) -> String {
+        let mut s = String::with_capacity(n);
+        while s.len() < n {
+            s.push_str(&format!("{:016x}", self.next()));
+        }
+        s.truncate(n);
+        s
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// An entry and its key of today's shape (`<digest>-<whole>-<hints>`, 185 bytes).
+fn entry(rng: &mut Rng) -> (CacheKey, PlacementEntry) {
+    let digest = rng.hex(64);
+    let hints: Vec<String> = ["b", "f", "n", "c", "p", "d", "t"]
+        .iter()
+        .map(|l| format!("{l}{}", rng.hex(6)))
+        .collect();
+    let key = CacheKey::new(&format!("{digest}-{}-{}", rng.hex(64), hints.join("_"))).expect("key");
+    let flips = (0..24)
+        .map(|i| Flip {
+            node: i * 5 + 1,
+            direction: [
+                Direction::Materialize,
+                Direction::Inline,
+                Direction::Footprint,
+            ][(i % 3) as usize],
+        })
+        .collect();
+    (key, PlacementEntry::new(&digest, flips, Shipped::Refined))
+}
+
+/// Fills `dir` with `n` entries (one through `store`, for the lock file and the stamp; the
+/// rest written directly with the bytes `store` writes). Returns the keys and digests.
+fn fill(dir: &Path, n: usize, rng: &mut Rng) -> Vec<(CacheKey, String)> {
+    let mut keys = Vec::with_capacity(n);
+    for i in 0..n {
+        let (key, e) = entry(rng);
+        if i == 0 {
+            let out = DiskCache::new(dir).store(Some(&key), &e).expect("store");
+            assert_eq!(out, StoreOutcome::Stored);
+        } else {
+            let text =
+                ron::ser::to_string_pretty(&e, ron::ser::PrettyConfig::default()).expect("encode");
+            fs::write(dir.join(Space::Placement.file_name(&key)), text).expect("write");
+        }
+        keys.push((key, e.digest.clone()));
+    }
+    keys
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Median and 99th percentile of `samples`.
+fn p50_p99(samples: &mut [Duration]) -> (Duration, Duration) {
+    samples.sort();
+    (percentile(samples, 0.5), percentile(samples, 0.99))
+}
+
+/// Median of `values` and the spread (lowest, highest).
+fn summary(values: &mut [f64]) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    (
+        values[values.len() / 2],
+        values[0],
+        values[values.len() - 1],
+    )
+}
+
+fn bench_line(name: &str, values: &mut [f64], unit: &str) {
+    let (median, lo, hi) = summary(values);
+    println!("BENCH {name} {median:.3} {unit} {lo:.3}-{hi:.3}");
+}
+
+fn arg(args: &[String], flag: &str, default: usize) -> usize {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    // `cargo bench` passes `--bench`; a plain run of the binary does not.
+    let entries = arg(&args, "--entries", 100_000);
+    let small_n = arg(&args, "--small", 100);
+    let rounds = arg(&args, "--rounds", 7).max(1);
+    let ops = arg(&args, "--ops", 200).max(1);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (small_dir, large_dir) = (tmp.path().join("small"), tmp.path().join("large"));
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let small = fill(&small_dir, small_n, &mut rng);
+    let t = Instant::now();
+    let large = fill(&large_dir, entries, &mut rng);
+    let fill_s = t.elapsed().as_secs_f64();
+    println!(
+        "# filled {entries} entries in {fill_s:.1} s ({:.3} s per 1000); small directory: {small_n}",
+        fill_s / entries as f64 * 1000.0
+    );
+    let (small_cache, large_cache) = (DiskCache::new(&small_dir), DiskCache::new(&large_dir));
+
+    let lookup = |cache: &DiskCache, (key, digest): &(CacheKey, String)| {
+        let t = Instant::now();
+        let found = cache.probe::<PlacementEntry>(Some(black_box(key)), digest);
+        let d = t.elapsed();
+        assert!(matches!(found, Lookup::Hit(_)), "{found:?}");
+        d
+    };
+    let miss = |cache: &DiskCache, rng: &mut Rng| {
+        let (key, e) = entry(rng);
+        let t = Instant::now();
+        let found = cache.probe::<PlacementEntry>(Some(black_box(&key)), &e.digest);
+        let d = t.elapsed();
+        assert!(matches!(found, Lookup::Miss(_)), "{found:?}");
+        d
+    };
+    let store = |cache: &DiskCache, rng: &mut Rng| {
+        let (key, e) = entry(rng);
+        let t = Instant::now();
+        let out = cache.store(Some(black_box(&key)), &e).expect("store");
+        let d = t.elapsed();
+        assert_eq!(out, StoreOutcome::Stored);
+        fs::remove_file(cache.dir().join(Space::Placement.file_name(&key))).expect("rm");
+        d
+    };
+
+    let (mut hit50, mut hit99, mut miss50, mut miss99, mut st50, mut st99) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut abs_hit_small, mut abs_hit_large) = (vec![], vec![]);
+    let store_ops = (ops / 10).max(5);
+    for _ in 0..rounds {
+        let (mut s, mut l) = (Vec::with_capacity(ops), Vec::with_capacity(ops));
+        for _ in 0..ops {
+            s.push(lookup(&small_cache, &small[rng.below(small.len())]));
+            l.push(lookup(&large_cache, &large[rng.below(large.len())]));
+        }
+        let ((s50, s99), (l50, l99)) = (p50_p99(&mut s), p50_p99(&mut l));
+        hit50.push(l50.as_secs_f64() / s50.as_secs_f64());
+        hit99.push(l99.as_secs_f64() / s99.as_secs_f64());
+        abs_hit_small.push(s50.as_secs_f64() * 1e6);
+        abs_hit_large.push(l50.as_secs_f64() * 1e6);
+
+        let (mut s, mut l) = (Vec::with_capacity(ops), Vec::with_capacity(ops));
+        for _ in 0..ops {
+            s.push(miss(&small_cache, &mut rng));
+            l.push(miss(&large_cache, &mut rng));
+        }
+        let ((s50, s99), (l50, l99)) = (p50_p99(&mut s), p50_p99(&mut l));
+        miss50.push(l50.as_secs_f64() / s50.as_secs_f64());
+        miss99.push(l99.as_secs_f64() / s99.as_secs_f64());
+
+        let (mut s, mut l) = (Vec::new(), Vec::new());
+        for _ in 0..store_ops {
+            s.push(store(&small_cache, &mut rng));
+            l.push(store(&large_cache, &mut rng));
+        }
+        let ((s50, s99), (l50, l99)) = (p50_p99(&mut s), p50_p99(&mut l));
+        st50.push(l50.as_secs_f64() / s50.as_secs_f64());
+        st99.push(l99.as_secs_f64() / s99.as_secs_f64());
+    }
+    let (m, _, _) = summary(&mut abs_hit_small);
+    let (n, _, _) = summary(&mut abs_hit_large);
+    println!("# hit median: {m:.1} us at {small_n}, {n:.1} us at {entries}");
+    bench_line("disk_lookup_growth_p50", &mut hit50, "x");
+    bench_line("disk_lookup_growth_p99", &mut hit99, "x");
+    bench_line("disk_miss_growth_p50", &mut miss50, "x");
+    bench_line("disk_miss_growth_p99", &mut miss99, "x");
+    bench_line("disk_store_growth_p50", &mut st50, "x");
+    bench_line("disk_store_growth_p99", &mut st99, "x");
+
+    // The regime sweep: a build of the next regime opens the large directory.
+    let t = Instant::now();
+    let next = DiskCache::new(&large_dir).with_regime(large_cache.regime() + 1);
+    let found = next.probe::<PlacementEntry>(Some(&large[0].0), &large[0].1);
+    let sweep_s = t.elapsed().as_secs_f64();
+    assert!(matches!(found, Lookup::Miss(_)), "{found:?}");
+    let left = fs::read_dir(&large_dir).expect("ls").count();
+    assert!(left <= 3, "{left} names left after the sweep");
+    println!(
+        "BENCH disk_regime_sweep_per_1000 {:.4} s {:.4}-{:.4}",
+        sweep_s / entries as f64 * 1000.0,
+        sweep_s / entries as f64 * 1000.0,
+        sweep_s / entries as f64 * 1000.0
+    );
+}
