@@ -43,7 +43,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Count entries, bytes, stale staging and unreadable entries; show the regime stamp.
+    /// Count entries, bytes, stale staging and unreadable entries; show the regime stamp. One
+    /// streamed pass reading each entry's version header only (`verify` parses entries whole).
     Stats {
         /// The cache directory.
         dir: PathBuf,

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use schedule_cache::disk::{
-    self, CACHE_REGIME_VERSION, DiskCache, EntryFile, EntryProblem, MAX_ENTRY_BYTES, MissReason,
-    RegimeStamp, Space,
+    self, CACHE_REGIME_VERSION, DiskCache, EntryFile, EntryProblem, Found, MAX_ENTRY_BYTES,
+    MissReason, RegimeStamp, Space,
 };
 
 /// What went wrong in a way that is not a finding (exit status 2).
@@ -27,76 +27,113 @@ fn regime_line(stamp: &RegimeStamp) -> String {
     }
 }
 
-/// `kcache stats DIR`.
+/// The entry version this build reads in `space`.
+fn current_version(space: Space) -> u32 {
+    match space {
+        Space::Schedule => schedule_cache::ENTRY_VERSION,
+        Space::Placement => schedule_cache::placement::PLACEMENT_ENTRY_VERSION,
+    }
+}
+
+/// `kcache stats DIR`: one streamed pass over the directory (nothing is collected, so memory
+/// stays bounded at any size); each entry costs a `stat` and a read of its first bytes (the
+/// version header, [`disk::entry_version`]); `kcache verify` parses entries whole.
 pub(crate) fn stats(
     out: &mut impl Write,
     dir: &Path,
     stale_after: Duration,
 ) -> Result<ExitCode, Failure> {
-    let inv = disk::inventory(dir)?;
-    let count = |s: Space| inv.entries.iter().filter(|e| e.space == s).count();
-    let bytes: u64 = inv.entries.iter().map(|e| e.bytes).sum();
-    let (mut unreadable, mut other_version) = (0, 0);
-    for e in &inv.entries {
-        match disk::verify_entry(dir, e) {
-            Err(EntryProblem::Invalid(MissReason::VersionMismatch { .. })) => other_version += 1,
-            Err(EntryProblem::DigestNotKeyPrefix { .. }) | Ok(_) => {}
-            Err(_) => unreadable += 1,
-        }
+    #[derive(Default)]
+    struct Counts {
+        lock_file: bool,
+        schedule: usize,
+        placement: usize,
+        bytes: u64,
+        unreadable: usize,
+        other_version: usize,
+        staging: usize,
+        stale: usize,
+        stale_bytes: u64,
+        foreign: usize,
     }
-    let stale: Vec<_> = inv
-        .staging
-        .iter()
-        .filter(|s| s.age >= stale_after)
-        .collect();
+    let mut c = Counts::default();
+    let regime = disk::scan(dir, |found| match found {
+        Found::LockFile => c.lock_file = true,
+        Found::Entry(e) => {
+            match e.space {
+                Space::Schedule => c.schedule += 1,
+                Space::Placement => c.placement += 1,
+            }
+            c.bytes += e.bytes;
+            match disk::entry_version(dir, &e) {
+                Ok(v) if v == current_version(e.space) => {}
+                Ok(_) => c.other_version += 1,
+                Err(_) => c.unreadable += 1,
+            }
+        }
+        Found::Staging(s) => {
+            c.staging += 1;
+            if s.age >= stale_after {
+                c.stale += 1;
+                c.stale_bytes += s.bytes;
+            }
+        }
+        Found::Foreign(_) => c.foreign += 1,
+    })?;
     writeln!(out, "directory: {}", dir.display())?;
-    writeln!(out, "regime: {}", regime_line(&inv.regime))?;
+    writeln!(out, "regime: {}", regime_line(&regime))?;
     writeln!(
         out,
         "lock file: {}",
-        if inv.lock_file { "present" } else { "absent" }
+        if c.lock_file { "present" } else { "absent" }
     )?;
     writeln!(
         out,
         "entries: {} (schedule {}, placement {})",
-        inv.entries.len(),
-        count(Space::Schedule),
-        count(Space::Placement)
+        c.schedule + c.placement,
+        c.schedule,
+        c.placement
     )?;
-    writeln!(out, "bytes: {bytes}")?;
-    writeln!(out, "unreadable entries: {unreadable}")?;
-    writeln!(out, "other-version entries: {other_version}")?;
+    writeln!(out, "bytes: {}", c.bytes)?;
+    writeln!(out, "unreadable entries: {}", c.unreadable)?;
+    writeln!(out, "other-version entries: {}", c.other_version)?;
     writeln!(
         out,
         "staging: {} ({} stale, {} bytes)",
-        inv.staging.len(),
-        stale.len(),
-        stale.iter().map(|s| s.bytes).sum::<u64>()
+        c.staging, c.stale, c.stale_bytes
     )?;
-    writeln!(out, "foreign files: {}", inv.foreign.len())?;
+    writeln!(out, "foreign files: {}", c.foreign)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// `kcache verify DIR`.
+/// `kcache verify DIR`: one streamed pass; each problem is printed as it is found (directory
+/// order), nothing is collected.
 pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<ExitCode, Failure> {
-    let inv = disk::inventory(dir)?;
-    let mut problems = 0usize;
-    if let RegimeStamp::Malformed(_) = inv.regime {
-        writeln!(out, "{}: {}", disk::STAMP_FILE, regime_line(&inv.regime))?;
-        problems += 1;
-    }
-    for e in &inv.entries {
-        if let Err(p) = disk::verify_entry(dir, e) {
-            writeln!(out, "{}: {p}", e.name)?;
+    let (mut entries, mut problems) = (0usize, 0usize);
+    let mut write_error: Option<io::Error> = None;
+    let regime = disk::scan(dir, |found| {
+        let Found::Entry(e) = found else { return };
+        entries += 1;
+        if let Err(p) = disk::verify_entry(dir, &e) {
             problems += 1;
+            if write_error.is_none()
+                && let Err(err) = writeln!(out, "{}: {p}", e.name)
+            {
+                write_error = Some(err);
+            }
         }
+    })?;
+    if let Some(e) = write_error {
+        return Err(e.into());
+    }
+    if let RegimeStamp::Malformed(_) = regime {
+        writeln!(out, "{}: {}", disk::STAMP_FILE, regime_line(&regime))?;
+        problems += 1;
     }
     writeln!(
         out,
-        "verified {} entries: {} problem(s); regime {}",
-        inv.entries.len(),
-        problems,
-        regime_line(&inv.regime)
+        "verified {entries} entries: {problems} problem(s); regime {}",
+        regime_line(&regime)
     )?;
     Ok(if problems == 0 {
         ExitCode::SUCCESS

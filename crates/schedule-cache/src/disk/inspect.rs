@@ -99,29 +99,37 @@ fn age_of(meta: &fs::Metadata) -> Duration {
         .unwrap_or(Duration::ZERO)
 }
 
-/// Lists `dir` without changing anything: never creates the directory, the lock file or a
-/// stamp. If the lock file exists and can be opened read-write, the listing is taken under a
-/// shared lock (so it never sees a regime transition half done).
+/// One name of a cache directory, as [`scan`] sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// The lock file.
+    LockFile,
+    /// An entry file of the current key shape.
+    Entry(EntryFile),
+    /// A staging artifact.
+    Staging(StagingArtifact),
+    /// Any other name (including entries of an older key shape, which a regime change sweeps).
+    Foreign(String),
+}
+
+/// Streams the names of `dir` to `visit` without changing anything and without holding them
+/// all (memory stays bounded at any directory size; names come in directory order). Never
+/// creates the directory, the lock file or a stamp. If the lock file exists and can be opened,
+/// the listing is taken under a shared lock (so it never sees a regime transition half done).
+/// Returns the stamp.
 ///
 /// # Errors
 /// [`Error::Inspect`] if the directory or its stamp cannot be read.
-pub fn inventory(dir: &Path) -> Result<Inventory, Error> {
+pub fn scan(dir: &Path, mut visit: impl FnMut(Found)) -> Result<RegimeStamp, Error> {
     let cache = CacheDir::new(dir, super::CACHE_REGIME_VERSION, is_entry_of_any_version);
     let _held = cache.lock(Mode::Shared, false).ok();
     let regime = read_stamp(dir).map_err(inspect_err(&dir.join(STAMP_FILE)))?;
-    let mut inv = Inventory {
-        regime,
-        lock_file: false,
-        entries: Vec::new(),
-        staging: Vec::new(),
-        foreign: Vec::new(),
-    };
     for item in fs::read_dir(dir).map_err(inspect_err(dir))? {
         let item = item.map_err(inspect_err(dir))?;
         let name = item.file_name().to_string_lossy().into_owned();
         let path = item.path();
         if name == LOCK_FILE {
-            inv.lock_file = true;
+            visit(Found::LockFile);
         } else if name == STAMP_FILE {
         } else if cache_dir::is_staging(&name) {
             let bytes = fs::read_dir(&path)
@@ -133,25 +141,111 @@ pub fn inventory(dir: &Path) -> Result<Inventory, Error> {
                 })
                 .unwrap_or(0);
             let age = cache_dir::staging_age(&path).unwrap_or(Duration::ZERO);
-            inv.staging.push(StagingArtifact { name, bytes, age });
+            visit(Found::Staging(StagingArtifact { name, bytes, age }));
         } else if let Some((space, key)) = Space::of_file_name(&name) {
-            let meta = fs::symlink_metadata(&path).map_err(inspect_err(&path))?;
-            inv.entries.push(EntryFile {
+            let meta = match item.metadata() {
+                Ok(m) => m,
+                // Removed since the listing (a concurrent gc): gone, not an error.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(inspect_err(&path)(e)),
+            };
+            visit(Found::Entry(EntryFile {
                 name,
                 space,
                 key,
                 bytes: if meta.is_file() { meta.len() } else { 0 },
                 age: age_of(&meta),
                 is_file: meta.is_file(),
-            });
+            }));
         } else {
-            inv.foreign.push(name);
+            visit(Found::Foreign(name));
         }
     }
+    Ok(regime)
+}
+
+/// Lists `dir` without changing anything, as [`scan`] does, collecting and sorting every
+/// name: for small directories and tests (a tool on a large directory uses [`scan`], which
+/// holds nothing).
+///
+/// # Errors
+/// [`Error::Inspect`] if the directory or its stamp cannot be read.
+pub fn inventory(dir: &Path) -> Result<Inventory, Error> {
+    let mut inv = Inventory {
+        regime: RegimeStamp::Absent,
+        lock_file: false,
+        entries: Vec::new(),
+        staging: Vec::new(),
+        foreign: Vec::new(),
+    };
+    inv.regime = scan(dir, |found| match found {
+        Found::LockFile => inv.lock_file = true,
+        Found::Entry(e) => inv.entries.push(e),
+        Found::Staging(s) => inv.staging.push(s),
+        Found::Foreign(n) => inv.foreign.push(n),
+    })?;
     inv.entries.sort_by(|a, b| a.name.cmp(&b.name));
     inv.staging.sort_by(|a, b| a.name.cmp(&b.name));
     inv.foreign.sort();
     Ok(inv)
+}
+
+/// How many leading bytes [`entry_version`] reads.
+pub const HEADER_BYTES: u64 = 256;
+
+/// The `version` an entry file records, read from its first [`HEADER_BYTES`] only (as every
+/// store writes it: `(` then `version: N` first): the cheap check `kcache stats` makes on every
+/// entry. A file whose header is not of that shape is reported `Unparsable`; the rest of the
+/// file is not looked at ([`verify_entry`] parses the whole entry).
+///
+/// # Errors
+/// The problem found: not a regular file, unreadable, or no version header.
+pub fn entry_version(dir: &Path, entry: &EntryFile) -> Result<u32, EntryProblem> {
+    use std::io::Read;
+    if !entry.is_file {
+        return Err(EntryProblem::NotAFile);
+    }
+    let (file, _) = cache_dir::open_regular(&dir.join(&entry.name)).map_err(|e| {
+        EntryProblem::Invalid(unreadable(cache_dir::Error::Io {
+            during: "read the entry",
+            source: e,
+        }))
+    })?;
+    let mut head = Vec::with_capacity(HEADER_BYTES as usize);
+    file.take(HEADER_BYTES)
+        .read_to_end(&mut head)
+        .map_err(|e| {
+            EntryProblem::Invalid(unreadable(cache_dir::Error::Io {
+                during: "read the entry",
+                source: e,
+            }))
+        })?;
+    parse_version_header(&head).ok_or(EntryProblem::Invalid(MissReason::Unparsable {
+        message: "no `(version: N` header".into(),
+    }))
+}
+
+/// `N` from `(version: N,` at the start of `head` (RON white space and comments aside are not
+/// accepted: only the layout stores write, with any ASCII white space).
+fn parse_version_header(head: &[u8]) -> Option<u32> {
+    let ws = |s: &[u8]| -> usize { s.iter().take_while(|b| b.is_ascii_whitespace()).count() };
+    let mut at = ws(head);
+    at += usize::from(head.get(at) == Some(&b'('));
+    if at == 0 || head[at - 1] != b'(' {
+        return None;
+    }
+    at += ws(&head[at..]);
+    let rest = head[at..].strip_prefix(b"version")?;
+    let rest = &rest[ws(rest)..];
+    let rest = rest.strip_prefix(b":")?;
+    let rest = &rest[ws(rest)..];
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let after = &rest[digits..];
+    let after = &after[ws(after)..];
+    if digits == 0 || digits > 10 || !matches!(after.first(), Some(b',') | Some(b')')) {
+        return None;
+    }
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
 /// Checks one entry file of `dir`: it is a regular file, parses as its space's entry type at
@@ -248,5 +342,50 @@ impl DiskCache {
             }
         }
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn the_version_header_is_read_from_the_layouts_stores_write() {
+        assert_eq!(
+            parse_version_header(b"(\n    version: 2,\n    digest: \"ab\""),
+            Some(2)
+        );
+        assert_eq!(parse_version_header(b"(version:1)"), Some(1));
+        for bad in [
+            &b""[..],
+            b"version: 1,",
+            b"(versio: 1,",
+            b"(version: ,",
+            b"(version: 1x",
+            b"(version: 99999999999,",
+        ] {
+            assert_eq!(
+                parse_version_header(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    proptest! {
+        /// The header agrees with the full parse on every entry a store writes.
+        #[test]
+        fn the_header_agrees_with_the_full_parse(version in any::<u32>(), flips in 0u32..40) {
+            let mut e = crate::placement::PlacementEntry::new(
+                "ab12",
+                (0..flips).map(|n| crate::placement::Flip { node: n, direction: crate::placement::Direction::Inline }).collect(),
+                crate::placement::Shipped::A,
+            );
+            e.version = version;
+            let text = ron::ser::to_string_pretty(&e, ron::ser::PrettyConfig::default()).expect("encode");
+            prop_assert_eq!(parse_version_header(text.as_bytes()), Some(version));
+        }
     }
 }

@@ -59,7 +59,8 @@ pub use cache_dir::{
     read_stamp, render_stamp, staging_age,
 };
 pub use inspect::{
-    EntryFile, EntryProblem, GcReport, Inventory, StagingArtifact, inventory, verify_entry,
+    EntryFile, EntryProblem, Found, GcReport, HEADER_BYTES, Inventory, StagingArtifact,
+    entry_version, inventory, scan, verify_entry,
 };
 #[cfg(feature = "redis")]
 pub(crate) use record::note;
