@@ -408,6 +408,56 @@ impl Guard<'_> {
             .map_err(|e| Error::io("publish the entry")(io::Error::from(e)))
     }
 
+    /// Appends `bytes` to the file `name` (created with mode `0644` if absent) in one `write`
+    /// with `O_APPEND`, so concurrent appenders of short records (up to a page) never
+    /// interleave them. Not atomic publication and not fsynced: for hints that may be lost
+    /// (an index a reader re-checks), never for entries. Opened as every protocol file is
+    /// (non-blocking, no link, must be a regular file); nothing is written if the file already
+    /// holds `max_len` bytes or more.
+    ///
+    /// # Errors
+    /// [`Error::InvalidName`], or [`Error::Io`] (`during`: "append to the file"), also for a
+    /// lock-free hold or a file at its cap (`FileTooLarge`).
+    pub fn append(&self, name: &str, bytes: &[u8], max_len: u64) -> Result<(), Error> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.path(name)?;
+        let fail = Error::io("append to the file");
+        if self.is_lock_free() {
+            return Err(fail(io::Error::new(
+                io::ErrorKind::ReadOnlyFilesystem,
+                "the directory is read-only for this process",
+            )));
+        }
+        let mut file = match retry(|| {
+            fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o644)
+                .custom_flags(read::read_flags())
+                .open(&path)
+        }) {
+            Ok(f) => f,
+            Err(e) => return Err(fail(e)),
+        };
+        let meta = match file.metadata() {
+            Ok(m) => m,
+            Err(e) => return Err(fail(e)),
+        };
+        if !meta.is_file() {
+            return Err(fail(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}, not a regular file", read::describe(meta.file_type())),
+            )));
+        }
+        if meta.len() >= max_len {
+            return Err(fail(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!("the file holds the cap of {max_len} bytes"),
+            )));
+        }
+        retry(|| file.write_all(bytes)).map_err(fail)
+    }
+
     /// Removes the entry file `name`; `false` if there was none.
     ///
     /// # Errors

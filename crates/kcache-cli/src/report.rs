@@ -54,6 +54,7 @@ pub(crate) fn stats(
         staging: usize,
         stale: usize,
         stale_bytes: u64,
+        index: usize,
         foreign: usize,
     }
     let mut c = Counts::default();
@@ -78,6 +79,7 @@ pub(crate) fn stats(
                 c.stale_bytes += s.bytes;
             }
         }
+        Found::Index(_) => c.index += 1,
         Found::Foreign(_) => c.foreign += 1,
     })?;
     writeln!(out, "directory: {}", dir.display())?;
@@ -102,6 +104,7 @@ pub(crate) fn stats(
         "staging: {} ({} stale, {} bytes)",
         c.staging, c.stale, c.stale_bytes
     )?;
+    writeln!(out, "sibling indexes: {}", c.index)?;
     writeln!(out, "foreign files: {}", c.foreign)?;
     Ok(ExitCode::SUCCESS)
 }

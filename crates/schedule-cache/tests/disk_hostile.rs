@@ -331,3 +331,45 @@ fn a_read_only_directory_without_a_lock_file_serves_lookups() {
     lookup_as_reader(tmp.path(), &dir);
     assert!(!dir.join(LOCK_FILE).exists(), "the reader created nothing");
 }
+
+/// A miss names its siblings from the digest's index, never from a directory listing: lines
+/// that are garbage, of another digest or space, or whose entry is gone are ignored, and a
+/// FIFO or a huge file at the index's name costs nothing.
+#[test]
+fn a_missing_lookup_reads_only_a_checked_sibling_index() {
+    let (_tmp, dir, _entry) = stocked();
+    let index = dir.join(disk::siblings_file_name(DIGEST).expect("name"));
+    let listed = |dir: &Path| match probe_key(dir, "absent") {
+        Lookup::Miss(MissReason::NoEntry { same_digest }) => same_digest,
+        other => panic!("expected a plain miss, got {other:?}"),
+    };
+    assert_eq!(listed(&dir), vec![key("k").as_str().to_owned()]);
+    let gone = key("gone");
+    fs::write(
+        &index,
+        format!(
+            "p {}\ngarbage\np ../../etc/passwd\ns {}\np ffff-other\np {}\n",
+            key("k").as_str(),
+            key("k").as_str(),
+            gone.as_str()
+        ),
+    )
+    .expect("write");
+    assert_eq!(listed(&dir), vec![key("k").as_str().to_owned()]);
+    fs::remove_file(&index).expect("rm");
+    mkfifo(&index);
+    assert_eq!(listed(&dir), Vec::<String>::new());
+    fs::remove_file(&index).expect("rm");
+    fs::File::create(&index)
+        .expect("create")
+        .set_len(100 << 20)
+        .expect("set_len");
+    assert_eq!(listed(&dir), Vec::<String>::new());
+}
+
+fn probe_key(dir: &Path, rest: &str) -> Lookup<PlacementEntry> {
+    let (dir, k) = (dir.to_path_buf(), key(rest));
+    no_hang("probe", move || {
+        DiskCache::new(&dir).probe::<PlacementEntry>(Some(&k), DIGEST)
+    })
+}

@@ -53,7 +53,10 @@ pub struct Inventory {
     pub entries: Vec<EntryFile>,
     /// Staging artifacts, sorted by name.
     pub staging: Vec<StagingArtifact>,
-    /// Names that are neither entries, staging, the lock nor the stamp (sorted).
+    /// Sibling index files (`<digest>.keys`), sorted.
+    pub index: Vec<String>,
+    /// Names that are neither entries, staging, sibling indexes, the lock nor the stamp
+    /// (sorted).
     pub foreign: Vec<String>,
 }
 
@@ -108,6 +111,8 @@ pub enum Found {
     Entry(EntryFile),
     /// A staging artifact.
     Staging(StagingArtifact),
+    /// A digest's sibling index (`<digest>.keys`, see [`SIBLINGS_SUFFIX`](super::SIBLINGS_SUFFIX)).
+    Index(String),
     /// Any other name (including entries of an older key shape, which a regime change sweeps).
     Foreign(String),
 }
@@ -157,6 +162,8 @@ pub fn scan(dir: &Path, mut visit: impl FnMut(Found)) -> Result<RegimeStamp, Err
                 age: age_of(&meta),
                 is_file: meta.is_file(),
             }));
+        } else if name.ends_with(super::SIBLINGS_SUFFIX) && is_entry_of_any_version(&name) {
+            visit(Found::Index(name));
         } else {
             visit(Found::Foreign(name));
         }
@@ -176,9 +183,11 @@ pub fn inventory(dir: &Path) -> Result<Inventory, Error> {
         lock_file: false,
         entries: Vec::new(),
         staging: Vec::new(),
+        index: Vec::new(),
         foreign: Vec::new(),
     };
     inv.regime = scan(dir, |found| match found {
+        Found::Index(n) => inv.index.push(n),
         Found::LockFile => inv.lock_file = true,
         Found::Entry(e) => inv.entries.push(e),
         Found::Staging(s) => inv.staging.push(s),
@@ -186,6 +195,7 @@ pub fn inventory(dir: &Path) -> Result<Inventory, Error> {
     })?;
     inv.entries.sort_by(|a, b| a.name.cmp(&b.name));
     inv.staging.sort_by(|a, b| a.name.cmp(&b.name));
+    inv.index.sort();
     inv.foreign.sort();
     Ok(inv)
 }
@@ -320,7 +330,8 @@ impl DiskCache {
             return Ok(report);
         };
         for item in held.entries().map_err(refusal)?.flatten() {
-            if Space::of_file_name(&item.name).is_none() {
+            let index = item.name.ends_with(super::SIBLINGS_SUFFIX);
+            if Space::of_file_name(&item.name).is_none() && !index {
                 continue;
             }
             let item = item.item;
@@ -329,8 +340,11 @@ impl DiskCache {
                 continue;
             }
             match fs::remove_file(item.path()) {
+                // A sibling index is a hint beside the entries: its removal frees bytes but
+                // is not counted as an entry (an index untouched that long lists entries at
+                // least as old).
                 Ok(()) => {
-                    report.entries_removed += 1;
+                    report.entries_removed += usize::from(!index);
                     report.bytes_freed += meta.len();
                 }
                 Err(e) => tracing::warn!(

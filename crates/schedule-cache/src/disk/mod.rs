@@ -88,13 +88,60 @@ pub const MAX_MESSAGE_CHARS: usize = 200;
 pub fn is_entry_of_any_version(name: &str) -> bool {
     let stem = name
         .strip_suffix(Space::Placement.suffix())
-        .or_else(|| name.strip_suffix(Space::Schedule.suffix()));
+        .or_else(|| name.strip_suffix(Space::Schedule.suffix()))
+        .or_else(|| name.strip_suffix(SIBLINGS_SUFFIX));
     stem.is_some_and(|stem| {
         !stem.is_empty()
             && stem
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     })
+}
+
+/// Suffix of a digest's sibling index, `<digest>.keys`: one line `s <key>` or `p <key>` per
+/// entry stored for that digest (schedule or placement space), appended by `store`, read by a
+/// missing lookup to name the keys that hold the same code under other components — so a miss
+/// never lists the whole directory. A hint only: lines whose entry file is gone are ignored,
+/// and a regime change deletes the index with the entries.
+pub const SIBLINGS_SUFFIX: &str = ".keys";
+
+/// A sibling index past this size is no longer appended to (nor read past it).
+pub const MAX_SIBLINGS_BYTES: u64 = 64 << 10;
+
+/// The sibling index file name of `digest`, if `digest` can name a file.
+pub fn siblings_file_name(digest: &str) -> Option<String> {
+    let name = format!("{digest}{SIBLINGS_SUFFIX}");
+    (cache_dir::validate_name(&name).is_ok() && is_entry_of_any_version(&name)).then_some(name)
+}
+
+fn space_letter(space: Space) -> &'static str {
+    match space {
+        Space::Schedule => "s",
+        Space::Placement => "p",
+    }
+}
+
+/// Appends `key` to `digest`'s sibling index unless it is already listed (one `write` with
+/// `O_APPEND`, so concurrent appenders never interleave lines; not fsynced: a lost line only
+/// makes a later miss explain less). Failures are ignored for the same reason.
+fn note_sibling(dir: &cache_dir::Guard<'_>, space: Space, digest: &str, key: &CacheKey) {
+    let Some(name) = siblings_file_name(digest) else {
+        return;
+    };
+    let line = format!("{} {}\n", space_letter(space), key.as_str());
+    match dir.read(&name, MAX_SIBLINGS_BYTES) {
+        Ok(existing)
+            if existing
+                .split(|&b| b == b'\n')
+                .any(|l| l == line.trim_end().as_bytes()) =>
+        {
+            return;
+        }
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => {}
+        Err(_) => return,
+    }
+    let _ = dir.append(&name, line.as_bytes(), MAX_SIBLINGS_BYTES);
 }
 
 /// The filename space an entry type lives in. Spaces never share a file name: a key has no
@@ -323,7 +370,7 @@ impl DiskCache {
             return Ok(StoreOutcome::Skipped);
         };
         let text = encode_for_key(key, entry)?;
-        let outcome = match self.publish(key, E::SPACE, text.as_bytes()) {
+        let outcome = match self.publish(key, E::SPACE, entry.digest(), text.as_bytes()) {
             Ok(()) => StoreOutcome::Stored,
             Err(r) => StoreOutcome::Refused(r),
         };
@@ -389,7 +436,13 @@ impl DiskCache {
         });
     }
 
-    fn publish(&self, key: &CacheKey, space: Space, bytes: &[u8]) -> Result<(), Refusal> {
+    fn publish(
+        &self,
+        key: &CacheKey,
+        space: Space,
+        digest: &str,
+        bytes: &[u8],
+    ) -> Result<(), Refusal> {
         if bytes.len() as u64 > MAX_ENTRY_BYTES {
             return Err(Refusal::Io {
                 during: "publish the entry",
@@ -398,7 +451,11 @@ impl DiskCache {
             });
         }
         self.dir
-            .with_shared(true, |dir| dir.publish(&space.file_name(key), bytes))
+            .with_shared(true, |dir| {
+                dir.publish(&space.file_name(key), bytes)?;
+                note_sibling(dir, space, digest, key);
+                Ok(())
+            })
             .and_then(|published| published)
             .map_err(refusal)
     }
@@ -474,25 +531,36 @@ pub(crate) fn decode_entry<E: Stored>(bytes: &[u8], digest: Option<&str>) -> Res
 /// At most this many sibling keys are listed in [`MissReason::NoEntry`].
 pub const MAX_SIBLINGS: usize = 8;
 
-/// Keys of `space` in `dir` holding entries for `digest` (other than `except`).
+/// Keys of `space` in `dir` holding entries for `digest` (other than `except`), from the
+/// digest's sibling index ([`SIBLINGS_SUFFIX`]): a bounded read, never a directory listing.
+/// Only keys whose entry file exists are named.
 fn same_digest_keys(
     dir: &cache_dir::Guard<'_>,
     space: Space,
     digest: &str,
     except: &CacheKey,
 ) -> Vec<String> {
-    let Ok(listing) = dir.entries() else {
+    let Some(name) = siblings_file_name(digest) else {
         return Vec::new();
     };
-    let mut keys: Vec<String> = listing
-        .flatten()
-        .filter_map(|item| {
-            let (s, k) = Space::of_file_name(&item.name)?;
-            (s == space && &k != except && key_starts_with_digest(k.as_str(), digest))
-                .then(|| k.as_str().to_owned())
+    let Ok(index) = dir.read(&name, MAX_SIBLINGS_BYTES) else {
+        return Vec::new();
+    };
+    let letter = space_letter(space);
+    let mut keys: Vec<String> = String::from_utf8_lossy(&index)
+        .lines()
+        .filter_map(|line| {
+            let (l, k) = line.split_once(' ')?;
+            let k = CacheKey::new(k).ok()?;
+            (l == letter && &k != except && key_starts_with_digest(k.as_str(), digest)).then_some(k)
         })
+        .filter(|k| {
+            std::fs::symlink_metadata(dir.dir().join(space.file_name(k))).is_ok_and(|m| m.is_file())
+        })
+        .map(|k| k.as_str().to_owned())
         .collect();
     keys.sort();
+    keys.dedup();
     keys.truncate(MAX_SIBLINGS);
     keys
 }
