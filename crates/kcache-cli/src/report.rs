@@ -6,8 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use schedule_cache::disk::{
-    self, CACHE_REGIME_VERSION, DiskCache, EntryFile, EntryProblem, Found, MAX_ENTRY_BYTES,
-    MissReason, RegimeStamp, Space,
+    self, CACHE_REGIME_VERSION, DiskCache, EntryFile, Found, MAX_ENTRY_BYTES, RegimeStamp, Space,
 };
 
 /// What went wrong in a way that is not a finding (exit status 2).
