@@ -49,7 +49,7 @@ use std::time::Instant;
 
 use cc_backend::CcBackend;
 use kernel_cache::store::KernelStore;
-use schedule_cache::disk::{self, Space};
+use schedule_cache::disk;
 use schedule_cache::store::CacheStore;
 
 pub use error::DemoError;
@@ -289,7 +289,7 @@ fn select(names: Option<&[String]>) -> Result<Vec<Routine>, DemoError> {
         .collect())
 }
 
-/// Removes the entry files (and staging leftovers) of a cache directory, keeping its
+/// Removes the entry files of any version, the sibling indexes (and staging leftovers) of a cache directory, keeping its
 /// lock file and regime stamp; refuses a directory that holds anything else.
 fn clear_entries(dir: &Path) -> Result<(), DemoError> {
     let io = |path: &Path| {
@@ -315,7 +315,7 @@ fn clear_entries(dir: &Path) -> Result<(), DemoError> {
                 .map_err(|e| io(&item.path())(std::io::Error::other(e.to_string())))?;
             continue;
         }
-        if disk::is_staging(&name) || Space::of_file_name(&name).is_some() {
+        if disk::is_staging(&name) || disk::is_entry_of_any_version(&name) {
             doomed.push(item.path());
         } else {
             return Err(DemoError::NotACacheDir {
