@@ -16,7 +16,7 @@ fn dir() -> &'static (tempfile::TempDir, PathBuf, CacheKey) {
     DIR.get_or_init(|| {
         let tmp = tempfile::tempdir().expect("a temporary directory");
         let dir = tmp.path().join("cache");
-        let key = CacheKey::new("fuzz").expect("a valid key");
+        let key = CacheKey::new("d-fuzz").expect("a valid key");
         DiskCache::new(&dir)
             .store(
                 Some(&key),
