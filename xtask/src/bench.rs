@@ -138,6 +138,12 @@ const FIGURES: &[Figure] = &[
     )
     .at_most(4.0),
     Figure::criterion(
+        "canonical_key_bound200",
+        "canonical-text",
+        "canonical",
+        "SHA-256 of the same bytes (kernels declaring ~200 bound names)",
+    ),
+    Figure::criterion(
         "resolve_all_hit_1000",
         "kernel-cache",
         "resolve",
