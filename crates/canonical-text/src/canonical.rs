@@ -1093,14 +1093,17 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 start + 1
             };
             let body = body.min(end);
-            let hit = memchr::memchr(b'#', &src[body..end])
-                .or_else(|| memchr::memmem::find(&src[body..end], b"%:"));
-            if let Some(k) = hit {
-                return Err(Ambiguous {
-                    offset: body + k,
-                    what: "a preprocessor line with `#` or `##` after its introducer",
-                    observer: true,
-                });
+            let mut from = body;
+            while let Some(k) = memchr::memchr2(b'#', b'%', &src[from..end]) {
+                let at = from + k;
+                if src[at] == b'#' || src.get(at + 1) == Some(&b':') {
+                    return Err(Ambiguous {
+                        offset: at,
+                        what: "a preprocessor line with `#` or `##` after its introducer",
+                        observer: true,
+                    });
+                }
+                from = at + 1;
             }
         }
         while i < end {

@@ -51,20 +51,20 @@ pub(crate) fn untokenizable(src: &[u8]) -> Option<(usize, &'static str)> {
         }
         from = i + 1;
     }
+    // NUL bytes and trigraphs, in one pass over the text before the first refusal.
     let bound = first.map_or(src.len(), |(f, _)| f);
-    if let Some(i) = memchr::memchr(0, &src[..bound]) {
-        first = Some((i, "a NUL byte (white space to gcc)"));
-    }
-    let bound = first.map_or(src.len(), |(f, _)| f);
-    static PAIR: OnceLock<memchr::memmem::Finder<'static>> = OnceLock::new();
-    let pair = PAIR.get_or_init(|| memchr::memmem::Finder::new(b"??"));
     let mut from = 0;
-    while let Some(k) = pair.find(&src[from..bound]) {
+    while let Some(k) = memchr::memchr2(0, b'?', &src[from..bound]) {
         let i = from + k;
-        if matches!(
-            src.get(i + 2),
-            Some(b'=' | b'/' | b'\'' | b'(' | b')' | b'!' | b'<' | b'>' | b'-')
-        ) {
+        if src[i] == 0 {
+            return Some((i, "a NUL byte (white space to gcc)"));
+        }
+        if src.get(i + 1) == Some(&b'?')
+            && matches!(
+                src.get(i + 2),
+                Some(b'=' | b'/' | b'\'' | b'(' | b')' | b'!' | b'<' | b'>' | b'-')
+            )
+        {
             return Some((i, "a trigraph"));
         }
         from = i + 1;
