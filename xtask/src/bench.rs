@@ -252,6 +252,111 @@ const FIGURES: &[Figure] = &[
     )
     .scale(),
     Figure::printed(
+        "disk_scale_lookup_growth_p50",
+        "schedule-cache",
+        "disk_scale",
+        "the same lookups (hits) in a directory of 100 entries (median)",
+    )
+    .at_most(1.5)
+    .scale(),
+    Figure::printed(
+        "disk_scale_lookup_growth_p99",
+        "schedule-cache",
+        "disk_scale",
+        "the same lookups (hits) in a directory of 100 entries (99th percentile)",
+    )
+    .scale(),
+    Figure::printed(
+        "disk_scale_miss_growth_p50",
+        "schedule-cache",
+        "disk_scale",
+        "missing lookups in a directory of 100 entries (median)",
+    )
+    .scale(),
+    Figure::printed(
+        "disk_scale_miss_growth_p99",
+        "schedule-cache",
+        "disk_scale",
+        "missing lookups in a directory of 100 entries (99th percentile)",
+    )
+    .scale(),
+    Figure::printed(
+        "disk_scale_store_growth_p50",
+        "schedule-cache",
+        "disk_scale",
+        "stores into a directory of 100 entries (median)",
+    )
+    .scale(),
+    Figure::printed(
+        "disk_scale_store_growth_p99",
+        "schedule-cache",
+        "disk_scale",
+        "stores into a directory of 100 entries (99th percentile)",
+    )
+    .scale(),
+    Figure::printed(
+        "disk_scale_regime_sweep_s_per_1000",
+        "schedule-cache",
+        "disk_scale",
+        "one second: seconds per 1,000 entries a regime change sweeps (100,000 entries)",
+    )
+    .unit("s")
+    .scale(),
+    Figure::printed(
+        "kcache_stats_s_total",
+        "kcache-cli",
+        "commands_scale",
+        "one second: kcache stats on 100,000 entries (a child process), seconds in all",
+    )
+    .unit("s")
+    .at_most(3.0)
+    .scale(),
+    Figure::printed(
+        "kcache_stats_s_per_1000",
+        "kcache-cli",
+        "commands_scale",
+        "one second: kcache stats, seconds per 1,000 entries",
+    )
+    .unit("s")
+    .scale(),
+    Figure::printed(
+        "kcache_stats_peak_memory_growth",
+        "kcache-cli",
+        "commands_scale",
+        "kcache stats' peak resident set on 1,000 entries (bounded memory: about 1)",
+    )
+    .scale(),
+    Figure::printed(
+        "kcache_verify_s_per_1000",
+        "kcache-cli",
+        "commands_scale",
+        "one second: kcache verify (every entry parsed), seconds per 1,000 entries",
+    )
+    .unit("s")
+    .scale(),
+    Figure::printed(
+        "kcache_verify_peak_memory_growth",
+        "kcache-cli",
+        "commands_scale",
+        "kcache verify's peak resident set on 1,000 entries",
+    )
+    .scale(),
+    Figure::printed(
+        "kcache_gc_s_per_1000",
+        "kcache-cli",
+        "commands_scale",
+        "one second: kcache gc --older-than 3650d (lists and stats every entry), per 1,000",
+    )
+    .unit("s")
+    .scale(),
+    Figure::printed(
+        "kcache_gc_peak_memory_growth",
+        "kcache-cli",
+        "commands_scale",
+        "kcache gc's peak resident set on 1,000 entries",
+    )
+    .scale(),
+    Figure::printed(
         "kernel_cache_memory_per_entry_1m",
         "kernel-cache",
         "scale",

@@ -1,10 +1,13 @@
 //! The schedule store on disk at scale (issue 15): lookup, miss and store cost in a directory
 //! of 100,000 entries against one of 100, and the regime sweep of 100,000 entries.
 //!
-//! A measured bench binary (`harness = false`): the small and the large directory are measured
-//! interleaved, operation by operation, in several rounds; each figure is the median over the
-//! rounds of the per-round ratio (large over small) with the spread (lowest–highest round),
-//! printed as `BENCH <name> <ratio> <unit> <spread>`.
+//! A measured bench binary (`harness = false`) for `cargo xtask bench --scale`: the small and
+//! the large directory are measured interleaved, operation by operation, in several internal
+//! rounds; with `--bench` it prints `FIGURE <name> <subject> <baseline>` (subject: the median
+//! over the rounds at the large size; baseline: the same at the small size; xtask repeats the
+//! binary and prints the median ratio with its spread) and a `#` line per figure with the
+//! per-round ratios. Without `--bench` (as `cargo xtask test` runs it) it runs a small
+//! version (500 entries), so it cannot rot.
 //!
 //! The large directory is filled by writing entry files directly (the exact bytes `store`
 //! writes, without the two `fsync`s per entry that would make 100,000 stores take many
@@ -104,9 +107,18 @@ fn summary(values: &mut [f64]) -> (f64, f64, f64) {
     )
 }
 
-fn bench_line(name: &str, values: &mut [f64], unit: &str) {
-    let (median, lo, hi) = summary(values);
-    println!("BENCH {name} {median:.3} {unit} {lo:.3}-{hi:.3}");
+/// Prints the figure: the medians at the large and the small size (seconds), and the
+/// per-round ratios.
+fn figure(name: &str, large: &mut [f64], small: &mut [f64]) {
+    let ratios: Vec<String> = large
+        .iter()
+        .zip(small.iter())
+        .map(|(l, s)| format!("{:.3}", l / s))
+        .collect();
+    let (l, _, _) = summary(large);
+    let (s, _, _) = summary(small);
+    println!("FIGURE {name} {l:.9} {s:.9}");
+    println!("# {name}: per-round ratios {}", ratios.join(" "));
 }
 
 fn arg(args: &[String], flag: &str, default: usize) -> usize {
@@ -119,11 +131,12 @@ fn arg(args: &[String], flag: &str, default: usize) -> usize {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    // `cargo bench` passes `--bench`; a plain run of the binary does not.
-    let entries = arg(&args, "--entries", 100_000);
+    // `cargo bench` and `cargo xtask bench` pass `--bench`; `cargo test` runs a small version.
+    let full = args.iter().any(|a| a == "--bench");
+    let entries = arg(&args, "--entries", if full { 100_000 } else { 500 });
     let small_n = arg(&args, "--small", 100);
-    let rounds = arg(&args, "--rounds", 7).max(1);
-    let ops = arg(&args, "--ops", 1000).max(1);
+    let rounds = arg(&args, "--rounds", if full { 5 } else { 1 }).max(1);
+    let ops = arg(&args, "--ops", if full { 1000 } else { 50 }).max(1);
     let tmp = tempfile::tempdir().expect("tempdir");
     let (small_dir, large_dir) = (tmp.path().join("small"), tmp.path().join("large"));
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -166,9 +179,22 @@ fn main() {
     // process, not per operation, so it is done before measuring.
     let _ = lookup(&small_cache, &small[0]);
     let _ = lookup(&large_cache, &large[0]);
-    let (mut hit50, mut hit99, mut miss50, mut miss99, mut st50, mut st99) =
-        (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut abs_hit_small, mut abs_hit_large) = (vec![], vec![]);
+    // Per figure: (large, small) seconds per round.
+    let mut figs: Vec<(&str, Vec<f64>, Vec<f64>)> = [
+        "disk_scale_lookup_growth_p50",
+        "disk_scale_lookup_growth_p99",
+        "disk_scale_miss_growth_p50",
+        "disk_scale_miss_growth_p99",
+        "disk_scale_store_growth_p50",
+        "disk_scale_store_growth_p99",
+    ]
+    .into_iter()
+    .map(|n| (n, vec![], vec![]))
+    .collect();
+    let mut push = |i: usize, l: Duration, s: Duration| {
+        figs[i].1.push(l.as_secs_f64());
+        figs[i].2.push(s.as_secs_f64());
+    };
     let store_ops = (ops / 10).max(5);
     for _ in 0..rounds {
         let (mut s, mut l) = (Vec::with_capacity(ops), Vec::with_capacity(ops));
@@ -177,10 +203,8 @@ fn main() {
             l.push(lookup(&large_cache, &large[rng.below(large.len())]));
         }
         let ((s50, s99), (l50, l99)) = (p50_p99(&mut s), p50_p99(&mut l));
-        hit50.push(l50.as_secs_f64() / s50.as_secs_f64());
-        hit99.push(l99.as_secs_f64() / s99.as_secs_f64());
-        abs_hit_small.push(s50.as_secs_f64() * 1e6);
-        abs_hit_large.push(l50.as_secs_f64() * 1e6);
+        push(0, l50, s50);
+        push(1, l99, s99);
 
         let (mut s, mut l) = (Vec::with_capacity(ops), Vec::with_capacity(ops));
         for _ in 0..ops {
@@ -188,8 +212,8 @@ fn main() {
             l.push(miss(&large_cache, &mut rng));
         }
         let ((s50, s99), (l50, l99)) = (p50_p99(&mut s), p50_p99(&mut l));
-        miss50.push(l50.as_secs_f64() / s50.as_secs_f64());
-        miss99.push(l99.as_secs_f64() / s99.as_secs_f64());
+        push(2, l50, s50);
+        push(3, l99, s99);
 
         let (mut s, mut l) = (Vec::new(), Vec::new());
         for _ in 0..store_ops {
@@ -197,18 +221,21 @@ fn main() {
             l.push(store(&large_cache, &mut rng));
         }
         let ((s50, s99), (l50, l99)) = (p50_p99(&mut s), p50_p99(&mut l));
-        st50.push(l50.as_secs_f64() / s50.as_secs_f64());
-        st99.push(l99.as_secs_f64() / s99.as_secs_f64());
+        push(4, l50, s50);
+        push(5, l99, s99);
     }
-    let (m, _, _) = summary(&mut abs_hit_small);
-    let (n, _, _) = summary(&mut abs_hit_large);
-    println!("# hit median: {m:.1} us at {small_n}, {n:.1} us at {entries}");
-    bench_line("disk_lookup_growth_p50", &mut hit50, "x");
-    bench_line("disk_lookup_growth_p99", &mut hit99, "x");
-    bench_line("disk_miss_growth_p50", &mut miss50, "x");
-    bench_line("disk_miss_growth_p99", &mut miss99, "x");
-    bench_line("disk_store_growth_p50", &mut st50, "x");
-    bench_line("disk_store_growth_p99", &mut st99, "x");
+    // The names, spelled out for xtask's table check:
+    // FIGURE disk_scale_lookup_growth_p50 , FIGURE disk_scale_lookup_growth_p99 ,
+    // FIGURE disk_scale_miss_growth_p50 , FIGURE disk_scale_miss_growth_p99 ,
+    // FIGURE disk_scale_store_growth_p50 , FIGURE disk_scale_store_growth_p99 .
+    for (name, large, small) in &mut figs {
+        println!(
+            "# {name}: {:.1} us at {entries} entries, {:.1} us at {small_n}",
+            summary(large).0 * 1e6,
+            summary(small).0 * 1e6
+        );
+        figure(name, large, small);
+    }
 
     // The regime sweep: a build of the next regime opens the large directory.
     let t = Instant::now();
@@ -218,10 +245,9 @@ fn main() {
     assert!(matches!(found, Lookup::Miss(_)), "{found:?}");
     let left = fs::read_dir(&large_dir).expect("ls").count();
     assert!(left <= 3, "{left} names left after the sweep");
+    // Seconds per 1,000 entries, against one second (the unit).
     println!(
-        "BENCH disk_regime_sweep_per_1000 {:.4} s {:.4}-{:.4}",
-        sweep_s / entries as f64 * 1000.0,
-        sweep_s / entries as f64 * 1000.0,
+        "FIGURE disk_scale_regime_sweep_s_per_1000 {:.6} 1",
         sweep_s / entries as f64 * 1000.0
     );
 }
