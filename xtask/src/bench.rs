@@ -163,6 +163,28 @@ const FIGURES: &[Figure] = &[
         "the same 64 kernels compiled whole",
     )
     .at_most(0.6),
+    Figure::printed(
+        "kernel_store_load_64",
+        "kernel-cache",
+        "store_load",
+        "the same 64 kernels compiled in a fresh process without the kernel store",
+    )
+    .at_most(0.05),
+    Figure::printed(
+        "kcache_vs_ccache_compiles",
+        "kcache-demo",
+        "vs_ccache",
+        "ccache's compiles (cache misses) on the same second tuning job's stream of kernels",
+    )
+    .at_most(0.99)
+    .scale(),
+    Figure::printed(
+        "kcache_vs_ccache_seconds",
+        "kcache-demo",
+        "vs_ccache",
+        "ccache's wall time compiling and linking that stream",
+    )
+    .scale(),
     Figure::criterion(
         "disk_lookup",
         "schedule-cache",

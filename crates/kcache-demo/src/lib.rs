@@ -99,6 +99,14 @@ pub struct DemoOptions {
     /// needs instead of compiling them. `fresh` empties it too. `false`: compiled
     /// programs live only in this process's memory (for comparison).
     pub kernel_store: bool,
+    /// Where the kernel store is, when not `<cache_dir>/kernels` (several runs with
+    /// separate schedule stores sharing one kernel store, as a farm's machines would).
+    pub kernel_store_dir: Option<PathBuf>,
+    /// Write every kernel handed to the kernel cache, in order, as a C file
+    /// `<n>.c` (the text the compiler sees: prelude and kernel) into this directory,
+    /// with the compiler options in `options` (one per line): the demo's stream of
+    /// rendered kernels, for comparisons with text-keyed compiler caches (ccache).
+    pub dump_kernels: Option<PathBuf>,
 }
 
 /// The kernel store's directory inside the cache directory.
@@ -121,6 +129,8 @@ impl DemoOptions {
             keys: KeyMode::Canonical,
             memo: true,
             kernel_store: true,
+            kernel_store_dir: None,
+            dump_kernels: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The autotuning search and the replay of stored winners.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -61,6 +62,10 @@ pub(crate) struct Session<'t> {
     pub(crate) cache: Arc<KernelCache<CcProgram>>,
     /// The persistent kernel store under the cache directory, unless disabled.
     pub(crate) kernel_store: Option<KernelStore>,
+    /// Where to write the stream of kernels resolved (see `DemoOptions::dump_kernels`).
+    pub(crate) dump_kernels: Option<PathBuf>,
+    /// Kernels written to the dump directory so far.
+    pub(crate) dumped: u64,
     pub(crate) compiler_options: Vec<String>,
     /// The schedule cache's front door, built once from the regime.
     pub(crate) schedules: ScheduleCache<ReferenceLanguage, CacheStore>,
@@ -159,9 +164,16 @@ impl<'t> Session<'t> {
         Ok(Session {
             backend,
             cache: KernelCache::new(256 << 20),
-            kernel_store: options
-                .kernel_store
-                .then(|| KernelStore::new(options.cache_dir.join(crate::KERNEL_STORE_DIR))),
+            kernel_store: options.kernel_store.then(|| {
+                KernelStore::new(
+                    options
+                        .kernel_store_dir
+                        .clone()
+                        .unwrap_or_else(|| options.cache_dir.join(crate::KERNEL_STORE_DIR)),
+                )
+            }),
+            dump_kernels: options.dump_kernels.clone(),
+            dumped: 0,
             compiler_options,
             schedules,
             memo,
@@ -262,6 +274,7 @@ impl<'t> Session<'t> {
     /// on), counting what it compiled and reused. Returns the callable kernels.
     fn resolve(&mut self, label: &str, whole: &Batch) -> Result<Vec<Bound>, DemoError> {
         let batch = &whole.kernels[..];
+        self.dump(batch)?;
         let start = Instant::now();
         let (resolved, census) = with_census(|| {
             resolve_split_with_store(
@@ -319,6 +332,23 @@ impl<'t> Session<'t> {
                 })
             })
             .collect()
+    }
+
+    /// Appends the batch's kernels to the dump directory, if any.
+    fn dump(&mut self, batch: &[BatchKernel<Source>]) -> Result<(), DemoError> {
+        let Some(dir) = &self.dump_kernels else {
+            return Ok(());
+        };
+        let io = |path: PathBuf| move |source| DemoError::Io { path, source };
+        std::fs::create_dir_all(dir).map_err(io(dir.clone()))?;
+        let options = dir.join("options");
+        std::fs::write(&options, self.compiler_options.join("\n")).map_err(io(options))?;
+        for kernel in batch {
+            let path = dir.join(format!("{}.c", self.dumped));
+            std::fs::write(&path, kernel.source.keyed_text()).map_err(io(path))?;
+            self.dumped += 1;
+        }
+        Ok(())
     }
 
     /// Times a candidate (its kernels run in order on `data`), through the memo table:
