@@ -236,6 +236,12 @@ fn memory(n: usize) -> Figure {
     drop(plain);
 
     let (c, p) = (cache_bytes as f64 / n as f64, plain_bytes as f64 / n as f64);
+    // Bytes are counted, not timed: the bound holds at every size this runs at
+    // (also in test mode, so `cargo test --all-targets` checks it).
+    assert!(
+        c <= 2.0 * p,
+        "{c:.0} bytes per entry against {p:.0} in a plain map: over 2x"
+    );
     Figure {
         line: "FIGURE kernel_cache_memory_per_entry_1m ",
         subject: vec![c],
