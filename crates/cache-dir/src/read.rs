@@ -62,6 +62,16 @@ pub fn open_regular(path: &Path) -> io::Result<(File, u64)> {
     if !before.file_type().is_file() {
         return Err(not_regular(before.file_type()));
     }
+    open_listed_regular(path)
+}
+
+/// [`open_regular`] without its own `lstat`, for a caller that has just listed `path` as a
+/// regular file (a directory scan's `lstat`): the open still never blocks and never follows a
+/// link, and the opened handle is still checked.
+///
+/// # Errors
+/// As [`open_regular`].
+pub fn open_listed_regular(path: &Path) -> io::Result<(File, u64)> {
     let file = retry(|| {
         OpenOptions::new()
             .read(true)

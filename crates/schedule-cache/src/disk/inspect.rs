@@ -215,7 +215,8 @@ pub fn entry_version(dir: &Path, entry: &EntryFile) -> Result<u32, EntryProblem>
     if !entry.is_file {
         return Err(EntryProblem::NotAFile);
     }
-    let (file, _) = cache_dir::open_regular(&dir.join(&entry.name)).map_err(|e| {
+    // `entry` comes from a listing whose `lstat` said regular file.
+    let (file, _) = cache_dir::open_listed_regular(&dir.join(&entry.name)).map_err(|e| {
         EntryProblem::Invalid(unreadable(cache_dir::Error::Io {
             during: "read the entry",
             source: e,
