@@ -14,7 +14,7 @@ use crate::cache::{KernelCache, Resolved, lock};
 use crate::census::{self, Census};
 use crate::error::{CompileFailure, Error, Stage};
 use crate::partition::{chunks, current_split_override, programs_for};
-use crate::store::KernelStore;
+use crate::store::{KernelStore, MissReason};
 
 /// What split-capable backends have compiled in this process, as counters.
 ///
@@ -156,24 +156,29 @@ impl<'a, B: PersistentBackend> StoreLevel<'a, B> {
 
 impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
     fn find(&self, keys: &[&str]) -> Vec<Option<(Arc<B::Program>, u64, String)>> {
-        let found = self.store.lookup_batch(&self.identity, keys);
-        let mut loaded: HashMap<String, Option<Weighed<B::Program>>> = HashMap::new();
+        // Each distinct blob is loaded once; a blob the backend cannot load is removed
+        // and is a miss (`LoadFailed`) for every key naming it.
+        let mut loaded: HashMap<String, Result<Weighed<B::Program>, String>> = HashMap::new();
+        let found = self.store.lookup_batch(&self.identity, keys, |blob| {
+            let program = loaded.entry(blob.blob.clone()).or_insert_with(|| {
+                match self.backend.load(&blob.saved) {
+                    Ok(c) => Ok((Arc::new(c.program), c.weight)),
+                    Err(e) => {
+                        self.store.remove_blob(&blob.blob);
+                        Err(e.to_string())
+                    }
+                }
+            });
+            match program {
+                Ok(_) => Ok(()),
+                Err(why) => Err(MissReason::LoadFailed(why.clone())),
+            }
+        });
         found
             .into_iter()
-            .zip(keys)
-            .map(|(r, key)| {
+            .map(|r| {
                 let (blob, symbol) = r.ok()?;
-                let program = loaded.entry(blob.blob.clone()).or_insert_with(|| {
-                    match self.backend.load(&blob.saved) {
-                        Ok(c) => Some((Arc::new(c.program), c.weight)),
-                        Err(e) => {
-                            crate::store::note_load_failure(key, &e.to_string());
-                            self.store.remove_blob(&blob.blob);
-                            None
-                        }
-                    }
-                });
-                let (program, weight) = program.clone()?;
+                let (program, weight) = loaded.get(&blob.blob)?.as_ref().ok()?.clone();
                 Some((program, weight, symbol))
             })
             .collect()

@@ -40,6 +40,8 @@ struct FileBackend {
     work: tempfile::TempDir,
     compiles: AtomicU64,
     delay: Duration,
+    /// Refuse every load (a backend that cannot load what it saved).
+    refuse_loads: bool,
 }
 
 impl FileBackend {
@@ -48,6 +50,7 @@ impl FileBackend {
             work: tempfile::tempdir().expect("work dir"),
             compiles: AtomicU64::new(0),
             delay: Duration::ZERO,
+            refuse_loads: false,
         }
     }
 
@@ -107,6 +110,9 @@ impl PersistentBackend for FileBackend {
     }
 
     fn load(&self, saved: &SavedProgram) -> Result<Compiled<FileProgram>, FileError> {
+        if self.refuse_loads {
+            return Err(FileError("this backend refuses loads".into()));
+        }
         let program = self.read_back(&saved.bytes)?;
         if saved
             .symbols
@@ -329,6 +335,43 @@ fn a_corrupted_or_truncated_blob_is_a_miss_and_is_removed() {
         assert_ne!(fs::read(&again).expect("read"), bytes);
         assert!(store.probe("file-backend 1", "key-0").is_ok());
     }
+}
+
+#[test]
+fn a_blob_the_backend_cannot_load_is_a_miss_counted_as_one_and_removed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let store = KernelStore::new(tmp.path().join("kernels"));
+    let b = batch(0, 2, "k");
+    resolve_with_store(
+        &KernelCache::new(1 << 20),
+        Some(&store),
+        &b,
+        &FileBackend::new(),
+    )
+    .expect("first");
+    let before = store.stats().expect("stats").counters;
+    let mut refusing = FileBackend::new();
+    refusing.refuse_loads = true;
+    let ((out, census), events) = record(|| {
+        with_census(|| resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &refusing))
+    });
+    out.expect("a load failure is a miss, never a failed resolve");
+    assert_eq!((census.kernels_loaded, census.kernels_compiled), (0, 2));
+    let why = misses(&events);
+    assert!(
+        matches!(&why[0], MissReason::LoadFailed(m) if m.contains("refuses")),
+        "{events:?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.outcome, Outcome::Hit { .. })),
+        "{events:?}"
+    );
+    let after = store.stats().expect("stats").counters;
+    assert_eq!(after.hits, before.hits);
+    assert_eq!(after.misses, before.misses + 2);
+    assert_eq!(after.removed_bad, before.removed_bad + 1);
 }
 
 #[test]

@@ -277,7 +277,7 @@ impl KernelStore {
     /// corrupt blob or a dangling entry. Reports to [`record`]ers and counts in the
     /// store's counters like a resolve's lookup.
     pub fn probe(&self, identity: &str, key: &str) -> Result<(SavedProgram, String), MissReason> {
-        let found = self.lookup_batch(identity, &[key]);
+        let found = self.lookup_batch(identity, &[key], |_| Ok(()));
         match found.into_iter().next() {
             Some(Ok((blob, symbol))) => Ok(((*blob.saved).clone(), symbol)),
             Some(Err(why)) => Err(why),
@@ -287,10 +287,14 @@ impl KernelStore {
 
     /// Looks every key up under one open of the directory; per key the verified blob
     /// (shared between keys of one blob) and symbol, or why not. Reports each key.
+    ///
+    /// `accept` is asked about every verified blob found (for example: does the backend
+    /// load it?) before the key is reported and counted: its `Err` is the key's miss.
     pub(crate) fn lookup_batch(
         &self,
         identity: &str,
         keys: &[&str],
+        mut accept: impl FnMut(&FoundBlob) -> Result<(), MissReason>,
     ) -> Vec<Result<(FoundBlob, String), MissReason>> {
         let mut delta = Counters::default();
         let id_digest = identity_digest(identity);
@@ -302,8 +306,11 @@ impl KernelStore {
                 })
                 .collect::<Vec<_>>()
         });
-        let out = match out {
-            Ok(v) => v,
+        let out: Vec<_> = match out {
+            Ok(v) => v
+                .into_iter()
+                .map(|r| r.and_then(|(found, symbol)| accept(&found).map(|()| (found, symbol))))
+                .collect(),
             Err(e) => {
                 let why = refused(&e);
                 keys.iter().map(|_| Err(why.clone())).collect()
@@ -846,11 +853,6 @@ fn publish_private(guard: &Guard<'_>, name: &str, bytes: &[u8]) -> Result<(), ca
             source,
         }
     })
-}
-
-/// Reports that the backend could not load a verified blob (it is removed).
-pub(crate) fn note_load_failure(key: &str, why: &str) {
-    record::note(key, Outcome::Miss(MissReason::LoadFailed(why.to_string())));
 }
 
 /// Reports that the backend could not save a program.
