@@ -500,7 +500,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let home = target.join("kcache-bench").join("criterion");
-    let binaries = build(&figures)?;
+    let binaries = build()?;
     // (package, bench) -> its figures, in table order.
     let mut by_binary: BTreeMap<(&str, &str), Vec<Figure>> = BTreeMap::new();
     for f in &figures {
@@ -601,26 +601,22 @@ struct Binary {
     dir: PathBuf,
 }
 
-/// Builds the bench binaries the figures need; `(package, target)` -> binary.
-fn build(figures: &[Figure]) -> Result<BTreeMap<(String, String), Binary>, String> {
-    let mut args: Vec<String> = [
+/// Builds the bench binaries; `(package, target)` -> binary.
+fn build() -> Result<BTreeMap<(String, String), Binary>, String> {
+    // Every bench target of the workspace with every feature, whatever is selected: one
+    // feature resolution, so a warm `cargo bench --no-run --workspace --all-features`
+    // (or an earlier run) is reused as is rather than rebuilt for a subset.
+    let args: Vec<String> = [
         "bench",
         "--no-run",
+        "--workspace",
         "--all-features",
+        "--bench",
+        "*",
         "--message-format=json",
     ]
     .map(String::from)
     .to_vec();
-    let mut seen = Vec::new();
-    for f in figures {
-        if !seen.contains(&(f.package, f.bench)) {
-            seen.push((f.package, f.bench));
-            args.extend(["--package".into(), f.package.into()]);
-        }
-    }
-    for (_, bench) in &seen {
-        args.extend(["--bench".into(), (*bench).into()]);
-    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     eprintln!("$ cargo {}", args.join(" "));
     let out = Command::new(cargo)
