@@ -591,6 +591,7 @@ fn show(f: &Figure, v: f64) -> String {
     match f.source {
         Source::Criterion if v >= 1e6 => format!("{:.1} ms", v / 1e6),
         Source::Criterion => format!("{:.1} µs", v / 1e3),
+        Source::Printed if v.abs() >= 100.0 => format!("{v:.0}"),
         Source::Printed => format!("{v:.4}"),
     }
 }
