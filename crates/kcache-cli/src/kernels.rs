@@ -14,6 +14,11 @@ pub(crate) fn store_dir(dir: &Path) -> PathBuf {
     dir.join("kernels")
 }
 
+/// Whether `name` in cache directory `dir` is the kernel store's directory.
+pub(crate) fn is_store(dir: &Path, name: &str) -> bool {
+    name == "kernels" && store_dir(dir).is_dir()
+}
+
 /// The kernel store section of `kcache stats DIR` (nothing if `DIR/kernels` is absent).
 pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
     let kernels = store_dir(dir);

@@ -89,6 +89,8 @@ fn stats_shows_the_kernel_store_and_gc_trims_it() {
     );
     assert_eq!(line(&text, "misses:"), "  misses: 3");
     assert_eq!(line(&text, "evictions:"), "  evictions: 0");
+    // The store's directory is not a foreign file of the schedule cache.
+    assert_eq!(line(&text, "foreign files:"), "foreign files: 0");
 
     let out = kcache(&["gc", dir.to_str().expect("utf-8"), "--max-size", "2500"]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
