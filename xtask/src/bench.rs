@@ -12,8 +12,11 @@
 //! A figure is a ratio of a subject (what kcache does) to a baseline (what it is compared
 //! with), both measured in the same process, close together in time. One measurement of
 //! every selected figure is a *round*; `--quick` runs 5 rounds with criterion's quick mode,
-//! a full run 7 rounds with a second of warm-up and three of measurement per function
-//! (`--rounds N` overrides). Each round runs each benchmark binary once, so the subject and
+//! a full run 7 rounds with a second of warm-up and three of measurement per function.
+//! A benchmark binary whose rounds are cheap gets more, up to three times as many, while
+//! its total stays within a budget (10 s quick, 60 s full): a short measurement is the
+//! one a load spike moves most. `--rounds N` runs exactly N. Each round runs each
+//! benchmark binary once, so the subject and
 //! baseline of one round are seconds apart, and the rounds alternate between them: a load
 //! spike on the shared machine moves one round's ratio, not the median. The printed ratio
 //! is the median over the rounds and the spread their minimum and maximum.
@@ -437,6 +440,8 @@ struct Options {
     quick: bool,
     scale: bool,
     rounds: usize,
+    /// Rounds a cheap binary may get (see the module doc).
+    max_rounds: usize,
     only: Vec<String>,
 }
 
@@ -445,6 +450,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         quick: false,
         scale: false,
         rounds: 0,
+        max_rounds: 0,
         only: Vec::new(),
     };
     let mut it = args.iter();
@@ -475,6 +481,9 @@ fn parse(args: &[String]) -> Result<Options, String> {
     }
     if o.rounds == 0 {
         o.rounds = if o.quick { 5 } else { 7 };
+        o.max_rounds = 3 * o.rounds;
+    } else {
+        o.max_rounds = o.rounds;
     }
     Ok(o)
 }
@@ -508,8 +517,15 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     }
     let mut ratios: BTreeMap<&str, Vec<Measured>> = BTreeMap::new();
     let started = Instant::now();
-    for round in 0..o.rounds {
+    let budget = if o.quick { 10.0 } else { 60.0 };
+    // Seconds each binary has taken so far, and its last round's.
+    let mut spent: BTreeMap<(&str, &str), (f64, f64)> = BTreeMap::new();
+    for round in 0..o.max_rounds {
         for ((package, bench), figs) in &by_binary {
+            let (total, last) = spent.get(&(*package, *bench)).copied().unwrap_or_default();
+            if round >= o.rounds && total + last > budget {
+                continue;
+            }
             let t0 = Instant::now();
             let bin = binaries
                 .get(&(package.to_string(), bench.to_string()))
@@ -530,11 +546,13 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
                 })?;
                 ratios.entry(f.name).or_default().push(m);
             }
+            let took = t0.elapsed().as_secs_f64();
+            spent.insert((*package, *bench), (total + took, took));
             eprintln!(
-                "xtask bench: round {}/{} {package}/{bench}: {:.1} s",
+                "xtask bench: round {}/{}-{} {package}/{bench}: {took:.1} s",
                 round + 1,
                 o.rounds,
-                t0.elapsed().as_secs_f64()
+                o.max_rounds,
             );
         }
     }
@@ -549,8 +567,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     }
     println!();
     println!(
-        "{:<38} {:>8} {:>17} {:>8}  {:<4} baseline (median subject, baseline)",
-        "figure", "ratio", "spread", "target", "met"
+        "{:<38} {:>8} {:>17} {:>6} {:>8}  {:<4} baseline (median subject, baseline)",
+        "figure", "ratio", "spread", "rounds", "target", "met"
     );
     for (f, s) in &summaries {
         let (target_s, met) = match f.target {
@@ -559,10 +577,11 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             Some(t) => (format!("<= {t}"), "NO"),
         };
         println!(
-            "{:<38} {:>8.3} {:>17} {:>8}  {:<4} {} ({}, {})",
+            "{:<38} {:>8.3} {:>17} {:>6} {:>8}  {:<4} {} ({}, {})",
             f.name,
             s.median,
             format!("{:.3}-{:.3}", s.min, s.max),
+            s.rounds,
             target_s,
             met,
             f.baseline,
@@ -571,9 +590,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         );
     }
     println!(
-        "\n{} figure(s), {} round(s) each, {:.0} s of measuring",
+        "\n{} figure(s), {} to {} round(s) each, {:.0} s of measuring",
         figures.len(),
         o.rounds,
+        o.max_rounds,
         started.elapsed().as_secs_f64()
     );
     Ok(())
@@ -778,6 +798,8 @@ fn median_ns(path: &Path) -> Option<f64> {
 /// The rounds of one figure, summarized.
 #[derive(Debug, PartialEq)]
 struct Summary {
+    /// How many rounds measured the figure.
+    rounds: usize,
     median: f64,
     min: f64,
     max: f64,
@@ -801,6 +823,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn summarize(rounds: &[Measured]) -> Summary {
     let r: Vec<f64> = rounds.iter().map(|m| m.subject / m.baseline).collect();
     Summary {
+        rounds: rounds.len(),
         median: median(r.clone()),
         min: r.iter().copied().fold(f64::INFINITY, f64::min),
         max: r.iter().copied().fold(f64::NEG_INFINITY, f64::max),
@@ -856,8 +879,9 @@ mod tests {
     fn options_and_selection() {
         let args = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
         let quick = parse(&args("--quick")).expect("parse");
-        assert_eq!((quick.rounds, quick.quick), (5, true));
-        assert_eq!(parse(&args("--rounds 3")).expect("parse").rounds, 3);
+        assert_eq!((quick.rounds, quick.max_rounds, quick.quick), (5, 15, true));
+        let three = parse(&args("--rounds 3")).expect("parse");
+        assert_eq!((three.rounds, three.max_rounds), (3, 3));
         assert!(parse(&args("--rounds 0")).is_err());
         assert!(parse(&args("--frobnicate")).is_err());
         let only = parse(&args("--only memo_hit,disk_lookup")).expect("parse");
