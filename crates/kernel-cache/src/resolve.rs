@@ -385,14 +385,10 @@ where
 fn duplicate_symbol<S>(batch: &[BatchKernel<S>]) -> Option<(&str, usize, usize)> {
     let mut seen: HashMap<&str, usize> = HashMap::with_capacity(batch.len());
     for (i, kernel) in batch.iter().enumerate() {
-        match seen.get(kernel.symbol.as_str()) {
-            Some(&first) if batch[first].key != kernel.key => {
-                return Some((&kernel.symbol, first, i));
-            }
-            Some(_) => {}
-            None => {
-                seen.insert(&kernel.symbol, i);
-            }
+        // One hash of the symbol per kernel (this runs on every resolve, hits included).
+        let first = *seen.entry(kernel.symbol.as_str()).or_insert(i);
+        if first != i && batch[first].key != kernel.key {
+            return Some((&kernel.symbol, first, i));
         }
     }
     None
