@@ -464,8 +464,20 @@ fn main() {
         (true, true) => (2, 5),
         (true, false) => (3, 9),
     };
-    memory(large).print(bench);
-    all_hit(small, large, rounds, samples).print(bench);
-    publish_evict(small, large, rounds, if bench { 2_000 } else { 10 }).print(bench);
-    two_threads(large, rounds, if bench { 200 } else { 2 }).print(bench);
+    // `KCACHE_SCALE_ONLY=a,b` runs only the figures whose names contain `a` or `b` (for
+    // profiling one figure; `cargo xtask bench --only` filters the printed lines instead).
+    let only = std::env::var("KCACHE_SCALE_ONLY").unwrap_or_default();
+    let runs = |name: &str| only.is_empty() || only.split(',').any(|o| name.contains(o));
+    if runs("kernel_cache_memory_per_entry_1m") {
+        memory(large).print(bench);
+    }
+    if runs("kernel_cache_all_hit_growth_1k_to_1m") {
+        all_hit(small, large, rounds, samples).print(bench);
+    }
+    if runs("kernel_cache_publish_evict_growth_1k_to_1m") {
+        publish_evict(small, large, rounds, if bench { 2_000 } else { 10 }).print(bench);
+    }
+    if runs("kernel_cache_two_threads_resolve") {
+        two_threads(large, rounds, if bench { 200 } else { 2 }).print(bench);
+    }
 }

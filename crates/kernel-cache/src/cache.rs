@@ -6,9 +6,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use dashmap::DashMap;
-
 use crate::cold;
+use crate::table::{Key, Stored, Table};
 
 /// What the cache answers for a key: the shared program holding the kernel's code and
 /// the symbol to look the kernel up by in that program.
@@ -97,12 +96,13 @@ impl<P> Clone for Slot<P> {
 }
 
 /// A retained group: its weight and the keys it published (some may have been
-/// re-pointed since; `live` counts those it still owns). Each key shares its one
-/// allocation with the map's entry, so a key's bytes are held once.
+/// re-pointed since; `live` counts those it still owns). A kernel key is 32 inline
+/// bytes here as in the map; any other key shares its one allocation with the map's
+/// entry.
 #[derive(Clone)]
 pub(crate) struct GroupRec {
     pub(crate) bytes: u64,
-    pub(crate) keys: Vec<Arc<str>>,
+    pub(crate) keys: Vec<Key>,
     pub(crate) live: usize,
 }
 
@@ -131,7 +131,7 @@ pub(crate) struct ColdSaved<P> {
     pub(crate) depth: usize,
     pub(crate) by_age: BTreeMap<u64, GroupRec>,
     pub(crate) retained: u64,
-    pub(crate) entries: Vec<(Arc<str>, Slot<P>)>,
+    pub(crate) entries: Vec<Stored<P>>,
 }
 
 enum CapacitySource {
@@ -144,8 +144,13 @@ enum CapacitySource {
 /// Every [`publish`](KernelCache::publish) retains its entries as one *group* of the
 /// caller's weight; the oldest groups are evicted while the retained total exceeds
 /// the capacity. Lookups ([`find`](KernelCache::find)) take no lock of the cache's own
-/// (only the concurrent map's shard lock) and can run from any number of threads
-/// while another publishes.
+/// (only a shard lock of its concurrent map, for reading) and can run from any number
+/// of threads while another publishes.
+///
+/// **Keys** are compared in full, as strings: a key of exactly 64 lowercase hex digits
+/// (what [`kernel_key`](crate::kernel_key) returns) is held as the 32 bytes it spells,
+/// any other string verbatim, and the two forms never meet, so two keys hit each other
+/// exactly when their strings are equal.
 ///
 /// **Capacity.** The capacity is read on every publish and find (from
 /// [`set_capacity`](KernelCache::set_capacity)'s setting or the closure given to
@@ -169,8 +174,8 @@ enum CapacitySource {
 /// [`with_cold_caches`](crate::with_cold_caches) empties and restores, which is why
 /// constructors return an `Arc`.
 pub struct KernelCache<P> {
-    /// Key to value; a key's allocation is shared with its group's record.
-    map: DashMap<Arc<str>, Slot<P>>,
+    /// Key to value.
+    map: Table<P>,
     groups: Mutex<Groups<P>>,
     capacity_fixed: AtomicU64,
     capacity_overridden: AtomicBool,
@@ -215,7 +220,7 @@ impl<P: Send + Sync + 'static> KernelCache<P> {
     fn build(fixed: u64, source: CapacitySource) -> Arc<Self> {
         let overridden = matches!(source, CapacitySource::Fixed);
         let cache = Arc::new(KernelCache {
-            map: DashMap::new(),
+            map: Table::new(),
             groups: Mutex::new(Groups::default()),
             capacity_fixed: AtomicU64::new(fixed),
             capacity_overridden: AtomicBool::new(overridden),
@@ -270,8 +275,20 @@ impl<P> KernelCache<P> {
         if capacity == 0 {
             return None;
         }
-        // Copy the value out so the shard's read lock is released at once.
-        self.map.get(key).map(|slot| slot.value.clone())
+        self.map.get(key)
+    }
+
+    /// [`lookup`](KernelCache::lookup) of each of `keys`, in order, as one batch (each
+    /// shard of the map is read-locked once, and the lookups of a shard overlap).
+    pub(crate) fn lookup_many<'k>(
+        &self,
+        keys: impl ExactSizeIterator<Item = &'k str>,
+        capacity: u64,
+    ) -> Vec<Option<Resolved<P>>> {
+        if capacity == 0 {
+            return keys.map(|_| None).collect();
+        }
+        self.map.get_many(keys)
     }
 
     pub(crate) fn count(&self, hits: u64, misses: u64) {
@@ -300,8 +317,9 @@ impl<P> KernelCache<P> {
         let mut keys = Vec::new();
         let mut released = Vec::new();
         for (key, value) in entries {
-            let key: Arc<str> = Arc::from(key);
-            let previous = self.map.insert(Arc::clone(&key), Slot { value, group: id });
+            let (previous, key) = self
+                .map
+                .insert(Key::from_string(key), Slot { value, group: id });
             match previous {
                 Some(slot) if slot.group == id => {}
                 Some(slot) => {
@@ -350,7 +368,7 @@ impl<P> KernelCache<P> {
                 break;
             };
             for key in &rec.keys {
-                self.map.remove_if(&**key, |_, slot| slot.group == oldest);
+                drop(self.map.remove_if_group(key, oldest));
             }
             groups.retained = groups.retained.saturating_sub(rec.bytes);
             self.evictions.fetch_add(1, Ordering::Relaxed);
@@ -385,7 +403,7 @@ impl<P> KernelCache<P> {
     /// valid.
     pub fn clear(&self) {
         let mut groups = lock(&self.groups);
-        self.map.clear();
+        drop(self.map.drain());
         groups.by_age.clear();
         groups.retained = 0;
     }
@@ -394,12 +412,7 @@ impl<P> KernelCache<P> {
 impl<P: Send + Sync> cold::ColdScoped for KernelCache<P> {
     fn enter_cold(&self, depth: usize) {
         let mut groups = lock(&self.groups);
-        let entries: Vec<(Arc<str>, Slot<P>)> = self
-            .map
-            .iter()
-            .map(|e| (Arc::clone(e.key()), e.value().clone()))
-            .collect();
-        self.map.clear();
+        let entries = self.map.drain();
         let saved = ColdSaved {
             depth,
             by_age: std::mem::take(&mut groups.by_age),
@@ -411,7 +424,7 @@ impl<P: Send + Sync> cold::ColdScoped for KernelCache<P> {
 
     fn leave_cold(&self, depth: usize) {
         let mut groups = lock(&self.groups);
-        self.map.clear();
+        drop(self.map.drain());
         groups.by_age.clear();
         groups.retained = 0;
         if groups.cold_stack.last().is_some_and(|s| s.depth == depth)
@@ -419,7 +432,7 @@ impl<P: Send + Sync> cold::ColdScoped for KernelCache<P> {
         {
             groups.by_age = saved.by_age;
             groups.retained = saved.retained;
-            for (key, slot) in saved.entries {
+            for Stored { key, slot } in saved.entries {
                 self.map.insert(key, slot);
             }
         }
@@ -594,6 +607,27 @@ mod tests {
         ]
     }
 
+    /// The keys of the model test: kernel keys (64 lowercase hex digits, held as bytes)
+    /// beside keys one digit or one case away from them, cut or extended, and plain
+    /// names, so a wrong hit between the two forms or between near keys would show.
+    fn model_key(k: u8) -> String {
+        const D: &str = "00ff3c9a1b2e4d5f60718293a4b5c6d7e8f90a1b2c3d4e5f6071829304a5b6c7";
+        match k {
+            0 => D.to_string(),
+            1 => D.replacen('7', "6", 1),
+            2 => D.to_uppercase(),
+            3 => D.replacen('f', "F", 1),
+            4 => D[..63].to_string(),
+            5 => format!("{D}0"),
+            6 => format!("{}8", &D[..63]),
+            7 => "0".repeat(64),
+            8 => "k0".to_string(),
+            9 => String::new(),
+            10 => D.replacen('a', "g", 1),
+            _ => format!("k{k}"),
+        }
+    }
+
     proptest::proptest! {
         /// Random publish / capacity sequences agree with the reference model, and after
         /// every publish the retained total is within capacity unless the newest group
@@ -613,7 +647,7 @@ mod tests {
                     }
                     Op::Publish(ks, bytes) => {
                         let tag = format!("p{n}");
-                        let keys: Vec<String> = ks.iter().map(|k| format!("k{k}")).collect();
+                        let keys: Vec<String> = ks.iter().map(|&k| model_key(k)).collect();
                         cache.publish(keys.iter().map(|k| (k.clone(), value(&tag))), bytes);
                         model.publish(&keys, bytes, &tag);
                         let s = cache.stats();
@@ -629,14 +663,16 @@ mod tests {
                         );
                     }
                 }
-                for k in 0u8..12 {
-                    let key = format!("k{k}");
-                    let got = cache.find(&key).map(|v| v.symbol.to_string());
+                let all: Vec<String> = (0u8..12).map(model_key).collect();
+                let many = cache.lookup_many(all.iter().map(String::as_str), cache.capacity());
+                for (key, from_batch) in all.iter().zip(many) {
+                    let got = cache.find(key).map(|v| v.symbol.to_string());
                     let want = if model.capacity == 0 {
                         None
                     } else {
-                        model.map.get(&key).map(|(_, t)| t.clone())
+                        model.map.get(key).map(|(_, t)| t.clone())
                     };
+                    proptest::prop_assert_eq!(from_batch.map(|v| v.symbol.to_string()), want.clone(), "key {}", key);
                     proptest::prop_assert_eq!(got, want, "key {}", key);
                 }
             }

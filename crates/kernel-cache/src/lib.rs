@@ -58,6 +58,7 @@ mod key;
 mod partition;
 mod resolve;
 pub mod store;
+mod table;
 
 pub use backend::{
     Backend, BatchKernel, Compiled, Group, PersistentBackend, SavedProgram, SplitBackend,

@@ -288,10 +288,8 @@ where
     }
     let n = batch.len() as u64;
     let capacity = cache.capacity();
-    let mut answers: Answers<B::Program> = batch
-        .iter()
-        .map(|k| cache.lookup(&k.key, capacity))
-        .collect();
+    let mut answers: Answers<B::Program> =
+        cache.lookup_many(batch.iter().map(|k| k.key.as_str()), capacity);
     let mut reused = answers.iter().filter(|a| a.is_some()).count() as u64;
     if reused == n && !backend.always_lock() {
         cache.count(reused, 0);
