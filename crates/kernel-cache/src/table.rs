@@ -11,7 +11,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use hashbrown::HashTable;
 use hashbrown::hash_table::Entry;
@@ -167,8 +167,15 @@ impl<P> Table<P> {
     /// An empty map with four shards per available thread (at least four), as
     /// `dashmap` sizes its own.
     pub(crate) fn new() -> Self {
-        let threads = std::thread::available_parallelism().map_or(1, usize::from);
-        let count = (threads * 4).next_power_of_two().clamp(4, 1 << 16);
+        // Asked once per process (it reads the scheduler's affinity and cgroup limits).
+        static SHARDS: OnceLock<usize> = OnceLock::new();
+        let count = *SHARDS.get_or_init(|| {
+            let threads = std::thread::available_parallelism().map_or(1, usize::from);
+            threads
+                .saturating_mul(4)
+                .clamp(4, 1 << 16)
+                .next_power_of_two()
+        });
         Table {
             shards: (0..count).map(|_| RwLock::new(HashTable::new())).collect(),
             hasher: RandomState::new(),
