@@ -20,7 +20,8 @@
 //!   better, 2.0 perfect); peer `dashmap_two_threads_get`.
 //!
 //! Within a run the timed subjects and baselines alternate, several samples each
-//! (`KCACHE_BENCH_QUICK=1` or `--quick`: fewer). Without `--bench` (as
+//! (`KCACHE_BENCH_QUICK=1` or `--quick`: fewer; `KCACHE_SCALE_ONLY=all_hit,…`: only the
+//! figures whose names contain one of the words, for profiling one). Without `--bench` (as
 //! `cargo test --all-targets` runs it) it runs once at small sizes and checks the cache
 //! answers what it holds.
 
