@@ -215,12 +215,19 @@ impl<'n> Prepared<'n> {
     }
 
     /// Whether `name` is a keep or free name.
+    #[inline(always)]
     fn is_kept(&self, name: &[u8]) -> bool {
-        self.kept.may_contain(name)
-            && std::str::from_utf8(name)
-                .is_ok_and(|s| self.names.keep.contains(s) || self.names.free.contains(s))
+        self.kept.may_contain(name) && self.in_kept(name)
     }
 
+    /// [`Self::is_kept`] past its filter, out of line (the sets' searches are large).
+    #[inline(never)]
+    fn in_kept(&self, name: &[u8]) -> bool {
+        std::str::from_utf8(name)
+            .is_ok_and(|s| self.names.keep.contains(s) || self.names.free.contains(s))
+    }
+
+    #[inline(never)]
     fn is_bound(&self, name: &str) -> bool {
         self.bound.may_contain(name.as_bytes()) && self.names.bound.contains(name)
     }
@@ -570,8 +577,14 @@ fn name_key(buf: &[u8], s: usize, e: usize) -> NameKey {
         h = (h.rotate_left(23) ^ load(buf, i, (e - i).min(8))).wrapping_mul(K1);
         i += 8;
     }
-    h ^= h >> 31;
     NameKey { w0, w1, hash: h }
+}
+
+/// [`name_key`] of a whole name, out of line: for the paths that run once per name
+/// (setting up, pinning), so the hot scan stays small.
+#[inline(never)]
+fn whole_name_key(name: &[u8]) -> NameKey {
+    name_key(name, 0, name.len())
 }
 
 #[derive(Clone, Copy)]
@@ -586,6 +599,8 @@ struct Entry<'a> {
 struct Interner<'a> {
     table: Vec<Option<Entry<'a>>>,
     len: usize,
+    /// `64 - log2(table.len())`: a hash shifted right by it is an index.
+    shift: u32,
 }
 
 impl<'a> Interner<'a> {
@@ -593,6 +608,7 @@ impl<'a> Interner<'a> {
         Interner {
             table: vec![None; 64],
             len: 0,
+            shift: 64 - 6,
         }
     }
 
@@ -600,7 +616,9 @@ impl<'a> Interner<'a> {
     #[inline(always)]
     fn probe(&self, name: &[u8], k: NameKey) -> (usize, bool) {
         let mask = self.table.len() - 1;
-        let mut i = (k.hash.wrapping_mul(K2) >> 32) as usize & mask;
+        // The hash's top bits are its best mixed (a product's top bits depend on all
+        // of the factors' bits): they are the index, with no further mixing.
+        let mut i = (k.hash >> self.shift) as usize & mask;
         loop {
             match &self.table[i] {
                 None => return (i, false),
@@ -627,6 +645,7 @@ impl<'a> Interner<'a> {
     }
 
     /// Sets the slot of `name` (inserting it if new).
+    #[inline(never)]
     fn set(&mut self, name: &'a [u8], k: NameKey, slot: Slot) {
         let (i, found) = self.probe(name, k);
         self.set_at(i, found, name, k, slot);
@@ -656,8 +675,9 @@ impl<'a> Interner<'a> {
     fn grow(&mut self) {
         let bigger = vec![None; self.table.len() * 2];
         let old = std::mem::replace(&mut self.table, bigger);
+        self.shift -= 1;
         for e in old.into_iter().flatten() {
-            let k = name_key(e.name, 0, e.name.len());
+            let k = whole_name_key(e.name);
             let (i, _) = self.probe(e.name, k);
             self.table[i] = Some(e);
         }
@@ -760,19 +780,19 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             for b in &names.bound {
                 let b = b.as_bytes();
                 if !b.is_empty() && !prepared.is_kept(b) {
-                    map.set(b, name_key(b, 0, b.len()), Slot::Bound);
+                    map.set(b, whole_name_key(b), Slot::Bound);
                 }
             }
         }
         for p in pinned {
             if !p.is_empty() {
                 first.add_name(p);
-                map.set(p, name_key(p, 0, p.len()), Slot::Pinned);
+                map.set(p, whole_name_key(p), Slot::Pinned);
             }
         }
         if let Some(own) = own.filter(|o| !o.is_empty()) {
             first.add_name(own);
-            let k = name_key(own, 0, own.len());
+            let k = whole_name_key(own);
             if map.get(own, k) != Some(Slot::Pinned) {
                 map.set(own, k, Slot::Own);
             }
@@ -1644,23 +1664,21 @@ fn find_trigraph(bytes: &[u8]) -> Option<usize> {
 /// Never panics, whatever the text.
 pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) -> Canonical {
     let src = text.as_bytes();
-    let mut refusals = Vec::new();
     let prepared = Prepared::new(names);
     let bound_ok = prepared.refusal.is_none();
-    refusals.extend(prepared.refusal.clone());
 
     // Phases 1-2 and the spelling observers first, over the whole text.
     if let Some((offset, what)) = crate::phases::untokenizable(src) {
-        refusals.push(Refusal::AmbiguousLexing { offset, what });
-        return raw(src, kernel_name, refusals);
+        let refusal = Refusal::AmbiguousLexing { offset, what };
+        return refused(src, kernel_name, &prepared, refusal);
     }
     if let Some((offset, what)) = crate::phases::spelling_observer(
         src,
         names.observers.iter().map(String::as_str),
         names.observers.contains(crate::phases::DEFAULT_OBSERVER),
     ) {
-        refusals.push(Refusal::SpellingObserved { offset, what });
-        return raw(src, kernel_name, refusals);
+        let refusal = Refusal::SpellingObserved { offset, what };
+        return refused(src, kernel_name, &prepared, refusal);
     }
 
     let own = kernel_name.map(str::as_bytes);
@@ -1671,53 +1689,92 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
     let mut r = Renamer::new(src, &prepared, bound_ok, own, token_bytes, &[]);
     let mut outcome = r.run();
     if outcome.is_ok() && r.redo {
-        let pinned: Vec<&[u8]> = r
-            .map
-            .entries()
-            .filter(|e| e.slot == Slot::Pinned)
-            .map(|e| e.name)
-            .collect();
-        r = Renamer::new(src, &prepared, bound_ok, own, token_bytes, &pinned);
-        outcome = r.run();
+        (r, outcome) = redo(r, src, &prepared, bound_ok, own, token_bytes);
     }
     match outcome {
-        Ok(()) => {
-            let mut pinned: Vec<String> = Vec::new();
-            if r.pinned_count > 0 {
-                pinned = r
-                    .map
-                    .entries()
-                    .filter(|e| e.slot == Slot::Pinned)
-                    .map(|e| String::from_utf8_lossy(e.name).into_owned())
-                    .collect();
-                pinned.sort();
-            }
-            Canonical {
-                encoding: r.out,
-                side: r.side,
-                token_len,
-                renamed_count: r.next as usize,
-                refusals,
-                pinned,
-                text: OnceLock::new(),
-            }
-        }
+        Ok(()) => Canonical {
+            pinned: pinned_names(&r),
+            encoding: r.out,
+            side: r.side,
+            token_len,
+            renamed_count: r.next as usize,
+            refusals: prepared.refusal.into_iter().collect(),
+            text: OnceLock::new(),
+        },
         Err(Ambiguous {
             offset,
             what,
             observer,
         }) => {
-            refusals.push(if observer {
+            let refusal = if observer {
                 Refusal::SpellingObserved {
                     offset,
                     what: what.to_owned(),
                 }
             } else {
                 Refusal::AmbiguousLexing { offset, what }
-            });
-            raw(src, kernel_name, refusals)
+            };
+            refused(src, kernel_name, &prepared, refusal)
         }
     }
+}
+
+/// The second pass of a kernel whose first pass pinned a name it had renamed (or the
+/// own name): every name pinned in the first is pinned from the start.
+#[cold]
+#[inline(never)]
+fn redo<'a, 'n: 'a>(
+    first: Renamer<'a, 'n>,
+    src: &'a [u8],
+    prepared: &'n Prepared<'n>,
+    bound_ok: bool,
+    own: Option<&'a [u8]>,
+    token: &[u8],
+) -> (Renamer<'a, 'n>, Result<(), Ambiguous>) {
+    let pinned: Vec<&[u8]> = first
+        .map
+        .entries()
+        .filter(|e| e.slot == Slot::Pinned)
+        .map(|e| e.name)
+        .collect();
+    let mut r = Renamer::new(src, prepared, bound_ok, own, token, &pinned);
+    let outcome = r.run();
+    (r, outcome)
+}
+
+/// The names `r` pinned, sorted.
+fn pinned_names(r: &Renamer<'_, '_>) -> Vec<String> {
+    if r.pinned_count == 0 {
+        return Vec::new();
+    }
+    pinned_names_sorted(r)
+}
+
+#[cold]
+#[inline(never)]
+fn pinned_names_sorted(r: &Renamer<'_, '_>) -> Vec<String> {
+    let mut pinned: Vec<String> = r
+        .map
+        .entries()
+        .filter(|e| e.slot == Slot::Pinned)
+        .map(|e| String::from_utf8_lossy(e.name).into_owned())
+        .collect();
+    pinned.sort();
+    pinned
+}
+
+/// [`raw`], with the bound-name refusal (if any) and then `refusal`.
+#[cold]
+#[inline(never)]
+fn refused(
+    src: &[u8],
+    kernel_name: Option<&str>,
+    prepared: &Prepared<'_>,
+    refusal: Refusal,
+) -> Canonical {
+    let mut refusals: Vec<Refusal> = prepared.refusal.iter().cloned().collect();
+    refusals.push(refusal);
+    raw(src, kernel_name, refusals)
 }
 
 /// The canonical form that renames nothing: the exact text, and the kernel's own name
@@ -2300,5 +2357,43 @@ mod tests {
         let c = canon(&text, &Names::new());
         assert_eq!(c.renamed_count(), 5000);
         assert!(c.text().ends_with("ocannl_k4999 + "));
+    }
+
+    /// Names that differ only in a late byte (`cast10`..`cast99` differ in their fifth
+    /// and sixth bytes, `v1_acc0`.. in their seventh) share an index's worth of hash
+    /// bits less often than not; every one must still find its own entry, also across
+    /// growth, in both orders of first occurrence.
+    #[test]
+    fn names_differing_late_keep_their_own_numbers() {
+        let bound: Vec<String> = (10..400)
+            .map(|k| format!("cast{k}"))
+            .chain((0..10).map(|k| format!("alu{k}_x")))
+            .collect();
+        let names = Names::new().with_bound(bound.iter().cloned());
+        let uses: String = bound
+            .iter()
+            .map(|b| format!("{b} = {b} + v1_acc{};\n", b.len()))
+            .collect();
+        let text = format!(
+            "{uses}{}",
+            bound
+                .iter()
+                .rev()
+                .map(|b| format!("{b};"))
+                .collect::<String>()
+        );
+        let c = canon(&text, &names);
+        assert_eq!(
+            crate::reference::disagreement(&text, Some("k__seg3"), &names),
+            None
+        );
+        let renamed: Vec<String> = c.renamed().map(|r| r.into_owned()).collect();
+        for b in &bound {
+            assert_eq!(renamed.iter().filter(|r| *r == b).count(), 1, "{b}");
+        }
+        // Each bound name is numbered where first met, in text order.
+        let order: Vec<&String> = renamed.iter().filter(|r| r.starts_with("cast")).collect();
+        assert_eq!(order.first().map(|s| s.as_str()), Some("cast10"));
+        assert_eq!(order.last().map(|s| s.as_str()), Some("cast399"));
     }
 }
