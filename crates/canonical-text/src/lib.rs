@@ -91,6 +91,13 @@
 //! neither their meaning nor their machine code. Renaming less than allowed is always
 //! sound: a refusal costs a cache miss, never a wrong hit.
 //!
+//! A key covers the kernel's text, not the compile's environment: what `__FILE__`,
+//! `__DATE__`, `__TIME__` and `__TIMESTAMP__` expand to (the compile's file name and
+//! time; `assert` messages name the file) is for the backend to fix, or two compiles of
+//! one text differ whatever their keys. cc-backend compiles every kernel as `kernel.c`
+//! in a directory of its own, dated 1970-01-01, with `SOURCE_DATE_EPOCH=0` and
+//! `TZ=UTC0`; the gcc oracle test compiles the same way.
+//!
 //! # Performance
 //!
 //! Two criterion groups in `cargo bench -p canonical-text --bench canonical`, each

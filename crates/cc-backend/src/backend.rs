@@ -17,15 +17,44 @@ use crate::source::Source;
 /// The flags every compile uses, ahead of the group's option list.
 pub const BASE_FLAGS: &[&str] = &["-O2", "-shared", "-fPIC"];
 
+/// The file name of every translation unit, each in a directory of its own (the
+/// compiler's working directory when it compiles that unit), so `__FILE__` is the same
+/// whatever the directory and the symbol.
+pub(crate) const UNIT_NAME: &str = "kernel.c";
+
+/// The object file each unit compiles to, beside it.
+const OBJECT_NAME: &str = "kernel.o";
+
+/// The environment the compiler runs in, besides the caller's: the time the predefined
+/// macros `__DATE__` and `__TIME__` expand to (`SOURCE_DATE_EPOCH`, honoured by gcc 7 and
+/// later and clang 16 and later) and the time zone `__TIMESTAMP__` is written in.
+const COMPILER_ENV: [(&str, &str); 2] = [("SOURCE_DATE_EPOCH", "0"), ("TZ", "UTC0")];
+
+/// What [`CcBackend`]'s identity says of how it makes a program depend on nothing but
+/// its keyed parts (part of every key: programs compiled before this rule never meet
+/// those compiled under it).
+const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own directory, dated 1970-01-01; SOURCE_DATE_EPOCH=0; TZ=UTC0";
+
 /// A kernel-cache backend that compiles C kernels with the system C compiler.
 ///
-/// Each program is one shared object built by one compiler command, `cc -O2 -shared
-/// -fPIC <options> -o program.so <symbol>.c ... -lm`, in a fresh directory of the work
+/// Each program is one shared object: every kernel is compiled by `cc -O2 -shared -fPIC
+/// <options> -c -o kernel.o kernel.c` in a directory of its own, then the objects are
+/// linked by `cc -O2 -shared -fPIC <options> -o program.so <objects> -lm`, all in a
+/// fresh directory of the work
 /// directory (removed when the program is dropped): every kernel is its own
 /// translation unit (see [`Source`]), so no preprocessor state, `static` or `#pragma`
 /// of one kernel reaches another, and a kernel means the same whichever companions it
 /// is compiled beside. The compiler is `$CC` when set (split on white space: a command
 /// and its leading arguments), else `cc`.
+///
+/// **Reproducible compiles.** The program depends on the keyed parts only, never on
+/// where or when it was compiled: each unit is the file `kernel.c`, compiled in its own
+/// directory (so `__FILE__` and `assert` messages are the same for every directory and
+/// symbol), dated 1970-01-01 (`__TIMESTAMP__`), and the
+/// compiler runs with `SOURCE_DATE_EPOCH=0` and `TZ=UTC0` (`__DATE__`, `__TIME__`). A
+/// compiler that ignores `SOURCE_DATE_EPOCH` (gcc before 7, clang before 16) still
+/// expands `__DATE__` and `__TIME__` to the real time: a kernel using them is then
+/// answered with a program compiled at another time.
 ///
 /// Its [`Split`] defaults to as many programs as the machine has cores, of at least 8
 /// kernels each.
@@ -45,7 +74,8 @@ pub struct CcBackend {
 #[derive(Debug)]
 pub struct PreparedProgram {
     dir: tempfile::TempDir,
-    c_paths: Vec<PathBuf>,
+    /// Each kernel's directory (holding its unit, [`UNIT_NAME`]), in kernel order.
+    unit_dirs: Vec<PathBuf>,
     so_path: PathBuf,
     options: Vec<String>,
     kernels: Vec<(String, Signature)>,
@@ -104,7 +134,10 @@ impl CcBackend {
             .to_string();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(CcBackend {
-            identity: format!("{command}\n{version}\n{}", BASE_FLAGS.join(" ")),
+            identity: format!(
+                "{command}\n{version}\n{}\n{REPRODUCIBLE}",
+                BASE_FLAGS.join(" ")
+            ),
             compiler,
             work_dir: std::env::temp_dir(),
             split: Split::new(cores, 8),
@@ -126,7 +159,8 @@ impl CcBackend {
     }
 
     /// What identifies this backend's output: the compiler command, the first line of
-    /// its `--version` and the base flags. Put it in every key (see
+    /// its `--version`, the base flags and its reproducible-compile rule (see
+    /// [`CcBackend`]). Put it in every key (see
     /// [`kernel_cache::kernel_key`]) so kernels compiled by another compiler never hit.
     pub fn identity(&self) -> &str {
         &self.identity
@@ -174,17 +208,24 @@ impl CcBackend {
             .prefix("kcache-cc-")
             .tempdir_in(&self.work_dir)
             .map_err(io(&self.work_dir))?;
-        let mut c_paths = Vec::with_capacity(kernels.len());
+        let mut unit_dirs = Vec::with_capacity(kernels.len());
         for (symbol, source) in kernels {
-            // Symbols are C identifiers: safe, distinct file names.
-            let c_path = dir.path().join(format!("{symbol}.c"));
+            // Symbols are C identifiers: safe, distinct directory names.
+            let unit_dir = dir.path().join(symbol);
+            std::fs::create_dir(&unit_dir).map_err(io(&unit_dir))?;
+            let c_path = unit_dir.join(UNIT_NAME);
             std::fs::write(&c_path, source.translation_unit(symbol)).map_err(io(&c_path))?;
-            c_paths.push(c_path);
+            std::fs::File::options()
+                .write(true)
+                .open(&c_path)
+                .and_then(|f| f.set_modified(std::time::SystemTime::UNIX_EPOCH))
+                .map_err(io(&c_path))?;
+            unit_dirs.push(unit_dir);
         }
         Ok(PreparedProgram {
             so_path: dir.path().join("program.so"),
             dir,
-            c_paths,
+            unit_dirs,
             options: options.to_vec(),
             kernels: kernels
                 .iter()
@@ -210,15 +251,35 @@ impl CcBackend {
             .compiler
             .split_first()
             .ok_or_else(|| spawn_error(std::io::Error::other("empty compiler command")))?;
-        // One command: the driver compiles each file as its own translation unit and
-        // links the objects into one shared object.
+        // Each unit compiled in its own directory (so it is `kernel.c` to the compiler
+        // wherever it is), then one link of the objects into one shared object.
+        let failed = |output: std::process::Output, symbols: Vec<String>| CcError::Compiler {
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            symbols,
+        };
+        for (unit_dir, (symbol, _)) in prepared.unit_dirs.iter().zip(&prepared.kernels) {
+            let output = Command::new(program)
+                .args(args)
+                .envs(COMPILER_ENV)
+                .args(BASE_FLAGS)
+                .args(&prepared.options)
+                .args(["-c", "-o", OBJECT_NAME, UNIT_NAME])
+                .current_dir(unit_dir)
+                .output()
+                .map_err(spawn_error)?;
+            if !output.status.success() {
+                return Err(failed(output, vec![symbol.clone()]));
+            }
+        }
         let output = Command::new(program)
             .args(args)
+            .envs(COMPILER_ENV)
             .args(BASE_FLAGS)
             .args(&prepared.options)
             .arg("-o")
             .arg(&prepared.so_path)
-            .args(&prepared.c_paths)
+            .args(prepared.unit_dirs.iter().map(|d| d.join(OBJECT_NAME)))
             .arg("-lm")
             .current_dir(prepared.dir.path())
             .output()
@@ -226,11 +287,8 @@ impl CcBackend {
         if output.status.success() {
             Ok(())
         } else {
-            Err(CcError::Compiler {
-                status: output.status.to_string(),
-                stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-                symbols: prepared.kernels.iter().map(|(s, _)| s.clone()).collect(),
-            })
+            let symbols = prepared.kernels.iter().map(|(s, _)| s.clone()).collect();
+            Err(failed(output, symbols))
         }
     }
 

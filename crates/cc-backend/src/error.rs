@@ -14,9 +14,10 @@ pub enum CcError {
         #[source]
         source: std::io::Error,
     },
-    /// The C compiler ran and refused the program; `stderr` is what it printed. The
-    /// display shows the diagnostics' first lines (each kernel is its own file,
-    /// `<symbol>.c`, so a diagnostic names the kernel); the field holds them all.
+    /// The C compiler ran and refused the program; `stderr` is what it printed. Each
+    /// kernel is compiled on its own (as `kernel.c`), so a unit that does not compile
+    /// names its one kernel in `symbols`; a failed link names them all. The display
+    /// shows the diagnostics' first lines; the field holds them all.
     #[error(
         "the C compiler failed ({status}) on a program of kernels {symbols:?}:\n{}",
         first_lines(stderr)

@@ -18,7 +18,8 @@
 //! runs, and refuses with a typed [`CcError`] otherwise. [`Kernel::raw_function`] gives
 //! the kernel's own symbol to callers with their own FFI (calling it is `unsafe`).
 //! A compiler error is [`CcError::Compiler`], whose display shows the compiler's first
-//! diagnostics (each kernel is compiled from `<symbol>.c`, so they name the kernel).
+//! diagnostics and names the kernel that failed (each kernel is compiled on its own, as
+//! `kernel.c` in a directory of its own, so equal keys mean equal code).
 //!
 //! **Kernel text contract.** Prelude and text are trusted C. The text defines the
 //! kernel under its symbol with the signature's C type, touches no buffer element at

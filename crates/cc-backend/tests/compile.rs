@@ -102,8 +102,8 @@ fn compiler_errors_carry_stderr_and_show_its_first_lines() {
         .unwrap_err();
     let shown = err.to_string();
     assert!(
-        shown.contains("bad.c:") && shown.contains("error"),
-        "the display names the kernel's file and the diagnostic: {shown}"
+        shown.contains("kernel.c:") && shown.contains("bad") && shown.contains("error"),
+        "the display names the unit, the kernel's function and the diagnostic: {shown}"
     );
     match err {
         CcError::Compiler {
@@ -112,6 +112,12 @@ fn compiler_errors_carry_stderr_and_show_its_first_lines() {
             assert!(stderr.contains("error"), "{stderr}");
             assert_eq!(symbols, ["bad"]);
         }
+        other => panic!("unexpected {other:?}"),
+    }
+    // Beside a kernel that compiles, the one that does not is named alone.
+    let good = abn(elementwise_kernel("good", "a[i]"));
+    match backend().compile_program(&[("good", &good), ("bad", &bad)], &[]) {
+        Err(CcError::Compiler { symbols, .. }) => assert_eq!(symbols, ["bad"]),
         other => panic!("unexpected {other:?}"),
     }
     // Many diagnostics: the display is cut, the field keeps them all.

@@ -505,3 +505,70 @@ fn the_raw_symbol_is_the_kernel_itself() {
     }
     assert_eq!(o, [-3, -2, 1, 6]);
 }
+
+/// A kernel that copies what `__FILE__`, `__LINE__`, `__DATE__`, `__TIME__` and
+/// `__TIMESTAMP__` expand to into its output, under `symbol` (with an `assert`, whose
+/// message names the file, if `assert` is set).
+fn environment_observer(symbol: &str, assert: bool) -> Source {
+    let (include, check) = if assert {
+        ("#include <assert.h>", "assert(n > 0);")
+    } else {
+        ("", "")
+    };
+    let text = format!(
+        "#include <string.h>\n{include}\n\
+         void {symbol}(uint8_t *out) {{\n\
+           static const char s[] = __FILE__ \"|\" __DATE__ \"|\" __TIME__ \"|\" __TIMESTAMP__;\n\
+           size_t n = strlen(s) < 255 ? strlen(s) : 255;\n\
+           memcpy(out, s, n); out[n] = 0; out[256] = (uint8_t)__LINE__;\n\
+           {check}\n\
+         }}"
+    );
+    Source::new(
+        text,
+        Signature::new().buffer_mut("out", Elem::U8, Extent::fixed(257)),
+    )
+}
+
+/// Two kernels with equal keys compile to the same code wherever and under whichever
+/// symbol they are compiled: what the predefined macros that observe the compile's file
+/// name and time expand to is the same (the gcc object-code oracle found `assert`'s
+/// `__FILE__` in `.rodata` differing between two compiles of one text).
+#[test]
+fn file_and_time_macros_do_not_depend_on_where_or_when() {
+    let names = Names::new();
+    let run = |b: &CcBackend, symbol: &str, assert: bool| {
+        let source = environment_observer(symbol, assert);
+        let program = Arc::new(b.compile_program(&[(symbol, &source)], &[]).unwrap());
+        let mut out = [0u8; 257];
+        program
+            .kernel(symbol)
+            .unwrap()
+            .call(&mut [Arg::U8Mut(&mut out)])
+            .unwrap();
+        out
+    };
+    let key = |b: &CcBackend, symbol: &str, assert: bool| {
+        environment_observer(symbol, assert).key(symbol, &names, &[], b.identity())
+    };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = backend().with_work_dir(dir_a.path());
+    let b = backend().with_work_dir(dir_b.path());
+    // Renamed twins (the segment index differs) in two directories share a key...
+    assert_eq!(key(&a, "step__seg1", false), key(&b, "step__seg6", false));
+    let one = run(&a, "step__seg1", false);
+    let shown =
+        String::from_utf8_lossy(&one[..one.iter().position(|&c| c == 0).unwrap()]).into_owned();
+    // ...and compute the same bytes.
+    assert_eq!(one, run(&b, "step__seg6", false), "{shown}");
+    assert!(shown.starts_with("kernel.c|"), "{shown}");
+    assert!(shown.contains("1970"), "{shown}");
+    // With `assert` (which observes the function's name) only the same symbol shares a
+    // key; in two directories it computes the same bytes too.
+    assert_ne!(key(&a, "step__seg1", true), key(&a, "step__seg6", true));
+    assert_eq!(key(&a, "step__seg1", true), key(&b, "step__seg1", true));
+    assert_eq!(run(&a, "step__seg1", true), run(&b, "step__seg1", true));
+    // Compiled again a second later: the same bytes (the time is not the real time).
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(run(&a, "step__seg1", false), one);
+}

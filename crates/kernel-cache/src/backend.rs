@@ -49,6 +49,13 @@ pub struct Compiled<P> {
 /// This is all a backend that cannot split its compiles implements; such a backend is
 /// driven by [`resolve`](crate::resolve). Code of the backend never runs while the
 /// cache holds a map reference.
+///
+/// A program must depend on nothing the kernels' keys do not cover (their texts, option
+/// lists and the backend identity): not on the directory, file names or time of the
+/// compile, which the predefined macros `__FILE__`, `__DATE__`, `__TIME__` and
+/// `__TIMESTAMP__` (and `assert` messages) expose. cc-backend, for example, compiles
+/// every unit as `kernel.c` in a directory of its own and fixes the time (see its
+/// `CcBackend`).
 pub trait Backend {
     /// What a kernel's code is given as.
     type Source;
