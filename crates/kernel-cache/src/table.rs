@@ -141,9 +141,21 @@ pub(crate) struct Stored<P> {
     pub(crate) slot: Slot<P>,
 }
 
+/// One shard: its lock and table on cache lines of their own, so a lock taken on one
+/// shard does not take the line another shard's readers read.
+#[repr(align(128))]
+struct Shard<P>(RwLock<HashTable<Stored<P>>>);
+
+impl<P> std::ops::Deref for Shard<P> {
+    type Target = RwLock<HashTable<Stored<P>>>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
 /// The sharded map: each key lives in the shard its hash names.
 pub(crate) struct Table<P> {
-    shards: Box<[RwLock<HashTable<Stored<P>>>]>,
+    shards: Box<[Shard<P>]>,
     /// SipHash under keys random per process and per table, as `std`'s maps: a caller
     /// who chooses keys (or digits that look like a digest) cannot choose collisions.
     hasher: RandomState,
@@ -177,7 +189,9 @@ impl<P> Table<P> {
                 .next_power_of_two()
         });
         Table {
-            shards: (0..count).map(|_| RwLock::new(HashTable::new())).collect(),
+            shards: (0..count)
+                .map(|_| Shard(RwLock::new(HashTable::new())))
+                .collect(),
             hasher: RandomState::new(),
             shift: 64 - count.trailing_zeros(),
         }
