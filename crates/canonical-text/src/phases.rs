@@ -151,6 +151,43 @@ pub(crate) fn spelling_observer<'o>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// [`untokenizable`] byte by byte: the reference the fast scans are held to.
+    fn untokenizable_naive(src: &[u8]) -> Option<usize> {
+        (0..src.len()).find(|&i| match src[i] {
+            b'\\' => {
+                let mut j = i + 1;
+                while j < src.len() && matches!(src[j], b' ' | b'\t' | 0x0b | 0x0c | 0) {
+                    j += 1;
+                }
+                matches!(src.get(j), None | Some(b'\n' | b'\r'))
+            }
+            b'\r' => src.get(i + 1) != Some(&b'\n'),
+            b'$' | 0 => true,
+            b'?' => {
+                src.get(i + 1) == Some(&b'?')
+                    && matches!(
+                        src.get(i + 2),
+                        Some(b'=' | b'/' | b'\'' | b'(' | b')' | b'!' | b'<' | b'>' | b'-')
+                    )
+            }
+            _ => false,
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn untokenizable_is_the_first_offending_byte(
+            bytes in proptest::collection::vec(
+                proptest::sample::select(b"??=/'()!<>-\\\r\n \t$\0ax".to_vec()),
+                0..40,
+            )
+        ) {
+            prop_assert_eq!(untokenizable(&bytes).map(|(i, _)| i), untokenizable_naive(&bytes));
+        }
+    }
 
     #[test]
     fn untokenizable_constructs_are_found_everywhere() {
@@ -169,6 +206,11 @@ mod tests {
             ("x ??= y", 2, "trigraph"),
             ("\"??/\"", 1, "trigraph"),
             ("?\\\n?=", 1, "splice"),
+            ("a ???= b", 3, "trigraph"),
+            ("a ????/ b", 4, "trigraph"),
+            ("? ?? ??x ??!", 9, "trigraph"),
+            ("x ??= \0", 2, "trigraph"),
+            ("\0 ??=", 0, "NUL"),
         ] {
             let got = untokenizable(text.as_bytes());
             assert!(
