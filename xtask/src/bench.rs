@@ -612,6 +612,8 @@ fn show(f: &Figure, v: f64) -> String {
         Source::Criterion if v >= 1e6 => format!("{:.1} ms", v / 1e6),
         Source::Criterion => format!("{:.1} µs", v / 1e3),
         Source::Printed if v.abs() >= 100.0 => format!("{v:.0}"),
+        // Seconds of a fast operation: four significant digits, not four zeros.
+        Source::Printed if v != 0.0 && v.abs() < 0.01 => format!("{v:.3e}"),
         Source::Printed => format!("{v:.4}"),
     }
 }
@@ -855,6 +857,15 @@ mod tests {
         let g = g.expect("both measured");
         assert_eq!((g.subject, g.baseline), (30.0, 10.0));
         assert!(lonely.is_none());
+    }
+
+    #[test]
+    fn printed_values_keep_their_significant_digits() {
+        let f = Figure::printed("p", "p", "b", "base");
+        assert_eq!(show(&f, 1.234e-4), "1.234e-4");
+        assert_eq!(show(&f, 0.5), "0.5000");
+        assert_eq!(show(&f, 0.0), "0.0000");
+        assert_eq!(show(&f, 250.0), "250");
     }
 
     #[test]
