@@ -40,8 +40,8 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// Each program is one shared object: every kernel is compiled by `cc -O2 -shared -fPIC
 /// <options> -c -o kernel.o kernel.c` in a directory of its own, then the objects are
 /// linked by `cc -O2 -shared -fPIC <options> -o program.so <objects> -lm`, all in a
-/// fresh directory of the work
-/// directory (removed when the program is dropped): every kernel is its own
+/// fresh directory of the work directory (removed when the program is dropped): every
+/// kernel is its own
 /// translation unit (see [`Source`]), so no preprocessor state, `static` or `#pragma`
 /// of one kernel reaches another, and a kernel means the same whichever companions it
 /// is compiled beside. The compiler is `$CC` when set (split on white space: a command
@@ -50,8 +50,8 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// **Reproducible compiles.** The program depends on the keyed parts only, never on
 /// where or when it was compiled: each unit is the file `kernel.c`, compiled in its own
 /// directory (so `__FILE__` and `assert` messages are the same for every directory and
-/// symbol), dated 1970-01-01 (`__TIMESTAMP__`), and the
-/// compiler runs with `SOURCE_DATE_EPOCH=0` and `TZ=UTC0` (`__DATE__`, `__TIME__`). A
+/// symbol), dated 1970-01-01 (`__TIMESTAMP__`), and the compiler runs with
+/// `SOURCE_DATE_EPOCH=0` and `TZ=UTC0` (`__DATE__`, `__TIME__`). A
 /// compiler that ignores `SOURCE_DATE_EPOCH` (gcc before 7, clang before 16) still
 /// expands `__DATE__` and `__TIME__` to the real time: a kernel using them is then
 /// answered with a program compiled at another time.
