@@ -403,7 +403,7 @@ impl<P> KernelCache<P> {
     /// valid.
     pub fn clear(&self) {
         let mut groups = lock(&self.groups);
-        drop(self.map.drain());
+        self.map.clear();
         groups.by_age.clear();
         groups.retained = 0;
     }
@@ -424,7 +424,7 @@ impl<P: Send + Sync> cold::ColdScoped for KernelCache<P> {
 
     fn leave_cold(&self, depth: usize) {
         let mut groups = lock(&self.groups);
-        drop(self.map.drain());
+        self.map.clear();
         groups.by_age.clear();
         groups.retained = 0;
         if groups.cold_stack.last().is_some_and(|s| s.depth == depth)

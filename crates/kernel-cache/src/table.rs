@@ -315,6 +315,15 @@ impl<P> Table<P> {
         self.shards.iter().all(|s| read(s).is_empty())
     }
 
+    /// Removes every entry. Each shard's table is taken out under its lock and dropped
+    /// after it (a value's drop may unload a program), without gathering the entries.
+    pub(crate) fn clear(&self) {
+        for shard in &self.shards {
+            let table = std::mem::take(&mut *write(shard));
+            drop(table);
+        }
+    }
+
     /// Removes and returns every entry (shard by shard).
     pub(crate) fn drain(&self) -> Vec<Stored<P>> {
         let mut out = Vec::new();
