@@ -258,12 +258,19 @@ impl CcBackend {
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
             symbols,
         };
-        for (unit_dir, (symbol, _)) in prepared.unit_dirs.iter().zip(&prepared.kernels) {
-            let output = Command::new(program)
+        // The compiler with its environment, base flags and the group's options: what
+        // every unit's compile and the link start with.
+        let compiler = || {
+            let mut command = Command::new(program);
+            command
                 .args(args)
                 .envs(COMPILER_ENV)
                 .args(BASE_FLAGS)
-                .args(&prepared.options)
+                .args(&prepared.options);
+            command
+        };
+        for (unit_dir, (symbol, _)) in prepared.unit_dirs.iter().zip(&prepared.kernels) {
+            let output = compiler()
                 .args(["-c", "-o", OBJECT_NAME, UNIT_NAME])
                 .current_dir(unit_dir)
                 .output()
@@ -272,11 +279,7 @@ impl CcBackend {
                 return Err(failed(output, vec![symbol.clone()]));
             }
         }
-        let output = Command::new(program)
-            .args(args)
-            .envs(COMPILER_ENV)
-            .args(BASE_FLAGS)
-            .args(&prepared.options)
+        let output = compiler()
             .arg("-o")
             .arg(&prepared.so_path)
             .args(prepared.unit_dirs.iter().map(|d| d.join(OBJECT_NAME)))
