@@ -584,6 +584,13 @@ fn name_key(buf: &[u8], s: usize, e: usize) -> NameKey {
 /// (setting up, pinning), so the hot scan stays small.
 #[inline(never)]
 fn whole_name_key(name: &[u8]) -> NameKey {
+    // A short name is copied into a zero-padded buffer first, so the key is read in
+    // whole words (`name_key` masks off the padding) rather than byte by byte.
+    if name.len() < 16 {
+        let mut padded = [0u8; 16];
+        padded[..name.len()].copy_from_slice(name);
+        return name_key(&padded, 0, name.len());
+    }
     name_key(name, 0, name.len())
 }
 
@@ -809,7 +816,10 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             look,
             map,
             next: 0,
-            out: Vec::with_capacity(2 * src.len() + 16),
+            // Room for the text and a little: an element is never longer than the name
+            // it replaces unless the name is one byte long or its number large (the
+            // vector grows then).
+            out: Vec::with_capacity(src.len() + src.len() / 8 + 64),
             chunk_start: 0,
             side: {
                 let mut side = Vec::with_capacity(token.len() + 128);
@@ -1011,43 +1021,39 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
 
     /// Whether the identifier at `s` follows `.`, `->` or `::` (or, conservatively, `...`,
     /// `-->`, `<::`, or the sign of a number's exponent): it is then never renamed.
-    /// `prev` is the [`BEFORE`] flags of the byte before `s` (0 at the start).
+    /// `before` is the mask of the bytes that are no white space in the 64-byte block
+    /// from `base` that holds `s`, below `s`.
     #[inline(always)]
-    fn after_member_operator(&self, s: usize, prev: u8) -> bool {
+    fn after_member_operator(&self, s: usize, before: u64, base: usize) -> bool {
         let src = self.src;
-        // Fast path: the byte just before rules it out.
-        if prev == 0 {
+        // The last significant byte: the block's last non-white byte before `s`, unless
+        // there is none or a comment or preprocessor line ends after it (then the walk
+        // back decides, which knows where those end).
+        let last = (before != 0).then(|| base + 63 - before.leading_zeros() as usize);
+        let q = match last {
+            Some(last) if self.region_end.wrapping_sub(last + 1) >= s - last => last,
+            _ => match self.significant_before(s) {
+                Some(q) => q,
+                None => return false,
+            },
+        };
+        if BEFORE[src[q] as usize] & (B_MEMBER | B_SIGN) == 0 {
             return false;
         }
-        match self.significant_before(s) {
-            Some(q) if BEFORE[src[q] as usize] & (B_MEMBER | B_SIGN) == 0 => false,
-            Some(q) => match src[q] {
-                b'.' => true,
-                b'>' => q > 0 && src[q - 1] == b'-',
-                b':' => q > 0 && src[q - 1] == b':',
-                // Inside a preprocessing number such as `1e+x`: no identifier at all.
-                b'+' | b'-' => {
-                    q + 1 == s
-                        && q > 0
-                        && matches!(src[q - 1], b'e' | b'E' | b'p' | b'P')
-                        && in_number(src, self.done, q - 1)
-                }
-                _ => false,
-            },
-            None => false,
-        }
+        after_member_byte(src, q, s, self.done)
     }
 
-    /// An identifier in code at `src[s..e]`.
+    /// An identifier in code at `src[s..e]`; `before` and `base` as for
+    /// [`Self::after_member_operator`].
     #[inline(always)]
-    fn ident(&mut self, s: usize, e: usize, prev: u8) {
+    fn ident(&mut self, s: usize, e: usize, before: u64, base: usize) {
         // Names starting with `i` or `v` that are no symbol or scope-local are looked up
         // all the same: that is cheaper than telling them apart, and they are kept.
         // Unless the scan takes every identifier start, it only finds names in `look`.
         if self.first.all && !self.look.contains(self.src[s]) {
             return;
         }
-        if self.after_member_operator(s, prev) {
+        if self.after_member_operator(s, before, base) {
             self.pin(s, e);
         } else {
             let slot = self.slot(s, e);
@@ -1076,7 +1082,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     }
 
     /// An event at `pos` inside the comment being scanned: a word starting with a
-    /// letter, `_`, `$` or a non-ASCII byte (ending at `e`; renamed like code), or a
+    /// letter, `_` or a non-ASCII byte (ending at `e`; renamed like code), or a
     /// byte that may start a trigraph. Returns where scanning resumes.
     #[inline(always)]
     fn comment_event(&mut self, pos: usize, word: bool, e: usize) -> Result<usize, Ambiguous> {
@@ -1156,10 +1162,11 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         }
     }
 
-    /// The identifier-like run `src[pos..e]` starting with a letter, `_`, `$` or a
-    /// non-ASCII byte, in code; returns where scanning resumes.
+    /// The identifier-like run `src[pos..e]` starting with a letter, `_` or a
+    /// non-ASCII byte, in code (`before` and `base` as for
+    /// [`Self::after_member_operator`]); returns where scanning resumes.
     #[inline(always)]
-    fn word(&mut self, pos: usize, e: usize) -> Result<usize, Ambiguous> {
+    fn word(&mut self, pos: usize, e: usize, before: u64, base: usize) -> Result<usize, Ambiguous> {
         let src = self.src;
         // The flags of the byte before (0 at the start), read once for both look-backs.
         let prev = match pos.checked_sub(1) {
@@ -1185,7 +1192,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 return Err(Ambiguous::lexing(pos, "a raw string literal"));
             }
         }
-        self.ident(pos, e, prev);
+        self.ident(pos, e, before, base);
         Ok(e)
     }
 
@@ -1234,6 +1241,12 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 Ok(e)
             }
             b'?' if trigraph_at(src, pos) => Err(Ambiguous::lexing(pos, "a trigraph")),
+            // Refused before the scan (`phases::untokenizable`); refused here too, so
+            // that the scan never reads one as splitting a name.
+            b'$' => Err(Ambiguous::lexing(
+                pos,
+                "a `$` (an identifier byte in some dialects only)",
+            )),
             b'\\' => Err(Ambiguous::lexing(
                 pos,
                 "a backslash outside literals, comments and preprocessor lines",
@@ -1256,7 +1269,12 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         let mut carry = 0u64;
         let first = self.first;
         while base < n {
-            let (cont, cand, special) = block_masks(src, base, &first);
+            let Masks {
+                cont,
+                cand,
+                special,
+                space,
+            } = block_masks(src, base, &first);
             // Starts of runs that may be a name needing a look (a digit begins a
             // number; any other name is kept as written without a look).
             let starts = cand & !((cont << 1) | carry);
@@ -1296,7 +1314,8 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 p = p.max(self.comment_until);
                 self.done = p;
                 p = if word {
-                    self.word(pos, run_end())?
+                    let before = !space & ((1u64 << i) - 1);
+                    self.word(pos, run_end(), before, base)?
                 } else {
                     self.special(pos)?
                 };
@@ -1306,6 +1325,27 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         }
         self.out.extend_from_slice(&src[self.chunk_start.min(n)..]);
         Ok(())
+    }
+}
+
+/// Whether the significant byte `src[q]` (a [`B_MEMBER`] or [`B_SIGN`] byte) before the
+/// identifier at `s` ends `.`, `->` or `::` (or `...`, `-->`, `<::`), or is the sign of
+/// an exponent inside a preprocessing number (`1e+x`; `floor` as for [`in_number`]).
+#[cold]
+#[inline(never)]
+fn after_member_byte(src: &[u8], q: usize, s: usize, floor: usize) -> bool {
+    match src[q] {
+        b'.' => true,
+        b'>' => q > 0 && src[q - 1] == b'-',
+        b':' => q > 0 && src[q - 1] == b':',
+        // Inside a preprocessing number such as `1e+x`: no identifier at all.
+        b'+' | b'-' => {
+            q + 1 == s
+                && q > 0
+                && matches!(src[q - 1], b'e' | b'E' | b'p' | b'P')
+                && in_number(src, floor, q - 1)
+        }
+        _ => false,
     }
 }
 
@@ -1417,14 +1457,27 @@ impl FirstBytes {
     }
 }
 
-/// For 64 bytes: the bit masks of bytes that continue an identifier; of identifier
-/// start bytes that may begin a name needing a look (see [`FirstBytes`]); and of bytes
-/// that may start a literal, comment, preprocessor line, attribute, trigraph or stray
-/// backslash (`"` `#` `%` `'` `[` `\\` `/` `?`, and harmlessly `$` `&`). On x86-64, SSE2
-/// compares 16 bytes at a time and `movemask` gathers the results.
+/// What [`classify64`] tells of 64 bytes: bit `i` of each mask is about byte `i`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Masks {
+    /// Bytes that continue an identifier: letters, digits, `_` and bytes from 0x80.
+    /// (`$` is refused before the scan, see [`crate::phases`]; here it is special.)
+    cont: u64,
+    /// Identifier start bytes that may begin a name needing a look (see [`FirstBytes`]).
+    cand: u64,
+    /// Bytes that may start a literal, comment, preprocessor line, attribute, trigraph
+    /// or stray backslash (`"` `#` `%` `'` `[` `\\` `/` `?`), or is refused (`$`), and
+    /// harmlessly `&`.
+    special: u64,
+    /// White space (` `, `\t`, `\n`, `\v`, `\f`, `\r`: [`B_SPACE`] in [`BEFORE`]).
+    space: u64,
+}
+
+/// The [`Masks`] of 64 bytes. On x86-64, SSE2 compares 16 bytes at a time and
+/// `movemask` gathers the results.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn classify64(block: &[u8; 64], first: &FirstBytes) -> (u64, u64, u64) {
+fn classify64(block: &[u8; 64], first: &FirstBytes) -> Masks {
     use safe_arch::{
         add_i8_m128i, bitand_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i, m128i,
         move_mask_i8_m128i, set_splat_i8_m128i,
@@ -1439,18 +1492,18 @@ fn classify64(block: &[u8; 64], first: &FirstBytes) -> (u64, u64, u64) {
     let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
     let f = first.bytes;
     let all = splat(if first.all { 0xff } else { 0 });
-    let (mut cont, mut cand, mut special) = (0u64, 0u64, 0u64);
+    let (mut cont, mut either, mut space) = (0u64, 0u64, 0u64);
     for (k, chunk) in block.chunks_exact(16).enumerate() {
         let mut a = [0u8; 16];
         a.copy_from_slice(chunk);
         let v = m128i::from(a);
-        // Letters, `_`, `$`, and bytes from 0x80 (negative as signed bytes).
+        // Letters, `_`, and bytes from 0x80 (negative as signed bytes).
         let is_start = bitor_m128i(
             bitor_m128i(
                 in_range(bitor_m128i(v, splat(0x20)), b'a', b'z'),
                 eq(v, b'_'),
             ),
-            bitor_m128i(eq(v, b'$'), cmp_lt_mask_i8_m128i(v, splat(0))),
+            cmp_lt_mask_i8_m128i(v, splat(0)),
         );
         let is_cont = bitor_m128i(is_start, in_range(v, b'0', b'9'));
         let in_first = bitor_m128i(
@@ -1462,52 +1515,59 @@ fn classify64(block: &[u8; 64], first: &FirstBytes) -> (u64, u64, u64) {
             bitor_m128i(in_range(v, b'"', b'\''), in_range(v, b'[', b'\\')),
             bitor_m128i(eq(v, b'/'), eq(v, b'?')),
         );
+        // White space: ` `, and `\t` `\n` `\v` `\f` `\r`.
+        let is_space = bitor_m128i(in_range(v, 0x09, 0x0d), eq(v, b' '));
         cont |= bits(is_cont) << (16 * k);
-        cand |= bits(is_cand) << (16 * k);
-        special |= bits(is_special) << (16 * k);
+        either |= bits(bitor_m128i(is_cand, is_special)) << (16 * k);
+        space |= bits(is_space) << (16 * k);
     }
-    (cont, cand, special)
+    // No special byte continues an identifier, and candidates do: one mask tells both.
+    Masks {
+        cont,
+        cand: either & cont,
+        special: either & !cont,
+        space,
+    }
 }
 
 /// [`classify64`] in portable code: plain byte comparisons (which the compiler
 /// vectorizes) and a multiply that gathers eight high bits at a time.
 #[cfg(any(test, not(target_arch = "x86_64")))]
 #[inline(always)]
-fn classify64_portable(block: &[u8; 64], first: &FirstBytes) -> (u64, u64, u64) {
+fn classify64_portable(block: &[u8; 64], first: &FirstBytes) -> Masks {
     let f = first.bytes;
+    let mut space = [0u8; 64];
     let mut cont = [0u8; 64];
-    let mut cand = [0u8; 64];
-    let mut sp = [0u8; 64];
     let mut either = [0u8; 64];
-    let mut dollar = 0u8;
     for i in 0..64 {
         let b = block[i];
         let l = b | 0x20;
-        let is_start = (l.wrapping_sub(b'a') < 26) | (b == b'_') | (b == b'$') | (b >= 0x80);
+        let is_start = (l.wrapping_sub(b'a') < 26) | (b == b'_') | (b >= 0x80);
         let is_cont = is_start | (b.wrapping_sub(b'0') < 10);
         let in_first = (b == f[0]) | (b == f[1]) | (b == f[2]) | (b == f[3]);
         let is_cand = is_start & (first.all | in_first);
-        // `"` `#` `%` `'` (and, harmlessly, `$` `&`); `[` `\\`; `/`; `?`.
+        // `"` `#` `$` `%` `'` (and, harmlessly, `&`); `[` `\\`; `/`; `?`.
         let is_sp =
             (b.wrapping_sub(b'"') < 6) | (b.wrapping_sub(b'[') < 2) | (b == b'/') | (b == b'?');
         cont[i] = if is_cont { 0x80 } else { 0 };
-        cand[i] = if is_cand { 0x80 } else { 0 };
-        sp[i] = if is_sp { 0x80 } else { 0 };
         either[i] = if is_cand | is_sp { 0x80 } else { 0 };
-        dollar |= u8::from(b == b'$');
+        space[i] = if b == b' ' || b.wrapping_sub(0x09) < 5 {
+            0x80
+        } else {
+            0
+        };
     }
-    if dollar != 0 {
-        return (
-            gather_high_bits(&cont),
-            gather_high_bits(&cand),
-            gather_high_bits(&sp),
-        );
-    }
-    // Without `$`, no byte is both special and an identifier byte, and candidates are
-    // identifier bytes: two gathers tell all three masks apart.
+    let space = gather_high_bits(&space);
+    // No special byte continues an identifier, and candidates do: two gathers tell all
+    // three masks apart.
     let cont = gather_high_bits(&cont);
     let either = gather_high_bits(&either);
-    (cont, either & cont, either & !cont)
+    Masks {
+        cont,
+        cand: either & cont,
+        special: either & !cont,
+        space,
+    }
 }
 
 /// Bit `i` of the result is the high bit of `f[i]` (every byte is 0 or 0x80).
@@ -1529,7 +1589,7 @@ use classify64_portable as classify64;
 
 /// [`classify64`] of the 64 bytes from `base` (bytes past the end count as spaces).
 #[inline(always)]
-fn block_masks(src: &[u8], base: usize, first: &FirstBytes) -> (u64, u64, u64) {
+fn block_masks(src: &[u8], base: usize, first: &FirstBytes) -> Masks {
     match src
         .get(base..base + 64)
         .and_then(|b| <&[u8; 64]>::try_from(b).ok())
@@ -2170,6 +2230,34 @@ mod tests {
         let tags = c.encoding().iter().filter(|&&b| b >= enc::OWN).count();
         assert_eq!(tags, 5 + 1);
         assert_eq!(c.renamed().collect::<Vec<_>>(), ["i1", "n1_é", "i2"]);
+    }
+
+    #[test]
+    fn a_whole_name_has_the_key_it_has_inside_any_text() {
+        // Bound, pinned and own names are keyed whole (`whole_name_key`), names met in
+        // the text inside it (`name_key`, which reads past the name's end): the two
+        // must agree for every length, position and neighbouring byte.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for len in 1..=40 {
+            for _ in 0..40 {
+                let mut buf: Vec<u8> = (0..len + 40)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        (x >> 24) as u8
+                    })
+                    .collect();
+                let s = (x % 20) as usize;
+                let name = buf[s..s + len].to_vec();
+                // In a longer text, then with the name at its very end.
+                for end in [buf.len(), s + len] {
+                    buf.truncate(end);
+                    let (a, b) = (whole_name_key(&name), name_key(&buf, s, s + len));
+                    assert_eq!((a.w0, a.w1, a.hash), (b.w0, b.w1, b.hash), "{name:?}");
+                }
+            }
+        }
     }
 
     #[test]
