@@ -274,6 +274,15 @@ pub enum Refusal {
         /// What it was.
         what: String,
     },
+    /// Names of the text collide in the renamer's name table: one lookup examined more
+    /// than 256 slots, which names that are not made to collide do not do in practice.
+    /// Nothing is renamed and the key is taken over the exact text (as for
+    /// [`Refusal::AmbiguousLexing`]), so the work stays linear in the text's length
+    /// whatever names it holds.
+    NameCollisions {
+        /// Byte offset of the name whose lookup gave up (0 for a name from [`Names`]).
+        offset: usize,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -289,6 +298,10 @@ impl fmt::Display for Refusal {
             Refusal::AmbiguousLexing { offset, what } => write!(
                 f,
                 "{what} at byte {offset}: nothing renamed, key over the exact text"
+            ),
+            Refusal::NameCollisions { offset } => write!(
+                f,
+                "names colliding in the name table at byte {offset}: nothing renamed, key over the exact text"
             ),
             Refusal::SpellingObserved { offset, what } => write!(
                 f,
@@ -602,6 +615,16 @@ struct Entry<'a> {
     slot: Slot,
 }
 
+/// How many slots one lookup examines at most. Linear probing at a load of at most
+/// one half examines a handful; a lookup that needs more meets names that collide, by
+/// construction in all but astronomically rare cases, and renaming is refused
+/// ([`Refusal::NameCollisions`]) rather than spending time quadratic in the names.
+const PROBE_LIMIT: usize = 256;
+
+/// A lookup examined [`PROBE_LIMIT`] slots without an answer.
+#[derive(Clone, Copy, Debug)]
+struct Collisions;
+
 /// An open-addressing table from names (borrowed from the text) to their slots.
 struct Interner<'a> {
     table: Vec<Option<Entry<'a>>>,
@@ -619,43 +642,46 @@ impl<'a> Interner<'a> {
         }
     }
 
-    /// The index holding `name`, or the free index where it would go.
+    /// The index holding `name`, or the free index where it would go; or
+    /// [`Collisions`] after [`PROBE_LIMIT`] slots.
     #[inline(always)]
-    fn probe(&self, name: &[u8], k: NameKey) -> (usize, bool) {
+    fn probe(&self, name: &[u8], k: NameKey) -> Result<(usize, bool), Collisions> {
         let mask = self.table.len() - 1;
         // The hash's top bits are its best mixed (a product's top bits depend on all
         // of the factors' bits): they are the index, with no further mixing.
         let mut i = (k.hash >> self.shift) as usize & mask;
-        loop {
+        for _ in 0..PROBE_LIMIT {
             match &self.table[i] {
-                None => return (i, false),
+                None => return Ok((i, false)),
                 Some(e) => {
                     if e.w0 == k.w0
                         && e.w1 == k.w1
                         && e.name.len() == name.len()
                         && (name.len() <= 16 || e.name == name)
                     {
-                        return (i, true);
+                        return Ok((i, true));
                     }
                 }
             }
             i = (i + 1) & mask;
         }
+        Err(Collisions)
     }
 
     #[inline(always)]
-    fn get(&self, name: &[u8], k: NameKey) -> Option<Slot> {
-        match self.probe(name, k) {
+    fn get(&self, name: &[u8], k: NameKey) -> Result<Option<Slot>, Collisions> {
+        Ok(match self.probe(name, k)? {
             (i, true) => self.table[i].map(|e| e.slot),
             _ => None,
-        }
+        })
     }
 
     /// Sets the slot of `name` (inserting it if new).
     #[inline(never)]
-    fn set(&mut self, name: &'a [u8], k: NameKey, slot: Slot) {
-        let (i, found) = self.probe(name, k);
+    fn set(&mut self, name: &'a [u8], k: NameKey, slot: Slot) -> Result<(), Collisions> {
+        let (i, found) = self.probe(name, k)?;
         self.set_at(i, found, name, k, slot);
+        Ok(())
     }
 
     /// [`Self::set`] given what [`Self::probe`] said.
@@ -683,9 +709,15 @@ impl<'a> Interner<'a> {
         let bigger = vec![None; self.table.len() * 2];
         let old = std::mem::replace(&mut self.table, bigger);
         self.shift -= 1;
+        let mask = self.table.len() - 1;
         for e in old.into_iter().flatten() {
+            // The names are distinct: each goes to the first free slot from its index
+            // (one exists: the table is at most half full).
             let k = whole_name_key(e.name);
-            let (i, _) = self.probe(e.name, k);
+            let mut i = (k.hash >> self.shift) as usize & mask;
+            while self.table[i].is_some() {
+                i = (i + 1) & mask;
+            }
             self.table[i] = Some(e);
         }
     }
@@ -734,6 +766,9 @@ struct Renamer<'a, 'n> {
     pinned_count: usize,
     /// A name already renamed (or the own name) was pinned: the pass must be redone.
     redo: bool,
+    /// Where a lookup first met [`Collisions`] (0 for a name from [`Names`]): renaming
+    /// is refused.
+    collisions: Option<usize>,
     /// Everything before this is handled, and it is a token boundary.
     done: usize,
     /// End of the last comment or preprocessor line, and the last significant byte
@@ -781,29 +816,33 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             }
         }
         let mut map = Interner::new();
+        let mut set = Ok(());
         if bound_ok {
             // Bound names (unless kept) are renamable: known before the text is read, so
             // meeting one costs a single lookup.
             for b in &names.bound {
                 let b = b.as_bytes();
                 if !b.is_empty() && !prepared.is_kept(b) {
-                    map.set(b, whole_name_key(b), Slot::Bound);
+                    set = set.and(map.set(b, whole_name_key(b), Slot::Bound));
                 }
             }
         }
         for p in pinned {
             if !p.is_empty() {
                 first.add_name(p);
-                map.set(p, whole_name_key(p), Slot::Pinned);
+                set = set.and(map.set(p, whole_name_key(p), Slot::Pinned));
             }
         }
         if let Some(own) = own.filter(|o| !o.is_empty()) {
             first.add_name(own);
             let k = whole_name_key(own);
-            if map.get(own, k) != Some(Slot::Pinned) {
-                map.set(own, k, Slot::Own);
-            }
+            set = set.and(match map.get(own, k) {
+                Ok(Some(Slot::Pinned)) => Ok(()),
+                Ok(_) => map.set(own, k, Slot::Own),
+                Err(c) => Err(c),
+            });
         }
+        let collisions = set.err().map(|Collisions| 0);
         let mut look = first.table;
         look.insert(b'i');
         look.insert(b'v');
@@ -828,6 +867,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             },
             pinned_count: pinned.len(),
             redo: false,
+            collisions,
             done: 0,
             region_end: usize::MAX,
             region_sig: None,
@@ -871,7 +911,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         let src = self.src;
         let name = &src[s..e];
         let k = name_key(src, s, e);
-        let (i, found) = self.map.probe(name, k);
+        let Ok((i, found)) = self.map.probe(name, k) else {
+            return self.collided(s);
+        };
         if found {
             match self.map.table[i] {
                 Some(Entry {
@@ -883,6 +925,15 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         } else {
             self.new_slot(i, name, k)
         }
+    }
+
+    /// A lookup of the name at `s` met [`Collisions`]: renaming will be refused (the scan
+    /// stops at the next block); the name is kept as spelled meanwhile.
+    #[cold]
+    #[inline(never)]
+    fn collided(&mut self, s: usize) -> Slot {
+        self.collisions.get_or_insert(s);
+        Slot::Verbatim
     }
 
     /// The slot of a name met for the first time, not in the table (its free index `i`).
@@ -918,25 +969,32 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             return;
         }
         let k = name_key(src, s, e);
-        match self.map.get(name, k) {
+        let Ok(slot) = self.map.get(name, k) else {
+            self.collided(s);
+            return;
+        };
+        let set = match slot {
             Some(Slot::Renamed(_) | Slot::Own) => {
-                self.map.set(name, k, Slot::Pinned);
                 self.pinned_count += 1;
                 self.redo = true;
+                self.map.set(name, k, Slot::Pinned)
             }
             Some(Slot::Bound) => {
-                self.map.set(name, k, Slot::Pinned);
                 self.pinned_count += 1;
+                self.map.set(name, k, Slot::Pinned)
             }
-            Some(Slot::Verbatim | Slot::Pinned) => {}
+            Some(Slot::Verbatim | Slot::Pinned) => Ok(()),
             None => {
                 if self.renamable(name) {
-                    self.map.set(name, k, Slot::Pinned);
                     self.pinned_count += 1;
+                    self.map.set(name, k, Slot::Pinned)
                 } else {
-                    self.map.set(name, k, Slot::Verbatim);
+                    self.map.set(name, k, Slot::Verbatim)
                 }
             }
+        };
+        if set.is_err() {
+            self.collided(s);
         }
     }
 
@@ -1268,7 +1326,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         // Whether the byte before `base` continues an identifier.
         let mut carry = 0u64;
         let first = self.first;
-        while base < n {
+        // A lookup that met collisions ends the scan (at the next block): the kernel is
+        // keyed raw.
+        while base < n && self.collisions.is_none() {
             let Masks {
                 cont,
                 cand,
@@ -1748,8 +1808,12 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
 
     let mut r = Renamer::new(src, &prepared, bound_ok, own, token_bytes, &[]);
     let mut outcome = r.run();
-    if outcome.is_ok() && r.redo {
+    if outcome.is_ok() && r.redo && r.collisions.is_none() {
         (r, outcome) = redo(r, src, &prepared, bound_ok, own, token_bytes);
+    }
+    if let (Ok(()), Some(offset)) = (&outcome, r.collisions) {
+        let refusal = Refusal::NameCollisions { offset };
+        return refused(src, kernel_name, &prepared, refusal);
     }
     match outcome {
         Ok(()) => Canonical {
@@ -2230,6 +2294,53 @@ mod tests {
         let tags = c.encoding().iter().filter(|&&b| b >= enc::OWN).count();
         assert_eq!(tags, 5 + 1);
         assert_eq!(c.renamed().collect::<Vec<_>>(), ["i1", "n1_é", "i2"]);
+    }
+
+    #[test]
+    fn names_made_to_collide_refuse_renaming() {
+        // Names whose hashes share their top 10 bits: they share a home slot in every
+        // table of up to 1024 slots, so the 258th one examines more than `PROBE_LIMIT`
+        // slots. Without the limit each new one would walk all the others (time
+        // quadratic in the names); with it the kernel is keyed raw.
+        let target = whole_name_key(b"ibbbbbbb").hash >> 54;
+        let mut names = Vec::new();
+        let mut n = 0u64;
+        while names.len() < 300 {
+            // Letters that spell no spelling observer (`asm`, `ifunc`, ...).
+            const LETTERS: &[u8; 16] = b"bcdeghjklmnopqrt";
+            let mut name = *b"ibbbbbbb";
+            let mut m = n;
+            for b in name[1..].iter_mut() {
+                *b = LETTERS[(m % 16) as usize];
+                m /= 16;
+            }
+            if whole_name_key(&name).hash >> 54 == target {
+                names.push(String::from_utf8_lossy(&name).into_owned());
+            }
+            n += 1;
+        }
+        let text = format!("int {}; i1 = i2;", names.join(", "));
+        let c = canonical_kernel(&text, Some("k__seg1"), &Names::new());
+        assert_eq!(c.renamed_count(), 0);
+        assert_eq!(c.encoding(), text.as_bytes());
+        assert!(
+            matches!(c.refusals(), [Refusal::NameCollisions { offset }] if *offset > 4),
+            "{:?}",
+            c.refusals()
+        );
+        // The same names, fewer than the limit: renamed as ever.
+        let few = format!("int {}; i1 = i2;", names[..200].join(", "));
+        let c = canonical_kernel(&few, Some("k__seg1"), &Names::new());
+        assert!(c.refusals().is_empty(), "{:?}", c.refusals());
+        assert_eq!(c.renamed_count(), 2);
+        // Bound names that collide refuse too (offset 0: they come from `Names`).
+        let bound = Names::new().with_bound(names.iter().cloned());
+        let c = canonical_kernel("i1 = i2;", None, &bound);
+        assert!(
+            matches!(c.refusals(), [Refusal::NameCollisions { offset: 0 }]),
+            "{:?}",
+            c.refusals()
+        );
     }
 
     #[test]

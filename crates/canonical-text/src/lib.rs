@@ -86,6 +86,11 @@
 //!   function). These are matched as substrings anywhere, which only over-refuses. A
 //!   macro from a header that stringifies or expands to `__func__` must be listed there.
 //!
+//! * **Bounded lookups.** A lookup in the name table examines at most 256 slots; names
+//!   made to collide in it (which no renderer's names do by chance) key the kernel over
+//!   its exact text ([`Refusal::NameCollisions`]) instead of costing time quadratic in
+//!   their number.
+//!
 //! Hence two kernels with equal keys are equal up to a consistent renaming of the names
 //! they own, which (the renderer guarantees these names are bound in the kernel) changes
 //! neither their meaning nor their machine code. Renaming less than allowed is always
