@@ -650,20 +650,25 @@ impl<'a> Interner<'a> {
         // The hash's top bits are its best mixed (a product's top bits depend on all
         // of the factors' bits): they are the index, with no further mixing.
         let mut i = (k.hash >> self.shift) as usize & mask;
-        for _ in 0..PROBE_LIMIT {
+        let holds = |e: &Entry<'_>| {
+            e.w0 == k.w0
+                && e.w1 == k.w1
+                && e.name.len() == name.len()
+                && (name.len() <= 16 || e.name == name)
+        };
+        // The first slot answers most lookups: only the walk on counts its steps.
+        match &self.table[i] {
+            None => return Ok((i, false)),
+            Some(e) if holds(e) => return Ok((i, true)),
+            Some(_) => {}
+        }
+        for _ in 1..PROBE_LIMIT {
+            i = (i + 1) & mask;
             match &self.table[i] {
                 None => return Ok((i, false)),
-                Some(e) => {
-                    if e.w0 == k.w0
-                        && e.w1 == k.w1
-                        && e.name.len() == name.len()
-                        && (name.len() <= 16 || e.name == name)
-                    {
-                        return Ok((i, true));
-                    }
-                }
+                Some(e) if holds(e) => return Ok((i, true)),
+                Some(_) => {}
             }
-            i = (i + 1) & mask;
         }
         Err(Collisions)
     }
