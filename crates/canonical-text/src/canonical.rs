@@ -2287,6 +2287,42 @@ mod tests {
     }
 
     #[test]
+    fn member_operators_are_seen_across_blocks_comments_and_directives() {
+        // The look-back reads the block's white-space mask; the operator, the white
+        // space (spaces, tabs, CRLF line ends, a comment, a directive) and the name are
+        // put at every offset around a 64-byte block boundary, and the renamer is held
+        // to the lexer, which reads the text token by token.
+        let gaps = [
+            " ",
+            "\t \r\n ",
+            "                                                                      ",
+            " /* c */ ",
+            "/* c */",
+            " // c \r\n ",
+            "\n#define Q 1 \n ",
+            "\n#pragma x \r\n\t",
+        ];
+        for op in [".", "->", "::", ";", ",", "+"] {
+            for gap in gaps {
+                for pad in 0..70 {
+                    let text = format!("{}s{op}{gap}i1 = i1 + i2;", " ".repeat(pad));
+                    if let Some(d) = crate::reference::disagreement(&text, None, &Names::new()) {
+                        panic!("{text:?}: {d}");
+                    }
+                    let member = matches!(op, "." | "->" | "::");
+                    let c = canon(&text, &Names::new());
+                    assert_eq!(
+                        c.pinned().contains(&"i1".to_owned()),
+                        member,
+                        "{text:?}: {:?}",
+                        c.text()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn non_ascii_text_is_kept_and_decodes() {
         let names = Names::new().with_bound(["n1_é"]);
         let text = "/* żółw i1 */ n1_é[i1] = \"€\" + x_ü + n1_é; // 🙂 i2";
