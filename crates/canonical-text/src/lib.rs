@@ -130,11 +130,12 @@
 //! shared host is busy: a busy host slows the subject's branchy scalar code more than
 //! the baseline's SHA-NI instructions. The 4x target is met on a quiet host only. Taking
 //! the subject apart (each part removed in turn, subject and baseline alternated in one
-//! process): a key over the exact text, with its allocations and per-kernel final
-//! block, already costs about 1.45x; the phases 1-2 gate and the observer search about
-//! 0.3x; the per-kernel set-up (filters, name table, output) about 0.25x; the scan about
-//! 1.85x, of which the 64-byte block classification is a fifth and the rest the ~60
-//! candidate names per KiB, each a few branches, a lookup and an emit.
+//! process): [`canonical_kernel`] returning a copy of the exact text at once, then its
+//! key, costs about 1.45x (a bare SHA-256 of each kernel with its hex digest: about
+//! 1.15x); the phases 1-2 gate and the observer search add about 0.3x; the per-kernel
+//! set-up (filters, name table, output) about 0.25x; the scan about 1.85x, of which the
+//! 64-byte block classification is a fifth and the rest the ~60 candidate names per KiB,
+//! each a few branches, a lookup and an emit.
 //!
 //! Where the time goes (the group's `canonical_kernel_only` and `key_only` functions):
 //! [`Canonical::key`] costs about 1x SHA-256 of the text (the encoding is a quarter
