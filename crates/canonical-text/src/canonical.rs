@@ -277,8 +277,8 @@ pub enum Refusal {
     /// Names of the text collide in the renamer's name table: one lookup examined more
     /// than 256 slots, which names that are not made to collide do not do in practice.
     /// Nothing is renamed and the key is taken over the exact text (as for
-    /// [`Refusal::AmbiguousLexing`]), so the work stays linear in the text's length
-    /// whatever names it holds.
+    /// [`Refusal::AmbiguousLexing`]): names made to collide cost at most 256 slots per
+    /// lookup instead of time quadratic in their number.
     NameCollisions {
         /// Byte offset of the name whose lookup gave up (0 for a name from [`Names`]).
         offset: usize,
