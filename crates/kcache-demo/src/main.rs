@@ -80,13 +80,83 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("kcache-demo: error: {e}");
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                eprintln!("  caused by: {s}");
-                source = s.source();
-            }
+            eprint!("{}", error_report(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its chain of causes, one `caused by` line each, leaving out a cause that
+/// the message printed before it already quotes (whose first line it contains): a compile
+/// failure quotes the compiler's first diagnostics, and its source, the backend's error,
+/// would show them again. The causes below a left-out one are still shown.
+fn error_report(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = format!("kcache-demo: error: {e}\n");
+    let mut shown = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        let first = text.lines().next().unwrap_or("");
+        if first.is_empty() || !shown.contains(first) {
+            out.push_str(&format!("  caused by: {text}\n"));
+            shown = text;
+        }
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_report;
+
+    /// An error with a message and an optional source.
+    #[derive(Debug)]
+    struct E(String, Option<Box<E>>);
+
+    impl std::fmt::Display for E {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for E {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    fn chain(messages: &[&str]) -> E {
+        messages
+            .iter()
+            .rev()
+            .fold(None, |below, m| {
+                Some(E((*m).to_string(), below.map(Box::new)))
+            })
+            .expect("one message at least")
+    }
+
+    #[test]
+    fn a_cause_the_previous_message_quotes_is_shown_once() {
+        let e = chain(&[
+            "resolving x failed",
+            "compile failed: the C compiler failed:\n  a.c:1: error: boom",
+            "the C compiler failed:\na.c:1: error: boom",
+        ]);
+        assert_eq!(
+            error_report(&e),
+            "kcache-demo: error: resolving x failed\n  caused by: compile failed: the C compiler failed:\n  a.c:1: error: boom\n"
+        );
+        // A cause below the quoted one is still shown.
+        let e = chain(&[
+            "resolving x failed",
+            "compile failed: could not run `cc`",
+            "could not run `cc`",
+            "No such file or directory",
+        ]);
+        assert_eq!(
+            error_report(&e),
+            "kcache-demo: error: resolving x failed\n  caused by: compile failed: could not run `cc`\n  caused by: No such file or directory\n"
+        );
     }
 }
