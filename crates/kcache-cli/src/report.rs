@@ -1,5 +1,6 @@
 //! The subcommands: each writes its report to `out` and returns the exit status.
 
+use std::collections::BTreeSet;
 use std::io::{self, Write};
 use std::path::Path;
 use std::process::ExitCode;
@@ -228,8 +229,72 @@ impl SpaceArg {
 /// How many candidates an ambiguous `show` lists.
 const MAX_LISTED: usize = 8;
 
+/// What `show`'s one streamed pass keeps of the entries its key matches: counts, the first
+/// exact and the first prefix match, and the [`MAX_LISTED`] smallest names, so memory stays
+/// bounded at any directory size (a listing of every entry cost about 0.5 KiB per entry).
+#[derive(Default)]
+struct Matches {
+    /// Entries whose key starts with the key given.
+    count: usize,
+    /// Entries whose key is the key given (one per space at most).
+    exact_count: usize,
+    /// The first entry whose key is the key given.
+    exact: Option<EntryFile>,
+    /// The first entry whose key starts with the key given.
+    first: Option<EntryFile>,
+    /// The smallest names of the matching entries, at most [`MAX_LISTED`].
+    names: BTreeSet<String>,
+}
+
+impl Matches {
+    /// Counts `e` if its key starts with `key` (an empty `key` matches nothing).
+    fn add(&mut self, e: EntryFile, key: &str) {
+        if key.is_empty() || !e.key.as_str().starts_with(key) {
+            return;
+        }
+        self.count += 1;
+        self.names.insert(e.name.clone());
+        if self.names.len() > MAX_LISTED {
+            self.names.pop_last();
+        }
+        if e.key.as_str() == key {
+            self.exact_count += 1;
+            if self.exact.is_none() {
+                self.exact = Some(e.clone());
+            }
+        }
+        if self.first.is_none() {
+            self.first = Some(e);
+        }
+    }
+
+    /// The one entry meant: the only exact match, else the only prefix match. `Ok(None)`: no
+    /// match; `Err`: several (an exact key wins over longer keys it prefixes).
+    fn chosen(self, key: &str) -> Result<Option<EntryFile>, Failure> {
+        match (self.exact_count, self.count) {
+            (1, _) => Ok(self.exact),
+            (0, 1) => Ok(self.first),
+            (0, 0) => Ok(None),
+            (_, many) => {
+                let names: Vec<&str> = self.names.iter().map(String::as_str).collect();
+                let more = many.saturating_sub(names.len());
+                Err(format!(
+                    "{many} entries match {key:?} (give more of the key, or --space): {}{}",
+                    names.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                )
+                .into())
+            }
+        }
+    }
+}
+
 /// `kcache show DIR KEY`: one entry, found by its key or an unambiguous prefix of it (an exact
-/// key wins over longer keys it prefixes).
+/// key wins over longer keys it prefixes), in one streamed pass (see [`Matches`]).
 pub(crate) fn show(
     out: &mut impl Write,
     dir: &Path,
@@ -237,43 +302,17 @@ pub(crate) fn show(
     space: Option<SpaceArg>,
     key_only: bool,
 ) -> Result<ExitCode, Failure> {
-    let inv = disk::inventory(dir)?;
-    let candidates: Vec<&EntryFile> = inv
-        .entries
-        .iter()
-        .filter(|e| space.is_none_or(|s| s.space() == e.space))
-        .filter(|e| !key.is_empty() && e.key.as_str().starts_with(key))
-        .collect();
-    let exact: Vec<&EntryFile> = candidates
-        .iter()
-        .copied()
-        .filter(|e| e.key.as_str() == key)
-        .collect();
-    let chosen = match (exact.as_slice(), candidates.as_slice()) {
-        ([one], _) | ([], [one]) => *one,
-        ([], []) => {
-            eprintln!("kcache: no entry in {} matches {key:?}", dir.display());
-            return Ok(ExitCode::from(1));
+    let mut matches = Matches::default();
+    disk::scan(dir, |found| {
+        if let Found::Entry(e) = found
+            && space.is_none_or(|s| s.space() == e.space)
+        {
+            matches.add(e, key);
         }
-        (_, many) => {
-            let names: Vec<&str> = many
-                .iter()
-                .take(MAX_LISTED)
-                .map(|e| e.name.as_str())
-                .collect();
-            let more = many.len().saturating_sub(MAX_LISTED);
-            return Err(format!(
-                "{} entries match {key:?} (give more of the key, or --space): {}{}",
-                many.len(),
-                names.join(", "),
-                if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                }
-            )
-            .into());
-        }
+    })?;
+    let Some(chosen) = matches.chosen(key)? else {
+        eprintln!("kcache: no entry in {} matches {key:?}", dir.display());
+        return Ok(ExitCode::from(1));
     };
     if key_only {
         writeln!(out, "{}", chosen.key)?;
@@ -292,7 +331,7 @@ pub(crate) fn show(
     )?;
     writeln!(out, "bytes: {}", chosen.bytes)?;
     writeln!(out, "age: {}s", chosen.age.as_secs())?;
-    match disk::verify_entry(dir, chosen) {
+    match disk::verify_entry(dir, &chosen) {
         Ok(_) => writeln!(out, "verify: ok")?,
         Err(problem) => writeln!(out, "verify: {problem}")?,
     }
@@ -310,4 +349,61 @@ pub(crate) fn show(
         Err(e) => writeln!(out, "text: unreadable ({e})")?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedule_cache::CacheKey;
+
+    fn entry(key: &str) -> EntryFile {
+        EntryFile {
+            name: format!("{key}.ron"),
+            space: Space::Schedule,
+            key: CacheKey::new(key).expect("key"),
+            bytes: 0,
+            age: Duration::ZERO,
+            is_file: true,
+        }
+    }
+
+    #[test]
+    fn show_keeps_a_bounded_listing_of_many_matches_in_name_order() {
+        let mut m = Matches::default();
+        // In reverse order, as a directory may list them.
+        for i in (0..10_000u32).rev() {
+            m.add(entry(&format!("ab12-{i:05}")), "ab12");
+        }
+        m.add(entry("cd34-x"), "ab12");
+        assert_eq!((m.count, m.exact_count), (10_000, 0));
+        assert_eq!(m.names.len(), MAX_LISTED);
+        let err = m.chosen("ab12").map(|_| ()).expect_err("ambiguous");
+        assert_eq!(
+            err.to_string(),
+            "10000 entries match \"ab12\" (give more of the key, or --space): ab12-00000.ron, \
+             ab12-00001.ron, ab12-00002.ron, ab12-00003.ron, ab12-00004.ron, ab12-00005.ron, \
+             ab12-00006.ron, ab12-00007.ron and 9992 more"
+        );
+    }
+
+    #[test]
+    fn show_prefers_the_exact_key_then_the_only_prefix_match() {
+        let mut m = Matches::default();
+        for k in ["ab12-x-y", "ab12-x", "ab12-xz"] {
+            m.add(entry(k), "ab12-x");
+        }
+        let chosen = m.chosen("ab12-x").expect("one").expect("found");
+        assert_eq!(chosen.key.as_str(), "ab12-x");
+
+        let mut m = Matches::default();
+        for k in ["ab12-x-y", "cd34"] {
+            m.add(entry(k), "ab12");
+        }
+        let chosen = m.chosen("ab12").expect("one").expect("found");
+        assert_eq!(chosen.key.as_str(), "ab12-x-y");
+
+        let mut m = Matches::default();
+        m.add(entry("ab12"), "");
+        assert!(m.chosen("").expect("no error").is_none());
+    }
 }

@@ -421,3 +421,47 @@ fn key_prints_the_kernel_cache_key() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stdout(&out).is_empty());
 }
+
+/// The peak resident set (KiB) of `kcache <args>`, measured by the kernel (`ru_maxrss` of a
+/// waited-for child, read through python3, which the tests need anyway).
+fn peak_kib(args: &[&str]) -> u64 {
+    let script = "import resource, subprocess, sys\n\
+                  subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\
+                  print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)";
+    let o = Command::new("python3")
+        .args(["-c", script, env!("CARGO_BIN_EXE_kcache")])
+        .args(args)
+        .output()
+        .expect("python3 runs (the tests need it)");
+    assert!(o.status.success(), "{o:?}");
+    stdout(&o).trim().parse().expect("a number of KiB")
+}
+
+/// `kcache show` streams the directory: its memory does not grow with the number of entries
+/// (it held every entry's name and key, about 0.5 KiB each, before finding one).
+#[test]
+fn show_memory_does_not_grow_with_the_directory() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (small, large) = (tmp.path().join("small"), tmp.path().join("large"));
+    fs::create_dir(&small).expect("mkdir");
+    fs::create_dir(&large).expect("mkdir");
+    // Entry names of today's length (the content is never read: nothing matches).
+    for i in 0..40_000u64 {
+        let digest = format!("{:064x}", u128::from(i) * 0x9e37_79b9_7f4a_7c15);
+        let name = format!(
+            "{digest}-{}-b{i:06x}_f000000_n000000_c000000_p000000_d000000_t000000.placement.ron",
+            "e".repeat(64)
+        );
+        if i < 10 {
+            fs::write(small.join(&name), "").expect("write");
+        }
+        fs::write(large.join(&name), "").expect("write");
+    }
+    let small_peak = peak_kib(&["show", small.to_str().expect("utf8"), "ffff"]);
+    let large_peak = peak_kib(&["show", large.to_str().expect("utf8"), "ffff"]);
+    // 40,000 entries held at once would add about 20 MiB.
+    assert!(
+        large_peak < small_peak + 6 * 1024,
+        "peak {large_peak} KiB on 40,000 entries, {small_peak} KiB on 10"
+    );
+}
