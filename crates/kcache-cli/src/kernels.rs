@@ -5,7 +5,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use kernel_cache::store::KernelStore;
+use cache_dir::RegimeStamp;
+use kernel_cache::store::{KernelStore, REGIME};
 
 use crate::report::Failure;
 
@@ -20,9 +21,19 @@ pub(crate) fn is_store(dir: &Path, name: &str) -> bool {
 }
 
 /// The kernel store section of `kcache stats DIR` (nothing if `DIR/kernels` is absent).
+///
+/// Changes nothing in the store: it is opened (the cache-open, which sweeps a store of another
+/// regime) only when its stamp is this build's; otherwise the section shows the stamp alone.
 pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
     let kernels = store_dir(dir);
     if !kernels.is_dir() {
+        return Ok(());
+    }
+    let stamp = cache_dir::read_stamp(&kernels)
+        .map_err(|e| format!("kernel store {}: regime stamp: {e}", kernels.display()))?;
+    if stamp != RegimeStamp::Version(REGIME) {
+        writeln!(out, "kernel store: {}", kernels.display())?;
+        writeln!(out, "  regime: {}; not opened", regime_line(&stamp))?;
         return Ok(());
     }
     let s = KernelStore::new(&kernels)
@@ -44,6 +55,22 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
     writeln!(out, "  evictions: {}", c.evictions)?;
     writeln!(out, "  corrupt or dangling removed: {}", c.removed_bad)?;
     Ok(())
+}
+
+/// The kernel store's stamp against this build's [`REGIME`], and what the next open does.
+fn regime_line(stamp: &RegimeStamp) -> String {
+    match stamp {
+        RegimeStamp::Version(v) if *v > REGIME => {
+            format!("{v} (newer than this build's {REGIME}: this build refuses it)")
+        }
+        RegimeStamp::Version(v) => {
+            format!("{v} (older than this build's {REGIME}: the next open sweeps every entry)")
+        }
+        RegimeStamp::Absent => {
+            "absent (the next open stamps it and sweeps any entries)".to_string()
+        }
+        RegimeStamp::Malformed(s) => format!("malformed {s:?} (every open refuses it)"),
+    }
 }
 
 /// `kcache gc DIR --max-size SIZE`: trims `DIR/kernels` to `max` bytes, least recently

@@ -102,3 +102,61 @@ fn stats_shows_the_kernel_store_and_gc_trims_it() {
     // The most recently used program survived.
     assert!(store.probe("lines 1", "key-2").is_ok());
 }
+
+/// `kcache stats` changes nothing: a kernel store stamped with another regime is shown, not
+/// opened (opening it is the cache-open, which swept every program and entry).
+#[test]
+fn stats_never_sweeps_a_kernel_store_of_another_regime() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    let kernels = dir.join("kernels");
+    let store = KernelStore::new(&kernels);
+    let b = vec![BatchKernel {
+        key: "key-0".to_string(),
+        options: vec![],
+        symbol: "k0".to_string(),
+        source: "kernel 0".to_string(),
+    }];
+    resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &Lines).expect("resolve");
+    let listing = |d: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(d)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    for (stamp, shown) in [
+        (
+            "0\n",
+            "  regime: 0 (older than this build's 1: the next open sweeps every entry); not opened",
+        ),
+        (
+            "99\n",
+            "  regime: 99 (newer than this build's 1: this build refuses it); not opened",
+        ),
+        (
+            "x\n",
+            "  regime: malformed \"x\\n\" (every open refuses it); not opened",
+        ),
+    ] {
+        std::fs::write(kernels.join("regime.stamp"), stamp).expect("stamp");
+        let before = listing(&kernels);
+        assert!(before.len() > 3, "{before:?}");
+        let out = kcache(&["stats", dir.to_str().expect("utf-8")]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(listing(&kernels), before, "stats changed the store: {text}");
+        assert!(out.status.success(), "{text}");
+        assert!(text.lines().any(|l| l == shown), "{text}");
+    }
+    std::fs::remove_file(kernels.join("regime.stamp")).expect("rm");
+    let before = listing(&kernels);
+    let out = kcache(&["stats", dir.to_str().expect("utf-8")]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.lines().any(|l| l
+            == "  regime: absent (the next open stamps it and sweeps any entries); not opened"),
+        "{text}"
+    );
+    assert_eq!(listing(&kernels), before, "stats changed the store");
+}
