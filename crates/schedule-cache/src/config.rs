@@ -117,9 +117,10 @@ impl SettingsRegistry {
     ///
     /// # Errors
     /// [`Error::InvalidDeclaration`] if the name is already declared (otherwise), or the
-    /// declared component
-    /// is [`KeyComponent::Digest`] or [`KeyComponent::Backend`] (which no setting can enter: the
-    /// digest names the code, the backend its name).
+    /// declared component is [`KeyComponent::Digest`], [`KeyComponent::Backend`] or
+    /// [`KeyComponent::Format`] (which no setting can enter: the digest names the code, the
+    /// backend its name, the format the adopter's schedule-format version; their encodings
+    /// hold no settings, so a setting declared there would change no key).
     pub fn declare(&mut self, decl: SettingDecl) -> Result<(), Error> {
         let bad = |reason: &'static str| Error::InvalidDeclaration {
             name: decl.name.to_owned(),
@@ -131,8 +132,13 @@ impl SettingsRegistry {
         if self.decls.contains_key(decl.name) {
             return Err(bad("declared twice"));
         }
-        if let Relevance::Enters(KeyComponent::Digest | KeyComponent::Backend) = decl.relevance {
-            return Err(bad("no setting can enter the digest or backend component"));
+        if let Relevance::Enters(
+            KeyComponent::Digest | KeyComponent::Backend | KeyComponent::Format,
+        ) = decl.relevance
+        {
+            return Err(bad(
+                "no setting can enter the digest, backend or format component",
+            ));
         }
         self.decls.insert(decl.name, decl.relevance);
         Ok(())

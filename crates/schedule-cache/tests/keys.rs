@@ -577,3 +577,29 @@ proptest! {
         prop_assert_eq!(p1.get(KeyComponent::Device) == p2.get(KeyComponent::Device), tc1 == tc2);
     }
 }
+
+/// Regression: a setting could be declared as entering the format component, whose encoding
+/// holds no settings, so two configurations differing in it shared a key (a wrong hit). Every
+/// declaration the registry accepts now makes the setting's value change the key, in exactly
+/// the declared component; the rest are refused.
+#[test]
+fn every_accepted_declaration_changes_the_key_in_its_component() {
+    for component in KEY_COMPONENTS {
+        let mut reg = SettingsRegistry::new();
+        let declared = reg.declare(SettingDecl {
+            name: "x.setting",
+            relevance: Relevance::Enters(component),
+        });
+        let Ok(()) = declared else {
+            assert!(
+                matches!(declared, Err(Error::InvalidDeclaration { .. })),
+                "{component:?}: {declared:?}"
+            );
+            continue;
+        };
+        let a = key_under(&Config::new(reg.clone()).with("x.setting", "a"));
+        let b = key_under(&Config::new(reg).with("x.setting", "b"));
+        assert_eq!(a.differing(&b), vec![component], "{component:?}");
+        assert_ne!(a.key().unwrap(), b.key().unwrap(), "{component:?}");
+    }
+}
