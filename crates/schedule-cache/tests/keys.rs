@@ -603,3 +603,96 @@ fn every_accepted_declaration_changes_the_key_in_its_component() {
         assert_ne!(a.key().unwrap(), b.key().unwrap(), "{component:?}");
     }
 }
+
+/// docs/disk-format.md's worked example, held to the code: the components and the key it
+/// lists are what `key_parts` computes for its inputs, and the entry it shows, written by hand
+/// into a directory stamped as the doc says, is a hit of the front door.
+#[test]
+fn the_disk_format_worked_example_matches_the_code() {
+    use schedule_cache::schedule::ReferenceLanguage;
+    use schedule_cache::store::CacheStore;
+    use schedule_cache::{ScheduleCache, canonicalize};
+
+    let doc = include_str!("../../../docs/disk-format.md");
+    let example = &doc[doc.find("**Worked example**").expect("the example")..];
+    let block = |fence: &str| {
+        let start = example.find(fence).expect("the fenced block") + fence.len();
+        &example[start..start + example[start..].find("```").expect("its end")]
+    };
+    let listed: BTreeMap<&str, &str> = block("```text\n")
+        .lines()
+        .filter_map(|l| l.split_once(char::is_whitespace))
+        .map(|(name, v)| (name, v.trim()))
+        .collect();
+
+    let i = Symbol::fresh("i");
+    let y = TensorNode::new("y", &[16], Precision::F32);
+    let body = vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(1.0))];
+    let code = Code::new(vec![Stmt::for_(&i, 0, 16, body)]);
+    let mut reg = SettingsRegistry::reference();
+    for (name, c) in [
+        ("pool_mode", KeyComponent::Pool),
+        ("dev_clock", KeyComponent::Device),
+        ("warmup", KeyComponent::Timing),
+    ] {
+        reg.declare(SettingDecl {
+            name,
+            relevance: Relevance::Enters(c),
+        })
+        .unwrap();
+    }
+    let config = Config::new(reg)
+        .with("numerics.fast_math", "1")
+        .with("large_models", "yes")
+        .with("pool_mode", "spin")
+        .with("dev_clock", "boost")
+        .with("warmup", "3")
+        .with(TIMING_SETTING, "Queue");
+    let limits = Limits {
+        codegen_tag: "gcc-13".into(),
+        worker_pool_tag: "pool8".into(),
+        max_threads: 8,
+        vector_bytes: 32,
+        local_memory_bytes: 1 << 20,
+        extra: BTreeMap::from([("b".into(), "2".into()), ("a".into(), "1".into())]),
+    };
+    let device = TimingIdentity {
+        device: "x86 avx2".into(),
+        toolchain: Some("gcc 13.2".into()),
+    };
+    let id = canonicalize(&code, &[], &BTreeMap::new(), true)
+        .into_complete()
+        .unwrap();
+    assert!(example.contains(id.digest()), "the example's code digest");
+    let inputs = KeyInputs {
+        backend: "cc",
+        config: &config,
+        limits: &limits,
+        timing_identity: Some(&device),
+        objective: None,
+        schedule_format: "ops-1",
+    };
+    let parts = key_parts(&id, &inputs).unwrap();
+    for (c, v) in &parts.parts[1..] {
+        assert_eq!(listed.get(c.name()), Some(&v.as_str()), "{c:?}");
+    }
+    let key = cache_key(&id, &inputs).unwrap();
+    assert_eq!(listed.get("key"), Some(&key.as_str()));
+
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("regime.stamp"), "2\n").unwrap();
+    std::fs::write(tmp.path().join(format!("{key}.ron")), block("```ron\n")).unwrap();
+    let cache = ScheduleCache::new(ReferenceLanguage, "cc", CacheStore::disk(tmp.path()))
+        .with_limits(limits)
+        .with_config(config)
+        .with_timing(device)
+        .with_schedule_format("ops-1");
+    let hit = cache
+        .lookup(&code)
+        .unwrap()
+        .expect("the hand-written entry");
+    assert_eq!(hit.key, key);
+    assert_eq!(hit.entry.times, [1e-6, 2e-6]);
+    assert_eq!(hit.entry.baseline_time, Some(3e-6));
+    assert!(hit.ops.is_empty());
+}
