@@ -4,7 +4,7 @@
 //! Layout (docs/disk-format.md, section "The Redis store", is the full specification), for a
 //! prefix `P`:
 //!
-//! - `P:regime`: the regime stamp, with the stamp file's encoding (`1\n`);
+//! - `P:regime`: the regime stamp, with the stamp file's encoding (`2\n`);
 //! - `P:entry:schedule:<key>` and `P:entry:placement:<key>`: the entry, one string holding the
 //!   whole RON text the directory store would write to `<key>.ron` / `<key>.placement.ron`;
 //! - `P:digest:<space>:<digest>`: a set of the keys holding entries for that digest (explains a
@@ -56,27 +56,39 @@ const SIBLING_FETCH: usize = 64;
 const SETTLE_ATTEMPTS: usize = 3;
 
 /// The operation script. KEYS: stamp, entry, index, digest set. ARGV: canonical stamp, stamp
-/// without newline, op (`set`/`get`), payload, key, sibling fetch bound.
-/// Returns `{0}` / `{0, stamp}` when the stamp is absent / not ours (nothing done);
-/// `{1}` stored; `{1, value}` found; `{2, siblings}` no entry; `{3, error}` unreadable.
+/// without newline, op (`set`/`get`), payload, key, sibling fetch bound, entry size cap,
+/// longest key.
+/// Returns `{0}` / `{0, stamp}` when the stamp is absent / not ours (nothing done; at most 65
+/// bytes of the stamp are sent, a longer one is malformed anyway); `{1}` stored; `{1, value}`
+/// found; `{2, siblings}` no entry (members longer than a key are left out); `{3, error}`
+/// unreadable; `{4, length}` a value past the cap (not sent).
+/// A store adds the names to the index and the digest set before it writes the entry: a
+/// server error (a value of another type at one of them) then leaves no entry the index does
+/// not name (Redis does not roll back a failed script's earlier writes).
 const OP_SCRIPT: &str = r"
 local s = redis.call('GET', KEYS[1])
 if s ~= ARGV[1] and s ~= ARGV[2] then
   if s == false then return {0} end
-  return {0, s}
+  return {0, string.sub(s, 1, 65)}
 end
 if ARGV[3] == 'set' then
-  redis.call('SET', KEYS[2], ARGV[4])
   redis.call('SADD', KEYS[3], KEYS[2], KEYS[4])
   redis.call('SADD', KEYS[4], ARGV[5])
+  redis.call('SET', KEYS[2], ARGV[4])
   return {1}
 end
-local v = redis.pcall('GET', KEYS[2])
-if type(v) == 'table' and v.err then return {3, v.err} end
+local n = redis.pcall('STRLEN', KEYS[2])
+if type(n) == 'table' and n.err then return {3, n.err} end
+if n > tonumber(ARGV[7]) then return {4, n} end
+local v = redis.call('GET', KEYS[2])
 if v then return {1, v} end
-local ok, n = pcall(redis.call, 'SCARD', KEYS[4])
-if not ok or n == 0 then return {2, {}} end
-return {2, redis.call('SRANDMEMBER', KEYS[4], tonumber(ARGV[6]))}
+local ok, c = pcall(redis.call, 'SCARD', KEYS[4])
+if not ok or c == 0 then return {2, {}} end
+local names = {}
+for _, m in ipairs(redis.call('SRANDMEMBER', KEYS[4], tonumber(ARGV[6]))) do
+  if #m <= tonumber(ARGV[8]) then names[#names + 1] = m end
+end
+return {2, names}
 ";
 
 /// The transition script. KEYS: stamp, index. ARGV: `absent` or `present`, the stamp observed
@@ -144,6 +156,8 @@ enum Answer {
     Found(Vec<u8>),
     NoEntry(Vec<String>),
     Unreadable(String),
+    /// A value of this many bytes, past [`disk::MAX_ENTRY_BYTES`] (not fetched).
+    TooLarge(i64),
 }
 
 /// Checks a key prefix: 1 to 100 bytes of `[A-Za-z0-9_.-]`, not containing `:`.
@@ -183,7 +197,7 @@ fn refusal_of(during: &'static str, e: &redis::RedisError) -> Refusal {
     Refusal::Io {
         during,
         kind,
-        message: e.to_string(),
+        message: disk::short(&e.to_string()),
     }
 }
 
@@ -229,6 +243,7 @@ fn parse_answer(v: Value) -> Option<Answer> {
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .unwrap_or_default(),
         ),
+        4 => Answer::TooLarge(int_of(second?)?),
         _ => return None,
     })
 }
@@ -455,7 +470,9 @@ impl RedisStore {
                 .arg(if payload.is_some() { "set" } else { "get" })
                 .arg(payload.unwrap_or(""))
                 .arg(key.as_str())
-                .arg(SIBLING_FETCH);
+                .arg(SIBLING_FETCH)
+                .arg(disk::MAX_ENTRY_BYTES)
+                .arg(crate::key::MAX_KEY_LEN);
             let value = self.run(&mut state, "run the cache script", &inv)?;
             let answer = parse_answer(value).ok_or_else(|| Refusal::Io {
                 during: "run the cache script",
@@ -518,7 +535,9 @@ impl Store for RedisStore {
         };
         // The directory store's checks and exact encoding, so an entry can be copied between stores.
         let text = crate::disk::encode_for_key(key, entry)?;
-        let outcome = match self.operate(E::SPACE, key, entry.digest(), Some(&text)) {
+        let outcome = match disk::check_entry_size(text.len())
+            .and_then(|()| self.operate(E::SPACE, key, entry.digest(), Some(&text)))
+        {
             Ok(Answer::Stored) => StoreOutcome::Stored,
             Ok(_) => StoreOutcome::Refused(Refusal::Io {
                 during: "run the cache script",
@@ -547,14 +566,26 @@ impl Store for RedisStore {
                 Err(m) => Lookup::Miss(m),
             },
             Ok(Answer::NoEntry(mut same_digest)) => {
-                same_digest.retain(|k| k != key.as_str());
+                // Only keys of this digest, as the directory store's sibling index.
+                same_digest.retain(|k| {
+                    k != key.as_str()
+                        && CacheKey::new(k).is_ok()
+                        && disk::key_starts_with_digest(k, digest)
+                });
                 same_digest.sort();
                 same_digest.truncate(MAX_SIBLINGS);
                 Lookup::Miss(MissReason::NoEntry { same_digest })
             }
             Ok(Answer::Unreadable(message)) => Lookup::Miss(MissReason::Unreadable {
                 kind: io::ErrorKind::InvalidData,
-                message,
+                message: disk::short(&message),
+            }),
+            Ok(Answer::TooLarge(len)) => Lookup::Miss(MissReason::Unreadable {
+                kind: io::ErrorKind::FileTooLarge,
+                message: format!(
+                    "a value of {len} bytes, larger than the cap of {} bytes",
+                    disk::MAX_ENTRY_BYTES
+                ),
             }),
             Ok(Answer::Stored | Answer::Stamp(_)) => Lookup::Refused(Refusal::Io {
                 during: "run the cache script",

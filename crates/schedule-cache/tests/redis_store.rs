@@ -508,3 +508,113 @@ fn the_front_door_explains_misses_over_redis_too() {
     let miss = both.lookup(&again).expect("lookup").expect_err("miss");
     assert!(miss.to_string().ends_with("differ in: device"), "{miss}");
 }
+
+/// Regression: a lookup fetched an entry value of any size (up to Redis's 512 MB) and parsed
+/// it; a value past the directory store's cap is now a miss (`Unreadable`, kind
+/// `FileTooLarge`) that the server answers without sending the value, and a store past the cap
+/// is refused as the directory store refuses it.
+#[test]
+fn a_value_past_the_cap_is_a_miss_without_being_fetched() {
+    let server = redis_support::Server::start();
+    let store = server.store();
+    let mut raw = server.raw();
+    let k = key("huge");
+    store.store(Some(&k), &payload(1, 1, 1)).expect("store");
+    let cap = usize::try_from(disk::MAX_ENTRY_BYTES).expect("cap");
+    let _: () = raw
+        .set(store.entry_key(Space::Placement, &k), vec![b'x'; cap + 1])
+        .expect("SET");
+    match store.probe::<PlacementEntry>(Some(&k), DIGEST) {
+        Lookup::Miss(MissReason::Unreadable { kind, message }) => {
+            assert_eq!(kind, std::io::ErrorKind::FileTooLarge, "{message}");
+            assert!(message.len() < 200, "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Exactly at the cap is read (and here unparsable).
+    let _: () = raw
+        .set(store.entry_key(Space::Placement, &k), vec![b'x'; cap])
+        .expect("SET");
+    assert!(matches!(
+        store.probe::<PlacementEntry>(Some(&k), DIGEST),
+        Lookup::Miss(MissReason::Unparsable { .. })
+    ));
+    // A store past the cap is refused and writes nothing.
+    let big = key("big");
+    let mut entry = payload(1, 1, 1);
+    entry.flips = (0..1_000_000)
+        .map(|node| schedule_cache::placement::Flip {
+            node,
+            direction: schedule_cache::placement::Direction::Materialize,
+        })
+        .collect();
+    assert!(matches!(
+        store.store(Some(&big), &entry).expect("store"),
+        StoreOutcome::Refused(Refusal::Io {
+            kind: std::io::ErrorKind::FileTooLarge,
+            ..
+        })
+    ));
+    assert!(
+        !raw.exists::<_, bool>(store.entry_key(Space::Placement, &big))
+            .expect("EXISTS")
+    );
+}
+
+/// Regression: the store script wrote the entry before adding its name to the index, so a
+/// server error on the index (a value of the wrong type there) left an entry the store
+/// reported refused and that no regime transition would ever delete. A refused store now
+/// writes no entry.
+#[test]
+fn a_store_the_server_refuses_writes_no_entry() {
+    let server = redis_support::Server::start();
+    let store = server.store();
+    let mut raw = server.raw();
+    store
+        .store(Some(&key("first")), &payload(1, 1, 1))
+        .expect("store");
+    let _: () = raw.del(store.index_key()).expect("DEL");
+    let _: () = raw.set(store.index_key(), "not a set").expect("SET");
+    let k = key("second");
+    let out = store.store(Some(&k), &payload(2, 2, 2)).expect("store");
+    assert!(
+        matches!(out, StoreOutcome::Refused(Refusal::Io { .. })),
+        "{out:?}"
+    );
+    assert!(
+        !raw.exists::<_, bool>(store.entry_key(Space::Placement, &k))
+            .expect("EXISTS")
+    );
+}
+
+/// Regression: the members of a digest set were named in a miss whatever they held; only
+/// valid keys of the same digest are named now (as the directory store's sibling index), so a
+/// garbage or huge member never reaches a miss message.
+#[test]
+fn garbage_digest_set_members_are_never_named() {
+    let server = redis_support::Server::start();
+    let store = server.store();
+    let mut raw = server.raw();
+    store
+        .store(Some(&key("cc-n1")), &payload(1, 1, 1))
+        .expect("store");
+    let set = store.digest_key(Space::Placement, DIGEST);
+    for junk in [
+        "x".repeat(1 << 20),
+        "../etc/passwd".to_owned(),
+        "ffff-cc".to_owned(),
+        String::new(),
+    ] {
+        let _: () = raw.sadd(&set, junk).expect("SADD");
+    }
+    match store.probe::<PlacementEntry>(Some(&key("cc-n2")), DIGEST) {
+        Lookup::Miss(reason @ MissReason::NoEntry { .. }) => {
+            let MissReason::NoEntry { same_digest } = &reason else {
+                unreachable!()
+            };
+            assert_eq!(same_digest, &[key("cc-n1").as_str().to_owned()]);
+            assert!(reason.to_string().len() < 400, "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -443,13 +443,7 @@ impl DiskCache {
         digest: &str,
         bytes: &[u8],
     ) -> Result<(), Refusal> {
-        if bytes.len() as u64 > MAX_ENTRY_BYTES {
-            return Err(Refusal::Io {
-                during: "publish the entry",
-                kind: io::ErrorKind::FileTooLarge,
-                message: format!("the entry is larger than the cap of {MAX_ENTRY_BYTES} bytes"),
-            });
-        }
+        check_entry_size(bytes.len())?;
         self.dir
             .with_shared(true, |dir| {
                 dir.publish(&space.file_name(key), bytes)?;
@@ -459,6 +453,19 @@ impl DiskCache {
             .and_then(|published| published)
             .map_err(refusal)
     }
+}
+
+/// The refusal of a store whose encoded entry is past [`MAX_ENTRY_BYTES`] (every store
+/// refuses what no lookup would read).
+pub(crate) fn check_entry_size(len: usize) -> Result<(), Refusal> {
+    if len as u64 > MAX_ENTRY_BYTES {
+        return Err(Refusal::Io {
+            during: "publish the entry",
+            kind: io::ErrorKind::FileTooLarge,
+            message: format!("the entry is larger than the cap of {MAX_ENTRY_BYTES} bytes"),
+        });
+    }
+    Ok(())
 }
 
 /// The caller-mistake checks every store makes before publishing, then the one encoding every
