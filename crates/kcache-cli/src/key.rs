@@ -1,7 +1,7 @@
 //! `kcache key`: the kernel-cache key of a kernel file, the same bytes as
 //! `kernel_cache::kernel_key` on the same inputs.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -23,14 +23,36 @@ pub(crate) struct KeyInputs<'a> {
     pub(crate) identity_file: Option<&'a Path>,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, Failure> {
-    if path == Path::new("-") {
-        let mut bytes = Vec::new();
-        io::Read::read_to_end(&mut io::stdin(), &mut bytes)?;
-        Ok(bytes)
+/// The most bytes `canon` and `key` read of a kernel file or an identity file (or standard
+/// input): a kernel's text is kilobytes; a larger input (`/dev/zero`, a wrong file) is refused
+/// rather than read until memory runs out.
+pub(crate) const MAX_INPUT_BYTES: u64 = 64 << 20;
+
+/// Reads `path` (`-`: standard input) whole, up to [`MAX_INPUT_BYTES`].
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, Failure> {
+    let shown = || {
+        if path == Path::new("-") {
+            "standard input".to_string()
+        } else {
+            path.display().to_string()
+        }
+    };
+    let mut bytes = Vec::new();
+    let read = if path == Path::new("-") {
+        io::Read::read_to_end(&mut io::stdin().take(MAX_INPUT_BYTES + 1), &mut bytes)
     } else {
-        Ok(std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?)
+        std::fs::File::open(path)
+            .and_then(|f| io::Read::read_to_end(&mut f.take(MAX_INPUT_BYTES + 1), &mut bytes))
+    };
+    read.map_err(|e| format!("{}: {e}", shown()))?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(format!(
+            "{}: larger than the cap of {MAX_INPUT_BYTES} bytes",
+            shown()
+        )
+        .into());
     }
+    Ok(bytes)
 }
 
 /// Prints the key (64 hex digits, one line) to `out`; notes on renaming switched off go to

@@ -77,7 +77,7 @@ enum Command {
     },
     /// Print the canonical text of a C kernel and its key.
     Canon {
-        /// The C source file ("-" for standard input).
+        /// The C source file ("-" for standard input); at most 64 MiB.
         file: PathBuf,
         /// The kernel's own name (a segment name `<routine>__seg<i>` loses its index).
         #[arg(long)]
@@ -118,7 +118,7 @@ enum Command {
     /// cc-backend keys a `Source` with text = its prelude, a newline, its text, and identity =
     /// `CcBackend::identity()`, a newline, `signature <signature>`: pass those to reproduce it.
     Key {
-        /// The kernel's text ("-" for standard input), hashed exactly as read.
+        /// The kernel's text ("-" for standard input), hashed exactly as read; at most 64 MiB.
         file: PathBuf,
         /// The kernel's own name, its symbol (a segment name `<routine>__seg<i>` loses its index).
         #[arg(long)]
@@ -139,7 +139,8 @@ enum Command {
         /// The backend identity, as text (default: empty).
         #[arg(long, conflicts_with = "identity_file")]
         identity: Option<String>,
-        /// A file holding the backend identity's exact bytes ("-" for standard input).
+        /// A file holding the backend identity's exact bytes ("-" for standard input); at most
+        /// 64 MiB.
         #[arg(long)]
         identity_file: Option<PathBuf>,
     },

@@ -179,11 +179,8 @@ pub(crate) fn canon(
     parts: &[String],
     key_only: bool,
 ) -> Result<ExitCode, Failure> {
-    let text = if file == Path::new("-") {
-        io::read_to_string(io::stdin())?
-    } else {
-        std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?
-    };
+    let text = String::from_utf8(crate::key::read(file)?)
+        .map_err(|_| format!("{}: not UTF-8 text", file.display()))?;
     let canonical = canonical_text::canonical_kernel(&text, name, names);
     let parts: Vec<&[u8]> = parts.iter().map(|p| p.as_bytes()).collect();
     let key = canonical.key(&parts);

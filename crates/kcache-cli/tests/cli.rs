@@ -465,3 +465,40 @@ fn show_memory_does_not_grow_with_the_directory() {
         "peak {large_peak} KiB on 40,000 entries, {small_peak} KiB on 10"
     );
 }
+
+/// `canon` and `key` refuse an input larger than their cap (64 MiB) instead of reading until
+/// memory runs out: `/dev/zero` never ends. Run under a 2 GiB address-space limit, so a reader
+/// without a cap fails for want of memory (another message) rather than taking the machine's.
+#[test]
+fn canon_and_key_refuse_an_endless_input() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let kernel = tmp.path().join("k.c");
+    fs::write(&kernel, "void f(float *a) { a[0] = 1.0f; }\n").expect("write");
+    let kernel = kernel.to_str().expect("utf8");
+    for args in [
+        &["canon", "/dev/zero"][..],
+        &["key", "/dev/zero", "--symbol", "f"],
+        &[
+            "key",
+            kernel,
+            "--symbol",
+            "f",
+            "--identity-file",
+            "/dev/zero",
+        ],
+    ] {
+        let o = Command::new("sh")
+            .args(["-c", "ulimit -v 2097152 && exec \"$0\" \"$@\""])
+            .arg(env!("CARGO_BIN_EXE_kcache"))
+            .args(args)
+            .env("KCACHE_LOG", "off")
+            .output()
+            .expect("run kcache under sh");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("/dev/zero: larger than the cap of 67108864 bytes"),
+            "{args:?}: {err}"
+        );
+    }
+}
