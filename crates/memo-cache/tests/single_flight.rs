@@ -319,3 +319,40 @@ fn mixed_successes_errors_and_panics_keep_every_invariant() {
         );
     });
 }
+
+/// `Key`'s in-memory hash feeds only its first 8 bytes: keys that share them land in one
+/// bucket and must still never answer for each other (equality compares all 32 bytes), with
+/// eight threads filling and reading them at once.
+#[test]
+fn keys_sharing_their_hash_word_never_answer_for_each_other() {
+    let keys: Vec<Key> = (0..64u8)
+        .map(|i| {
+            let mut bytes = [7u8; 32];
+            bytes[31] = i;
+            Key::from_bytes(bytes)
+        })
+        .collect();
+    with_cache(true, |table: Option<&Table<Key, u64>>| {
+        let barrier = Barrier::new(8);
+        thread::scope(|s| {
+            for t in 0..8 {
+                let (keys, barrier) = (&keys, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    for round in 0..20 {
+                        for i in 0..keys.len() {
+                            let j = (i + t * 7 + round) % keys.len();
+                            let v = get_or_put(table, keys[j], || {
+                                thread::yield_now();
+                                j as u64
+                            });
+                            assert_eq!(v, j as u64);
+                        }
+                    }
+                });
+            }
+        });
+        let stats = table.unwrap().stats();
+        assert_eq!((stats.entries, stats.misses), (64, 64));
+    });
+}
