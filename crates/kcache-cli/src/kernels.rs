@@ -22,8 +22,9 @@ pub(crate) fn is_store(dir: &Path, name: &str) -> bool {
 
 /// The kernel store section of `kcache stats DIR` (nothing if `DIR/kernels` is absent).
 ///
-/// Changes nothing in the store: it is opened (the cache-open, which sweeps a store of another
-/// regime) only when its stamp is this build's; otherwise the section shows the stamp alone.
+/// Removes nothing but the store's crash-stale staging (as any open does): the store is opened
+/// (the cache-open, which sweeps a store of another regime) only when its stamp is this
+/// build's; otherwise the section shows the stamp alone.
 pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
     let kernels = store_dir(dir);
     if !kernels.is_dir() {

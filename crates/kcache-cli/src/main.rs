@@ -45,7 +45,8 @@ struct Cli {
 enum Command {
     /// Count entries, bytes, stale staging and unreadable entries; show the regime stamp. One
     /// streamed pass reading each entry's version header only (`verify` parses entries whole).
-    /// Changes nothing (a kernel store at DIR/kernels of another regime is not opened).
+    /// Removes nothing but the crash-stale staging of the kernel store at DIR/kernels (as any
+    /// open of it does); a kernel store of another regime is not opened.
     Stats {
         /// The cache directory.
         dir: PathBuf,

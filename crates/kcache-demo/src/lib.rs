@@ -65,7 +65,9 @@ pub const CACHE_DIR_ENV: &str = "KCACHE_DIR";
 /// How a demo run is configured. [`DemoOptions::new`] gives the full demo's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DemoOptions {
-    /// Where winners are stored (schedule-cache's disk store).
+    /// Where winners are stored (schedule-cache's disk store): a directory of its own, since
+    /// the first open of a directory without a regime stamp deletes every file there named
+    /// like an entry (`disk::is_entry_of_any_version`: `*.ron`, `*.keys`).
     pub cache_dir: PathBuf,
     /// Remove the stored winners (entry files) before running, so the run searches.
     pub fresh: bool,
@@ -325,7 +327,10 @@ fn clear_entries(dir: &Path) -> Result<(), DemoError> {
                 .map_err(|e| io(&item.path())(std::io::Error::other(e.to_string())))?;
             continue;
         }
-        if disk::is_staging(&name) || disk::is_entry_of_any_version(&name) {
+        // A directory at an entry's name is not an entry (a store writes files): its
+        // contents could be anything, so it is refused, never removed with them.
+        let is_dir = item.file_type().map_err(io(&item.path()))?.is_dir();
+        if disk::is_staging(&name) || (disk::is_entry_of_any_version(&name) && !is_dir) {
             doomed.push(item.path());
         } else {
             return Err(DemoError::NotACacheDir {
@@ -335,7 +340,10 @@ fn clear_entries(dir: &Path) -> Result<(), DemoError> {
         }
     }
     for path in doomed {
-        let removed = if path.is_dir() {
+        // Only staging directories are removed whole (`file_type` does not follow a link, and
+        // a link is removed itself).
+        let staging_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+        let removed = if staging_dir {
             std::fs::remove_dir_all(&path)
         } else {
             std::fs::remove_file(&path)
@@ -389,6 +397,23 @@ mod tests {
             Err(DemoError::NotACacheDir { .. })
         ));
         assert!(dir.join("notes.txt").exists());
+        std::fs::remove_file(dir.join("notes.txt")).unwrap();
+        // A directory at an entry's name is refused, and its contents kept.
+        std::fs::create_dir(dir.join("src.ron")).unwrap();
+        std::fs::write(dir.join("src.ron").join("main.rs"), "mine").unwrap();
+        assert!(matches!(
+            clear_entries(dir),
+            Err(DemoError::NotACacheDir { entry, .. }) if entry == "src.ron"
+        ));
+        assert!(dir.join("src.ron").join("main.rs").exists());
+        // A link at an entry's name is removed itself, never what it points to.
+        std::fs::remove_dir_all(dir.join("src.ron")).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::write(elsewhere.path().join("keep.txt"), "mine").unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), dir.join("link.ron")).unwrap();
+        clear_entries(dir).unwrap();
+        assert!(!dir.join("link.ron").exists());
+        assert!(elsewhere.path().join("keep.txt").exists());
         clear_entries(&dir.join("missing")).unwrap();
     }
 }
