@@ -268,3 +268,51 @@ fn an_unreachable_server_is_a_miss_never_a_failed_resolve() {
     let (census, _) = resolve(&KernelStore::new(tmp.path().join("k")));
     assert_eq!(census.kernels_loaded, 3);
 }
+
+/// Whoever can write to the server (without the secret) cannot make a lookup read
+/// without bound: an entry value past a local entry's cap, or a blob value past the
+/// store's blob cap, is refused by the server without being sent.
+#[test]
+fn a_value_past_the_cap_is_refused_without_being_fetched() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
+    resolve(&a);
+    let mut raw = server.raw().expect("raw");
+    let keys = |pattern: &str, raw: &mut redis::Connection| -> Vec<String> {
+        redis::cmd("KEYS").arg(pattern).query(raw).expect("keys")
+    };
+    let blob_keys = keys("kcache:kernels1:blob:*", &mut raw);
+    assert_eq!(blob_keys.len(), 1);
+    // A blob of 8 MiB, for a store whose blobs are capped at 1 MiB.
+    redis::cmd("SET")
+        .arg(&blob_keys[0])
+        .arg(vec![b'x'; 8 << 20])
+        .query::<()>(&mut raw)
+        .expect("set");
+    let small = |name: &str| {
+        KernelStore::new(tmp.path().join(name))
+            .with_max_bytes(1 << 20)
+            .with_farm(farm(&server, "farm secret"))
+    };
+    let (census, events) = resolve(&small("b"));
+    assert_eq!(census.kernels_loaded, 0);
+    assert!(
+        matches!(&misses(&events)[0], MissReason::Refused(m) if m.contains("past the cap")),
+        "{events:?}"
+    );
+    // An entry of 1 MiB (a local entry is at most 4 KiB).
+    for key in keys("kcache:kernels1:entry:*", &mut raw) {
+        redis::cmd("SET")
+            .arg(&key)
+            .arg(vec![b'y'; 1 << 20])
+            .query::<()>(&mut raw)
+            .expect("set");
+    }
+    let (census, events) = resolve(&small("c"));
+    assert_eq!(census.kernels_loaded, 0);
+    assert!(
+        matches!(&misses(&events)[0], MissReason::Refused(m) if m.contains("past the cap")),
+        "{events:?}"
+    );
+}

@@ -9,7 +9,10 @@
 //! the caller, never logged, never shown by `Debug`): whoever can write to the server but
 //! does not hold the secret cannot make a machine load their code. A value without a valid
 //! MAC is a miss ([`MissReason::BadSignature`](super::MissReason::BadSignature)). Blobs are
-//! also verified against their SHA-256 name, as local ones are.
+//! also verified against their SHA-256 name, as local ones are. A value longer than the
+//! local caps (4 KiB for an entry, the store's blob cap for a blob) is a miss the server
+//! never sends (a `STRLEN`-then-`GET` script), so writing to the server cannot make a
+//! lookup read without bound.
 //!
 //! Keys, for a prefix `P` (default `kcache`): `P:kernels1:entry:<entry digest>` (a local
 //! entry file's bytes) and `P:kernels1:blob:<sha256>` (a local blob file's bytes); each
@@ -29,6 +32,16 @@ use super::record::MissReason;
 
 /// The key segment naming the store's regime on the server.
 const REGIME_SEGMENT: &str = "kernels1";
+
+/// The largest entry value a lookup accepts from the server (a local entry's cap, 4 KiB,
+/// and its MAC line).
+const MAX_ENTRY_VALUE: u64 = 4096 + 65;
+
+/// `GET KEYS[1]` if its value holds at most `ARGV[1]` bytes; otherwise its length (the
+/// value is not sent). A missing key is `nil`.
+const BOUNDED_GET: &str = "local n = redis.call('STRLEN', KEYS[1])\n\
+    if n > tonumber(ARGV[1]) then return n end\n\
+    return redis.call('GET', KEYS[1])";
 
 /// Default bound on establishing a connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -177,18 +190,46 @@ impl FarmLevel {
             .map(|()| bytes.to_vec())
     }
 
+    /// The value of `key` if it holds at most `max` bytes (the server sends nothing
+    /// longer); `None` if absent.
+    fn bounded_get(&self, key: &str, max: u64) -> Result<Option<Vec<u8>>, MissReason> {
+        let value: redis::Value = self
+            .with_connection(|c| {
+                redis::cmd("EVAL")
+                    .arg(BOUNDED_GET)
+                    .arg(1)
+                    .arg(key)
+                    .arg(max)
+                    .query(c)
+            })
+            .map_err(MissReason::Refused)?;
+        match value {
+            redis::Value::Nil => Ok(None),
+            redis::Value::BulkString(bytes) => Ok(Some(bytes)),
+            redis::Value::Int(len) => Err(MissReason::Refused(format!(
+                "redis {}: a value of {len} bytes, past the cap of {max} bytes (not fetched)",
+                self.location
+            ))),
+            _ => Err(MissReason::Refused(format!(
+                "redis {}: an unexpected reply",
+                self.location
+            ))),
+        }
+    }
+
     /// The signed entry bytes of `entry_digest` and the signed blob file they name
-    /// (`blob_of` reads the blob digest from entry bytes), verified; or why not.
+    /// (`blob_of` reads the blob digest from entry bytes), verified; or why not. A value
+    /// longer than a local entry's cap (4 KiB) or than `max_blob` bytes is refused by
+    /// the server without being sent: whoever can write to the server cannot make a
+    /// lookup read without bound.
     pub(crate) fn fetch(
         &self,
         entry_digest: &str,
+        max_blob: u64,
         blob_of: impl FnOnce(&[u8]) -> Option<String>,
     ) -> Result<(Vec<u8>, Vec<u8>), MissReason> {
         let key = self.entry_key(entry_digest);
-        let value: Option<Vec<u8>> = self
-            .with_connection(|c| redis::cmd("GET").arg(&key).query(c))
-            .map_err(MissReason::Refused)?;
-        let Some(value) = value else {
+        let Some(value) = self.bounded_get(&key, MAX_ENTRY_VALUE)? else {
             return Err(MissReason::NoEntry);
         };
         let entry = self
@@ -196,10 +237,7 @@ impl FarmLevel {
             .ok_or(MissReason::BadSignature)?;
         let blob_digest = blob_of(&entry).ok_or(MissReason::BadEntry)?;
         let key = self.blob_key(&blob_digest);
-        let value: Option<Vec<u8>> = self
-            .with_connection(|c| redis::cmd("GET").arg(&key).query(c))
-            .map_err(MissReason::Refused)?;
-        let Some(value) = value else {
+        let Some(value) = self.bounded_get(&key, max_blob.saturating_add(65))? else {
             return Err(MissReason::NoBlob);
         };
         let blob = self

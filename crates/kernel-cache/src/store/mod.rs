@@ -413,8 +413,11 @@ impl KernelStore {
             return Err(MissReason::NoEntry);
         };
         let digest = entry_digest(identity, key);
-        let (entry_bytes, blob_file) =
-            farm.fetch(&digest, |e| EntryRecord::decode(e).map(|r| r.blob))?;
+        // The local read's cap on a blob (see `read_blob`).
+        let max_blob = self.max_bytes.max(1 << 20);
+        let (entry_bytes, blob_file) = farm.fetch(&digest, max_blob, |e| {
+            EntryRecord::decode(e).map(|r| r.blob)
+        })?;
         let entry = EntryRecord::decode(&entry_bytes).ok_or(MissReason::BadEntry)?;
         if entry.identity != id_digest || entry.key != sha256_hex(key.as_bytes()) {
             return Err(MissReason::BadEntry);
