@@ -100,7 +100,8 @@ enum Command {
         key_only: bool,
     },
     /// Print one entry of a cache directory: its key, file, size, age, whether it verifies,
-    /// and its text (size-capped; never follows a link or blocks on a FIFO).
+    /// and its text (size-capped, control characters escaped; never follows a link or blocks on
+    /// a FIFO).
     Show {
         /// The cache directory.
         dir: PathBuf,

@@ -27,6 +27,21 @@ fn regime_line(stamp: &RegimeStamp) -> String {
     }
 }
 
+/// `text` with every control character but newline and tab escaped (`\u{1b}`), so an entry's
+/// content (anyone who can write the cache directory chooses it) never reaches a terminal as
+/// escape sequences.
+fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The entry version this build reads in `space`.
 fn current_version(space: Space) -> u32 {
     match space {
@@ -122,7 +137,7 @@ pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<ExitCode, Failu
         if let Err(p) = disk::verify_entry(dir, &e) {
             problems += 1;
             if write_error.is_none()
-                && let Err(err) = writeln!(out, "{}: {p}", e.name)
+                && let Err(err) = writeln!(out, "{}: {}", e.name, printable(&p.to_string()))
             {
                 write_error = Some(err);
             }
@@ -330,7 +345,7 @@ pub(crate) fn show(
     writeln!(out, "age: {}s", chosen.age.as_secs())?;
     match disk::verify_entry(dir, &chosen) {
         Ok(_) => writeln!(out, "verify: ok")?,
-        Err(problem) => writeln!(out, "verify: {problem}")?,
+        Err(problem) => writeln!(out, "verify: {}", printable(&problem.to_string()))?,
     }
     if !chosen.is_file {
         return Ok(ExitCode::SUCCESS);
@@ -338,7 +353,7 @@ pub(crate) fn show(
     match cache_dir::read_regular(&path, MAX_ENTRY_BYTES) {
         Ok(bytes) => {
             writeln!(out)?;
-            out.write_all(String::from_utf8_lossy(&bytes).as_bytes())?;
+            out.write_all(printable(&String::from_utf8_lossy(&bytes)).as_bytes())?;
             if !bytes.ends_with(b"\n") {
                 writeln!(out)?;
             }

@@ -502,3 +502,32 @@ fn canon_and_key_refuse_an_endless_input() {
         );
     }
 }
+
+/// An entry's content is shown with its control characters escaped: a file in the cache
+/// directory cannot send escape sequences to the terminal of whoever inspects it.
+#[test]
+fn show_escapes_control_characters_of_an_entry() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let name = format!("{DIGEST}-esc.ron");
+    fs::write(
+        tmp.path().join(&name),
+        "\u{1b}]0;title\u{7}\u{1b}[2J\r(version: 2,\n\tdigest: \"x\")",
+    )
+    .expect("write");
+    let dir = tmp.path().to_str().expect("utf8");
+    let o = kcache(&["show", dir, &format!("{DIGEST}-esc")]);
+    assert!(o.status.success(), "{o:?}");
+    let s = stdout(&o);
+    assert!(
+        !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t'),
+        "{s:?}"
+    );
+    assert!(
+        s.ends_with("\n\\u{1b}]0;title\\u{7}\\u{1b}[2J\\r(version: 2,\n\tdigest: \"x\")\n"),
+        "{s:?}"
+    );
+    let o = kcache(&["verify", dir]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let s = stdout(&o);
+    assert!(!s.chars().any(|c| c.is_control() && c != '\n'), "{s:?}");
+}
