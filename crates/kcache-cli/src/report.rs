@@ -42,6 +42,19 @@ fn printable(text: &str) -> String {
     out
 }
 
+/// Fails unless `dir` is a directory (following a link), with a message naming `dir` itself
+/// rather than the first file of it that could not be read.
+fn require_dir(dir: &Path) -> Result<(), Failure> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!("{}: not a directory", dir.display()).into()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(format!("{}: no such directory", dir.display()).into())
+        }
+        Err(e) => Err(format!("{}: {e}", dir.display()).into()),
+    }
+}
+
 /// The entry version this build reads in `space`.
 fn current_version(space: Space) -> u32 {
     match space {
@@ -58,6 +71,7 @@ pub(crate) fn stats(
     dir: &Path,
     stale_after: Duration,
 ) -> Result<ExitCode, Failure> {
+    require_dir(dir)?;
     #[derive(Default)]
     struct Counts {
         lock_file: bool,
@@ -129,6 +143,7 @@ pub(crate) fn stats(
 /// `kcache verify DIR`: one streamed pass; each problem is printed as it is found (directory
 /// order), nothing is collected.
 pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<ExitCode, Failure> {
+    require_dir(dir)?;
     let (mut entries, mut problems) = (0usize, 0usize);
     let mut write_error: Option<io::Error> = None;
     let regime = disk::scan(dir, |found| {
@@ -169,9 +184,7 @@ pub(crate) fn gc(
     older_than: Option<Duration>,
     staging_older_than: Duration,
 ) -> Result<ExitCode, Failure> {
-    if !dir.is_dir() {
-        return Err(format!("{}: not a directory", dir.display()).into());
-    }
+    require_dir(dir)?;
     let report = DiskCache::new(dir)
         .with_stale_staging_after(staging_older_than)
         .gc(older_than)
@@ -314,6 +327,7 @@ pub(crate) fn show(
     space: Option<SpaceArg>,
     key_only: bool,
 ) -> Result<ExitCode, Failure> {
+    require_dir(dir)?;
     let mut matches = Matches::default();
     disk::scan(dir, |found| {
         if let Found::Entry(e) = found

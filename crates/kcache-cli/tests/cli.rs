@@ -173,6 +173,29 @@ fn errors_exit_with_status_2() {
         !tmp.path().join("missing").exists(),
         "no command creates the directory"
     );
+    // A file or a missing path as DIR: the message names DIR itself.
+    let file = tmp.path().join("file");
+    fs::write(&file, "x").expect("write");
+    for (path, why) in [
+        (file.as_path(), "not a directory"),
+        (Path::new(missing), "no such directory"),
+    ] {
+        let p = path.to_str().expect("utf8");
+        for args in [
+            vec!["stats", p],
+            vec!["verify", p],
+            vec!["gc", p],
+            vec!["show", p, "ab"],
+        ] {
+            let o = kcache(&args);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&o.stderr),
+                format!("kcache: error: {p}: {why}\n"),
+                "{args:?}"
+            );
+        }
+    }
 }
 
 #[test]
