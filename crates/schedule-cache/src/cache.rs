@@ -183,6 +183,14 @@ pub enum Miss {
         /// The components that differ, in key order.
         differing: Vec<KeyComponent>,
     },
+    /// An entry of this code under the same key components sat at the key, but its schedule
+    /// could not be rebuilt on the code (a corrupted or hand-edited entry, or a schedule
+    /// language whose saved ops changed meaning without a new schedule format): never
+    /// replayed.
+    Unreplayable {
+        /// The replay's error, cut to [`crate::disk::MAX_MESSAGE_CHARS`] characters.
+        error: String,
+    },
 }
 
 fn names(components: &[KeyComponent]) -> String {
@@ -223,6 +231,9 @@ impl fmt::Display for Miss {
                 "the entry at this key was crowned under other key components ({})",
                 names(differing)
             ),
+            Miss::Unreplayable { error } => {
+                write!(f, "the entry at this key cannot be replayed: {error}")
+            }
         }
     }
 }
@@ -350,12 +361,13 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
     }
 
     /// Looks `subject` up and, on a hit, replays the stored schedule on it. The entry must be
-    /// of the current version, saved for the subject's digest and crowned under the same full
-    /// key components; anything else is a [`Miss`] that says why.
+    /// of the current version, saved for the subject's digest, crowned under the same full
+    /// key components and replayable on the subject's code; anything else is a [`Miss`] that
+    /// says why (an entry whose schedule cannot be rebuilt is [`Miss::Unreplayable`]: cache
+    /// content never fails a run).
     ///
     /// # Errors
-    /// [`Error::IncompleteIdentity`] if the code cannot be keyed; the language's errors if a
-    /// stored schedule (of this very code) cannot be rebuilt.
+    /// [`Error::IncompleteIdentity`] if the code cannot be keyed.
     pub fn lookup<'a>(
         &self,
         subject: impl Into<Subject<'a>>,
@@ -388,7 +400,14 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
         if !differing.is_empty() {
             return Ok(Err(Miss::OtherComponents { differing }));
         }
-        let (ops, registry) = entry.replay(&self.lang, &identity)?;
+        let (ops, registry) = match entry.replay(&self.lang, &identity) {
+            Ok(rebuilt) => rebuilt,
+            Err(e) => {
+                return Ok(Err(Miss::Unreplayable {
+                    error: crate::disk::short(&e.to_string()),
+                }));
+            }
+        };
         Ok(Ok(Hit {
             ops,
             registry,
@@ -580,6 +599,59 @@ mod tests {
                 differing: vec![KeyComponent::Format]
             }
         );
+    }
+
+    /// Regression: an entry of this very code whose schedule cannot be rebuilt (a corrupted
+    /// or hand-edited file; a language that changed what its saved ops mean) made every
+    /// lookup an error, failing each run until someone removed the file. It is a miss that
+    /// says why.
+    #[test]
+    fn an_entry_that_cannot_be_replayed_is_a_miss_not_an_error() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let c = cache(tmp.path(), "ops-1");
+        store_split(&c);
+        let (code, _) = build();
+        let key = c.key(&code).expect("key").expect("timing");
+        let path = tmp.path().join(format!("{key}.ron"));
+        let good = std::fs::read_to_string(&path).expect("read");
+        let digest = c
+            .key_parts(&Subject::new(&code).identity().expect("id"))
+            .expect("parts");
+        let digest = digest.get(KeyComponent::Digest).expect("digest").to_owned();
+        let inner = format!("digest: \"{digest}\",\n        ops");
+        let corruptions = [
+            (
+                "a dangling reference",
+                good.replacen("Base(0)", "Base(99)", 1),
+            ),
+            (
+                "a schedule saved for other code",
+                good.replacen(
+                    &inner,
+                    &format!("digest: \"{}\",\n        ops", "0".repeat(64)),
+                    1,
+                ),
+            ),
+        ];
+        for (what, bad) in corruptions {
+            assert_ne!(bad, good, "{what}: the corruption applies");
+            std::fs::write(&path, &bad).expect("write");
+            let miss = c
+                .lookup(&code)
+                .expect("a corrupted entry is no error of the run")
+                .expect_err(what);
+            assert!(
+                matches!(miss, Miss::Unreplayable { .. }),
+                "{what}: {miss:?}"
+            );
+
+            let text = miss.to_string();
+            assert!(
+                text.starts_with("the entry at this key cannot be replayed: "),
+                "{text}"
+            );
+            assert!(text.len() < 400, "{text}");
+        }
     }
 
     #[test]
