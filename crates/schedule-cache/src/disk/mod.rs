@@ -295,6 +295,10 @@ pub fn key_starts_with_digest(key: &str, digest: &str) -> bool {
 
 impl DiskCache {
     /// The cache at `dir` under this build's regime. Touches nothing on disk.
+    ///
+    /// Give it a directory of its own: the first store or lookup in a directory without a
+    /// regime stamp deletes every file there that [`is_entry_of_any_version`] accepts (such
+    /// as `settings.ron` or `notes.keys`), as the module docs' cache-open says.
     pub fn new(dir: impl Into<PathBuf>) -> DiskCache {
         DiskCache {
             dir: CacheDir::new(dir, CACHE_REGIME_VERSION, is_entry_of_any_version),
