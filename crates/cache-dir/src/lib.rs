@@ -73,7 +73,7 @@ pub use error::Error;
 pub use lock::{LOCK_FILE, Mode};
 pub use names::{MAX_NAME_LEN, validate_name};
 pub use private::{check_private, check_private_metadata, current_uid};
-pub use read::{open_listed_regular, open_regular, read_regular, retry};
+pub use read::{open_listed_regular, open_regular, open_rw_regular, read_regular, retry};
 pub use regime::{MAX_STAMP_BYTES, RegimeStamp, STAMP_FILE, parse_stamp, read_stamp, render_stamp};
 pub use staging::{DEFAULT_STALE_STAGING_AFTER, STAGING_PREFIX, is_staging, staging_age};
 

@@ -96,6 +96,44 @@ pub fn open_listed_regular(path: &Path) -> io::Result<(File, u64)> {
     Ok((file, meta.len()))
 }
 
+/// Opens the file at `path` for reading and writing (creating it with `mode` when `create`
+/// and it is absent), without blocking and without following a final symbolic link, and
+/// checks the opened handle is a regular file: how a store opens a lock or counters file of
+/// its own, so that nothing at that name (a FIFO, a link to a device or to a file elsewhere)
+/// blocks the open or is written through.
+///
+/// # Errors
+/// `NotFound` if nothing is there and not `create`; `IsADirectory` for a directory;
+/// `InvalidInput` for a symbolic link or any other non-regular file; any other open or
+/// `fstat` error.
+pub fn open_rw_regular(path: &Path, create: bool, mode: u32) -> io::Result<File> {
+    let file = retry(|| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .mode(mode)
+            .custom_flags(read_flags())
+            .open(path)
+    })
+    .map_err(|e| {
+        if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a symbolic link, not a regular file",
+            )
+        } else {
+            e
+        }
+    })?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    Ok(file)
+}
+
 fn too_large(max_len: u64) -> io::Error {
     io::Error::new(
         io::ErrorKind::FileTooLarge,
@@ -162,6 +200,37 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::FileTooLarge);
         fs::write(&p, b"").expect("write");
         assert_eq!(read_regular(&p, 0).expect("read"), b"");
+    }
+
+    #[test]
+    fn read_write_opens_never_follow_links_block_or_write_through_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("lock");
+        assert_eq!(
+            open_rw_regular(&p, false, 0o600)
+                .expect_err("absent")
+                .kind(),
+            io::ErrorKind::NotFound
+        );
+        open_rw_regular(&p, true, 0o600).expect("created");
+        assert!(p.is_file());
+        let link = dir.path().join("link");
+        let target = dir.path().join("elsewhere");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        let e = open_rw_regular(&link, true, 0o600).expect_err("link");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(!target.exists(), "created through the link");
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .expect("mkfifo");
+        let e = open_rw_regular(&fifo, true, 0o600).expect_err("fifo");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        let e = open_rw_regular(dir.path(), true, 0o600).expect_err("dir");
+        assert_eq!(e.kind(), io::ErrorKind::IsADirectory, "{e}");
     }
 
     #[test]

@@ -621,3 +621,99 @@ fn sigkill_during_saves_never_leaves_a_dangling_entry_or_a_bad_blob() {
     let stats = store.stats().expect("stats");
     assert_eq!(stats.counters.removed_bad, 0, "{stats:?}");
 }
+
+/// No directory content hangs the store, makes it read without bound, fails a resolve, or
+/// makes it write through a link: a FIFO, a link to `/dev/zero`, a link to a file
+/// elsewhere, a directory or an 8 GiB sparse file at every name the store opens (an entry,
+/// a blob, the counters, a compile lock, the lock file).
+#[test]
+fn no_directory_content_hangs_the_store_or_is_written_through() {
+    /// Runs `f` on a thread of its own; panics if it takes longer than a minute.
+    fn within<T: Send + 'static>(what: String, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("{what}: hung"))
+    }
+    let named = |dir: &Path, prefix: &str| -> PathBuf {
+        fs::read_dir(dir)
+            .expect("list")
+            .map(|e| e.expect("item").path())
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+            })
+            .unwrap_or_else(|| panic!("no {prefix} file"))
+    };
+    for target in ["k-", "b-", "stats", "c-", "cache.lock"] {
+        for kind in ["fifo", "dev-zero", "link-elsewhere", "directory", "sparse"] {
+            let what = format!("{kind} at {target}");
+            let tmp = tempfile::tempdir().expect("tmp");
+            let store = KernelStore::new(tmp.path().join("kernels"));
+            let b = batch(0, 2, "k");
+            resolve_with_store(
+                &KernelCache::new(1 << 20),
+                Some(&store),
+                &b,
+                &FileBackend::new(),
+            )
+            .expect("first");
+            let path = match target {
+                "stats" | "cache.lock" => store.dir().join(target),
+                _ => named(store.dir(), target),
+            };
+            fs::remove_file(&path).expect("remove");
+            let elsewhere = tmp.path().join("elsewhere");
+            match kind {
+                "fifo" => {
+                    let made = Command::new("mkfifo").arg(&path).status().expect("mkfifo");
+                    assert!(made.success());
+                }
+                "dev-zero" => std::os::unix::fs::symlink("/dev/zero", &path).expect("link"),
+                "link-elsewhere" => std::os::unix::fs::symlink(&elsewhere, &path).expect("link"),
+                "directory" => fs::create_dir(&path).expect("mkdir"),
+                _ => fs::File::create(&path)
+                    .and_then(|f| f.set_len(8 << 30))
+                    .expect("sparse"),
+            }
+            if target == "c-" {
+                // The compile lock is taken for a key the store misses.
+                for e in fs::read_dir(store.dir()).expect("list") {
+                    let p = e.expect("item").path();
+                    if p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("k-"))
+                    {
+                        fs::remove_file(p).expect("remove entry");
+                    }
+                }
+            }
+            let s = store.clone();
+            let answers = within(what.clone(), move || {
+                let backend = FileBackend::new();
+                let answers = resolve_with_store(
+                    &KernelCache::new(1 << 20),
+                    Some(&s),
+                    &batch(0, 2, "k"),
+                    &backend,
+                );
+                answers.map(|a| {
+                    a.iter()
+                        .map(|r| r.program.kernels.get(&*r.symbol).cloned())
+                        .collect::<Vec<_>>()
+                })
+            });
+            let want: Vec<Option<String>> = b.iter().map(|k| Some(k.source.clone())).collect();
+            assert_eq!(answers.expect(&what), want, "{what}");
+            let s = store.clone();
+            let _ = within(format!("stats, {what}"), move || s.stats());
+            let s = store.clone();
+            let _ = within(format!("trim, {what}"), move || s.trim(1 << 30));
+            assert!(
+                !elsewhere.exists(),
+                "{what}: a file was created through the link"
+            );
+        }
+    }
+}

@@ -4,9 +4,8 @@
 //! The counters are advisory: they are not fsynced, and a file that does not parse
 //! (a crash mid-write, a hand edit) counts from zero again. They never decide a hit.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The counters file's name inside the store directory (not an entry).
@@ -81,26 +80,15 @@ impl Counters {
     }
 }
 
-/// Opens the counters file, refusing anything but a regular file (checked before the
-/// open, so a FIFO never blocks it, and again on the handle).
+/// Opens the counters file (creating it to write), refusing anything but a regular file
+/// without blocking on it or following a link to it (`cache-dir`'s opens).
 fn open(dir: &Path, write: bool) -> io::Result<File> {
     let path = dir.join(STATS_FILE);
-    match std::fs::symlink_metadata(&path) {
-        Ok(m) if !m.is_file() => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "stats is not a regular file",
-            ));
-        }
-        Err(e) if !(write && e.kind() == io::ErrorKind::NotFound) => return Err(e),
-        _ => {}
+    if write {
+        cache_dir::open_rw_regular(&path, true, 0o600)
+    } else {
+        cache_dir::open_regular(&path).map(|(file, _)| file)
     }
-    OpenOptions::new()
-        .read(true)
-        .write(write)
-        .create(write)
-        .mode(0o600)
-        .open(path)
 }
 
 fn read_locked(file: &mut File) -> io::Result<Counters> {

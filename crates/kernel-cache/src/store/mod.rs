@@ -53,9 +53,9 @@ mod format;
 mod record;
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -693,7 +693,7 @@ impl KernelStore {
         if sweep_locks {
             for name in &locks {
                 let path = guard.dir().join(name);
-                let Ok(f) = OpenOptions::new().read(true).write(true).open(&path) else {
+                let Ok(f) = cache_dir::open_rw_regular(&path, false, 0o600) else {
                     continue;
                 };
                 // Only a lock nobody holds; a process that opened it a moment ago and
@@ -777,14 +777,9 @@ impl KernelStore {
         }
         for (digest, key) in digests {
             let path = self.dir().join(format!("c-{digest}"));
-            let Ok(file) = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(&path)
-            else {
+            // Never through a link, never blocking: anything but a regular file at the
+            // name is no lock (the key is compiled without one).
+            let Ok(file) = cache_dir::open_rw_regular(&path, true, 0o600) else {
                 continue;
             };
             let mut this_waited = false;
