@@ -19,10 +19,12 @@ use crate::kernel_token;
 /// verbatim, renamed and own names as tag bytes UTF-8 never uses; v3 -- phases 1-2
 /// refusals (splices, lone CR, `$`, NUL, digit separators anywhere), spelling observers
 /// (`__func__`, `asm`, `#`/`##` macros, `assert`) key the exact text with the whole own
-/// name, members across comments ending in white space are no longer renamed.
+/// name, members across comments ending in white space are no longer renamed; v4 -- a
+/// `$` inside a string or character literal no longer refuses renaming (one anywhere
+/// else still does).
 /// Its length part and it fill exactly one SHA-256 block, so each key starts from a
 /// hash state computed once ([`key_prefix`]).
-const KEY_DOMAIN: &[u8] = b"kcache canonical-text v3 -- the key of a kernel encoding";
+const KEY_DOMAIN: &[u8] = b"kcache canonical-text v4 -- the key of a kernel encoding";
 const _: () = assert!(8 + KEY_DOMAIN.len() == 64);
 
 /// The SHA-256 state after the length-prefixed [`KEY_DOMAIN`].
@@ -252,7 +254,7 @@ pub enum Refusal {
     },
     /// The text holds something whose tokenization is not modelled exactly for every
     /// dialect we accept (a line splice anywhere, a carriage return not before a
-    /// newline, a `$`, a NUL byte, a trigraph, a `'` after a number or an identifier
+    /// newline, a `$` outside string and character literals, a NUL byte, a trigraph, a `'` after a number or an identifier
     /// other than an encoding prefix, a C++ raw string, a backslash in code): nothing is
     /// renamed and the key is taken over the exact text.
     AmbiguousLexing {
@@ -1161,6 +1163,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             Ok(e)
         } else if src[pos] == b'?' && trigraph_at(&src[..end], pos) {
             Err(Ambiguous::lexing(pos, "a trigraph"))
+        } else if src[pos] == b'$' {
+            // Refused before the scan; here too (see `Self::special`).
+            Err(Ambiguous::lexing(pos, crate::phases::DOLLAR))
         } else {
             Ok(pos + 1)
         }
@@ -1199,6 +1204,10 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             let b = src[i];
             if b == b'\'' && i > start && quote_after_word(src, i) {
                 return Err(Ambiguous::lexing(i, DIGIT_SEPARATOR));
+            }
+            if b == b'$' {
+                // Refused before the scan; here too (see `Self::special`).
+                return Err(Ambiguous::lexing(i, crate::phases::DOLLAR));
             }
             if is_ident_continue(b) {
                 let s = i;
@@ -1304,12 +1313,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 Ok(e)
             }
             b'?' if trigraph_at(src, pos) => Err(Ambiguous::lexing(pos, "a trigraph")),
-            // Refused before the scan (`phases::untokenizable`); refused here too, so
-            // that the scan never reads one as splitting a name.
-            b'$' => Err(Ambiguous::lexing(
-                pos,
-                "a `$` (an identifier byte in some dialects only)",
-            )),
+            // Refused before the scan outside literals (`phases::untokenizable`); refused
+            // here too, so that the scan never reads one as splitting a name.
+            b'$' => Err(Ambiguous::lexing(pos, crate::phases::DOLLAR)),
             b'\\' => Err(Ambiguous::lexing(
                 pos,
                 "a backslash outside literals, comments and preprocessor lines",
@@ -1523,7 +1529,8 @@ impl FirstBytes {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Masks {
     /// Bytes that continue an identifier: letters, digits, `_` and bytes from 0x80.
-    /// (`$` is refused before the scan, see [`crate::phases`]; here it is special.)
+    /// (`$` outside literals is refused before the scan, see [`crate::phases`]; here it
+    /// is special, and refused if met.)
     cont: u64,
     /// Identifier start bytes that may begin a name needing a look (see [`FirstBytes`]).
     cand: u64,
@@ -2484,11 +2491,16 @@ mod tests {
             // A lone CR ends a line to gcc (for `//` comments and directives).
             ("// c\ri1 = 1;", "carriage return"),
             ("#define X\ri1 = 2;\ni1;", "carriage return"),
-            // `$` in identifiers, numbers, before a digit, in literals.
+            // `$` in identifiers, numbers, before a digit, in comments, directives and
+            // attributes, after a literal that the end of its line ends.
             ("i1$ = i1;", "`$`"),
             ("x = 1$i1 + i1;", "`$`"),
             ("$1 = i1;", "`$`"),
-            ("s = \"$\"; i1;", "`$`"),
+            ("x = i1; // $ \n", "`$`"),
+            ("/* i1$ */ i1;", "`$`"),
+            ("#define S \"$\"\ni1;", "`$`"),
+            ("[[gnu::a$]] int i1;", "`$`"),
+            ("s = \"i1\n$\"; i1;", "`$`"),
             // Digit separators and `u8` character literals (dialect-dependent).
             ("x = 1'2 + i1 + '3;", "digit separator"),
             ("x = 0x1'f + i1;", "digit separator"),
@@ -2501,6 +2513,14 @@ mod tests {
         ] {
             assert_refused(text, &names, what);
         }
+        // A `$` inside a string or character literal is one character of it.
+        let c = canon("s = \"i1 $ \\\"$\"; c = '$'; w = L\"$\"; i1 = i2;", &names);
+        assert!(c.refusals().is_empty(), "{:?}", c.refusals());
+        assert_eq!(c.renamed_count(), 2);
+        assert!(
+            c.text()
+                .starts_with("s = \"i1 $ \\\"$\"; c = '$'; w = L\"$\"; ocannl_k0")
+        );
         // Encoding prefixes stay literals; a quote after other bytes is plain.
         let c = canon("x = L'a' + u'b' + U'c' + (i1)'d';", &names);
         assert!(c.refusals().is_empty(), "{:?}", c.refusals());

@@ -69,7 +69,10 @@
 //!   nothing renamed ([`Refusal::AmbiguousLexing`]), wherever in the text it occurs
 //!   (code, literal, comment or directive):
 //!   - a line splice (a backslash, optional blanks, then a line end or the end of the
-//!     text), a carriage return not followed by `\n`, a `$`, a NUL byte, a trigraph;
+//!     text), a carriage return not followed by `\n`, a NUL byte, a trigraph;
+//!   - in code, comments, directives and attributes: a `$` (an identifier byte in some
+//!     dialects only; inside a string or character literal it is one character of it,
+//!     as OCANNL's logging kernels print it);
 //!   - in code, directives and attributes: a `'` right after a number or a name other
 //!     than the encoding prefixes `L`, `u`, `U` (a digit separator in C23 and C++14, a
 //!     character literal in gnu17; `u8'x'` likewise), a C++ raw string, a backslash in

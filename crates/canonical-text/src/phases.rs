@@ -6,7 +6,8 @@
 //! has accepted it, and for accepted text phases 1 and 2 change nothing: there is no
 //! line splice (so every token lies on the lines it appears on), no trigraph, no lone
 //! carriage return (so a line ends at `\n` and nowhere else; the `\r` of a CRLF line end
-//! is white space, as gcc reads it), no `$` and no NUL byte. Phase 3 (comments, literals,
+//! is white space, as gcc reads it), no NUL byte, and no `$` outside string and character
+//! literals. Phase 3 (comments, literals,
 //! preprocessing numbers, identifiers, punctuators, directives) is then the lexer's, and
 //! the constructs whose phase-3 reading depends on the dialect are refused where they
 //! are met (a `'` after a preprocessing number or an identifier other than an encoding
@@ -23,12 +24,27 @@ use std::sync::OnceLock;
 
 use aho_corasick::packed;
 
+use crate::lexer::TokenKind;
+
+/// What [`untokenizable`] says of a `$` outside literals.
+pub(crate) const DOLLAR: &str =
+    "a `$` outside string and character literals (an identifier byte in some dialects only)";
+
 /// The first byte of text no dialect-independent tokenization exists for, and what it
 /// starts: a line splice (a backslash, then optional blanks, then a line end or the end
-/// of the text), a trigraph, a carriage return not followed by `\n`, a `$` or a NUL
-/// byte. Found wherever it occurs: in code, literals, comments and directives alike.
+/// of the text), a trigraph, a carriage return not followed by `\n` or a NUL byte, found
+/// wherever it occurs (in code, literals, comments and directives alike); and a `$`
+/// anywhere but inside a string or character literal.
+///
+/// A `$` inside a literal is one character of it in every dialect (OCANNL's logging
+/// kernels print `:=$`); anywhere else it may continue an identifier or not, so it is
+/// refused. Which `$` lie in a literal is the [`lexer`](crate::lexer)'s reading, exact
+/// for text with none of the other constructs, and looked at only when the text holds a
+/// `$`.
 pub(crate) fn untokenizable(src: &[u8]) -> Option<(usize, &'static str)> {
     let mut first: Option<(usize, &'static str)> = None;
+    // The lexer's string and character literals, as sorted spans; read at the first `$`.
+    let mut literals: Option<Vec<(usize, usize)>> = None;
     let mut from = 0;
     while let Some(k) = memchr::memchr3(b'\\', b'\r', b'$', &src[from..]) {
         let i = from + k;
@@ -43,7 +59,10 @@ pub(crate) fn untokenizable(src: &[u8]) -> Option<(usize, &'static str)> {
             }
             b'\r' => (src.get(i + 1) != Some(&b'\n'))
                 .then_some("a carriage return not followed by a newline"),
-            _ => Some("a `$` (an identifier byte in some dialects only)"),
+            _ => {
+                let spans = literals.get_or_insert_with(|| literal_spans(src));
+                (!inside(spans, i)).then_some(DOLLAR)
+            }
         };
         if let Some(what) = what {
             first = Some((i, what));
@@ -70,6 +89,20 @@ pub(crate) fn untokenizable(src: &[u8]) -> Option<(usize, &'static str)> {
         from = i + 1;
     }
     first
+}
+
+/// The spans of the string and character literals of `src`, as the lexer reads them.
+fn literal_spans(src: &[u8]) -> Vec<(usize, usize)> {
+    crate::lexer::Lexer::new(src)
+        .filter(|t| matches!(t.kind, TokenKind::Str | TokenKind::Char))
+        .map(|t| (t.start, t.end))
+        .collect()
+}
+
+/// Whether byte `i` lies inside one of the sorted, disjoint `spans`.
+fn inside(spans: &[(usize, usize)], i: usize) -> bool {
+    let k = spans.partition_point(|&(s, _)| s <= i);
+    k > 0 && i < spans[k - 1].1
 }
 
 /// Names that observe a spelling whatever [`Names`](crate::Names) says: the enclosing
@@ -164,7 +197,8 @@ mod tests {
                 matches!(src.get(j), None | Some(b'\n' | b'\r'))
             }
             b'\r' => src.get(i + 1) != Some(&b'\n'),
-            b'$' | 0 => true,
+            b'$' => !super::inside(&super::literal_spans(src), i),
+            0 => true,
             b'?' => {
                 src.get(i + 1) == Some(&b'?')
                     && matches!(
@@ -181,7 +215,7 @@ mod tests {
         #[test]
         fn untokenizable_is_the_first_offending_byte(
             bytes in proptest::collection::vec(
-                proptest::sample::select(b"??=/'()!<>-\\\r\n \t$\0ax".to_vec()),
+                proptest::sample::select(b"??=/'()!<>-\\\r\n \t$\0ax\"".to_vec()),
                 0..40,
             )
         ) {
@@ -201,7 +235,11 @@ mod tests {
             ("// a\rb", 4, "carriage"),
             ("x\r", 1, "carriage"),
             ("int a$b;", 5, "$"),
-            ("\"$\"", 1, "$"),
+            ("// $\n\"$\"", 3, "$"),
+            ("/* \"$\" */", 4, "$"),
+            ("#define S \"$\"\n", 11, "$"),
+            ("\"$\" $", 4, "$"),
+            ("\"\\\"$\n$", 5, "$"),
             ("a\0b", 1, "NUL"),
             ("x ??= y", 2, "trigraph"),
             ("\"??/\"", 1, "trigraph"),
@@ -224,6 +262,7 @@ mod tests {
             "?? ?x ???",
             "",
             "é \\u00e9",
+            "s = \"$\"; c = '$'; t = \"a\\\"$\";",
         ] {
             assert_eq!(untokenizable(ok.as_bytes()), None, "{ok:?}");
         }

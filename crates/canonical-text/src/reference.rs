@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::encoding::{self as enc};
-use crate::lexer::{TokenKind, is_ident_continue, is_ident_start, tokenize};
+use crate::lexer::{Token, TokenKind, is_ident_continue, is_ident_start, tokenize};
 use crate::{Names, canonical_kernel};
 
 /// Where [`canonical_kernel`] disagrees with the lexer on `text`, described; `None` if
@@ -65,14 +65,19 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
     if pos != src.len() {
         return Some("the encoding is shorter than the text".into());
     }
+    let tokens = tokenize(src);
     if !spans.is_empty()
-        && let Some(what) = unsafe_bytes(src)
+        && let Some(what) = unsafe_bytes(src, &tokens)
     {
         return Some(format!("renamed although the text holds {what}"));
     }
-    let tokens = tokenize(src);
+    // The token holding each byte (tokens are sorted and cover the text).
+    let token_at = |i: usize| {
+        let k = tokens.partition_point(|t| t.end <= i);
+        tokens.get(k).filter(|t| t.start <= i)
+    };
     for &(a, b, _) in &spans {
-        let ok = tokens.iter().any(|t| match t.kind {
+        let ok = token_at(a).is_some_and(|t| match t.kind {
             TokenKind::Ident => t.start == a && t.end == b,
             TokenKind::LineComment | TokenKind::BlockComment => {
                 t.start + 2 <= a
@@ -94,6 +99,7 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
         }
     }
     let renamed_set: BTreeSet<&str> = renamed.iter().map(String::as_str).collect();
+    let span_set: BTreeSet<(usize, usize)> = spans.iter().map(|s| (s.0, s.1)).collect();
     let own = kernel_name.filter(|_| spans.iter().any(|s| s.2.is_none()));
     let mut last_sig: Option<&[u8]> = None;
     for t in &tokens {
@@ -103,7 +109,7 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
             TokenKind::Ident => {
                 let is_renamed = renamed_set.contains(word) || own == Some(word);
                 if is_renamed {
-                    if !spans.iter().any(|s| s.0 == t.start && s.1 == t.end) {
+                    if !span_set.contains(&(t.start, t.end)) {
                         return Some(format!("{word} at {} kept, renamed elsewhere", t.start));
                     }
                     if matches!(last_sig, Some(b"." | b"->" | b"::")) {
@@ -131,11 +137,18 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
 }
 
 /// Text the renamer must refuse, found bytewise (a second, independent reading of
-/// [`crate::phases`]).
-fn unsafe_bytes(src: &[u8]) -> Option<&'static str> {
+/// [`crate::phases`]); a `$` is allowed only inside a string or character literal token
+/// of `tokens`.
+fn unsafe_bytes(src: &[u8], tokens: &[Token]) -> Option<&'static str> {
+    let in_literal = |i: usize| {
+        let k = tokens.partition_point(|t| t.end <= i);
+        tokens.get(k).is_some_and(|t| {
+            matches!(t.kind, TokenKind::Str | TokenKind::Char) && t.start <= i && i < t.end
+        })
+    };
     for (i, &b) in src.iter().enumerate() {
         match b {
-            b'$' => return Some("a `$`"),
+            b'$' if !in_literal(i) => return Some("a `$` outside literals"),
             0 => return Some("a NUL"),
             b'\r' if src.get(i + 1) != Some(&b'\n') => return Some("a lone CR"),
             b'\\' => {

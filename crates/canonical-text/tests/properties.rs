@@ -331,7 +331,7 @@ fn key_is_pinned() {
 }
 
 /// Computed independently by `tests/data/pinned_key.py`.
-const PINNED_KEY: &str = "d1d43082fa7bd1e0b1fc4772d882151c211102f4bf508de170be8513c5617b55";
+const PINNED_KEY: &str = "68b59a5329e70d7302b5ebf1cda1c5a100ca509ff4b39176f02cf37daaf8b7bd";
 
 /// (6) Determinism across threads: every thread computes the same keys.
 #[test]
