@@ -2,8 +2,9 @@
 //!
 //! The Redis store's tests start their own `redis-server` (one per test, on loopback) and
 //! fail, never skip, without the binary; memo-cache's pinned keys are checked against an
-//! independent Python script (`python3`); the kernel-store benchmark compiles beside
-//! Debian's `ccache`. [`ensure_tools`] finds each binary on `PATH` (or at `$REDIS_SERVER` for Redis)
+//! independent Python script (`python3`); canonical-text's corpus oracle compiles
+//! tinygrad's kernels with `clang`; the kernel-store benchmark compiles beside Debian's
+//! `ccache`. [`ensure_tools`] finds each binary on `PATH` (or at `$REDIS_SERVER` for Redis)
 //! and installs the missing ones from Debian's packages when it may (running as root with
 //! `apt-get`, as `.ci/run` does), else fails saying what to install.
 
@@ -31,6 +32,13 @@ const TOOLS: &[Tool] = &[
         package: "python3",
         env: None,
         why: "memo-cache's pinned keys are recomputed by an independent Python script",
+    },
+    Tool {
+        binary: "clang",
+        package: "clang",
+        env: None,
+        why: "canonical-text's corpus oracle compiles tinygrad's kernels with clang, the \
+              compiler its C renderer targets (clang vector types)",
     },
     Tool {
         binary: "ccache",
