@@ -147,6 +147,12 @@ const FIGURES: &[Figure] = &[
         "SHA-256 of the same bytes (kernels declaring ~200 bound names)",
     ),
     Figure::criterion(
+        "canonical_key_corpus",
+        "canonical-text",
+        "canonical",
+        "SHA-256 of the same bytes (the real kernel corpus: tinygrad with its declared names, TVM, OCANNL)",
+    ),
+    Figure::criterion(
         "resolve_all_hit_1000",
         "kernel-cache",
         "resolve",

@@ -140,6 +140,14 @@
 //! 64-byte block classification is a fifth and the rest the ~60 candidate names per KiB,
 //! each a few branches, a lookup and an emit.
 //!
+//! On real text, `canonical_key_corpus` keys every kernel of the corpus beside the project
+//! (`../shared/corpus`: tinygrad's 160 kernels with their ~200 declared names each as
+//! bound, TVM's and OCANNL's files; about 2 MiB, most of it a few large tinygrad kernels)
+//! against SHA-256 of the same bytes: 5.8x (rounds 4.6x-7.6x) on the shared machine while
+//! busy. The corpus tests (`tests/corpus.rs`) hold the renamer to the lexer on all of it,
+//! key every renamed twin alike, and compile the kernels and their twins (tinygrad's with
+//! clang, OCANNL's with cc) to identical object code.
+//!
 //! Where the time goes (the group's `canonical_kernel_only` and `key_only` functions):
 //! [`Canonical::key`] costs about 1x SHA-256 of the text (the encoding is a quarter
 //! shorter, but each key also hashes its own final padded block); in [`canonical_kernel`]
