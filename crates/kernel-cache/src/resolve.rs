@@ -212,7 +212,8 @@ impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
 /// the first on the calling thread, the others on threads of their own, every one
 /// joined before this returns - still under the lock; then each that succeeded is
 /// [finished](SplitBackend::finish) and published in batch order, and the first
-/// failure in batch order - an error or a panic - is what the call reports (seed 000:
+/// failure in batch order - an error or a panic, of `prepare`, `compile` or `finish` -
+/// is what the call reports (seed 000:
 /// "the first failure in batch order goes to reraise"): a panic is resumed on the
 /// calling thread after the successful programs were published; an error is returned,
 /// with [`later_panics`](CompileFailure::later_panics) counting the programs after it
@@ -513,6 +514,8 @@ fn compile_whole<B: Backend>(
 enum Slot<T, E> {
     Ready(T),
     Failed(Stage, E),
+    /// Its `prepare` panicked (the panic waits for its turn in batch order).
+    Panicked(Box<dyn Any + Send>),
 }
 
 /// What a compile thread returned: `None` when there was nothing to compile (prepare
@@ -537,10 +540,13 @@ fn compile_concurrent<B: SplitBackend>(
     let slots: Vec<Mutex<Slot<B::Prepared, B::Error>>> = groups
         .iter()
         .map(|(group, _)| {
-            Mutex::new(match backend.prepare(group) {
-                Ok(prepared) => Slot::Ready(prepared),
-                Err(e) => Slot::Failed(Stage::Prepare, e),
-            })
+            Mutex::new(
+                match catch_unwind(AssertUnwindSafe(|| backend.prepare(group))) {
+                    Ok(Ok(prepared)) => Slot::Ready(prepared),
+                    Ok(Err(e)) => Slot::Failed(Stage::Prepare, e),
+                    Err(panic) => Slot::Panicked(panic),
+                },
+            )
         })
         .collect();
     let took: Vec<Mutex<Duration>> = groups.iter().map(|_| Mutex::new(Duration::ZERO)).collect();
@@ -549,7 +555,7 @@ fn compile_concurrent<B: SplitBackend>(
         let started = Instant::now();
         let out = match &mut *slot {
             Slot::Ready(prepared) => Some(backend.compile(prepared)),
-            Slot::Failed(..) => None,
+            Slot::Failed(..) | Slot::Panicked(_) => None,
         };
         *lock(&took[j]) = started.elapsed();
         out
@@ -582,25 +588,31 @@ fn compile_concurrent<B: SplitBackend>(
         slots.into_iter().zip(joined).zip(&groups).enumerate()
     {
         let slot = slot.into_inner().unwrap_or_else(|e| e.into_inner());
-        let failure = match (slot, joined) {
-            (_, Err(panic)) => {
-                if first.is_some() {
-                    later_panics += 1;
-                } else {
-                    first = Some(Failure::Panic(panic));
-                }
-                None
+        // A panic of prepare, compile or finish takes its place in batch order as an
+        // error does.
+        let mut panicked = |panic: Box<dyn Any + Send>| {
+            if first.is_some() {
+                later_panics += 1;
+            } else {
+                first = Some(Failure::Panic(panic));
             }
+            None
+        };
+        let failure = match (slot, joined) {
+            (Slot::Panicked(panic), _) | (_, Err(panic)) => panicked(panic),
             (Slot::Failed(stage, e), _) => Some((stage, e)),
             (Slot::Ready(_), Ok(Some(Err(e)))) => Some((Stage::Compile, e)),
-            (Slot::Ready(prepared), Ok(_)) => match backend.finish(prepared) {
-                Ok(compiled) => {
-                    let took = *lock(&took[j]);
-                    publish(cache, level, group, idxs, compiled, took, answers, census);
-                    None
+            (Slot::Ready(prepared), Ok(_)) => {
+                match catch_unwind(AssertUnwindSafe(|| backend.finish(prepared))) {
+                    Ok(Ok(compiled)) => {
+                        let took = *lock(&took[j]);
+                        publish(cache, level, group, idxs, compiled, took, answers, census);
+                        None
+                    }
+                    Ok(Err(e)) => Some((Stage::Finish, e)),
+                    Err(panic) => panicked(panic),
                 }
-                Err(e) => Some((Stage::Finish, e)),
-            },
+            }
         };
         if let Some((stage, source)) = failure
             && first.is_none()
@@ -763,6 +775,134 @@ mod tests {
         } else {
             cut
         }
+    }
+
+    /// What a [`Faulty`] program does at one stage.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Fault {
+        Fail(Stage),
+        Panic(Stage),
+    }
+
+    /// A split backend whose program holding kernel text `t` fails or panics as
+    /// `faults` says for `t` (each program here holds one kernel).
+    struct Faulty {
+        faults: Vec<(&'static str, Fault)>,
+    }
+
+    impl Faulty {
+        fn at(&self, text: &str, stage: Stage) -> Result<(), Refused> {
+            match self.faults.iter().find(|(t, _)| *t == text).map(|f| f.1) {
+                Some(Fault::Fail(s)) if s == stage => Err(Refused),
+                Some(Fault::Panic(s)) if s == stage => panic!("{text} panics at {s:?}"),
+                _ => Ok(()),
+            }
+        }
+    }
+
+    impl Backend for Faulty {
+        type Source = String;
+        type Program = String;
+        type Error = Refused;
+        fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<String>, Refused> {
+            Ok(Compiled {
+                weight: 1,
+                program: g.kernels[0].source.clone(),
+            })
+        }
+    }
+
+    impl SplitBackend for Faulty {
+        type Prepared = String;
+        fn split(&self) -> Split {
+            Split::new(8, 1)
+        }
+        fn prepare(&self, group: &Group<'_, String>) -> Result<String, Refused> {
+            let text = group.kernels[0].source.clone();
+            self.at(&text, Stage::Prepare).map(|()| text)
+        }
+        fn compile(&self, text: &mut String) -> Result<(), Refused> {
+            self.at(text, Stage::Compile)
+        }
+        fn finish(&self, text: String) -> Result<Compiled<String>, Refused> {
+            self.at(&text, Stage::Finish)?;
+            Ok(Compiled {
+                weight: 1,
+                program: text,
+            })
+        }
+    }
+
+    /// A panic in `prepare` or `finish` takes its place in batch order as one in
+    /// `compile` does: an earlier error is what the resolve reports (the panic counted
+    /// in `later_panics`), an earlier panic is resumed, and every program that succeeded
+    /// is published either way.
+    #[test]
+    fn a_panic_in_prepare_or_finish_waits_for_its_turn_in_batch_order() {
+        let batch: Vec<BatchKernel<String>> = (0..4)
+            .map(|i| BatchKernel {
+                key: format!("k{i}"),
+                options: vec![],
+                symbol: format!("s{i}"),
+                source: format!("t{i}"),
+            })
+            .collect();
+        let cases = [
+            vec![
+                ("t0", Fault::Fail(Stage::Prepare)),
+                ("t2", Fault::Panic(Stage::Prepare)),
+            ],
+            vec![
+                ("t1", Fault::Fail(Stage::Compile)),
+                ("t2", Fault::Panic(Stage::Finish)),
+            ],
+            vec![
+                ("t0", Fault::Fail(Stage::Finish)),
+                ("t3", Fault::Panic(Stage::Prepare)),
+            ],
+        ];
+        for faults in cases {
+            let failing: Vec<&str> = faults.iter().map(|f| f.0).collect();
+            let cache = KernelCache::new(1 << 20);
+            let backend = Faulty {
+                faults: faults.clone(),
+            };
+            let out = catch_unwind(AssertUnwindSafe(|| resolve_split(&cache, &batch, &backend)));
+            let Ok(Err(Error::Compile(failure))) = out else {
+                panic!("{faults:?}: the earlier error must be reported, not the later panic");
+            };
+            let Fault::Fail(stage) = faults[0].1 else {
+                unreachable!()
+            };
+            assert_eq!(
+                (failure.program, failure.stage),
+                (
+                    batch.iter().position(|k| k.source == faults[0].0).unwrap(),
+                    stage
+                )
+            );
+            assert_eq!(failure.later_panics, 1, "{faults:?}");
+            for k in &batch {
+                assert_eq!(
+                    cache.find(&k.key).is_some(),
+                    !failing.contains(&k.source.as_str()),
+                    "{faults:?} {}",
+                    k.source
+                );
+            }
+        }
+        // An earlier panic (in finish) is resumed, after the later successes were published.
+        let cache = KernelCache::new(1 << 20);
+        let backend = Faulty {
+            faults: vec![
+                ("t1", Fault::Panic(Stage::Finish)),
+                ("t2", Fault::Fail(Stage::Prepare)),
+            ],
+        };
+        let out = catch_unwind(AssertUnwindSafe(|| resolve_split(&cache, &batch, &backend)));
+        assert!(out.is_err(), "the earlier panic reaches the caller");
+        assert!(cache.find("k0").is_some() && cache.find("k3").is_some());
+        assert!(cache.find("k1").is_none() && cache.find("k2").is_none());
     }
 
     proptest! {
