@@ -6,9 +6,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 
 use kernel_cache::{Backend, Compiled, Group, Split, SplitBackend};
 
+use crate::deps::{DEP_FILE, Manifest};
 use crate::error::CcError;
 use crate::program::CcProgram;
 use crate::signature::{ENTRY_SUFFIX, Signature};
@@ -30,6 +32,18 @@ const OBJECT_NAME: &str = "kernel.o";
 /// later and clang 16 and later) and the time zone `__TIMESTAMP__` is written in.
 const COMPILER_ENV: [(&str, &str); 2] = [("SOURCE_DATE_EPOCH", "0"), ("TZ", "UTC0")];
 
+/// The environment variables that decide which files the compiler reads (include
+/// directories, where it finds its own programs, library directories): snapshotted when
+/// the backend is made, written into its identity and given to every compile as they
+/// were then (so a different setting is a different identity, never a wrong hit).
+pub const COMPILER_INPUT_ENV: [&str; 5] = [
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "GCC_EXEC_PREFIX",
+    "COMPILER_PATH",
+    "LIBRARY_PATH",
+];
+
 /// What [`CcBackend`]'s identity says of how it makes a program depend on nothing but
 /// its keyed parts (part of every key: programs compiled before this rule never meet
 /// those compiled under it).
@@ -38,7 +52,8 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// A kernel-cache backend that compiles C kernels with the system C compiler.
 ///
 /// Each program is one shared object: every kernel is compiled by `cc -O2 -shared -fPIC
-/// <options> -c -o kernel.o kernel.c` in a directory of its own, then the objects are
+/// <options> -MD -MF kernel.d -c -o kernel.o kernel.c` in a directory of its own (the
+/// compiler lists in `kernel.d` the headers it read), then the objects are
 /// linked by `cc -O2 -shared -fPIC <options> -o program.so <objects> -lm`, all in a
 /// fresh directory of the work directory (removed when the program is dropped): every
 /// kernel is its own
@@ -56,11 +71,26 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// expands `__DATE__` and `__TIME__` to the real time: a kernel using them is then
 /// answered with a program compiled at another time.
 ///
+/// **What a key does not cover: the files the text includes.** A kernel's key covers
+/// its prelude and text, not the content of the headers they `#include`. Which headers
+/// are found is pinned: the variables of [`COMPILER_INPUT_ENV`] (`CPATH` and the like)
+/// are read once, when the backend is made, written into its identity and given to
+/// every compile as they were then. Their content is checked by the kernel store only:
+/// a saved program records every header its compile read with its SHA-256 and is not
+/// loaded once one differs (it is compiled again; see
+/// [`PersistentBackend::load`](kernel_cache::PersistentBackend::load) below). The
+/// in-memory cache checks nothing: a process that edits a header while it runs must
+/// empty its cache (or put a digest of the header in the prelude or options). Files the
+/// link reads (libraries named in the options) and the compiler's own programs are
+/// not checked either: a changed compiler is known by its `--version` line only.
+///
 /// Its [`Split`] defaults to as many programs as the machine has cores, of at least 8
 /// kernels each.
 #[derive(Debug)]
 pub struct CcBackend {
     compiler: Vec<OsString>,
+    /// [`COMPILER_INPUT_ENV`] as it was when the backend was made (`None`: unset).
+    input_env: Vec<(&'static str, Option<OsString>)>,
     work_dir: PathBuf,
     split: Split,
     identity: String,
@@ -79,6 +109,8 @@ pub struct PreparedProgram {
     so_path: PathBuf,
     options: Vec<String>,
     kernels: Vec<(String, Signature)>,
+    /// When the compile began (set by the compile step).
+    started: Option<SystemTime>,
 }
 
 pub(crate) fn is_c_identifier(s: &str) -> bool {
@@ -133,12 +165,23 @@ impl CcBackend {
             .unwrap_or("")
             .to_string();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let input_env: Vec<(&'static str, Option<OsString>)> = COMPILER_INPUT_ENV
+            .iter()
+            .map(|&name| (name, std::env::var_os(name)))
+            .collect();
+        let mut identity = format!(
+            "{command}\n{version}\n{}\n{REPRODUCIBLE}",
+            BASE_FLAGS.join(" ")
+        );
+        for (name, value) in &input_env {
+            if let Some(value) = value {
+                identity.push_str(&format!("\nenv {name}={:?}", value));
+            }
+        }
         Ok(CcBackend {
-            identity: format!(
-                "{command}\n{version}\n{}\n{REPRODUCIBLE}",
-                BASE_FLAGS.join(" ")
-            ),
+            identity,
             compiler,
+            input_env,
             work_dir: std::env::temp_dir(),
             split: Split::new(cores, 8),
             programs_compiled: AtomicU64::new(0),
@@ -159,8 +202,8 @@ impl CcBackend {
     }
 
     /// What identifies this backend's output: the compiler command, the first line of
-    /// its `--version`, the base flags and its reproducible-compile rule (see
-    /// [`CcBackend`]). Put it in every key (see
+    /// its `--version`, the base flags, its reproducible-compile rule and the settings
+    /// of [`COMPILER_INPUT_ENV`] it found (see [`CcBackend`]). Put it in every key (see
     /// [`kernel_cache::kernel_key`]) so kernels compiled by another compiler never hit.
     pub fn identity(&self) -> &str {
         &self.identity
@@ -231,6 +274,7 @@ impl CcBackend {
                 .iter()
                 .map(|(s, source)| (s.to_string(), source.signature.clone()))
                 .collect(),
+            started: None,
         })
     }
 
@@ -262,6 +306,12 @@ impl CcBackend {
         // every unit's compile and the link start with.
         let compiler = || {
             let mut command = Command::new(program);
+            for (name, value) in &self.input_env {
+                match value {
+                    Some(value) => command.env(name, value),
+                    None => command.env_remove(name),
+                };
+            }
             command
                 .args(args)
                 .envs(COMPILER_ENV)
@@ -269,9 +319,12 @@ impl CcBackend {
                 .args(&prepared.options);
             command
         };
+        // Before the compiler reads anything: a file modified from here on may not be
+        // what it read (see `deps`).
+        let started = SystemTime::now();
         for (unit_dir, (symbol, _)) in prepared.unit_dirs.iter().zip(&prepared.kernels) {
             let output = compiler()
-                .args(["-c", "-o", OBJECT_NAME, UNIT_NAME])
+                .args(["-MD", "-MF", DEP_FILE, "-c", "-o", OBJECT_NAME, UNIT_NAME])
                 .current_dir(unit_dir)
                 .output()
                 .map_err(spawn_error)?;
@@ -288,6 +341,7 @@ impl CcBackend {
             .output()
             .map_err(spawn_error)?;
         if output.status.success() {
+            prepared.started = Some(started);
             Ok(())
         } else {
             let symbols = prepared.kernels.iter().map(|(s, _)| s.clone()).collect();
@@ -296,7 +350,12 @@ impl CcBackend {
     }
 
     fn load(&self, prepared: PreparedProgram) -> Result<CcProgram, CcError> {
-        CcProgram::load(prepared.dir, prepared.so_path, prepared.kernels)
+        let manifest = Manifest::Compiled {
+            unit_dirs: prepared.unit_dirs,
+            // Never compiled: every file counts as modified since (nothing is saved).
+            started: prepared.started.unwrap_or(SystemTime::UNIX_EPOCH),
+        };
+        CcProgram::load(prepared.dir, prepared.so_path, prepared.kernels, manifest)
     }
 
     /// The work directory fresh program directories are made in.

@@ -96,6 +96,18 @@ pub enum CcError {
         /// What was given.
         given: String,
     },
+    /// A file the compile read besides the kernel's own unit (a header its `#include`s
+    /// found) cannot be vouched for: at a save, it was modified after the compile began,
+    /// is named by a relative path or cannot be read (the program is not saved); at a
+    /// load of a saved program, its content is no longer what the compile read (the
+    /// saved program is not loaded, so it is compiled again).
+    #[error("a file the compile read, {}, cannot vouch for the program: {why}", path.display())]
+    DependencyChanged {
+        /// The file.
+        path: PathBuf,
+        /// What differs.
+        why: String,
+    },
     /// A buffer is shorter than its parameter's extent at this call.
     #[error(
         "kernel `{symbol}`'s buffer {param} (argument {index}) needs at least {needed} elements, {given} given"

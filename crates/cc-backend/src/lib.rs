@@ -11,7 +11,10 @@
 //! uniform-ABI entry; one compiler command compiles a program's units and links them
 //! into one shared object (`cc -O2 -shared -fPIC`, or `$CC`), loaded with `libloading`
 //! (`RTLD_NOW`) and weighed by its size. No preprocessor state crosses from one kernel
-//! to another: a kernel means the same whichever companions share its program.
+//! to another: a kernel means the same whichever companions share its program. A key
+//! does not cover the content of the headers a kernel includes: a saved program records
+//! them and is never loaded from the kernel store after one changed, but the in-memory
+//! cache does not look (see [`CcBackend`]).
 //!
 //! [`Kernel::call`] is the safe call: it checks the argument count, each argument's
 //! kind ([`Arg`]) and each buffer's length against the signature before the kernel
@@ -65,6 +68,7 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod deps;
 mod error;
 mod generate;
 mod persist;
@@ -72,7 +76,7 @@ mod program;
 mod signature;
 mod source;
 
-pub use backend::{BASE_FLAGS, CcBackend, PreparedProgram};
+pub use backend::{BASE_FLAGS, COMPILER_INPUT_ENV, CcBackend, PreparedProgram};
 pub use error::CcError;
 pub use generate::{elementwise_kernel, realistic_kernel, realistic_kernel_numbered};
 pub use persist::SAVED_FORMAT;

@@ -4,6 +4,7 @@
 use kernel_cache::{Compiled, PersistentBackend, SavedProgram};
 
 use crate::backend::{CcBackend, check_symbol};
+use crate::deps::{self, Dep, Manifest};
 use crate::error::CcError;
 use crate::program::CcProgram;
 use crate::signature::{Reader, Signature, put_str};
@@ -16,8 +17,16 @@ use crate::signature::{Reader, Signature, put_str};
 /// `u32` kernel count, per kernel its symbol (`u32` length + UTF-8) and signature
 /// (parameter count, then per parameter: tag 0 const buffer / 1 written buffer / 2
 /// scalar, element code, name, and for buffers the extent's factor as `u64` and its
-/// scalar names), then the shared object's length (`u64`) and bytes, and nothing after.
-pub const SAVED_FORMAT: &str = "cc-backend saved program 1";
+/// scalar names), then a `u32` count of the files the compile read besides its units
+/// (the headers its `#include`s found) and per file its absolute path (`u32` length +
+/// UTF-8) and the SHA-256 of its content (32 bytes), then the shared object's length
+/// (`u64`) and bytes, and nothing after.
+///
+/// History (one line per bump, with the reason):
+/// - 1: first layout.
+/// - 2: the files the compile read, so a program is never loaded after a header it
+///   included changed (the key covers the kernel's text, not what it includes).
+pub const SAVED_FORMAT: &str = "cc-backend saved program 2";
 
 const MAGIC: &[u8] = b"kcache-cc-program\0";
 
@@ -37,7 +46,11 @@ impl PersistentBackend for CcBackend {
         )
     }
 
+    /// Refused ([`CcError::DependencyChanged`]) when a file the compile read (a header)
+    /// was modified after the compile began, is named by a relative path or cannot be
+    /// read: what it holds now may not be what the program was compiled from.
     fn save(&self, program: &CcProgram) -> Result<SavedProgram, CcError> {
+        let deps = program.deps()?;
         let object = program.bytes()?;
         let mut bytes = Vec::with_capacity(object.len() + 256);
         bytes.extend_from_slice(MAGIC);
@@ -45,6 +58,11 @@ impl PersistentBackend for CcBackend {
         for (symbol, signature) in program.kernels() {
             put_str(&mut bytes, symbol);
             signature.encode(&mut bytes);
+        }
+        bytes.extend_from_slice(&(deps.len() as u32).to_le_bytes());
+        for dep in &deps {
+            put_str(&mut bytes, &dep.path);
+            bytes.extend_from_slice(&dep.digest);
         }
         bytes.extend_from_slice(&(object.len() as u64).to_le_bytes());
         bytes.extend_from_slice(&object);
@@ -54,9 +72,11 @@ impl PersistentBackend for CcBackend {
         })
     }
 
-    /// Writes the shared object to a fresh file of its own (a new directory of the
-    /// work directory) and loads it with `RTLD_NOW`, checking every kernel and entry
-    /// symbol; never compiles and never counts as a compile.
+    /// Checks that every file the compile read (every header) still holds what it held
+    /// then ([`CcError::DependencyChanged`] otherwise: the program is compiled again),
+    /// writes the shared object to a fresh file of its own (a new directory of the work
+    /// directory) and loads it with `RTLD_NOW`, checking every kernel and entry symbol;
+    /// never compiles and never counts as a compile.
     fn load(&self, saved: &SavedProgram) -> Result<Compiled<CcProgram>, CcError> {
         let mut r = Reader {
             bytes: &saved.bytes,
@@ -72,6 +92,16 @@ impl PersistentBackend for CcBackend {
             let signature = Signature::decode(&mut r).ok_or_else(|| invalid("bad signature"))?;
             kernels.push((symbol, signature));
         }
+        let n_deps = r.u32().ok_or_else(|| invalid("truncated"))?;
+        let mut deps: Vec<Dep> = Vec::new();
+        for _ in 0..n_deps {
+            let path = r.string().ok_or_else(|| invalid("truncated file name"))?;
+            let digest = r
+                .take(32)
+                .and_then(|d| <[u8; 32]>::try_from(d).ok())
+                .ok_or_else(|| invalid("truncated file digest"))?;
+            deps.push(Dep { path, digest });
+        }
         let len = r
             .u64()
             .and_then(|l| usize::try_from(l).ok())
@@ -83,6 +113,7 @@ impl PersistentBackend for CcBackend {
         if kernels.iter().map(|(s, _)| s).ne(saved.symbols.iter()) {
             return Err(invalid("symbol table differs from the saved kernels"));
         }
+        deps::verify(&deps)?;
         let io = |path: &std::path::Path| {
             let path = path.to_path_buf();
             move |source| CcError::Io { path, source }
@@ -93,7 +124,7 @@ impl PersistentBackend for CcBackend {
             .map_err(io(self.work_dir()))?;
         let path = dir.path().join("program.so");
         std::fs::write(&path, object).map_err(io(&path))?;
-        let program = CcProgram::load(dir, path, kernels)?;
+        let program = CcProgram::load(dir, path, kernels, Manifest::Loaded(deps))?;
         Ok(Compiled {
             weight: program.size(),
             program,

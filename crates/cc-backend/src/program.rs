@@ -9,6 +9,7 @@ use std::sync::Arc;
 use kernel_cache::Resolved;
 use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 
+use crate::deps::{Dep, Manifest};
 use crate::error::CcError;
 use crate::signature::{Arg, Signature, entry_symbol};
 
@@ -27,6 +28,7 @@ pub struct CcProgram {
     size: u64,
     symbols: Vec<String>,
     signatures: Vec<Signature>,
+    manifest: Manifest,
     _dir: tempfile::TempDir,
 }
 
@@ -47,6 +49,7 @@ impl CcProgram {
         dir: tempfile::TempDir,
         path: PathBuf,
         kernels: Vec<(String, Signature)>,
+        manifest: Manifest,
     ) -> Result<CcProgram, CcError> {
         let size = std::fs::metadata(&path)
             .map_err(|source| CcError::Io {
@@ -62,6 +65,7 @@ impl CcProgram {
             size,
             symbols,
             signatures,
+            manifest,
             _dir: dir,
         };
         for symbol in &program.symbols {
@@ -156,6 +160,11 @@ impl CcProgram {
             path: self.path.clone(),
             source,
         })
+    }
+
+    /// The files the compile read besides its units, with their digests (for saving it).
+    pub(crate) fn deps(&self) -> Result<Vec<Dep>, CcError> {
+        self.manifest.deps()
     }
 
     /// The kernels' symbols and signatures, in order.

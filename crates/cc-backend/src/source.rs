@@ -75,7 +75,9 @@ impl Source {
     /// [`keyed_form`](Signature::keyed_form): types, access and extents, not the
     /// parameter names, which the text's renaming covers). Two sources
     /// with equal keys compile to the same code and promise the same extents, so the
-    /// cache may answer one with the other's program.
+    /// cache may answer one with the other's program, as long as the headers they
+    /// include hold the same content (the key does not cover it; see
+    /// [`CcBackend`](crate::CcBackend) for what checks it).
     pub fn key(
         &self,
         symbol: &str,

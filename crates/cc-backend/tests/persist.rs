@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cc_backend::{Arg, CcBackend, Kernel, Signature, Source, elementwise_kernel};
-use kernel_cache::store::{KernelStore, MissReason, Outcome, record};
+use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome, record};
 use kernel_cache::{
     BatchKernel, KernelCache, Names, PersistentBackend, Resolved, resolve_split_with_store,
     with_census,
@@ -116,6 +116,12 @@ fn worker() {
                 census.kernels_loaded,
                 answers[0].symbol
             );
+        }
+        // Resolves the kernel including "scale.h" (found through `CPATH`); prints what
+        // it computes.
+        "scaled" => {
+            let (out, census, _) = resolve_scaled(&b, &store, scaled(&b, "scale.h"));
+            println!("RESULT out={out} loaded={}", census.kernels_loaded);
         }
         // Compiles and saves one-kernel programs (id, seq) until killed.
         "saver" => {
@@ -249,6 +255,129 @@ fn a_corrupted_truncated_or_other_writable_blob_is_a_miss() {
             }
         }
     }
+}
+
+/// A kernel computing `a[i] * SCALE`, `SCALE` defined by the header `#include
+/// "<header>"` finds.
+fn scaled(b: &CcBackend, header: &str) -> BatchKernel<Source> {
+    Source::new(
+        elementwise_kernel("k", "a[i] * SCALE"),
+        Signature::out_a_b_n(),
+    )
+    .with_prelude(format!("#include \"{header}\"\n"))
+    .batch_kernel("k", &names(), vec![], b.identity())
+}
+
+/// Resolves `kernel` with a fresh cache over `store`; what it computes for `a = [1]`,
+/// the census and the store's events.
+fn resolve_scaled(
+    b: &CcBackend,
+    store: &KernelStore,
+    kernel: BatchKernel<Source>,
+) -> (
+    f32,
+    kernel_cache::Census,
+    Vec<kernel_cache::store::StoreEvent>,
+) {
+    let ((answers, census), events) = record(|| {
+        with_census(|| {
+            resolve_split_with_store(&KernelCache::new(1 << 20), Some(store), &[kernel], b)
+        })
+    });
+    let k = Kernel::from_resolved(&answers.unwrap()[0]).unwrap();
+    let mut out = [0.0f32];
+    k.call(&mut [
+        Arg::F32Mut(&mut out),
+        Arg::F32(&[1.0]),
+        Arg::F32(&[0.0]),
+        Arg::I32Scalar(1),
+    ])
+    .unwrap();
+    (out[0], census, events)
+}
+
+/// The key covers the kernel's text, not what it includes: a saved program is never
+/// loaded after a header it was compiled against changed (it is compiled again), and a
+/// program whose header changed after its compile began is not saved.
+#[test]
+fn a_saved_program_is_never_loaded_after_a_header_it_included_changed() {
+    let b = backend();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = KernelStore::new(tmp.path().join("kernels"));
+    let header = tmp.path().join("scale.h");
+    let define = |v: u32| fs::write(&header, format!("#define SCALE {v}\n")).unwrap();
+    let scaled = |b: &CcBackend, h: &Path| scaled(b, &h.display().to_string());
+    define(1);
+    let (out, census, events) = resolve_scaled(&b, &store, scaled(&b, &header));
+    assert_eq!((out, census.kernels_compiled), (1.0, 1));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.outcome, Outcome::Saved { .. })),
+        "{events:?}"
+    );
+    // Same header: loaded, not compiled.
+    let (out, census, _) = resolve_scaled(&b, &store, scaled(&b, &header));
+    assert_eq!(
+        (out, census.kernels_loaded, census.kernels_compiled),
+        (1.0, 1, 0)
+    );
+    // The header changed: the saved program is refused and the kernel compiled again.
+    define(2);
+    let (out, census, events) = resolve_scaled(&b, &store, scaled(&b, &header));
+    assert_eq!(
+        out, 2.0,
+        "answered with a program compiled from the old header"
+    );
+    assert_eq!((census.kernels_loaded, census.kernels_compiled), (0, 1));
+    assert!(
+        events.iter().any(|e| matches!(&e.outcome,
+            Outcome::Miss(MissReason::LoadFailed(m)) if m.contains("scale.h"))),
+        "{events:?}"
+    );
+    let (out, census, _) = resolve_scaled(&b, &store, scaled(&b, &header));
+    assert_eq!((out, census.kernels_loaded), (2.0, 1));
+    // A header modified after the compile began (here: dated in the future) may not be
+    // what the compiler read: the program is used but not saved.
+    define(3);
+    let later = SystemTime::now() + Duration::from_secs(3600);
+    fs::File::options()
+        .write(true)
+        .open(&header)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let (out, census, events) = resolve_scaled(&b, &store, scaled(&b, &header));
+    assert_eq!((out, census.kernels_compiled), (3.0, 1));
+    assert!(
+        events.iter().any(|e| matches!(&e.outcome,
+            Outcome::NotSaved(NotSaved::Backend(m)) if m.contains("after the compile began"))),
+        "{events:?}"
+    );
+}
+
+/// `CPATH` decides which header `#include "scale.h"` finds: a process with another
+/// setting never loads a program compiled with the first one's header.
+#[test]
+fn a_process_whose_include_path_finds_another_header_never_loads_the_first_ones_program() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("kernels");
+    let include = |name: &str, v: u32| {
+        let d = tmp.path().join(name);
+        fs::create_dir(&d).unwrap();
+        fs::write(d.join("scale.h"), format!("#define SCALE {v}\n")).unwrap();
+        d.display().to_string()
+    };
+    let (one, two) = (include("one", 1), include("two", 2));
+    let run = |cpath: &str| finish(spawn("scaled", &dir, &[("CPATH", cpath.to_string())]));
+    assert_eq!(run(&one), "out=1 loaded=0");
+    assert_eq!(
+        run(&two),
+        "out=2 loaded=0",
+        "answered with the other header's program"
+    );
+    assert_eq!(run(&one), "out=1 loaded=1");
+    assert_eq!(run(&two), "out=2 loaded=1");
 }
 
 #[test]

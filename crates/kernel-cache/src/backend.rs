@@ -156,7 +156,10 @@ pub struct SavedProgram {
 ///   retain, with its weight (as [`Backend::compile_group`] would give it), without
 ///   compiling. The store calls it only with bytes whose digest it has verified, from a
 ///   blob only the store's owner could have written (or, from a shared store, carrying a
-///   valid keyed MAC): that is the trust boundary (see `docs/disk-format.md`). `load`
+///   valid keyed MAC): that is the trust boundary (see `docs/disk-format.md`). A key
+///   names a kernel's text, not the files the compile read besides it (headers): a
+///   backend whose compiles read such files records what it read in the saved bytes
+///   and `load` refuses (`Err`) once one of them differs (cc-backend does). `load`
 ///   must not keep a reference to `saved` (copy what it needs; for a shared object,
 ///   write the bytes to a fresh file of its own and load that). It must check that the
 ///   program defines every symbol of `saved.symbols` and return an `Err` otherwise; an

@@ -17,7 +17,9 @@ const KEY_LAYOUT: &[u8] = b"kcache-kernel-key-1";
 /// Two kernels get equal keys exactly when their canonical texts, option lists and
 /// backend identities are equal, so a hit never answers a kernel compiled under other
 /// options or by another compiler; a difference in anything else costs a miss, never a
-/// wrong hit. The key is 64 lowercase hex characters.
+/// wrong hit. The key is taken over the text as given: the content of files the text
+/// includes is not in it (a backend whose programs outlive the process checks those
+/// itself, as cc-backend does for headers). The key is 64 lowercase hex characters.
 ///
 /// ```
 /// use kernel_cache::{Names, kernel_key};

@@ -1,0 +1,227 @@
+//! The files a compile read besides its translation unit (the headers its `#include`s
+//! found, system headers too), so that a saved program is loaded only while every one of
+//! them still holds what the compile read.
+//!
+//! A kernel's key covers its text, not the content of what the text includes: a header
+//! edited (or a system header upgraded) between a save and a later load would otherwise
+//! let the store answer with code compiled from the old header. Each unit is compiled
+//! with `-MD -MF kernel.d` (the compiler lists the files it read); a save records each
+//! listed file's absolute path and SHA-256, refusing when a file was modified after the
+//! compile began (it may not be what the compiler read) or is named by a relative path;
+//! a load re-hashes every recorded file and refuses on any difference.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::CcError;
+
+/// The dependency file each unit's compile writes beside it.
+pub(crate) const DEP_FILE: &str = "kernel.d";
+
+/// One file a compile read: its absolute path and the SHA-256 of its content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Dep {
+    pub(crate) path: String,
+    pub(crate) digest: [u8; 32],
+}
+
+fn changed(path: &str, why: impl Into<String>) -> CcError {
+    CcError::DependencyChanged {
+        path: PathBuf::from(path),
+        why: why.into(),
+    }
+}
+
+/// What a program was compiled from besides its units, as far as saving it goes.
+#[derive(Debug)]
+pub(crate) enum Manifest {
+    /// Compiled here: the unit directories (each holding its [`DEP_FILE`]) and when the
+    /// compile began.
+    Compiled {
+        unit_dirs: Vec<PathBuf>,
+        started: SystemTime,
+    },
+    /// Loaded from a saved program whose files were verified at the load.
+    Loaded(Vec<Dep>),
+}
+
+impl Manifest {
+    /// The files and digests a save records (see [`collect`]).
+    pub(crate) fn deps(&self) -> Result<Vec<Dep>, CcError> {
+        match self {
+            Manifest::Compiled { unit_dirs, started } => collect(unit_dirs, *started),
+            Manifest::Loaded(deps) => Ok(deps.clone()),
+        }
+    }
+}
+
+/// The prerequisites of the make rule the compiler wrote (`kernel.o: kernel.c a.h ...`),
+/// unescaped (`\ ` is a space, `\#` a `#`, `$$` a `$`); `None` if it is not one rule.
+pub(crate) fn parse_make_rule(text: &str) -> Option<Vec<String>> {
+    let joined = text.replace("\\\r\n", " ").replace("\\\n", " ");
+    let mut tokens = Vec::new();
+    let mut current = String::new();
+    let mut chars = joined.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if matches!(chars.peek(), Some(' ' | '#' | '\\')) => {
+                if let Some(next) = chars.next() {
+                    current.push(next);
+                }
+            }
+            '$' if chars.peek() == Some(&'$') => {
+                chars.next();
+                current.push('$');
+            }
+            c if c.is_whitespace() => {
+                if !current.is_empty() {
+                    tokens.push(std::mem::take(&mut current));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        tokens.push(current);
+    }
+    let mut tokens = tokens.into_iter();
+    let target = tokens.next()?;
+    if !target.ends_with(':') {
+        return None;
+    }
+    let prerequisites: Vec<String> = tokens.collect();
+    if prerequisites.iter().any(|t| t.ends_with(':')) {
+        return None;
+    }
+    Some(prerequisites)
+}
+
+/// The SHA-256 of the regular file at `path` and its modification time.
+fn digest_file(path: &str) -> Result<([u8; 32], SystemTime), CcError> {
+    let io = |e: std::io::Error| changed(path, e.to_string());
+    // Checked before opening (a FIFO would block the open) and again on the handle.
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(changed(path, "not a regular file"));
+    }
+    let mut file = File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(changed(path, "not a regular file"));
+    }
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io(e)),
+        };
+        hasher.update(&buf[..n]);
+    }
+    let mut digest = [0u8; 32];
+    digest.copy_from_slice(&hasher.finalize());
+    Ok((digest, meta.modified().map_err(io)?))
+}
+
+/// The files the compiles of `unit_dirs` (each holding its [`DEP_FILE`]) read besides
+/// their units, each once, with their digests; refused if one is named by a relative
+/// path, cannot be read, or was modified at or after `started` (the compile's start).
+pub(crate) fn collect(unit_dirs: &[PathBuf], started: SystemTime) -> Result<Vec<Dep>, CcError> {
+    let mut found: BTreeMap<String, [u8; 32]> = BTreeMap::new();
+    for dir in unit_dirs {
+        let dep_file = dir.join(DEP_FILE);
+        let text = std::fs::read_to_string(&dep_file).map_err(|e| CcError::Io {
+            path: dep_file.clone(),
+            source: e,
+        })?;
+        let listed = parse_make_rule(&text).ok_or_else(|| {
+            changed(
+                &dep_file.display().to_string(),
+                "the compiler's dependency list does not parse",
+            )
+        })?;
+        for path in listed {
+            if path == crate::backend::UNIT_NAME || found.contains_key(&path) {
+                continue;
+            }
+            if !Path::new(&path).is_absolute() {
+                return Err(changed(&path, "named by a relative path"));
+            }
+            let (digest, modified) = digest_file(&path)?;
+            if modified >= started {
+                return Err(changed(&path, "modified after the compile began"));
+            }
+            found.insert(path, digest);
+        }
+    }
+    Ok(found
+        .into_iter()
+        .map(|(path, digest)| Dep { path, digest })
+        .collect())
+}
+
+/// Checks that every file of `deps` still holds what it held when the program was
+/// compiled.
+pub(crate) fn verify(deps: &[Dep]) -> Result<(), CcError> {
+    for dep in deps {
+        let (digest, _) = digest_file(&dep.path)?;
+        if digest != dep.digest {
+            return Err(changed(&dep.path, "its content differs from the compile's"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn make_rules_parse_with_continuations_and_escapes() {
+        let rule = "kernel.o: kernel.c /usr/include/math.h \\\n /a\\ b/c\\#d.h /e$$f.h\n";
+        assert_eq!(
+            parse_make_rule(rule).unwrap(),
+            ["kernel.c", "/usr/include/math.h", "/a b/c#d.h", "/e$f.h"]
+        );
+        assert_eq!(
+            parse_make_rule("kernel.o:\n").unwrap(),
+            Vec::<String>::new()
+        );
+        assert_eq!(parse_make_rule("no rule here"), None);
+        assert_eq!(parse_make_rule(""), None);
+        assert_eq!(parse_make_rule("a.o: b\nc.o: d\n"), None);
+    }
+
+    #[test]
+    fn a_changed_or_missing_file_fails_verification() {
+        let tmp = tempfile::tempdir().unwrap();
+        let header = tmp.path().join("h.h");
+        std::fs::write(&header, "#define X 1\n").unwrap();
+        let path = header.display().to_string();
+        let (digest, _) = digest_file(&path).unwrap();
+        let deps = [Dep { path, digest }];
+        assert!(verify(&deps).is_ok());
+        std::fs::write(&header, "#define X 2\n").unwrap();
+        assert!(matches!(
+            verify(&deps),
+            Err(CcError::DependencyChanged { .. })
+        ));
+        std::fs::remove_file(&header).unwrap();
+        assert!(matches!(
+            verify(&deps),
+            Err(CcError::DependencyChanged { .. })
+        ));
+        std::fs::create_dir(&header).unwrap();
+        assert!(matches!(
+            verify(&deps),
+            Err(CcError::DependencyChanged { .. })
+        ));
+    }
+}
