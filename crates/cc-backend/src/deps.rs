@@ -7,18 +7,25 @@
 //! let the store answer with code compiled from the old header. Each unit is compiled
 //! with `-MD -MF kernel.d` (the compiler lists the files it read); a save records each
 //! listed file's absolute path and SHA-256, refusing when a file was modified after the
-//! compile began (it may not be what the compiler read) or is named by a relative path;
+//! compile began or just before ([`SETTLED`]: it may not be what the compiler read) or is
+//! named by a relative path;
 //! a load re-hashes every recorded file and refuses on any difference.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 
 use crate::error::CcError;
+
+/// How long before the compile began a file's modification time must lie for the file
+/// to vouch for the program: a file system stamps a write with a coarse clock (a kernel
+/// tick on Linux, 2 s on FAT), so a write just after the compile began may carry a time
+/// just before it.
+pub(crate) const SETTLED: Duration = Duration::from_secs(2);
 
 /// The dependency file each unit's compile writes beside it.
 pub(crate) const DEP_FILE: &str = "kernel.d";
@@ -131,8 +138,12 @@ fn digest_file(path: &str) -> Result<([u8; 32], SystemTime), CcError> {
 
 /// The files the compiles of `unit_dirs` (each holding its [`DEP_FILE`]) read besides
 /// their units, each once, with their digests; refused if one is named by a relative
-/// path, cannot be read, or was modified at or after `started` (the compile's start).
+/// path, cannot be read, or was modified less than [`SETTLED`] before `started` (the
+/// compile's start) or later: then what it holds may not be what the compiler read.
 pub(crate) fn collect(unit_dirs: &[PathBuf], started: SystemTime) -> Result<Vec<Dep>, CcError> {
+    let settled = started
+        .checked_sub(SETTLED)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
     let mut found: BTreeMap<String, [u8; 32]> = BTreeMap::new();
     for dir in unit_dirs {
         let dep_file = dir.join(DEP_FILE);
@@ -154,8 +165,11 @@ pub(crate) fn collect(unit_dirs: &[PathBuf], started: SystemTime) -> Result<Vec<
                 return Err(changed(&path, "named by a relative path"));
             }
             let (digest, modified) = digest_file(&path)?;
-            if modified >= started {
-                return Err(changed(&path, "modified after the compile began"));
+            if modified >= settled {
+                return Err(changed(
+                    &path,
+                    "modified after the compile began, or less than 2 s before",
+                ));
             }
             found.insert(path, digest);
         }

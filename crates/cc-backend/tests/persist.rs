@@ -257,6 +257,18 @@ fn a_corrupted_truncated_or_other_writable_blob_is_a_miss() {
     }
 }
 
+/// Writes `text` to `path`, dated an hour ago (a header long settled).
+fn write_settled(path: &Path, text: &str) {
+    fs::write(path, text).unwrap();
+    let ago = SystemTime::now() - Duration::from_secs(3600);
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(ago)
+        .unwrap();
+}
+
 /// A kernel computing `a[i] * SCALE`, `SCALE` defined by the header `#include
 /// "<header>"` finds.
 fn scaled(b: &CcBackend, header: &str) -> BatchKernel<Source> {
@@ -305,7 +317,8 @@ fn a_saved_program_is_never_loaded_after_a_header_it_included_changed() {
     let tmp = tempfile::tempdir().unwrap();
     let store = KernelStore::new(tmp.path().join("kernels"));
     let header = tmp.path().join("scale.h");
-    let define = |v: u32| fs::write(&header, format!("#define SCALE {v}\n")).unwrap();
+    // Written an hour ago (a header written just now does not vouch for a program: below).
+    let define = |v: u32| write_settled(&header, &format!("#define SCALE {v}\n"));
     let scaled = |b: &CcBackend, h: &Path| scaled(b, &h.display().to_string());
     define(1);
     let (out, census, events) = resolve_scaled(&b, &store, scaled(&b, &header));
@@ -337,9 +350,17 @@ fn a_saved_program_is_never_loaded_after_a_header_it_included_changed() {
     );
     let (out, census, _) = resolve_scaled(&b, &store, scaled(&b, &header));
     assert_eq!((out, census.kernels_loaded), (2.0, 1));
-    // A header modified after the compile began (here: dated in the future) may not be
-    // what the compiler read: the program is used but not saved.
-    define(3);
+    // A header modified just before the compile began (within a file system's clock
+    // granularity of it) may not be what the compiler read: the program is used but not
+    // saved. So is one dated after.
+    fs::write(&header, "#define SCALE 3\n").unwrap();
+    let (out, census, events) = resolve_scaled(&b, &store, scaled(&b, &header));
+    assert_eq!((out, census.kernels_compiled), (3.0, 1));
+    assert!(
+        events.iter().any(|e| matches!(&e.outcome,
+            Outcome::NotSaved(NotSaved::Backend(m)) if m.contains("after the compile began"))),
+        "{events:?}"
+    );
     let later = SystemTime::now() + Duration::from_secs(3600);
     fs::File::options()
         .write(true)
@@ -365,7 +386,7 @@ fn a_process_whose_include_path_finds_another_header_never_loads_the_first_ones_
     let include = |name: &str, v: u32| {
         let d = tmp.path().join(name);
         fs::create_dir(&d).unwrap();
-        fs::write(d.join("scale.h"), format!("#define SCALE {v}\n")).unwrap();
+        write_settled(&d.join("scale.h"), &format!("#define SCALE {v}\n"));
         d.display().to_string()
     };
     let (one, two) = (include("one", 1), include("two", 2));
