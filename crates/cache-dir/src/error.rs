@@ -50,6 +50,21 @@ pub enum Error {
         /// What is wrong with its owner or mode.
         why: String,
     },
+    /// The directory has no regime stamp yet holds a file named like an entry: it is no
+    /// cache directory of this store (a user's directory given as the cache, holding, say,
+    /// `settings.ron`). Nothing was deleted and it is not adopted; the store wants a
+    /// directory of its own (or such files removed).
+    #[error(
+        "{} has no regime stamp but holds {name:?}, named like an entry: not adopted as a \
+         cache directory, nothing deleted (give the store a directory of its own)",
+        path.display()
+    )]
+    Unadopted {
+        /// The directory.
+        path: PathBuf,
+        /// The first file found named like an entry (at most 64 characters of it).
+        name: String,
+    },
     /// The file system said no.
     #[error("could not {during}: {source}")]
     Io {

@@ -6,9 +6,11 @@
 //!   on a file that is never unlinked; **shared** for entry reads and writes, **exclusive** for a
 //!   regime change, a staging sweep, eviction and garbage collection.
 //! - **A regime stamp** ([`STAMP_FILE`]): the store's version of what entry names mean. Equal:
-//!   admitted. Newer or malformed: refused, nothing touched. Absent or older: under the
-//!   exclusive lock, every file the store's `is_entry` predicate calls an entry (of any version)
-//!   is deleted, then the stamp is published.
+//!   admitted. Newer or malformed: refused, nothing touched. Older: under the exclusive lock,
+//!   every file the store's `is_entry` predicate calls an entry (of any version) is deleted,
+//!   then the stamp is published. Absent: the stamp is published if no file is named like an
+//!   entry; if one is, the directory is no cache (a user's directory holding `settings.ron`)
+//!   and is refused with nothing touched ([`Error::Unadopted`]).
 //! - **Atomic publication** ([`Guard::publish`], via `atomicwrites`): a reader sees a whole old
 //!   file or a whole new one, never a torn one, and a published file survives a power loss.
 //! - **Crash-stale staging cleanup**: the first open of a directory in a process removes the
@@ -193,9 +195,11 @@ impl CacheDir {
     /// The cache-open takes the locks (shared; exclusive on the process's first open of the
     /// directory, which sweeps crash-stale staging, or when the regime must change) and reads
     /// the stamp: equal is admitted; newer ([`Error::NewerRegime`]) or malformed
-    /// ([`Error::MalformedStamp`]) is refused with nothing touched; absent or older deletes
-    /// every entry, publishes this regime's stamp and is admitted. The locks are held until `f`
-    /// returns.
+    /// ([`Error::MalformedStamp`]) is refused with nothing touched; older deletes every
+    /// entry, publishes this regime's stamp and is admitted; absent publishes the stamp and
+    /// is admitted if no file is named like an entry, and is refused with nothing touched
+    /// ([`Error::Unadopted`]) if one is (a directory that is no cache: a store never
+    /// deletes a user's `settings.ron`). The locks are held until `f` returns.
     ///
     /// **A directory this process cannot write** (a read-only mount, another user's cache)
     /// still serves reads: the first-open sweep is skipped; an existing lock file is opened
@@ -208,7 +212,8 @@ impl CacheDir {
     ///
     /// # Errors
     /// The refusal: [`Error::NoDirectory`], [`Error::NewerRegime`], [`Error::MalformedStamp`],
-    /// [`Error::StampChanged`], or [`Error::Io`] naming what the protocol was doing.
+    /// [`Error::Unadopted`], [`Error::StampChanged`], or [`Error::Io`] naming what the
+    /// protocol was doing.
     pub fn with_shared<R>(
         &self,
         create: bool,
@@ -305,6 +310,16 @@ impl CacheDir {
                         optional = false;
                         continue;
                     }
+                    if stamp == RegimeStamp::Absent
+                        && let Some(name) = self
+                            .first_entry_file()
+                            .map_err(Error::io("list the directory"))?
+                    {
+                        return Err(Error::Unadopted {
+                            path: self.dir.clone(),
+                            name: name.chars().take(64).collect(),
+                        });
+                    }
                     self.transition(&stamp)
                         .map_err(Error::io("sweep entries for a new regime"))?;
                 }
@@ -314,6 +329,20 @@ impl CacheDir {
             }
             return Ok(Guard { cache: self, held });
         }
+    }
+
+    /// The name of the first file (no directory) `is_entry` accepts, if any.
+    fn first_entry_file(&self) -> io::Result<Option<String>> {
+        for item in fs::read_dir(&self.dir)? {
+            let item = item?;
+            let Ok(name) = item.file_name().into_string() else {
+                continue;
+            };
+            if self.is_entry(&name) && !item.file_type()?.is_dir() {
+                return Ok(Some(name));
+            }
+        }
+        Ok(None)
     }
 
     /// Deletes every entry (every name `is_entry` accepts that is not a directory), then

@@ -66,8 +66,8 @@ pub const CACHE_DIR_ENV: &str = "KCACHE_DIR";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DemoOptions {
     /// Where winners are stored (schedule-cache's disk store): a directory of its own, since
-    /// the first open of a directory without a regime stamp deletes every file there named
-    /// like an entry (`disk::is_entry_of_any_version`: `*.ron`, `*.keys`).
+    /// a directory without a regime stamp that holds files named like entries
+    /// (`disk::is_entry_of_any_version`: `*.ron`, `*.keys`) is refused (left untouched).
     pub cache_dir: PathBuf,
     /// Remove the stored winners (entry files) before running, so the run searches.
     pub fresh: bool,

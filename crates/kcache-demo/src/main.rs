@@ -11,9 +11,9 @@ use kcache_demo::{DemoOptions, KeyMode, default_cache_dir, run};
 #[derive(Debug, Parser)]
 #[command(name = "kcache-demo", version, about)]
 struct Args {
-    /// Where winners are stored, a directory of its own: the first run in a directory
-    /// without a regime stamp deletes every file there named like an entry (`*.ron`,
-    /// `*.keys`) [default: $KCACHE_DIR, else target/kcache-demo in the workspace].
+    /// Where winners are stored, a directory of its own: a directory without a regime
+    /// stamp that holds files named like entries (`*.ron`, `*.keys`) is refused, left
+    /// untouched [default: $KCACHE_DIR, else target/kcache-demo in the workspace].
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     /// Remove the stored winners first, so this run searches from scratch.

@@ -213,9 +213,9 @@ pub enum CacheStore {
 impl CacheStore {
     /// The directory store at `dir` under this build's regime. Touches nothing.
     ///
-    /// Give it a directory of its own: the first store or lookup in a directory without a
-    /// regime stamp deletes every file there named like an entry of any version (`*.ron`,
-    /// `*.placement.ron`, `*.keys` over `[A-Za-z0-9_-]` stems, such as `settings.ron`), as
+    /// Give it a directory of its own: a directory without a regime stamp that holds a file
+    /// named like an entry of any version (`*.ron`, `*.placement.ron`, `*.keys` over
+    /// `[A-Za-z0-9_-]` stems, such as `settings.ron`) is refused, nothing in it deleted, as
     /// docs/disk-format.md's cache-open says.
     pub fn disk(dir: impl Into<std::path::PathBuf>) -> CacheStore {
         CacheStore::Disk(DiskCache::new(dir))

@@ -111,13 +111,73 @@ fn lookup_never_creates_the_directory_and_explains_the_miss() {
     );
 }
 
+/// A directory without a stamp that holds files named like entries is no cache of this
+/// store (a user's directory given as the cache): refused, nothing deleted, not stamped.
 #[test]
-fn an_absent_stamp_sweeps_every_entry_and_nothing_else() {
+fn an_absent_stamp_beside_entry_named_files_deletes_nothing() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
+    let names = [
+        "settings.ron",
+        "k2.placement.ron",
+        "notes.keys",
+        "README.txt",
+        ".hidden.ron",
+        "not.a.key.ron",
+    ];
+    for name in names {
+        fs::write(dir.join(name), "x").expect("write");
+    }
+    fs::create_dir(dir.join("subdir.ron")).expect("mkdir");
+    let k = CacheKey::new("k2").expect("key");
+    let (found, events) = disk::record(|| disk::lookup::<PlacementEntry>(dir, Some(&k), "k2"));
+    assert_eq!(found, None);
+    assert!(
+        matches!(&events[0].outcome, Outcome::Refused(r) if r.to_string().contains("no regime stamp")),
+        "{:?}",
+        events[0].outcome
+    );
+    let (_, events) =
+        disk::record(|| DiskCache::new(dir).store(Some(&key("s")), &payload(1, 1, 1, 1)));
+    assert!(
+        matches!(events[0].outcome, Outcome::Refused(_)),
+        "{events:?}"
+    );
+    for kept in names.iter().chain(&["subdir.ron"]) {
+        assert!(dir.join(kept).exists(), "{kept} must survive");
+    }
+    assert!(!dir.join(STAMP_FILE).exists());
+}
+
+/// A directory without a stamp and without entry-named files (new, or holding only other
+/// files) is adopted: stamped, nothing deleted.
+#[test]
+fn an_absent_stamp_beside_other_files_is_adopted() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    for name in ["README.txt", ".hidden.ron", "not.a.key.ron"] {
+        fs::write(dir.join(name), "x").expect("write");
+    }
+    let k = key("s");
+    DiskCache::new(dir)
+        .store(Some(&k), &payload(1, 1, 1, 1))
+        .expect("store");
+    for kept in ["README.txt", ".hidden.ron", "not.a.key.ron"] {
+        assert!(dir.join(kept).exists(), "{kept} must survive");
+    }
+    assert_eq!(stamp(dir), format!("{CACHE_REGIME_VERSION}\n"));
+}
+
+/// An older stamp sweeps every entry of any version, and nothing else.
+#[test]
+fn an_older_stamp_sweeps_every_entry_and_nothing_else() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    fs::write(dir.join(STAMP_FILE), "1\n").expect("stamp");
     for name in [
         "k1.ron",
         "k2.placement.ron",
+        "k3.keys",
         "README.txt",
         ".hidden.ron",
         "not.a.key.ron",
@@ -128,8 +188,12 @@ fn an_absent_stamp_sweeps_every_entry_and_nothing_else() {
     let k = CacheKey::new("k2").expect("key");
     let found = disk::lookup::<PlacementEntry>(dir, Some(&k), "k2");
     assert_eq!(found, None);
-    assert!(!dir.join("k1.ron").exists());
-    assert!(!dir.join("k2.placement.ron").exists());
+    for gone in ["k1.ron", "k2.placement.ron", "k3.keys"] {
+        assert!(
+            !dir.join(gone).exists(),
+            "{gone} is an entry of an older regime"
+        );
+    }
     for kept in ["README.txt", ".hidden.ron", "not.a.key.ron", "subdir.ron"] {
         assert!(
             dir.join(kept).exists(),

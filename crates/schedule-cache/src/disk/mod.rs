@@ -9,9 +9,11 @@
 //! - Every store and lookup first *opens* the cache: it takes the directory's in-process lock,
 //!   then an `flock` on [`LOCK_FILE`] (opened read-write, never unlinked), and reads
 //!   [`STAMP_FILE`]. Equal stamp: admitted. Newer or malformed stamp: refused, nothing
-//!   touched. Absent or older stamp: under the exclusive lock, every entry of any version
+//!   touched. Older stamp: under the exclusive lock, every entry of any version
 //!   ([`is_entry_of_any_version`]) is deleted, then the stamp is atomically
-//!   replaced, then the operation is admitted.
+//!   replaced, then the operation is admitted. Absent stamp: the stamp is published and the
+//!   operation admitted if no file is named like an entry; if one is (a user's
+//!   `settings.ron`), the directory is no cache: refused, nothing deleted.
 //! - Files are read only if they are regular files, without blocking and without following a
 //!   link, up to [`MAX_ENTRY_BYTES`]: no directory content can hang or exhaust a lookup. A
 //!   directory this process cannot write (a read-only mount) still serves lookups.
@@ -296,9 +298,9 @@ pub fn key_starts_with_digest(key: &str, digest: &str) -> bool {
 impl DiskCache {
     /// The cache at `dir` under this build's regime. Touches nothing on disk.
     ///
-    /// Give it a directory of its own: the first store or lookup in a directory without a
-    /// regime stamp deletes every file there that [`is_entry_of_any_version`] accepts (such
-    /// as `settings.ron` or `notes.keys`), as the module docs' cache-open says.
+    /// Give it a directory of its own: a directory without a regime stamp that holds a file
+    /// [`is_entry_of_any_version`] accepts (such as `settings.ron` or `notes.keys`) is
+    /// refused, nothing in it deleted, as the module docs' cache-open says.
     pub fn new(dir: impl Into<PathBuf>) -> DiskCache {
         DiskCache {
             dir: CacheDir::new(dir, CACHE_REGIME_VERSION, is_entry_of_any_version),
