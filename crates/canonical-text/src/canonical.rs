@@ -21,7 +21,8 @@ use crate::kernel_token;
 /// (`__func__`, `asm`, `#`/`##` macros, `assert`) key the exact text with the whole own
 /// name, members across comments ending in white space are no longer renamed; v4 -- a
 /// `$` inside a string or character literal no longer refuses renaming (one anywhere
-/// else still does).
+/// else still does), and an observing macro (`assert`) refuses only as a whole
+/// identifier, not inside a longer word (`__tvm_assert_parts`).
 /// Its length part and it fill exactly one SHA-256 block, so each key starts from a
 /// hash state computed once ([`key_prefix`]).
 const KEY_DOMAIN: &[u8] = b"kcache canonical-text v4 -- the key of a kernel encoding";
@@ -82,8 +83,9 @@ pub struct Names {
     pub derivations: Vec<Derivation>,
     /// Macros from headers that observe the spelling of their arguments or of the
     /// enclosing function (they stringify `#x`, paste `a##b`, or expand to `__func__`).
-    /// Wherever one of these occurs in the text (as a substring, even in a comment),
-    /// nothing is renamed ([`Refusal::SpellingObserved`]). Default: `assert`. Macros
+    /// Wherever one of these occurs in the text as a whole identifier (not inside a longer
+    /// word or number; even in a comment or literal), nothing is renamed
+    /// ([`Refusal::SpellingObserved`]). Default: `assert`. Macros
     /// *defined in the text* with `#` or `##` are found without being listed here.
     pub observers: BTreeSet<String>,
 }
@@ -2597,6 +2599,10 @@ mod tests {
         };
         assert_eq!(canon("assert(i1 > 0);", &quiet).renamed_count(), 1);
         assert_refused("LOG(i1);", &quiet.clone().with_observers(["LOG"]), "LOG");
+        // A macro's name inside a longer word invokes nothing (TVM's `__tvm_assert_parts`).
+        let c = canon("const char *__tvm_assert_parts[2]; i1 = 0;", &names);
+        assert!(c.refusals().is_empty(), "{:?}", c.refusals());
+        assert_eq!(c.renamed_count(), 1);
         // The own name keeps its segment index when observed.
         let a = canonical_kernel(
             "void k__seg3(void) { puts(__func__); }",

@@ -86,8 +86,11 @@
 //!   that may stringify or paste what it is given: the simple sound rule is to rename
 //!   nothing in such a kernel); and the macros from headers listed in
 //!   [`Names::observers`] (default `assert`, which stringifies its argument and names the
-//!   function). These are matched as substrings anywhere, which only over-refuses. A
-//!   macro from a header that stringifies or expands to `__func__` must be listed there.
+//!   function). These are matched anywhere (literals and comments too, which only
+//!   over-refuses): the built-in ones as substrings (`__PRETTY_FUNCTION__`, `__asm__`),
+//!   the macros as whole identifiers, since only an identifier token spelled exactly like
+//!   a macro invokes it (TVM's `__tvm_assert_parts` invokes no `assert`). A macro from a
+//!   header that stringifies or expands to `__func__` must be listed there.
 //!
 //! * **Bounded lookups.** A lookup in the name table examines at most 256 slots; names
 //!   made to collide in it (which no renderer's names do by chance) key the kernel over

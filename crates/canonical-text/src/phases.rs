@@ -115,7 +115,8 @@ const BUILTIN_OBSERVERS: [&str; 8] = [
 ];
 
 /// The default observing macro from a header: `assert` stringifies its argument and
-/// names the enclosing function.
+/// names the enclosing function. Observing macros are found as whole identifiers only
+/// (anywhere, literals and comments included), the built-in observers as substrings.
 pub(crate) const DEFAULT_OBSERVER: &str = "assert";
 
 fn builtin_searcher() -> Option<&'static packed::Searcher> {
@@ -130,9 +131,9 @@ fn builtin_searcher() -> Option<&'static packed::Searcher> {
     .as_ref()
 }
 
-/// The first occurrence (as a substring, anywhere) of a construct that observes the
-/// spelling of a name: a built-in one (see the [module docs](self)) or one of
-/// `observers`; its offset and the observer.
+/// The first occurrence (anywhere) of a construct that observes the spelling of a name: a
+/// built-in one as a substring (see the [module docs](self)) or one of `observers` as a
+/// whole identifier (see [`whole_word`]); its offset and the observer.
 pub(crate) fn spelling_observer<'o>(
     src: &[u8],
     observers: impl Iterator<Item = &'o str>,
@@ -149,8 +150,10 @@ pub(crate) fn spelling_observer<'o>(
                         best = Some((m.start(), n.to_owned()));
                         break;
                     }
-                    // The default observer, only if configured.
-                    None if default_observed => {
+                    // The default observer, only if configured, and only as a whole
+                    // identifier (no builtin pattern can start inside `assert`, so
+                    // skipping a match inside a longer word skips no builtin).
+                    None if default_observed && whole_word(src, m.start(), m.end()) => {
                         best = Some((m.start(), DEFAULT_OBSERVER.to_owned()));
                         break;
                     }
@@ -174,11 +177,31 @@ pub(crate) fn spelling_observer<'o>(
             continue;
         }
         let hay = &src[..best.as_ref().map_or(src.len(), |(b, _)| *b)];
-        if let Some(i) = memchr::memmem::find(hay, o.as_bytes()) {
-            best = Some((i, o.to_owned()));
+        let finder = memchr::memmem::Finder::new(o.as_bytes());
+        let mut from = 0;
+        while let Some(k) = finder.find(&hay[from..]) {
+            let i = from + k;
+            if whole_word(hay, i, i + o.len()) {
+                best = Some((i, o.to_owned()));
+                break;
+            }
+            from = i + 1;
         }
     }
     best
+}
+
+/// Whether `src[s..e]` is no part of a longer identifier or preprocessing number: the byte
+/// before it (if the match starts with an identifier byte) and the byte after it (if it
+/// ends with one) continue none. A macro is invoked only by an identifier token spelled
+/// exactly like it, so an observing macro's name inside a longer word
+/// (`__tvm_assert_parts`, `1assert`) observes nothing. (Pasting `ass ## ert` needs `##`,
+/// which refuses on its own; a `$` outside literals refuses on its own.)
+fn whole_word(src: &[u8], s: usize, e: usize) -> bool {
+    let ident = crate::lexer::is_ident_continue;
+    let open_before = s == 0 || !ident(src[s]) || !ident(src[s - 1]);
+    let open_after = e >= src.len() || e == s || !ident(src[e - 1]) || !ident(src[e]);
+    open_before && open_after
 }
 
 #[cfg(test)]
@@ -298,6 +321,28 @@ mod tests {
         assert_eq!(
             spelling_observer(b"float i1 = 0;", ["LOG"].into_iter(), true),
             None
+        );
+        // Observing macros as whole identifiers only: TVM's `__tvm_assert_parts` invokes
+        // no `assert`; a later whole one still counts.
+        for (text, at) in [
+            ("const char* __tvm_assert_parts[6];", None),
+            ("x = 1assert + assertion + my_assert;", None),
+            ("__tvm_assert_parts; assert(i1);", Some(20)),
+            ("assert", Some(0)),
+            ("(assert)", Some(1)),
+            ("\"assert\"", Some(1)),
+        ] {
+            let got = spelling_observer(text.as_bytes(), std::iter::empty(), true);
+            assert_eq!(got.map(|(i, _)| i), at, "{text}");
+        }
+        assert_eq!(
+            spelling_observer(b"LOGGER(x); MY_LOG(y); LOG(z)", ["LOG"].into_iter(), false),
+            Some((22, "LOG".into()))
+        );
+        // Built-in observers stay substrings (`__PRETTY_FUNCTION__`, `__asm__`).
+        assert_eq!(
+            spelling_observer(b"x__func__y", std::iter::empty(), false),
+            Some((1, "__func__".into()))
         );
     }
 }
