@@ -6,7 +6,8 @@
 //! edited (or a system header upgraded) between a save and a later load would otherwise
 //! let the store answer with code compiled from the old header. Each unit is compiled
 //! with `-MD -MF kernel.d` (the compiler lists the files it read); a save records each
-//! listed file's absolute path and SHA-256, refusing when a file was modified after the
+//! listed file's absolute path and SHA-256, refusing when a file changed (its inode's
+//! change time, which a rename over it or a backdating `touch` also sets) after the
 //! compile began or just before ([`SETTLED`]: it may not be what the compiler read) or is
 //! named by a relative path;
 //! a load re-hashes every recorded file and refuses on any difference.
@@ -14,6 +15,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -21,10 +23,10 @@ use sha2::{Digest, Sha256};
 
 use crate::error::CcError;
 
-/// How long before the compile began a file's modification time must lie for the file
-/// to vouch for the program: a file system stamps a write with a coarse clock (a kernel
-/// tick on Linux, 2 s on FAT), so a write just after the compile began may carry a time
-/// just before it.
+/// How long before the compile began a file's last change must lie for the file to vouch
+/// for the program: a file system stamps a change with a coarse clock (a kernel tick on
+/// Linux, 2 s on FAT), so a change just after the compile began may carry a time just
+/// before it.
 pub(crate) const SETTLED: Duration = Duration::from_secs(2);
 
 /// The dependency file each unit's compile writes beside it.
@@ -108,7 +110,16 @@ pub(crate) fn parse_make_rule(text: &str) -> Option<Vec<String>> {
     Some(prerequisites)
 }
 
-/// The SHA-256 of the regular file at `path` and its modification time.
+/// When the file's inode last changed (`st_ctime`): a write, and also a rename over its
+/// name (an upgrade installing a file that keeps its packaged modification time) or a
+/// `touch` backdating it, none of which can set it back.
+fn changed_at(meta: &std::fs::Metadata) -> SystemTime {
+    let secs = u64::try_from(meta.ctime()).unwrap_or(0);
+    let nanos = u32::try_from(meta.ctime_nsec()).unwrap_or(0);
+    SystemTime::UNIX_EPOCH + Duration::new(secs, nanos.min(999_999_999))
+}
+
+/// The SHA-256 of the regular file at `path` and when it last changed ([`changed_at`]).
 fn digest_file(path: &str) -> Result<([u8; 32], SystemTime), CcError> {
     let io = |e: std::io::Error| changed(path, e.to_string());
     // Checked before opening (a FIFO would block the open) and again on the handle.
@@ -133,13 +144,14 @@ fn digest_file(path: &str) -> Result<([u8; 32], SystemTime), CcError> {
     }
     let mut digest = [0u8; 32];
     digest.copy_from_slice(&hasher.finalize());
-    Ok((digest, meta.modified().map_err(io)?))
+    Ok((digest, changed_at(&meta)))
 }
 
 /// The files the compiles of `unit_dirs` (each holding its [`DEP_FILE`]) read besides
 /// their units, each once, with their digests; refused if one is named by a relative
-/// path, cannot be read, or was modified less than [`SETTLED`] before `started` (the
-/// compile's start) or later: then what it holds may not be what the compiler read.
+/// path, cannot be read, or changed (its inode's change time) less than [`SETTLED`]
+/// before `started` (the compile's start) or later: then what it holds may not be what
+/// the compiler read.
 pub(crate) fn collect(unit_dirs: &[PathBuf], started: SystemTime) -> Result<Vec<Dep>, CcError> {
     let settled = started
         .checked_sub(SETTLED)
@@ -164,11 +176,11 @@ pub(crate) fn collect(unit_dirs: &[PathBuf], started: SystemTime) -> Result<Vec<
             if !Path::new(&path).is_absolute() {
                 return Err(changed(&path, "named by a relative path"));
             }
-            let (digest, modified) = digest_file(&path)?;
-            if modified >= settled {
+            let (digest, changed_at) = digest_file(&path)?;
+            if changed_at >= settled {
                 return Err(changed(
                     &path,
-                    "modified after the compile began, or less than 2 s before",
+                    "changed after the compile began, or less than 2 s before",
                 ));
             }
             found.insert(path, digest);

@@ -97,8 +97,9 @@ pub enum CcError {
         given: String,
     },
     /// A file the compile read besides the kernel's own unit (a header its `#include`s
-    /// found) cannot be vouched for: at a save, it was modified after the compile began (or less than 2 s before),
-    /// is named by a relative path or cannot be read (the program is not saved); at a
+    /// found) cannot be vouched for: at a save, it changed after the compile began or less
+    /// than 2 s before (its inode's change time: any write, or a rename over it), is
+    /// named by a relative path or cannot be read (the program is not saved); at a
     /// load of a saved program, its content is no longer what the compile read (the
     /// saved program is not loaded, so it is compiled again).
     #[error("a file the compile read, {}, cannot vouch for the program: {why}", path.display())]

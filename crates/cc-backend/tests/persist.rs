@@ -257,16 +257,10 @@ fn a_corrupted_truncated_or_other_writable_blob_is_a_miss() {
     }
 }
 
-/// Writes `text` to `path`, dated an hour ago (a header long settled).
-fn write_settled(path: &Path, text: &str) {
-    fs::write(path, text).unwrap();
-    let ago = SystemTime::now() - Duration::from_secs(3600);
-    fs::File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_modified(ago)
-        .unwrap();
+/// Lets headers written just now settle: a file that changed less than 2 s before a
+/// compile began does not vouch for the program (nothing can date a change back).
+fn settle() {
+    std::thread::sleep(Duration::from_millis(2500));
 }
 
 /// A kernel computing `a[i] * SCALE`, `SCALE` defined by the header `#include
@@ -317,8 +311,11 @@ fn a_saved_program_is_never_loaded_after_a_header_it_included_changed() {
     let tmp = tempfile::tempdir().unwrap();
     let store = KernelStore::new(tmp.path().join("kernels"));
     let header = tmp.path().join("scale.h");
-    // Written an hour ago (a header written just now does not vouch for a program: below).
-    let define = |v: u32| write_settled(&header, &format!("#define SCALE {v}\n"));
+    // Settled after writing (a header written just now does not vouch for a program: below).
+    let define = |v: u32| {
+        fs::write(&header, format!("#define SCALE {v}\n")).unwrap();
+        settle();
+    };
     let scaled = |b: &CcBackend, h: &Path| scaled(b, &h.display().to_string());
     define(1);
     let (out, census, events) = resolve_scaled(&b, &store, scaled(&b, &header));
@@ -350,9 +347,10 @@ fn a_saved_program_is_never_loaded_after_a_header_it_included_changed() {
     );
     let (out, census, _) = resolve_scaled(&b, &store, scaled(&b, &header));
     assert_eq!((out, census.kernels_loaded), (2.0, 1));
-    // A header modified just before the compile began (within a file system's clock
+    // A header changed just before the compile began (within a file system's clock
     // granularity of it) may not be what the compiler read: the program is used but not
-    // saved. So is one dated after.
+    // saved. So is one dated back a year (the change itself is not), and one renamed over
+    // the header with an old modification time (as a package upgrade installs it).
     fs::write(&header, "#define SCALE 3\n").unwrap();
     let (out, census, events) = resolve_scaled(&b, &store, scaled(&b, &header));
     assert_eq!((out, census.kernels_compiled), (3.0, 1));
@@ -361,15 +359,31 @@ fn a_saved_program_is_never_loaded_after_a_header_it_included_changed() {
             Outcome::NotSaved(NotSaved::Backend(m)) if m.contains("after the compile began"))),
         "{events:?}"
     );
-    let later = SystemTime::now() + Duration::from_secs(3600);
-    fs::File::options()
-        .write(true)
-        .open(&header)
-        .unwrap()
-        .set_modified(later)
-        .unwrap();
+    let year_ago = SystemTime::now() - Duration::from_secs(365 * 24 * 3600);
+    let backdate = |path: &Path| {
+        fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(year_ago)
+            .unwrap()
+    };
+    fs::write(&header, "#define SCALE 4\n").unwrap();
+    backdate(&header);
     let (out, census, events) = resolve_scaled(&b, &store, scaled(&b, &header));
-    assert_eq!((out, census.kernels_compiled), (3.0, 1));
+    assert_eq!((out, census.kernels_compiled), (4.0, 1));
+    assert!(
+        events.iter().any(|e| matches!(&e.outcome,
+            Outcome::NotSaved(NotSaved::Backend(m)) if m.contains("after the compile began"))),
+        "{events:?}"
+    );
+    let packaged = tmp.path().join("scale.h.new");
+    fs::write(&packaged, "#define SCALE 5\n").unwrap();
+    backdate(&packaged);
+    settle();
+    fs::rename(&packaged, &header).unwrap();
+    let (out, census, events) = resolve_scaled(&b, &store, scaled(&b, &header));
+    assert_eq!((out, census.kernels_compiled), (5.0, 1));
     assert!(
         events.iter().any(|e| matches!(&e.outcome,
             Outcome::NotSaved(NotSaved::Backend(m)) if m.contains("after the compile began"))),
@@ -386,10 +400,11 @@ fn a_process_whose_include_path_finds_another_header_never_loads_the_first_ones_
     let include = |name: &str, v: u32| {
         let d = tmp.path().join(name);
         fs::create_dir(&d).unwrap();
-        write_settled(&d.join("scale.h"), &format!("#define SCALE {v}\n"));
+        fs::write(d.join("scale.h"), format!("#define SCALE {v}\n")).unwrap();
         d.display().to_string()
     };
     let (one, two) = (include("one", 1), include("two", 2));
+    settle();
     let run = |cpath: &str| finish(spawn("scaled", &dir, &[("CPATH", cpath.to_string())]));
     assert_eq!(run(&one), "out=1 loaded=0");
     assert_eq!(
