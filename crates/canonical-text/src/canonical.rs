@@ -638,11 +638,14 @@ struct Interner<'a> {
 }
 
 impl<'a> Interner<'a> {
-    fn new() -> Self {
+    /// A table that holds `n` names without growing (at least 64 slots).
+    fn with_capacity(n: usize) -> Self {
+        // At most half full: `grow` runs when `len * 2` passes the length.
+        let slots = (2 * n + 2).next_power_of_two().max(64);
         Interner {
-            table: vec![None; 64],
+            table: vec![None; slots],
             len: 0,
-            shift: 64 - 6,
+            shift: 64 - slots.trailing_zeros(),
         }
     }
 
@@ -824,7 +827,10 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 }
             }
         }
-        let mut map = Interner::new();
+        // Sized for the names known now and some the text adds (a kernel with ~200 bound
+        // names grew the table three times, rehashing every name each time).
+        let known = if bound_ok { names.bound.len() } else { 0 } + pinned.len() + 1;
+        let mut map = Interner::with_capacity(known + 16);
         let mut set = Ok(());
         if bound_ok {
             // Bound names (unless kept) are renamable: known before the text is read, so
