@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kernel_cache::store::{KernelStore, MissReason, Outcome, record};
+use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome, record};
 use kernel_cache::{
     Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
     resolve_with_store, with_census,
@@ -716,4 +716,111 @@ fn no_directory_content_hangs_the_store_or_is_written_through() {
             );
         }
     }
+}
+
+/// What is not saved: a compile faster than the store's minimum compile time
+/// (`TooFast`), a program larger than the byte limit (`TooLarge`; a limit of 0 saves
+/// nothing). The resolve succeeds either way and nothing is left in the directory.
+#[test]
+fn fast_compiles_and_programs_past_the_limit_are_not_saved() {
+    // (what, byte limit, minimum compile time, why not saved)
+    let cases = [
+        (
+            "too fast",
+            u64::MAX,
+            Duration::from_secs(3600),
+            NotSaved::TooFast,
+        ),
+        ("limit 0", 0, Duration::ZERO, NotSaved::TooLarge),
+        ("limit 100", 100, Duration::ZERO, NotSaved::TooLarge),
+    ];
+    for (what, max_bytes, min_time, want) in cases {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path().join("kernels");
+        let store = KernelStore::new(&dir)
+            .with_max_bytes(max_bytes)
+            .with_min_compile_time(min_time);
+        let b = batch(0, 2, "k");
+        let ((out, census), events) = record(|| {
+            with_census(|| {
+                resolve_with_store(
+                    &KernelCache::new(1 << 20),
+                    Some(&store),
+                    &b,
+                    &FileBackend::new(),
+                )
+            })
+        });
+        out.expect("resolve");
+        assert_eq!(census.kernels_compiled, 2, "{what}");
+        let why: Vec<NotSaved> = events
+            .iter()
+            .filter_map(|e| match &e.outcome {
+                Outcome::NotSaved(n) => Some(n.clone()),
+                Outcome::Saved { .. } => panic!("{what}: saved: {events:?}"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(why, vec![want.clone(), want], "{what}");
+        let stored = fs::read_dir(&dir).map_or(0, |d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| matches!(e.file_name().to_str(), Some(n) if n.starts_with("b-") || n.starts_with("k-")))
+            })
+            .count()
+        });
+        assert_eq!(stored, 0, "{what}");
+    }
+}
+
+/// A key whose compile lock a live process holds longer than the store's compile wait
+/// is compiled anyway once the wait ends (`Waited { timed_out: true }`), with the right
+/// answer.
+#[test]
+fn a_compile_wait_that_times_out_compiles_the_key_itself() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    let mut child = spawn(
+        "resolve",
+        &dir,
+        &[
+            ("KSTORE_FIRST", "0".into()),
+            ("KSTORE_N", "1".into()),
+            ("KSTORE_PREFIX", "w".into()),
+            ("KSTORE_DELAY_MS", "60000".into()),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !fs::read_dir(&dir)
+        .map(|mut d| d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("c-"))))
+        .unwrap_or(false)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the child never took its compile lock"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Give the child time to lock the file it created.
+    std::thread::sleep(Duration::from_millis(200));
+    let store = KernelStore::new(&dir).with_compile_wait(Duration::from_millis(300));
+    let backend = FileBackend::new();
+    let b = batch(0, 1, "w");
+    let ((out, census), events) = record(|| {
+        with_census(|| resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend))
+    });
+    child.kill().expect("kill");
+    child.wait().expect("reap");
+    let answers = out.expect("resolve");
+    assert_eq!(
+        answers[0].program.kernels.get(&*answers[0].symbol),
+        Some(&b[0].source)
+    );
+    assert_eq!(census.kernels_compiled, 1);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.outcome == Outcome::Waited { timed_out: true }),
+        "{events:?}"
+    );
 }
