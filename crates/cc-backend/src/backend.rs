@@ -2,13 +2,17 @@
 //! its own, compiles and links them into one shared object with the system C compiler,
 //! and loads the result.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use kernel_cache::{Backend, Compiled, Group, Split, SplitBackend};
+
+use sha2::{Digest, Sha256};
 
 use crate::deps::{DEP_FILE, Manifest};
 use crate::error::CcError;
@@ -84,6 +88,12 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// link reads (libraries named in the options) and the compiler's own programs are
 /// not checked either: a changed compiler is known by its `--version` line only.
 ///
+/// **Options that target the host processor** (`-march=native`, `-mcpu=native`,
+/// `-mtune=native`: any option containing `native`) make the code depend on the machine
+/// that compiled it. A saved program records what the compiler made of its options
+/// there (its `-E -###` expansion) and is loaded only where they expand the same way:
+/// another machine of a farm, or sharing the store's directory, compiles its own.
+///
 /// Its [`Split`] defaults to as many programs as the machine has cores, of at least 8
 /// kernels each.
 #[derive(Debug)]
@@ -96,6 +106,21 @@ pub struct CcBackend {
     identity: String,
     programs_compiled: AtomicU64,
     kernels_compiled: AtomicU64,
+    /// [`CcBackend::host_target`] per option list, once computed.
+    host_targets: Mutex<HashMap<Vec<String>, [u8; 32]>>,
+}
+
+/// Locks a mutex whose data (a memo of finished computations) stays consistent across a
+/// panic of its holder.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether an option list makes the compiler target the processor it runs on
+/// (`-march=native`, `-mcpu=native`, `-mtune=native`): then the code depends on the
+/// machine that compiled it, not only on the keyed parts.
+pub(crate) fn targets_host(options: &[String]) -> bool {
+    options.iter().any(|o| o.contains("native"))
 }
 
 /// A program between [`SplitBackend::prepare`] and [`SplitBackend::finish`]: its
@@ -185,6 +210,7 @@ impl CcBackend {
             work_dir: std::env::temp_dir(),
             split: Split::new(cores, 8),
             programs_compiled: AtomicU64::new(0),
+            host_targets: Mutex::default(),
             kernels_compiled: AtomicU64::new(0),
         })
     }
@@ -278,6 +304,60 @@ impl CcBackend {
         })
     }
 
+    /// What the compiler makes of `options` on this machine: the SHA-256 of what `cc
+    /// <base flags> <options> -E -### -x c /dev/null` prints (the commands it would
+    /// run, with `-march=native` and the like expanded to this processor's model and
+    /// features). Computed once per option list.
+    pub(crate) fn host_target(&self, options: &[String]) -> Result<[u8; 32], CcError> {
+        if let Some(known) = lock(&self.host_targets).get(options) {
+            return Ok(*known);
+        }
+        let command_line = || {
+            self.compiler
+                .iter()
+                .map(|c| c.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let (program, args) = self.compiler.split_first().ok_or_else(|| CcError::Spawn {
+            compiler: command_line(),
+            source: std::io::Error::other("empty compiler command"),
+        })?;
+        let mut command = Command::new(program);
+        for (name, value) in &self.input_env {
+            match value {
+                Some(value) => command.env(name, value),
+                None => command.env_remove(name),
+            };
+        }
+        let output = command
+            .args(args)
+            .envs(COMPILER_ENV)
+            .args(BASE_FLAGS)
+            .args(options)
+            .args(["-E", "-###", "-x", "c", "/dev/null"])
+            .current_dir(&self.work_dir)
+            .output()
+            .map_err(|source| CcError::Spawn {
+                compiler: command_line(),
+                source,
+            })?;
+        if !output.status.success() {
+            return Err(CcError::Compiler {
+                status: output.status.to_string(),
+                stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+                symbols: Vec::new(),
+            });
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(&output.stdout);
+        hasher.update(&output.stderr);
+        let mut digest = [0u8; 32];
+        digest.copy_from_slice(&hasher.finalize());
+        lock(&self.host_targets).insert(options.to_vec(), digest);
+        Ok(digest)
+    }
+
     fn run_compiler(&self, prepared: &mut PreparedProgram) -> Result<(), CcError> {
         self.programs_compiled.fetch_add(1, Ordering::Relaxed);
         self.kernels_compiled
@@ -355,7 +435,13 @@ impl CcBackend {
             // Never compiled: every file counts as modified since (nothing is saved).
             started: prepared.started.unwrap_or(SystemTime::UNIX_EPOCH),
         };
-        CcProgram::load(prepared.dir, prepared.so_path, prepared.kernels, manifest)
+        CcProgram::load(
+            prepared.dir,
+            prepared.so_path,
+            prepared.kernels,
+            manifest,
+            prepared.options,
+        )
     }
 
     /// The work directory fresh program directories are made in.

@@ -109,6 +109,15 @@ pub enum CcError {
         /// What differs.
         why: String,
     },
+    /// A saved program was compiled with options that target the host processor
+    /// (`-march=native` and the like) on a machine whose processor they expand to
+    /// differently (another model or other features): its code may not run here, so it
+    /// is not loaded (the kernels are compiled again).
+    #[error("the saved program was compiled for another processor (options {options:?})")]
+    OtherHost {
+        /// The program's option list.
+        options: Vec<String>,
+    },
     /// A buffer is shorter than its parameter's extent at this call.
     #[error(
         "kernel `{symbol}`'s buffer {param} (argument {index}) needs at least {needed} elements, {given} given"

@@ -3,7 +3,7 @@
 
 use kernel_cache::{Compiled, PersistentBackend, SavedProgram};
 
-use crate::backend::{CcBackend, check_symbol};
+use crate::backend::{CcBackend, check_symbol, targets_host};
 use crate::deps::{self, Dep, Manifest};
 use crate::error::CcError;
 use crate::program::CcProgram;
@@ -19,14 +19,19 @@ use crate::signature::{Reader, Signature, put_str};
 /// scalar, element code, name, and for buffers the extent's factor as `u64` and its
 /// scalar names), then a `u32` count of the files the compile read besides its units
 /// (the headers its `#include`s found) and per file its absolute path (`u32` length +
-/// UTF-8) and the SHA-256 of its content (32 bytes), then the shared object's length
-/// (`u64`) and bytes, and nothing after.
+/// UTF-8) and the SHA-256 of its content (32 bytes), then the program's option list (`u32`
+/// count, each option as `u32` length + UTF-8) and, when an option targets the host
+/// processor (`native`), a byte 1 and [`CcBackend`]'s host-target digest for that list
+/// (32 bytes), else a byte 0, then the shared object's length (`u64`) and bytes, and
+/// nothing after.
 ///
 /// History (one line per bump, with the reason):
 /// - 1: first layout.
 /// - 2: the files the compile read, so a program is never loaded after a header it
 ///   included changed (the key covers the kernel's text, not what it includes).
-pub const SAVED_FORMAT: &str = "cc-backend saved program 2";
+/// - 3: the option list and, for `-march=native` and the like, what it meant on the
+///   compiling machine, so such a program is never loaded on another processor.
+pub const SAVED_FORMAT: &str = "cc-backend saved program 3";
 
 const MAGIC: &[u8] = b"kcache-cc-program\0";
 
@@ -65,6 +70,17 @@ impl PersistentBackend for CcBackend {
             put_str(&mut bytes, &dep.path);
             bytes.extend_from_slice(&dep.digest);
         }
+        let options = program.options();
+        bytes.extend_from_slice(&(options.len() as u32).to_le_bytes());
+        for option in options {
+            put_str(&mut bytes, option);
+        }
+        if targets_host(options) {
+            bytes.push(1);
+            bytes.extend_from_slice(&self.host_target(options)?);
+        } else {
+            bytes.push(0);
+        }
         bytes.extend_from_slice(&(object.len() as u64).to_le_bytes());
         bytes.extend_from_slice(&object);
         Ok(SavedProgram {
@@ -74,7 +90,9 @@ impl PersistentBackend for CcBackend {
     }
 
     /// Checks that every file the compile read (every header) still holds what it held
-    /// then ([`CcError::DependencyChanged`] otherwise: the program is compiled again),
+    /// then ([`CcError::DependencyChanged`] otherwise: the program is compiled again) and,
+    /// for a program compiled with `-march=native` or the like, that those options mean
+    /// on this machine what they meant on the compiling one ([`CcError::OtherHost`]),
     /// writes the shared object to a fresh file of its own (a new directory of the work
     /// directory) and loads it with `RTLD_NOW`, checking every kernel and entry symbol;
     /// never compiles and never counts as a compile.
@@ -103,6 +121,23 @@ impl PersistentBackend for CcBackend {
                 .ok_or_else(|| invalid("truncated file digest"))?;
             deps.push(Dep { path, digest });
         }
+        let n_options = r.u32().ok_or_else(|| invalid("truncated"))?;
+        let mut options: Vec<String> = Vec::new();
+        for _ in 0..n_options {
+            options.push(r.string().ok_or_else(|| invalid("truncated option"))?);
+        }
+        let host = match r.take(1) {
+            Some([0]) => None,
+            Some([1]) => Some(
+                r.take(32)
+                    .and_then(|d| <[u8; 32]>::try_from(d).ok())
+                    .ok_or_else(|| invalid("truncated host target"))?,
+            ),
+            _ => return Err(invalid("bad host target")),
+        };
+        if host.is_some() != targets_host(&options) {
+            return Err(invalid("host target does not fit the options"));
+        }
         let len = r
             .u64()
             .and_then(|l| usize::try_from(l).ok())
@@ -115,6 +150,11 @@ impl PersistentBackend for CcBackend {
             return Err(invalid("symbol table differs from the saved kernels"));
         }
         deps::verify(&deps)?;
+        if let Some(compiled_for) = host
+            && self.host_target(&options)? != compiled_for
+        {
+            return Err(CcError::OtherHost { options });
+        }
         let io = |path: &std::path::Path| {
             let path = path.to_path_buf();
             move |source| CcError::Io { path, source }
@@ -125,7 +165,7 @@ impl PersistentBackend for CcBackend {
             .map_err(io(self.work_dir()))?;
         let path = dir.path().join("program.so");
         std::fs::write(&path, object).map_err(io(&path))?;
-        let program = CcProgram::load(dir, path, kernels, Manifest::Loaded(deps))?;
+        let program = CcProgram::load(dir, path, kernels, Manifest::Loaded(deps), options)?;
         Ok(Compiled {
             weight: program.size(),
             program,

@@ -29,6 +29,8 @@ pub struct CcProgram {
     symbols: Vec<String>,
     signatures: Vec<Signature>,
     manifest: Manifest,
+    /// The option list it was compiled under.
+    options: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -50,6 +52,7 @@ impl CcProgram {
         path: PathBuf,
         kernels: Vec<(String, Signature)>,
         manifest: Manifest,
+        options: Vec<String>,
     ) -> Result<CcProgram, CcError> {
         let size = std::fs::metadata(&path)
             .map_err(|source| CcError::Io {
@@ -66,6 +69,7 @@ impl CcProgram {
             symbols,
             signatures,
             manifest,
+            options,
             _dir: dir,
         };
         for symbol in &program.symbols {
@@ -165,6 +169,11 @@ impl CcProgram {
     /// The files the compile read besides its units, with their digests (for saving it).
     pub(crate) fn deps(&self) -> Result<Vec<Dep>, CcError> {
         self.manifest.deps()
+    }
+
+    /// The option list it was compiled under.
+    pub(crate) fn options(&self) -> &[String] {
+        &self.options
     }
 
     /// The kernels' symbols and signatures, in order.

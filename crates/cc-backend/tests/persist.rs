@@ -123,6 +123,19 @@ fn worker() {
             let (out, census, _) = resolve_scaled(&b, &store, scaled(&b, "scale.h"));
             println!("RESULT out={out} loaded={}", census.kernels_loaded);
         }
+        // Resolves kernel (2, 0) under `-march=native`; prints what it computes.
+        "native" => {
+            let name = "k2_0__seg0";
+            let kernel = Source::new(
+                elementwise_kernel(name, "a[i] * 2.0f + b[i] * 0.0f"),
+                Signature::out_a_b_n(),
+            )
+            .batch_kernel(name, &names(), vec!["-march=native".into()], b.identity());
+            let (answers, census) =
+                with_census(|| resolve_split_with_store(&cache, Some(&store), &[kernel], &b));
+            check(&answers.unwrap()[0], 2, 0);
+            println!("RESULT loaded={}", census.kernels_loaded);
+        }
         // Compiles and saves one-kernel programs (id, seq) until killed.
         "saver" => {
             let id = env_u64("PERSIST_ID");
@@ -414,6 +427,39 @@ fn a_process_whose_include_path_finds_another_header_never_loads_the_first_ones_
     );
     assert_eq!(run(&one), "out=1 loaded=1");
     assert_eq!(run(&two), "out=2 loaded=1");
+}
+
+/// A program compiled with `-march=native` is code for the compiling machine's
+/// processor: another process on a machine whose processor it expands to the same loads
+/// it; one on another processor never does (it compiles its own). The other processor
+/// is played by `$CC` set to a wrapper of `cc` that adds a line naming a processor
+/// (`FAKE_CPU`) to what `-###` prints, the only way the backend asks what `native`
+/// means; every compile is the real `cc`'s.
+#[test]
+fn a_program_compiled_for_the_host_processor_is_never_loaded_on_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("kernels");
+    let wrapper = tmp.path().join("cc-on-cpu");
+    fs::write(
+        &wrapper,
+        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = \"-###\" ]; then\n    cc \"$@\"; s=$?\n    \
+         echo \"processor: $FAKE_CPU\" >&2; exit $s\n  fi\ndone\nexec cc \"$@\"\n",
+    )
+    .unwrap();
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+    let on = |cpu: &str| {
+        finish(spawn(
+            "native",
+            &dir,
+            &[
+                ("CC", wrapper.display().to_string()),
+                ("FAKE_CPU", cpu.to_string()),
+            ],
+        ))
+    };
+    assert_eq!(on("one"), "loaded=0");
+    assert_eq!(on("one"), "loaded=1", "the same processor loads it");
+    assert_eq!(on("two"), "loaded=0", "loaded on another processor");
 }
 
 #[test]
