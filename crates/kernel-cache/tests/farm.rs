@@ -316,3 +316,34 @@ fn a_value_past_the_cap_is_refused_without_being_fetched() {
         "{events:?}"
     );
 }
+
+/// A bad value at a blob's name (written by someone without the secret) costs a miss
+/// until the next save, which repairs it: a save rewrites the blob rather than keeping
+/// whatever the server holds under its name.
+#[test]
+fn a_bad_blob_value_is_repaired_by_the_next_save() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
+    resolve(&a);
+    let mut raw = server.raw().expect("raw");
+    let blob_keys: Vec<String> = redis::cmd("KEYS")
+        .arg("kcache:kernels1:blob:*")
+        .query(&mut raw)
+        .expect("keys");
+    assert_eq!(blob_keys.len(), 1);
+    redis::cmd("SET")
+        .arg(&blob_keys[0])
+        .arg(b"garbage".to_vec())
+        .query::<()>(&mut raw)
+        .expect("set");
+    let b = KernelStore::new(tmp.path().join("b")).with_farm(farm(&server, "farm secret"));
+    let (census, events) = resolve(&b);
+    assert_eq!(census.kernels_compiled, 3, "{events:?}");
+    let c = KernelStore::new(tmp.path().join("c")).with_farm(farm(&server, "farm secret"));
+    let (census, events) = resolve(&c);
+    assert_eq!(
+        census.kernels_loaded, 3,
+        "the bad value was kept: {events:?}"
+    );
+}

@@ -246,7 +246,7 @@ impl FarmLevel {
         Ok((entry, blob))
     }
 
-    /// Pushes a blob (unless the server has it) and its entries, signed.
+    /// Pushes a blob and its entries, signed.
     pub(crate) fn push(
         &self,
         blob_digest: &str,
@@ -261,12 +261,14 @@ impl FarmLevel {
             .collect();
         self.with_connection(|c| {
             // Blob before entries, as on disk: an entry never names a blob the server
-            // does not have (unless the server evicted it: then a `NoBlob` miss).
+            // does not have (unless the server evicted it: then a `NoBlob` miss). Always
+            // written, never `NX`: the name is the content's digest, so an equal value is
+            // rewritten unchanged, and a bad one (written by someone without the secret)
+            // is repaired by the next save rather than kept for good.
             redis::cmd("SET")
                 .arg(&blob_key)
                 .arg(&blob_value)
-                .arg("NX")
-                .query::<Option<String>>(c)?;
+                .query::<String>(c)?;
             for (key, value) in &entry_values {
                 redis::cmd("SET").arg(key).arg(value).query::<String>(c)?;
             }
