@@ -119,13 +119,16 @@ fn changed_at(meta: &std::fs::Metadata) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::new(secs, nanos.min(999_999_999))
 }
 
-/// The SHA-256 of the regular file at `path` and when it last changed ([`changed_at`]).
+/// The SHA-256 of the regular file at `path` and when it (or the link named `path`, if
+/// it is one) last changed ([`changed_at`]).
 fn digest_file(path: &str) -> Result<([u8; 32], SystemTime), CcError> {
     let io = |e: std::io::Error| changed(path, e.to_string());
     // Checked before opening (a FIFO would block the open) and again on the handle.
     if !std::fs::metadata(path).map_err(io)?.is_file() {
         return Err(changed(path, "not a regular file"));
     }
+    // The name itself, if it is a link: pointing it at another file changes the link.
+    let link_changed = changed_at(&std::fs::symlink_metadata(path).map_err(io)?);
     let mut file = File::open(path).map_err(io)?;
     let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
@@ -144,7 +147,7 @@ fn digest_file(path: &str) -> Result<([u8; 32], SystemTime), CcError> {
     }
     let mut digest = [0u8; 32];
     digest.copy_from_slice(&hasher.finalize());
-    Ok((digest, changed_at(&meta)))
+    Ok((digest, changed_at(&meta).max(link_changed)))
 }
 
 /// The files the compiles of `unit_dirs` (each holding its [`DEP_FILE`]) read besides

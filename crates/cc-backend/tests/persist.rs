@@ -402,6 +402,30 @@ fn a_saved_program_is_never_loaded_after_a_header_it_included_changed() {
             Outcome::NotSaved(NotSaved::Backend(m)) if m.contains("after the compile began"))),
         "{events:?}"
     );
+    // And a link pointed just now at a file that settled long ago.
+    let (six, seven) = (tmp.path().join("six.h"), tmp.path().join("seven.h"));
+    fs::write(&six, "#define SCALE 6\n").unwrap();
+    fs::write(&seven, "#define SCALE 7\n").unwrap();
+    let link = tmp.path().join("link.h");
+    std::os::unix::fs::symlink(&six, &link).unwrap();
+    settle();
+    let (out, _, events) = resolve_scaled(&b, &store, scaled(&b, &link));
+    assert_eq!(out, 6.0);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.outcome, Outcome::Saved { .. })),
+        "{events:?}"
+    );
+    fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&seven, &link).unwrap();
+    let (out, census, events) = resolve_scaled(&b, &store, scaled(&b, &link));
+    assert_eq!((out, census.kernels_compiled), (7.0, 1));
+    assert!(
+        events.iter().any(|e| matches!(&e.outcome,
+            Outcome::NotSaved(NotSaved::Backend(m)) if m.contains("after the compile began"))),
+        "{events:?}"
+    );
 }
 
 /// `CPATH` decides which header `#include "scale.h"` finds: a process with another
