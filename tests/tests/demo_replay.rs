@@ -160,3 +160,56 @@ fn an_unusable_cache_directory_is_a_refusal_not_a_failed_run() {
     assert!(report.to_string().contains("the disk cache refused"));
     assert_eq!(std::fs::read_to_string(&file).expect("read"), "mine");
 }
+
+/// Rewrites the entry at `key` in `dir` through the disk store itself (valid RON, right
+/// digest, same key components) with `ops` as its saved schedule.
+fn rewrite_ops(dir: &Path, key: &str, ops: Vec<schedule_cache::schedule::SavedRefOp>) {
+    let key = schedule_cache::CacheKey::new(key).expect("key");
+    let digest = key.as_str().split('-').next().expect("digest").to_string();
+    let store = disk::DiskCache::new(dir);
+    let mut entry: schedule_cache::ScheduleEntry =
+        store.lookup(Some(&key), &digest).expect("entry");
+    entry.schedule.ops = ops;
+    assert!(store.store(Some(&key), &entry).expect("store").is_stored());
+}
+
+#[test]
+fn a_stored_winner_that_does_not_apply_is_a_miss_searched_and_replaced() {
+    use schedule_cache::SymRef;
+    use schedule_cache::schedule::SavedRefOp;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("cache");
+    let options = small(&dir, &["chain"]);
+    let first = run(&options).expect("first run");
+    assert_eq!(first.totals.disk_stored, 1);
+
+    // A schedule that parses, names loops of this code and replays (its references
+    // resolve), but cannot apply: chain's loops run 128 times, 7 does not divide 128.
+    let key = first.kernels[0].key.clone();
+    rewrite_ops(
+        &dir,
+        &key,
+        vec![SavedRefOp::Split {
+            target: SymRef::Base(0),
+            factor: 7,
+        }],
+    );
+    let second = run(&options).expect("an entry that does not apply is a miss, not a failed run");
+    let k = &second.kernels[0];
+    assert_eq!(k.origin, Origin::Searched);
+    assert!(k.disk_lookup.starts_with("miss"), "{}", k.disk_lookup);
+    assert!(
+        k.disk_lookup.contains("not applicable"),
+        "{}",
+        k.disk_lookup
+    );
+    assert_eq!(second.totals.disk_hits, 0);
+    // The new winner replaces the bad entry (same key), and the next run replays it.
+    assert_eq!(second.totals.disk_stored, 1);
+    assert_eq!(k.key, key);
+    let text = second.to_string();
+    assert!(text.contains("chain: disk lookup miss"), "{text}");
+    let third = run(&options).expect("third run");
+    assert_eq!(third.kernels[0].origin, Origin::Replayed);
+    assert_eq!(third.kernels[0].schedule_ron, k.schedule_ron);
+}

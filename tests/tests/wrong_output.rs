@@ -77,3 +77,54 @@ fn a_missing_compiler_is_a_clear_error() {
     assert!(matches!(err, DemoError::NoCompiler(_)), "{err:?}");
     assert!(err.to_string().contains("no working C compiler"), "{err}");
 }
+
+#[test]
+fn a_replayed_winner_that_computes_a_wrong_result_is_a_miss_searched_and_replaced() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // The same compiler command (so the same key) in both runs; while `flag` exists, its
+    // next compile of C files (and only that one) turns chain's `0.5f` into `0.25f`.
+    let flag = tmp.path().join("sabotage-once");
+    let script = tmp.path().join("once-cc.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "case \"$*\" in *.c*) if rm {flag} 2>/dev/null; then for a in \"$@\"; do case \"$a\" in *.c) sed -i 's/0\\.5f/0.25f/g' \"$a\";; esac; done; fi;; esac\nexec cc \"$@\"\n",
+            flag = flag.display()
+        ),
+    )
+    .expect("write script");
+    let mut options = DemoOptions::new(tmp.path().join("cache"));
+    options.kernels = Some(vec!["chain".to_string()]);
+    (
+        options.round1,
+        options.round2,
+        options.reps,
+        options.progress,
+    ) = (3, 1, 1, false);
+    options.compiler = Some(format!("sh {}", script.display()));
+    // Programs only in memory: the second run compiles its replayed winner again.
+    options.kernel_store = false;
+    let first = run(&options).expect("first run");
+    assert_eq!(first.totals.disk_stored, 1);
+
+    std::fs::write(&flag, "").expect("arm the sabotage");
+    let second = run(&options).expect("a wrong replay is a miss, not a failed run");
+    assert!(
+        !flag.exists(),
+        "the replayed winner was compiled (sabotaged)"
+    );
+    let k = &second.kernels[0];
+    assert_eq!(k.origin, Origin::Searched);
+    assert!(k.disk_lookup.starts_with("miss"), "{}", k.disk_lookup);
+    assert!(k.disk_lookup.contains("wrong result"), "{}", k.disk_lookup);
+    assert_eq!(second.totals.disk_hits, 0);
+    assert_eq!(
+        second.totals.disk_stored, 1,
+        "the new winner replaces the entry"
+    );
+    assert_eq!(k.key, first.kernels[0].key);
+
+    let third = run(&options).expect("third run");
+    assert_eq!(third.kernels[0].origin, Origin::Replayed);
+    assert_eq!(third.kernels[0].schedule_ron, k.schedule_ron);
+}

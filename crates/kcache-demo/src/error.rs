@@ -37,18 +37,6 @@ pub enum DemoError {
     /// Every candidate of a routine computed a wrong result.
     #[error("no candidate schedule of {0} computed the right result")]
     NoCorrectCandidate(String),
-    /// A replayed winner computed a wrong result.
-    #[error(
-        "the winner of {routine} replayed from {key} computes a wrong result (max relative error {error})"
-    )]
-    WrongReplay {
-        /// The routine.
-        routine: String,
-        /// The disk key of the entry.
-        key: String,
-        /// The largest relative error seen.
-        error: f32,
-    },
     /// `--kernels` named a kernel the demo does not have.
     #[error("unknown kernel {name:?}; the demo's kernels are {known}")]
     UnknownKernel {

@@ -15,7 +15,9 @@
 //! against a Rust reference (a wrong schedule is rejected) and timed, with repeated
 //! measurements answered by memo-cache. Each winner is saved with schedule-cache under
 //! its full cache key; the next run finds it, replays the saved schedule on fresh code
-//! (guarded by the code digest) and compiles only the winners.
+//! (guarded by the code digest) and compiles only the winners. A stored winner that
+//! cannot be used (it does not apply to the code, or computes a wrong result when
+//! replayed) is a miss: the kernel is searched again and the new winner replaces it.
 //!
 //! ```
 //! use kcache_demo::{DemoOptions, Origin, run};
@@ -182,7 +184,11 @@ pub fn kernel_names() -> Vec<&'static str> {
 /// when a compile fails (with the compiler's diagnostics); [`DemoError::UnknownKernel`]
 /// for a bad `kernels` list; [`DemoError::NotACacheDir`] when `fresh` is asked to clear
 /// a directory holding foreign files; others as documented on [`DemoError`]. A disk
-/// cache that cannot be written is not an error (the winner is a future miss).
+/// cache that cannot be written is not an error (the winner is a future miss), and no
+/// cache content is: a stored winner that cannot be used (refused or unreadable, crowned
+/// under other key components, not replayable on the code, not applying to it, or
+/// computing a wrong result when run) is a miss whose reason the report gives; the
+/// kernel is searched and its new winner replaces the entry.
 pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     let start = Instant::now();
     let selected = select(options.kernels.as_deref())?;
@@ -256,11 +262,14 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
                 Err(why) => reports[i] = Some(session.search(routine, why)?),
             }
         }
-        for (i, report) in replayed_at
-            .into_iter()
-            .zip(session.finish_replays(replays)?)
-        {
-            reports[i] = Some(report);
+        // A replayed winner that turns out unusable (it cannot be rendered, or computes a
+        // wrong result) is a miss: its routine is searched and the new winner replaces it.
+        let finished = session.finish_replays(replays)?;
+        for (i, report) in replayed_at.into_iter().zip(finished) {
+            reports[i] = Some(match report {
+                Ok(report) => report,
+                Err(why) => session.search(&selected[i], why)?,
+            });
         }
         Ok::<_, DemoError>((reports.into_iter().flatten().collect(), session.totals))
     })?;

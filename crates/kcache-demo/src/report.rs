@@ -79,7 +79,9 @@ pub struct Totals {
     pub memo_misses: u64,
     /// Disk lookups of winners.
     pub disk_lookups: u64,
-    /// Disk lookups that found a winner.
+    /// Disk lookups that found a usable winner: replayed, and computing the right result
+    /// (a stored winner that does not apply to the code or computes a wrong result is a
+    /// miss, and its kernel is searched again).
     pub disk_hits: u64,
     /// Winners stored on disk.
     pub disk_stored: u64,

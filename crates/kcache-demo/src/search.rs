@@ -411,9 +411,14 @@ impl<'t> Session<'t> {
                 return Ok(Err(format!("miss: {miss}")));
             }
         };
-        self.totals.disk_hits += 1;
-        // The front door replayed the entry behind its digest and key-component guards.
-        let code = apply_ops(&hit.ops, &built.code).map_err(|e| schedule_error(routine, e))?;
+        // The front door replayed the entry behind its digest and key-component guards; its
+        // ops may still not apply to the code (a corrupted or hand-edited entry): a miss,
+        // searched again, and the new winner replaces the entry. (Counted as a disk hit
+        // only once the replayed winner computes the right result.)
+        let code = match apply_ops(&hit.ops, &built.code) {
+            Ok(code) => code,
+            Err(e) => return Ok(Err(self.unusable(routine, &hit.key, &e.to_string()))),
+        };
         let describe = describe(&hit.entry.schedule, &hit.identity, &built);
         self.say(&format!(
             "{}: replaying the winner stored at {}: {describe}",
@@ -428,11 +433,24 @@ impl<'t> Session<'t> {
         }))
     }
 
-    /// Compiles the replayed winners in one batch, checks and times each, and reports.
+    /// A stored winner found at `key` that cannot be used (`why`): said on the progress
+    /// line, and returned as the miss the report shows (the routine is searched again).
+    fn unusable(&self, routine: &Routine, key: &impl std::fmt::Display, why: &str) -> String {
+        let why = short(why);
+        self.say(&format!(
+            "{}: the winner stored at {key} cannot be used ({why}); searching again",
+            routine.name
+        ));
+        format!("miss: the stored winner cannot be used: {why}")
+    }
+
+    /// Compiles the replayed winners in one batch, checks and times each, and reports, in
+    /// order. A winner that cannot be rendered or computes a wrong result is `Err(why)`: a
+    /// miss (the caller searches that routine again), never a failed run.
     pub(crate) fn finish_replays(
         &mut self,
         replays: Vec<(&Routine, Replay)>,
-    ) -> Result<Vec<KernelReport>, DemoError> {
+    ) -> Result<Vec<Result<KernelReport, String>>, DemoError> {
         if replays.is_empty() {
             return Ok(Vec::new());
         }
@@ -440,12 +458,30 @@ impl<'t> Session<'t> {
         let mut owners = Vec::new();
         for (routine, replay) in &replays {
             // One batch for every winner: segment names stay unique by position.
-            let mut o = self.render_batch(routine, &[(&replay.built, &replay.code)], &mut batch)?;
-            owners.push(o.pop().unwrap_or_default());
+            let before = batch.kernels.len();
+            owners.push(
+                match self.render_batch(routine, &[(&replay.built, &replay.code)], &mut batch) {
+                    Ok(mut o) => Ok(o.pop().unwrap_or_default()),
+                    Err(DemoError::Render(why)) => {
+                        // Nothing of this winner stays in the batch.
+                        batch.kernels.truncate(before);
+                        batch.bindings.truncate(before);
+                        Err(self.unusable(routine, &replay.key, &format!("cannot render: {why}")))
+                    }
+                    Err(e) => return Err(e),
+                },
+            );
         }
         let kernels = self.resolve("replayed winners", &batch)?;
         let mut reports = Vec::new();
         for ((routine, replay), mine) in replays.into_iter().zip(owners) {
+            let mine = match mine {
+                Ok(mine) => mine,
+                Err(why) => {
+                    reports.push(Err(why));
+                    continue;
+                }
+            };
             let data = Data::new(routine);
             let keys: Vec<&str> = mine
                 .iter()
@@ -454,12 +490,17 @@ impl<'t> Session<'t> {
             let ks: Vec<Bound> = mine.iter().map(|&i| kernels[i].clone()).collect();
             let m = self.measure(routine, &keys, &ks, &data)?;
             if !m.correct {
-                return Err(DemoError::WrongReplay {
-                    routine: routine.name.to_string(),
-                    key: replay.key,
-                    error: m.error,
-                });
+                reports.push(Err(self.unusable(
+                    routine,
+                    &replay.key,
+                    &format!(
+                        "it computes a wrong result (max relative error {:.2e})",
+                        m.error
+                    ),
+                )));
+                continue;
             }
+            self.totals.disk_hits += 1;
             let stored = median(&replay.entry.times);
             self.say(&format!(
                 "{}: replayed winner runs in {} (stored: {})",
@@ -467,7 +508,7 @@ impl<'t> Session<'t> {
                 ms(m.median),
                 stored.map_or("-".to_string(), ms)
             ));
-            reports.push(KernelReport {
+            reports.push(Ok(KernelReport {
                 name: routine.name.to_string(),
                 description: routine.description.to_string(),
                 origin: Origin::Replayed,
@@ -485,7 +526,7 @@ impl<'t> Session<'t> {
                     .map_err(|e| schedule_error(routine, e))?,
                 key: replay.key,
                 disk_lookup: "hit".to_string(),
-            });
+            }));
         }
         Ok(reports)
     }
@@ -837,6 +878,16 @@ pub(crate) fn median(times: &[f64]) -> Option<f64> {
 /// Seconds as milliseconds, for progress lines and the report.
 pub(crate) fn ms(seconds: f64) -> String {
     format!("{:.3} ms", seconds * 1e3)
+}
+
+/// `text` cut to [`schedule_cache::disk::MAX_MESSAGE_CHARS`] characters (as schedule-cache
+/// cuts the errors it reports in a miss).
+fn short(text: &str) -> String {
+    let max = schedule_cache::disk::MAX_MESSAGE_CHARS;
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_string(),
+    }
 }
 
 fn schedule_error(routine: &Routine, source: schedule_cache::Error) -> DemoError {
