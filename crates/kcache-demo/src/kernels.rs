@@ -24,6 +24,17 @@ pub(crate) enum Binding {
     B,
 }
 
+impl Binding {
+    /// The buffer's name (`out`, `a`, `b`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Binding::Out => "out",
+            Binding::A => "a",
+            Binding::B => "b",
+        }
+    }
+}
+
 /// One freshly built copy of a routine's code, with handles on its loops and nodes so a
 /// schedule can name them.
 pub(crate) struct Built {

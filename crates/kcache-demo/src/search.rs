@@ -352,7 +352,8 @@ impl<'t> Session<'t> {
     }
 
     /// Times a candidate (its kernels run in order on `data`), through the memo table:
-    /// a candidate whose kernels were measured before (under any names) is not re-run.
+    /// a candidate whose kernels were measured before (under any names) with the same
+    /// buffers bound to their parameters is not re-run.
     fn measure(
         &mut self,
         routine: &Routine,
@@ -360,17 +361,7 @@ impl<'t> Session<'t> {
         kernels: &[Bound],
         data: &Data,
     ) -> Result<Measurement, DemoError> {
-        let fields = [
-            ("routine", Value::from(routine.name)),
-            (
-                "kernels",
-                Value::List(keys.iter().map(|k| Value::from(*k)).collect()),
-            ),
-            ("n", Value::Int(routine.len as i64)),
-            ("reps", Value::Int(self.reps as i64)),
-            ("data_seed", Value::Int(data.seed as i64)),
-        ];
-        let key = input_hash(fields.iter().map(|(n, v)| (*n, v)));
+        let key = memo_key(routine, keys, kernels, self.reps, data.seed);
         let reps = self.reps;
         let tolerance = routine.tolerance;
         let start = Instant::now();
@@ -711,6 +702,30 @@ impl<'t> Session<'t> {
     }
 }
 
+/// The memo table's key of a measurement: the routine, the kernels run in order (their
+/// kernel keys), the buffer each kernel's parameters are bound to (in parameter order),
+/// the data and the number of timed runs. The kernel key covers the text and signature
+/// but not which buffer a parameter receives, so the bindings are in the key themselves:
+/// two candidates with the same kernels bound to other buffers are other measurements.
+fn memo_key(routine: &Routine, keys: &[&str], kernels: &[Bound], reps: usize, seed: u64) -> Key {
+    let bindings = kernels
+        .iter()
+        .map(|k| Value::List(k.bindings.iter().map(|b| Value::from(b.name())).collect()))
+        .collect();
+    let fields = [
+        ("routine", Value::from(routine.name)),
+        (
+            "kernels",
+            Value::List(keys.iter().map(|k| Value::from(*k)).collect()),
+        ),
+        ("bindings", Value::List(bindings)),
+        ("n", Value::Int(routine.len as i64)),
+        ("reps", Value::Int(reps as i64)),
+        ("data_seed", Value::Int(seed as i64)),
+    ];
+    input_hash(fields.iter().map(|(n, v)| (*n, v)))
+}
+
 /// A routine's winner found on disk and replayed on fresh code.
 pub(crate) struct Replay {
     built: Built,
@@ -1025,5 +1040,70 @@ fn shuffle<T>(items: &mut [T], seed: u64) {
     for i in (1..items.len()).rev() {
         let j = (rng.next() % (i as u64 + 1)) as usize;
         items.swap(i, j);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::kernels::routines;
+
+    /// Two candidates of one routine whose kernels are the same text (so the same kernel
+    /// keys) but whose parameters are bound to other buffers are two measurements: the
+    /// memo table never answers one with the other's (a wrong hit would report a wrong
+    /// candidate correct, and could crown it). Real renders, compiles and runs.
+    #[test]
+    fn candidates_differing_only_in_bindings_are_measured_apart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut options = DemoOptions::new(tmp.path().join("cache"));
+        (options.reps, options.progress, options.kernel_store) = (1, false, false);
+        let chain = routines().into_iter().find(|r| r.name == "chain").unwrap();
+        memo_cache::with_cache(true, |memo| {
+            let backend = CcBackend::new().unwrap();
+            let disk = CacheStore::disk(&options.cache_dir);
+            let mut session = Session::new(backend, disk, memo, &options).unwrap();
+            let right = (chain.build)();
+            // The same code with x and y bound to each other's buffer.
+            let mut swapped = (chain.build)();
+            for (_, b) in &mut swapped.params {
+                *b = match *b {
+                    Binding::A => Binding::B,
+                    Binding::B => Binding::A,
+                    Binding::Out => Binding::Out,
+                };
+            }
+            let mut batch = Batch::default();
+            let codes = [(&right, &right.code), (&swapped, &swapped.code)];
+            let owners = session.render_batch(&chain, &codes, &mut batch).unwrap();
+            let kernels = session.resolve("test", &batch).unwrap();
+            let keys = |o: &[usize]| {
+                o.iter()
+                    .map(|&i| batch.kernels[i].key.as_str())
+                    .collect::<Vec<_>>()
+            };
+            let bound = |o: &[usize]| o.iter().map(|&i| kernels[i].clone()).collect::<Vec<_>>();
+            assert_eq!(keys(&owners[0]), keys(&owners[1]), "the same kernel keys");
+            let data = Data::new(&chain);
+            let memo_key_of = |o: &[usize]| memo_key(&chain, &keys(o), &bound(o), 1, data.seed);
+            assert_ne!(memo_key_of(&owners[0]), memo_key_of(&owners[1]));
+            let first = session
+                .measure(&chain, &keys(&owners[0]), &bound(&owners[0]), &data)
+                .unwrap();
+            assert!(first.correct);
+            let second = session
+                .measure(&chain, &keys(&owners[1]), &bound(&owners[1]), &data)
+                .unwrap();
+            assert_eq!(
+                session.totals.memo_hits, 0,
+                "not answered by the memo table"
+            );
+            assert!(!second.correct, "x and y swapped compute another result");
+            // The same candidate again is answered.
+            session
+                .measure(&chain, &keys(&owners[1]), &bound(&owners[1]), &data)
+                .unwrap();
+            assert_eq!(session.totals.memo_hits, 1);
+        });
     }
 }
