@@ -51,8 +51,11 @@ pub enum CcError {
     #[error("invalid kernel signature {0}")]
     InvalidSignature(String),
     /// The compiled shared object could not be loaded (for example it references a
-    /// function no loaded library defines).
-    #[error("could not load {path}")]
+    /// function no loaded library defines, or the kernel's text does not define the
+    /// kernel under its symbol). The display ends with the loader's message (such as
+    /// `undefined symbol: name`): the file is removed with its program, so the message
+    /// is all that is left to say why.
+    #[error("could not load {}: {}", path.display(), loader_message(source))]
     Load {
         /// The shared object.
         path: PathBuf,
@@ -163,4 +166,17 @@ fn first_lines(text: &str) -> String {
         shown.push_str(&format!("\n... ({} more lines)", lines.len() - SHOWN_LINES));
     }
     shown
+}
+
+/// The loader's error with the errors under it (libloading's says only `dlopen failed`;
+/// the system's message, such as `undefined symbol: name`, is its source).
+fn loader_message(error: &libloading::Error) -> String {
+    let mut message = error.to_string();
+    let mut next = std::error::Error::source(error);
+    while let Some(e) = next {
+        message.push_str(": ");
+        message.push_str(&e.to_string());
+        next = e.source();
+    }
+    message
 }

@@ -181,6 +181,8 @@ fn a_kernel_calling_an_undefined_function_fails_to_load() {
     );
     let err = backend().compile_program(&[("k", &text)], &[]).unwrap_err();
     assert!(matches!(err, CcError::Load { .. }), "{err}");
+    // The display says why: the loader's message names the missing function.
+    assert!(err.to_string().contains("nowhere_defined_fn"), "{err}");
 }
 
 #[test]
