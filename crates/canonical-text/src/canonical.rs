@@ -69,17 +69,44 @@ impl Derivation {
 
 /// What the renderer knows about a kernel's names: which ones the kernel binds (and may
 /// therefore be renamed) and which ones it must keep.
+///
+/// # Contract: a renamed name is declared by the kernel text itself
+///
+/// Renaming is sound only for names whose meaning the kernel gives them: a parameter,
+/// or a local it declares, in `text` (the text handed to [`canonical_kernel`], which
+/// for cc-backend includes the prelude). Two kernels whose texts differ only in renamed
+/// names get one key, so a name the kernel merely *uses* must never be renamed: a called
+/// function, a global, a macro or a type from a header. List in [`Names::bound`] only
+/// names your renderer declared in that kernel; if it also listed the functions it calls, a
+/// kernel calling `sqrtf` and its copy calling `expf` would share a key, and one is answered with the other's
+/// code (a wrong hit). Leaving a declared name out is always safe: it is keyed as
+/// spelled, which costs a miss when a twin spells it otherwise, never a wrong hit.
+///
+/// Besides the names listed here, two name shapes are renamed *without being listed*
+/// (they are how OCANNL's renderer spells its loop symbols and scope-locals): `i`
+/// followed by digits (`i12`) and `v`, digits, `_`, anything (`v3_acc`). A renderer that
+/// uses such a name for anything the kernel does not declare (a helper `v2_load` from a
+/// header, a global `i0`) must list it in [`Names::keep`] (or [`Names::free`]).
+///
+/// `Names` says nothing about the kernel's own name, which is handled by the
+/// `kernel_name` argument of [`canonical_kernel`].
 #[derive(Clone, Debug)]
 pub struct Names {
     /// Names the kernel declares for its tensor nodes (parameters, locals), bare or
     /// disambiguated. Renamed, unless renaming is refused (see [`canonical_kernel`]).
+    /// Each must be declared by the kernel text wherever it occurs in it (see the
+    /// contract above): listing a name the kernel only uses makes kernels that differ in
+    /// it share a key. A listed name that does not occur in the text leaves the key as it
+    /// is, unless it refuses renaming (a reserved name, or one also free: see [`Refusal`]).
     pub bound: BTreeSet<String>,
     /// Names the kernel refers to from outside. Never renamed; a bound name that is also
     /// free refuses renaming of all bound names.
     pub free: BTreeSet<String>,
     /// Names never renamed, whatever they look like (builtins, vendor names).
     pub keep: BTreeSet<String>,
-    /// Templates of the emitter's own derived names.
+    /// Templates of the emitter's own derived names. Every name a template matches
+    /// (with a base in `bound`, a loop symbol, or digits) is renamed, so it too must be
+    /// declared by the kernel text (see the contract above).
     pub derivations: Vec<Derivation>,
     /// Macros from headers that observe the spelling of their arguments or of the
     /// enclosing function (they stringify `#x`, paste `a##b`, or expand to `__func__`).
@@ -1775,6 +1802,13 @@ fn find_trigraph(bytes: &[u8]) -> Option<usize> {
 /// The canonical form of one kernel's C-like `text`: the names the kernel owns renamed
 /// to canonical tokens numbered by first occurrence, and its own name (`kernel_name`,
 /// when given) replaced by its [`kernel_token`].
+///
+/// **The kernel's own name** (`kernel_name`: the name `text` defines the kernel under)
+/// stays part of the key except for a segment index: `step__seg3` and `step__seg7`
+/// (see [`segment_kernel_name`](crate::segment_kernel_name)) share a key, while names
+/// numbered any other way do not (tinygrad's `E_4` and its deduplicated `E_4n1` get
+/// different keys: a miss, never a wrong hit). With `None`, the text's function names
+/// are treated like any other name.
 ///
 /// **Renamed** (each distinct name to its own number, in order of first occurrence,
 /// comments included):

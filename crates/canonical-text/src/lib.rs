@@ -37,6 +37,46 @@
 //! assert_ne!(canonical_kernel(&c, Some("step__seg3"), &names).key(&[]), ka.key(&[]));
 //! ```
 //!
+//! # Keying your own renderer's kernels
+//!
+//! A renderer that is not OCANNL's declares names of its own (tinygrad's `data0`,
+//! `ridx0`, `acc0`, `val0`; TVM's `T_add`, `p0`). List in [`Names::bound`] every name
+//! the renderer *declared* in the kernel (its parameters and locals) and nothing else:
+//! a function, global or macro the kernel only uses must not be listed (see the
+//! contract on [`Names`]; listing one would give kernels calling different functions one
+//! key). Pass the name the text defines the kernel under as `kernel_name`; it stays in
+//! the key except for a [`segment_kernel_name`] index. Put everything else that changes
+//! the compiled code (compiler options, target, compiler version) in the key's extra
+//! parts, or use `kernel_cache::kernel_key`, which adds the options and a backend
+//! identity.
+//!
+//! ```
+//! use canonical_text::{canonical_kernel, Names};
+//!
+//! // Your renderer: it knows which names it declared while rendering.
+//! fn render(kernel: &str, params: [&str; 2], ridx: &str, acc: &str, f: &str) -> (String, Names) {
+//!     let [out, x] = params;
+//!     let text = format!(
+//!         "void {kernel}(float* restrict {out}, const float* restrict {x}) {{\n\
+//!          for (int {ridx} = 0; {ridx} < 16; {ridx}++) {{ float {acc} = {x}[{ridx}]; {out}[{ridx}] = {f}({acc}); }}\n}}"
+//!     );
+//!     (text, Names::new().with_bound([out, x, ridx, acc])) // declared names only: not `f`
+//! }
+//! let key = |kernel: &str, (text, names): &(String, Names)| {
+//!     let c = canonical_kernel(text, Some(kernel), names);
+//!     assert!(c.refusals().is_empty(), "{:?}", c.refusals()); // why names were kept, if any
+//!     c.key(&[b"cc -O2", b"x86_64-linux-gnu"])
+//! };
+//! let a = render("E_16", ["data0", "data1"], "ridx0", "acc0", "sqrtf");
+//! let b = render("E_16", ["buf0", "buf1"], "gidx0", "acc3", "sqrtf");
+//! assert_eq!(key("E_16", &a), key("E_16", &b)); // renamed twins: one key
+//! let c = render("E_16", ["data0", "data1"], "ridx0", "acc0", "expf");
+//! assert_ne!(key("E_16", &a), key("E_16", &c)); // another function: another key
+//! // The kernel's own name counts (only a `__seg<N>` index is dropped): a miss, not a hit.
+//! let d = render("E_16n1", ["data0", "data1"], "ridx0", "acc0", "sqrtf");
+//! assert_ne!(key("E_16", &a), key("E_16n1", &d));
+//! ```
+//!
 //! # Why equal keys mean equal kernels up to renaming
 //!
 //! The key is not taken over the human-readable [`Canonical::text`] but over a tagged
