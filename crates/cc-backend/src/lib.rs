@@ -64,6 +64,52 @@
 //! assert!(matches!(wrong, Err(cc_backend::CcError::ArgKind { index: 2, .. })));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! **Programs that outlive the process.** Put a [`kernel_cache::store::KernelStore`]
+//! (a directory of your own, private to your user) under the cache and resolve with
+//! [`kernel_cache::resolve_with_store`] (or `resolve_split_with_store`): a later process
+//! loads what an earlier one compiled, renamed twins included, instead of compiling it.
+//! The directory is created by the first resolve that compiles. Call a kernel through
+//! [`Kernel::from_resolved`]: a twin's answer names the symbol its program was compiled
+//! under, which may be another kernel's name.
+//!
+//! ```
+//! use cc_backend::{Arg, CcBackend, Elem, Extent, Kernel, Signature, Source};
+//! use kernel_cache::{resolve_with_store, with_census, KernelCache, Names};
+//! use kernel_cache::store::KernelStore;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let backend = CcBackend::new()?;
+//! let signature = Signature::new()
+//!     .buffer_mut("out", Elem::F32, Extent::of("n"))
+//!     .buffer("x", Elem::F32, Extent::of("n"))
+//!     .scalar("n", Elem::I32);
+//! // One kernel as two runs of a renderer name it (a fissioned routine's segment kernel,
+//! // whose index is not in the key: see `canonical_text::kernel_token`).
+//! let render = |name: &str, out: &str, x: &str| {
+//!     let text = format!("void {name}(float *{out}, const float *{x}, int n) {{\n\
+//!                         for (int i = 0; i < n; ++i) {out}[i] = sqrtf({x}[i]);\n}}");
+//!     Source::new(text, signature.clone())
+//!         .batch_kernel(name, &Names::new().with_bound([out, x, "n"]), vec![], backend.identity())
+//! };
+//! let store = KernelStore::new(dir.path().join("kernels"));
+//! // First process: compiles and saves.
+//! let cache = KernelCache::new(64 << 20);
+//! let (first, census) = with_census(|| resolve_with_store(&cache, Some(&store), &[render("step__seg0", "data0", "data1")], &backend));
+//! first?;
+//! assert_eq!(census.kernels_compiled, 1);
+//! // Second process (a fresh in-memory cache): a renamed twin is loaded, not compiled.
+//! let cache = KernelCache::new(64 << 20);
+//! let (answers, census) = with_census(|| resolve_with_store(&cache, Some(&store), &[render("step__seg4", "buf0", "buf1")], &backend));
+//! let answers = answers?;
+//! assert_eq!((census.kernels_compiled, census.kernels_loaded), (0, 1));
+//! assert_eq!(&*answers[0].symbol, "step__seg0"); // the name it was compiled under
+//! let kernel = Kernel::from_resolved(&answers[0])?;
+//! let mut out = [0.0f32; 2];
+//! kernel.call(&mut [Arg::F32Mut(&mut out), Arg::F32(&[4.0, 9.0]), Arg::I32Scalar(2)])?;
+//! assert_eq!(out, [2.0, 3.0]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -207,6 +207,11 @@ pub const MAX_PARAMS: usize = 64;
 /// goes through. The buffer extents are the kernel's promise (the compiler cannot check
 /// them): the kernel touches no element of a buffer at or beyond its extent.
 ///
+/// The parameter names are the signature's own: extents name scalars by them, errors
+/// report them. The prototype is written without names, so they need not match the
+/// names the kernel's text gives its parameters (nor enter the key: see
+/// [`Source::key`](crate::Source::key)); only the order, types and const-ness do.
+///
 /// ```
 /// use cc_backend::{Elem, Extent, Signature};
 /// // void matmul(float *c, const float *a, const float *b, int m, int k, int n)

@@ -38,7 +38,8 @@
 //! use kernel_cache::store::{KernelStore, MissReason};
 //! let tmp = tempfile::tempdir()?;
 //! let store = KernelStore::new(tmp.path().join("kernels")).with_max_bytes(64 << 20);
-//! // A lookup never creates the directory.
+//! // A lookup never creates the directory (a resolve that compiles does; `create`
+//! // checks up front that it can be created and is private).
 //! assert_eq!(store.probe("cc-identity", "some-key").err(), Some(MissReason::NoDirectory));
 //! store.create()?;
 //! assert_eq!(store.probe("cc-identity", "some-key").err(), Some(MissReason::NoEntry));
@@ -222,6 +223,11 @@ impl KernelStore {
 
     /// Creates the directory (mode `0700`; its missing parents with the process's
     /// umask) and checks it is private.
+    ///
+    /// Optional: a resolve that misses creates the directory the same way before it
+    /// compiles (a lookup alone never does). Call it at start-up to learn at once that
+    /// the directory is unusable (another user's, group-writable, not creatable): a
+    /// resolve only logs that as a warning and runs without the store.
     ///
     /// # Errors
     /// [`cache_dir::Error::NotPrivate`] if the directory is owned by another user or
