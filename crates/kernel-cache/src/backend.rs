@@ -8,7 +8,11 @@ use crate::partition::Split;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchKernel<S> {
     /// The kernel's key (for example from [`kernel_key`](crate::kernel_key)); kernels
-    /// with equal keys share one compiled program and symbol.
+    /// with equal keys share one compiled program and symbol. Any string is accepted:
+    /// an equal key is the caller's claim that the kernels compile to interchangeable
+    /// code, so it must cover everything the program depends on (the text up to
+    /// renaming, the options, the compiler; [`kernel_key`](crate::kernel_key) covers
+    /// these, and cc-backend's `Source::batch_kernel` adds the signature).
     pub key: String,
     /// The compiler option list the kernel compiles under. It must enter the key: two
     /// kernels with equal keys but different option lists share the first one's code.

@@ -13,7 +13,10 @@
 //!
 //! The backend is a trait ([`Backend`], optionally [`SplitBackend`]); this crate never
 //! compiles anything itself. `cc-backend` is the reference backend (C via the system
-//! compiler).
+//! compiler); its crate docs show a complete use: real keys, a compile, a safe call, and
+//! programs kept across processes in a [`store::KernelStore`] through
+//! [`resolve_with_store`]. The example below uses a toy backend and hand-made keys; a
+//! real caller keys its kernels with [`kernel_key`] (or [`BatchKernel::keyed`]).
 //!
 //! ```
 //! use std::convert::Infallible;
