@@ -213,3 +213,61 @@ fn a_stored_winner_that_does_not_apply_is_a_miss_searched_and_replaced() {
     assert_eq!(third.kernels[0].origin, Origin::Replayed);
     assert_eq!(third.kernels[0].schedule_ron, k.schedule_ron);
 }
+
+#[test]
+fn a_stored_winner_too_deep_or_too_large_to_replay_is_a_miss_not_a_crash_or_a_long_compile() {
+    use schedule_cache::SymRef;
+    use schedule_cache::schedule::SavedRefOp;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("cache");
+    let options = small(&dir, &["chain"]);
+    let first = run(&options).expect("first run");
+    let key = first.kernels[0].key.clone();
+    let minted = |op: usize, role: &str| SymRef::Minted {
+        op,
+        role: role.to_string(),
+    };
+
+    // 5000 splits by 1, each of the previous one's inner loop: valid, replayable and
+    // applicable, but 5000 loops deep (applying it overflowed the stack: the run aborted).
+    let mut deep = vec![SavedRefOp::Split {
+        target: SymRef::Base(1),
+        factor: 1,
+    }];
+    deep.extend((1..5000).map(|i| SavedRefOp::Split {
+        target: minted(i - 1, "inner"),
+        factor: 1,
+    }));
+    rewrite_ops(&dir, &key, deep);
+    let second = run(&options).expect("a deep entry is a miss");
+    let k = &second.kernels[0];
+    assert_eq!(k.origin, Origin::Searched);
+    assert!(k.disk_lookup.contains("5000 ops"), "{}", k.disk_lookup);
+    assert_eq!(second.totals.disk_stored, 1, "replaced");
+
+    // Both loops tiled by 16 and three of the four loops unrolled: 2048 copies of the
+    // statement, hundreds of kilobytes of C (every loop unrolled in matmul would be
+    // 262144 copies for the compiler).
+    let mut unrolled = vec![
+        SavedRefOp::Split {
+            target: SymRef::Base(0),
+            factor: 16,
+        },
+        SavedRefOp::Split {
+            target: SymRef::Base(1),
+            factor: 16,
+        },
+    ];
+    for (op, role) in [(0, "inner"), (0, "outer"), (1, "inner")] {
+        unrolled.push(SavedRefOp::Unroll {
+            target: minted(op, role),
+        });
+    }
+    rewrite_ops(&dir, &key, unrolled);
+    let third = run(&options).expect("a huge entry is a miss");
+    let k = &third.kernels[0];
+    assert_eq!(k.origin, Origin::Searched);
+    assert!(k.disk_lookup.contains("bytes of C"), "{}", k.disk_lookup);
+    assert_eq!(third.totals.disk_stored, 1, "replaced");
+    assert_eq!(run(&options).expect("fourth run").replayed(), 1);
+}

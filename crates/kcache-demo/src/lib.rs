@@ -16,8 +16,8 @@
 //! measurements answered by memo-cache. Each winner is saved with schedule-cache under
 //! its full cache key; the next run finds it, replays the saved schedule on fresh code
 //! (guarded by the code digest) and compiles only the winners. A stored winner that
-//! cannot be used (it does not apply to the code, or computes a wrong result when
-//! replayed) is a miss: the kernel is searched again and the new winner replaces it.
+//! cannot be used (it does not apply to the code, is beyond the demo's replay caps on ops
+//! and rendered C, or computes a wrong result when replayed) is a miss: the kernel is searched again and the new winner replaces it.
 //!
 //! ```
 //! use kcache_demo::{DemoOptions, Origin, run};
@@ -186,8 +186,9 @@ pub fn kernel_names() -> Vec<&'static str> {
 /// a directory holding foreign files; others as documented on [`DemoError`]. A disk
 /// cache that cannot be written is not an error (the winner is a future miss), and no
 /// cache content is: a stored winner that cannot be used (refused or unreadable, crowned
-/// under other key components, not replayable on the code, not applying to it, or
-/// computing a wrong result when run) is a miss whose reason the report gives; the
+/// under other key components, not replayable on the code, with more ops than the demo
+/// replays, not applying to it, rendering to more C than the demo compiles, or computing
+/// a wrong result when run) is a miss whose reason the report gives; the
 /// kernel is searched and its new winner replaces the entry.
 pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     let start = Instant::now();

@@ -80,8 +80,8 @@ pub struct Totals {
     /// Disk lookups of winners.
     pub disk_lookups: u64,
     /// Disk lookups that found a usable winner: replayed, and computing the right result
-    /// (a stored winner that does not apply to the code or computes a wrong result is a
-    /// miss, and its kernel is searched again).
+    /// (a stored winner that does not apply to the code, is beyond the replay caps or
+    /// computes a wrong result is a miss, and its kernel is searched again).
     pub disk_hits: u64,
     /// Winners stored on disk.
     pub disk_stored: u64,

@@ -42,6 +42,18 @@ const SAMPLE_SECONDS: f64 = 200e-6;
 /// How many round-1 leaders round 2 explores around.
 const LEADERS: usize = 3;
 
+/// The most ops a stored winner may have to be replayed (the demo's schedules have at
+/// most 6): each op may nest the code one loop deeper, and applying and describing ops
+/// recurse through the nest, so a foreign entry of thousands of ops would overflow the
+/// stack. More is a miss.
+pub(crate) const MAX_REPLAY_OPS: usize = 64;
+
+/// The most bytes of C (prelude and text, over its kernels) a replayed winner may render
+/// to (the demo's schedules render to at most about 10 KB): unrolled loops are copied, so
+/// a foreign entry that unrolls every loop renders a copy per iteration, megabytes the
+/// compiler would chew on for minutes. More is a miss.
+pub(crate) const MAX_REPLAY_C_BYTES: usize = 256 << 10;
+
 /// A measured candidate (what the memo table stores).
 #[derive(Clone, Debug)]
 pub(crate) struct Measurement {
@@ -406,6 +418,13 @@ impl<'t> Session<'t> {
         // ops may still not apply to the code (a corrupted or hand-edited entry): a miss,
         // searched again, and the new winner replaces the entry. (Counted as a disk hit
         // only once the replayed winner computes the right result.)
+        if hit.ops.len() > MAX_REPLAY_OPS {
+            let why = format!(
+                "it has {} ops, more than the {MAX_REPLAY_OPS} the demo replays",
+                hit.ops.len()
+            );
+            return Ok(Err(self.unusable(routine, &hit.key, &why)));
+        }
         let code = match apply_ops(&hit.ops, &built.code) {
             Ok(code) => code,
             Err(e) => return Ok(Err(self.unusable(routine, &hit.key, &e.to_string()))),
@@ -450,18 +469,28 @@ impl<'t> Session<'t> {
         for (routine, replay) in &replays {
             // One batch for every winner: segment names stay unique by position.
             let before = batch.kernels.len();
-            owners.push(
-                match self.render_batch(routine, &[(&replay.built, &replay.code)], &mut batch) {
-                    Ok(mut o) => Ok(o.pop().unwrap_or_default()),
-                    Err(DemoError::Render(why)) => {
-                        // Nothing of this winner stays in the batch.
-                        batch.kernels.truncate(before);
-                        batch.bindings.truncate(before);
-                        Err(self.unusable(routine, &replay.key, &format!("cannot render: {why}")))
+            let why = match self.render_batch(routine, &[(&replay.built, &replay.code)], &mut batch)
+            {
+                Ok(mut o) => {
+                    let bytes: usize = batch.kernels[before..]
+                        .iter()
+                        .map(|k| k.source.prelude.len() + k.source.text.len())
+                        .sum();
+                    if bytes <= MAX_REPLAY_C_BYTES {
+                        owners.push(Ok(o.pop().unwrap_or_default()));
+                        continue;
                     }
-                    Err(e) => return Err(e),
-                },
-            );
+                    format!(
+                        "it renders to {bytes} bytes of C, more than the {MAX_REPLAY_C_BYTES} the demo compiles"
+                    )
+                }
+                Err(DemoError::Render(why)) => format!("cannot render: {why}"),
+                Err(e) => return Err(e),
+            };
+            // Nothing of this winner stays in the batch.
+            batch.kernels.truncate(before);
+            batch.bindings.truncate(before);
+            owners.push(Err(self.unusable(routine, &replay.key, &why)));
         }
         let kernels = self.resolve("replayed winners", &batch)?;
         let mut reports = Vec::new();
@@ -1105,5 +1134,41 @@ mod tests {
                 .unwrap();
             assert_eq!(session.totals.memo_hits, 1);
         });
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod caps {
+    use super::*;
+    use crate::kernels::routines;
+
+    /// The replay caps never refuse a winner of the demo's own search: every legal point
+    /// of every routine has at most `MAX_REPLAY_OPS` ops and renders to at most a tenth of
+    /// `MAX_REPLAY_C_BYTES`.
+    #[test]
+    fn every_schedule_of_the_demo_is_well_within_the_replay_caps() {
+        let config = Config::new(SettingsRegistry::reference());
+        for r in routines() {
+            for p in legal_points(&r) {
+                let built = (r.build)();
+                let s = (r.schedule)(&built, &p).unwrap();
+                assert!(s.ops.len() <= MAX_REPLAY_OPS / 8, "{} {p:?}", r.name);
+                let code = s.apply(&built.code).unwrap();
+                let bytes: usize = segments(&code)
+                    .iter()
+                    .map(|seg| {
+                        let k = render(seg, "k", &signature_of(seg, &[]), Naming::Minted, &config)
+                            .unwrap();
+                        k.prelude.len() + k.text.len()
+                    })
+                    .sum();
+                assert!(
+                    bytes <= MAX_REPLAY_C_BYTES / 10,
+                    "{} {p:?}: {bytes}",
+                    r.name
+                );
+            }
+        }
     }
 }
