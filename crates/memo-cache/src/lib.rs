@@ -11,7 +11,12 @@
 //!
 //! Keys are 256-bit digests. A compiler builds its own with [`Key::of_parts`] (a tag
 //! of its own, then every part that changes the result: the kernel's key, the
-//! schedule, the device); the stable hashes in [`key`] ([`input_hash`],
+//! schedule, the device, and what the kernel runs on). The table answers any call with
+//! an equal key, so a part left out is a wrong answer, not a miss: a rename-invariant
+//! kernel key (`kernel_cache::kernel_key`) names the code up to the renaming of its own
+//! names, parameters included, so when a measurement runs kernels on buffers of your
+//! own, the buffer bound to each parameter (in parameter order), the sizes and the input
+//! data belong in the key as well; the stable hashes in [`key`] ([`input_hash`],
 //! [`lm_config_hash`], [`predictor_state_hash`], [`call_key`]) build the keys of LM
 //! calls, identical across processes and runs, and including the model and API key so
 //! tenants never share an entry.

@@ -261,7 +261,15 @@ impl StoreOutcome {
 /// Defaults: [`Limits::default`], a configuration over [`SettingsRegistry::new`] (which
 /// declares the timing setting), no schedule format (`""`), the configured timing objective,
 /// and no timing identity (every operation is then skipped: without knowing the device,
-/// timings mean nothing, so nothing is keyed).
+/// timings mean nothing, so nothing is keyed; [`lookup`](ScheduleCache::lookup) answers
+/// [`Miss::NoKey`] and [`store`](ScheduleCache::store) an outcome that is not
+/// stored, neither an error, so give one with [`with_timing`](ScheduleCache::with_timing)).
+///
+/// Only what the regime names is in the key: with the default limits, a schedule tuned
+/// under one compiler or set of flags is found under another. Name yours in
+/// [`Limits::codegen_tag`] (and the worker pool in [`Limits::worker_pool_tag`]). A hit is
+/// still replayed only on code of the stored digest, so what another regime costs is a
+/// schedule tuned for other conditions, never one for other code.
 pub struct ScheduleCache<L, S = CacheStore> {
     lang: L,
     backend: String,
