@@ -69,9 +69,10 @@
 //! (a directory of your own, private to your user) under the cache and resolve with
 //! [`kernel_cache::resolve_with_store`] (or `resolve_split_with_store`): a later process
 //! loads what an earlier one compiled, renamed twins included, instead of compiling it.
-//! The directory is created by the first resolve that compiles. Call a kernel through
-//! [`Kernel::from_resolved`]: a twin's answer names the symbol its program was compiled
-//! under, which may be another kernel's name.
+//! The directory is created by the first resolve that compiles, or up front by
+//! `KernelStore::create`, which also reports a directory the store refuses. Call a
+//! kernel through [`Kernel::from_resolved`]: a twin's answer names the symbol its program
+//! was compiled under, which may be another kernel's name.
 //!
 //! ```
 //! use cc_backend::{Arg, CcBackend, Elem, Extent, Kernel, Signature, Source};
@@ -93,6 +94,9 @@
 //!         .batch_kernel(name, &Names::new().with_bound([out, x, "n"]), vec![], backend.identity())
 //! };
 //! let store = KernelStore::new(dir.path().join("kernels"));
+//! // Optional, but a resolve only reports an unusable directory (another user's,
+//! // group-writable) as a miss to `tracing`: this says so at once.
+//! store.create()?;
 //! // First process: compiles and saves.
 //! let cache = KernelCache::new(64 << 20);
 //! let (first, census) = with_census(|| resolve_with_store(&cache, Some(&store), &[render("step__seg0", "data0", "data1")], &backend));

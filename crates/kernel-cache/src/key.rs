@@ -14,8 +14,9 @@ const KEY_LAYOUT: &[u8] = b"kcache-kernel-key-1";
 /// `backend_identity` (what identifies the compiler, for example
 /// `CcBackend::identity`).
 ///
-/// Two kernels get equal keys exactly when their canonical texts, option lists and
-/// backend identities are equal, so a hit never answers a kernel compiled under other
+/// Two kernels get equal keys exactly when their canonical forms (kernel token and
+/// encoding, see `canonical_text::Canonical::key`), option lists and backend identities
+/// are equal, so a hit never answers a kernel compiled under other
 /// options or by another compiler; a difference in anything else costs a miss, never a
 /// wrong hit. The key is taken over the text as given: the content of files the text
 /// includes is not in it (a backend whose programs outlive the process checks those

@@ -227,7 +227,10 @@ impl KernelStore {
     /// Optional: a resolve that misses creates the directory the same way before it
     /// compiles (a lookup alone never does). Call it at start-up to learn at once that
     /// the directory is unusable (another user's, group-writable, not creatable): a
-    /// resolve only logs that as a warning and runs without the store.
+    /// resolve only reports that as a miss (to `tracing` and the recorders of
+    /// [`record`]) and runs without the store, so without a subscriber nothing shows
+    /// that nothing persists. A directory made by hand under a umask of `002` is
+    /// group-writable: refused.
     ///
     /// # Errors
     /// [`cache_dir::Error::NotPrivate`] if the directory is owned by another user or
