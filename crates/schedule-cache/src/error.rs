@@ -24,7 +24,10 @@ pub enum Error {
         len: usize,
     },
     /// An incomplete identity (opaque constructs, unbound or shadowed symbols) was asked for
-    /// something only a complete one may do, such as producing a disk key.
+    /// something only a complete one may do, such as producing a disk key. An unbound
+    /// symbol is most often a static index (a symbol the code was lowered with, used but
+    /// bound by no loop) that was not declared: give those with
+    /// [`Subject::with_statics`](crate::Subject::with_statics).
     #[error("identity {digest} is incomplete: {}", reasons.join("; "))]
     IncompleteIdentity {
         /// The incomplete identity's digest.

@@ -544,7 +544,9 @@ impl Visitor for Canonicalizer<'_> {
             Some(Bound::Static(k)) => format!("S{k}"),
             None => {
                 self.incomplete(format!(
-                    "unbound symbol {sym} (not a binder in scope nor a static index)"
+                    "unbound symbol {sym} (not a binder in scope nor a static index; a symbol \
+                     the code was lowered with is a static index: give it with \
+                     `Subject::with_statics`, or to `canonicalize`)"
                 ));
                 "unbound".to_owned()
             }
@@ -667,6 +669,8 @@ mod tests {
     fn an_incomplete_identity_says_why() {
         let cases: Vec<(Vec<Ev>, &[u64], &str)> = vec![
             (vec![Use(7)], &[], "unbound symbol sym#7"),
+            // The remedy for the usual cause, an undeclared static index, is named.
+            (vec![Use(7)], &[], "give it with `Subject::with_statics`"),
             (
                 vec![Open("x")],
                 &[],
