@@ -69,8 +69,9 @@ pub fn compile_record() -> CompileRecord {
 /// with equal keys may share a symbol (twins; only the first one's source is ever
 /// compiled, whatever the others' sources say, since equal keys are the caller's
 /// claim that they mean the same). A renderer that names every kernel alike (TVM's
-/// `default_function_kernel`) makes the symbols of a batch distinct with
-/// [`segment_kernel_name`](canonical_text::segment_kernel_name)`(name, i)`, whose index
+/// `default_function_kernel`) makes the symbols of a batch distinct by rendering kernel
+/// `i` under [`segment_kernel_name`](canonical_text::segment_kernel_name)`(name, i)`
+/// (its text defines it under that symbol too), whose index
 /// [`kernel_key`](crate::kernel_key) leaves out of the key (any other suffix enters it,
 /// and the same kernel numbered otherwise in the next batch would miss).
 ///
