@@ -86,7 +86,9 @@ impl Derivation {
 /// (they are how OCANNL's renderer spells its loop symbols and scope-locals): `i`
 /// followed by digits (`i12`) and `v`, digits, `_`, anything (`v3_acc`). A renderer that
 /// uses such a name for anything the kernel does not declare (a helper `v2_load` from a
-/// header, a global `i0`) must list it in [`Names::keep`] (or [`Names::free`]).
+/// header, a global `i0`) must list it in [`Names::keep`] (or [`Names::free`]), or turn
+/// the shapes off ([`Names::with_minted_shapes`]`(false)`: then only listed names are
+/// renamed).
 ///
 /// `Names` says nothing about the kernel's own name, which is handled by the
 /// `kernel_name` argument of [`canonical_kernel`].
@@ -115,6 +117,12 @@ pub struct Names {
     /// ([`Refusal::SpellingObserved`]). Default: `assert`. Macros
     /// *defined in the text* with `#` or `##` are found without being listed here.
     pub observers: BTreeSet<String>,
+    /// Whether names of OCANNL's minted shapes (`i` and digits; `v`, digits, `_`,
+    /// anything) are renamed without being listed (default `true`). With `false`, only
+    /// [`Names::bound`] names (and names [`Names::derivations`] derive from them or from
+    /// digits) are renamed: the safe setting for a renderer whose texts may use such
+    /// names for something the kernel does not declare.
+    pub minted_shapes: bool,
 }
 
 impl Default for Names {
@@ -125,6 +133,7 @@ impl Default for Names {
             keep: BTreeSet::new(),
             derivations: Vec::new(),
             observers: BTreeSet::from([crate::phases::DEFAULT_OBSERVER.to_owned()]),
+            minted_shapes: true,
         }
     }
 }
@@ -134,6 +143,13 @@ impl Names {
     /// observing macro.
     pub fn new() -> Self {
         Names::default()
+    }
+
+    /// Sets [`Names::minted_shapes`]: whether `i12` and `v3_acc` shaped names are renamed
+    /// without being listed.
+    pub fn with_minted_shapes(mut self, on: bool) -> Self {
+        self.minted_shapes = on;
+        self
     }
 
     /// Adds bound names.
@@ -922,7 +938,8 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     /// Whether a name in no slot yet (so no bound name, unless renaming bound names is
     /// refused or the name is kept) is one the kernel owns.
     fn renamable(&self, name: &[u8]) -> bool {
-        if is_symbol(name) || is_scope_local(name) {
+        let minted = self.names.minted_shapes;
+        if minted && (is_symbol(name) || is_scope_local(name)) {
             return !self.prepared.is_kept(name);
         }
         if self.names.derivations.is_empty() || self.prepared.is_kept(name) {
@@ -934,7 +951,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         self.names.derivations.iter().any(|d| {
             d.base(s).is_some_and(|base| {
                 (self.bound_ok && self.prepared.is_bound(base))
-                    || is_symbol(base.as_bytes())
+                    || (minted && is_symbol(base.as_bytes()))
                     || all_digits(base)
             })
         })
@@ -1812,11 +1829,13 @@ fn find_trigraph(bytes: &[u8]) -> Option<usize> {
 ///
 /// **Renamed** (each distinct name to its own number, in order of first occurrence,
 /// comments included):
-/// * a loop or static-index symbol: `i` then digits (`i12`);
-/// * a scope-local: `v`, digits, `_`, anything (`v3_acc`, `v7_`);
+/// * a loop or static-index symbol: `i` then digits (`i12`), unless
+///   [`Names::minted_shapes`] is off;
+/// * a scope-local: `v`, digits, `_`, anything (`v3_acc`, `v7_`), unless
+///   [`Names::minted_shapes`] is off;
 /// * a name in `names.bound`;
 /// * a name `prefix + base + suffix` for a template in `names.derivations`, with base
-///   in `names.bound`, a symbol, or digits.
+///   in `names.bound`, a symbol (unless [`Names::minted_shapes`] is off), or digits.
 ///
 /// **Never renamed:** a name in `names.keep` or `names.free`; an identifier after `.`,
 /// `->` or `::`; anything inside an attribute `[[...]]`, a preprocessor line, or a string
@@ -2639,6 +2658,25 @@ mod tests {
         };
         assert_eq!(canon("assert(i1 > 0);", &quiet).renamed_count(), 1);
         assert_refused("LOG(i1);", &quiet.clone().with_observers(["LOG"]), "LOG");
+        // Without OCANNL's minted shapes only listed names are renamed: a helper
+        // `v2_load` from a header and a global `i0` are kept (two kernels calling
+        // `v2_load` and `v3_load` differ), a bound name is still renamed.
+        let listed = Names::new()
+            .with_bound(["n1_x"])
+            .with_derivation("", "_grad")
+            .with_minted_shapes(false);
+        let a = canon("y = v2_load(n1_x) + i0 + i0_grad + n1_x_grad;", &listed);
+        let b = canon("y = v3_load(n1_x) + i0 + i0_grad + n1_x_grad;", &listed);
+        assert_eq!(
+            a.text(),
+            "y = v2_load(ocannl_k0) + i0 + i0_grad + ocannl_k1;"
+        );
+        assert_ne!(a.key(&[]), b.key(&[]));
+        assert_eq!(
+            canon("y = v2_load(x);", &Names::new()).key(&[]),
+            canon("y = v3_load(x);", &Names::new()).key(&[]),
+            "the default renames the shapes (the documented contract)"
+        );
         // A macro's name inside a longer word invokes nothing (TVM's `__tvm_assert_parts`).
         let c = canon("const char *__tvm_assert_parts[2]; i1 = 0;", &names);
         assert!(c.refusals().is_empty(), "{:?}", c.refusals());

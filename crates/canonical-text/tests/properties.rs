@@ -356,12 +356,22 @@ fn keys_agree_across_threads() {
     assert!(keys.iter().all(|k| *k == expected));
 }
 
-/// The differential check, with a bound name, a derivation and a segment-named kernel.
+/// The differential check, with a bound name, a derivation and a segment-named kernel,
+/// with OCANNL's minted shapes renamed and not: without them, only the bound name and
+/// its derivation are ever renamed.
 fn agrees(s: &str) -> Result<(), TestCaseError> {
     let names = Names::new().with_bound(["n_b"]).with_derivation("", "_g");
-    for own in [Some("x"), Some("i1__seg2"), None] {
-        if let Some(d) = canonical_text::reference::disagreement(s, own, &names) {
-            return Err(TestCaseError::fail(format!("{d} in {s:?}")));
+    for names in [names.clone(), names.with_minted_shapes(false)] {
+        for own in [Some("x"), Some("i1__seg2"), None] {
+            if let Some(d) = canonical_text::reference::disagreement(s, own, &names) {
+                return Err(TestCaseError::fail(format!("{d} in {s:?}")));
+            }
+            if !names.minted_shapes {
+                let c = canonical_kernel(s, own, &names);
+                if let Some(r) = c.renamed().find(|r| *r != "n_b" && *r != "n_b_g") {
+                    return Err(TestCaseError::fail(format!("{r} renamed in {s:?}")));
+                }
+            }
         }
     }
     Ok(())
