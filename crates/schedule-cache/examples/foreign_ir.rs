@@ -12,7 +12,10 @@
 //!    from the process id), looks it up, replays the stored ops on it, checks the result, and
 //!    prints the scheduled code's canonical digest, which must equal the first process's;
 //! 3. `format2 DIR`: the same lookup after the adopter changed what its ops mean (schedule
-//!    format `tiny-ops-2`): a miss that names the `format` component.
+//!    format `tiny-ops-2`): a miss that names the `format` component;
+//! 4. `deep DIR`: stores 4096 tiles by 1, each of the previous inner loop (as many ops as a
+//!    saved schedule may have), looks them up and replays them: applying them stops at
+//!    `MAX_NEST_DEPTH` with an error instead of overflowing the stack.
 //!
 //! It is also a test (`test = true, harness = false` in Cargo.toml): `cargo test` runs it.
 
@@ -296,10 +299,31 @@ fn tile_stmt(s: &Stmt, op: &Tile) -> Result<Stmt> {
     })
 }
 
+/// The deepest loop nest a schedule may build here. Each tile nests the code one loop
+/// deeper and every walk of this IR recurses once per level, so without a bound a cache
+/// entry of thousands of tiles would overflow the stack of the process replaying it (the
+/// crate bounds how many ops a saved schedule has, `MAX_SAVED_OPS`, not what they build).
+const MAX_NEST_DEPTH: usize = 64;
+
+fn nest_depth(stmts: &[Stmt]) -> usize {
+    stmts
+        .iter()
+        .map(|s| match s {
+            Stmt::Loop { body, .. } => 1 + nest_depth(body),
+            Stmt::Axpb { .. } => 0,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 fn apply(code: &Kernel, ops: &[Tile]) -> Result<Kernel> {
     let mut body = code.body.clone();
     for op in ops {
         body = tile_stmts(&body, op)?;
+        // One level past the bound at most: refused before the next op deepens it.
+        if nest_depth(&body) > MAX_NEST_DEPTH {
+            return Err(format!("the schedule nests loops deeper than {MAX_NEST_DEPTH}").into());
+        }
     }
     Ok(Kernel { body })
 }
@@ -365,6 +389,32 @@ fn format2(dir: &str) -> Result<()> {
     }
 }
 
+fn deep(dir: &str) -> Result<()> {
+    let (code, i, _) = build();
+    let mut ops = vec![Tile::new(i, 1)];
+    while ops.len() < schedule_cache::MAX_SAVED_OPS {
+        let inner = ops[ops.len() - 1].inner;
+        ops.push(Tile::new(inner, 1));
+    }
+    let c = cache(dir, "tiny-ops-1");
+    assert!(
+        c.store(&code, &ops, Measurements::new(vec![1e-6]))?
+            .outcome
+            .is_stored()
+    );
+    let (again, _, _) = build();
+    let hit = c
+        .lookup(&again)?
+        .map_err(|miss| format!("expected a hit: {miss}"))?;
+    match apply(&again, &hit.ops) {
+        Ok(_) => Err(format!("{} nested tiles applied", hit.ops.len()).into()),
+        Err(e) => {
+            println!("refused {e}");
+            Ok(())
+        }
+    }
+}
+
 fn child(args: &[&str]) -> Result<String> {
     let out = Command::new(std::env::current_exe()?).args(args).output()?;
     if !out.status.success() {
@@ -390,6 +440,7 @@ fn main() -> Result<()> {
         ["save", dir] => save(dir),
         ["replay", dir] => replay(dir),
         ["format2", dir] => format2(dir),
+        ["deep", dir] => deep(dir),
         [] => {
             let tmp = tempfile::tempdir()?;
             let dir = tmp.path().to_str().ok_or("a UTF-8 temporary path")?;
@@ -409,6 +460,9 @@ fn main() -> Result<()> {
                 line(&saved, "stored ")?
             );
             println!("after a schedule-format change: {why}");
+            // Last: it overwrites the entry.
+            let deep = child(&["deep", dir])?;
+            println!("{}", line(&deep, "refused ")?);
             Ok(())
         }
         other => Err(format!("usage: foreign_ir [save|replay|format2 DIR] (got {other:?})").into()),

@@ -184,9 +184,9 @@ pub enum Miss {
         differing: Vec<KeyComponent>,
     },
     /// An entry of this code under the same key components sat at the key, but its schedule
-    /// could not be rebuilt on the code (a corrupted or hand-edited entry, or a schedule
-    /// language whose saved ops changed meaning without a new schedule format): never
-    /// replayed.
+    /// could not be rebuilt on the code (a corrupted or hand-edited entry, one of more than
+    /// [`MAX_SAVED_OPS`](crate::MAX_SAVED_OPS) ops, or a schedule language whose saved ops
+    /// changed meaning without a new schedule format): never replayed.
     Unreplayable {
         /// The replay's error, cut to [`crate::disk::MAX_MESSAGE_CHARS`] characters.
         error: String,
@@ -429,8 +429,9 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
     /// `measurements` at the subject's key. A store refusal is an outcome, not an error.
     ///
     /// # Errors
-    /// [`Error::IncompleteIdentity`] if the code cannot be keyed; the language's errors if an
-    /// op cannot be saved; the store's caller-mistake errors.
+    /// [`Error::IncompleteIdentity`] if the code cannot be keyed; [`Error::TooManyOps`] for
+    /// more than [`MAX_SAVED_OPS`](crate::MAX_SAVED_OPS) ops; the language's errors if an op
+    /// cannot be saved; the store's caller-mistake errors.
     pub fn store<'a>(
         &self,
         subject: impl Into<Subject<'a>>,

@@ -86,6 +86,16 @@ pub enum Error {
         /// The reference.
         reference: crate::saved::SymRef,
     },
+    /// A saved schedule has more ops than [`MAX_SAVED_OPS`](crate::MAX_SAVED_OPS): refused
+    /// when saving, replaying ([`of_saved`](crate::of_saved)) or appending, before any op is
+    /// built.
+    #[error("a saved schedule of {ops} ops is longer than the {max} a schedule may have")]
+    TooManyOps {
+        /// How many ops the schedule has (or would have).
+        ops: usize,
+        /// [`MAX_SAVED_OPS`](crate::MAX_SAVED_OPS).
+        max: usize,
+    },
     /// A schedule op's preconditions do not hold on the code it is applied to.
     #[error("schedule op {op} is not applicable: {reason}")]
     ScheduleInapplicable {

@@ -93,4 +93,6 @@ pub use identity::{
     Placement, SymId, Visitor, canonicalize, canonicalize_source,
 };
 pub use key::CacheKey;
-pub use saved::{Registry, SavedSchedule, ScheduleLanguage, SymRef, of_saved, to_saved};
+pub use saved::{
+    MAX_SAVED_OPS, Registry, SavedSchedule, ScheduleLanguage, SymRef, of_saved, to_saved,
+};

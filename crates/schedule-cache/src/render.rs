@@ -370,6 +370,9 @@ impl Renderer<'_> {
         })
     }
 
+    // `for_` and `stmts` recurse once per nesting level: they keep their frames small (the
+    // text of a loop head or a statement is built in helpers that return before the
+    // recursion), so nests of `schedule::MAX_NEST_DEPTH` loops render on a small stack.
     fn for_(&mut self, depth: usize, l: &Loop) -> Result<(), Error> {
         let extent = l.to.saturating_sub(l.from);
         if l.kind == LoopKind::Unrolled && extent <= UNROLL_COPIES_MAX {
@@ -383,6 +386,13 @@ impl Renderer<'_> {
             }
             return Ok(());
         }
+        self.loop_head(depth, l);
+        self.stmts(depth + 1, &l.body)?;
+        self.line(depth, "}");
+        Ok(())
+    }
+
+    fn loop_head(&mut self, depth: usize, l: &Loop) {
         match l.kind {
             LoopKind::Serial => {}
             LoopKind::Unrolled => self.line(depth, "#pragma GCC unroll 16"),
@@ -395,60 +405,66 @@ impl Renderer<'_> {
             self.index_type, l.from, l.to
         );
         self.line(depth, &head);
-        self.stmts(depth + 1, &l.body)?;
-        self.line(depth, "}");
-        Ok(())
     }
 
     fn stmts(&mut self, depth: usize, stmts: &[Stmt]) -> Result<(), Error> {
         for s in stmts {
             match s {
                 Stmt::For(l) => self.for_(depth, l)?,
-                Stmt::Set { target, value } => {
-                    let p = target.node.precision();
-                    let t = format!(
-                        "{}[{}]",
-                        self.node_name(&target.node)?,
-                        self.flat_index(&target.node, &target.index)?
-                    );
-                    let v = self.expr(value, p)?;
-                    let v = match p {
-                        Precision::F16 => format!("kc_f16_store({v})"),
-                        Precision::Bf16 => format!("kc_bf16_store({v})"),
-                        _ => v,
-                    };
-                    self.line(depth, &format!("{t} = {v};"));
+                _ => self.leaf(depth, s)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A statement that is no loop (`stmts` renders loops itself).
+    fn leaf(&mut self, depth: usize, s: &Stmt) -> Result<(), Error> {
+        match s {
+            Stmt::For(l) => self.for_(depth, l)?,
+            Stmt::Set { target, value } => {
+                let p = target.node.precision();
+                let t = format!(
+                    "{}[{}]",
+                    self.node_name(&target.node)?,
+                    self.flat_index(&target.node, &target.index)?
+                );
+                let v = self.expr(value, p)?;
+                let v = match p {
+                    Precision::F16 => format!("kc_f16_store({v})"),
+                    Precision::Bf16 => format!("kc_bf16_store({v})"),
+                    _ => v,
+                };
+                self.line(depth, &format!("{t} = {v};"));
+            }
+            Stmt::Local {
+                var,
+                precision,
+                value,
+            } => {
+                let v = self.expr(value, *precision)?;
+                let name = self.naming.symbol_of(var.id(), var.name(), true);
+                if !self.owned.contains(&name) {
+                    self.owned.push(name.clone());
                 }
-                Stmt::Local {
-                    var,
-                    precision,
-                    value,
-                } => {
-                    let v = self.expr(value, *precision)?;
-                    let name = self.naming.symbol_of(var.id(), var.name(), true);
-                    if !self.owned.contains(&name) {
-                        self.owned.push(name.clone());
-                    }
-                    self.locals.insert(var.id(), *precision);
-                    let decl = format!("{} {name} = {v};", compute_type(*precision));
-                    self.line(depth, &decl);
-                }
-                Stmt::SetLocal { var, value } => {
-                    let p = *self.locals.get(&var.id()).ok_or_else(|| {
-                        render_error(format!(
-                            "local {} is assigned before it is declared",
-                            var.name()
-                        ))
-                    })?;
-                    let v = self.expr(value, p)?;
-                    let name = self.naming.symbol_of(var.id(), var.name(), true);
-                    self.line(depth, &format!("{name} = {v};"));
-                }
-                Stmt::Opaque(what) => {
-                    return Err(render_error(format!(
-                        "opaque construct {what:?} cannot be rendered to C"
-                    )));
-                }
+                self.locals.insert(var.id(), *precision);
+                let decl = format!("{} {name} = {v};", compute_type(*precision));
+                self.line(depth, &decl);
+            }
+            Stmt::SetLocal { var, value } => {
+                let p = *self.locals.get(&var.id()).ok_or_else(|| {
+                    render_error(format!(
+                        "local {} is assigned before it is declared",
+                        var.name()
+                    ))
+                })?;
+                let v = self.expr(value, p)?;
+                let name = self.naming.symbol_of(var.id(), var.name(), true);
+                self.line(depth, &format!("{name} = {v};"));
+            }
+            Stmt::Opaque(what) => {
+                return Err(render_error(format!(
+                    "opaque construct {what:?} cannot be rendered to C"
+                )));
             }
         }
         Ok(())

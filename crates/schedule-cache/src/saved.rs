@@ -4,12 +4,38 @@
 //!
 //! The backend plugs in through [`ScheduleLanguage`]; [`to_saved`] and [`of_saved`] do the
 //! bookkeeping (which op minted which symbol) with a [`Registry`].
+//!
+//! A saved schedule has at most [`MAX_SAVED_OPS`] ops, whatever the language: saving,
+//! appending and replaying refuse a longer one ([`Error::TooManyOps`]), so a cache entry
+//! (up to 16 MiB, hundreds of thousands of ops) never makes a replaying process build and apply an
+//! absurd number of ops; through the front door such an entry is a
+//! [`Miss::Unreplayable`](crate::Miss::Unreplayable). The cap bounds how many ops, not what
+//! they build: a language whose ops nest the code (a split, a tile) must bound the nesting
+//! its walks recurse through, as the reference language does
+//! ([`MAX_NEST_DEPTH`](crate::schedule::MAX_NEST_DEPTH)) and `examples/foreign_ir.rs` does
+//! for its own IR; else 4096 splits by 1 nest the code 4096 loops deep.
 
 use crate::Error;
 use crate::identity::{Identity, NodeId, SymId};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+
+/// The most ops a saved schedule may have, in any schedule language (the demo's schedules
+/// have at most 6; tiling every loop of a deep nest on several levels takes tens); a
+/// longer one is refused by [`to_saved`], [`SavedSchedule::append`] and [`of_saved`]
+/// ([`Error::TooManyOps`]).
+pub const MAX_SAVED_OPS: usize = 4096;
+
+fn check_len(ops: usize) -> Result<(), Error> {
+    if ops > MAX_SAVED_OPS {
+        return Err(Error::TooManyOps {
+            ops,
+            max: MAX_SAVED_OPS,
+        });
+    }
+    Ok(())
+}
 
 /// A process-independent name for a symbol occurring in a schedule.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -219,7 +245,9 @@ impl<Op> SavedSchedule<Op> {
     /// or save returned).
     ///
     /// # Errors
-    /// [`Error::DigestMismatch`] if `more` was saved against a different identity.
+    /// [`Error::DigestMismatch`] if `more` was saved against a different identity;
+    /// [`Error::TooManyOps`] if the result would have more than [`MAX_SAVED_OPS`] ops. On
+    /// error `self` is unchanged.
     pub fn append(&mut self, more: SavedSchedule<Op>) -> Result<(), Error> {
         if more.digest != self.digest {
             return Err(Error::DigestMismatch {
@@ -227,6 +255,7 @@ impl<Op> SavedSchedule<Op> {
                 current: self.digest.clone(),
             });
         }
+        check_len(self.ops.len().saturating_add(more.ops.len()))?;
         self.ops.extend(more.ops);
         Ok(())
     }
@@ -259,12 +288,15 @@ impl<Op: Serialize + DeserializeOwned> SavedSchedule<Op> {
 /// # Errors
 /// [`Error::UnresolvableSymbol`], [`Error::AmbiguousSymbol`] or [`Error::UnresolvableNode`] when
 /// an op references something the registry cannot name; [`Error::MintedNotFresh`] when an op
-/// claims to mint a symbol that already exists. The input registry is unchanged on error.
+/// claims to mint a symbol that already exists; [`Error::TooManyOps`] when the ops recorded
+/// and `ops` together are more than [`MAX_SAVED_OPS`]. The input registry is unchanged on
+/// error.
 pub fn to_saved<L: ScheduleLanguage>(
     lang: &L,
     registry: &Registry,
     ops: &[L::Op],
 ) -> Result<(SavedSchedule<L::SavedOp>, Registry), Error> {
+    check_len(registry.recorded.saturating_add(ops.len()))?;
     let mut reg = registry.clone();
     let mut saved = Vec::with_capacity(ops.len());
     for op in ops {
@@ -294,8 +326,9 @@ pub fn to_saved<L: ScheduleLanguage>(
 ///
 /// # Errors
 /// [`Error::DigestMismatch`] if `saved.digest` is not `identity`'s digest (checked before
-/// anything else); [`Error::DanglingRef`] / [`Error::NodeIndexOutOfRange`] on references that do
-/// not resolve; backend errors from [`ScheduleLanguage::build_op`].
+/// anything else); [`Error::TooManyOps`] if it has more than [`MAX_SAVED_OPS`] ops (checked
+/// before any op is built); [`Error::DanglingRef`] / [`Error::NodeIndexOutOfRange`] on
+/// references that do not resolve; backend errors from [`ScheduleLanguage::build_op`].
 pub fn of_saved<L: ScheduleLanguage>(
     lang: &L,
     saved: &SavedSchedule<L::SavedOp>,
@@ -307,6 +340,7 @@ pub fn of_saved<L: ScheduleLanguage>(
             current: identity.digest().to_owned(),
         });
     }
+    check_len(saved.ops.len())?;
     let mut reg = Registry::new(identity);
     let mut ops = Vec::with_capacity(saved.ops.len());
     for s in &saved.ops {

@@ -4,6 +4,12 @@
 //!
 //! [`Schedule::apply`] really rewrites the code, so a replayed schedule can be checked to
 //! produce the same transformed code (up to renaming) as the original.
+//!
+//! No op builds a loop nest deeper than [`MAX_NEST_DEPTH`] loops: a split that would is
+//! refused ([`Error::ScheduleInapplicable`]) before anything is built. The IR's walks
+//! (applying, cloning, comparing, canonicalizing, rendering, dropping) recurse once per
+//! nesting level, so a saved schedule from anywhere (a cache entry of thousands of splits by
+//! 1) cannot nest the code deep enough to overflow the stack of the process replaying it.
 
 use crate::Error;
 use crate::identity::{NodeId, SymId};
@@ -11,6 +17,13 @@ use crate::ir::{Access, Code, Expr, Index, Loop, LoopKind, Stmt, Symbol};
 use crate::saved::{Replayer, Resolver, ScheduleLanguage, SymRef};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
+
+/// The deepest loop nest (loops on one path from the top level down) a [`RefOp`] builds: a
+/// split that would nest the split loop's code deeper is refused. Real schedules nest about
+/// 20 loops at most (seven loops of a convolution tiled on several levels); the IR's recursive
+/// walks stay within a 256 KiB stack at this depth in a debug build (tested). Code built
+/// deeper by hand is the caller's: the ops refuse only to deepen it further.
+pub const MAX_NEST_DEPTH: usize = 64;
 
 /// One schedule op over live symbols and nodes.
 #[derive(Clone, Debug, PartialEq)]
@@ -178,8 +191,9 @@ impl RefOp {
     ///
     /// # Errors
     /// [`Error::ScheduleInapplicable`] if the op's preconditions do not hold (loop not found or
-    /// bound by several loops, factor not dividing the extent, loops not perfectly nested, no
-    /// single invariant read, ...). Never panics.
+    /// bound by several loops, factor not dividing the extent, a split that would nest loops
+    /// deeper than [`MAX_NEST_DEPTH`], loops not perfectly nested, no single invariant read,
+    /// ...). Never panics.
     pub fn apply(&self, code: &Code) -> Result<Code, Error> {
         let target = match self {
             RefOp::Split { target, .. }
@@ -188,7 +202,8 @@ impl RefOp {
             RefOp::Reorder { outer, .. } => *outer,
             RefOp::Hoist { out_of, .. } => *out_of,
         };
-        let n = code.loops().iter().filter(|l| l.var.id() == target).count();
+        let loops = code.loops();
+        let n = loops.iter().filter(|l| l.var.id() == target).count();
         if n != 1 {
             return Err(inapplicable(
                 self,
@@ -197,6 +212,14 @@ impl RefOp {
                 } else {
                     "several loops bind the target"
                 },
+            ));
+        }
+        if matches!(self, RefOp::Split { .. })
+            && nest_depth_through(&loops, target) >= MAX_NEST_DEPTH
+        {
+            return Err(inapplicable(
+                self,
+                &format!("the split would nest loops deeper than {MAX_NEST_DEPTH}"),
             ));
         }
         let mut body = code.body.clone();
@@ -263,6 +286,25 @@ impl RefOp {
             RefOp::Hoist { node, local, .. } => hoist(self, l, *node, local),
         }
     }
+}
+
+/// The number of loops on the deepest path from the top level through the loop binding
+/// `target` (its enclosing loops, itself, and the deepest nest in its body), from the
+/// preorder listing of [`Code::loops`]; 0 if no loop binds it.
+fn nest_depth_through(loops: &[crate::ir::LoopInfo], target: SymId) -> usize {
+    let Some(at) = loops.iter().position(|l| l.var.id() == target) else {
+        return 0;
+    };
+    let depth = loops[at].depth;
+    // The loops of its body follow it in preorder, deeper than it, up to the next loop
+    // that is not.
+    let deepest = loops[at + 1..]
+        .iter()
+        .take_while(|l| l.depth > depth)
+        .map(|l| l.depth)
+        .max()
+        .unwrap_or(depth);
+    deepest + 1
 }
 
 fn inapplicable(op: &RefOp, reason: &str) -> Error {
