@@ -15,6 +15,12 @@
 //! for f32, f16 and bf16 values; `double` for f64). f16 and bf16 tensors are stored as
 //! `uint16_t` and converted on every load and store (helpers in the prelude).
 //!
+//! A function's text (the prelude aside) is at most [`MAX_RENDER_BYTES`]: unrolled loops
+//! are copied, so a schedule that unrolls every loop of a large nest (a cache entry of nine
+//! ops can) renders a copy per iteration, gigabytes for a 512³ matmul; such code is refused
+//! ([`Error::Render`]) as soon as the text passes the cap (checked before each copy), not
+//! after it has exhausted memory.
+//!
 //! ```
 //! use schedule_cache::config::{Config, SettingsRegistry};
 //! use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
@@ -49,6 +55,11 @@ use crate::ir::{
 
 /// Unrolled loops of at most this many iterations are emitted as copies.
 pub const UNROLL_COPIES_MAX: i64 = 16;
+
+/// The most bytes of C text [`render`] produces for one function: past it, the code is
+/// refused ([`Error::Render`]). A 64³ matmul with every loop unrolled renders to about
+/// 25 MB; the demo's schedules render to about 10 KB.
+pub const MAX_RENDER_BYTES: usize = 16 << 20;
 
 /// How the renderer names what the function owns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -239,6 +250,12 @@ fn render_error(why: String) -> Error {
     Error::Render(why)
 }
 
+fn too_long() -> Error {
+    render_error(format!(
+        "the text would be longer than {MAX_RENDER_BYTES} bytes (unrolled loops are copied)"
+    ))
+}
+
 impl Renderer<'_> {
     fn line(&mut self, depth: usize, text: &str) {
         for _ in 0..depth {
@@ -377,6 +394,13 @@ impl Renderer<'_> {
         let extent = l.to.saturating_sub(l.from);
         if l.kind == LoopKind::Unrolled && extent <= UNROLL_COPIES_MAX {
             for value in l.from..l.to {
+                // Copies multiply (a nest of unrolled loops renders the product of their
+                // extents): the length is checked before each copy, so the text never
+                // grows much past the cap before it is refused.
+                if self.out.len() > MAX_RENDER_BYTES {
+                    self.env.remove(&l.var.id());
+                    return Err(too_long());
+                }
                 self.env.insert(l.var.id(), value);
                 self.line(depth, "{");
                 let result = self.stmts(depth + 1, &l.body);
@@ -487,7 +511,8 @@ fn is_c_identifier(s: &str) -> bool {
 /// # Errors
 /// [`Error::Render`] when `name` is not a C identifier, the code touches a node that is no
 /// parameter, indexes a node with the wrong number of indices, folds an index past `i64`,
-/// or holds an opaque construct (which has no C meaning).
+/// holds an opaque construct (which has no C meaning), or the text would be longer than
+/// [`MAX_RENDER_BYTES`].
 pub fn render(
     code: &Code,
     name: &str,
@@ -571,6 +596,9 @@ pub fn render(
     }
     r.stmts(1, &code.body)?;
     r.line(0, "}");
+    if r.out.len() > MAX_RENDER_BYTES {
+        return Err(too_long());
+    }
 
     let mut prelude = String::from("#include <stdint.h>\n#include <math.h>\n");
     if log {

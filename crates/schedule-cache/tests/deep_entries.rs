@@ -1,7 +1,8 @@
 //! Cache entries built to hurt the process that replays them: thousands of splits by 1 (each
 //! splitting the previous inner loop, which nested the code thousands of loops deep and
 //! overflowed the stack applying, cloning, rendering and dropping it), schedules longer than
-//! `MAX_SAVED_OPS`, and deeply nested RON. Each is a refusal or a miss, never a crash.
+//! `MAX_SAVED_OPS`, deeply nested RON, and a schedule that unrolls every loop of a large
+//! nest (rendered a copy per iteration). Each is a refusal or a miss, never a crash.
 //!
 //! The entries go through the real disk store and are looked up through the front door in a
 //! child process (this test binary re-invoked with `DEEP_ENTRIES_CHILD` set, running only
@@ -12,8 +13,10 @@
 use schedule_cache::config::{Config, SettingsRegistry};
 use schedule_cache::disk;
 use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-use schedule_cache::render::{Naming, render, segments, signature_of};
-use schedule_cache::schedule::{MAX_NEST_DEPTH, RefOp, ReferenceLanguage, SavedRefOp, apply_ops};
+use schedule_cache::render::{MAX_RENDER_BYTES, Naming, render, segments, signature_of};
+use schedule_cache::schedule::{
+    MAX_NEST_DEPTH, RefOp, ReferenceLanguage, SavedRefOp, Schedule, apply_ops,
+};
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
     Error, MAX_SAVED_OPS, Measurements, Registry, SavedSchedule, ScheduleCache, ScheduleEntry,
@@ -358,4 +361,66 @@ fn schedules_longer_than_the_op_cap_are_refused_everywhere() {
         )
         .unwrap_err();
     assert!(matches!(err, Error::TooManyOps { .. }), "{err:?}");
+}
+
+/// `for i, j, k < 64: c[i,j] = c[i,j] + a[i,k] * b[k,j]`, with its loop variables.
+fn matmul() -> (Code, [Symbol; 3]) {
+    let n = 64;
+    let (i, j, k) = (Symbol::fresh("i"), Symbol::fresh("j"), Symbol::fresh("k"));
+    let node = |label: &str| TensorNode::new(label, &[64, 64], Precision::F32);
+    let (a, b, c) = (node("a"), node("b"), node("c"));
+    let at = |x: &Symbol, y: &Symbol| vec![Index::var(x), Index::var(y)];
+    let value = Expr::bin(
+        BinOp::Add,
+        Expr::get(&c, at(&i, &j)),
+        Expr::bin(
+            BinOp::Mul,
+            Expr::get(&a, at(&i, &k)),
+            Expr::get(&b, at(&k, &j)),
+        ),
+    );
+    let set = Stmt::set(&c, at(&i, &j), value);
+    let nest = Stmt::for_(
+        &i,
+        0,
+        n,
+        vec![Stmt::for_(&j, 0, n, vec![Stmt::for_(&k, 0, n, vec![set])])],
+    );
+    (Code::new(vec![nest]), [i, j, k])
+}
+
+/// Regression: an entry of nine ops (every loop of a 64³ matmul split by 16, every loop
+/// unrolled) replayed fine, and rendering it emitted a copy per iteration: 25 MB of C
+/// (a 512³ matmul: some 13 GB, exhausting memory). The renderer refuses past
+/// `MAX_RENDER_BYTES`, while the unscheduled nest renders as before.
+#[test]
+fn an_entry_that_unrolls_every_loop_of_a_large_nest_is_refused_by_the_renderer() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cache(dir.path());
+    let (code, [i, j, k]) = matmul();
+    let mut s = Schedule::new();
+    for l in [&i, &j, &k] {
+        let (outer, inner) = s.split(l, 16);
+        s.unroll(&outer);
+        s.unroll(&inner);
+    }
+    assert!(
+        c.store(&code, &s.ops, Measurements::new(vec![1e-6]))
+            .unwrap()
+            .outcome
+            .is_stored()
+    );
+
+    let (again, _) = matmul();
+    let hit = c.lookup(&again).unwrap().unwrap();
+    let done = apply_ops(&hit.ops, &again).unwrap();
+    let config = Config::new(SettingsRegistry::reference());
+    let sig = signature_of(&again, &[]);
+    let plain = render(&again, "k", &sig, Naming::Minted, &config).unwrap();
+    assert!(plain.text.len() < 1000, "{}", plain.text.len());
+    let err = render(&done, "k", &sig, Naming::Minted, &config).unwrap_err();
+    assert!(
+        matches!(&err, Error::Render(why) if why.contains(&format!("longer than {MAX_RENDER_BYTES} bytes"))),
+        "{err:?}"
+    );
 }
