@@ -72,27 +72,9 @@ pub fn open_regular(path: &Path) -> io::Result<(File, u64)> {
 /// # Errors
 /// As [`open_regular`].
 pub fn open_listed_regular(path: &Path) -> io::Result<(File, u64)> {
-    let file = retry(|| {
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(read_flags())
-            .open(path)
-    })
-    .map_err(|e| {
-        // O_NOFOLLOW on a link that replaced the file since the lstat: ELOOP.
-        if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a symbolic link, not a regular file",
-            )
-        } else {
-            e
-        }
-    })?;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(not_regular(meta.file_type()));
-    }
+    let mut options = OpenOptions::new();
+    options.read(true);
+    let (file, meta) = open_checked(&options, path)?;
     Ok((file, meta.len()))
 }
 
@@ -107,17 +89,23 @@ pub fn open_listed_regular(path: &Path) -> io::Result<(File, u64)> {
 /// `InvalidInput` for a symbolic link or any other non-regular file; any other open or
 /// `fstat` error.
 pub fn open_rw_regular(path: &Path, create: bool, mode: u32) -> io::Result<File> {
-    let file = retry(|| {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(create)
-            .truncate(false)
-            .mode(mode)
-            .custom_flags(read_flags())
-            .open(path)
-    })
-    .map_err(|e| {
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .mode(mode);
+    open_checked(&options, path).map(|(file, _)| file)
+}
+
+/// Opens `path` with `options` plus the non-blocking, no-follow flags, and checks that the
+/// opened handle is a regular file (returning its metadata).
+fn open_checked(options: &OpenOptions, path: &Path) -> io::Result<(File, fs::Metadata)> {
+    let mut options = options.clone();
+    options.custom_flags(read_flags());
+    let file = retry(|| options.open(path)).map_err(|e| {
+        // O_NOFOLLOW on a link (one that replaced the file since a caller's lstat): ELOOP.
         if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -131,7 +119,7 @@ pub fn open_rw_regular(path: &Path, create: bool, mode: u32) -> io::Result<File>
     if !meta.file_type().is_file() {
         return Err(not_regular(meta.file_type()));
     }
-    Ok(file)
+    Ok((file, meta))
 }
 
 fn too_large(max_len: u64) -> io::Error {
