@@ -12,7 +12,7 @@
 
 use schedule_cache::config::{Config, SettingsRegistry};
 use schedule_cache::disk;
-use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+use schedule_cache::ir::{BinOp, Code, Expr, Index, LoopKind, Precision, Stmt, Symbol, TensorNode};
 use schedule_cache::render::{MAX_RENDER_BYTES, Naming, render, segments, signature_of};
 use schedule_cache::schedule::{
     MAX_NEST_DEPTH, RefOp, ReferenceLanguage, SavedRefOp, Schedule, apply_ops,
@@ -123,6 +123,35 @@ fn deep_child() {
         "within-the-op-cap" => {
             publish(dir, splits_by_one(MAX_SAVED_OPS));
         }
+        "unrolled-2-to-the-40" => {
+            // Forty nested unrolled loops of two iterations: 2^40 copies of the statement.
+            let x = TensorNode::new("x", &[1], Precision::F32);
+            let mut body = vec![Stmt::set(
+                &x,
+                vec![Index::constant(0)],
+                Expr::bin(
+                    BinOp::Add,
+                    Expr::get(&x, vec![Index::constant(0)]),
+                    Expr::Const(1.0),
+                ),
+            )];
+            for k in 0..40 {
+                let mut nest = Stmt::for_(&Symbol::fresh(&format!("u{k}")), 0, 2, body);
+                if let Stmt::For(l) = &mut nest {
+                    l.kind = LoopKind::Unrolled;
+                }
+                body = vec![nest];
+            }
+            let code = Code::new(body);
+            let config = Config::new(SettingsRegistry::reference());
+            let sig = signature_of(&code, &[]);
+            let got = match render(&code, "k", &sig, Naming::Minted, &config) {
+                Ok(r) => format!("rendered {} bytes", r.text.len()),
+                Err(e) => format!("refused: {e}"),
+            };
+            println!("OUTCOME: {got}");
+            return;
+        }
         nested => {
             // A good entry of one split, then a value nested 100,000 deep written into it.
             let path = publish(dir, splits_by_one(1));
@@ -153,8 +182,25 @@ fn deep_child() {
 /// Runs `case` in a child process; returns its stdout, failing if the child did not exit
 /// normally (a stack overflow aborts it).
 fn in_child(case: &str) -> String {
+    in_child_within(case, None)
+}
+
+/// [`in_child`], the child's address space limited to `limit_kib` KiB when given (through
+/// the shell's `ulimit -v`): an allocation past it aborts the child.
+fn in_child_within(case: &str, limit_kib: Option<u64>) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
+    let exe = std::env::current_exe().unwrap();
+    let mut command = match limit_kib {
+        None => Command::new(exe),
+        Some(kib) => {
+            let mut sh = Command::new("sh");
+            sh.arg("-c")
+                .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+                .arg(exe);
+            sh
+        }
+    };
+    let out = command
         .args(["--exact", "deep_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{case}:{}", dir.path().display()))
         .output()
@@ -422,5 +468,21 @@ fn an_entry_that_unrolls_every_loop_of_a_large_nest_is_refused_by_the_renderer()
     assert!(
         matches!(&err, Error::Render(why) if why.contains(&format!("longer than {MAX_RENDER_BYTES} bytes"))),
         "{err:?}"
+    );
+}
+
+/// Regression: the renderer's cap is checked before each unrolled copy, not only on the
+/// finished text: forty nested unrolled loops of two iterations (2^40 copies, some 40 TB
+/// of C) are refused once the text passes `MAX_RENDER_BYTES`, in a child whose address
+/// space is limited to 1 GiB (without the per-copy check the child runs out of memory
+/// and aborts).
+#[test]
+fn copies_stop_at_the_render_cap_not_when_memory_runs_out() {
+    let stdout = in_child_within("unrolled-2-to-the-40", Some(1 << 20));
+    let got = outcome(&stdout);
+    assert!(
+        got.starts_with("refused: ")
+            && got.contains(&format!("longer than {MAX_RENDER_BYTES} bytes")),
+        "{got}"
     );
 }
