@@ -22,10 +22,12 @@ use crate::kernel_token;
 /// name, members across comments ending in white space are no longer renamed; v4 -- a
 /// `$` inside a string or character literal no longer refuses renaming (one anywhere
 /// else still does), and an observing macro (`assert`) refuses only as a whole
-/// identifier, not inside a longer word (`__tvm_assert_parts`).
+/// identifier, not inside a longer word (`__tvm_assert_parts`); v5 -- a byte from 0x80
+/// outside string and character literals refuses renaming (clang reads U+00A0 and other
+/// Unicode spaces as white space: `i1 -\u{a0}i2` and `\u{a0}assert(i1)` were renamed).
 /// Its length part and it fill exactly one SHA-256 block, so each key starts from a
 /// hash state computed once ([`key_prefix`]).
-const KEY_DOMAIN: &[u8] = b"kcache canonical-text v4 -- the key of a kernel encoding";
+const KEY_DOMAIN: &[u8] = b"kcache canonical-text v5 -- the key of a kernel encoding";
 const _: () = assert!(8 + KEY_DOMAIN.len() == 64);
 
 /// The SHA-256 state after the length-prefixed [`KEY_DOMAIN`].
@@ -98,8 +100,9 @@ pub struct Names {
     /// disambiguated. Renamed, unless renaming is refused (see [`canonical_kernel`]).
     /// Each must be declared by the kernel text wherever it occurs in it (see the
     /// contract above): listing a name the kernel only uses makes kernels that differ in
-    /// it share a key. A listed name that does not occur in the text leaves the key as it
-    /// is, unless it refuses renaming (a reserved name, or one also free: see [`Refusal`]).
+    /// it share a key. A listed name that occurs in the text neither itself nor through
+    /// a name [`Names::derivations`] derive from it leaves the key as it is, unless it
+    /// refuses renaming (a reserved name, or one also free: see [`Refusal`]).
     pub bound: BTreeSet<String>,
     /// Names the kernel refers to from outside. Never renamed; a bound name that is also
     /// free refuses renaming of all bound names.
@@ -299,7 +302,7 @@ pub enum Refusal {
     },
     /// The text holds something whose tokenization is not modelled exactly for every
     /// dialect we accept (a line splice anywhere, a carriage return not before a
-    /// newline, a `$` outside string and character literals, a NUL byte, a trigraph, a `'` after a number or an identifier
+    /// newline, a `$` or a non-ASCII byte outside string and character literals, a NUL byte, a trigraph, a `'` after a number or an identifier
     /// other than an encoding prefix, a C++ raw string, a backslash in code): nothing is
     /// renamed and the key is taken over the exact text.
     AmbiguousLexing {
@@ -2388,18 +2391,47 @@ mod tests {
     }
 
     #[test]
+    fn a_listed_name_absent_from_the_text_leaves_the_key_as_it_is() {
+        let text = "void k(float *n1) { n1[0] = y_grad; }";
+        let key = |names: &Names| canonical_kernel(text, Some("k"), names).key(&[]);
+        let base = Names::new().with_bound(["n1"]);
+        assert_eq!(key(&base), key(&base.clone().with_bound(["n2", "zz9"])));
+        // Unless a derivation derives a name of the text from it: `y` then owns `y_grad`.
+        let derived = base.with_derivation("", "_grad");
+        assert_ne!(key(&derived), key(&derived.clone().with_bound(["y"])));
+    }
+
+    #[test]
     fn non_ascii_text_is_kept_and_decodes() {
+        // Outside literals a non-ASCII byte refuses renaming (clang reads U+00A0 and the
+        // other Unicode spaces as white space): the exact text is keyed.
         let names = Names::new().with_bound(["n1_é"]);
         let text = "/* żółw i1 */ n1_é[i1] = \"€\" + x_ü + n1_é; // 🙂 i2";
         let c = canonical_kernel(text, Some("x_ü"), &names);
+        assert!(
+            matches!(
+                c.refusals(),
+                [Refusal::AmbiguousLexing { offset: 3, what }] if what.contains("non-ASCII")
+            ),
+            "{:?}",
+            c.refusals()
+        );
+        assert_eq!(c.text(), text);
+        assert_eq!(c.renamed().count(), 0);
+        // Inside string and character literals it is part of the literal: renaming goes on,
+        // and the literals decode as written.
+        let names = Names::new().with_bound(["n1"]);
+        let text = "n1[i1] = \"€ żółw 🙂\" + '\u{a0}' + n1;";
+        let c = canonical_kernel(text, None, &names);
+        assert!(c.refusals().is_empty(), "{:?}", c.refusals());
         assert_eq!(
             c.text(),
-            "/* żółw ocannl_k0 */ ocannl_k1[ocannl_k0] = \"€\" + x_ü + ocannl_k1; // 🙂 ocannl_k2"
+            "ocannl_k0[ocannl_k1] = \"€ żółw 🙂\" + '\u{a0}' + ocannl_k0;"
         );
-        // Tag bytes only where names were replaced: five renamed occurrences, one own name.
+        // Tag bytes only where names were replaced: three renamed occurrences.
         let tags = c.encoding().iter().filter(|&&b| b >= enc::OWN).count();
-        assert_eq!(tags, 5 + 1);
-        assert_eq!(c.renamed().collect::<Vec<_>>(), ["i1", "n1_é", "i2"]);
+        assert_eq!(tags, 3);
+        assert_eq!(c.renamed().collect::<Vec<_>>(), ["n1", "i1"]);
     }
 
     #[test]

@@ -112,7 +112,9 @@
 //!     text), a carriage return not followed by `\n`, a NUL byte, a trigraph;
 //!   - in code, comments, directives and attributes: a `$` (an identifier byte in some
 //!     dialects only; inside a string or character literal it is one character of it,
-//!     as OCANNL's logging kernels print it);
+//!     as OCANNL's logging kernels print it), and any non-ASCII byte (clang reads U+00A0
+//!     and the other Unicode spaces as white space, so `i1 -\u{a0}i2` names `i2`; inside
+//!     a literal it is part of it);
 //!   - in code, directives and attributes: a `'` right after a number or a name other
 //!     than the encoding prefixes `L`, `u`, `U` (a digit separator in C23 and C++14, a
 //!     character literal in gnu17; `u8'x'` likewise), a C++ raw string, a backslash in

@@ -6,8 +6,9 @@
 //! has accepted it, and for accepted text phases 1 and 2 change nothing: there is no
 //! line splice (so every token lies on the lines it appears on), no trigraph, no lone
 //! carriage return (so a line ends at `\n` and nowhere else; the `\r` of a CRLF line end
-//! is white space, as gcc reads it), no NUL byte, and no `$` outside string and character
-//! literals. Phase 3 (comments, literals,
+//! is white space, as gcc reads it), no NUL byte, and no `$` and no byte from 0x80 outside
+//! string and character literals (clang reads U+00A0 and other Unicode spaces as white
+//! space, other code points as identifier characters; gcc rejects some). Phase 3 (comments, literals,
 //! preprocessing numbers, identifiers, punctuators, directives) is then the lexer's, and
 //! the constructs whose phase-3 reading depends on the dialect are refused where they
 //! are met (a `'` after a preprocessing number or an identifier other than an encoding
@@ -30,23 +31,41 @@ use crate::lexer::TokenKind;
 pub(crate) const DOLLAR: &str =
     "a `$` outside string and character literals (an identifier byte in some dialects only)";
 
+/// What [`untokenizable`] says of a byte from 0x80 outside literals.
+pub(crate) const NON_ASCII: &str = "a non-ASCII byte outside string and character literals \
+     (white space to clang for some code points, an identifier character for others)";
+
 /// The first byte of text no dialect-independent tokenization exists for, and what it
 /// starts: a line splice (a backslash, then optional blanks, then a line end or the end
 /// of the text), a trigraph, a carriage return not followed by `\n` or a NUL byte, found
-/// wherever it occurs (in code, literals, comments and directives alike); and a `$`
-/// anywhere but inside a string or character literal.
+/// wherever it occurs (in code, literals, comments and directives alike); and a `$` or a
+/// byte from 0x80 anywhere but inside a string or character literal.
 ///
 /// A `$` inside a literal is one character of it in every dialect (OCANNL's logging
 /// kernels print `:=$`); anywhere else it may continue an identifier or not, so it is
-/// refused. Which `$` lie in a literal is the [`lexer`](crate::lexer)'s reading, exact
-/// for text with none of the other constructs, and looked at only when the text holds a
-/// `$`.
+/// refused. So is a non-ASCII byte: clang reads U+00A0 (and the other Unicode spaces) as
+/// white space, so `\u{a0}assert(i1)` invokes `assert` and `i1 -\u{a0}i2` names `i2`,
+/// where a reading of every such byte as an identifier byte would see one longer word.
+/// Which bytes lie in a literal is the [`lexer`](crate::lexer)'s reading, exact for text
+/// with none of the other constructs, and looked at only when the text holds a `$` or a
+/// non-ASCII byte.
 pub(crate) fn untokenizable(src: &[u8]) -> Option<(usize, &'static str)> {
     let mut first: Option<(usize, &'static str)> = None;
-    // The lexer's string and character literals, as sorted spans; read at the first `$`.
+    // The lexer's string and character literals, as sorted spans; read at the first `$`
+    // or non-ASCII byte.
     let mut literals: Option<Vec<(usize, usize)>> = None;
+    if !src.is_ascii() {
+        let spans = literals.get_or_insert_with(|| literal_spans(src));
+        first = src
+            .iter()
+            .enumerate()
+            .position(|(i, &b)| b >= 0x80 && !inside(spans, i))
+            .map(|i| (i, NON_ASCII));
+    }
+    // Splices, lone carriage returns and `$`, before the first non-ASCII refusal.
+    let end = first.map_or(src.len(), |(f, _)| f);
     let mut from = 0;
-    while let Some(k) = memchr::memchr3(b'\\', b'\r', b'$', &src[from..]) {
+    while let Some(k) = memchr::memchr3(b'\\', b'\r', b'$', &src[from..end]) {
         let i = from + k;
         let what = match src[i] {
             b'\\' => {
@@ -181,7 +200,7 @@ pub(crate) fn spelling_observer<'o>(
         let mut from = 0;
         while let Some(k) = finder.find(&hay[from..]) {
             let i = from + k;
-            if whole_word(hay, i, i + o.len()) {
+            if whole_word(src, i, i + o.len()) {
                 best = Some((i, o.to_owned()));
                 break;
             }
@@ -221,6 +240,7 @@ mod tests {
             }
             b'\r' => src.get(i + 1) != Some(&b'\n'),
             b'$' => !super::inside(&super::literal_spans(src), i),
+            0x80.. => !super::inside(&super::literal_spans(src), i),
             0 => true,
             b'?' => {
                 src.get(i + 1) == Some(&b'?')
@@ -238,7 +258,7 @@ mod tests {
         #[test]
         fn untokenizable_is_the_first_offending_byte(
             bytes in proptest::collection::vec(
-                proptest::sample::select(b"??=/'()!<>-\\\r\n \t$\0ax\"".to_vec()),
+                proptest::sample::select(b"??=/'()!<>-\\\r\n \t$\0ax\"\x80\xa0\xc2\xff".to_vec()),
                 0..40,
             )
         ) {
@@ -272,6 +292,14 @@ mod tests {
             ("? ?? ??x ??!", 9, "trigraph"),
             ("x ??= \0", 2, "trigraph"),
             ("\0 ??=", 0, "NUL"),
+            // Non-ASCII outside literals: U+00A0 is white space to clang.
+            ("int x = i1 -\u{a0}i2;", 12, "non-ASCII"),
+            ("{ \u{a0}assert(i1); }", 2, "non-ASCII"),
+            ("\u{a0}#define S(x) #x\n", 0, "non-ASCII"),
+            ("// é\n", 3, "non-ASCII"),
+            ("s = \"é\"; t = é;", 14, "non-ASCII"),
+            ("a\\\n \u{a0}", 1, "splice"),
+            ("\u{a0} a\\\n", 0, "non-ASCII"),
         ] {
             let got = untokenizable(text.as_bytes());
             assert!(
@@ -284,7 +312,7 @@ mod tests {
             "\"\\n\" '\\\\' \\x",
             "?? ?x ???",
             "",
-            "é \\u00e9",
+            "\"é\" '\u{a0}' u8\"\u{2028}\" \\u00e9",
             "s = \"$\"; c = '$'; t = \"a\\\"$\";",
         ] {
             assert_eq!(untokenizable(ok.as_bytes()), None, "{ok:?}");

@@ -137,8 +137,8 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
 }
 
 /// Text the renamer must refuse, found bytewise (a second, independent reading of
-/// [`crate::phases`]); a `$` is allowed only inside a string or character literal token
-/// of `tokens`.
+/// [`crate::phases`]); a `$` or a byte from 0x80 is allowed only inside a string or
+/// character literal token of `tokens`.
 fn unsafe_bytes(src: &[u8], tokens: &[Token]) -> Option<&'static str> {
     let in_literal = |i: usize| {
         let k = tokens.partition_point(|t| t.end <= i);
@@ -149,6 +149,7 @@ fn unsafe_bytes(src: &[u8], tokens: &[Token]) -> Option<&'static str> {
     for (i, &b) in src.iter().enumerate() {
         match b {
             b'$' if !in_literal(i) => return Some("a `$` outside literals"),
+            0x80.. if !in_literal(i) => return Some("a non-ASCII byte outside literals"),
             0 => return Some("a NUL"),
             b'\r' if src.get(i + 1) != Some(&b'\n') => return Some("a lone CR"),
             b'\\' => {

@@ -737,3 +737,39 @@ fn the_oracle_catches_a_naive_renamer() {
         "the oracle caught only {naive_violations} naive violations"
     );
 }
+
+/// Regression (found by review): clang reads U+00A0 as white space, so a no-break space
+/// before `assert`, inside an expression or before a directive's `#` hid an observer, a
+/// name or a `#` macro from a renamer that read every non-ASCII byte as an identifier
+/// byte: each pair below had one key while clang's object code differs. Outside literals
+/// a non-ASCII byte now refuses renaming.
+#[test]
+fn unicode_white_space_does_not_hide_names_from_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = [
+        (
+            "#include <assert.h>\nint k(int i1) { \u{a0}assert(i1 > 0); return i1; }\n",
+            "#include <assert.h>\nint k(int i2) { \u{a0}assert(i2 > 0); return i2; }\n",
+        ),
+        (
+            "int k(int i1, int i2) { return i1 - \u{a0}i2; }\n",
+            "int k(int i2, int i1) { return i2 - \u{a0}i2; }\n",
+        ),
+        (
+            "\u{a0}#define S(x) #x\nconst char *k(int i1) { return S(i1); }\n",
+            "\u{a0}#define S(x) #x\nconst char *k(int i2) { return S(i2); }\n",
+        ),
+    ];
+    for (n, (a, b)) in pairs.iter().enumerate() {
+        let (oa, ob) = (
+            object_code::compile_with("clang", dir.path(), 2 * n, a),
+            object_code::compile_with("clang", dir.path(), 2 * n + 1, b),
+        );
+        assert!(
+            oa.is_some() && ob.is_some() && oa != ob,
+            "clang compiles both and tells them apart: {a:?} {b:?}"
+        );
+        let key = |t: &str| canonical_kernel(t, None, &Names::new()).key(&[]);
+        assert_ne!(key(a), key(b), "{a:?} {b:?}");
+    }
+}

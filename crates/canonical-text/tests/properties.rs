@@ -331,7 +331,7 @@ fn key_is_pinned() {
 }
 
 /// Computed independently by `tests/data/pinned_key.py`.
-const PINNED_KEY: &str = "68b59a5329e70d7302b5ebf1cda1c5a100ca509ff4b39176f02cf37daaf8b7bd";
+const PINNED_KEY: &str = "6dd080626abe8f4a71413575ba3b1ed85fd1b2aff31d6b717ba3ae4851686d3f";
 
 /// (6) Determinism across threads: every thread computes the same keys.
 #[test]
