@@ -15,10 +15,11 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use rustix::fs::OFlags;
 use sha2::{Digest, Sha256};
 
 use crate::error::CcError;
@@ -119,19 +120,33 @@ fn changed_at(meta: &std::fs::Metadata) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::new(secs, nanos.min(999_999_999))
 }
 
-/// The SHA-256 of the regular file at `path` and when it (or the link named `path`, if
-/// it is one) last changed ([`changed_at`]).
+/// The flags every open of a listed file adds to `O_RDONLY` (and std's `O_CLOEXEC`):
+/// `O_NONBLOCK`, so a FIFO put at the name after it was checked opens without waiting for
+/// a writer (and is then refused on its handle), and `O_NOCTTY`. Links are followed: a
+/// header is often reached through one.
+fn open_flags() -> i32 {
+    // The flag bits are small positive constants, so the conversion never fails.
+    i32::try_from((OFlags::NONBLOCK | OFlags::NOCTTY).bits()).unwrap_or(0)
+}
+
+/// The SHA-256 of the regular file at `path` (links followed) and when that file (or the
+/// link named `path`, if it is one) last changed ([`changed_at`]), read on the opened handle *after* its content was hashed: a
+/// change time never goes back, so a write during the read shows in it.
+///
+/// Never blocks: the name is checked before the open (so a FIFO or device already there
+/// is never opened), the open does not wait ([`open_flags`]), and the handle is checked
+/// again before reading.
 fn digest_file(path: &str) -> Result<([u8; 32], SystemTime), CcError> {
     let io = |e: std::io::Error| changed(path, e.to_string());
-    // Checked before opening (a FIFO would block the open) and again on the handle.
     if !std::fs::metadata(path).map_err(io)?.is_file() {
         return Err(changed(path, "not a regular file"));
     }
-    // The name itself, if it is a link: pointing it at another file changes the link.
-    let link_changed = changed_at(&std::fs::symlink_metadata(path).map_err(io)?);
-    let mut file = File::open(path).map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
+    let mut file = File::options()
+        .read(true)
+        .custom_flags(open_flags())
+        .open(path)
+        .map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
         return Err(changed(path, "not a regular file"));
     }
     let mut hasher = Sha256::new();
@@ -147,7 +162,11 @@ fn digest_file(path: &str) -> Result<([u8; 32], SystemTime), CcError> {
     }
     let mut digest = [0u8; 32];
     digest.copy_from_slice(&hasher.finalize());
-    Ok((digest, changed_at(&meta).max(link_changed)))
+    // After the read: a change made while it ran is in this change time.
+    let after = file.metadata().map_err(io)?;
+    // The name itself, if it is a link: pointing it at another file changes the link.
+    let link = std::fs::symlink_metadata(path).map_err(io)?;
+    Ok((digest, changed_at(&after).max(changed_at(&link))))
 }
 
 /// The files the compiles of `unit_dirs` (each holding its [`DEP_FILE`]) read besides
@@ -226,6 +245,93 @@ mod tests {
         assert_eq!(parse_make_rule("no rule here"), None);
         assert_eq!(parse_make_rule(""), None);
         assert_eq!(parse_make_rule("a.o: b\nc.o: d\n"), None);
+    }
+
+    /// A write landing while the content is hashed is in the change time returned (it was
+    /// read before the content, so the old change time vouched for new or torn content).
+    #[test]
+    fn a_write_during_the_read_shows_in_the_change_time() {
+        use std::os::unix::fs::FileExt;
+        use std::time::Instant;
+        let tmp = tempfile::tempdir().unwrap();
+        let header = tmp.path().join("big.h");
+        let size: u64 = 96 << 20;
+        std::fs::write(&header, vec![b' '; size as usize]).unwrap();
+        let path = header.display().to_string();
+        for _ in 0..5 {
+            // Every change before this one lies well before the write below.
+            std::thread::sleep(Duration::from_millis(400));
+            let target = header.clone();
+            let writer = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(10));
+                let file = File::options().write(true).open(&target).unwrap();
+                let began = SystemTime::now();
+                file.write_at(b"x", size - 1).unwrap();
+                (began, Instant::now())
+            });
+            let (_, changed) = digest_file(&path).unwrap();
+            let returned = Instant::now();
+            let (began, written) = writer.join().unwrap();
+            if written < returned {
+                // The coarse clock of change times may lag the system clock by a tick.
+                assert!(
+                    changed + Duration::from_millis(50) >= began,
+                    "a write during the read is not in the change time: {changed:?} < {began:?}"
+                );
+                return;
+            }
+        }
+        panic!("the read never outlasted a 10 ms delay: the test shows nothing");
+    }
+
+    /// A FIFO renamed over a header between its check and its open never blocks the
+    /// read (the open waited for a writer, for ever).
+    #[test]
+    fn a_fifo_swapped_in_never_blocks_the_read() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, mpsc};
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let (name, regular, fifo) = (dir.join("h.h"), dir.join("regular"), dir.join("fifo"));
+        std::fs::write(&regular, "#define X 1\n").unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        std::fs::copy(&regular, &name).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (stop, dir, name) = (stop.clone(), dir.clone(), name.clone());
+            let (regular, fifo) = (regular.clone(), fifo.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    for (from, tmp) in [(&fifo, "t1"), (&regular, "t2")] {
+                        std::fs::hard_link(from, dir.join(tmp)).unwrap();
+                        std::fs::rename(dir.join(tmp), &name).unwrap();
+                    }
+                }
+            })
+        };
+        let (tx, rx) = mpsc::channel();
+        let path = name.display().to_string();
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + Duration::from_millis(1500);
+            let mut reads = 0u32;
+            while std::time::Instant::now() < until {
+                let _ = digest_file(&path);
+                reads += 1;
+            }
+            let _ = tx.send(reads);
+        });
+        let done = rx.recv_timeout(Duration::from_secs(20));
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        if done.is_err() {
+            // Release the blocked open before failing.
+            let _ = File::options().write(true).open(&fifo);
+            panic!("reading a header blocked on a FIFO put at its name");
+        }
     }
 
     #[test]
