@@ -7,8 +7,8 @@
 //! let the store answer with code compiled from the old header. Each unit is compiled
 //! with `-MD -MF kernel.d` (the compiler lists the files it read); a save records each
 //! listed file's absolute path and SHA-256, refusing when a file changed (its inode's
-//! change time, which a rename over it or a backdating `touch` also sets) after the
-//! compile began or just before ([`SETTLED`]: it may not be what the compiler read) or is
+//! change time, which a rename over it or a backdating `touch` also sets, or that of any
+//! symbolic link met resolving its path, a directory's included) after the compile began or just before ([`SETTLED`]: it may not be what the compiler read) or is
 //! named by a relative path;
 //! a load re-hashes every recorded file and refuses on any difference.
 
@@ -129,8 +129,8 @@ fn open_flags() -> i32 {
     i32::try_from((OFlags::NONBLOCK | OFlags::NOCTTY).bits()).unwrap_or(0)
 }
 
-/// The SHA-256 of the regular file at `path` (links followed) and when that file (or the
-/// link named `path`, if it is one) last changed ([`changed_at`]), read on the opened handle *after* its content was hashed: a
+/// The SHA-256 of the regular file at `path` (links followed) and when that file last
+/// changed ([`changed_at`]), read on the opened handle *after* its content was hashed: a
 /// change time never goes back, so a write during the read shows in it.
 ///
 /// Never blocks: the name is checked before the open (so a FIFO or device already there
@@ -164,16 +164,68 @@ fn digest_file(path: &str) -> Result<([u8; 32], SystemTime), CcError> {
     digest.copy_from_slice(&hasher.finalize());
     // After the read: a change made while it ran is in this change time.
     let after = file.metadata().map_err(io)?;
-    // The name itself, if it is a link: pointing it at another file changes the link.
-    let link = std::fs::symlink_metadata(path).map_err(io)?;
-    Ok((digest, changed_at(&after).max(changed_at(&link))))
+    Ok((digest, changed_at(&after)))
+}
+
+/// The most symbolic links [`links_changed_at`] follows resolving one path (Linux's
+/// `ELOOP` bound).
+const MAX_LINKS: usize = 40;
+
+/// When a symbolic link met resolving the absolute `path` last changed (the latest
+/// [`changed_at`] of them all; the epoch if there is none): a link at any component, a
+/// directory's (`/opt/cuda -> cuda-12.4`) as well as the file's, and every link of a chain
+/// (`link.h -> mid.h -> six.h`), each read with `lstat` and followed as the kernel follows
+/// it (`..` after a link leaves the link's target). Pointing any of them at another file
+/// changes that link (or puts a new one at its name), so a path resolving elsewhere than
+/// it did shows here. Refused past [`MAX_LINKS`] links.
+fn links_changed_at(path: &str) -> Result<SystemTime, CcError> {
+    use std::path::Component;
+    let io = |e: std::io::Error| changed(path, e.to_string());
+    // What is left to resolve, next component last.
+    fn push(pending: &mut Vec<std::ffi::OsString>, path: &Path) {
+        for c in path.components().rev() {
+            match c {
+                Component::Normal(name) => pending.push(name.to_os_string()),
+                Component::ParentDir => pending.push("..".into()),
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            }
+        }
+    }
+    let mut pending = Vec::new();
+    push(&mut pending, Path::new(path));
+    let mut resolved = PathBuf::from("/");
+    let mut latest = SystemTime::UNIX_EPOCH;
+    let mut links = 0;
+    while let Some(name) = pending.pop() {
+        if name == ".." {
+            resolved.pop();
+            continue;
+        }
+        let next = resolved.join(&name);
+        let meta = std::fs::symlink_metadata(&next).map_err(io)?;
+        if !meta.file_type().is_symlink() {
+            resolved = next;
+            continue;
+        }
+        links += 1;
+        if links > MAX_LINKS {
+            return Err(changed(path, "more than 40 symbolic links to resolve"));
+        }
+        latest = latest.max(changed_at(&meta));
+        let target = std::fs::read_link(&next).map_err(io)?;
+        if target.is_absolute() {
+            resolved = PathBuf::from("/");
+        }
+        push(&mut pending, &target);
+    }
+    Ok(latest)
 }
 
 /// The files the compiles of `unit_dirs` (each holding its [`DEP_FILE`]) read besides
 /// their units, each once, with their digests; refused if one is named by a relative
-/// path, cannot be read, or changed (its inode's change time) less than [`SETTLED`]
-/// before `started` (the compile's start) or later: then what it holds may not be what
-/// the compiler read.
+/// path, cannot be read, or changed (its inode's change time, or that of a symbolic link
+/// met resolving its path: [`links_changed_at`]) less than [`SETTLED`] before `started`
+/// (the compile's start) or later: then what it holds may not be what the compiler read.
 pub(crate) fn collect(unit_dirs: &[PathBuf], started: SystemTime) -> Result<Vec<Dep>, CcError> {
     let settled = started
         .checked_sub(SETTLED)
@@ -198,8 +250,10 @@ pub(crate) fn collect(unit_dirs: &[PathBuf], started: SystemTime) -> Result<Vec<
             if !Path::new(&path).is_absolute() {
                 return Err(changed(&path, "named by a relative path"));
             }
-            let (digest, changed_at) = digest_file(&path)?;
-            if changed_at >= settled {
+            let (digest, file_changed) = digest_file(&path)?;
+            // After the read (a change time never goes back): the links of the path too.
+            let links_changed = links_changed_at(&path)?;
+            if file_changed.max(links_changed) >= settled {
                 return Err(changed(
                     &path,
                     "changed after the compile began, or less than 2 s before",
@@ -332,6 +386,32 @@ mod tests {
             let _ = File::options().write(true).open(&fifo);
             panic!("reading a header blocked on a FIFO put at its name");
         }
+    }
+
+    /// Every link of a path counts, wherever it is, `..` after a link leaves the link's
+    /// target, and a loop of links is refused, never followed for ever.
+    #[test]
+    fn links_anywhere_in_a_path_are_found_and_loops_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let path = |p: &str| t.join(p).display().to_string();
+        std::fs::create_dir_all(t.join("real/sub")).unwrap();
+        std::fs::write(t.join("real/h.h"), "").unwrap();
+        assert_eq!(
+            links_changed_at(&path("real/sub/../h.h")).unwrap(),
+            SystemTime::UNIX_EPOCH
+        );
+        std::os::unix::fs::symlink("real/sub", t.join("dir")).unwrap();
+        std::os::unix::fs::symlink(t.join("dir"), t.join("chain")).unwrap();
+        let link = changed_at(&std::fs::symlink_metadata(t.join("dir")).unwrap());
+        // chain -> dir -> real/sub, then .. is real: real/h.h.
+        assert!(links_changed_at(&path("chain/../h.h")).unwrap() >= link);
+        std::os::unix::fs::symlink("b", t.join("a")).unwrap();
+        std::os::unix::fs::symlink("a", t.join("b")).unwrap();
+        assert!(matches!(
+            links_changed_at(&path("a/h.h")),
+            Err(CcError::DependencyChanged { why, .. }) if why.contains("more than 40")
+        ));
     }
 
     #[test]

@@ -101,7 +101,8 @@ pub enum CcError {
     },
     /// A file the compile read besides the kernel's own unit (a header its `#include`s
     /// found) cannot be vouched for: at a save, it changed after the compile began or less
-    /// than 2 s before (its inode's change time: any write, or a rename over it), is
+    /// than 2 s before (its inode's change time: any write, or a rename over it; or a
+    /// symbolic link in its path was pointed elsewhere), is
     /// named by a relative path or cannot be read (the program is not saved); at a
     /// load of a saved program, its content is no longer what the compile read (the
     /// saved program is not loaded, so it is compiled again).

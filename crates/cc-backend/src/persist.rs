@@ -52,8 +52,8 @@ impl PersistentBackend for CcBackend {
     }
 
     /// Refused ([`CcError::DependencyChanged`]) when a file the compile read (a header)
-    /// changed (its inode's change time: any write, or a rename over it) after the
-    /// compile began or less than 2 s before, is named by a relative path or cannot be
+    /// changed (its inode's change time: any write, or a rename over it; or that of any
+    /// symbolic link met resolving its path) after the compile began or less than 2 s before, is named by a relative path or cannot be
     /// read: what it holds now may not be what the program was compiled from.
     fn save(&self, program: &CcProgram) -> Result<SavedProgram, CcError> {
         let deps = program.deps()?;

@@ -428,6 +428,94 @@ fn a_saved_program_is_never_loaded_after_a_header_it_included_changed() {
     );
 }
 
+/// A backend whose compiler is a wrapper of `cc` that runs the shell command `after` once
+/// each unit's `-c` compile finished: a change made during the compile, after the
+/// compiler read its files and before the program is saved.
+fn cc_changing_after_compile(dir: &Path, after: &str) -> CcBackend {
+    let wrapper = dir.join("cc-then");
+    fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncc \"$@\"; s=$?\ncase \" $* \" in *\" -c \"*) {after};; esac\nexit $s\n"
+        ),
+    )
+    .unwrap();
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+    CcBackend::with_compiler(&wrapper.display().to_string()).unwrap()
+}
+
+/// A header reached through links, one of which is pointed at another (settled) header
+/// during the compile: the link the name itself is (checked before), one further along
+/// the chain, or a directory's link in the path (as `update-alternatives` keeps
+/// `/opt/cuda -> cuda-12.x`). The program was compiled from the old header and is never
+/// saved: the next resolve compiles the new one (it loaded the old program, a wrong hit).
+#[test]
+fn a_program_is_not_saved_when_any_link_of_its_headers_path_changed_during_the_compile() {
+    // (links to make as (target, link), header to include, (new target, link repointed),
+    // SCALE before and after)
+    type Case<'a> = (
+        &'a [(&'a str, &'a str)],
+        &'a str,
+        (&'a str, &'a str),
+        f32,
+        f32,
+    );
+    let cases: [Case<'_>; 3] = [
+        (
+            &[("six.h", "link.h")],
+            "link.h",
+            ("seven.h", "link.h"),
+            6.0,
+            7.0,
+        ),
+        (
+            &[("six.h", "mid.h"), ("mid.h", "link.h")],
+            "link.h",
+            ("seven.h", "mid.h"),
+            6.0,
+            7.0,
+        ),
+        (&[("v1", "cur")], "cur/scale.h", ("v2", "cur"), 1.0, 2.0),
+    ];
+    for (links, header, (target, repointed), old, new) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        fs::write(t.join("six.h"), "#define SCALE 6\n").unwrap();
+        fs::write(t.join("seven.h"), "#define SCALE 7\n").unwrap();
+        for (d, v) in [("v1", 1), ("v2", 2)] {
+            fs::create_dir(t.join(d)).unwrap();
+            fs::write(t.join(d).join("scale.h"), format!("#define SCALE {v}\n")).unwrap();
+        }
+        for (target, link) in links {
+            std::os::unix::fs::symlink(t.join(target), t.join(link)).unwrap();
+        }
+        settle();
+        let b = cc_changing_after_compile(
+            t,
+            &format!(
+                "ln -sfn {} {}",
+                t.join(target).display(),
+                t.join(repointed).display()
+            ),
+        );
+        let store = KernelStore::new(t.join("kernels"));
+        let header = t.join(header).display().to_string();
+        let (out, census, events) = resolve_scaled(&b, &store, scaled(&b, &header));
+        assert_eq!((out, census.kernels_compiled), (old, 1), "{header}");
+        assert!(
+            events.iter().any(|e| matches!(&e.outcome,
+                Outcome::NotSaved(NotSaved::Backend(m)) if m.contains("after the compile began"))),
+            "{repointed} repointed during the compile, yet: {events:?}"
+        );
+        let (out, census, _) = resolve_scaled(&b, &store, scaled(&b, &header));
+        assert_eq!(
+            (out, census.kernels_loaded),
+            (new, 0),
+            "{repointed}: answered with the program compiled through the old link"
+        );
+    }
+}
+
 /// `CPATH` decides which header `#include "scale.h"` finds: a process with another
 /// setting never loads a program compiled with the first one's header.
 #[test]
