@@ -88,6 +88,12 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// link reads (libraries named in the options) and the compiler's own programs are
 /// not checked either: a changed compiler is known by its `--version` line only.
 ///
+/// **Options that change the dependency list** (`-MMD`, `-MM`, `-MF`, `-Wp,-MD,...`: any
+/// `-M...` option and the like) would make the compiler leave headers out of the list a
+/// saved program records (under `-MMD`, every system and `-isystem` header): a program
+/// compiled under one works in this process but is never saved to (nor loaded from) the
+/// kernel store ([`CcError::DependencyOption`]).
+///
 /// **Options that target the host processor** (`-march=native`, `-mcpu=native`,
 /// `-mtune=native`: any option containing `native`) make the code depend on the machine
 /// that compiled it. A saved program records what the compiler made of its options
@@ -121,6 +127,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// machine that compiled it, not only on the keyed parts.
 pub(crate) fn targets_host(options: &[String]) -> bool {
     options.iter().any(|o| o.contains("native"))
+}
+
+/// The first option of a list that changes the compiler's dependency output (`-MMD`, `-MM`,
+/// `-M`, `-MF`, `-MT`, `-MP` and every other `-M...`, `-Wp,-MD,...` and the like, the long
+/// `--...dependencies` forms, and anything naming dependencies such as `-Xclang
+/// -dependency-file`): with `-MMD` or `-MM` the compiler leaves system headers (and
+/// `-isystem` ones) out of its list, other such options rename or reshape it, so the list
+/// `-MD -MF kernel.d` asks for may not name every file the compile read. A program
+/// compiled under such an option is never saved nor loaded ([`CcError::DependencyOption`]).
+pub(crate) fn dependency_option(options: &[String]) -> Option<&String> {
+    options.iter().find(|o| {
+        o.starts_with("-M")
+            || o.contains("dependenc")
+            || (o.starts_with("-Wp,") && o.split(',').any(|part| part.starts_with("-M")))
+    })
 }
 
 /// A program between [`SplitBackend::prepare`] and [`SplitBackend::finish`]: its
@@ -506,5 +527,41 @@ mod tests {
         assert!(!is_c_identifier("a);int x("));
         assert!(check_symbol("k").is_ok());
         assert!(check_symbol("k__kcache_entry").is_err());
+    }
+
+    #[test]
+    fn dependency_options_are_found() {
+        let found = |options: &[&str]| {
+            let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+            dependency_option(&options).cloned()
+        };
+        for option in [
+            "-MMD",
+            "-MM",
+            "-M",
+            "-MD",
+            "-MF",
+            "-MFx.d",
+            "-MT",
+            "-MP",
+            "-MG",
+            "-MQ",
+            "-Wp,-MMD,x.d",
+            "-Wp,-DX,-MD,x.d",
+            "--user-dependencies",
+            "--write-dependencies",
+            "-dependency-file",
+        ] {
+            assert_eq!(
+                found(&["-O3", option]),
+                Some(option.to_string()),
+                "{option}"
+            );
+        }
+        assert_eq!(found(&["-Xpreprocessor", "-MMD"]), Some("-MMD".into()));
+        assert_eq!(
+            found(&["-march=native", "-mavx2", "-Wp,-DX=1", "-DM=2"]),
+            None
+        );
     }
 }

@@ -113,6 +113,18 @@ pub enum CcError {
         /// What differs.
         why: String,
     },
+    /// A program's options hold one that changes the compiler's dependency output (`-MMD`,
+    /// `-MM`, `-MF`, `-Wp,-MD,...` and the like): the compiler may then leave headers out
+    /// of the list of files the compile read (with `-MMD`, every system and `-isystem`
+    /// header), so the program cannot vouch for what it was compiled from. It is used in
+    /// this process but never saved (nor, if a store holds one, loaded).
+    #[error(
+        "the option `{option}` changes the compiler's list of the files it read: the program is not saved"
+    )]
+    DependencyOption {
+        /// The option.
+        option: String,
+    },
     /// A saved program was compiled with options that target the host processor
     /// (`-march=native` and the like) on a machine whose processor they expand to
     /// differently (another model or other features): its code may not run here, so it

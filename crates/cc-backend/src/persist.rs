@@ -3,7 +3,7 @@
 
 use kernel_cache::{Compiled, PersistentBackend, SavedProgram};
 
-use crate::backend::{CcBackend, check_symbol, targets_host};
+use crate::backend::{CcBackend, check_symbol, dependency_option, targets_host};
 use crate::deps::{self, Dep, Manifest};
 use crate::error::CcError;
 use crate::program::CcProgram;
@@ -55,7 +55,16 @@ impl PersistentBackend for CcBackend {
     /// changed (its inode's change time: any write, or a rename over it; or that of any
     /// symbolic link met resolving its path) after the compile began or less than 2 s before, is named by a relative path or cannot be
     /// read: what it holds now may not be what the program was compiled from.
+    ///
+    /// Refused too ([`CcError::DependencyOption`]) when an option changes the compiler's
+    /// dependency output (`-MMD` and the like): the list of files read may then leave
+    /// headers out.
     fn save(&self, program: &CcProgram) -> Result<SavedProgram, CcError> {
+        if let Some(option) = dependency_option(program.options()) {
+            return Err(CcError::DependencyOption {
+                option: option.clone(),
+            });
+        }
         let deps = program.deps()?;
         let object = program.bytes()?;
         let mut bytes = Vec::with_capacity(object.len() + 256);
@@ -148,6 +157,12 @@ impl PersistentBackend for CcBackend {
         }
         if kernels.iter().map(|(s, _)| s).ne(saved.symbols.iter()) {
             return Err(invalid("symbol table differs from the saved kernels"));
+        }
+        // Never saved by this build; one saved before may lack headers in its list.
+        if let Some(option) = dependency_option(&options) {
+            return Err(CcError::DependencyOption {
+                option: option.clone(),
+            });
         }
         deps::verify(&deps)?;
         if let Some(compiled_for) = host

@@ -516,6 +516,72 @@ fn a_program_is_not_saved_when_any_link_of_its_headers_path_changed_during_the_c
     }
 }
 
+/// System headers are files the compile read too: a saved program records `math.h` (the
+/// default prelude's) and a header of an `-isystem` directory, and is not loaded once the
+/// latter changed. Under `-MMD` the compiler lists neither, so such a program is never
+/// saved (it was, and loaded after the system header changed: a wrong hit).
+#[test]
+fn system_headers_are_recorded_and_dependency_options_keep_a_program_unsaved() {
+    let b = backend();
+    let tmp = tempfile::tempdir().unwrap();
+    let sys = tmp.path().join("sys");
+    fs::create_dir(&sys).unwrap();
+    let define = |v: u32| fs::write(sys.join("scale.h"), format!("#define SCALE {v}\n")).unwrap();
+    define(1);
+    settle();
+    let store = KernelStore::new(tmp.path().join("kernels"));
+    let kernel = |options: &[&str]| {
+        let mut options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        options.push(format!("-isystem{}", sys.display()));
+        Source::new(
+            elementwise_kernel("k", "a[i] * SCALE"),
+            Signature::out_a_b_n(),
+        )
+        .with_prelude(format!(
+            "{}#include <scale.h>\n",
+            cc_backend::DEFAULT_PRELUDE
+        ))
+        .batch_kernel("k", &names(), options, b.identity())
+    };
+    let program = b
+        .compile_program(&[("k", &kernel(&[]).source)], &kernel(&[]).options)
+        .unwrap();
+    let saved = PersistentBackend::save(&b, &program).unwrap();
+    let recorded = String::from_utf8_lossy(&saved.bytes);
+    for header in ["/math.h", "/sys/scale.h"] {
+        assert!(recorded.contains(header), "{header} not recorded");
+    }
+    // Without -MMD: saved, loaded, refused once the system header changed.
+    let (out, _, events) = resolve_scaled(&b, &store, kernel(&[]));
+    assert_eq!(out, 1.0);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e.outcome, Outcome::Saved { .. })),
+        "{events:?}"
+    );
+    assert_eq!(resolve_scaled(&b, &store, kernel(&[])).1.kernels_loaded, 1);
+    // With -MMD (or another dependency option): compiled and used, never saved.
+    for option in ["-MMD", "-Wp,-MMD,user.d"] {
+        let (out, _, events) = resolve_scaled(&b, &store, kernel(&[option]));
+        assert_eq!(out, 1.0);
+        assert!(
+            events.iter().any(|e| matches!(&e.outcome,
+                Outcome::NotSaved(NotSaved::Backend(m)) if m.contains(option))),
+            "{option}: {events:?}"
+        );
+    }
+    define(2);
+    for options in [&[][..], &["-MMD"]] {
+        let (out, census, _) = resolve_scaled(&b, &store, kernel(options));
+        assert_eq!(
+            (out, census.kernels_loaded),
+            (2.0, 0),
+            "{options:?}: answered with the program compiled from the old system header"
+        );
+    }
+}
+
 /// `CPATH` decides which header `#include "scale.h"` finds: a process with another
 /// setting never loads a program compiled with the first one's header.
 #[test]
