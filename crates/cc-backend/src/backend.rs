@@ -37,15 +37,18 @@ const OBJECT_NAME: &str = "kernel.o";
 const COMPILER_ENV: [(&str, &str); 2] = [("SOURCE_DATE_EPOCH", "0"), ("TZ", "UTC0")];
 
 /// The environment variables that decide which files the compiler reads (include
-/// directories, where it finds its own programs, library directories): snapshotted when
+/// directories, where it finds its own programs, library directories) or what it makes of
+/// its command line (clang's `CCC_OVERRIDE_OPTIONS`, which edits it: `+-DX=1` adds a
+/// definition): snapshotted when
 /// the backend is made, written into its identity and given to every compile as they
 /// were then (so a different setting is a different identity, never a wrong hit).
-pub const COMPILER_INPUT_ENV: [&str; 5] = [
+pub const COMPILER_INPUT_ENV: [&str; 6] = [
     "CPATH",
     "C_INCLUDE_PATH",
     "GCC_EXEC_PREFIX",
     "COMPILER_PATH",
     "LIBRARY_PATH",
+    "CCC_OVERRIDE_OPTIONS",
 ];
 
 /// What [`CcBackend`]'s identity says of how it makes a program depend on nothing but

@@ -607,6 +607,38 @@ fn a_process_whose_include_path_finds_another_header_never_loads_the_first_ones_
     assert_eq!(run(&two), "out=2 loaded=1");
 }
 
+/// clang applies `CCC_OVERRIDE_OPTIONS` to its command line (`+-DSCALE=3` defines
+/// `SCALE`): a process with another setting never loads a program compiled under the
+/// first one's (it did: the variable was not part of the backend's identity).
+#[test]
+fn a_process_whose_clang_override_options_differ_never_loads_the_first_ones_program() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("kernels");
+    let include = tmp.path().join("include");
+    fs::create_dir(&include).unwrap();
+    fs::write(
+        include.join("scale.h"),
+        "#ifndef SCALE\n#define SCALE 1\n#endif\n",
+    )
+    .unwrap();
+    settle();
+    let run = |scale: u32| {
+        let vars = [
+            ("CC", "clang".to_string()),
+            ("CPATH", include.display().to_string()),
+            ("CCC_OVERRIDE_OPTIONS", format!("+-DSCALE={scale}")),
+        ];
+        finish(spawn("scaled", &dir, &vars))
+    };
+    assert_eq!(run(3), "out=3 loaded=0");
+    assert_eq!(
+        run(4),
+        "out=4 loaded=0",
+        "answered with the program compiled under the other override"
+    );
+    assert_eq!(run(3), "out=3 loaded=1");
+}
+
 /// A program compiled with `-march=native` is code for the compiling machine's
 /// processor: another process on a machine whose processor it expands to the same loads
 /// it; one on another processor never does (it compiles its own). The other processor
