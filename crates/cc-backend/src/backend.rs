@@ -79,17 +79,30 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// answered with a program compiled at another time.
 ///
 /// **What a key does not cover: the files the text includes.** A kernel's key covers
-/// its prelude and text, not the content of the headers they `#include`. Which headers
-/// are found is pinned: the variables of [`COMPILER_INPUT_ENV`] (`CPATH` and the like)
-/// are read once, when the backend is made, written into its identity and given to
-/// every compile as they were then. Their content is checked by the kernel store only:
-/// a saved program records every header its compile read with its SHA-256 and is not
-/// loaded once one differs (it is compiled again; see
-/// [`PersistentBackend::load`](kernel_cache::PersistentBackend::load) below). The
-/// in-memory cache checks nothing: a process that edits a header while it runs must
-/// empty its cache (or put a digest of the header in the prelude or options). Files the
-/// link reads (libraries named in the options) and the compiler's own programs are
-/// not checked either: a changed compiler is known by its `--version` line only.
+/// its prelude and text, not the content of the headers they `#include`. Where headers
+/// are searched for is pinned by the options (in the key) and the variables of
+/// [`COMPILER_INPUT_ENV`] (`CPATH` and the like), read once, when the backend is made,
+/// written into its identity and given to every compile as they were then. The content
+/// of the files found is checked by the kernel store only: a saved program records every
+/// file its compile read (the compiler's `-MD` list: every header, system headers and
+/// `-include` files too) by absolute path with its SHA-256 and is not loaded once one
+/// differs or is gone (it is compiled again; see
+/// [`PersistentBackend::load`](kernel_cache::PersistentBackend::load) below).
+///
+/// What that check does **not** see (as ccache's direct mode does not): which file a
+/// search would find *now*. A header of the same name created later in a directory
+/// searched earlier than the recorded one's (shadowing it), a file whose appearance makes
+/// `__has_include` true or changes what `#include_next` finds, is not looked for: the
+/// saved program is still loaded. Nor are files the compiler reads without listing them:
+/// those named by options, such as `@file` response files, `-specs=` files and
+/// `-fprofile-use=` profiles, files the link reads (libraries named in the options) and
+/// the compiler's own programs (a changed compiler is known by its `--version` line
+/// only). A save refuses a header that changed during the compile (its inode's or a link's
+/// change time in its path), but not one reached through a real directory (not a link)
+/// renamed over a directory of its path during the compile. Add what such files hold, or
+/// a version of it, to the options or the prelude when it may change. The in-memory cache
+/// checks nothing: a process that edits a header while it runs must empty its cache (or
+/// put a digest of the header in the prelude or options).
 ///
 /// **Options that change the dependency list** (`-MMD`, `-MM`, `-MF`, `-Wp,-MD,...`: any
 /// `-M...` option and the like) would make the compiler leave headers out of the list a
