@@ -71,11 +71,7 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
     {
         return Some(format!("renamed although the text holds {what}"));
     }
-    // The token holding each byte (tokens are sorted and cover the text).
-    let token_at = |i: usize| {
-        let k = tokens.partition_point(|t| t.end <= i);
-        tokens.get(k).filter(|t| t.start <= i)
-    };
+    let token_at = |i: usize| token_at(&tokens, i);
     for &(a, b, _) in &spans {
         let ok = token_at(a).is_some_and(|t| match t.kind {
             TokenKind::Ident => t.start == a && t.end == b,
@@ -136,15 +132,18 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
     None
 }
 
+/// The token holding byte `i` (`tokens` are sorted and cover the text).
+fn token_at(tokens: &[Token], i: usize) -> Option<&Token> {
+    let k = tokens.partition_point(|t| t.end <= i);
+    tokens.get(k).filter(|t| t.start <= i)
+}
+
 /// Text the renamer must refuse, found bytewise (a second, independent reading of
 /// [`crate::phases`]); a `$` or a byte from 0x80 is allowed only inside a string or
 /// character literal token of `tokens`.
 fn unsafe_bytes(src: &[u8], tokens: &[Token]) -> Option<&'static str> {
     let in_literal = |i: usize| {
-        let k = tokens.partition_point(|t| t.end <= i);
-        tokens.get(k).is_some_and(|t| {
-            matches!(t.kind, TokenKind::Str | TokenKind::Char) && t.start <= i && i < t.end
-        })
+        token_at(tokens, i).is_some_and(|t| matches!(t.kind, TokenKind::Str | TokenKind::Char))
     };
     for (i, &b) in src.iter().enumerate() {
         match b {
