@@ -253,6 +253,86 @@ mod tests {
         })
     }
 
+    /// Which bytes of `src` lie inside a string or character literal, by a reading of its
+    /// own (not the lexer's), exact for text without letters but `x`, digits, `#`, `?`,
+    /// `\r` or NUL: a `"` or `'` in code opens a literal that a backslash escapes within
+    /// and its own quote or a newline ends; `//` and `/*` open comments, in which quotes
+    /// open nothing.
+    fn in_literal_naive(src: &[u8]) -> Vec<bool> {
+        #[derive(PartialEq)]
+        enum S {
+            Code,
+            Lit(u8),
+            Line,
+            Block,
+        }
+        let mut inside = vec![false; src.len()];
+        let (mut s, mut i) = (S::Code, 0);
+        while i < src.len() {
+            let b = src[i];
+            match s {
+                S::Code => match b {
+                    b'"' | b'\'' => {
+                        inside[i] = true;
+                        s = S::Lit(b);
+                    }
+                    b'/' if src.get(i + 1) == Some(&b'/') => {
+                        s = S::Line;
+                        i += 1;
+                    }
+                    b'/' if src.get(i + 1) == Some(&b'*') => {
+                        s = S::Block;
+                        i += 1;
+                    }
+                    _ => {}
+                },
+                S::Lit(q) => {
+                    if b == b'\n' {
+                        s = S::Code;
+                    } else {
+                        inside[i] = true;
+                        if b == q {
+                            s = S::Code;
+                        } else if b == b'\\' && src.get(i + 1).is_some_and(|&n| n != b'\n') {
+                            inside[i + 1] = true;
+                            i += 1;
+                        }
+                    }
+                }
+                S::Line => {
+                    if b == b'\n' {
+                        s = S::Code;
+                    }
+                }
+                S::Block => {
+                    if b == b'*' && src.get(i + 1) == Some(&b'/') {
+                        s = S::Code;
+                        i += 1;
+                    }
+                }
+            }
+            i += 1;
+        }
+        inside
+    }
+
+    /// The first byte [`untokenizable`] must refuse, with literals read by
+    /// [`in_literal_naive`]: for the alphabet it is exact for.
+    fn untokenizable_independent(src: &[u8]) -> Option<usize> {
+        let lit = in_literal_naive(src);
+        (0..src.len()).find(|&i| match src[i] {
+            b'\\' => {
+                let mut j = i + 1;
+                while j < src.len() && matches!(src[j], b' ' | b'\t') {
+                    j += 1;
+                }
+                matches!(src.get(j), None | Some(b'\n'))
+            }
+            b'$' | 0x80.. => !lit[i],
+            _ => false,
+        })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
         #[test]
@@ -263,6 +343,18 @@ mod tests {
             )
         ) {
             prop_assert_eq!(untokenizable(&bytes).map(|(i, _)| i), untokenizable_naive(&bytes));
+        }
+
+        /// Which `$` and non-ASCII bytes lie in a literal, read independently of the lexer
+        /// (the test above shares its reading of literals).
+        #[test]
+        fn literal_bytes_are_read_as_an_independent_scanner_reads_them(
+            bytes in proptest::collection::vec(
+                proptest::sample::select(b"\"'\\\n/* \tx$\xa0\xc2".to_vec()),
+                0..40,
+            )
+        ) {
+            prop_assert_eq!(untokenizable(&bytes).map(|(i, _)| i), untokenizable_independent(&bytes));
         }
     }
 
