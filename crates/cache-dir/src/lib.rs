@@ -10,7 +10,10 @@
 //!   every file the store's `is_entry` predicate calls an entry (of any version) is deleted,
 //!   then the stamp is published. Absent: the stamp is published if no file is named like an
 //!   entry; if one is, the directory is no cache (a user's directory holding `settings.ron`)
-//!   and is refused with nothing touched ([`Error::Unadopted`]).
+//!   and is refused with nothing touched, not even a lock file created ([`Error::Unadopted`]).
+//!   The rule has one home, [`CacheDir::check_adoptable`]; tools that delete files of a cache
+//!   whatever its regime (garbage collection, clearing) lock through
+//!   [`CacheDir::lock_adopted`], which applies it too.
 //! - **Atomic publication** ([`Guard::publish`], via `atomicwrites`): a reader sees a whole old
 //!   file or a whole new one, never a torn one, and a published file survives a power loss.
 //! - **Crash-stale staging cleanup**: the first open of a directory in a process removes the
@@ -198,8 +201,9 @@ impl CacheDir {
     /// ([`Error::MalformedStamp`]) is refused with nothing touched; older deletes every
     /// entry, publishes this regime's stamp and is admitted; absent publishes the stamp and
     /// is admitted if no file is named like an entry, and is refused with nothing touched
-    /// ([`Error::Unadopted`]) if one is (a directory that is no cache: a store never
-    /// deletes a user's `settings.ron`). The locks are held until `f` returns.
+    /// ([`Error::Unadopted`]; checked by [`CacheDir::check_adoptable`] before the lock file is
+    /// created, so none is) if one is (a directory that is no cache: a store never deletes a
+    /// user's `settings.ron`). The locks are held until `f` returns.
     ///
     /// **A directory this process cannot write** (a read-only mount, another user's cache)
     /// still serves reads: the first-open sweep is skipped; an existing lock file is opened
@@ -270,9 +274,77 @@ impl CacheDir {
         guard.sweep_stale_staging()
     }
 
+    /// The adoption rule, read without a lock and without creating or changing anything: a
+    /// directory whose stamp is absent and that holds a file (not a directory) named like an
+    /// entry is no cache of this store ([`Error::Unadopted`]); a malformed stamp is
+    /// [`Error::MalformedStamp`]; a stamp of any version, or an absent stamp with no file named
+    /// like an entry (also a missing directory), passes. Every cache-open and
+    /// [`CacheDir::lock_adopted`] apply it before they create the lock file, so a refused
+    /// directory is left exactly as it was; tools that report on a directory use it to say
+    /// what the next open does.
+    ///
+    /// Racing with a store adopting the directory never refuses it: a store publishes its
+    /// stamp before its first entry, so the stamp is read again after an entry-named file is
+    /// found and only a stamp still absent refuses.
+    ///
+    /// # Errors
+    /// [`Error::Unadopted`], [`Error::MalformedStamp`], or [`Error::Io`] if the stamp or the
+    /// listing cannot be read.
+    pub fn check_adoptable(&self) -> Result<(), Error> {
+        let read = || read_stamp(&self.dir).map_err(Error::io("read the regime stamp"));
+        match read()? {
+            RegimeStamp::Version(_) => return Ok(()),
+            RegimeStamp::Malformed(content) => return Err(Error::MalformedStamp { content }),
+            RegimeStamp::Absent => {}
+        }
+        let first = match self.first_entry_file() {
+            Ok(first) => first,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io("list the directory")(e)),
+        };
+        match first {
+            Some(name) if read()? == RegimeStamp::Absent => Err(Error::Unadopted {
+                path: self.dir.clone(),
+                name: name.chars().take(64).collect(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes the locks in `mode` **without** the cache-open's stamp transition, like
+    /// [`CacheDir::lock`], for a tool that removes files of a cache whatever its regime
+    /// (garbage collection, clearing it), but only in a directory the store would adopt
+    /// ([`CacheDir::check_adoptable`], checked before the lock file is created and again
+    /// under the lock): a user's directory given as the cache is refused with nothing created,
+    /// deleted or stamped. Never creates the directory and never writes the stamp; creates the
+    /// lock file of an existing directory that passes.
+    ///
+    /// # Errors
+    /// [`Error::NoDirectory`] for a missing directory, the adoption refusal
+    /// ([`Error::Unadopted`], [`Error::MalformedStamp`]), or [`Error::Io`].
+    pub fn lock_adopted(&self, mode: Mode) -> Result<Guard<'_>, Error> {
+        self.check_adoptable()?;
+        let guard = self.lock(mode, true).map_err(|e| match e {
+            e if e.is_not_found() => Error::NoDirectory {
+                path: self.dir.clone(),
+            },
+            e => e,
+        })?;
+        self.check_adoptable()?;
+        Ok(guard)
+    }
+
     fn open(&self, create: bool, want: Mode) -> Result<Guard<'_>, Error> {
         if create {
             retry(|| fs::create_dir_all(&self.dir)).map_err(Error::io("create the directory"))?;
+        }
+        // Before the lock file is created: a directory that is no cache of ours is refused
+        // untouched (the check is repeated under the exclusive lock before any stamping).
+        // Anything else (an unreadable listing, say) is the locked path's to report.
+        if let Err(e @ (Error::Unadopted { .. } | Error::MalformedStamp { .. })) =
+            self.check_adoptable()
+        {
+            return Err(e);
         }
         let sweep = !staging::already_swept(&self.dir);
         let mut mode = if sweep { Mode::Exclusive } else { want };
@@ -310,15 +382,8 @@ impl CacheDir {
                         optional = false;
                         continue;
                     }
-                    if stamp == RegimeStamp::Absent
-                        && let Some(name) = self
-                            .first_entry_file()
-                            .map_err(Error::io("list the directory"))?
-                    {
-                        return Err(Error::Unadopted {
-                            path: self.dir.clone(),
-                            name: name.chars().take(64).collect(),
-                        });
+                    if stamp == RegimeStamp::Absent {
+                        self.check_adoptable()?;
                     }
                     self.transition(&stamp)
                         .map_err(Error::io("sweep entries for a new regime"))?;

@@ -152,6 +152,48 @@ fn gc_removes_stale_staging_and_old_entries_only() {
     assert!(tmp.path().join(STAMP_FILE).exists());
 }
 
+/// `kcache gc` follows the store's adoption rule: a directory without a stamp that holds
+/// files named like entries (a home directory's `settings.ron`) is refused, nothing removed
+/// and no lock file created. (It removed every such file older than `--older-than`.)
+#[test]
+fn gc_refuses_a_user_directory_and_leaves_it_untouched() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let user = tmp.path();
+    let files = [
+        ("settings.ron", "mine\n"),
+        ("notes.keys", "n\n"),
+        ("README.txt", "r\n"),
+    ];
+    for (name, text) in files {
+        fs::write(user.join(name), text).expect("write");
+        fs::File::options()
+            .write(true)
+            .open(user.join(name))
+            .expect("open")
+            .set_modified(SystemTime::now() - Duration::from_secs(2 * 86400))
+            .expect("mtime");
+    }
+    let o = kcache(&["gc", user.to_str().expect("utf8"), "--older-than", "1d"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(err.contains("no regime stamp"), "{err}");
+    let mut left: Vec<(String, String)> = fs::read_dir(user)
+        .expect("list")
+        .map(|e| {
+            let e = e.expect("item");
+            let text = fs::read_to_string(e.path()).expect("a file");
+            (e.file_name().to_string_lossy().into_owned(), text)
+        })
+        .collect();
+    left.sort();
+    let mut want: Vec<(String, String)> = files
+        .iter()
+        .map(|(n, t)| ((*n).to_string(), (*t).to_string()))
+        .collect();
+    want.sort();
+    assert_eq!(left, want, "gc changed the directory: {err}");
+}
+
 #[test]
 fn errors_exit_with_status_2() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -56,6 +56,21 @@ pub enum DemoError {
         /// The first foreign file found.
         entry: String,
     },
+    /// The cache directory (or, for `--fresh`, its kernel store) is one the store does not
+    /// adopt: it has no regime stamp yet holds a file named like an entry (a user's
+    /// `settings.ron`). Nothing in it was created, deleted or stamped.
+    #[error(
+        "refusing {} as the cache directory: it has no regime stamp but holds {name:?}, named \
+         like an entry, so it is no kcache cache (nothing was changed; give the demo a \
+         directory of its own)",
+        path.display()
+    )]
+    Unadopted {
+        /// The directory (the cache directory, or its kernel store).
+        path: PathBuf,
+        /// The first file found named like an entry.
+        name: String,
+    },
     /// A filesystem operation of the demo itself failed.
     #[error("I/O error on {}", path.display())]
     Io {

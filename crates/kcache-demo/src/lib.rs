@@ -69,7 +69,9 @@ pub const CACHE_DIR_ENV: &str = "KCACHE_DIR";
 pub struct DemoOptions {
     /// Where winners are stored (schedule-cache's disk store): a directory of its own, since
     /// a directory without a regime stamp that holds files named like entries
-    /// (`disk::is_entry_of_any_version`: `*.ron`, `*.keys`) is refused (left untouched).
+    /// (`disk::is_entry_of_any_version`: `*.ron`, `*.keys`) is refused
+    /// ([`DemoError::Unadopted`], with or without `fresh`) and left untouched: nothing in it
+    /// is deleted and no lock file, stamp or kernel store is created.
     pub cache_dir: PathBuf,
     /// Remove the stored winners (entry files) before running, so the run searches.
     pub fresh: bool,
@@ -182,8 +184,11 @@ pub fn kernel_names() -> Vec<&'static str> {
 /// # Errors
 /// [`DemoError::NoCompiler`] when no C compiler can be run; [`DemoError::Resolve`]
 /// when a compile fails (with the compiler's diagnostics); [`DemoError::UnknownKernel`]
-/// for a bad `kernels` list; [`DemoError::NotACacheDir`] when `fresh` is asked to clear
-/// a directory holding foreign files; others as documented on [`DemoError`]. A disk
+/// for a bad `kernels` list; [`DemoError::Unadopted`] when the cache directory has no regime
+/// stamp yet holds files named like entries (a user's `settings.ron`: nothing in it is
+/// created, deleted or stamped, with or without `fresh`); [`DemoError::NotACacheDir`] when
+/// `fresh` is asked to clear a directory holding foreign files (nothing is changed); others
+/// as documented on [`DemoError`]. A disk
 /// cache that cannot be written is not an error (the winner is a future miss), and no
 /// cache content is: a stored winner that cannot be used (refused or unreadable, crowned
 /// under other key components, not replayable on the code, with more ops than the demo
@@ -193,18 +198,18 @@ pub fn kernel_names() -> Vec<&'static str> {
 pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     let start = Instant::now();
     let selected = select(options.kernels.as_deref())?;
-    if options.fresh && !options.cache_dir.is_dir() {
-        // Nothing to clear, or not a directory (then `clear_entries` reports why).
-        clear_entries(&options.cache_dir)?;
-    } else if options.fresh {
-        // Under the cache's exclusive lock: no store or lookup of any process runs while
-        // entries are removed.
-        disk::DiskCache::new(&options.cache_dir)
-            .with_exclusive_lock(|| clear_entries(&options.cache_dir))
-            .map_err(|refusal| DemoError::Io {
-                path: options.cache_dir.clone(),
-                source: std::io::Error::other(refusal.to_string()),
-            })??;
+    // A user's directory given as the cache is refused before anything is put in it (the
+    // schedule store would refuse it, but the kernel store would be created inside).
+    if let Err(disk::Refusal::Unadopted { name }) =
+        disk::DiskCache::new(&options.cache_dir).check_adoptable()
+    {
+        return Err(DemoError::Unadopted {
+            path: options.cache_dir.clone(),
+            name,
+        });
+    }
+    if options.fresh {
+        clear_cache_dir(&options.cache_dir)?;
     }
     let backend = match &options.compiler {
         Some(command) => CcBackend::with_compiler(command),
@@ -311,37 +316,83 @@ fn select(names: Option<&[String]>) -> Result<Vec<Routine>, DemoError> {
         .collect())
 }
 
-/// Removes the entry files of any version, the sibling indexes (and staging leftovers) of a cache directory, keeping its
-/// lock file and regime stamp; refuses a directory that holds anything else.
-fn clear_entries(dir: &Path) -> Result<(), DemoError> {
+/// `--fresh`: empties the cache directory `dir` (see [`clear_entries`]). A directory the
+/// store would not adopt (no regime stamp, a file named like an entry: a user's
+/// `settings.ron`) or holding a foreign file is refused before anything is created, deleted
+/// or stamped, not even the lock file; a missing directory has nothing to clear.
+fn clear_cache_dir(dir: &Path) -> Result<(), DemoError> {
+    if !dir.is_dir() {
+        // Nothing to clear, or not a directory (then `clear_entries` reports why).
+        return clear_entries(dir);
+    }
+    // Validated before the lock file is created: a refused directory is left as it was.
+    classify(dir)?;
+    // Under the cache's exclusive lock, which refuses an unadopted directory first: no store
+    // or lookup of any process runs while entries are removed.
+    disk::DiskCache::new(dir)
+        .with_exclusive_lock(|| clear_entries(dir))
+        .map_err(|refusal| match refusal {
+            disk::Refusal::Unadopted { name } => DemoError::Unadopted {
+                path: dir.to_path_buf(),
+                name,
+            },
+            other => DemoError::Io {
+                path: dir.to_path_buf(),
+                source: std::io::Error::other(other.to_string()),
+            },
+        })?
+}
+
+/// What [`clear_entries`] removes, found by [`classify`] before anything is removed.
+#[derive(Debug, Default)]
+struct Doomed {
+    /// Entry files of any version, sibling indexes and staging leftovers.
+    paths: Vec<PathBuf>,
+    /// The kernel store's directory, to be emptied through its own protocol.
+    kernel_store: Option<PathBuf>,
+}
+
+/// Classifies every item of cache directory `dir` before any is touched: lock file and stamp
+/// are kept; entries of any version, sibling indexes and staging leftovers are doomed;
+/// `kernels/` must be a kernel store its store would adopt; anything else (a foreign file, a
+/// directory at an entry's name) refuses the whole directory.
+fn classify(dir: &Path) -> Result<Doomed, DemoError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| DemoError::Io { path, source }
     };
     let listing = match std::fs::read_dir(dir) {
         Ok(listing) => listing,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Doomed::default()),
         Err(e) => return Err(io(dir)(e)),
     };
-    let mut doomed = Vec::new();
+    let mut doomed = Doomed::default();
     for item in listing {
         let item = item.map_err(io(dir))?;
         let name = item.file_name().to_string_lossy().into_owned();
         if name == disk::LOCK_FILE || name == disk::STAMP_FILE {
             continue;
         }
-        if name == KERNEL_STORE_DIR && item.path().is_dir() {
-            // The kernel store: emptied through its own protocol (its exclusive lock).
-            KernelStore::new(item.path())
-                .trim(0)
-                .map_err(|e| io(&item.path())(std::io::Error::other(e.to_string())))?;
+        // `file_type` does not follow a link: a link named `kernels` is foreign.
+        let is_dir = item.file_type().map_err(io(&item.path()))?.is_dir();
+        if name == KERNEL_STORE_DIR && is_dir {
+            let store = item.path();
+            KernelStore::new(&store)
+                .check_adoptable()
+                .map_err(|e| match e {
+                    kernel_cache::store::DirError::Unadopted { name, .. } => DemoError::Unadopted {
+                        path: store.clone(),
+                        name,
+                    },
+                    e => io(&store)(std::io::Error::other(e.to_string())),
+                })?;
+            doomed.kernel_store = Some(store);
             continue;
         }
         // A directory at an entry's name is not an entry (a store writes files): its
         // contents could be anything, so it is refused, never removed with them.
-        let is_dir = item.file_type().map_err(io(&item.path()))?.is_dir();
         if disk::is_staging(&name) || (disk::is_entry_of_any_version(&name) && !is_dir) {
-            doomed.push(item.path());
+            doomed.paths.push(item.path());
         } else {
             return Err(DemoError::NotACacheDir {
                 path: dir.to_path_buf(),
@@ -349,7 +400,26 @@ fn clear_entries(dir: &Path) -> Result<(), DemoError> {
             });
         }
     }
-    for path in doomed {
+    Ok(doomed)
+}
+
+/// Removes the entry files of any version, the sibling indexes (and staging leftovers) of a
+/// cache directory and empties its kernel store, keeping its lock file and regime stamp;
+/// refuses a directory that holds anything else. Every item is classified first
+/// ([`classify`]): a refused directory loses nothing.
+fn clear_entries(dir: &Path) -> Result<(), DemoError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DemoError::Io { path, source }
+    };
+    let doomed = classify(dir)?;
+    if let Some(store) = &doomed.kernel_store {
+        // The kernel store: emptied through its own protocol (its exclusive lock).
+        KernelStore::new(store)
+            .trim(0)
+            .map_err(|e| io(store)(std::io::Error::other(e.to_string())))?;
+    }
+    for path in doomed.paths {
         // Only staging directories are removed whole (`file_type` does not follow a link, and
         // a link is removed itself).
         let staging_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());

@@ -76,3 +76,108 @@ fn bad_flag_values_are_refused_with_a_usage_error() {
         "{err}"
     );
 }
+
+/// Every file and directory under `dir`, with the bytes of each file (`None` for a directory).
+fn snapshot(dir: &std::path::Path) -> std::collections::BTreeMap<String, Option<Vec<u8>>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(at) = todo.pop() {
+        for item in std::fs::read_dir(&at).expect("list") {
+            let path = item.expect("item").path();
+            let name = path
+                .strip_prefix(dir)
+                .expect("under dir")
+                .display()
+                .to_string();
+            if path.is_dir() {
+                out.insert(name, None);
+                todo.push(path);
+            } else {
+                out.insert(name, Some(std::fs::read(&path).expect("read")));
+            }
+        }
+    }
+    out
+}
+
+const TINY_RUN: [&str; 9] = [
+    "--kernels",
+    "chain",
+    "--round1",
+    "1",
+    "--round2",
+    "0",
+    "--reps",
+    "1",
+    "--quiet",
+];
+
+/// A user's directory given as the cache (no regime stamp, files named like entries) is
+/// refused, with and without `--fresh`, and left byte for byte as it was: nothing deleted,
+/// no lock file, no stamp, no kernel store created in it. (`--fresh` deleted `settings.ron`
+/// and `notes.keys`; a plain run created `kernels/` in it.)
+#[test]
+fn a_user_directory_is_refused_and_left_untouched() {
+    for fresh in [true, false] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let user = tmp.path().join("user");
+        std::fs::create_dir(&user).expect("mkdir");
+        std::fs::write(user.join("settings.ron"), "mine\n").expect("write");
+        std::fs::write(user.join("notes.keys"), "n\n").expect("write");
+        let before = snapshot(&user);
+        let mut args = vec!["--cache-dir", user.to_str().expect("utf-8")];
+        if fresh {
+            args.push("--fresh");
+        }
+        args.extend(TINY_RUN);
+        let o = demo(&args, None);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "fresh {fresh}: {err}");
+        assert!(
+            err.contains("no regime stamp") && err.contains("named like an entry"),
+            "fresh {fresh}: {err}"
+        );
+        assert_eq!(snapshot(&user), before, "fresh {fresh}: {err}");
+    }
+}
+
+/// `--fresh` classifies the whole directory before it changes any of it: a directory that
+/// holds a foreign file is refused with nothing created, even when its listing shows
+/// `kernels/` first (which was adopted, stamped and locked before the foreign file was seen,
+/// and the cache directory got a lock file).
+#[test]
+fn fresh_refuses_a_foreign_file_before_touching_kernels() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let user = tmp.path().join("user");
+    std::fs::create_dir_all(user.join("kernels")).expect("mkdir");
+    std::fs::write(user.join("kernels").join("mine.txt"), "mine\n").expect("write");
+    // A foreign name the directory lists after `kernels`, so the old order-dependent pass
+    // reached the kernel store before the refusal.
+    let listed_after_kernels = (0..64)
+        .map(|i| format!("README{i}.txt"))
+        .find(|name| {
+            std::fs::write(user.join(name), "r\n").expect("write");
+            let order: Vec<String> = std::fs::read_dir(&user)
+                .expect("list")
+                .map(|e| e.expect("item").file_name().to_string_lossy().into_owned())
+                .collect();
+            let pos = |n: &str| order.iter().position(|o| o == n);
+            let after = pos("kernels") < pos(name);
+            if !after {
+                std::fs::remove_file(user.join(name)).expect("rm");
+            }
+            after
+        })
+        .expect("some name is listed after kernels");
+    let before = snapshot(&user);
+    let mut args = vec!["--cache-dir", user.to_str().expect("utf-8"), "--fresh"];
+    args.extend(TINY_RUN);
+    let o = demo(&args, None);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("it holds \"{listed_after_kernels}\"")),
+        "{err}"
+    );
+    assert_eq!(snapshot(&user), before, "{err}");
+}

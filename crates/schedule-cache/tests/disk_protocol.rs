@@ -147,6 +147,10 @@ fn an_absent_stamp_beside_entry_named_files_deletes_nothing() {
         assert!(dir.join(kept).exists(), "{kept} must survive");
     }
     assert!(!dir.join(STAMP_FILE).exists());
+    assert!(
+        !dir.join(LOCK_FILE).exists(),
+        "a refused directory gets no lock file either"
+    );
 }
 
 /// A directory without a stamp and without entry-named files (new, or holding only other

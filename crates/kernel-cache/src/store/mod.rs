@@ -64,6 +64,9 @@ use std::time::{Duration, Instant, SystemTime};
 use cache_dir::{CacheDir, Guard};
 
 use crate::backend::SavedProgram;
+/// The directory protocol's error (`cache_dir::Error`), which [`KernelStore::trim`],
+/// [`KernelStore::stats`] and [`KernelStore::check_adoptable`] return.
+pub use cache_dir::Error as DirError;
 pub use counters::Counters;
 #[cfg(feature = "redis")]
 pub use farm::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_IO_TIMEOUT, FarmLevel};
@@ -726,6 +729,18 @@ impl KernelStore {
         cache_dir::check_private(self.dir())?;
         self.dir
             .with_exclusive(false, |g| self.evict_locked(g, max_bytes, true))
+    }
+
+    /// Whether the store would adopt its directory, read without a lock and without creating
+    /// or changing anything (`cache_dir::CacheDir::check_adoptable`): a directory without a
+    /// regime stamp that holds a file named like one of the store's entries or blobs is no
+    /// store of ours. For a tool that must validate a whole tree before it changes any of it.
+    ///
+    /// # Errors
+    /// [`cache_dir::Error::Unadopted`], [`cache_dir::Error::MalformedStamp`], or
+    /// [`cache_dir::Error::Io`].
+    pub fn check_adoptable(&self) -> Result<(), cache_dir::Error> {
+        self.dir.check_adoptable()
     }
 
     /// What the store holds and the counters of every process that used it.

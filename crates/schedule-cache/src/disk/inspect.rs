@@ -305,24 +305,23 @@ pub struct GcReport {
 impl DiskCache {
     /// Garbage-collects the directory under the exclusive lock: removes staging artifacts
     /// older than the stale-staging threshold and, if `older_than` is given, every entry file
-    /// (both spaces) published at least that long ago. Never removes the lock file or the
-    /// stamp, never reads or changes the regime, never creates the directory.
+    /// (both spaces) published at least that long ago. Never removes the lock file, never
+    /// writes the stamp, never creates the directory; entries are collected whatever the
+    /// stamp's regime version.
+    ///
+    /// Only a directory the store would adopt is collected (`cache_dir::CacheDir::lock_adopted`):
+    /// one **without a stamp that holds a file named like an entry**
+    /// ([`is_entry_of_any_version`]: a home directory's `settings.ron`, `notes.keys`) is no
+    /// cache of this store and is refused ([`Refusal::Unadopted`]), as is one with a malformed
+    /// stamp ([`Refusal::MalformedStamp`]): nothing removed, no lock file created. A directory
+    /// without a stamp and without such files is collected (only staging can be there) and
+    /// stays unstamped.
     ///
     /// # Errors
-    /// The refusal if the directory cannot be locked or listed; failures to remove single
-    /// files are skipped (and logged).
+    /// The refusal if the directory is not adopted or cannot be locked or listed; failures to
+    /// remove single files are skipped (and logged).
     pub fn gc(&self, older_than: Option<Duration>) -> Result<GcReport, Refusal> {
-        let held = self
-            .dir
-            .lock(Mode::Exclusive, false)
-            .or_else(|e| {
-                if e.is_not_found() && self.dir().is_dir() {
-                    self.dir.lock(Mode::Exclusive, true)
-                } else {
-                    Err(e)
-                }
-            })
-            .map_err(refusal)?;
+        let held = self.dir.lock_adopted(Mode::Exclusive).map_err(refusal)?;
         let mut report = GcReport {
             staging_removed: held.sweep_stale_staging().map_err(refusal)?,
             ..GcReport::default()

@@ -262,6 +262,7 @@ fn refusal(e: cache_dir::Error) -> Refusal {
     match e {
         cache_dir::Error::NewerRegime { found, ours } => Refusal::NewerRegime { found, ours },
         cache_dir::Error::MalformedStamp { content } => Refusal::MalformedStamp { content },
+        cache_dir::Error::Unadopted { name, .. } => Refusal::Unadopted { name },
         cache_dir::Error::Io { during, source } => Refusal::io(during, &source),
         cache_dir::Error::NoDirectory { .. } => Refusal::Io {
             during: "open the directory",
@@ -334,24 +335,38 @@ impl DiskCache {
         self.dir.regime()
     }
 
+    /// Whether a cache-open would adopt the directory, read without a lock and without
+    /// creating or changing anything (`cache_dir::CacheDir::check_adoptable`): a directory
+    /// without a stamp that holds a file [`is_entry_of_any_version`] accepts is
+    /// [`Refusal::Unadopted`], a malformed stamp [`Refusal::MalformedStamp`]; a missing
+    /// directory, one with a stamp of any version, or one without a stamp or entry-named files
+    /// passes. For a program that puts more than this store in the directory (the demo's
+    /// kernel store) and must not touch a user's directory at all.
+    ///
+    /// # Errors
+    /// The refusal, or [`Refusal::Io`] if the stamp or the listing cannot be read.
+    pub fn check_adoptable(&self) -> Result<(), Refusal> {
+        self.dir.check_adoptable().map_err(refusal)
+    }
+
     /// Runs `f` while holding the directory's exclusive lock (the in-process lock, then the
     /// `flock` on [`LOCK_FILE`], created if the directory exists): what a tool that removes or
     /// rewrites files of a live cache (`kcache-demo --fresh`, say) must hold, so no store or
-    /// lookup of any process runs meanwhile. Never creates the directory.
+    /// lookup of any process runs meanwhile. Never creates the directory, never writes the
+    /// stamp (any regime is accepted).
+    ///
+    /// The directory must be one the store would adopt (`cache_dir::CacheDir::lock_adopted`):
+    /// one without a stamp that holds a file [`is_entry_of_any_version`] accepts (a user's
+    /// `settings.ron`), or one with a malformed stamp, is refused before anything is created
+    /// and `f` is not run.
     ///
     /// # Errors
-    /// The refusal if the directory does not exist or cannot be locked.
+    /// The refusal ([`Refusal::Unadopted`], [`Refusal::MalformedStamp`], [`Refusal::Io`]) if
+    /// the directory does not exist, is not adopted or cannot be locked.
     pub fn with_exclusive_lock<R>(&self, f: impl FnOnce() -> R) -> Result<R, Refusal> {
         let held = self
             .dir
-            .lock(cache_dir::Mode::Exclusive, false)
-            .or_else(|e| {
-                if e.is_not_found() && self.dir().is_dir() {
-                    self.dir.lock(cache_dir::Mode::Exclusive, true)
-                } else {
-                    Err(e)
-                }
-            })
+            .lock_adopted(cache_dir::Mode::Exclusive)
             .map_err(refusal)?;
         let r = f();
         drop(held);

@@ -103,6 +103,14 @@ pub enum Refusal {
         /// The stamp content (at most 64 characters).
         content: String,
     },
+    /// The directory has no regime stamp yet holds a file named like an entry
+    /// ([`super::is_entry_of_any_version`]): it is no cache directory of this store (a user's
+    /// directory given as the cache, holding `settings.ron`). Nothing in it was created,
+    /// deleted or stamped.
+    Unadopted {
+        /// The first file found named like an entry (at most 64 characters of it).
+        name: String,
+    },
     /// The filesystem said no (permissions, a file where the directory should be, a full disk…).
     Io {
         /// What the cache was doing: "create the directory", "lock", "read the stamp", ….
@@ -131,6 +139,11 @@ impl fmt::Display for Refusal {
                 write!(f, "stamp has newer regime {found} (this build: {ours})")
             }
             Refusal::MalformedStamp { content } => write!(f, "malformed regime stamp {content:?}"),
+            Refusal::Unadopted { name } => write!(
+                f,
+                "no regime stamp but holds {name:?}, named like an entry: not a cache directory \
+                 of this store, left untouched (give it a directory of its own)"
+            ),
             Refusal::Io {
                 during, message, ..
             } => write!(f, "could not {during}: {message}"),
