@@ -34,7 +34,12 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
         .map_err(|e| format!("kernel store {}: regime stamp: {e}", kernels.display()))?;
     if stamp != RegimeStamp::Version(REGIME) {
         writeln!(out, "kernel store: {}", kernels.display())?;
-        writeln!(out, "  regime: {}; not opened", regime_line(&stamp))?;
+        let adoption = match stamp {
+            RegimeStamp::Absent => KernelStore::new(&kernels).check_adoptable(),
+            _ => Ok(()),
+        };
+        let line = crate::report::regime_line(&stamp, REGIME, adoption);
+        writeln!(out, "  regime: {line}; not opened")?;
         return Ok(());
     }
     let s = KernelStore::new(&kernels)
@@ -56,22 +61,6 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
     writeln!(out, "  evictions: {}", c.evictions)?;
     writeln!(out, "  corrupt or dangling removed: {}", c.removed_bad)?;
     Ok(())
-}
-
-/// The kernel store's stamp against this build's [`REGIME`], and what the next open does.
-fn regime_line(stamp: &RegimeStamp) -> String {
-    match stamp {
-        RegimeStamp::Version(v) if *v > REGIME => {
-            format!("{v} (newer than this build's {REGIME}: this build refuses it)")
-        }
-        RegimeStamp::Version(v) => {
-            format!("{v} (older than this build's {REGIME}: the next open sweeps every entry)")
-        }
-        RegimeStamp::Absent => {
-            "absent (the next open stamps it and sweeps any entries)".to_string()
-        }
-        RegimeStamp::Malformed(s) => format!("malformed {s:?} (every open refuses it)"),
-    }
 }
 
 /// `kcache gc DIR --max-size SIZE`: trims `DIR/kernels` to `max` bytes, least recently

@@ -13,18 +13,41 @@ use schedule_cache::disk::{
 /// What went wrong in a way that is not a finding (exit status 2).
 pub(crate) type Failure = Box<dyn std::error::Error>;
 
-fn regime_line(stamp: &RegimeStamp) -> String {
+/// A store's stamp against this build's regime version `ours`, and what the next open does.
+/// `adoption` is the store's adoption rule read on the directory (`check_adoptable`): with
+/// the stamp absent, a directory holding a file named like an entry is refused by every open
+/// (nothing in it touched), and one without is stamped with nothing to sweep.
+pub(crate) fn regime_line<E: std::fmt::Display>(
+    stamp: &RegimeStamp,
+    ours: u32,
+    adoption: Result<(), E>,
+) -> String {
     match stamp {
-        RegimeStamp::Version(v) if *v == CACHE_REGIME_VERSION => format!("{v} (current)"),
-        RegimeStamp::Version(v) if *v > CACHE_REGIME_VERSION => {
-            format!("{v} (newer than this build's {CACHE_REGIME_VERSION}: this build refuses it)")
+        RegimeStamp::Version(v) if *v == ours => format!("{v} (current)"),
+        RegimeStamp::Version(v) if *v > ours => {
+            format!("{v} (newer than this build's {ours}: this build refuses it)")
         }
         RegimeStamp::Version(v) => {
-            format!("{v} (older than this build's {CACHE_REGIME_VERSION}: the next open sweeps it)")
+            format!("{v} (older than this build's {ours}: the next open sweeps every entry)")
         }
-        RegimeStamp::Absent => "absent (the next open stamps it and sweeps any entries)".into(),
+        RegimeStamp::Absent => match adoption {
+            Ok(()) => "absent (the next open stamps it: no file is named like an entry)".into(),
+            Err(why) => format!(
+                "absent, and every open refuses the directory, touching nothing: {}",
+                printable(&why.to_string())
+            ),
+        },
         RegimeStamp::Malformed(s) => format!("malformed {s:?} (every open refuses it)"),
     }
+}
+
+/// The schedule store's [`regime_line`] for directory `dir`.
+fn schedule_regime_line(dir: &Path, stamp: &RegimeStamp) -> String {
+    let adoption = match stamp {
+        RegimeStamp::Absent => DiskCache::new(dir).check_adoptable(),
+        _ => Ok(()),
+    };
+    regime_line(stamp, CACHE_REGIME_VERSION, adoption)
 }
 
 /// `text` with every control character but newline and tab escaped (`\u{1b}`), so an entry's
@@ -114,7 +137,7 @@ pub(crate) fn stats(
         Found::Foreign(_) => c.foreign += 1,
     })?;
     writeln!(out, "directory: {}", dir.display())?;
-    writeln!(out, "regime: {}", regime_line(&regime))?;
+    writeln!(out, "regime: {}", schedule_regime_line(dir, &regime))?;
     writeln!(
         out,
         "lock file: {}",
@@ -162,13 +185,18 @@ pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<ExitCode, Failu
         return Err(e.into());
     }
     if let RegimeStamp::Malformed(_) = regime {
-        writeln!(out, "{}: {}", disk::STAMP_FILE, regime_line(&regime))?;
+        writeln!(
+            out,
+            "{}: {}",
+            disk::STAMP_FILE,
+            schedule_regime_line(dir, &regime)
+        )?;
         problems += 1;
     }
     writeln!(
         out,
         "verified {entries} entries: {problems} problem(s); regime {}",
-        regime_line(&regime)
+        schedule_regime_line(dir, &regime)
     )?;
     Ok(if problems == 0 {
         ExitCode::SUCCESS

@@ -153,10 +153,32 @@ fn stats_never_sweeps_a_kernel_store_of_another_regime() {
     let before = listing(&kernels);
     let out = kcache(&["stats", dir.to_str().expect("utf-8")]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // Since an open refuses an unstamped directory holding entry-named files (it sweeps
+    // nothing), stats says so; it said the next open would stamp it and sweep the entries.
     assert!(
-        text.lines().any(|l| l
-            == "  regime: absent (the next open stamps it and sweeps any entries); not opened"),
+        text.lines().any(|l| l.starts_with(
+            "  regime: absent, and every open refuses the directory, touching nothing: "
+        ) && l.contains("named like an entry")
+            && l.ends_with("; not opened")),
         "{text}"
     );
+    // The cache directory itself: no stamp and nothing named like an entry, then a user's
+    // settings.ron beside it.
+    assert!(
+        text.lines().any(
+            |l| l == "regime: absent (the next open stamps it: no file is named like an entry)"
+        ),
+        "{text}"
+    );
+    std::fs::write(dir.join("settings.ron"), "mine\n").expect("write");
+    let out = kcache(&["stats", dir.to_str().expect("utf-8")]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.lines().any(|l| l.starts_with(
+            "regime: absent, and every open refuses the directory, touching nothing: "
+        ) && l.contains("\"settings.ron\", named like an entry")),
+        "{text}"
+    );
+    assert!(!dir.join("cache.lock").exists(), "stats created nothing");
     assert_eq!(listing(&kernels), before, "stats changed the store");
 }
