@@ -446,7 +446,7 @@ impl<'t> Session<'t> {
     /// A stored winner found at `key` that cannot be used (`why`): said on the progress
     /// line, and returned as the miss the report shows (the routine is searched again).
     fn unusable(&self, routine: &Routine, key: &impl std::fmt::Display, why: &str) -> String {
-        let why = short(why);
+        let why = schedule_cache::disk::short(why);
         self.say(&format!(
             "{}: the winner stored at {key} cannot be used ({why}); searching again",
             routine.name
@@ -922,16 +922,6 @@ pub(crate) fn median(times: &[f64]) -> Option<f64> {
 /// Seconds as milliseconds, for progress lines and the report.
 pub(crate) fn ms(seconds: f64) -> String {
     format!("{:.3} ms", seconds * 1e3)
-}
-
-/// `text` cut to [`schedule_cache::disk::MAX_MESSAGE_CHARS`] characters (as schedule-cache
-/// cuts the errors it reports in a miss).
-fn short(text: &str) -> String {
-    let max = schedule_cache::disk::MAX_MESSAGE_CHARS;
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}...", &text[..at]),
-        None => text.to_string(),
-    }
 }
 
 fn schedule_error(routine: &Routine, source: schedule_cache::Error) -> DemoError {

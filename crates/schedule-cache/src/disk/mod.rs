@@ -277,8 +277,17 @@ fn refusal(e: cache_dir::Error) -> Refusal {
     }
 }
 
-/// `message`, cut to [`MAX_MESSAGE_CHARS`] characters (marked with `…` when cut).
-pub(crate) fn short(message: &str) -> String {
+/// `message`, cut to [`MAX_MESSAGE_CHARS`] characters (marked with `…` when cut): how the
+/// store cuts every error it reports in a miss or a refusal, and how a program reporting
+/// such a reason should cut its own.
+///
+/// ```
+/// use schedule_cache::disk::{MAX_MESSAGE_CHARS, short};
+/// assert_eq!(short("fine"), "fine");
+/// let cut = short(&"x".repeat(MAX_MESSAGE_CHARS + 1));
+/// assert_eq!(cut, format!("{}…", "x".repeat(MAX_MESSAGE_CHARS)));
+/// ```
+pub fn short(message: &str) -> String {
     let mut chars = message.chars();
     let mut out: String = chars.by_ref().take(MAX_MESSAGE_CHARS).collect();
     if chars.next().is_some() {
