@@ -340,9 +340,12 @@ impl CacheDir {
         }
         // Before the lock file is created: a directory that is no cache of ours is refused
         // untouched (the check is repeated under the exclusive lock before any stamping).
-        // Anything else (an unreadable listing, say) is the locked path's to report.
-        if let Err(e @ (Error::Unadopted { .. } | Error::MalformedStamp { .. })) =
-            self.check_adoptable()
+        // Anything else (an unreadable listing, say) is the locked path's to report. Once
+        // the lock file is there, the check under the lock suffices (one `lstat` instead of
+        // a second stamp read on every open).
+        if fs::symlink_metadata(self.dir.join(LOCK_FILE)).is_err()
+            && let Err(e @ (Error::Unadopted { .. } | Error::MalformedStamp { .. })) =
+                self.check_adoptable()
         {
             return Err(e);
         }
