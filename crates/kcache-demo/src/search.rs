@@ -43,9 +43,10 @@ const SAMPLE_SECONDS: f64 = 200e-6;
 const LEADERS: usize = 3;
 
 /// The most ops a stored winner may have to be replayed (the demo's schedules have at
-/// most 6): each op may nest the code one loop deeper, and applying and describing ops
-/// recurse through the nest, so a foreign entry of thousands of ops would overflow the
-/// stack. More is a miss.
+/// most 6): an entry of more was written by something else, and is a miss. (The library
+/// bounds what any entry can do on its own: at most `MAX_SAVED_OPS` ops, loops nested at
+/// most `schedule::MAX_NEST_DEPTH` deep, so a foreign entry of thousands of splits no
+/// longer overflows the stack; this cap keeps the demo's replays to the shapes it makes.)
 pub(crate) const MAX_REPLAY_OPS: usize = 64;
 
 /// The most bytes of C (prelude and text, over its kernels) a replayed winner may render
