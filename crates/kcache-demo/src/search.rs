@@ -219,21 +219,35 @@ impl<'t> Session<'t> {
     /// Renders the candidates' code (already scheduled) into one batch, one kernel per
     /// segment, named by its position in the batch, with the segment's nodes as its
     /// parameters. Returns, per candidate, the indices of its kernels.
+    ///
+    /// With `max_c_bytes`, a candidate whose kernels render to more bytes of C (prelude
+    /// and text) is [`DemoError::Render`], found as each segment is rendered, before it is
+    /// copied or keyed.
     fn render_batch(
         &self,
         routine: &Routine,
         codes: &[(&Built, &schedule_cache::ir::Code)],
         batch: &mut Batch,
+        max_c_bytes: Option<usize>,
     ) -> Result<Vec<Vec<usize>>, DemoError> {
         let mut owners = Vec::new();
         for (built, code) in codes {
             let mut mine = Vec::new();
+            let mut c_bytes = 0;
             for segment in segments(code) {
                 let symbol = segment_kernel_name(routine.name, batch.kernels.len());
                 let params = signature_of(&segment, &[]);
                 let config = self.schedules.config();
                 let rendered = render(&segment, &symbol, &params, Naming::Minted, config)
                     .map_err(|e| DemoError::Render(e.to_string()))?;
+                c_bytes += rendered.prelude.len() + rendered.text.len();
+                if let Some(max) = max_c_bytes
+                    && c_bytes > max
+                {
+                    return Err(DemoError::Render(format!(
+                        "it renders to more than {max} bytes of C, the most the demo compiles"
+                    )));
+                }
                 let bindings = params
                     .iter()
                     .map(|p| match p {
@@ -470,20 +484,15 @@ impl<'t> Session<'t> {
         for (routine, replay) in &replays {
             // One batch for every winner: segment names stay unique by position.
             let before = batch.kernels.len();
-            let why = match self.render_batch(routine, &[(&replay.built, &replay.code)], &mut batch)
-            {
+            let why = match self.render_batch(
+                routine,
+                &[(&replay.built, &replay.code)],
+                &mut batch,
+                Some(MAX_REPLAY_C_BYTES),
+            ) {
                 Ok(mut o) => {
-                    let bytes: usize = batch.kernels[before..]
-                        .iter()
-                        .map(|k| k.source.prelude.len() + k.source.text.len())
-                        .sum();
-                    if bytes <= MAX_REPLAY_C_BYTES {
-                        owners.push(Ok(o.pop().unwrap_or_default()));
-                        continue;
-                    }
-                    format!(
-                        "it renders to {bytes} bytes of C, more than the {MAX_REPLAY_C_BYTES} the demo compiles"
-                    )
+                    owners.push(Ok(o.pop().unwrap_or_default()));
+                    continue;
                 }
                 Err(DemoError::Render(why)) => format!("cannot render: {why}"),
                 Err(e) => return Err(e),
@@ -691,7 +700,7 @@ impl<'t> Session<'t> {
         let codes: Vec<(&Built, &schedule_cache::ir::Code)> =
             fresh.iter().map(|(_, b, _, c)| (b, c)).collect();
         let mut batch = Batch::default();
-        let owners = self.render_batch(routine, &codes, &mut batch)?;
+        let owners = self.render_batch(routine, &codes, &mut batch, None)?;
         let kernels = self.resolve(&format!("{} {round}", routine.name), &batch)?;
         let (hits_before, rejected_before) = (self.totals.memo_hits, tried.len());
         for ((point, built, schedule, _), mine) in fresh.into_iter().zip(owners) {
@@ -1095,7 +1104,9 @@ mod tests {
             }
             let mut batch = Batch::default();
             let codes = [(&right, &right.code), (&swapped, &swapped.code)];
-            let owners = session.render_batch(&chain, &codes, &mut batch).unwrap();
+            let owners = session
+                .render_batch(&chain, &codes, &mut batch, None)
+                .unwrap();
             let kernels = session.resolve("test", &batch).unwrap();
             let keys = |o: &[usize]| {
                 o.iter()
