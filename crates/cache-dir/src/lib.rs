@@ -413,23 +413,28 @@ impl CacheDir {
         Ok(None)
     }
 
-    /// Deletes every entry (every name `is_entry` accepts that is not a directory), then
+    /// Deletes every entry (every name `is_entry` accepts that is not a directory) of an
+    /// older regime (none for an absent stamp: see [`CacheDir::check_adoptable`]), then
     /// publishes this handle's stamp. A crash in between leaves the old stamp, so the next
     /// opener sweeps again.
     fn transition(&self, from: &RegimeStamp) -> io::Result<()> {
         let mut removed = 0usize;
-        for item in fs::read_dir(&self.dir)? {
-            let item = item?;
-            let Ok(name) = item.file_name().into_string() else {
-                continue;
-            };
-            if !self.is_entry(&name) || item.file_type()?.is_dir() {
-                continue;
-            }
-            match fs::remove_file(item.path()) {
-                Ok(()) => removed += 1,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
+        // An absent stamp was adopted because no file is named like an entry: nothing to
+        // sweep, and a second listing could only delete a user's file created since.
+        if *from != RegimeStamp::Absent {
+            for item in fs::read_dir(&self.dir)? {
+                let item = item?;
+                let Ok(name) = item.file_name().into_string() else {
+                    continue;
+                };
+                if !self.is_entry(&name) || item.file_type()?.is_dir() {
+                    continue;
+                }
+                match fs::remove_file(item.path()) {
+                    Ok(()) => removed += 1,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         regime::publish_stamp(&self.dir, self.regime)?;
@@ -596,5 +601,32 @@ impl Guard<'_> {
         }
         staging::sweep_stale(&self.cache.dir, self.cache.stale_staging_after)
             .map_err(Error::io("list the directory"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Adopting a directory with no stamp sweeps nothing: the adoption check found no file
+    /// named like an entry, and one that appeared since (a user's `settings.ron`, created
+    /// between the check and the stamping) is no entry of ours.
+    #[test]
+    fn adopting_an_unstamped_directory_deletes_nothing() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = CacheDir::new(tmp.path(), 7, |n| n.ends_with(".ron"));
+        fs::write(tmp.path().join("settings.ron"), "mine").expect("write");
+        cache.transition(&RegimeStamp::Absent).expect("adopt");
+        assert_eq!(
+            fs::read_to_string(tmp.path().join("settings.ron")).expect("kept"),
+            "mine"
+        );
+        assert_eq!(
+            read_stamp(tmp.path()).expect("stamp"),
+            RegimeStamp::Version(7)
+        );
+        // An older regime's entries are swept.
+        cache.transition(&RegimeStamp::Version(6)).expect("sweep");
+        assert!(!tmp.path().join("settings.ron").exists());
     }
 }
