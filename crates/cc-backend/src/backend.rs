@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use kernel_cache::{Backend, Compiled, Group, Split, SplitBackend};
@@ -89,11 +89,29 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// differs or is gone (it is compiled again; see
 /// [`PersistentBackend::load`](kernel_cache::PersistentBackend::load) below).
 ///
-/// What that check does **not** see (as ccache's direct mode does not): which file a
-/// search would find *now*. A header of the same name created later in a directory
-/// searched earlier than the recorded one's (shadowing it), a file whose appearance makes
-/// `__has_include` true or changes what `#include_next` finds, is not looked for: the
-/// saved program is still loaded. Nor are files the compiler reads without listing them:
+/// **Which header a search would find now.** A header of the same name created after the
+/// save in an include directory searched before the recorded one's would shadow it. So a
+/// save also asks the compiler for its include search list under the program's options
+/// (`-E -v`, once per option list; directories it ignores as absent or not directories
+/// count as searched first, since they may appear) and records, for every recorded header
+/// lying under a search directory (every such directory, by path as written and resolved)
+/// and every directory searched before that one, what the path the search looked at there
+/// resolves to: the first absent component (`one/scale.h`, or `one/lib` for
+/// `<lib/scale.h>`, or `one` itself), or what the path is when it exists. A load re-checks
+/// each (a `stat`) and refuses on any difference ([`CcError::IncludeSearch`]; the kernel
+/// is compiled again): a header, or a directory on its way, created in an earlier
+/// directory is seen, `#include_next` included (every earlier directory is checked).
+/// Other names in those directories, and files anywhere else, do not matter. A save
+/// refuses when such a path that exists changed after the compile began or less than 2 s
+/// before, when a search directory is relative (searched from each compile's own
+/// directory: a relative `-I`, an empty `CPATH` element) or when the list does not parse.
+///
+/// What is still **not** seen: a header reached relative to the directory of the header
+/// including it (`#include "x.h"` in `/p/sub/api.h` looks in `/p/sub` first), when that
+/// directory is not an include directory: a same-named header created there later is not
+/// looked for; a header whose absence a compile tested (`__has_include`, or a search that
+/// found nothing and took another branch) is not recorded at all, so one created later
+/// goes unseen. Nor are files the compiler reads without listing them:
 /// those named by options, such as `@file` response files, `-specs=` files and
 /// `-fprofile-use=` profiles, files the link reads (libraries named in the options) and
 /// the compiler's own programs (a changed compiler is known by its `--version` line
@@ -130,6 +148,8 @@ pub struct CcBackend {
     kernels_compiled: AtomicU64,
     /// [`CcBackend::host_target`] per option list, once computed.
     host_targets: Mutex<HashMap<Vec<String>, [u8; 32]>>,
+    /// [`CcBackend::search_dirs`] per option list, once computed.
+    search_lists: Mutex<HashMap<Vec<String>, Arc<Vec<String>>>>,
 }
 
 /// Locks a mutex whose data (a memo of finished computations) stays consistent across a
@@ -248,6 +268,7 @@ impl CcBackend {
             split: Split::new(cores, 8),
             programs_compiled: AtomicU64::new(0),
             host_targets: Mutex::default(),
+            search_lists: Mutex::default(),
             kernels_compiled: AtomicU64::new(0),
         })
     }
@@ -349,17 +370,66 @@ impl CcBackend {
         if let Some(known) = lock(&self.host_targets).get(options) {
             return Ok(*known);
         }
-        let command_line = || {
-            self.compiler
-                .iter()
-                .map(|c| c.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(" ")
+        let output = self.probe(options, &["-E", "-###"], &[])?;
+        let mut hasher = Sha256::new();
+        hasher.update(&output.stdout);
+        hasher.update(&output.stderr);
+        let mut digest = [0u8; 32];
+        digest.copy_from_slice(&hasher.finalize());
+        lock(&self.host_targets).insert(options.to_vec(), digest);
+        Ok(digest)
+    }
+
+    /// The include search list of a compile under `options`: the directories `cc <base
+    /// flags> <options> -E -v -x c /dev/null` (in the C locale) says it searches, in order
+    /// (quote directories, then bracket ones), after those it says it ignores (absent, or
+    /// not directories: they may appear; see [`deps::parse_search_list`](crate::deps)).
+    /// Computed once per option list.
+    pub(crate) fn search_dirs(&self, options: &[String]) -> Result<Arc<Vec<String>>, CcError> {
+        if let Some(known) = lock(&self.search_lists).get(options) {
+            return Ok(known.clone());
+        }
+        let output = self.probe(
+            options,
+            &["-E", "-v", "-o", "/dev/null"],
+            &[("LC_ALL", "C"), ("LANGUAGE", "")],
+        )?;
+        let refused = |why: &str| CcError::IncludeSearch {
+            path: PathBuf::from(self.command_line()),
+            why: why.to_string(),
         };
-        let (program, args) = self.compiler.split_first().ok_or_else(|| CcError::Spawn {
-            compiler: command_line(),
-            source: std::io::Error::other("empty compiler command"),
-        })?;
+        let text = String::from_utf8(output.stderr)
+            .map_err(|_| refused("its include search list (`-E -v`) is not UTF-8"))?;
+        let dirs = crate::deps::parse_search_list(&text)
+            .ok_or_else(|| refused("its include search list (`-E -v`) does not parse"))?;
+        let dirs = Arc::new(dirs);
+        lock(&self.search_lists).insert(options.to_vec(), dirs.clone());
+        Ok(dirs)
+    }
+
+    fn command_line(&self) -> String {
+        self.compiler
+            .iter()
+            .map(|c| c.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Runs the compiler as a compile would (its environment, base flags, `options`),
+    /// with `args` then `-x c /dev/null` and the variables `env`, in the work directory;
+    /// its output if it succeeded.
+    fn probe(
+        &self,
+        options: &[String],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<std::process::Output, CcError> {
+        let command_line = || self.command_line();
+        let (program, program_args) =
+            self.compiler.split_first().ok_or_else(|| CcError::Spawn {
+                compiler: command_line(),
+                source: std::io::Error::other("empty compiler command"),
+            })?;
         let mut command = Command::new(program);
         for (name, value) in &self.input_env {
             match value {
@@ -368,11 +438,13 @@ impl CcBackend {
             };
         }
         let output = command
-            .args(args)
+            .args(program_args)
             .envs(COMPILER_ENV)
+            .envs(env.iter().copied())
             .args(BASE_FLAGS)
             .args(options)
-            .args(["-E", "-###", "-x", "c", "/dev/null"])
+            .args(args)
+            .args(["-x", "c", "/dev/null"])
             .current_dir(&self.work_dir)
             .output()
             .map_err(|source| CcError::Spawn {
@@ -386,13 +458,7 @@ impl CcBackend {
                 symbols: Vec::new(),
             });
         }
-        let mut hasher = Sha256::new();
-        hasher.update(&output.stdout);
-        hasher.update(&output.stderr);
-        let mut digest = [0u8; 32];
-        digest.copy_from_slice(&hasher.finalize());
-        lock(&self.host_targets).insert(options.to_vec(), digest);
-        Ok(digest)
+        Ok(output)
     }
 
     fn run_compiler(&self, prepared: &mut PreparedProgram) -> Result<(), CcError> {

@@ -11,6 +11,14 @@
 //! symbolic link met resolving its path, a directory's included) after the compile began or just before ([`SETTLED`]: it may not be what the compiler read) or is
 //! named by a relative path;
 //! a load re-hashes every recorded file and refuses on any difference.
+//!
+//! The content at a recorded path is not all: a header of the same name put later in a
+//! directory searched *before* the one the header was found in would be found by a fresh
+//! compile instead (it shadows the recorded one). So a save also records, for every
+//! recorded header and every include directory searched before one it lies under, what
+//! the path the search looked at there resolved to ([`Witness`]: the shortest prefix of
+//! it that does not exist, or what it is when it exists), and a load refuses when any of
+//! them resolves otherwise now.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -56,16 +64,25 @@ pub(crate) enum Manifest {
         unit_dirs: Vec<PathBuf>,
         started: SystemTime,
     },
-    /// Loaded from a saved program whose files were verified at the load.
-    Loaded(Vec<Dep>),
+    /// Loaded from a saved program whose files and witnesses were verified at the load.
+    Loaded(Vec<Dep>, Vec<Witness>),
 }
 
 impl Manifest {
-    /// The files and digests a save records (see [`collect`]).
-    pub(crate) fn deps(&self) -> Result<Vec<Dep>, CcError> {
+    /// The files and digests a save records (see [`collect`]) and the witnesses of their
+    /// include search (see [`witnesses`]) against the list `search` gives (asked only for
+    /// a program compiled here).
+    pub(crate) fn vouch(
+        &self,
+        search: impl FnOnce() -> Result<std::sync::Arc<Vec<String>>, CcError>,
+    ) -> Result<(Vec<Dep>, Vec<Witness>), CcError> {
         match self {
-            Manifest::Compiled { unit_dirs, started } => collect(unit_dirs, *started),
-            Manifest::Loaded(deps) => Ok(deps.clone()),
+            Manifest::Compiled { unit_dirs, started } => {
+                let deps = collect(unit_dirs, *started)?;
+                let witnesses = witnesses(&search()?, &deps, *started)?;
+                Ok((deps, witnesses))
+            }
+            Manifest::Loaded(deps, witnesses) => Ok((deps.clone(), witnesses.clone())),
         }
     }
 }
@@ -171,14 +188,21 @@ fn digest_file(path: &str) -> Result<([u8; 32], SystemTime), CcError> {
 /// `ELOOP` bound).
 const MAX_LINKS: usize = 40;
 
+/// When a symbolic link met resolving the absolute `path` last changed: see
+/// [`resolution_changed_at`] (links only).
+fn links_changed_at(path: &str) -> Result<SystemTime, CcError> {
+    resolution_changed_at(path, false)
+}
+
 /// When a symbolic link met resolving the absolute `path` last changed (the latest
 /// [`changed_at`] of them all; the epoch if there is none): a link at any component, a
 /// directory's (`/opt/cuda -> cuda-12.4`) as well as the file's, and every link of a chain
 /// (`link.h -> mid.h -> six.h`), each read with `lstat` and followed as the kernel follows
 /// it (`..` after a link leaves the link's target). Pointing any of them at another file
 /// changes that link (or puts a new one at its name), so a path resolving elsewhere than
-/// it did shows here. Refused past [`MAX_LINKS`] links.
-fn links_changed_at(path: &str) -> Result<SystemTime, CcError> {
+/// it did shows here. Refused past [`MAX_LINKS`] links. With `every`, every component met
+/// counts, not only links (a directory renamed into the path has a new change time).
+fn resolution_changed_at(path: &str, every: bool) -> Result<SystemTime, CcError> {
     use std::path::Component;
     let io = |e: std::io::Error| changed(path, e.to_string());
     // What is left to resolve, next component last.
@@ -204,6 +228,9 @@ fn links_changed_at(path: &str) -> Result<SystemTime, CcError> {
         let next = resolved.join(&name);
         let meta = std::fs::symlink_metadata(&next).map_err(io)?;
         if !meta.file_type().is_symlink() {
+            if every {
+                latest = latest.max(changed_at(&meta));
+            }
             resolved = next;
             continue;
         }
@@ -278,6 +305,236 @@ pub(crate) fn verify(deps: &[Dep]) -> Result<(), CcError> {
         }
     }
     Ok(())
+}
+
+/// What a path resolves to now, as an include search looking at it would see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Kind {
+    /// Nothing at it (`ENOENT`, or a component before the last is not a directory).
+    Absent = 0,
+    /// A directory.
+    Directory = 1,
+    /// A regular file.
+    File = 2,
+    /// Anything else (a FIFO, a device, a socket).
+    Other = 3,
+}
+
+impl Kind {
+    /// The kind saved as byte `b` (the discriminant).
+    pub(crate) fn from_byte(b: u8) -> Option<Kind> {
+        [Kind::Absent, Kind::Directory, Kind::File, Kind::Other]
+            .get(usize::from(b))
+            .copied()
+    }
+}
+
+/// What `path` resolves to (links followed, as the compiler's `open` follows them); an
+/// error other than "absent" (a permission refused) cannot vouch for anything.
+fn kind_of(path: &Path) -> Result<Kind, std::io::Error> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(Kind::Directory),
+        Ok(meta) if meta.is_file() => Ok(Kind::File),
+        Ok(_) => Ok(Kind::Other),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(Kind::Absent)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A path an include search looked at before the directory a recorded header was found
+/// in, and what it resolved to at the save: the shortest prefix of `<earlier
+/// directory>/<the header's name relative to its own directory>` that is absent, or (when
+/// none is) the first prefix that is not a directory or the whole path, with its kind.
+/// While every witness resolves as it did, that search finds what it found then.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Witness {
+    pub(crate) path: String,
+    pub(crate) kind: Kind,
+}
+
+fn search_refused(path: &str, why: impl Into<String>) -> CcError {
+    CcError::IncludeSearch {
+        path: PathBuf::from(path),
+        why: why.into(),
+    }
+}
+
+/// The names `header` may have been searched for under the include directories of
+/// `search` (in search order): `(k, name)` for every directory `search[k]` it lies under,
+/// by its path as written and by both paths resolved (`realpath`). The directory it was
+/// found in is one of them, so taking them all over-approximates the search.
+/// `resolved` holds each directory's resolved path (`None` where it does not resolve).
+fn interpretations(
+    header: &str,
+    search: &[String],
+    resolved: &[Option<PathBuf>],
+) -> Vec<(usize, String)> {
+    let header_canonical = std::fs::canonicalize(header).ok();
+    let mut found = Vec::new();
+    for (k, (dir, canonical)) in search.iter().zip(resolved).enumerate() {
+        let trimmed = dir.trim_end_matches('/');
+        if let Some(rest) = header.strip_prefix(trimmed)
+            && rest.starts_with('/')
+        {
+            let name = rest.trim_start_matches('/');
+            if !name.is_empty() {
+                found.push((k, name.to_string()));
+            }
+        }
+        if let (Some(h), Some(d)) = (&header_canonical, canonical)
+            && let Ok(rest) = h.strip_prefix(d)
+            && let Some(name) = rest.to_str()
+            && !name.is_empty()
+        {
+            found.push((k, name.to_string()));
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// The witness of searching `dir` for `name` (see [`Witness`]). A witness that exists
+/// must have settled: it and every component of its path changed (inode change time)
+/// before `settled`, or it may have appeared after the compiler looked (a compile that
+/// found something there read it, and recorded it; one that found nothing did not).
+fn witness(dir: &str, name: &str, settled: SystemTime) -> Result<Witness, CcError> {
+    use std::path::Component;
+    let full = Path::new(dir).join(name);
+    let components: Vec<Component<'_>> = full.components().collect();
+    let mut prefix = PathBuf::new();
+    for (i, component) in components.iter().enumerate() {
+        prefix.push(component.as_os_str());
+        if matches!(component, Component::RootDir | Component::Prefix(_)) {
+            continue;
+        }
+        let path = prefix.to_string_lossy().into_owned();
+        let kind = kind_of(&prefix).map_err(|e| search_refused(&path, e.to_string()))?;
+        if kind == Kind::Directory && i + 1 < components.len() {
+            continue;
+        }
+        if kind != Kind::Absent && resolution_changed_at(&path, true)? >= settled {
+            return Err(search_refused(
+                &path,
+                "it or a directory of its path changed after the compile began, or less than 2 s before",
+            ));
+        }
+        return Ok(Witness { path, kind });
+    }
+    Err(search_refused(dir, "not a path below an include directory"))
+}
+
+/// The witnesses of every recorded header `deps` against the include search list
+/// `search` (absolute directories in search order; see [`Witness`]): for every directory
+/// a header lies under ([`interpretations`]), every directory searched before it. A
+/// header under none of them (included by its absolute path, or relative to the
+/// including file's directory) adds none. Refused when a directory of the list is
+/// relative (it is searched from the compile's own directory) or a witness that exists
+/// changed after the compile began or less than [`SETTLED`] before `started`.
+pub(crate) fn witnesses(
+    search: &[String],
+    deps: &[Dep],
+    started: SystemTime,
+) -> Result<Vec<Witness>, CcError> {
+    if let Some(dir) = search.iter().find(|d| !Path::new(d).is_absolute()) {
+        return Err(search_refused(
+            dir,
+            "a relative include directory (searched from each compile's own directory)",
+        ));
+    }
+    let settled = started
+        .checked_sub(SETTLED)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let resolved: Vec<Option<PathBuf>> = search
+        .iter()
+        .map(|d| std::fs::canonicalize(d).ok())
+        .collect();
+    let mut found = std::collections::BTreeSet::new();
+    let mut walked = std::collections::HashSet::new();
+    for dep in deps {
+        for (k, name) in interpretations(&dep.path, search, &resolved) {
+            for dir in &search[..k] {
+                if walked.insert((dir.as_str(), name.clone())) {
+                    found.insert(witness(dir, &name, settled)?);
+                }
+            }
+        }
+    }
+    Ok(found.into_iter().collect())
+}
+
+/// Checks that every witness resolves as it did at the save ([`CcError::IncludeSearch`]
+/// otherwise: a header searched for may now be found elsewhere than it was).
+pub(crate) fn verify_witnesses(witnesses: &[Witness]) -> Result<(), CcError> {
+    for w in witnesses {
+        let now =
+            kind_of(Path::new(&w.path)).map_err(|e| search_refused(&w.path, e.to_string()))?;
+        if now != w.kind {
+            return Err(search_refused(
+                &w.path,
+                format!(
+                    "an include search looks here before a recorded header's directory: it was {:?} at the save, it is {now:?} now",
+                    w.kind
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The include search list in what `<compiler> <options> -E -v` printed (in the C
+/// locale): directories it ignored because they do not exist or are not directories
+/// first (they may be created; their place in the order is not printed), then the
+/// `#include "..."` list, then the `#include <...>` list, each directory once. `None`
+/// if the lists are not there or hold a line that is not a directory.
+pub(crate) fn parse_search_list(text: &str) -> Option<Vec<String>> {
+    let mut unlisted = Vec::new();
+    let mut listed = Vec::new();
+    let (mut started, mut ended, mut inside) = (false, false, false);
+    for line in text.lines() {
+        if let Some(dir) = line
+            .strip_prefix("ignoring nonexistent directory \"")
+            .and_then(|rest| rest.strip_suffix('"'))
+        {
+            unlisted.push(dir.to_string());
+        } else if let Some((_, rest)) = line.split_once("warning: ")
+            && let Some(dir) = rest.strip_suffix(": not a directory")
+        {
+            unlisted.push(dir.to_string());
+        } else if line == "#include \"...\" search starts here:"
+            || line == "#include <...> search starts here:"
+        {
+            started = true;
+            inside = true;
+        } else if line == "End of search list." {
+            inside = false;
+            ended = true;
+        } else if inside {
+            let dir = line.strip_prefix(' ')?;
+            let dir = dir.strip_suffix(" (framework directory)").unwrap_or(dir);
+            if dir.is_empty() {
+                return None;
+            }
+            listed.push(dir.to_string());
+        }
+    }
+    if !(started && ended) || inside {
+        return None;
+    }
+    let mut all: Vec<String> = Vec::new();
+    for dir in unlisted.into_iter().chain(listed) {
+        if !all.contains(&dir) {
+            all.push(dir);
+        }
+    }
+    Some(all)
 }
 
 #[cfg(test)]
@@ -411,6 +668,95 @@ mod tests {
         assert!(matches!(
             links_changed_at(&path("a/h.h")),
             Err(CcError::DependencyChanged { why, .. }) if why.contains("more than 40")
+        ));
+    }
+
+    /// gcc's and clang's `-E -v` lists: ignored directories (absent, not directories)
+    /// first, then the quote and bracket lists in order, each once; no list, an unended
+    /// one or a stray line in it does not parse.
+    #[test]
+    fn search_lists_parse() {
+        let gcc = "ignoring nonexistent directory \"/usr/local/include/x86_64-linux-gnu\"\n\
+                   ignoring duplicate directory \"/a\"\n\
+                   cc1: warning: /f: not a directory\n\
+                   #include \"...\" search starts here:\n /q\n\
+                   #include <...> search starts here:\n /a\n /a b\n /usr/include\n\
+                   End of search list.\n";
+        assert_eq!(
+            parse_search_list(gcc).unwrap(),
+            [
+                "/usr/local/include/x86_64-linux-gnu",
+                "/f",
+                "/q",
+                "/a",
+                "/a b",
+                "/usr/include"
+            ]
+        );
+        assert_eq!(parse_search_list("cc1 -E\n"), None);
+        assert_eq!(
+            parse_search_list("#include <...> search starts here:\n /a\n"),
+            None
+        );
+        assert_eq!(
+            parse_search_list("#include <...> search starts here:\nx\nEnd of search list.\n"),
+            None
+        );
+    }
+
+    /// A witness is the first absent prefix of the path searched, or what the whole path
+    /// (or a non-directory on its way) is; a header under no search directory has none;
+    /// one found in the second directory has one in the first; a relative directory is
+    /// refused; a witness resolving otherwise fails verification.
+    #[test]
+    fn witnesses_record_what_an_earlier_search_directory_held() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        for d in ["one", "two/lib", "three"] {
+            std::fs::create_dir_all(t.join(d)).unwrap();
+        }
+        std::fs::write(t.join("two/lib/s.h"), "").unwrap();
+        std::fs::write(t.join("three/lib"), "").unwrap();
+        let path = |p: &str| t.join(p).display().to_string();
+        let later = SystemTime::now() + Duration::from_secs(60);
+        let search = [path("one"), path("three"), path("two")];
+        let dep = |p: &str| Dep {
+            path: path(p),
+            digest: [0; 32],
+        };
+        let found = witnesses(&search, &[dep("two/lib/s.h")], later).unwrap();
+        assert_eq!(
+            found,
+            [
+                Witness {
+                    path: path("one/lib"),
+                    kind: Kind::Absent
+                },
+                Witness {
+                    path: path("three/lib"),
+                    kind: Kind::File
+                },
+            ]
+        );
+        assert!(
+            witnesses(&search, &[dep("elsewhere.h")], later)
+                .unwrap()
+                .is_empty()
+        );
+        // Present witnesses must have settled.
+        assert!(matches!(
+            witnesses(&search, &[dep("two/lib/s.h")], SystemTime::UNIX_EPOCH),
+            Err(CcError::IncludeSearch { .. })
+        ));
+        assert!(matches!(
+            witnesses(&["rel".to_string()], &[], later),
+            Err(CcError::IncludeSearch { .. })
+        ));
+        assert!(verify_witnesses(&found).is_ok());
+        std::fs::create_dir(t.join("one/lib")).unwrap();
+        assert!(matches!(
+            verify_witnesses(&found),
+            Err(CcError::IncludeSearch { .. })
         ));
     }
 

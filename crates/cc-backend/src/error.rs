@@ -113,6 +113,21 @@ pub enum CcError {
         /// What differs.
         why: String,
     },
+    /// The include search cannot vouch for a saved program: at a load, a path an include
+    /// search looks at before the directory a recorded header was found in resolves to
+    /// something other than at the save (a header of the same name, or a directory on its
+    /// way, appeared in an earlier include directory and would shadow the recorded one:
+    /// the saved program is not loaded, the kernel is compiled again); at a save, such a
+    /// path that exists changed after the compile began or less than 2 s before, an
+    /// include directory is relative, or the compiler's search list (`-E -v`) could not
+    /// be read (the program is not saved).
+    #[error("the include search, at {}, cannot vouch for the program: {why}", path.display())]
+    IncludeSearch {
+        /// The path looked at (or the directory, or the compiler).
+        path: PathBuf,
+        /// What differs.
+        why: String,
+    },
     /// A program's options hold one that changes the compiler's dependency output (`-MMD`,
     /// `-MM`, `-MF`, `-Wp,-MD,...` and the like): the compiler may then leave headers out
     /// of the list of files the compile read (with `-MMD`, every system and `-isystem`

@@ -13,9 +13,9 @@
 //! (`RTLD_NOW`) and weighed by its size. No preprocessor state crosses from one kernel
 //! to another: a kernel means the same whichever companions share its program. A key
 //! does not cover the content of the headers a kernel includes: a saved program records
-//! them and is never loaded from the kernel store after one changed, but the in-memory
-//! cache does not look, and neither looks for a header an include search would find now
-//! in place of the recorded one (see [`CcBackend`] for what goes unseen).
+//! them and is never loaded from the kernel store after one changed or after a header of
+//! the same name appeared in an include directory searched before its own, but the
+//! in-memory cache does not look (see [`CcBackend`] for what goes unseen).
 //!
 //! [`Kernel::call`] is the safe call: it checks the argument count, each argument's
 //! kind ([`Arg`]) and each buffer's length against the signature before the kernel

@@ -4,7 +4,7 @@
 use kernel_cache::{Compiled, PersistentBackend, SavedProgram};
 
 use crate::backend::{CcBackend, check_symbol, dependency_option, targets_host};
-use crate::deps::{self, Dep, Manifest};
+use crate::deps::{self, Dep, Kind, Manifest, Witness};
 use crate::error::CcError;
 use crate::program::CcProgram;
 use crate::signature::{Reader, Signature, put_str};
@@ -19,7 +19,10 @@ use crate::signature::{Reader, Signature, put_str};
 /// scalar, element code, name, and for buffers the extent's factor as `u64` and its
 /// scalar names), then a `u32` count of the files the compile read besides its units
 /// (the headers its `#include`s found) and per file its absolute path (`u32` length +
-/// UTF-8) and the SHA-256 of its content (32 bytes), then the program's option list (`u32`
+/// UTF-8) and the SHA-256 of its content (32 bytes), then a `u32` count of the include
+/// search's witnesses and per witness its absolute path (`u32` length + UTF-8) and a byte
+/// saying what it resolved to at the save (0 absent, 1 directory, 2 regular file, 3
+/// anything else), then the program's option list (`u32`
 /// count, each option as `u32` length + UTF-8) and, when an option targets the host
 /// processor (`native`), a byte 1 and [`CcBackend`]'s host-target digest for that list
 /// (32 bytes), else a byte 0, then the shared object's length (`u64`) and bytes, and
@@ -31,7 +34,9 @@ use crate::signature::{Reader, Signature, put_str};
 ///   included changed (the key covers the kernel's text, not what it includes).
 /// - 3: the option list and, for `-march=native` and the like, what it meant on the
 ///   compiling machine, so such a program is never loaded on another processor.
-pub const SAVED_FORMAT: &str = "cc-backend saved program 3";
+/// - 4: the include search's witnesses, so a program is never loaded after a header of
+///   the same name appeared in an include directory searched before the recorded one's.
+pub const SAVED_FORMAT: &str = "cc-backend saved program 4";
 
 const MAGIC: &[u8] = b"kcache-cc-program\0";
 
@@ -56,6 +61,11 @@ impl PersistentBackend for CcBackend {
     /// symbolic link met resolving its path) after the compile began or less than 2 s before, is named by a relative path or cannot be
     /// read: what it holds now may not be what the program was compiled from.
     ///
+    /// Refused ([`CcError::IncludeSearch`]) when a path an include search looked at before
+    /// a recorded header's directory exists and changed after the compile began or less
+    /// than 2 s before, an include directory is relative, or the compiler's search list
+    /// (`-E -v`) does not parse.
+    ///
     /// Refused too ([`CcError::DependencyOption`]) when an option changes the compiler's
     /// dependency output (`-MMD` and the like): the list of files read may then leave
     /// headers out.
@@ -65,7 +75,7 @@ impl PersistentBackend for CcBackend {
                 option: option.clone(),
             });
         }
-        let deps = program.deps()?;
+        let (deps, witnesses) = program.vouch(|| self.search_dirs(program.options()))?;
         let object = program.bytes()?;
         let mut bytes = Vec::with_capacity(object.len() + 256);
         bytes.extend_from_slice(MAGIC);
@@ -78,6 +88,11 @@ impl PersistentBackend for CcBackend {
         for dep in &deps {
             put_str(&mut bytes, &dep.path);
             bytes.extend_from_slice(&dep.digest);
+        }
+        bytes.extend_from_slice(&(witnesses.len() as u32).to_le_bytes());
+        for witness in &witnesses {
+            put_str(&mut bytes, &witness.path);
+            bytes.push(witness.kind as u8);
         }
         let options = program.options();
         bytes.extend_from_slice(&(options.len() as u32).to_le_bytes());
@@ -99,7 +114,10 @@ impl PersistentBackend for CcBackend {
     }
 
     /// Checks that every file the compile read (every header) still holds what it held
-    /// then ([`CcError::DependencyChanged`] otherwise: the program is compiled again) and,
+    /// then ([`CcError::DependencyChanged`] otherwise: the program is compiled again), that
+    /// every path an include search looked at before a recorded header's directory resolves
+    /// as it did ([`CcError::IncludeSearch`] otherwise: a header created there would shadow
+    /// the recorded one) and,
     /// for a program compiled with `-march=native` or the like, that those options mean
     /// on this machine what they meant on the compiling one ([`CcError::OtherHost`]),
     /// writes the shared object to a fresh file of its own (a new directory of the work
@@ -129,6 +147,18 @@ impl PersistentBackend for CcBackend {
                 .and_then(|d| <[u8; 32]>::try_from(d).ok())
                 .ok_or_else(|| invalid("truncated file digest"))?;
             deps.push(Dep { path, digest });
+        }
+        let n_witnesses = r.u32().ok_or_else(|| invalid("truncated"))?;
+        let mut witnesses: Vec<Witness> = Vec::new();
+        for _ in 0..n_witnesses {
+            let path = r
+                .string()
+                .ok_or_else(|| invalid("truncated witness path"))?;
+            let kind = r
+                .take(1)
+                .and_then(|b| Kind::from_byte(b[0]))
+                .ok_or_else(|| invalid("bad witness kind"))?;
+            witnesses.push(Witness { path, kind });
         }
         let n_options = r.u32().ok_or_else(|| invalid("truncated"))?;
         let mut options: Vec<String> = Vec::new();
@@ -165,6 +195,7 @@ impl PersistentBackend for CcBackend {
             });
         }
         deps::verify(&deps)?;
+        deps::verify_witnesses(&witnesses)?;
         if let Some(compiled_for) = host
             && self.host_target(&options)? != compiled_for
         {
@@ -180,7 +211,13 @@ impl PersistentBackend for CcBackend {
             .map_err(io(self.work_dir()))?;
         let path = dir.path().join("program.so");
         std::fs::write(&path, object).map_err(io(&path))?;
-        let program = CcProgram::load(dir, path, kernels, Manifest::Loaded(deps), options)?;
+        let program = CcProgram::load(
+            dir,
+            path,
+            kernels,
+            Manifest::Loaded(deps, witnesses),
+            options,
+        )?;
         Ok(Compiled {
             weight: program.size(),
             program,

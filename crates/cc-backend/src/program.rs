@@ -9,7 +9,7 @@ use std::sync::Arc;
 use kernel_cache::Resolved;
 use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 
-use crate::deps::{Dep, Manifest};
+use crate::deps::{Dep, Manifest, Witness};
 use crate::error::CcError;
 use crate::signature::{Arg, Signature, entry_symbol};
 
@@ -166,9 +166,14 @@ impl CcProgram {
         })
     }
 
-    /// The files the compile read besides its units, with their digests (for saving it).
-    pub(crate) fn deps(&self) -> Result<Vec<Dep>, CcError> {
-        self.manifest.deps()
+    /// The files the compile read besides its units, with their digests, and the
+    /// witnesses of their include search against the list `search` gives (for saving it;
+    /// see [`Manifest::vouch`]).
+    pub(crate) fn vouch(
+        &self,
+        search: impl FnOnce() -> Result<std::sync::Arc<Vec<String>>, CcError>,
+    ) -> Result<(Vec<Dep>, Vec<Witness>), CcError> {
+        self.manifest.vouch(search)
     }
 
     /// The option list it was compiled under.

@@ -123,6 +123,34 @@ fn worker() {
             let (out, census, _) = resolve_scaled(&b, &store, scaled(&b, "scale.h"));
             println!("RESULT out={out} loaded={}", census.kernels_loaded);
         }
+        // Resolves the kernel computing `a[i] * SCALE` under the options of `PERSIST_OPTS`
+        // (one a line), its prelude `PERSIST_PRELUDE` then `#include PERSIST_INCLUDE` (when
+        // set); prints what it computes, whether it was loaded or saved, and whether a saved
+        // program was refused because of the include search.
+        "include" => {
+            let options: Vec<String> = env("PERSIST_OPTS").lines().map(String::from).collect();
+            let mut prelude = std::env::var("PERSIST_PRELUDE").unwrap_or_default();
+            if let Ok(include) = std::env::var("PERSIST_INCLUDE") {
+                prelude.push_str(&format!("#include {include}\n"));
+            }
+            let kernel = Source::new(
+                elementwise_kernel("k", "a[i] * SCALE"),
+                Signature::out_a_b_n(),
+            )
+            .with_prelude(prelude)
+            .batch_kernel("k", &names(), options, b.identity());
+            let (out, census, events) = resolve_scaled(&b, &store, kernel);
+            let saved = events
+                .iter()
+                .any(|e| matches!(e.outcome, Outcome::Saved { .. }));
+            let refused = events.iter().any(|e| {
+                matches!(&e.outcome, Outcome::Miss(MissReason::LoadFailed(m)) if m.contains("include search"))
+            });
+            println!(
+                "RESULT out={out} loaded={} saved={saved} refused={refused}",
+                census.kernels_loaded
+            );
+        }
         // Resolves kernel (2, 0) under `-march=native`; prints what it computes.
         "native" => {
             let name = "k2_0__seg0";
@@ -605,6 +633,149 @@ fn a_process_whose_include_path_finds_another_header_never_loads_the_first_ones_
     );
     assert_eq!(run(&one), "out=1 loaded=1");
     assert_eq!(run(&two), "out=2 loaded=1");
+}
+
+/// Runs the `include` worker over the store `dir`: `options`, `#include <include>` after
+/// `prelude`, the variables `vars`.
+fn run_include(
+    dir: &Path,
+    options: &[String],
+    prelude: &str,
+    include: Option<&str>,
+    vars: &[(&str, String)],
+) -> String {
+    let mut all = vec![
+        ("PERSIST_OPTS", options.join("\n")),
+        ("PERSIST_PRELUDE", prelude.to_string()),
+    ];
+    if let Some(include) = include {
+        all.push(("PERSIST_INCLUDE", include.to_string()));
+    }
+    all.extend(vars.iter().cloned());
+    finish(spawn("include", dir, &all))
+}
+
+/// `-I one -I two` with `scale.h` (`SCALE 2`) only in `two`, and the options naming them.
+fn one_and_two(t: &Path) -> Vec<String> {
+    for d in ["one", "two"] {
+        fs::create_dir(t.join(d)).unwrap();
+    }
+    fs::write(t.join("two/scale.h"), "#define SCALE 2\n").unwrap();
+    vec![
+        format!("-I{}", t.join("one").display()),
+        format!("-I{}", t.join("two").display()),
+    ]
+}
+
+/// A header of the same name created after the save in an include directory searched
+/// before the recorded one's shadows it: a fresh compile finds the new header, so the
+/// saved program (compiled from the old one) is never loaded again (it was: a process
+/// computed 2 where a compile gives 9).
+#[test]
+fn a_header_created_later_in_an_earlier_include_directory_is_never_shadowed_by_the_saved_program() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let dir = t.join("kernels");
+    let options = one_and_two(t);
+    settle();
+    let run = || run_include(&dir, &options, "", Some("<scale.h>"), &[]);
+    assert_eq!(run(), "out=2 loaded=0 saved=true refused=false");
+    assert_eq!(run(), "out=2 loaded=1 saved=false refused=false");
+    fs::write(t.join("one/scale.h"), "#define SCALE 9\n").unwrap();
+    assert_eq!(
+        run(),
+        "out=9 loaded=0 saved=false refused=true",
+        "answered with the program compiled from two/scale.h while one/scale.h shadows it"
+    );
+}
+
+/// The same with a header named by a relative path (`<lib/scale.h>`): `one/lib/` and the
+/// header created after the save, only the header created in a `one/lib/` that was there,
+/// and `one` itself created after the save (the compiler ignored it as nonexistent).
+#[test]
+fn a_nested_header_or_include_directory_created_later_is_never_shadowed_by_the_saved_program() {
+    // (directories made before the save, what is created after it)
+    let cases: [(&[&str], &[&str]); 3] = [
+        (&["one"], &["one/lib"]),
+        (&["one", "one/lib"], &[]),
+        (&[], &["one", "one/lib"]),
+    ];
+    for (before, after) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        let dir = t.join("kernels");
+        for d in before.iter().chain(&["two", "two/lib"]) {
+            fs::create_dir(t.join(d)).unwrap();
+        }
+        fs::write(t.join("two/lib/scale.h"), "#define SCALE 2\n").unwrap();
+        let options = vec![
+            format!("-I{}", t.join("one").display()),
+            format!("-I{}", t.join("two").display()),
+        ];
+        settle();
+        let run = || run_include(&dir, &options, "", Some("<lib/scale.h>"), &[]);
+        assert_eq!(
+            run(),
+            "out=2 loaded=0 saved=true refused=false",
+            "{before:?}"
+        );
+        assert_eq!(
+            run(),
+            "out=2 loaded=1 saved=false refused=false",
+            "{before:?}"
+        );
+        for d in after {
+            fs::create_dir(t.join(d)).unwrap();
+        }
+        fs::write(t.join("one/lib/scale.h"), "#define SCALE 9\n").unwrap();
+        assert_eq!(
+            run(),
+            "out=9 loaded=0 saved=false refused=true",
+            "made before the save {before:?}, after it {after:?}: answered with the shadowed program"
+        );
+    }
+}
+
+/// What a search for the recorded header never looks at does not keep the saved program
+/// from loading: a header of another name in the earlier directory, one of the same name
+/// in a directory not searched, another header beside the recorded one.
+#[test]
+fn files_an_include_search_does_not_look_at_never_keep_a_saved_program_from_loading() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let dir = t.join("kernels");
+    let options = one_and_two(t);
+    settle();
+    let run = || run_include(&dir, &options, "", Some("<scale.h>"), &[]);
+    assert_eq!(run(), "out=2 loaded=0 saved=true refused=false");
+    fs::write(t.join("one/other.h"), "#define SCALE 9\n").unwrap();
+    fs::create_dir(t.join("elsewhere")).unwrap();
+    fs::write(t.join("elsewhere/scale.h"), "#define SCALE 9\n").unwrap();
+    fs::write(t.join("two/extra.h"), "#define SCALE 9\n").unwrap();
+    assert_eq!(run(), "out=2 loaded=1 saved=false refused=false");
+}
+
+/// The default prelude's system headers (`math.h`, `stddef.h`, `stdint.h`, and what they
+/// include, some through `#include_next`) are searched for in settled system directories:
+/// a program including them is saved and loaded by another process, with `cc` and with
+/// clang.
+#[test]
+fn the_default_prelude_still_saves_and_loads_with_cc_and_clang() {
+    for cc in ["cc", "clang"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("kernels");
+        let run = || {
+            run_include(
+                &dir,
+                &["-DSCALE=3".to_string()],
+                cc_backend::DEFAULT_PRELUDE,
+                None,
+                &[("CC", cc.to_string())],
+            )
+        };
+        assert_eq!(run(), "out=3 loaded=0 saved=true refused=false", "{cc}");
+        assert_eq!(run(), "out=3 loaded=1 saved=false refused=false", "{cc}");
+    }
 }
 
 /// clang applies `CCC_OVERRIDE_OPTIONS` to its command line (`+-DSCALE=3` defines
