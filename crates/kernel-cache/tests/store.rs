@@ -405,6 +405,38 @@ fn a_blob_or_directory_others_could_write_is_refused() {
     assert!(err.to_string().contains("group or others"), "{err}");
 }
 
+/// `create` reports a directory the store refuses: one made by hand under a umask of
+/// `002` (mode `0775`) or one anyone may write (`0777`) is `NotPrivate` naming its mode;
+/// `0755` and `0700` are accepted, and a missing directory is made `0700`.
+#[test]
+fn create_reports_a_group_or_other_writable_directory() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let fresh = KernelStore::new(tmp.path().join("parent/kernels"));
+    fresh.create().expect("a missing directory is created");
+    let mode = fs::metadata(fresh.dir())
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o7777;
+    assert_eq!(mode, 0o700, "{mode:o}");
+    for (mode, refused) in [(0o775, true), (0o777, true), (0o755, false), (0o700, false)] {
+        let dir = tmp.path().join(format!("made-{mode:o}"));
+        fs::create_dir(&dir).expect("mkdir");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).expect("chmod");
+        let created = KernelStore::new(&dir).create();
+        if refused {
+            let err = created.expect_err("a directory others could write is refused");
+            assert!(
+                matches!(&err, cache_dir::Error::NotPrivate { why, .. }
+                    if why.contains(&format!("mode {mode:o}"))),
+                "{mode:o}: {err}"
+            );
+        } else {
+            created.unwrap_or_else(|e| panic!("{mode:o}: {e}"));
+        }
+    }
+}
+
 #[test]
 fn the_byte_limit_holds_across_processes_least_recently_used_first() {
     let tmp = tempfile::tempdir().expect("tmp");
