@@ -610,6 +610,54 @@ fn system_headers_are_recorded_and_dependency_options_keep_a_program_unsaved() {
     }
 }
 
+/// A header the compiler's dependency list names by a relative path (reached from the
+/// unit's own directory: `#include "../../scale.h"`, or `scale.h` under `-I../..`; the
+/// list says `../../scale.h`) keeps the program unsaved: it is used, and compiled again
+/// by the next resolve.
+#[test]
+fn a_header_named_by_a_relative_path_keeps_the_program_unsaved() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Each unit compiles in `<work>/<program dir>/<symbol>/kernel.c`.
+    let work = tmp.path().join("work");
+    fs::create_dir(&work).unwrap();
+    fs::write(work.join("scale.h"), "#define SCALE 3\n").unwrap();
+    settle();
+    let b = backend().with_work_dir(&work);
+    let store = KernelStore::new(tmp.path().join("kernels"));
+    let kernels = [
+        scaled(&b, "../../scale.h"),
+        Source::new(
+            elementwise_kernel("k", "a[i] * SCALE"),
+            Signature::out_a_b_n(),
+        )
+        .with_prelude("#include \"scale.h\"\n")
+        .batch_kernel("k", &names(), vec!["-I../..".into()], b.identity()),
+    ];
+    for kernel in kernels {
+        for _ in 0..2 {
+            let (out, census, events) = resolve_scaled(&b, &store, kernel.clone());
+            assert_eq!(
+                (out, census.kernels_compiled, census.kernels_loaded),
+                (3.0, 1, 0),
+                "{events:?}"
+            );
+            assert!(
+                events.iter().any(|e| matches!(&e.outcome,
+                    Outcome::NotSaved(NotSaved::Backend(m))
+                        if m.contains("../../scale.h") && m.contains("named by a relative path"))),
+                "{events:?}"
+            );
+            assert!(
+                !events
+                    .iter()
+                    .any(|e| matches!(e.outcome, Outcome::Saved { .. })),
+                "{events:?}"
+            );
+        }
+    }
+    assert!(!store.dir().exists() || blobs(store.dir()).is_empty());
+}
+
 /// `CPATH` decides which header `#include "scale.h"` finds: a process with another
 /// setting never loads a program compiled with the first one's header.
 #[test]
