@@ -228,6 +228,16 @@ impl CcBackend {
     /// A backend using `command` (a program and its leading arguments, separated by
     /// white space) as the C compiler.
     pub fn with_compiler(command: &str) -> Result<CcBackend, CcError> {
+        Self::with_compiler_under(command, |name| std::env::var_os(name))
+    }
+
+    /// [`CcBackend::with_compiler`] with [`COMPILER_INPUT_ENV`] read through `var` (the
+    /// process's environment there; a test gives another, as a backend made before the
+    /// process changed a variable would have seen).
+    fn with_compiler_under(
+        command: &str,
+        var: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<CcBackend, CcError> {
         let compiler: Vec<OsString> = command.split_whitespace().map(OsString::from).collect();
         let spawn_error = |source| CcError::Spawn {
             compiler: command.to_string(),
@@ -249,7 +259,7 @@ impl CcBackend {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let input_env: Vec<(&'static str, Option<OsString>)> = COMPILER_INPUT_ENV
             .iter()
-            .map(|&name| (name, std::env::var_os(name)))
+            .map(|&name| (name, var(name)))
             .collect();
         let mut identity = format!(
             "{command}\n{version}\n{}\n{REPRODUCIBLE}",
@@ -645,5 +655,100 @@ mod tests {
             found(&["-march=native", "-mavx2", "-Wp,-DX=1", "-DM=2"]),
             None
         );
+    }
+
+    /// `COMPILER_INPUT_ENV` is read once, when the backend is made, and every compile gets
+    /// the values read then: a backend made while `CPATH` named `one` (its `scale.h`:
+    /// `SCALE 1`) compiles with `one` after the process's `CPATH` names `two` (`SCALE 2`),
+    /// and its identity still names `one`; one made while `CPATH` was unset compiles without
+    /// it. Safe Rust cannot change a running process's
+    /// environment (`set_var` is `unsafe`), so the child runs under `CPATH=two` from its
+    /// start and the backend is made as that environment read before the change would
+    /// have been (`with_compiler_under`, `CPATH=one`).
+    #[test]
+    fn compiles_get_the_input_variables_read_when_the_backend_was_made() {
+        const CHILD: &str = "CC_BACKEND_SNAPSHOT_ONE";
+        let Ok(one) = std::env::var(CHILD) else {
+            let tmp = tempfile::tempdir().expect("tmp");
+            let include = |name: &str, v: u32| {
+                let d = tmp.path().join(name);
+                std::fs::create_dir(&d).expect("mkdir");
+                std::fs::write(d.join("scale.h"), format!("#define SCALE {v}\n")).expect("write");
+                d
+            };
+            let (one, two) = (include("one", 1), include("two", 2));
+            let out = Command::new(std::env::current_exe().expect("test binary"))
+                .args([
+                    "--exact",
+                    "backend::tests::compiles_get_the_input_variables_read_when_the_backend_was_made",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD, &one)
+                .env("CPATH", &two)
+                .output()
+                .expect("run the child");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(stdout.contains("CHILD out=1"), "{stdout}");
+            return;
+        };
+        let two = std::env::var_os("CPATH").expect("the child runs under CPATH=two");
+        let command = std::env::var("CC")
+            .ok()
+            .filter(|c| !c.trim().is_empty())
+            .unwrap_or_else(|| "cc".to_string());
+        let b = CcBackend::with_compiler_under(&command, |name| {
+            if name == "CPATH" {
+                Some(OsString::from(&one))
+            } else {
+                std::env::var_os(name)
+            }
+        })
+        .expect("a C compiler is installed");
+        let identity = b.identity().to_string();
+        assert!(
+            identity.contains(&format!("env CPATH={:?}", OsString::from(&one))),
+            "{identity}"
+        );
+        assert!(!identity.contains(&format!("{two:?}")), "{identity}");
+        let source = Source::new(
+            crate::elementwise_kernel("k", "a[i] * SCALE"),
+            crate::Signature::out_a_b_n(),
+        )
+        .with_prelude("#include \"scale.h\"\n");
+        let program = Arc::new(b.compile_program(&[("k", &source)], &[]).expect("compile"));
+        let mut out = [0.0f32];
+        program
+            .kernel("k")
+            .expect("kernel")
+            .call(&mut [
+                crate::Arg::F32Mut(&mut out),
+                crate::Arg::F32(&[1.0]),
+                crate::Arg::F32(&[0.0]),
+                crate::Arg::I32Scalar(1),
+            ])
+            .expect("call");
+        assert_eq!(b.identity(), identity);
+        // Made while `CPATH` was unset: compiles run without it (no `scale.h` is found).
+        let unset = CcBackend::with_compiler_under(&command, |name| {
+            (name != "CPATH").then(|| std::env::var_os(name)).flatten()
+        })
+        .expect("a C compiler is installed");
+        assert!(
+            !unset.identity().contains("env CPATH"),
+            "{}",
+            unset.identity()
+        );
+        let missing = unset.compile_program(&[("k", &source)], &[]);
+        assert!(
+            matches!(&missing, Err(e) if e.to_string().contains("scale.h")),
+            "{missing:?}"
+        );
+        println!("CHILD out={}", out[0]);
     }
 }
