@@ -223,4 +223,13 @@ impl PersistentBackend for CcBackend {
             program,
         })
     }
+
+    /// Keeps the saved program for an I/O error (writing the shared object to the work
+    /// directory: a full disk, too many open files) and for a program compiled for another
+    /// processor ([`CcError::OtherHost`]: it still serves the machines it was compiled
+    /// for, in a store several share); every other load error (a header changed, the
+    /// include search finds another header, malformed bytes, a loader refusal) removes it.
+    fn keeps_saved(&self, error: &CcError) -> bool {
+        matches!(error, CcError::Io { .. } | CcError::OtherHost { .. })
+    }
 }

@@ -298,6 +298,48 @@ fn a_corrupted_truncated_or_other_writable_blob_is_a_miss() {
     }
 }
 
+/// A load that fails for the moment (here the work directory the shared object is
+/// written to is missing: an I/O error, as a full disk gives) is a miss that keeps the
+/// blob, which the next process loads (every such failure removed it: a full disk emptied
+/// the store of every program looked up).
+#[test]
+fn a_blob_that_cannot_be_loaded_for_the_moment_is_kept() {
+    let b = backend();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = KernelStore::new(tmp.path().join("kernels"));
+    let batch = [kernel(&b, 3, 4, 0)];
+    resolve_split_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &b).unwrap();
+    let [blob] = blobs(store.dir()).try_into().unwrap();
+    let bytes = fs::read(&blob).unwrap();
+
+    let stuck = backend().with_work_dir(tmp.path().join("no-such-work-dir"));
+    let batch_stuck = [kernel(&stuck, 3, 4, 0)];
+    let (result, events) = record(|| {
+        resolve_split_with_store(
+            &KernelCache::new(1 << 20),
+            Some(&store),
+            &batch_stuck,
+            &stuck,
+        )
+    });
+    // The compile that follows the miss cannot run in the missing directory either.
+    assert!(result.is_err());
+    assert!(
+        events.iter().any(|e| matches!(
+            &e.outcome,
+            Outcome::Miss(MissReason::LoadFailed(why)) if why.contains("no-such-work-dir")
+        )),
+        "{events:?}"
+    );
+    assert_eq!(fs::read(&blob).unwrap(), bytes, "the blob was removed");
+
+    let (answers, census) = with_census(|| {
+        resolve_split_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &b)
+    });
+    check(&answers.unwrap()[0], 3, 4);
+    assert_eq!(census.kernels_loaded, 1);
+}
+
 /// Lets headers written just now settle: a file that changed less than 2 s before a
 /// compile began does not vouch for the program (nothing can date a change back).
 fn settle() {

@@ -167,8 +167,10 @@ pub struct SavedProgram {
 ///   must not keep a reference to `saved` (copy what it needs; for a shared object,
 ///   write the bytes to a fresh file of its own and load that). It must check that the
 ///   program defines every symbol of `saved.symbols` and return an `Err` otherwise; an
-///   `Err` is a miss (the store removes the blob and the resolve compiles instead). It
-///   must not count as a compile in the backend's own counters.
+///   `Err` is a miss (the resolve compiles instead), and the store removes the blob
+///   unless [`keeps_saved`](PersistentBackend::keeps_saved) says the failure was this
+///   moment's or this machine's. It must not count as a compile in the backend's own
+///   counters.
 pub trait PersistentBackend: Backend {
     /// What identifies this backend's saved programs (see the trait's contract).
     fn identity(&self) -> String;
@@ -179,4 +181,17 @@ pub trait PersistentBackend: Backend {
 
     /// The program `saved` holds, loaded without compiling, and its weight.
     fn load(&self, saved: &SavedProgram) -> Result<Compiled<Self::Program>, Self::Error>;
+
+    /// Whether the saved program stays in the store after [`load`](PersistentBackend::load)
+    /// failed with `error`: `true` when the failure belongs to this moment or this machine
+    /// (an I/O error such as a full disk, a program compiled for another processor in a
+    /// store several machines share), so the blob may still load later or elsewhere;
+    /// `false` (the default) when it can never load again (a header it was compiled from
+    /// changed, malformed bytes), so the store removes it. Either way the lookup is a miss
+    /// and the resolve compiles; the blob kept is evicted by the size limit once nothing
+    /// names it.
+    fn keeps_saved(&self, error: &Self::Error) -> bool {
+        let _ = error;
+        false
+    }
 }

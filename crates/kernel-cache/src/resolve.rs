@@ -164,15 +164,18 @@ impl<'a, B: PersistentBackend> StoreLevel<'a, B> {
 
 impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
     fn find(&self, keys: &[&str]) -> Vec<Option<(Arc<B::Program>, u64, String)>> {
-        // Each distinct blob is loaded once; a blob the backend cannot load is removed
-        // and is a miss (`LoadFailed`) for every key naming it.
+        // Each distinct blob is loaded once; a blob the backend cannot load is a miss
+        // (`LoadFailed`) for every key naming it, and removed unless the backend says the
+        // failure was this moment's or this machine's (`keeps_saved`).
         let mut loaded: HashMap<String, Result<Weighed<B::Program>, String>> = HashMap::new();
         let found = self.store.lookup_batch(&self.identity, keys, |blob| {
             let program = loaded.entry(blob.blob.clone()).or_insert_with(|| {
                 match self.backend.load(&blob.saved) {
                     Ok(c) => Ok((Arc::new(c.program), c.weight)),
                     Err(e) => {
-                        self.store.remove_blob(&blob.blob);
+                        if !self.backend.keeps_saved(&e) {
+                            self.store.remove_blob(&blob.blob);
+                        }
                         Err(e.to_string())
                     }
                 }

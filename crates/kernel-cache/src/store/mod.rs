@@ -493,7 +493,7 @@ impl KernelStore {
         Ok(Arc::new(saved))
     }
 
-    /// Removes the blob `digest` (after its program failed to load).
+    /// Removes the blob `digest` (after its program failed to load for good).
     pub(crate) fn remove_blob(&self, digest: &str) {
         let removed = self
             .open(false, |g| g.remove(&format!("b-{digest}")).unwrap_or(false))

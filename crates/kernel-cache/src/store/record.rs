@@ -30,7 +30,8 @@ pub enum MissReason {
     /// The entry or blob file is not private (another user owns it or could write it):
     /// refused, never loaded, left in place.
     NotPrivate(String),
-    /// The backend could not load the verified blob (removed).
+    /// The backend could not load the verified blob (removed, unless the backend keeps it:
+    /// see `PersistentBackend::keeps_saved`).
     LoadFailed(String),
     /// A shared level's blob carries no valid MAC for this farm's secret.
     BadSignature,
