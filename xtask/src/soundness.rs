@@ -1,6 +1,7 @@
 //! `cargo xtask soundness [--cases N] [--seed S]`: a long soak of the gcc object-code
 //! oracle (`crates/canonical-text/tests/gcc_oracle.rs`): N adversarial templates (four
-//! kernels and six pairs each) compiled by the real `cc`, in release mode; fails on any
+//! kernels and six pairs each) compiled by the real `cc` (one in eight by `clang`, with
+//! Unicode outside and inside literals), in release mode; fails on any
 //! pair with equal keys and different object code, and prints the counts.
 
 use crate::cargo_with_env;

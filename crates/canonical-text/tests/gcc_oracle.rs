@@ -6,7 +6,13 @@
 //! `asm`, `_Pragma`, attributes, numbers of every shape, helpers and labels named like
 //! loop symbols, members named like them) under several namings drawn from small pools
 //! (so renamed twins, collisions and shadowing all occur), plus a near-twin with one
-//! reference or literal changed. Every variant is compiled by the real `cc -O2 -c`;
+//! reference or literal changed. Every variant is compiled by the real `cc -O2 -c`,
+//! except that one template in eight (chosen from the seed) is compiled by `clang -O2 -c`
+//! and holds Unicode, which gcc rejects outside literals and comments: U+00A0, U+2000 and
+//! U+3000 (white space to clang) and `é` and U+00B5 (identifier characters to clang)
+//! between tokens, glued to a name (`i1\u{a0}`, `\u{a0}i2`, `i1é`), before a directive's
+//! `#` and before `assert`, in comments and directives, and in string and character
+//! literals (a quarter of the clang templates in literals only, so some are renamed);
 //! for every pair of variants of one template whose keys are equal, the object code must
 //! be identical: the bytes of every allocated section (`.text`, `.rodata`, `.data`,
 //! `.bss` size, ...) and every relocation (offset, type, addend, and its target: an
@@ -20,7 +26,7 @@
 //!
 //! `KCACHE_SOUNDNESS_CASES` (default 60) sets the number of templates (each gives four
 //! variants and six pairs), `KCACHE_SOUNDNESS_SEED` the seed; `cargo xtask soundness
-//! --cases N` runs a long soak.
+//! --cases N` runs a long soak. The stats line says how many templates clang compiled.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -75,6 +81,8 @@ enum Tok {
     Name(Role),
     /// A name with a line splice inside it.
     Spliced(Role),
+    /// A name with text glued before and after it (a Unicode space or letter).
+    Glued(&'static str, Role, &'static str),
     /// A separator chosen by the template (comment, directive, line end, splice...).
     Sep(&'static str),
 }
@@ -168,37 +176,77 @@ const SEPS: &[&str] = &[
     "/* ??= */",
 ];
 
+/// The code points clang reads as white space (U+00A0, U+2000, U+3000) and as
+/// identifier characters (`é`, U+00B5); gcc rejects all of them outside literals and
+/// comments, so only clang templates hold them there.
+const UNI: [&str; 5] = ["\u{a0}", "\u{2000}", "\u{3000}", "\u{e9}", "\u{b5}"];
+
+/// Separators of clang templates that hold Unicode: white space glued to both
+/// neighbours, comments, directives after a Unicode space, and (the last two, rarer: the
+/// kernel seldom compiles) a lone identifier character.
+const UNI_SEPS: &[&str] = &[
+    "\u{a0}",
+    "\u{2000}",
+    "\u{3000}",
+    " \u{a0} ",
+    "\u{a0}\u{3000}",
+    "/* \u{e9} \u{b5}\u{a0}i1 */",
+    "// \u{e9}\u{3000}v1_t\n",
+    "\n\u{a0}#define Q3 1\n",
+    "\n\u{3000}#pragma kcache note i1\n",
+    "\n#pragma kcache note \u{e9} i1\n",
+    " \u{e9} ",
+    "\u{b5}",
+];
+
 /// Fixed statements and what they need from the preamble.
 struct Builder<'r> {
     rng: &'r mut Rng,
     /// Whether constructs that refuse renaming may be used.
     adversarial: bool,
+    /// Whether Unicode may occur outside literals (clang templates only).
+    unicode: bool,
     toks: Vec<Tok>,
     needs: BTreeSet<&'static str>,
 }
 
 impl Builder<'_> {
     /// Appends a statement given as words: `$S0` style placeholders are roles.
-    fn stmt(&mut self, words: &[&str]) {
+    fn stmt(&mut self, words: &[&'static str]) {
         for w in words {
-            let tok = match *w {
-                "@I0" => Tok::Name(Role::Sym(0)),
-                "@I1" => Tok::Name(Role::Sym(1)),
-                "@H" => Tok::Name(Role::Sym(2)),
-                "@L0" => Tok::Name(Role::Local(0)),
-                "@L1" => Tok::Name(Role::Local(1)),
-                "@S0" => Tok::Name(Role::Stem(0)),
-                "@B0" => Tok::Name(Role::Bound(0)),
-                "@B1" => Tok::Name(Role::Bound(1)),
-                "@OWN" => Tok::Name(Role::Own),
-                _ => Tok::Fixed((*w).to_owned()),
+            let tok = match PLACEHOLDERS
+                .iter()
+                .find_map(|&(p, r)| Some((w.find(p)?, p, r)))
+            {
+                Some((0, p, r)) if p.len() == w.len() => Tok::Name(r),
+                Some((i, p, r)) => Tok::Glued(&w[..i], r, &w[i + p.len()..]),
+                None => Tok::Fixed((*w).to_owned()),
             };
             let tok = match tok {
                 Tok::Name(r) if self.adversarial && self.rng.chance(40) => Tok::Spliced(r),
+                Tok::Name(r) if self.unicode && self.rng.chance(12) => {
+                    // A glued identifier character makes another name: seldom compiles.
+                    let u = if self.rng.chance(8) {
+                        *self.rng.pick(&UNI)
+                    } else {
+                        *self.rng.pick(&UNI[..3])
+                    };
+                    if self.rng.chance(2) {
+                        Tok::Glued(u, r, "")
+                    } else {
+                        Tok::Glued("", r, u)
+                    }
+                }
                 t => t,
             };
             if !self.toks.is_empty() && self.rng.chance(7) {
-                let seps = if self.adversarial && self.rng.chance(6) {
+                let seps = if self.unicode && self.rng.chance(3) {
+                    if self.rng.chance(8) {
+                        UNI_SEPS
+                    } else {
+                        &UNI_SEPS[..UNI_SEPS.len() - 2]
+                    }
+                } else if self.adversarial && self.rng.chance(6) {
                     SEPS
                 } else {
                     &SEPS[..SAFE_SEPS]
@@ -212,6 +260,20 @@ impl Builder<'_> {
     }
 }
 
+/// The placeholders of [`Builder::stmt`] and their roles; a placeholder with text before
+/// or after it in one word is a [`Tok::Glued`] name.
+const PLACEHOLDERS: [(&str, Role); 9] = [
+    ("@I0", Role::Sym(0)),
+    ("@I1", Role::Sym(1)),
+    ("@H", Role::Sym(2)),
+    ("@L0", Role::Local(0)),
+    ("@L1", Role::Local(1)),
+    ("@S0", Role::Stem(0)),
+    ("@B0", Role::Bound(0)),
+    ("@B1", Role::Bound(1)),
+    ("@OWN", Role::Own),
+];
+
 const MEMBERS: [&str; 4] = ["i1", "i2", "v1_t", "x"];
 const STRINGS: [&str; 8] = [
     "\"i1 v1_t n1_w\"",
@@ -222,6 +284,13 @@ const STRINGS: [&str; 8] = [
     "\"$x\"",
     "\"ab\\\ncd i1\"",
     "\"a\\\\\\\n i1\"",
+];
+/// String literals holding Unicode (clang templates).
+const UNI_STRINGS: [&str; 4] = [
+    "\"\u{e9} \u{b5}\u{a0}i1\"",
+    "\"\u{3000}v1_t\u{2000}\"",
+    "u8\"i1\u{a0}\"",
+    "\"\u{a0}#x\"",
 ];
 const NUMBERS: [&str; 8] = [
     "0x1f",
@@ -234,12 +303,15 @@ const NUMBERS: [&str; 8] = [
     "10u",
 ];
 
-/// A random template: a preamble and one kernel function, as tokens.
-fn template(rng: &mut Rng) -> Vec<Tok> {
+/// A random template: a preamble and one kernel function, as tokens. A `clang` template
+/// holds Unicode in literals, and three times in four outside them too.
+fn template(rng: &mut Rng, clang: bool) -> Vec<Tok> {
     let adversarial = rng.chance(2);
+    let unicode = clang && !rng.chance(4);
     let mut b = Builder {
         rng,
         adversarial,
+        unicode,
         toks: Vec::new(),
         needs: BTreeSet::new(),
     };
@@ -247,14 +319,19 @@ fn template(rng: &mut Rng) -> Vec<Tok> {
     let mut body = Builder {
         rng: b.rng,
         adversarial,
+        unicode,
         toks: Vec::new(),
         needs: BTreeSet::new(),
     };
     for _ in 0..n {
-        let mut kind = body.rng.below(22);
+        let mut kind = body.rng.below(if clang { 25 } else { 22 });
         // Constructs that refuse: rarer, and only in adversarial templates.
         if [6, 7, 8, 9, 11, 14, 15].contains(&kind) && !(adversarial && body.rng.chance(2)) {
             kind = 21;
+        }
+        // Unicode outside literals only where the template allows it.
+        if [22, 23].contains(&kind) && !unicode {
+            kind = 24;
         }
         let mem = *body.rng.pick(&MEMBERS);
         let lit = *body.rng.pick(&["2.0f", "3.0f", "0.5f", "1e-3f"]);
@@ -304,9 +381,13 @@ fn template(rng: &mut Rng) -> Vec<Tok> {
             }
             7 => {
                 body.needs.insert("assert");
-                body.stmt(&[
-                    "assert", "(", src, "[", "0", "]", ">", "-", "1e30f", ")", ";",
-                ]);
+                // Clang reads the space before `assert`: the macro is invoked.
+                let assert = if unicode && body.rng.chance(2) {
+                    *body.rng.pick(&["\u{a0}assert", "\u{3000}assert"])
+                } else {
+                    "assert"
+                };
+                body.stmt(&[assert, "(", src, "[", "0", "]", ">", "-", "1e30f", ")", ";"]);
             }
             8 => {
                 body.needs.insert("str");
@@ -390,24 +471,92 @@ fn template(rng: &mut Rng) -> Vec<Tok> {
             20 => body.stmt(&[
                 "{", "int", "@I0", "=", "acc", ";", "acc", "=", "@I0", "*", "3", ";", "}",
             ]),
+            // A name spelled as fixed text with a Unicode space glued to it: a name of the
+            // naming's or an undeclared one, whatever the naming.
+            22 => {
+                let g = *body
+                    .rng
+                    .pick(&["\u{a0}i2", "i1\u{a0}", "\u{3000}i1", "i2\u{2000}"]);
+                body.stmt(&[
+                    "{", "int", "@I0", "=", "acc", ",", "@I1", "=", "2", ";", "acc", "=", "@I0",
+                    "-", g, ";", "}",
+                ]);
+            }
+            // Identifier characters: names of their own, and owned names with one glued.
+            23 => body.stmt(&[
+                "{",
+                "int",
+                "@I0\u{e9}",
+                "=",
+                "acc",
+                ";",
+                "float",
+                "\u{b5}",
+                "=",
+                "@L0",
+                ";",
+                "acc",
+                "+=",
+                "@I0\u{e9}",
+                "+",
+                "(int)",
+                "\u{b5}",
+                ";",
+                "}",
+            ]),
+            24 => {
+                body.needs.insert("string");
+                let s = *body.rng.pick(&UNI_STRINGS);
+                body.stmt(&[
+                    "acc",
+                    "+=",
+                    "L'\u{e9}'",
+                    "+",
+                    "u'\u{b5}'",
+                    "+",
+                    "U'\u{3000}'",
+                    "+",
+                    "L'\u{a0}'",
+                    "+",
+                    "(int)",
+                    "strlen",
+                    "(",
+                    s,
+                    ")",
+                    ";",
+                ]);
+            }
             _ => body.stmt(&["acc", "+=", "(int)", "(", "@L1", "*", "@L0", ")", ";"]),
         }
     }
     let needs = std::mem::take(&mut body.needs);
     let body = std::mem::take(&mut body.toks);
-    // The preamble.
-    b.stmt(&["#include <string.h>"]);
+    // The preamble; in a Unicode template a directive may start after a Unicode space.
+    let space = |b: &mut Builder<'_>| {
+        if unicode && b.rng.chance(2) {
+            *b.rng.pick(&UNI[..3])
+        } else {
+            ""
+        }
+    };
+    let s = space(&mut b);
+    b.toks.push(Tok::Fixed(format!("{s}#include <string.h>")));
+    b.toks.push(Tok::Fixed("\n".into()));
     if needs.contains("assert") {
-        b.toks.push(Tok::Fixed("#include <assert.h>\n".into()));
+        let s = space(&mut b);
+        b.toks.push(Tok::Fixed(format!("{s}#include <assert.h>\n")));
     }
     b.toks.push(Tok::Fixed(
         "struct S { int x; int i1; int i2; float v1_t; };\n".into(),
     ));
     if needs.contains("str") {
-        b.toks.push(Tok::Fixed("#define STR(a) #a\n".into()));
+        let s = space(&mut b);
+        b.toks.push(Tok::Fixed(format!("{s}#define STR(a) #a\n")));
     }
     if needs.contains("cat") {
-        b.toks.push(Tok::Fixed("#define CAT(a, b) a##b\n".into()));
+        let s = space(&mut b);
+        b.toks
+            .push(Tok::Fixed(format!("{s}#define CAT(a, b) a##b\n")));
     }
     if needs.contains("helper") {
         b.stmt(&[
@@ -434,18 +583,21 @@ fn template(rng: &mut Rng) -> Vec<Tok> {
 fn near_twin(t: &[Tok], rng: &mut Rng) -> Vec<Tok> {
     let mut t = t.to_vec();
     let names: Vec<usize> = (0..t.len())
-        .filter(|&i| matches!(t[i], Tok::Name(_)))
+        .filter(|&i| matches!(t[i], Tok::Name(_) | Tok::Glued(..)))
         .collect();
     if !names.is_empty() && rng.chance(2) {
         let i = *rng.pick(&names);
-        if let Tok::Name(r) = t[i] {
-            t[i] = Tok::Name(match r {
-                Role::Sym(k) => Role::Sym((k + 1) % 2),
-                Role::Local(k) => Role::Local(1 - k),
-                Role::Bound(k) => Role::Bound(1 - k),
-                other => other,
-            });
-        }
+        let moved = |r| match r {
+            Role::Sym(k) => Role::Sym((k + 1) % 2),
+            Role::Local(k) => Role::Local(1 - k),
+            Role::Bound(k) => Role::Bound(1 - k),
+            other => other,
+        };
+        t[i] = match t[i] {
+            Tok::Name(r) => Tok::Name(moved(r)),
+            Tok::Glued(a, r, z) => Tok::Glued(a, moved(r), z),
+            ref other => other.clone(),
+        };
     } else {
         let fixed: Vec<usize> = (0..t.len())
             .filter(|&i| {
@@ -476,6 +628,7 @@ fn render(t: &[Tok], naming: &Naming) -> String {
         let s = match tok {
             Tok::Fixed(s) => s.clone(),
             Tok::Name(r) => naming.spell(*r),
+            Tok::Glued(a, r, z) => format!("{a}{}{z}", naming.spell(*r)),
             Tok::Spliced(r) => {
                 let s = naming.spell(*r);
                 format!("{}\\\n{}", &s[..1], &s[1..])
@@ -487,9 +640,8 @@ fn render(t: &[Tok], naming: &Naming) -> String {
                 continue;
             }
         };
-        let word = s.ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$');
-        let starts_word =
-            s.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+        let word = s.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$');
+        let starts_word = s.starts_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$');
         if (prev_word && starts_word) || (!prev_word && !after_sep) {
             out.push(' ');
         }
@@ -546,6 +698,8 @@ struct Stats {
     refused: usize,
     compiled: usize,
     failed_to_compile: usize,
+    clang_templates: usize,
+    clang_compiled: usize,
 }
 
 #[test]
@@ -577,6 +731,8 @@ fn equal_keys_imply_identical_object_code() {
                         refused: 0,
                         compiled: 0,
                         failed_to_compile: 0,
+                        clang_templates: 0,
+                        clang_compiled: 0,
                     };
                     for case in (t..cases).step_by(threads) {
                         run_case(dir, seed, case, &mut st);
@@ -590,10 +746,13 @@ fn equal_keys_imply_identical_object_code() {
     let sum = |f: fn(&Stats) -> usize| results.iter().map(f).sum::<usize>();
     let violations: Vec<&String> = results.iter().flat_map(|s| &s.violations).collect();
     eprintln!(
-        "gcc oracle: {} templates, {} kernels compiled ({} did not compile, {} refused renaming), \
+        "gcc oracle: {} templates ({} compiled with clang, {} of their kernels compiled), \
+         {} kernels compiled ({} did not compile, {} refused renaming), \
          {} pairs, {} with equal keys ({} of them with different texts), {} violations; \
          the naive renamer: {} pairs with equal keys, {} violations",
         cases,
+        sum(|s| s.clang_templates),
+        sum(|s| s.clang_compiled),
         sum(|s| s.compiled),
         sum(|s| s.failed_to_compile),
         sum(|s| s.refused),
@@ -618,7 +777,18 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
     for _ in 0..4 {
         rng.next();
     }
-    let t = template(&mut rng);
+    // One template in eight is compiled with clang and holds Unicode; drawn from a
+    // generator of its own, so the gcc templates are those of earlier seeds.
+    let mut pick =
+        Rng(seed.rotate_left(29) ^ (case as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
+    for _ in 0..4 {
+        pick.next();
+    }
+    let clang = pick.chance(8);
+    if clang {
+        st.clang_templates += 1;
+    }
+    let t = template(&mut rng, clang);
     let twin = near_twin(&t, &mut rng);
     let first = Naming::random(&mut rng);
     let namings = [first.renamed(&mut rng), first, Naming::random(&mut rng)];
@@ -635,8 +805,16 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
             st.refused += 1;
         }
         let key = c.key(&[b"-O2"]);
-        let code = compile(dir, case * 4 + k, text);
+        let code = if clang {
+            object_code::compile_with("clang", dir, case * 4 + k, text)
+        } else {
+            compile(dir, case * 4 + k, text)
+        };
         match code {
+            Some(_) if clang => {
+                st.compiled += 1;
+                st.clang_compiled += 1;
+            }
             Some(_) => st.compiled += 1,
             None => st.failed_to_compile += 1,
         }
