@@ -527,23 +527,21 @@ fn two_processes_racing_on_one_key_compile_it_once() {
     assert_eq!(compiles, 1, "{results:?}");
 }
 
-#[test]
-fn a_dead_compile_lock_holder_blocks_nobody() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let dir = tmp.path().join("kernels");
-    // A child that compiles slowly is killed while it holds the key's compile lock.
-    let mut child = spawn(
+/// A child resolving one key of `prefix` whose compile takes a minute, returned once its
+/// compile lock file exists (it may not hold the lock yet: callers wait a little more).
+fn slow_compile(dir: &Path, prefix: &str) -> Child {
+    let child = spawn(
         "resolve",
-        &dir,
+        dir,
         &[
             ("KSTORE_FIRST", "0".into()),
             ("KSTORE_N", "1".into()),
-            ("KSTORE_PREFIX", "d".into()),
+            ("KSTORE_PREFIX", prefix.into()),
             ("KSTORE_DELAY_MS", "60000".into()),
         ],
     );
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !fs::read_dir(&dir)
+    while !fs::read_dir(dir)
         .map(|mut d| d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("c-"))))
         .unwrap_or(false)
     {
@@ -553,6 +551,15 @@ fn a_dead_compile_lock_holder_blocks_nobody() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    child
+}
+
+#[test]
+fn a_dead_compile_lock_holder_blocks_nobody() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    // A child that compiles slowly is killed while it holds the key's compile lock.
+    let mut child = slow_compile(&dir, "d");
     std::thread::sleep(Duration::from_millis(100));
     child.kill().expect("kill");
     child.wait().expect("reap");
@@ -812,27 +819,7 @@ fn fast_compiles_and_programs_past_the_limit_are_not_saved() {
 fn a_compile_wait_that_times_out_compiles_the_key_itself() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("kernels");
-    let mut child = spawn(
-        "resolve",
-        &dir,
-        &[
-            ("KSTORE_FIRST", "0".into()),
-            ("KSTORE_N", "1".into()),
-            ("KSTORE_PREFIX", "w".into()),
-            ("KSTORE_DELAY_MS", "60000".into()),
-        ],
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !fs::read_dir(&dir)
-        .map(|mut d| d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("c-"))))
-        .unwrap_or(false)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the child never took its compile lock"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut child = slow_compile(&dir, "w");
     // Give the child time to lock the file it created.
     std::thread::sleep(Duration::from_millis(200));
     let store = KernelStore::new(&dir).with_compile_wait(Duration::from_millis(300));
