@@ -265,12 +265,15 @@ impl CacheDir {
 
     /// Removes the directory's crash-stale staging artifacts now (under the exclusive lock),
     /// whether or not this process already swept it. Returns how many were removed. Does not
-    /// read or change the stamp, never creates the directory.
+    /// change the stamp, never creates the directory. Only a directory the store would adopt
+    /// is swept ([`CacheDir::lock_adopted`]): one that is no cache of this store is refused
+    /// and left exactly as it was (no lock file created, nothing removed).
     ///
     /// # Errors
-    /// The refusal if the directory cannot be locked or listed.
+    /// [`Error::Unadopted`], [`Error::MalformedStamp`] or [`Error::NoDirectory`] (untouched),
+    /// or the refusal if the directory cannot be locked or listed.
     pub fn sweep_stale_staging(&self) -> Result<usize, Error> {
-        let guard = self.lock(Mode::Exclusive, true)?;
+        let guard = self.lock_adopted(Mode::Exclusive)?;
         guard.sweep_stale_staging()
     }
 
@@ -607,6 +610,37 @@ impl Guard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The explicit sweep follows the adoption rule: a directory without a stamp that holds
+    /// a file named like an entry is refused, with no lock file created and its crash-stale
+    /// staging (which a cache-open of it would refuse to touch too) left in place; once the
+    /// file is gone the same sweep removes the staging.
+    #[test]
+    fn the_explicit_sweep_refuses_an_unadopted_directory_untouched() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let cache = CacheDir::new(tmp.path(), 7, |n| n.ends_with(".ron"))
+            .with_stale_staging_after(Duration::ZERO);
+        fs::write(tmp.path().join("settings.ron"), "mine").expect("write");
+        let staging = tmp.path().join(format!("{STAGING_PREFIX}-left"));
+        fs::create_dir(&staging).expect("staging");
+        let listing = || {
+            let mut names: Vec<String> = fs::read_dir(tmp.path())
+                .expect("list")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        let before = listing();
+        assert!(matches!(
+            cache.sweep_stale_staging(),
+            Err(Error::Unadopted { .. })
+        ));
+        assert_eq!(listing(), before, "the refused sweep changed the directory");
+        fs::remove_file(tmp.path().join("settings.ron")).expect("remove");
+        assert_eq!(cache.sweep_stale_staging().expect("sweep"), 1);
+        assert!(!staging.exists());
+    }
 
     /// Adopting a directory with no stamp sweeps nothing: the adoption check found no file
     /// named like an entry, and one that appeared since (a user's `settings.ron`, created

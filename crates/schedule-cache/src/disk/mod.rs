@@ -448,10 +448,12 @@ impl DiskCache {
 
     /// Removes the directory's crash-stale staging artifacts now (under the exclusive lock),
     /// regardless of whether this process already swept it. Returns how many were removed.
-    /// Does not read or change the stamp.
+    /// Does not change the stamp. A directory that is no cache of this store (no stamp, a
+    /// file named like an entry) is refused ([`Refusal::Unadopted`]) and left as it was, no
+    /// lock file created, as [`DiskCache::gc`] does.
     ///
     /// # Errors
-    /// The refusal if the directory cannot be locked or listed.
+    /// The refusal if the directory is not adopted or cannot be locked or listed.
     pub fn sweep_stale_staging(&self) -> Result<usize, Refusal> {
         self.dir.sweep_stale_staging().map_err(refusal)
     }
