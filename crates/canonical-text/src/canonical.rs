@@ -1857,6 +1857,7 @@ fn find_trigraph(bytes: &[u8]) -> Option<usize> {
 /// Never panics, whatever the text.
 pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) -> Canonical {
     let src = text.as_bytes();
+    warm(names, src, kernel_name);
     let prepared = Prepared::new(names);
     let bound_ok = prepared.refusal.is_none();
 
@@ -1914,6 +1915,34 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
             refused(src, kernel_name, &prepared, refusal)
         }
     }
+}
+
+/// Starts loading, all at once, what a call reads first from `names` (the sets' nodes
+/// and the bytes of their first names) and the start of the text. A caller that built its
+/// `Names` long before (as a batch does) has them out of cache, and the sets are read one
+/// after another (each node before its names): the misses are paid once in parallel
+/// rather than one after another. Hints only: nothing here changes what is computed.
+#[inline(always)]
+fn warm(names: &Names, src: &[u8], kernel_name: Option<&str>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use safe_arch::prefetch_t0;
+        if let Some(b) = src.first() {
+            prefetch_t0(b);
+        }
+        if let Some(b) = kernel_name.and_then(|n| n.as_bytes().first()) {
+            prefetch_t0(b);
+        }
+        for set in [&names.bound, &names.free, &names.keep, &names.observers] {
+            for name in set.iter().take(32) {
+                if let Some(b) = name.as_bytes().first() {
+                    prefetch_t0(b);
+                }
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (names, src, kernel_name);
 }
 
 /// The second pass of a kernel whose first pass pinned a name it had renamed (or the
