@@ -149,6 +149,17 @@ pub struct SavedProgram {
 ///   other's saved programs and get the same code; the store only answers a key from an
 ///   entry saved under an equal identity (a different identity is a miss, explained).
 ///   It must not contain secrets (it is written to disk and shown in reports).
+/// * [`host_part`](PersistentBackend::host_part) says, for an option list whose code
+///   depends on the machine that compiles it (cc-backend's `-march=native` and the like:
+///   code for the compiling machine's processor), what those options mean on this
+///   machine; `None` (the default) for options whose code is the same on every machine of
+///   the identity. It must be equal on two machines whose programs compiled under those
+///   options each can load, and differ otherwise: the store names a key's entry (and its
+///   compile lock, and its farm key) by identity, key and host part, so each kind of
+///   machine has its own entry and its own hits in a store several share; a host part
+///   that differs where the programs would load only costs misses, one that is equal where
+///   they would not makes the machines replace each other's entries in turn (`load` must
+///   still refuse such a program, as it refuses any it cannot run).
 /// * [`save`](PersistentBackend::save) returns the complete bytes of `program` and its
 ///   symbol table, such that [`load`](PersistentBackend::load) of that value (by any
 ///   backend of equal identity, in any process, any time later) gives a program in
@@ -181,6 +192,22 @@ pub trait PersistentBackend: Backend {
 
     /// The program `saved` holds, loaded without compiling, and its weight.
     fn load(&self, saved: &SavedProgram) -> Result<Compiled<Self::Program>, Self::Error>;
+
+    /// What `options` mean on this machine, for an option list whose code depends on the
+    /// machine that compiles it; `None` for one whose code does not (see the trait's
+    /// contract). A digest of the options' meaning (for cc-backend, of the compiler's
+    /// expansion of `-march=native` to this processor), the same for every call with the
+    /// same options in one process; asked once per option list per resolve, under the
+    /// cache's compile lock: memoize it when it is costly.
+    ///
+    /// An `Err` means "cannot be told now": the kernels under those options are compiled
+    /// without the store (not looked up, `MissReason::HostUnknown`; no compile lock; not
+    /// saved, `NotSaved::Backend`), and the resolve still succeeds. The default is
+    /// `Ok(None)` for every option list.
+    fn host_part(&self, options: &[String]) -> Result<Option<[u8; 32]>, Self::Error> {
+        let _ = options;
+        Ok(None)
+    }
 
     /// Whether the saved program stays in the store after [`load`](PersistentBackend::load)
     /// failed with `error`: `true` when the failure belongs to this moment or this machine

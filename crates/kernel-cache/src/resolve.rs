@@ -14,7 +14,7 @@ use crate::cache::{KernelCache, Resolved, lock};
 use crate::census::{self, Census};
 use crate::error::{CompileFailure, Error, Stage};
 use crate::partition::{chunks, current_split_override, programs_for};
-use crate::store::{KernelStore, MissReason};
+use crate::store::{HostPart, KernelStore, MissReason};
 
 /// What split-capable backends have compiled in this process, as counters.
 ///
@@ -90,7 +90,9 @@ pub fn resolve<B: Backend>(
 /// [`resolve`]).
 ///
 /// After the locked re-lookup, the distinct keys the cache still misses are looked up
-/// in the store (under the backend's [`identity`](PersistentBackend::identity)); each
+/// in the store (under the backend's [`identity`](PersistentBackend::identity) and, for
+/// an option list whose code depends on the machine, its
+/// [`host_part`](PersistentBackend::host_part), asked once per option list); each
 /// program found is verified, [loaded](PersistentBackend::load) and published as one
 /// group. For the keys still missing the resolve takes the store's per-key compile
 /// locks (waiting for another process compiling one of them, then looking the store
@@ -135,21 +137,27 @@ type Weighed<P> = (Arc<P>, u64);
 /// A loaded program, its weight and the entries it answers.
 type LoadedGroup<P> = (Arc<P>, u64, Vec<(String, Resolved<P>)>);
 
+/// A kernel key and the option list its kernel compiles under.
+type Keyed<'a> = (&'a str, &'a [String]);
+
 /// The persistent level as the driver sees it (object-safe, over the program type).
 trait Persist<P> {
     /// Per key: the loaded program (shared by the keys of one blob), its weight and the
     /// symbol, or `None`.
-    fn find(&self, keys: &[&str]) -> Vec<Option<(Arc<P>, u64, String)>>;
+    fn find(&self, keys: &[Keyed<'_>]) -> Vec<Option<(Arc<P>, u64, String)>>;
     /// Takes the compile locks of `keys`; whether any was held by another process.
-    fn lock(&self, keys: &[&str]) -> (Box<dyn Any>, bool);
-    /// Saves a program compiled in `took` for its `(key, symbol)`s.
-    fn save(&self, program: &P, kernels: &[(&str, &str)], took: Duration);
+    fn lock(&self, keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool);
+    /// Saves a program compiled under `options` in `took` for its `(key, symbol)`s.
+    fn save(&self, program: &P, options: &[String], kernels: &[(&str, &str)], took: Duration);
 }
 
 struct StoreLevel<'a, B> {
     store: &'a KernelStore,
     backend: &'a B,
     identity: String,
+    /// The backend's host part per option list, asked once in this resolve (an error as
+    /// its message), so the lookup, the lock and the save of a key name one entry.
+    hosts: Mutex<HashMap<Vec<String>, Result<HostPart, String>>>,
 }
 
 impl<'a, B: PersistentBackend> StoreLevel<'a, B> {
@@ -158,17 +166,36 @@ impl<'a, B: PersistentBackend> StoreLevel<'a, B> {
             store,
             backend,
             identity: backend.identity(),
+            hosts: Mutex::default(),
         }
+    }
+
+    /// The backend's host part for `options` (asked once per option list).
+    fn host(&self, options: &[String]) -> Result<HostPart, String> {
+        if let Some(known) = lock(&self.hosts).get(options) {
+            return known.clone();
+        }
+        // Backend code runs without the memo's lock held.
+        let host = self.backend.host_part(options).map_err(|e| e.to_string());
+        lock(&self.hosts)
+            .entry(options.to_vec())
+            .or_insert(host)
+            .clone()
     }
 }
 
 impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
-    fn find(&self, keys: &[&str]) -> Vec<Option<(Arc<B::Program>, u64, String)>> {
-        // Each distinct blob is loaded once; a blob the backend cannot load is a miss
-        // (`LoadFailed`) for every key naming it, and removed unless the backend says the
-        // failure was this moment's or this machine's (`keeps_saved`).
+    fn find(&self, keys: &[Keyed<'_>]) -> Vec<Option<(Arc<B::Program>, u64, String)>> {
+        // A key whose host part the backend cannot tell is not looked up (its miss says
+        // why). Each distinct blob is loaded once; a blob the backend cannot load is a
+        // miss (`LoadFailed`) for every key naming it, and removed unless the backend says
+        // the failure was this moment's or this machine's (`keeps_saved`).
+        let keys: Vec<(&str, Result<HostPart, MissReason>)> = keys
+            .iter()
+            .map(|&(key, options)| (key, self.host(options).map_err(MissReason::HostUnknown)))
+            .collect();
         let mut loaded: HashMap<String, Result<Weighed<B::Program>, String>> = HashMap::new();
-        let found = self.store.lookup_batch(&self.identity, keys, |blob| {
+        let found = self.store.lookup_batch(&self.identity, &keys, |blob| {
             let program = loaded.entry(blob.blob.clone()).or_insert_with(|| {
                 match self.backend.load(&blob.saved) {
                     Ok(c) => Ok((Arc::new(c.program), c.weight)),
@@ -195,14 +222,33 @@ impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
             .collect()
     }
 
-    fn lock(&self, keys: &[&str]) -> (Box<dyn Any>, bool) {
-        let (locks, waited) = self.store.compile_locks(&self.identity, keys);
+    fn lock(&self, keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool) {
+        // A key whose host part the backend cannot tell has no entry name, so no lock:
+        // it is compiled without one (as when its lock file cannot be opened).
+        let keys: Vec<(&str, HostPart)> = keys
+            .iter()
+            .filter_map(|&(key, options)| Some((key, self.host(options).ok()?)))
+            .collect();
+        let (locks, waited) = self.store.compile_locks(&self.identity, &keys);
         (Box::new(locks), waited)
     }
 
-    fn save(&self, program: &B::Program, kernels: &[(&str, &str)], took: Duration) {
+    fn save(
+        &self,
+        program: &B::Program,
+        options: &[String],
+        kernels: &[(&str, &str)],
+        took: Duration,
+    ) {
+        let host = match self.host(options) {
+            Ok(host) => host,
+            Err(why) => {
+                let why = format!("what the options mean on this machine is unknown: {why}");
+                return crate::store::note_save_failure(kernels, &why);
+            }
+        };
         match self.backend.save(program) {
-            Ok(saved) => self.store.save(&self.identity, &saved, kernels, took),
+            Ok(saved) => self.store.save(&self.identity, host, &saved, kernels, took),
             Err(e) => crate::store::note_save_failure(kernels, &e.to_string()),
         }
     }
@@ -349,7 +395,10 @@ where
         {
             reps = load_from(cache, batch, level, reps, &mut answers, &mut census);
             if !reps.is_empty() {
-                let keys: Vec<&str> = reps.iter().map(|&i| batch[i].key.as_str()).collect();
+                let keys: Vec<Keyed<'_>> = reps
+                    .iter()
+                    .map(|&i| (batch[i].key.as_str(), batch[i].options.as_slice()))
+                    .collect();
                 let (locks, waited) = level.lock(&keys);
                 _compile_locks = Some(locks);
                 if waited {
@@ -411,7 +460,10 @@ fn load_from<P: Send + Sync + 'static, S>(
     answers: &mut Answers<P>,
     census: &mut Census,
 ) -> Vec<usize> {
-    let keys: Vec<&str> = reps.iter().map(|&i| batch[i].key.as_str()).collect();
+    let keys: Vec<Keyed<'_>> = reps
+        .iter()
+        .map(|&i| (batch[i].key.as_str(), batch[i].options.as_slice()))
+        .collect();
     let found = level.find(&keys);
     let mut missing = Vec::new();
     // One group per loaded program, in order of first appearance.
@@ -485,7 +537,7 @@ fn publish<P: Send + Sync + 'static, S>(
             .iter()
             .map(|k| (k.key.as_str(), k.symbol.as_str()))
             .collect();
-        level.save(&program, &kernels, took);
+        level.save(&program, group.options, &kernels, took);
     }
 }
 

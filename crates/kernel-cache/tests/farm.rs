@@ -6,7 +6,6 @@
 //! (`cargo xtask test` and `.ci/run` install it when missing and they may).
 #![cfg(feature = "redis")]
 
-use std::convert::Infallible;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -91,18 +90,29 @@ impl Drop for Server {
 #[derive(Default)]
 struct Lines {
     compiles: std::sync::atomic::AtomicU64,
+    /// The host part of every option list (`[host; 32]`: a machine whose code depends on
+    /// it, as under cc-backend's `-march=native`); its programs start with a line naming
+    /// it, and one compiled for another is refused by `load` (and kept).
+    host: Option<u8>,
+}
+
+impl Lines {
+    /// The line a program compiled on this machine starts with.
+    fn host_line(&self) -> String {
+        self.host.map(|h| format!("host {h}\n")).unwrap_or_default()
+    }
 }
 
 impl Backend for Lines {
     type Source = String;
     type Program = SavedProgram;
-    type Error = Infallible;
-    fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<SavedProgram>, Infallible> {
+    type Error = std::io::Error;
+    fn compile_group(&self, g: &Group<'_, String>) -> std::io::Result<Compiled<SavedProgram>> {
         self.compiles
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let text: Vec<&str> = g.kernels.iter().map(|k| k.source.as_str()).collect();
         let program = SavedProgram {
-            bytes: text.join("\n").into_bytes(),
+            bytes: format!("{}{}", self.host_line(), text.join("\n")).into_bytes(),
             symbols: g.kernels.iter().map(|k| k.symbol.clone()).collect(),
         };
         Ok(Compiled {
@@ -116,14 +126,27 @@ impl PersistentBackend for Lines {
     fn identity(&self) -> String {
         "lines 1".into()
     }
-    fn save(&self, p: &SavedProgram) -> Result<SavedProgram, Infallible> {
+    fn save(&self, p: &SavedProgram) -> std::io::Result<SavedProgram> {
         Ok(p.clone())
     }
-    fn load(&self, saved: &SavedProgram) -> Result<Compiled<SavedProgram>, Infallible> {
+    fn load(&self, saved: &SavedProgram) -> std::io::Result<Compiled<SavedProgram>> {
+        let compiled_for = saved.bytes.starts_with(b"host ").then(|| {
+            let end = saved.bytes.iter().position(|&b| b == b'\n');
+            &saved.bytes[..end.map_or(saved.bytes.len(), |e| e + 1)]
+        });
+        if compiled_for.unwrap_or_default() != self.host_line().as_bytes() {
+            return Err(std::io::Error::other("compiled for another host"));
+        }
         Ok(Compiled {
             weight: saved.bytes.len() as u64,
             program: saved.clone(),
         })
+    }
+    fn keeps_saved(&self, error: &std::io::Error) -> bool {
+        error.to_string().contains("another host")
+    }
+    fn host_part(&self, _options: &[String]) -> std::io::Result<Option<[u8; 32]>> {
+        Ok(self.host.map(|h| [h; 32]))
     }
 }
 
@@ -140,14 +163,19 @@ fn batch() -> Vec<BatchKernel<String>> {
 
 /// Resolves the batch through `store` on a fresh cache; census and store events.
 fn resolve(store: &KernelStore) -> (kernel_cache::Census, Vec<StoreEvent>) {
+    resolve_on(store, None)
+}
+
+/// [`resolve`] on a machine whose backend gives the batch's options the host part
+/// `[host; 32]` (`None`: none).
+fn resolve_on(store: &KernelStore, host: Option<u8>) -> (kernel_cache::Census, Vec<StoreEvent>) {
+    let backend = Lines {
+        host,
+        ..Lines::default()
+    };
     let ((out, census), events) = record(|| {
         with_census(|| {
-            resolve_with_store(
-                &KernelCache::new(1 << 20),
-                Some(store),
-                &batch(),
-                &Lines::default(),
-            )
+            resolve_with_store(&KernelCache::new(1 << 20), Some(store), &batch(), &backend)
         })
     });
     let answers = out.expect("resolve never fails for the store");
@@ -200,6 +228,42 @@ fn one_machines_compile_serves_another_and_is_back_filled() {
             .iter()
             .all(|e| matches!(e.outcome, Outcome::Hit { .. }))
     );
+}
+
+/// Machines of two processors on one farm each get their own program from it (the farm
+/// key is the entry's name, which holds the host part): a machine of each compiles, then
+/// a second machine of each, its local directory empty, loads its processor's program
+/// from the farm. With one farm entry per key, the second processor's save replaced the
+/// first one's, whose next machine then found a program it refused and compiled.
+#[test]
+fn machines_of_two_processors_on_one_farm_each_get_their_own_program() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let machine =
+        |name: &str| KernelStore::new(tmp.path().join(name)).with_farm(farm(&server, "secret"));
+    let (census, _) = resolve_on(&machine("one-a"), Some(1));
+    assert_eq!(census.kernels_compiled, 3);
+    let (census, events) = resolve_on(&machine("two-a"), Some(2));
+    assert_eq!(census.kernels_compiled, 3, "{events:?}");
+    for (name, host) in [("one-b", 1), ("two-b", 2)] {
+        let (census, events) = resolve_on(&machine(name), Some(host));
+        assert_eq!(census.kernels_loaded, 3, "{name}: {events:?}");
+        let shared = events
+            .iter()
+            .filter(|e| matches!(e.outcome, Outcome::SharedHit { .. }))
+            .count();
+        assert_eq!(shared, 3, "{name}: {events:?}");
+    }
+    let mut raw = server.raw().expect("raw");
+    let count = |pattern: &str, raw: &mut redis::Connection| {
+        redis::cmd("KEYS")
+            .arg(pattern)
+            .query::<Vec<String>>(raw)
+            .expect("keys")
+            .len()
+    };
+    assert_eq!(count("kcache:kernels1:entry:*", &mut raw), 6);
+    assert_eq!(count("kcache:kernels1:blob:*", &mut raw), 2);
 }
 
 #[test]

@@ -42,6 +42,13 @@ struct FileBackend {
     delay: Duration,
     /// Refuse every load (a backend that cannot load what it saved).
     refuse_loads: bool,
+    /// The host part of every option list (a machine whose code depends on it, as under
+    /// cc-backend's `-march=native`): recorded in what it saves, and a program saved under
+    /// another is refused by `load` (and kept, as cc-backend keeps one compiled for another
+    /// processor).
+    host: Option<[u8; 32]>,
+    /// `host_part` fails (a machine that cannot tell what its options mean).
+    host_fails: bool,
 }
 
 impl FileBackend {
@@ -51,6 +58,16 @@ impl FileBackend {
             compiles: AtomicU64::new(0),
             delay: Duration::ZERO,
             refuse_loads: false,
+            host: None,
+            host_fails: false,
+        }
+    }
+
+    /// A backend on a machine whose options mean `host` (a host part of `[host; 32]`).
+    fn on_host(host: u8) -> FileBackend {
+        FileBackend {
+            host: Some([host; 32]),
+            ..FileBackend::new()
         }
     }
 
@@ -103,8 +120,13 @@ impl PersistentBackend for FileBackend {
     }
 
     fn save(&self, p: &FileProgram) -> Result<SavedProgram, FileError> {
+        let mut bytes = Vec::new();
+        if let Some(host) = self.host {
+            bytes.extend_from_slice(format!("host\t{host:?}\n").as_bytes());
+        }
+        bytes.extend_from_slice(&p.bytes);
         Ok(SavedProgram {
-            bytes: p.bytes.clone(),
+            bytes,
             symbols: p.symbols.clone(),
         })
     }
@@ -113,7 +135,17 @@ impl PersistentBackend for FileBackend {
         if self.refuse_loads {
             return Err(FileError("this backend refuses loads".into()));
         }
-        let program = self.read_back(&saved.bytes)?;
+        let mut bytes = saved.bytes.as_slice();
+        let mut compiled_for = None;
+        if let Some(rest) = bytes.strip_prefix(b"host\t".as_slice()) {
+            let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            compiled_for = Some(rest[..end].to_vec());
+            bytes = rest.get(end + 1..).unwrap_or_default();
+        }
+        if compiled_for != self.host.map(|h| format!("{h:?}").into_bytes()) {
+            return Err(FileError("compiled for another host".into()));
+        }
+        let program = self.read_back(bytes)?;
         if saved
             .symbols
             .iter()
@@ -125,6 +157,17 @@ impl PersistentBackend for FileBackend {
             weight: program.bytes.len() as u64,
             program,
         })
+    }
+
+    fn keeps_saved(&self, error: &FileError) -> bool {
+        error.0.contains("another host")
+    }
+
+    fn host_part(&self, _options: &[String]) -> Result<Option<[u8; 32]>, FileError> {
+        if self.host_fails {
+            return Err(FileError("cannot ask the processor".into()));
+        }
+        Ok(self.host)
     }
 }
 
@@ -841,5 +884,135 @@ fn a_compile_wait_that_times_out_compiles_the_key_itself() {
             .iter()
             .any(|e| e.outcome == Outcome::Waited { timed_out: true }),
         "{events:?}"
+    );
+}
+
+/// The store's file names starting with `prefix`, sorted.
+fn names(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("item").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The name of key `key-0`'s entry under `file-backend 1`, with host parts `[1; 32]` and
+/// `[2; 32]` and without one (`docs/disk-format.md`'s formulas, computed outside the
+/// crate; the last is the name every store before host parts gave it).
+const KEY_0_ON_HOST_1: &str = "d05e71941aa9dcba2048d2dbc92716fb937633b06a2db67d6e44f73a696e5ef3";
+const KEY_0_ON_HOST_2: &str = "0f04508635a54a4cc63b6c44cd9e74d04b8d0d0dc1f540d84ed0588815968ffc";
+const KEY_0: &str = "fbf452ab6ea2755f0b42bb8c0caf295095e974b3b8b755b2f9bf5ca0b59705b8";
+
+/// Machines whose backends give a key's options different host parts (as cc-backend's
+/// `-march=native` on two processors) share one store and each keep their own entry:
+/// resolves on hosts one, two, one, two in turn compile on each host's first and load on
+/// its second, and a backend without host parts keeps the entry name of every earlier
+/// store (pinned), beside theirs. With one entry per key, each host's save replaced the
+/// other's entry (its program refused by the other's load), so no resolve loaded.
+#[test]
+fn machines_of_different_host_parts_sharing_a_store_each_load_their_own_program() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let store = KernelStore::new(tmp.path().join("kernels"));
+    let b = batch(0, 1, "k");
+    let run = |backend: &FileBackend| {
+        let (out, census) = with_census(|| {
+            resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, backend)
+        });
+        let answers = out.expect("resolve");
+        assert_eq!(
+            answers[0].program.kernels.get(&*answers[0].symbol),
+            Some(&b[0].source)
+        );
+        (census.kernels_compiled, census.kernels_loaded)
+    };
+    assert_eq!(run(&FileBackend::on_host(1)), (1, 0));
+    assert_eq!(run(&FileBackend::on_host(2)), (1, 0));
+    assert_eq!(
+        run(&FileBackend::on_host(1)),
+        (0, 1),
+        "host one's entry is gone"
+    );
+    assert_eq!(
+        run(&FileBackend::on_host(2)),
+        (0, 1),
+        "host two's entry is gone"
+    );
+    assert_eq!(run(&FileBackend::new()), (1, 0));
+    assert_eq!(run(&FileBackend::new()), (0, 1));
+    let mut want = vec![
+        format!("k-{KEY_0_ON_HOST_1}"),
+        format!("k-{KEY_0_ON_HOST_2}"),
+        format!("k-{KEY_0}"),
+    ];
+    want.sort();
+    assert_eq!(names(store.dir(), "k-"), want);
+    // Each compile lock is named as its entry.
+    let locks: Vec<String> = want.iter().map(|n| n.replacen("k-", "c-", 1)).collect();
+    assert_eq!(names(store.dir(), "c-"), locks);
+    assert_eq!(names(store.dir(), "b-").len(), 3);
+    // Each entry answers its own host's probe only.
+    let (one, _) = store
+        .probe_host("file-backend 1", "key-0", Some([1; 32]))
+        .expect("host one's entry");
+    assert!(
+        one.bytes
+            .starts_with(format!("host\t{:?}", [1u8; 32]).as_bytes())
+    );
+    let (none, _) = store
+        .probe("file-backend 1", "key-0")
+        .expect("the entry without");
+    assert!(!none.bytes.starts_with(b"host"));
+    assert_eq!(
+        store
+            .probe_host("file-backend 1", "key-0", Some([3; 32]))
+            .err(),
+        Some(MissReason::NoEntry)
+    );
+}
+
+/// A backend that cannot tell what a kernel's options mean on its machine (`host_part`
+/// fails) still gets its kernel compiled: the key is not looked up (`HostUnknown`), not
+/// locked and not saved (`NotSaved::Backend`, saying why), so nothing is written under a
+/// name that could mean another machine's program; the next resolve compiles again.
+#[test]
+fn a_host_part_the_backend_cannot_tell_compiles_without_the_store() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let store = KernelStore::new(tmp.path().join("kernels"));
+    let b = batch(0, 2, "k");
+    let backend = FileBackend {
+        host_fails: true,
+        ..FileBackend::on_host(1)
+    };
+    for _ in 0..2 {
+        let ((out, census), events) = record(|| {
+            with_census(|| {
+                resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend)
+            })
+        });
+        let answers = out.expect("a host part that cannot be told never fails a resolve");
+        for (k, a) in b.iter().zip(&answers) {
+            assert_eq!(a.program.kernels.get(&*a.symbol), Some(&k.source));
+        }
+        assert_eq!((census.kernels_compiled, census.kernels_loaded), (2, 0));
+        let why = misses(&events);
+        assert_eq!(why.len(), 2, "{events:?}");
+        assert!(
+            why.iter()
+                .all(|m| matches!(m, MissReason::HostUnknown(m) if m.contains("cannot ask"))),
+            "{events:?}"
+        );
+        let not_saved = events
+            .iter()
+            .filter(|e| {
+                matches!(&e.outcome, Outcome::NotSaved(NotSaved::Backend(m)) if m.contains("cannot ask"))
+            })
+            .count();
+        assert_eq!(not_saved, 2, "{events:?}");
+    }
+    assert!(
+        !store.dir().exists(),
+        "nothing to look up, lock or save: the directory is not even made"
     );
 }

@@ -15,9 +15,11 @@
 //! lookup read without bound.
 //!
 //! Keys, for a prefix `P` (default `kcache`): `P:kernels1:entry:<entry digest>` (a local
-//! entry file's bytes) and `P:kernels1:blob:<sha256>` (a local blob file's bytes); each
-//! value is `<64 hex HMAC>\n<bytes>`. The regime is in the key (`kernels1`): a format
-//! change moves to new keys. The server bounds its own size (`maxmemory` with an LRU policy);
+//! entry file's bytes; the digest is the one naming the local entry `k-<entry digest>`,
+//! the backend's host part included, so machines of different processors each have their
+//! own entry for a `-march=native` key) and `P:kernels1:blob:<sha256>` (a local blob
+//! file's bytes); each value is `<64 hex HMAC>\n<bytes>`. The regime is in the key
+//! (`kernels1`): a format change moves to new keys. The server bounds its own size (`maxmemory` with an LRU policy);
 //! an unreachable or failing server is a miss and a warning, never a failed resolve.
 
 use std::fmt;
@@ -129,7 +131,8 @@ impl FarmLevel {
         &self.location
     }
 
-    /// The server key of an entry.
+    /// The server key of an entry, by the digest naming the local entry (`k-<entry
+    /// digest>`: of identity, key and host part; `docs/disk-format.md`).
     pub fn entry_key(&self, entry_digest: &str) -> String {
         format!("{}:{REGIME_SEGMENT}:entry:{entry_digest}", self.prefix)
     }

@@ -11,8 +11,17 @@ pub(crate) const BLOB_MAGIC: &str = "kcache kernel blob 1";
 /// First line of every key entry file.
 pub(crate) const ENTRY_MAGIC: &str = "kcache kernel entry 1";
 
-/// Names the layout of the parts an entry name hashes.
+/// Names the layout of the parts an entry name hashes (identity, key).
 const ENTRY_NAME_LAYOUT: &[u8] = b"kcache-kernel-store-entry-1";
+
+/// Names the layout of the parts the name of a host-specific entry hashes (identity, key,
+/// host part): the entry of a kernel whose options' code depends on the machine
+/// (`PersistentBackend::host_part` is `Some`). Another domain than [`ENTRY_NAME_LAYOUT`],
+/// so no such name equals a name of the other form. Both forms are names of regime 1: a
+/// reader never derives anything from a name but looks it up, so a build that knows only
+/// the first form reads, evicts and counts the second's entries as any other (it never
+/// looks one up), and the entry files are the same.
+const HOST_ENTRY_NAME_LAYOUT: &[u8] = b"kcache-kernel-store-host-entry-1";
 
 /// The longest symbol table a blob may declare (a bound on what a parse allocates).
 const MAX_SYMBOLS: usize = 1 << 20;
@@ -47,9 +56,26 @@ pub(crate) fn is_store_entry(name: &str) -> bool {
     is_blob_name(name) || is_entry_name(name)
 }
 
-/// The digest naming the entry (and the compile lock) of `key` under `identity`.
-pub(crate) fn entry_digest(identity: &str, key: &str) -> String {
-    canonical_text::digest_of_parts(&[ENTRY_NAME_LAYOUT, identity.as_bytes(), key.as_bytes()])
+/// The digest naming the entry (and the compile lock, and the farm key) of `key` under
+/// `identity` and, for options whose code depends on the machine, the backend's `host`
+/// part: `digest_of_parts("kcache-kernel-store-entry-1", identity, key)` without one
+/// (the names of every store before host parts), `digest_of_parts
+/// ("kcache-kernel-store-host-entry-1", identity, key, host)` (the host part's 32 raw
+/// bytes) with one.
+pub(crate) fn entry_digest(identity: &str, key: &str, host: Option<&[u8; 32]>) -> String {
+    match host {
+        None => canonical_text::digest_of_parts(&[
+            ENTRY_NAME_LAYOUT,
+            identity.as_bytes(),
+            key.as_bytes(),
+        ]),
+        Some(host) => canonical_text::digest_of_parts(&[
+            HOST_ENTRY_NAME_LAYOUT,
+            identity.as_bytes(),
+            key.as_bytes(),
+            host,
+        ]),
+    }
 }
 
 /// The digest recorded for an identity inside an entry.
@@ -231,6 +257,25 @@ mod tests {
         assert!(!is_blob_name(&format!("b-{}", d.to_uppercase())));
         assert!(!is_blob_name("b-"));
         assert!(cache_dir::validate_name(&format!("b-{d}")).is_ok());
-        assert_ne!(entry_digest("a", "bc"), entry_digest("ab", "c"));
+        assert_ne!(entry_digest("a", "bc", None), entry_digest("ab", "c", None));
+    }
+
+    /// The names of both forms, pinned (computed outside this crate from the formulas of
+    /// `docs/disk-format.md`): the form without a host part is every earlier build's, so
+    /// the entries of stores written before host parts keep being found.
+    #[test]
+    fn entry_names_are_pinned() {
+        assert_eq!(
+            entry_digest("file-backend 1", "key-0", None),
+            "fbf452ab6ea2755f0b42bb8c0caf295095e974b3b8b755b2f9bf5ca0b59705b8"
+        );
+        assert_eq!(
+            entry_digest("file-backend 1", "key-0", Some(&[1; 32])),
+            "d05e71941aa9dcba2048d2dbc92716fb937633b06a2db67d6e44f73a696e5ef3"
+        );
+        assert_ne!(
+            entry_digest("file-backend 1", "key-0", Some(&[1; 32])),
+            entry_digest("file-backend 1", "key-0", Some(&[2; 32]))
+        );
     }
 }

@@ -3,8 +3,9 @@
 //! A [`KernelStore`] is a directory (for example `<cache-dir>/kernels`) of
 //! content-addressed program blobs (`b-<sha256>`: a [`SavedProgram`]'s symbol table and
 //! bytes, named by the SHA-256 of the file) and key entries (`k-<digest of backend
-//! identity and kernel key>`: which blob, which symbol). It sits under a
-//! [`KernelCache`](crate::KernelCache) as a second level: give it to
+//! identity and kernel key>`, and of the backend's host part for options whose code
+//! depends on the machine, [`PersistentBackend::host_part`]: which blob, which symbol).
+//! It sits under a [`KernelCache`](crate::KernelCache) as a second level: give it to
 //! [`resolve_with_store`](crate::resolve_with_store) or
 //! [`resolve_split_with_store`](crate::resolve_split_with_store) and a memory miss is
 //! looked up here before anything is compiled, and what is compiled is saved here after
@@ -63,6 +64,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use cache_dir::{CacheDir, Guard};
 
+#[cfg(doc)]
+use crate::backend::PersistentBackend;
 use crate::backend::SavedProgram;
 /// The directory protocol's error (`cache_dir::Error`), which [`KernelStore::trim`],
 /// [`KernelStore::stats`] and [`KernelStore::check_adoptable`] return.
@@ -79,6 +82,10 @@ pub use record::{MissReason, NotSaved, Outcome, StoreEvent, record};
 ///
 /// History (one line per bump, with the reason):
 /// - 1: first version (blob `kcache kernel blob 1`, entry `kcache kernel entry 1`).
+///
+/// Not a bump: entry names with a host part (`PersistentBackend::host_part`, a second name
+/// domain beside the first; the files are unchanged, and no build reads anything out of
+/// a name, so a build without them only never looks such an entry up).
 pub const REGIME: u32 = 1;
 
 /// The default byte limit of a store: 1 GiB.
@@ -89,6 +96,11 @@ pub const DEFAULT_COMPILE_WAIT: Duration = Duration::from_secs(300);
 
 /// How often a waiting resolve retries a held compile lock.
 const POLL: Duration = Duration::from_millis(5);
+
+/// What a key's entry is named by besides the backend identity and the kernel key: the
+/// backend's host part for the kernel's options ([`PersistentBackend::host_part`]), `None`
+/// for options whose code is the same on every machine.
+pub type HostPart = Option<[u8; 32]>;
 
 /// What a store holds and has done, as `kcache stats` shows it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -289,7 +301,19 @@ impl KernelStore {
     /// corrupt blob or a dangling entry. Reports to [`record`]ers and counts in the
     /// store's counters like a resolve's lookup.
     pub fn probe(&self, identity: &str, key: &str) -> Result<(SavedProgram, String), MissReason> {
-        let found = self.lookup_batch(identity, &[key], |_| Ok(()));
+        self.probe_host(identity, key, None)
+    }
+
+    /// [`KernelStore::probe`] for the entry of `key` under `identity` and the host part
+    /// `host` ([`PersistentBackend::host_part`] of the kernel's options: `None` looks up
+    /// the entry [`probe`](KernelStore::probe) does).
+    pub fn probe_host(
+        &self,
+        identity: &str,
+        key: &str,
+        host: HostPart,
+    ) -> Result<(SavedProgram, String), MissReason> {
+        let found = self.lookup_batch(identity, &[(key, Ok(host))], |_| Ok(()));
         match found.into_iter().next() {
             Some(Ok((blob, symbol))) => Ok(((*blob.saved).clone(), symbol)),
             Some(Err(why)) => Err(why),
@@ -300,12 +324,15 @@ impl KernelStore {
     /// Looks every key up under one open of the directory; per key the verified blob
     /// (shared between keys of one blob) and symbol, or why not. Reports each key.
     ///
+    /// Each key comes with its host part, or the miss its key has when the backend could
+    /// not tell it (that key is not looked up).
+    ///
     /// `accept` is asked about every verified blob found (for example: does the backend
     /// load it?) before the key is reported and counted: its `Err` is the key's miss.
     pub(crate) fn lookup_batch(
         &self,
         identity: &str,
-        keys: &[&str],
+        keys: &[(&str, Result<HostPart, MissReason>)],
         mut accept: impl FnMut(&FoundBlob) -> Result<(), MissReason>,
     ) -> Vec<Result<(FoundBlob, String), MissReason>> {
         let mut delta = Counters::default();
@@ -313,8 +340,10 @@ impl KernelStore {
         let out = self.open(self.has_farm(), |guard| {
             let mut blobs: HashMap<String, Result<Arc<SavedProgram>, MissReason>> = HashMap::new();
             keys.iter()
-                .map(|key| {
-                    self.lookup_one(guard, &id_digest, identity, key, &mut blobs, &mut delta)
+                .map(|(key, host)| {
+                    let host = host.as_ref().map_err(Clone::clone)?;
+                    let digest = entry_digest(identity, key, host.as_ref());
+                    self.lookup_one(guard, &id_digest, key, &digest, &mut blobs, &mut delta)
                 })
                 .collect::<Vec<_>>()
         });
@@ -325,10 +354,15 @@ impl KernelStore {
                 .collect(),
             Err(e) => {
                 let why = refused(&e);
-                keys.iter().map(|_| Err(why.clone())).collect()
+                keys.iter()
+                    .map(|(_, host)| match host {
+                        Err(unknown) => Err(unknown.clone()),
+                        Ok(_) => Err(why.clone()),
+                    })
+                    .collect()
             }
         };
-        for (key, r) in keys.iter().zip(&out) {
+        for ((key, _), r) in keys.iter().zip(&out) {
             match r {
                 Ok((found, _)) => {
                     delta.hits += 1;
@@ -350,20 +384,22 @@ impl KernelStore {
         out
     }
 
+    /// Looks `key` up at its entry `k-<digest>` (and on the farm, if any, when there is
+    /// no local entry).
     fn lookup_one(
         &self,
         guard: &Guard<'_>,
         id_digest: &str,
-        identity: &str,
         key: &str,
+        digest: &str,
         blobs: &mut HashMap<String, Result<Arc<SavedProgram>, MissReason>>,
         delta: &mut Counters,
     ) -> Result<(FoundBlob, String), MissReason> {
-        let name = format!("k-{}", entry_digest(identity, key));
+        let name = format!("k-{digest}");
         let bytes = match read_private(guard, &name, 4096) {
             #[cfg(feature = "redis")]
             Err(MissReason::NoEntry) if self.farm.is_some() => {
-                return self.lookup_farm(guard, id_digest, identity, key);
+                return self.lookup_farm(guard, id_digest, key, digest);
             }
             other => other?,
         };
@@ -411,25 +447,24 @@ impl KernelStore {
         ))
     }
 
-    /// Looks `key` up on the farm's shared level: verified (MACs, blob digest, identity,
-    /// key, symbol), then back-filled into the local directory (blob first).
+    /// Looks `key` up on the farm's shared level at its entry digest `digest` (the local
+    /// entry's name): verified (MACs, blob digest, identity, key, symbol), then
+    /// back-filled into the local directory (blob first).
     #[cfg(feature = "redis")]
     fn lookup_farm(
         &self,
         guard: &Guard<'_>,
         id_digest: &str,
-        identity: &str,
         key: &str,
+        digest: &str,
     ) -> Result<(FoundBlob, String), MissReason> {
         let Some(farm) = &self.farm else {
             return Err(MissReason::NoEntry);
         };
-        let digest = entry_digest(identity, key);
         // The local read's cap on a blob (see `read_blob`).
         let max_blob = self.max_bytes.max(1 << 20);
-        let (entry_bytes, blob_file) = farm.fetch(&digest, max_blob, |e| {
-            EntryRecord::decode(e).map(|r| r.blob)
-        })?;
+        let (entry_bytes, blob_file) =
+            farm.fetch(digest, max_blob, |e| EntryRecord::decode(e).map(|r| r.blob))?;
         let entry = EntryRecord::decode(&entry_bytes).ok_or(MissReason::BadEntry)?;
         if entry.identity != id_digest || entry.key != sha256_hex(key.as_bytes()) {
             return Err(MissReason::BadEntry);
@@ -507,16 +542,18 @@ impl KernelStore {
     }
 
     /// Saves `saved` (compiled in `took`) for `kernels` (`(key, symbol)` pairs) under
-    /// backend `identity`, then evicts least-recently-used blobs past the byte limit.
-    /// Blob first, entries after: a crash never leaves an entry pointing nowhere.
+    /// backend `identity` and host part `host` (the program's option list's), then evicts
+    /// least-recently-used blobs past the byte limit. Blob first, entries after: a crash
+    /// never leaves an entry pointing nowhere.
     pub(crate) fn save(
         &self,
         identity: &str,
+        host: HostPart,
         saved: &SavedProgram,
         kernels: &[(&str, &str)],
         took: Duration,
     ) {
-        let outcome = self.try_save(identity, saved, kernels, took);
+        let outcome = self.try_save(identity, host, saved, kernels, took);
         for (key, _) in kernels {
             record::note(
                 key,
@@ -548,6 +585,7 @@ impl KernelStore {
     fn try_save(
         &self,
         identity: &str,
+        host: HostPart,
         saved: &SavedProgram,
         kernels: &[(&str, &str)],
         took: Duration,
@@ -581,7 +619,7 @@ impl KernelStore {
                     key: sha256_hex(key.as_bytes()),
                     compile_ms,
                 };
-                (entry_digest(identity, key), record.encode())
+                (entry_digest(identity, key, host.as_ref()), record.encode())
             })
             .collect();
         let write = |guard: &Guard<'_>| -> Result<(), cache_dir::Error> {
@@ -783,20 +821,25 @@ impl KernelStore {
         }
     }
 
-    /// Takes the compile lock of every key (in sorted order, so two resolves never wait
-    /// on each other in a cycle), waiting for each at most until `compile_wait` after
-    /// the first wait began. Returns the locks and whether any was held by another.
-    pub(crate) fn compile_locks(&self, identity: &str, keys: &[&str]) -> (CompileLocks, bool) {
+    /// Takes the compile lock of every key (each named as its entry is, with its host
+    /// part; in sorted order, so two resolves never wait on each other in a cycle),
+    /// waiting for each at most until `compile_wait` after the first wait began. Returns
+    /// the locks and whether any was held by another.
+    pub(crate) fn compile_locks(
+        &self,
+        identity: &str,
+        keys: &[(&str, HostPart)],
+    ) -> (CompileLocks, bool) {
         let mut digests: Vec<(String, &str)> = keys
             .iter()
-            .map(|k| (entry_digest(identity, k), *k))
+            .map(|(k, host)| (entry_digest(identity, k, host.as_ref()), *k))
             .collect();
         digests.sort();
         digests.dedup_by(|a, b| a.0 == b.0);
         let mut files = Vec::with_capacity(digests.len());
         let mut waited = false;
         let deadline = Instant::now() + self.compile_wait;
-        if self.open(true, |_| ()).is_err() {
+        if digests.is_empty() || self.open(true, |_| ()).is_err() {
             return (CompileLocks { _files: files }, false);
         }
         for (digest, key) in digests {

@@ -35,6 +35,10 @@ pub enum MissReason {
     LoadFailed(String),
     /// A shared level's blob carries no valid MAC for this farm's secret.
     BadSignature,
+    /// The backend could not tell what the kernel's options mean on this machine
+    /// (`PersistentBackend::host_part` failed), which names the kernel's entry: the kernel
+    /// was not looked up, and is compiled without a compile lock and not saved.
+    HostUnknown(String),
 }
 
 impl fmt::Display for MissReason {
@@ -50,6 +54,10 @@ impl fmt::Display for MissReason {
             MissReason::NotPrivate(why) => write!(f, "refused, not private: {why}"),
             MissReason::LoadFailed(why) => write!(f, "backend could not load the blob: {why}"),
             MissReason::BadSignature => f.write_str("blob unsigned or mis-signed"),
+            MissReason::HostUnknown(why) => write!(
+                f,
+                "backend could not tell what the options mean on this machine: {why}"
+            ),
         }
     }
 }
@@ -62,7 +70,8 @@ pub enum NotSaved {
     TooFast,
     /// Its blob alone is larger than the store's byte limit.
     TooLarge,
-    /// The backend's `save` failed or returned an invalid symbol table.
+    /// The backend's `save` failed or returned an invalid symbol table, or its `host_part`
+    /// for the program's options failed.
     Backend(String),
     /// The directory protocol or the file system refused the write.
     Refused(String),
