@@ -130,9 +130,14 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 ///
 /// **Options that target the host processor** (`-march=native`, `-mcpu=native`,
 /// `-mtune=native`: any option containing `native`) make the code depend on the machine
-/// that compiled it. A saved program records what the compiler made of its options
-/// there (its `-E -###` expansion) and is loaded only where they expand the same way:
-/// another machine of a farm, or sharing the store's directory, compiles its own.
+/// that compiled it. What the compiler makes of them there (the SHA-256 of its `-E -###`
+/// expansion) is the kernel's host part
+/// ([`PersistentBackend::host_part`](kernel_cache::PersistentBackend::host_part)): it
+/// names the kernel's entry in the store, so machines of different processors sharing a
+/// store's directory or a farm each save and load their own program under the same key.
+/// A saved program records it too and is loaded only where the options expand the same
+/// way ([`CcError::OtherHost`] otherwise: a program reached under a name it does not fit
+/// is never run).
 ///
 /// Its [`Split`] defaults to as many programs as the machine has cores, of at least 8
 /// kernels each.

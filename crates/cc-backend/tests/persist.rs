@@ -909,16 +909,36 @@ fn a_process_whose_clang_override_options_differ_never_loads_the_first_ones_prog
 #[test]
 fn a_program_compiled_for_the_host_processor_is_never_loaded_on_another() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("kernels");
-    let wrapper = tmp.path().join("cc-on-cpu");
+    let on = on_processor(tmp.path());
+    assert_eq!(on("one"), "loaded=0");
+    assert_eq!(on("one"), "loaded=1", "the same processor loads it");
+    assert_eq!(on("two"), "loaded=0", "loaded on another processor");
+}
+
+/// Writes `path`: a wrapper of `cc` that adds `processor: $FAKE_CPU` to what `-###`
+/// prints (the only way the backend asks what `native` means), `FAKE_CPU` set to `cpu`
+/// first when given; every compile is the real `cc`'s.
+fn cc_on_cpu(path: &Path, cpu: Option<&str>) {
+    let set = cpu.map(|c| format!("FAKE_CPU={c}\n")).unwrap_or_default();
     fs::write(
-        &wrapper,
-        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = \"-###\" ]; then\n    cc \"$@\"; s=$?\n    \
-         echo \"processor: $FAKE_CPU\" >&2; exit $s\n  fi\ndone\nexec cc \"$@\"\n",
+        path,
+        format!(
+            "#!/bin/sh\n{set}for a in \"$@\"; do\n  if [ \"$a\" = \"-###\" ]; then\n    cc \"$@\"; s=$?\n    \
+             echo \"processor: $FAKE_CPU\" >&2; exit $s\n  fi\ndone\nexec cc \"$@\"\n"
+        ),
     )
     .unwrap();
-    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
-    let on = |cpu: &str| {
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A runner of the `native` worker on the processor named, under a [`cc_on_cpu`] wrapper
+/// (the same for every processor, so every run has one backend identity), with its store
+/// in `tmp`.
+fn on_processor(tmp: &Path) -> impl Fn(&str) -> String {
+    let dir = tmp.join("kernels");
+    let wrapper = tmp.join("cc-on-cpu");
+    cc_on_cpu(&wrapper, None);
+    move |cpu: &str| {
         finish(spawn(
             "native",
             &dir,
@@ -927,10 +947,30 @@ fn a_program_compiled_for_the_host_processor_is_never_loaded_on_another() {
                 ("FAKE_CPU", cpu.to_string()),
             ],
         ))
-    };
+    }
+}
+
+/// Machines of two processors sharing one store directory each keep their own
+/// `-march=native` program: processes on processors one, two, one, two in turn compile
+/// on their processor's first run and load on its second (the entry's name holds what
+/// `native` means there, `PersistentBackend::host_part`). With one entry per key, the
+/// second machine's save replaced the first one's entry, and so on in turn: no run loaded.
+#[test]
+fn machines_of_two_processors_sharing_a_store_each_load_their_own_native_program() {
+    let tmp = tempfile::tempdir().unwrap();
+    let on = on_processor(tmp.path());
     assert_eq!(on("one"), "loaded=0");
-    assert_eq!(on("one"), "loaded=1", "the same processor loads it");
     assert_eq!(on("two"), "loaded=0", "loaded on another processor");
+    assert_eq!(
+        on("one"),
+        "loaded=1",
+        "processor one's program is still there"
+    );
+    assert_eq!(
+        on("two"),
+        "loaded=1",
+        "processor two's program is still there"
+    );
 }
 
 #[test]
@@ -1039,4 +1079,37 @@ fn sigkill_during_saves_never_leaves_a_dangling_entry_or_a_blob_that_loads_wrong
     }
     assert!(loaded > 0);
     assert_eq!(store.stats().unwrap().counters.removed_bad, 0);
+}
+
+/// The load still refuses a `-march=native` program on another processor, whatever name
+/// led to it (`CcError::OtherHost`, and the program is kept for the machines it was
+/// compiled for): the entry's name keeps processors apart, the load check stays. The
+/// host parts of the two processors differ; an option list without `native` has none.
+#[test]
+fn a_native_program_is_refused_by_a_load_on_another_processor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let on = |cpu: &str| {
+        let wrapper = tmp.path().join(format!("cc-on-{cpu}"));
+        cc_on_cpu(&wrapper, Some(cpu));
+        CcBackend::with_compiler(&wrapper.display().to_string()).unwrap()
+    };
+    let (one, two) = (on("one"), on("two"));
+    let native = vec!["-march=native".to_string()];
+    let host = |b: &CcBackend, options: &[String]| b.host_part(options).unwrap();
+    assert!(host(&one, &native).is_some());
+    assert_ne!(host(&one, &native), host(&two, &native));
+    assert_eq!(host(&one, &["-O3".to_string()]), None);
+    let source = Source::new(
+        elementwise_kernel("k", "a[i] * 2.0f"),
+        Signature::out_a_b_n(),
+    );
+    let program = one.compile_program(&[("k", &source)], &native).unwrap();
+    let saved = one.save(&program).unwrap();
+    let refused = two.load(&saved).expect_err("loaded on another processor");
+    assert!(
+        matches!(refused, cc_backend::CcError::OtherHost { .. }),
+        "{refused}"
+    );
+    assert!(two.keeps_saved(&refused));
+    assert!(one.load(&saved).is_ok());
 }
