@@ -380,12 +380,14 @@ impl CcBackend {
     /// What the compiler makes of `options` on this machine: the SHA-256 of what `cc
     /// <base flags> <options> -E -### -x c /dev/null` prints (the commands it would
     /// run, with `-march=native` and the like expanded to this processor's model and
-    /// features). Computed once per option list.
+    /// features), run in `/`: clang prints its working directory there
+    /// (`-fdebug-compilation-dir=`), which must not tell two machines of one processor
+    /// apart. Computed once per option list.
     pub(crate) fn host_target(&self, options: &[String]) -> Result<[u8; 32], CcError> {
         if let Some(known) = lock(&self.host_targets).get(options) {
             return Ok(*known);
         }
-        let output = self.probe(options, &["-E", "-###"], &[])?;
+        let output = self.probe(options, &["-E", "-###"], &[], Path::new("/"))?;
         let mut hasher = Sha256::new();
         hasher.update(&output.stdout);
         hasher.update(&output.stderr);
@@ -408,6 +410,7 @@ impl CcBackend {
             options,
             &["-E", "-v", "-o", "/dev/null"],
             &[("LC_ALL", "C"), ("LANGUAGE", "")],
+            &self.work_dir,
         )?;
         let refused = |why: &str| CcError::IncludeSearch {
             path: PathBuf::from(self.command_line()),
@@ -431,13 +434,14 @@ impl CcBackend {
     }
 
     /// Runs the compiler as a compile would (its environment, base flags, `options`),
-    /// with `args` then `-x c /dev/null` and the variables `env`, in the work directory;
-    /// its output if it succeeded.
+    /// with `args` then `-x c /dev/null` and the variables `env`, in `dir`; its output if
+    /// it succeeded.
     fn probe(
         &self,
         options: &[String],
         args: &[&str],
         env: &[(&str, &str)],
+        dir: &Path,
     ) -> Result<std::process::Output, CcError> {
         let command_line = || self.command_line();
         let (program, program_args) =
@@ -460,7 +464,7 @@ impl CcBackend {
             .args(options)
             .args(args)
             .args(["-x", "c", "/dev/null"])
-            .current_dir(&self.work_dir)
+            .current_dir(dir)
             .output()
             .map_err(|source| CcError::Spawn {
                 compiler: command_line(),

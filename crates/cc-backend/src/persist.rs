@@ -226,9 +226,9 @@ impl PersistentBackend for CcBackend {
 
     /// For an option list that targets the host processor (`-march=native`, `-mcpu=native`,
     /// `-mtune=native`: any option containing `native`), the SHA-256 of what the compiler
-    /// prints for it under `-E -###` here (its expansion to this processor's model and
-    /// features: the digest a saved program records and `load` compares, computed once per
-    /// option list); `None` for any other list. The store names such a kernel's entry by
+    /// prints for it under `-E -###` here, run in `/` (its expansion to this processor's
+    /// model and features: the digest a saved program records and `load` compares,
+    /// computed once per option list); `None` for any other list. The store names such a kernel's entry by
     /// it, so machines of different processors sharing a store or farm each keep their own
     /// program. An error running the compiler is the error (the kernel is compiled
     /// without the store).

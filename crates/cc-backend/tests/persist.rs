@@ -1113,3 +1113,24 @@ fn a_native_program_is_refused_by_a_load_on_another_processor() {
     assert!(two.keeps_saved(&refused));
     assert!(one.load(&saved).is_ok());
 }
+
+/// What `-march=native` means does not depend on the directory a backend compiles in:
+/// clang's `-###` prints its working directory (`-fdebug-compilation-dir=`), so machines of
+/// one processor whose work directories differ (another `TMPDIR`, `with_work_dir`) had
+/// different host parts (and each refused the other's program as compiled for another
+/// processor). The expansion is asked for in `/`.
+#[test]
+fn the_host_part_does_not_depend_on_the_work_directory() {
+    let native = vec!["-march=native".to_string()];
+    for cc in ["cc", "clang"] {
+        let host = |dir: &Path| {
+            CcBackend::with_compiler(cc)
+                .unwrap()
+                .with_work_dir(dir)
+                .host_part(&native)
+                .unwrap()
+        };
+        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        assert_eq!(host(one.path()), host(two.path()), "{cc}");
+    }
+}
