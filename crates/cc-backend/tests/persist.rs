@@ -1134,3 +1134,45 @@ fn the_host_part_does_not_depend_on_the_work_directory() {
         assert_eq!(host(one.path()), host(two.path()), "{cc}");
     }
 }
+
+/// A compiler that cannot say what `-march=native` means (`-###` fails) still compiles the
+/// kernel: the resolve succeeds with the right answer, the key is not looked up
+/// (`HostUnknown`) nor saved, and nothing is written under a name.
+#[test]
+fn a_host_processor_the_compiler_cannot_describe_keeps_the_kernel_out_of_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wrapper = tmp.path().join("cc-without-###");
+    fs::write(
+        &wrapper,
+        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = \"-###\" ]; then\n    \
+         echo 'no -### here' >&2; exit 1\n  fi\ndone\nexec cc \"$@\"\n",
+    )
+    .unwrap();
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+    let b = CcBackend::with_compiler(&wrapper.display().to_string()).unwrap();
+    let store = KernelStore::new(tmp.path().join("kernels"));
+    let name = "k2_0__seg0";
+    let kernel = Source::new(
+        elementwise_kernel(name, "a[i] * 2.0f + b[i] * 0.0f"),
+        Signature::out_a_b_n(),
+    )
+    .batch_kernel(name, &names(), vec!["-march=native".into()], b.identity());
+    let ((answers, census), events) = record(|| {
+        with_census(|| {
+            resolve_split_with_store(&KernelCache::new(1 << 20), Some(&store), &[kernel], &b)
+        })
+    });
+    check(&answers.unwrap()[0], 2, 0);
+    assert_eq!(census.kernels_compiled, 1);
+    assert!(
+        events.iter().any(|e| matches!(&e.outcome,
+            Outcome::Miss(MissReason::HostUnknown(m)) if m.contains("no -### here"))),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|e| matches!(&e.outcome,
+            Outcome::NotSaved(NotSaved::Backend(m)) if m.contains("no -### here"))),
+        "{events:?}"
+    );
+    assert!(!store.dir().exists(), "nothing looked up, locked or saved");
+}
