@@ -411,3 +411,45 @@ fn a_bad_blob_value_is_repaired_by_the_next_save() {
         "the bad value was kept: {events:?}"
     );
 }
+
+/// A farm user whose server ACL denies scripts (`-@scripting`): its lookups, each a
+/// one-line script (the bounded read), are refused by the server, a `Refused` miss naming
+/// the permission, never a failed resolve; its saves (plain `SET`s) still reach the farm,
+/// and a machine whose user may run scripts loads what it saved.
+#[test]
+fn a_farm_user_denied_scripts_misses_but_still_saves() {
+    let server = Server::start();
+    let mut raw = server.raw().expect("raw");
+    redis::cmd("ACL")
+        .arg(
+            &[
+                "SETUSER",
+                "noscript",
+                "on",
+                ">pw",
+                "~*",
+                "+@all",
+                "-@scripting",
+            ][..],
+        )
+        .query::<()>(&mut raw)
+        .expect("acl setuser");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let limited = FarmLevel::open(
+        &format!("redis://noscript:pw@127.0.0.1:{}/0", server.port),
+        b"secret".to_vec(),
+    )
+    .expect("url")
+    .with_timeouts(Duration::from_millis(500), Duration::from_secs(2));
+    let store = KernelStore::new(tmp.path().join("limited")).with_farm(limited);
+    let (census, events) = resolve(&store);
+    assert_eq!(census.kernels_compiled, 3, "{events:?}");
+    assert!(
+        matches!(&misses(&events)[0], MissReason::Refused(why) if why.contains("no permissions")),
+        "{events:?}"
+    );
+    let full = KernelStore::new(tmp.path().join("full")).with_farm(farm(&server, "secret"));
+    let (census, events) = resolve(&full);
+    assert_eq!(census.kernels_compiled, 0, "{events:?}");
+    assert_eq!(census.kernels_loaded, 3, "{events:?}");
+}
