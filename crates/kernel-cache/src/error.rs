@@ -76,9 +76,9 @@ pub struct CompileFailure<E: std::error::Error + 'static> {
     #[source]
     pub source: E,
     /// How many programs later in batch order panicked on the concurrent path. The
-    /// first failure in batch order is what a resolve reports (seed 000: "the first
-    /// failure in batch order goes to reraise"), so their panics were not resumed; the
-    /// panic hook reported each as it happened, and this count keeps them visible.
+    /// first failure in batch order is what a resolve reports, so their panics were not
+    /// resumed; the panic hook reported each as it happened, and this count keeps them
+    /// visible.
     pub later_panics: usize,
 }
 

@@ -267,13 +267,13 @@ impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
 /// joined before this returns - still under the lock; then each that succeeded is
 /// [finished](SplitBackend::finish) and published in batch order, and the first
 /// failure in batch order - an error or a panic, of `prepare`, `compile` or `finish` -
-/// is what the call reports (seed 000:
-/// "the first failure in batch order goes to reraise"): a panic is resumed on the
-/// calling thread after the successful programs were published; an error is returned,
-/// with [`later_panics`](CompileFailure::later_panics) counting the programs after it
-/// whose compile panicked (the panic hook reported each as it happened). A thread that
-/// cannot be spawned compiles on the calling thread instead. Splitting changes neither a key nor what a published value means: a kernel's program holds its own
-/// code under its own option list, beside fewer companions.
+/// is what the call reports: a panic is resumed on the calling thread after the
+/// successful programs were published; an error is returned, with
+/// [`later_panics`](CompileFailure::later_panics) counting the programs after it whose
+/// compile panicked (the panic hook reported each as it happened). A thread that cannot
+/// be spawned compiles on the calling thread instead. Splitting changes neither a key nor
+/// what a published value means: a kernel's program holds its own code under its own
+/// option list, beside fewer companions.
 ///
 /// Every call that compiles anything is counted in [`compile_record`].
 pub fn resolve_split<B: SplitBackend>(
