@@ -96,7 +96,8 @@ pub fn signature_of(code: &Code, statics: &[Symbol]) -> Vec<Param> {
 /// What a rendered parameter is, for the caller's calling convention.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParamKind {
-    /// A buffer of `len` elements stored as `storage` (see [`c_type`]).
+    /// A buffer of `len` elements, each stored as [`c_type`]`(precision)` (f16 and bf16 as
+    /// their `uint16_t` bits).
     Buffer {
         /// The node's precision.
         precision: Precision,

@@ -8,8 +8,8 @@
 //! No op builds a loop nest deeper than [`MAX_NEST_DEPTH`] loops: a split that would is
 //! refused ([`Error::ScheduleInapplicable`]) before anything is built. The IR's walks
 //! (applying, cloning, comparing, canonicalizing, rendering, dropping) recurse once per
-//! nesting level, so a saved schedule from anywhere (a cache entry of thousands of splits by
-//! 1) cannot nest the code deep enough to overflow the stack of the process replaying it.
+//! nesting level, so a saved schedule from anywhere (a cache entry of thousands of splits
+//! by 1) cannot nest the code deep enough to overflow the stack of the process replaying it.
 
 use crate::Error;
 use crate::identity::{NodeId, SymId};
