@@ -1847,12 +1847,36 @@ fn find_trigraph(bytes: &[u8]) -> Option<usize> {
 /// ([`Canonical::pinned`]), so a renamed name always stands for the same thing at every
 /// occurrence.
 ///
-/// **Refusals** ([`Canonical::refusals`]): if a bound name is also free, or a bound name
-/// is in the reserved namespace (`__x`, `_X`), no bound name (nor a name derived from
-/// one) is renamed: such a kernel may not compile, and its key must not reach the code
-/// of a twin that did. If the text contains a backslash in code, a trigraph or a C++ raw
-/// string (whose tokenization depends on the dialect), nothing is renamed and the key is
-/// taken over the exact text.
+/// **Refusals** ([`Canonical::refusals`], each a [`Refusal`]): if a bound name is also
+/// free, or a bound name is in the reserved namespace (`__x`, `_X`), no bound name (nor a
+/// name derived from one) is renamed, while loop symbols and scope-locals still are: such a
+/// kernel may not compile, and its key must not reach the code of a twin that did. Nothing
+/// at all is renamed, and the key is taken over the exact text, when the text's
+/// tokenization depends on the dialect ([`Refusal::AmbiguousLexing`]: a line splice, a
+/// carriage return not before a newline, a NUL byte, a trigraph, a `$` or a non-ASCII byte
+/// outside string and character literals, a `'` after a number or a name other than an
+/// encoding prefix, a C++ raw string, a backslash in code), when the text can observe a
+/// name's spelling ([`Refusal::SpellingObserved`]: `__func__` and its kin, `asm`,
+/// `_Pragma`, a symbol-naming attribute, a preprocessor line with `#` or `##` after its
+/// introducer, a macro of [`Names::observers`]; the kernel's own name is then kept whole,
+/// segment index included), or when names collide in the name table
+/// ([`Refusal::NameCollisions`]). The crate docs say why each is refused; a refusal costs a
+/// miss, never a wrong hit.
+///
+/// ```
+/// use canonical_text::{canonical_kernel, Names, Refusal};
+///
+/// let names = Names::new().with_bound(["n3_out"]);
+/// let text = "void k__seg1(float *n3_out) { n3_out[0] = 1; }";
+/// let plain = canonical_kernel(text, Some("k__seg1"), &names);
+/// assert!(plain.refusals().is_empty());
+/// assert_eq!((plain.renamed_count(), plain.kernel_token()), (1, Some("k__seg")));
+/// // The kernel prints its own name: nothing is renamed, the name is kept whole.
+/// let logs = "void k__seg1(float *n3_out) { n3_out[0] = 1; puts(__func__); }";
+/// let c = canonical_kernel(logs, Some("k__seg1"), &names);
+/// assert!(matches!(c.refusals(), [Refusal::SpellingObserved { .. }]));
+/// assert_eq!((c.renamed_count(), c.kernel_token()), (0, Some("k__seg1")));
+/// ```
 ///
 /// Never panics, whatever the text.
 pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) -> Canonical {
