@@ -35,8 +35,14 @@
 //! corrupt blob are misses and warnings. `docs/disk-format.md` ("The kernel store")
 //! specifies the files.
 //!
+//! Give the store a directory of its own. Another kcache store's directory (the one
+//! schedule-cache's disk store uses, say) is not one: every store stamps its directory
+//! with its own regime version, and this store refuses a directory stamped with a newer
+//! one than [`REGIME`] (every lookup and save a miss, which only `tracing` and [`record`]
+//! show). A subdirectory of it, such as `<cache-dir>/kernels`, is the place.
+//!
 //! ```
-//! use kernel_cache::store::{KernelStore, MissReason};
+//! use kernel_cache::store::{DirError, KernelStore, MissReason, REGIME};
 //! let tmp = tempfile::tempdir()?;
 //! let store = KernelStore::new(tmp.path().join("kernels")).with_max_bytes(64 << 20);
 //! // A lookup never creates the directory (a resolve that compiles does; `create`
@@ -45,6 +51,13 @@
 //! store.create()?;
 //! assert_eq!(store.probe("cc-identity", "some-key").err(), Some(MissReason::NoEntry));
 //! assert_eq!(store.stats()?.entries, 0);
+//!
+//! // A directory another store stamped with a newer regime is refused.
+//! let other = KernelStore::new(tmp.path().join("other"));
+//! other.create()?;
+//! std::fs::write(other.dir().join("regime.stamp"), format!("{}\n", REGIME + 1))?;
+//! assert!(matches!(other.create(), Err(DirError::NewerRegime { .. })));
+//! assert!(matches!(other.probe("cc-identity", "some-key"), Err(MissReason::Refused(_))));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -67,8 +80,9 @@ use cache_dir::{CacheDir, Guard};
 #[cfg(doc)]
 use crate::backend::PersistentBackend;
 use crate::backend::SavedProgram;
-/// The directory protocol's error (`cache_dir::Error`), which [`KernelStore::trim`],
-/// [`KernelStore::stats`] and [`KernelStore::check_adoptable`] return.
+/// The directory protocol's error (`cache_dir::Error`), which [`KernelStore::create`],
+/// [`KernelStore::trim`], [`KernelStore::stats`] and [`KernelStore::check_adoptable`]
+/// return.
 pub use cache_dir::Error as DirError;
 pub use counters::Counters;
 #[cfg(feature = "redis")]
@@ -248,8 +262,11 @@ impl KernelStore {
     /// group-writable: refused.
     ///
     /// # Errors
-    /// [`cache_dir::Error::NotPrivate`] if the directory is owned by another user or
-    /// writable by group or others, or the I/O error.
+    /// [`DirError::NotPrivate`] if the directory is owned by another user or writable by
+    /// group or others; the directory protocol's refusal of an existing directory that is
+    /// not this store's: [`DirError::NewerRegime`] or [`DirError::MalformedStamp`] for its
+    /// regime stamp (another store's directory), [`DirError::Unadopted`] for one without a
+    /// stamp holding files named like the store's; or the I/O error.
     pub fn create(&self) -> Result<(), cache_dir::Error> {
         let dir = self.dir();
         if let Some(parent) = dir.parent() {
@@ -297,9 +314,12 @@ impl KernelStore {
     }
 
     /// Looks up `key` saved under backend `identity`: the verified program and the symbol
-    /// to find the kernel by, or why not. Marks the blob used (LRU) on a hit; removes a
-    /// corrupt blob or a dangling entry. Reports to [`record`]ers and counts in the
-    /// store's counters like a resolve's lookup.
+    /// to find the kernel by, or why not. `identity` is the backend's
+    /// [`PersistentBackend::identity`], the one a resolve saves and looks programs up
+    /// under: under another string, a program a resolve saved is not found
+    /// ([`MissReason::NoEntry`]). Marks the blob used (LRU) on a hit; removes a corrupt
+    /// blob or a dangling entry. Reports to [`record`]ers and counts in the store's
+    /// counters like a resolve's lookup.
     pub fn probe(&self, identity: &str, key: &str) -> Result<(SavedProgram, String), MissReason> {
         self.probe_host(identity, key, None)
     }
