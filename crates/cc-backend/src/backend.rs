@@ -304,6 +304,34 @@ impl CcBackend {
     /// its `--version`, the base flags, its reproducible-compile rule and the settings
     /// of [`COMPILER_INPUT_ENV`] it found (see [`CcBackend`]). Put it in every key (see
     /// [`kernel_cache::kernel_key`]) so kernels compiled by another compiler never hit.
+    ///
+    /// It is not the identity the kernel store files programs under: that is
+    /// [`PersistentBackend::identity`](kernel_cache::PersistentBackend::identity) (this
+    /// one, the target and [`SAVED_FORMAT`](crate::SAVED_FORMAT)), the one to give
+    /// [`KernelStore::probe`](kernel_cache::store::KernelStore::probe).
+    ///
+    /// ```
+    /// use cc_backend::{CcBackend, Elem, Extent, Signature, Source};
+    /// use kernel_cache::store::{KernelStore, MissReason};
+    /// use kernel_cache::{KernelCache, Names, PersistentBackend, resolve_with_store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let backend = CcBackend::new()?;
+    /// let store = KernelStore::new(dir.path().join("kernels"));
+    /// let signature = Signature::new()
+    ///     .buffer_mut("y", Elem::F32, Extent::of("n"))
+    ///     .scalar("n", Elem::I32);
+    /// let text = "void zero(float *y, int n) { for (int i = 0; i < n; ++i) y[i] = 0; }";
+    /// let source = Source::new(text, signature);
+    /// let batch = [source.batch_kernel("zero", &Names::new(), vec![], backend.identity())];
+    /// resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &backend)?;
+    /// // The key holds `backend.identity()`; the store files the program under the other.
+    /// let saved = store.probe(&PersistentBackend::identity(&backend), &batch[0].key);
+    /// assert_eq!(saved.map(|(_, symbol)| symbol), Ok("zero".to_string()));
+    /// let wrong = store.probe(backend.identity(), &batch[0].key);
+    /// assert_eq!(wrong.err(), Some(MissReason::NoEntry));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn identity(&self) -> &str {
         &self.identity
     }
