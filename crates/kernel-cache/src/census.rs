@@ -3,6 +3,59 @@
 use std::cell::RefCell;
 
 /// What the resolves inside a [`with_census`] scope did.
+///
+/// A kernel of a batch counts in at most one of `kernels_reused`, `kernels_compiled` and
+/// `kernels_loaded`: in the first when a lookup answered it, in another when it was the
+/// representative of its key, and in none when it is a twin (the same key later in the
+/// batch) of a representative the same resolve compiled or loaded. So the three sum to
+/// the batch's length less those twins.
+///
+/// ```
+/// use std::convert::Infallible;
+/// use kernel_cache::store::KernelStore;
+/// use kernel_cache::{
+///     resolve_with_store, with_census, Backend, BatchKernel, Compiled, Group, KernelCache,
+///     PersistentBackend, SavedProgram,
+/// };
+///
+/// /// A toy backend whose program is its symbols, saved as they are.
+/// struct Symbols;
+/// impl Backend for Symbols {
+///     type Source = ();
+///     type Program = Vec<String>;
+///     type Error = Infallible;
+///     fn compile_group(&self, g: &Group<'_, ()>) -> Result<Compiled<Vec<String>>, Infallible> {
+///         let program = g.kernels.iter().map(|k| k.symbol.clone()).collect();
+///         Ok(Compiled { program, weight: 1 })
+///     }
+/// }
+/// impl PersistentBackend for Symbols {
+///     fn identity(&self) -> String { "symbols 1".into() }
+///     fn save(&self, p: &Vec<String>) -> Result<SavedProgram, Infallible> {
+///         Ok(SavedProgram { bytes: b"symbols".to_vec(), symbols: p.clone() })
+///     }
+///     fn load(&self, saved: &SavedProgram) -> Result<Compiled<Vec<String>>, Infallible> {
+///         Ok(Compiled { program: saved.symbols.clone(), weight: 1 })
+///     }
+/// }
+/// let kernel = |key: &str, symbol: &str| BatchKernel {
+///     key: key.to_string(), options: vec![], symbol: symbol.to_string(), source: (),
+/// };
+/// let batch = [kernel("k1", "a"), kernel("k1", "b"), kernel("k2", "c")]; // `b`: `a`'s twin
+/// let dir = tempfile::tempdir()?;
+/// let store = KernelStore::new(dir.path().join("kernels"));
+/// let count = |cache, batch: &[_]| {
+///     let (answers, c) = with_census(|| resolve_with_store(cache, Some(&store), batch, &Symbols));
+///     answers.map(|_| (c.kernels_compiled, c.kernels_loaded, c.kernels_reused))
+/// };
+/// let cache = KernelCache::new(1 << 20);
+/// assert_eq!(count(&cache, &batch)?, (2, 0, 0)); // `b` counts in none
+/// // Resolved again, each kernel is answered by its own lookup, `b` too.
+/// assert_eq!(count(&cache, &batch)?, (0, 0, 3));
+/// // Another process (a fresh cache) loads the two programs' kernels; `b` counts in none.
+/// assert_eq!(count(&KernelCache::new(1 << 20), &batch)?, (0, 2, 0));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Census {
     /// Kernels the cache's lookups answered (twins sharing a compiled representative
