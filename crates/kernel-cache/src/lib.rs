@@ -49,6 +49,48 @@
 //! assert!(again[0].same_program(&answers[0]));
 //! assert_eq!(cache.stats().hits, 1);
 //! ```
+//!
+//! # Threads
+//!
+//! A cache is shared by reference (it is an `Arc`) and looked up from any number of
+//! threads at once, but compiles into one cache do not overlap: a resolve that misses
+//! holds the cache's compile lock while it compiles (and, with a kernel store, loads and
+//! saves), so resolves from several threads, each with its own misses, compile one after
+//! the other. A search that renders candidates on several threads compiles them in
+//! parallel by handing their kernels to one [`resolve_split`] (which cuts a batch into
+//! programs compiled at once), not by resolving from each thread.
+//!
+//! ```
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::{convert::Infallible, thread, time::Duration};
+//! use kernel_cache::{resolve, Backend, BatchKernel, Compiled, Group, KernelCache};
+//!
+//! /// A slow toy backend that records how many of its compiles ran at once.
+//! #[derive(Default)]
+//! struct Slow { running: AtomicUsize, most: AtomicUsize }
+//! impl Backend for Slow {
+//!     type Source = ();
+//!     type Program = ();
+//!     type Error = Infallible;
+//!     fn compile_group(&self, _: &Group<'_, ()>) -> Result<Compiled<()>, Infallible> {
+//!         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+//!         self.most.fetch_max(now, Ordering::SeqCst);
+//!         thread::sleep(Duration::from_millis(50));
+//!         self.running.fetch_sub(1, Ordering::SeqCst);
+//!         Ok(Compiled { program: (), weight: 1 })
+//!     }
+//! }
+//! let (cache, backend) = (KernelCache::new(1 << 20), Slow::default());
+//! thread::scope(|s| {
+//!     for key in ["k1", "k2", "k3"] {
+//!         let (cache, backend) = (&cache, &backend);
+//!         let kernel = BatchKernel { key: key.into(), options: vec![], symbol: key.into(), source: () };
+//!         let batch = [kernel];
+//!         s.spawn(move || resolve(cache, &batch, backend).unwrap());
+//!     }
+//! });
+//! assert_eq!(backend.most.load(Ordering::SeqCst), 1); // three compiles, one at a time
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
