@@ -270,6 +270,51 @@ impl StoreOutcome {
 /// [`Limits::codegen_tag`] (and the worker pool in [`Limits::worker_pool_tag`]). A hit is
 /// still replayed only on code of the stored digest, so what another regime costs is a
 /// schedule tuned for other conditions, never one for other code.
+///
+/// **Rendering with the reference renderer.** [`render`](crate::render::render) reads its
+/// settings (`large_models`, `buffer_aliasing`, `debug_log_from_routines`) through a
+/// [`Config`], and the default configuration declares none of them: set there, they would
+/// change the C without changing the key (each read is only logged as undeclared). Give the
+/// cache `Config::new(SettingsRegistry::reference())` (with your values) and render with
+/// [`config`](ScheduleCache::config): then every setting the renderer reads enters the
+/// codegen component. [`digest_completeness`](crate::config::digest_completeness) checks
+/// that in a test.
+///
+/// ```
+/// use schedule_cache::config::{digest_completeness, Config, SettingsRegistry};
+/// use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+/// use schedule_cache::render::{render, signature_of, Naming};
+/// use schedule_cache::schedule::ReferenceLanguage;
+/// use schedule_cache::store::CacheStore;
+/// use schedule_cache::{ScheduleCache, TimingIdentity};
+///
+/// let tmp = tempfile::tempdir()?;
+/// let i = Symbol::fresh("i");
+/// let y = TensorNode::new("y", &[64], Precision::F32);
+/// let body = vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(1.0))];
+/// let code = Code::new(vec![Stmt::for_(&i, 0, 64, body)]);
+/// let cache = |config: Config| {
+///     ScheduleCache::new(ReferenceLanguage, "cc", CacheStore::disk(tmp.path()))
+///         .with_timing(TimingIdentity { device: "x86_64 avx2".into(), toolchain: None })
+///         .with_config(config)
+/// };
+/// let params = signature_of(&code, &[]);
+/// let c_text = |config: &Config| render(&code, "k", &params, Naming::Minted, config);
+///
+/// // The default registry: 64-bit indices change the C but not the key.
+/// let default = || Config::new(SettingsRegistry::new());
+/// let (narrow, wide) = (cache(default()), cache(default().with("large_models", "true")));
+/// assert!(digest_completeness(wide.config(), c_text).is_err()); // undeclared reads
+/// assert!(c_text(wide.config())?.text.contains("int64_t"));
+/// assert_eq!(narrow.key(&code)?, wide.key(&code)?);
+///
+/// // The reference registry: every setting the renderer reads is in the key.
+/// let reference = || Config::new(SettingsRegistry::reference());
+/// let (narrow, wide) = (cache(reference()), cache(reference().with("large_models", "true")));
+/// assert!(digest_completeness(wide.config(), c_text)?.is_ok());
+/// assert_ne!(narrow.key(&code)?, wide.key(&code)?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct ScheduleCache<L, S = CacheStore> {
     lang: L,
     backend: String,
