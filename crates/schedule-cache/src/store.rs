@@ -216,7 +216,10 @@ impl CacheStore {
     /// Give it a directory of its own: a directory without a regime stamp that holds a file
     /// named like an entry of any version (`*.ron`, `*.placement.ron`, `*.keys` over
     /// `[A-Za-z0-9_-]` stems, such as `settings.ron`) is refused, nothing in it deleted, as
-    /// docs/disk-format.md's cache-open says.
+    /// docs/disk-format.md's cache-open says. Nor is the directory of another kcache store
+    /// one (kernel-cache's kernel store): each store stamps its directory with a regime of
+    /// its own, and the kernel store refuses a directory this store has stamped. A kernel
+    /// store in a subdirectory (`<dir>/kernels`) is fine.
     pub fn disk(dir: impl Into<std::path::PathBuf>) -> CacheStore {
         CacheStore::Disk(DiskCache::new(dir))
     }
