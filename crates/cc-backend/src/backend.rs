@@ -275,6 +275,14 @@ impl CcBackend {
                 identity.push_str(&format!("\nenv {name}={:?}", value));
             }
         }
+        // What makes a saved program loadable: the same string is the key's part and the
+        // kernel store's identity, so there is one identity to pass anywhere.
+        identity.push_str(&format!(
+            "\ntarget {}-{}\n{}",
+            std::env::consts::ARCH,
+            std::env::consts::OS,
+            crate::SAVED_FORMAT
+        ));
         Ok(CcBackend {
             identity,
             compiler,
@@ -301,18 +309,20 @@ impl CcBackend {
     }
 
     /// What identifies this backend's output: the compiler command, the first line of
-    /// its `--version`, the base flags, its reproducible-compile rule and the settings
-    /// of [`COMPILER_INPUT_ENV`] it found (see [`CcBackend`]). Put it in every key (see
-    /// [`kernel_cache::kernel_key`]) so kernels compiled by another compiler never hit.
+    /// its `--version`, the base flags, its reproducible-compile rule, the settings of
+    /// [`COMPILER_INPUT_ENV`] it found (see [`CcBackend`]), the target architecture and
+    /// OS, and [`SAVED_FORMAT`](crate::SAVED_FORMAT), one per line in that order. Put it
+    /// in every key (see [`kernel_cache::kernel_key`]) so kernels compiled by another
+    /// compiler never hit.
     ///
-    /// It is not the identity the kernel store files programs under: that is
-    /// [`PersistentBackend::identity`](kernel_cache::PersistentBackend::identity) (this
-    /// one, the target and [`SAVED_FORMAT`](crate::SAVED_FORMAT)), the one to give
+    /// It is also the identity the kernel store files programs under
+    /// ([`PersistentBackend::identity`](kernel_cache::PersistentBackend::identity)
+    /// returns the same string), so it is the one to give
     /// [`KernelStore::probe`](kernel_cache::store::KernelStore::probe).
     ///
     /// ```
     /// use cc_backend::{CcBackend, Elem, Extent, Signature, Source};
-    /// use kernel_cache::store::{KernelStore, MissReason};
+    /// use kernel_cache::store::KernelStore;
     /// use kernel_cache::{KernelCache, Names, PersistentBackend, resolve_with_store};
     ///
     /// let dir = tempfile::tempdir()?;
@@ -325,11 +335,10 @@ impl CcBackend {
     /// let source = Source::new(text, signature);
     /// let batch = [source.batch_kernel("zero", &Names::new(), vec![], backend.identity())];
     /// resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &backend)?;
-    /// // The key holds `backend.identity()`; the store files the program under the other.
-    /// let saved = store.probe(&PersistentBackend::identity(&backend), &batch[0].key);
+    /// // One identity: the key's part is the one the store files the program under.
+    /// assert_eq!(PersistentBackend::identity(&backend), backend.identity());
+    /// let saved = store.probe(backend.identity(), &batch[0].key);
     /// assert_eq!(saved.map(|(_, symbol)| symbol), Ok("zero".to_string()));
-    /// let wrong = store.probe(backend.identity(), &batch[0].key);
-    /// assert_eq!(wrong.err(), Some(MissReason::NoEntry));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn identity(&self) -> &str {

@@ -10,7 +10,7 @@ use crate::program::CcProgram;
 use crate::signature::{Reader, Signature, put_str};
 
 /// The version of the saved-program layout below; it is part of
-/// [`PersistentBackend::identity`], so a program saved under another layout is never
+/// [`CcBackend::identity`] (so of every key and of [`PersistentBackend::identity`]), so a program saved under another layout is never
 /// loaded.
 ///
 /// Layout of [`SavedProgram::bytes`]: the magic `kcache-cc-program\0`, a little-endian
@@ -45,15 +45,11 @@ fn invalid(why: &str) -> CcError {
 }
 
 impl PersistentBackend for CcBackend {
-    /// [`CcBackend::identity`] (compiler, version, base flags), the target architecture
-    /// and OS, and [`SAVED_FORMAT`].
+    /// [`CcBackend::identity`]: compiler, version, base flags, compiler-input settings,
+    /// the target architecture and OS, and [`SAVED_FORMAT`] (one string for keys and for
+    /// the store).
     fn identity(&self) -> String {
-        format!(
-            "{}\ntarget {}-{}\n{SAVED_FORMAT}",
-            CcBackend::identity(self),
-            std::env::consts::ARCH,
-            std::env::consts::OS
-        )
+        CcBackend::identity(self).to_owned()
     }
 
     /// Refused ([`CcError::DependencyChanged`]) when a file the compile read (a header)
