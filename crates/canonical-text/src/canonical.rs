@@ -839,6 +839,9 @@ struct Renamer<'a, 'n> {
     /// End of the comment being scanned (its words are renamed like code), if any
     /// is: events before it are the comment's words and trigraph candidates.
     comment_until: usize,
+    /// The scan read the whole text and met none of the bytes [`Masks::gate`] lists nor
+    /// `??`: [`crate::phases::untokenizable`] would refuse nothing.
+    gate_clear: bool,
 }
 
 impl<'a, 'n: 'a> Renamer<'a, 'n> {
@@ -935,6 +938,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             block_end: usize::MAX,
             block_line_start: false,
             comment_until: 0,
+            gate_clear: false,
         }
     }
 
@@ -1219,7 +1223,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         } else if src[pos] == b'?' && trigraph_at(&src[..end], pos) {
             Err(Ambiguous::lexing(pos, "a trigraph"))
         } else if src[pos] == b'$' {
-            // Refused before the scan; here too (see `Self::special`).
+            // Refused by the phases 1-2 gate; here too (see `Self::special`).
             Err(Ambiguous::lexing(pos, crate::phases::DOLLAR))
         } else {
             Ok(pos + 1)
@@ -1261,7 +1265,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 return Err(Ambiguous::lexing(i, DIGIT_SEPARATOR));
             }
             if b == b'$' {
-                // Refused before the scan; here too (see `Self::special`).
+                // Refused by the phases 1-2 gate; here too (see `Self::special`).
                 return Err(Ambiguous::lexing(i, crate::phases::DOLLAR));
             }
             if is_ident_continue(b) {
@@ -1368,8 +1372,8 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 Ok(e)
             }
             b'?' if trigraph_at(src, pos) => Err(Ambiguous::lexing(pos, "a trigraph")),
-            // Refused before the scan outside literals (`phases::untokenizable`); refused
-            // here too, so that the scan never reads one as splitting a name.
+            // Refused outside literals by the phases 1-2 gate (`phases::untokenizable`);
+            // refused here too, so that the scan never reads one as splitting a name.
             b'$' => Err(Ambiguous::lexing(pos, crate::phases::DOLLAR)),
             b'\\' => Err(Ambiguous::lexing(
                 pos,
@@ -1391,6 +1395,10 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         let mut base = 0usize;
         // Whether the byte before `base` continues an identifier.
         let mut carry = 0u64;
+        // The gate's bytes met so far (see `Masks::gate`), and whether the byte before
+        // `base` is a `?`.
+        let mut gated = 0u64;
+        let mut quest_carry = 0u64;
         let first = self.first;
         // A lookup that met collisions ends the scan (at the next block): the kernel is
         // keyed raw.
@@ -1400,7 +1408,12 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 cand,
                 special,
                 space,
+                gate,
+                quest,
             } = block_masks(src, base, &first);
+            // The second `?` of each `??`, this block's first one after the last block's.
+            gated |= gate | (quest & ((quest << 1) | quest_carry));
+            quest_carry = quest >> 63;
             // Starts of runs that may be a name needing a look (a digit begins a
             // number; any other name is kept as written without a look).
             let starts = cand & !((cont << 1) | carry);
@@ -1449,6 +1462,8 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             }
             base += 64;
         }
+        // Every block was read (a lookup that met collisions stops the scan early).
+        self.gate_clear = gated == 0 && base >= n;
         self.out.extend_from_slice(&src[self.chunk_start.min(n)..]);
         Ok(())
     }
@@ -1584,8 +1599,8 @@ impl FirstBytes {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Masks {
     /// Bytes that continue an identifier: letters, digits, `_` and bytes from 0x80.
-    /// (`$` outside literals is refused before the scan, see [`crate::phases`]; here it
-    /// is special, and refused if met.)
+    /// (`$` outside literals is refused by the phases 1-2 gate, see [`crate::phases`];
+    /// here it is special, and refused if met.)
     cont: u64,
     /// Identifier start bytes that may begin a name needing a look (see [`FirstBytes`]).
     cand: u64,
@@ -1595,6 +1610,11 @@ struct Masks {
     special: u64,
     /// White space (` `, `\t`, `\n`, `\v`, `\f`, `\r`: [`B_SPACE`] in [`BEFORE`]).
     space: u64,
+    /// Bytes without which [`crate::phases::untokenizable`] refuses nothing: control
+    /// bytes other than `\t` and `\n` (NUL, `\r`), bytes from 0x80, `\\` and `$`.
+    gate: u64,
+    /// `?` (two in a row may start a trigraph, which the gate also refuses).
+    quest: u64,
 }
 
 /// The [`Masks`] of 64 bytes. On x86-64, SSE2 compares 16 bytes at a time and
@@ -1603,8 +1623,8 @@ struct Masks {
 #[inline(always)]
 fn classify64(block: &[u8; 64], first: &FirstBytes) -> Masks {
     use safe_arch::{
-        add_i8_m128i, bitand_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i, m128i,
-        move_mask_i8_m128i, set_splat_i8_m128i,
+        add_i8_m128i, bitand_m128i, bitandnot_m128i, bitor_m128i, cmp_eq_mask_i8_m128i,
+        cmp_lt_mask_i8_m128i, m128i, move_mask_i8_m128i, set_splat_i8_m128i,
     };
     let splat = |b: u8| set_splat_i8_m128i(b as i8);
     // Bytes in `lo..=hi` (both below 0x80): shifted to the bottom of the signed range.
@@ -1617,6 +1637,7 @@ fn classify64(block: &[u8; 64], first: &FirstBytes) -> Masks {
     let f = first.bytes;
     let all = splat(if first.all { 0xff } else { 0 });
     let (mut cont, mut either, mut space) = (0u64, 0u64, 0u64);
+    let (mut gate, mut quest) = (0u64, 0u64);
     for (k, chunk) in block.chunks_exact(16).enumerate() {
         let mut a = [0u8; 16];
         a.copy_from_slice(chunk);
@@ -1641,9 +1662,17 @@ fn classify64(block: &[u8; 64], first: &FirstBytes) -> Masks {
         );
         // White space: ` `, and `\t` `\n` `\v` `\f` `\r`.
         let is_space = bitor_m128i(in_range(v, 0x09, 0x0d), eq(v, b' '));
+        // Below 0x20 as signed bytes: the control bytes and the bytes from 0x80.
+        let low_or_high = cmp_lt_mask_i8_m128i(v, splat(0x20));
+        let is_gate = bitor_m128i(
+            bitandnot_m128i(bitor_m128i(eq(v, b'\t'), eq(v, b'\n')), low_or_high),
+            bitor_m128i(eq(v, b'\\'), eq(v, b'$')),
+        );
         cont |= bits(is_cont) << (16 * k);
         either |= bits(bitor_m128i(is_cand, is_special)) << (16 * k);
         space |= bits(is_space) << (16 * k);
+        gate |= bits(is_gate) << (16 * k);
+        quest |= bits(eq(v, b'?')) << (16 * k);
     }
     // No special byte continues an identifier, and candidates do: one mask tells both.
     Masks {
@@ -1651,6 +1680,8 @@ fn classify64(block: &[u8; 64], first: &FirstBytes) -> Masks {
         cand: either & cont,
         special: either & !cont,
         space,
+        gate,
+        quest,
     }
 }
 
@@ -1663,6 +1694,8 @@ fn classify64_portable(block: &[u8; 64], first: &FirstBytes) -> Masks {
     let mut space = [0u8; 64];
     let mut cont = [0u8; 64];
     let mut either = [0u8; 64];
+    let mut gate = [0u8; 64];
+    let mut quest = [0u8; 64];
     for i in 0..64 {
         let b = block[i];
         let l = b | 0x20;
@@ -1680,6 +1713,10 @@ fn classify64_portable(block: &[u8; 64], first: &FirstBytes) -> Masks {
         } else {
             0
         };
+        let is_gate =
+            ((b < 0x20) & (b != b'\t') & (b != b'\n')) | (b >= 0x80) | (b == b'\\') | (b == b'$');
+        gate[i] = if is_gate { 0x80 } else { 0 };
+        quest[i] = if b == b'?' { 0x80 } else { 0 };
     }
     let space = gather_high_bits(&space);
     // No special byte continues an identifier, and candidates do: two gathers tell all
@@ -1691,6 +1728,8 @@ fn classify64_portable(block: &[u8; 64], first: &FirstBytes) -> Masks {
         cand: either & cont,
         special: either & !cont,
         space,
+        gate: gather_high_bits(&gate),
+        quest: gather_high_bits(&quest),
     }
 }
 
@@ -1885,8 +1924,24 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
     let prepared = Prepared::new(names);
     let bound_ok = prepared.refusal.is_none();
 
-    // Phases 1-2 and the spelling observers first, over the whole text.
-    if let Some((offset, what)) = crate::phases::untokenizable(src) {
+    let own = kernel_name.map(str::as_bytes);
+    let token = kernel_name.map(kernel_token);
+    let token_bytes = token.map(str::as_bytes).unwrap_or_default();
+    let token_len = token.map(str::len);
+
+    // The scan runs on any text (it never panics and always ends), and its result
+    // counts only once the text passed the gates below, in their order: phases 1-2, then
+    // the spelling observers, both over the whole text. The scan also tells whether the
+    // text holds any byte phases 1-2 may refuse (`Masks::gate`); when it holds none, the
+    // first gate's full search is skipped, since it could only answer `None`.
+    let mut r = Renamer::new(src, &prepared, bound_ok, own, token_bytes, &[]);
+    let mut outcome = r.run();
+    if outcome.is_ok() && r.redo && r.collisions.is_none() {
+        (r, outcome) = redo(r, src, &prepared, bound_ok, own, token_bytes);
+    }
+    if !r.gate_clear
+        && let Some((offset, what)) = crate::phases::untokenizable(src)
+    {
         let refusal = Refusal::AmbiguousLexing { offset, what };
         return refused(src, kernel_name, &prepared, refusal);
     }
@@ -1897,17 +1952,6 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
     ) {
         let refusal = Refusal::SpellingObserved { offset, what };
         return refused(src, kernel_name, &prepared, refusal);
-    }
-
-    let own = kernel_name.map(str::as_bytes);
-    let token = kernel_name.map(kernel_token);
-    let token_bytes = token.map(str::as_bytes).unwrap_or_default();
-    let token_len = token.map(str::len);
-
-    let mut r = Renamer::new(src, &prepared, bound_ok, own, token_bytes, &[]);
-    let mut outcome = r.run();
-    if outcome.is_ok() && r.redo && r.collisions.is_none() {
-        (r, outcome) = redo(r, src, &prepared, bound_ok, own, token_bytes);
     }
     if let (Ok(()), Some(offset)) = (&outcome, r.collisions) {
         let refusal = Refusal::NameCollisions { offset };
@@ -2603,6 +2647,70 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Whether `src` holds none of the bytes [`Masks::gate`] lists and no `??`, read byte
+    /// by byte.
+    fn gate_clear_naive(src: &[u8]) -> bool {
+        src.iter().all(|&b| {
+            !(b < 0x20 && b != b'\t' && b != b'\n') && b < 0x80 && b != b'\\' && b != b'$'
+        }) && !src.windows(2).any(|w| w == b"??")
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        /// The scan skips the phases 1-2 gate's search only where that search finds
+        /// nothing: the scan's gate (block masks) says "clear" exactly when a byte-by-byte
+        /// reading does, and a clear text is one the gate accepts. Texts of every byte
+        /// class, long enough to cross blocks (a `??` split across two).
+        #[test]
+        fn the_scan_skips_the_gate_only_where_the_gate_refuses_nothing(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    8 => proptest::sample::select(
+                        b"iv_nx09 \t\n\r\x0b\x0c\0\x01\x1f\x7f?=/'\"()!<>-*#%[]\\$.:\x80\xa0\xc2\xff".to_vec()
+                    ),
+                    1 => proptest::prelude::any::<u8>(),
+                ],
+                0..200,
+            )
+        ) {
+            let clear = gate_clear_naive(&bytes);
+            if clear {
+                proptest::prop_assert_eq!(crate::phases::untokenizable(&bytes), None);
+            }
+            let names = Names::new();
+            let prepared = Prepared::new(&names);
+            let mut r = Renamer::new(&bytes, &prepared, true, None, b"", &[]);
+            let outcome = r.run();
+            if outcome.is_ok() && r.collisions.is_none() {
+                proptest::prop_assert_eq!(r.gate_clear, clear);
+            } else {
+                proptest::prop_assert!(!r.gate_clear);
+            }
+        }
+    }
+
+    #[test]
+    fn the_scan_sees_a_double_question_mark_split_across_blocks() {
+        for at in [0, 1, 62, 63, 64, 126, 127] {
+            let mut text = vec![b' '; 200];
+            text[at] = b'?';
+            text[at + 1] = b'?';
+            let names = Names::new();
+            let prepared = Prepared::new(&names);
+            let mut r = Renamer::new(&text, &prepared, true, None, b"", &[]);
+            assert!(r.run().is_ok(), "{at}");
+            assert!(!r.gate_clear, "{at}");
+            // With `=` after it, a trigraph: refused wherever it stands.
+            text[at + 2] = b'=';
+            let c = canonical_kernel(std::str::from_utf8(&text).unwrap(), None, &names);
+            assert!(
+                matches!(c.refusals(), [Refusal::AmbiguousLexing { offset, .. }] if *offset == at),
+                "{at}: {:?}",
+                c.refusals()
+            );
         }
     }
 

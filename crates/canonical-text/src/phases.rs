@@ -2,8 +2,11 @@
 //! to 3 as gcc (gnu17, and every other dialect we accept) performs them, for the text
 //! whose tokenization we model exactly, and a refusal for everything else.
 //!
-//! The [`lexer`](crate::lexer) and the fast renamer both tokenize text *after* this gate
-//! has accepted it, and for accepted text phases 1 and 2 change nothing: there is no
+//! What the [`lexer`](crate::lexer) and the fast renamer make of a text counts only once
+//! this gate has accepted it (the renamer scans first, since its block masks tell whether
+//! the text holds any byte this gate may refuse, and [`untokenizable`] runs only if it
+//! does; it always ends and never panics on a text the gate refuses, and its result is
+//! then dropped). For accepted text phases 1 and 2 change nothing: there is no
 //! line splice (so every token lies on the lines it appears on), no trigraph, no lone
 //! carriage return (so a line ends at `\n` and nowhere else; the `\r` of a CRLF line end
 //! is white space, as gcc reads it), no NUL byte, and no `$` and no byte from 0x80 outside
