@@ -149,6 +149,8 @@ pub struct CcBackend {
     work_dir: PathBuf,
     split: Split,
     identity: String,
+    /// The first line of the compiler's `--version`.
+    version: String,
     programs_compiled: AtomicU64,
     kernels_compiled: AtomicU64,
     /// [`CcBackend::host_target`] per option list, once computed.
@@ -285,6 +287,7 @@ impl CcBackend {
         ));
         Ok(CcBackend {
             identity,
+            version,
             compiler,
             input_env,
             work_dir: std::env::temp_dir(),
@@ -343,6 +346,20 @@ impl CcBackend {
     /// ```
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// The first line of the compiler's `--version` output as the backend found it when
+    /// it was made (for example `cc (Debian 12.2.0-14) 12.2.0`; empty if the compiler
+    /// printed nothing), the line [`identity`](CcBackend::identity) holds. For reports
+    /// and logs; keys take the whole identity.
+    ///
+    /// ```
+    /// let backend = cc_backend::CcBackend::new()?;
+    /// assert!(backend.identity().lines().any(|l| l == backend.compiler_version()));
+    /// # Ok::<(), cc_backend::CcError>(())
+    /// ```
+    pub fn compiler_version(&self) -> &str {
+        &self.version
     }
 
     /// Programs this backend has compiled (successfully or not) so far.

@@ -216,12 +216,10 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         None => CcBackend::new(),
     }
     .map_err(DemoError::NoCompiler)?;
-    let compiler = backend
-        .identity()
-        .lines()
-        .nth(1)
-        .unwrap_or("cc")
-        .to_string();
+    let compiler = match backend.compiler_version() {
+        "" => "cc".to_string(),
+        version => version.to_string(),
+    };
     let cache_dir = normalize(&options.cache_dir);
     let (mut cold_search_candidates, mut cold_search_kernels) = (0, 0);
     for r in &selected {

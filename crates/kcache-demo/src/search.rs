@@ -153,7 +153,7 @@ impl<'t> Session<'t> {
                 routine: "(configuration)".to_string(),
                 source: e,
             })?;
-        let compiler = backend.identity().lines().nth(1).unwrap_or("").to_string();
+        let compiler = backend.compiler_version().to_string();
         let limits = Limits {
             codegen_tag: format!(
                 "{}\n{RENDERER_VERSION}\n{}",
