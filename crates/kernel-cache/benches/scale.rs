@@ -7,7 +7,7 @@
 //! - `kernel_cache_memory_per_entry_1m`: live heap bytes per entry of a cache holding one
 //!   million entries published in groups of eight, against a plain
 //!   `HashMap<String, Resolved<_>>` holding the same keys and values (counted by this
-//!   binary's global allocator: every byte requested and not yet freed);
+//!   binary's global allocator, `cap::Cap`: every byte requested and not yet freed);
 //! - `kernel_cache_all_hit_growth_1k_to_1m`: an all-hit resolve of 1,000 kernels (spread
 //!   over the whole cache, resolved again and again) with one million entries in the
 //!   cache, against one thousand; peer `dashmap_get_growth_1k_to_1m`;
@@ -25,64 +25,20 @@
 //! `cargo test --all-targets` runs it) it runs once at small sizes and checks the cache
 //! answers what it holds.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::System;
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use cap::Cap;
 use dashmap::DashMap;
 use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Resolved, resolve};
 
-/// The system allocator, counting the bytes requested and not yet freed.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every method forwards its arguments unchanged to `System`, so each call meets
-// `System`'s contract exactly when the caller meets `GlobalAlloc`'s; the counter is
-// plain arithmetic on the sizes and never touches memory.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged (see the impl).
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged (see the impl).
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged (see the impl).
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded unchanged (see the impl).
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_add(new_size, Ordering::Relaxed);
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-}
-
+/// The system allocator, counting the bytes requested and not yet freed (no limit).
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: Cap<System> = Cap::new(System, usize::MAX);
 
 /// A compiled program stand-in: the scale figures measure the cache, which never looks
 /// inside a program.
@@ -221,18 +177,18 @@ impl Figure {
 
 /// Live heap bytes per entry of a kernel cache and of a plain map holding the same.
 fn memory(n: usize) -> Figure {
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = GLOBAL.allocated();
     let cache = filled(n);
-    let cache_bytes = LIVE.load(Ordering::Relaxed) - before;
+    let cache_bytes = GLOBAL.allocated() - before;
     assert_eq!(cache.len(), n);
     drop(cache);
 
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = GLOBAL.allocated();
     let mut plain: HashMap<String, Resolved<Program>> = HashMap::new();
     for g in 0..n / GROUP {
         plain.extend(group_entries(g));
     }
-    let plain_bytes = LIVE.load(Ordering::Relaxed) - before;
+    let plain_bytes = GLOBAL.allocated() - before;
     assert_eq!(plain.len(), n);
     drop(plain);
 

@@ -2,69 +2,26 @@
 //!
 //! - `memo_memory_per_entry_1m`: bytes allocated per entry by a [`Table<Key, u64>`] holding
 //!   one million entries, against a plain `std::collections::HashMap<Key, u64>` holding the
-//!   same (counted by a global allocator that tallies live bytes);
+//!   same (counted by a global allocator that tallies live bytes, `cap::Cap`);
 //! - `memo_two_threads_throughput`: hits per second of two threads on one table of a million
 //!   entries, against one thread on the same table (2 would be perfect scaling; the figure
 //!   is a throughput ratio, so higher is better).
 //!
 //! With `--bench` it prints `FIGURE <name> <subject> <baseline>` lines; without (as
 //! `cargo xtask test` runs it) it runs the same code on ten thousand entries and checks it.
-#![allow(unsafe_code)] // the counting allocator below, and nothing else
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::System;
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Barrier;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use cap::Cap;
 use memo_cache::{Key, Table, with_cache};
 
-/// The system allocator, counting the bytes live.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so the
-// `GlobalAlloc` contract holds as it does for `System`; the counting touches only an atomic.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller upholds `alloc`'s contract, which `System.alloc` shares.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as for `alloc`.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by this allocator (so by `System`) with `layout`.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: `ptr` was allocated by `System` with `layout`; the caller upholds the rest.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_add(new_size, Ordering::Relaxed);
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-}
-
+/// The system allocator, counting the bytes live (no limit).
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: Cap<System> = Cap::new(System, usize::MAX);
 
 fn keys(n: usize) -> Vec<Key> {
     (0..n as u64)
@@ -75,22 +32,22 @@ fn keys(n: usize) -> Vec<Key> {
 /// Bytes per entry of a table and of a plain map holding `keys`.
 fn memory_per_entry(keys: &[Key]) -> (f64, f64) {
     let n = keys.len() as f64;
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = ALLOCATOR.allocated();
     let table_bytes = with_cache(true, |table: Option<&Table<Key, u64>>| {
         let Some(table) = table else { return 0 };
         for (i, k) in keys.iter().enumerate() {
             table.get_or_put(*k, || i as u64);
         }
         assert_eq!(table.len(), keys.len());
-        LIVE.load(Ordering::Relaxed).saturating_sub(before)
+        ALLOCATOR.allocated().saturating_sub(before)
     });
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = ALLOCATOR.allocated();
     let mut map: HashMap<Key, u64> = HashMap::new();
     for (i, k) in keys.iter().enumerate() {
         map.insert(*k, i as u64);
     }
     assert_eq!(map.len(), keys.len());
-    let map_bytes = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+    let map_bytes = ALLOCATOR.allocated().saturating_sub(before);
     drop(black_box(map));
     (table_bytes as f64 / n, map_bytes as f64 / n)
 }
