@@ -49,18 +49,28 @@ fn cfg() -> Config {
     Config::new(SettingsRegistry::reference())
 }
 
+/// The inputs the tests key under: backend `cc`, the objective the configuration gives, no
+/// schedule format. A test that changes one says so: `KeyInputs { field, ..key_inputs(…) }`.
+fn key_inputs<'a>(
+    config: &'a Config,
+    limits: &'a Limits,
+    timing_identity: Option<&'a TimingIdentity>,
+) -> KeyInputs<'a> {
+    KeyInputs {
+        backend: "cc",
+        config,
+        limits,
+        timing_identity,
+        objective: None,
+        schedule_format: "",
+    }
+}
+
 #[test]
 fn key_is_the_listed_components_in_order() {
     let (c, l, d) = (cfg(), limits(), device());
     let id = code(16);
-    let inputs = KeyInputs {
-        backend: "cc",
-        config: &c,
-        limits: &l,
-        timing_identity: Some(&d),
-        objective: None,
-        schedule_format: "",
-    };
+    let inputs = key_inputs(&c, &l, Some(&d));
     let parts = key_parts(&id, &inputs).unwrap();
     let names: Vec<_> = parts.parts.iter().map(|(c, _)| c.name()).collect();
     assert_eq!(
@@ -96,14 +106,7 @@ fn key_is_the_listed_components_in_order() {
 #[test]
 fn no_timing_identity_means_no_key() {
     let (c, l) = (cfg(), limits());
-    let inputs = KeyInputs {
-        backend: "cc",
-        config: &c,
-        limits: &l,
-        timing_identity: None,
-        objective: None,
-        schedule_format: "",
-    };
+    let inputs = key_inputs(&c, &l, None);
     assert_eq!(cache_key(&code(16), &inputs), None);
     assert!(key_parts(&code(16), &inputs).is_none());
 }
@@ -112,14 +115,7 @@ fn no_timing_identity_means_no_key() {
 fn each_component_separates_its_regime_and_only_its_part() {
     let (c, l, d) = (cfg(), limits(), device());
     let id = code(16);
-    let base = KeyInputs {
-        backend: "cc",
-        config: &c,
-        limits: &l,
-        timing_identity: Some(&d),
-        objective: None,
-        schedule_format: "",
-    };
+    let base = key_inputs(&c, &l, Some(&d));
     let p0 = key_parts(&id, &base).unwrap();
 
     let other_code = code(8);
@@ -285,30 +281,14 @@ fn keying_consults_only_declared_settings() {
         .with("large_models", "1");
     let (l, d) = (limits(), device());
     let id = code(16);
-    let key = digest_completeness(&c, |c| {
-        cache_key(
-            &id,
-            &KeyInputs {
-                backend: "cc",
-                config: c,
-                limits: &l,
-                timing_identity: Some(&d),
-                objective: None,
-                schedule_format: "",
-            },
-        )
-    })
-    .expect("every consulted setting is declared");
+    let key = digest_completeness(&c, |c| cache_key(&id, &key_inputs(c, &l, Some(&d))))
+        .expect("every consulted setting is declared");
     // The configured objective is the one an explicit `queued` gives.
     let explicit = cache_key(
         &id,
         &KeyInputs {
-            backend: "cc",
-            config: &cfg().with("large_models", "1"),
-            limits: &l,
-            timing_identity: Some(&d),
             objective: Some("queued"),
-            schedule_format: "",
+            ..key_inputs(&cfg().with("large_models", "1"), &l, Some(&d))
         },
     );
     assert_eq!(key, explicit);
@@ -379,14 +359,7 @@ fn schedule_entries_round_trip_and_check_their_digest() {
         &s.ops,
     )
     .unwrap();
-    let inputs = KeyInputs {
-        backend: "cc",
-        config: &c,
-        limits: &l,
-        timing_identity: Some(&d),
-        objective: None,
-        schedule_format: "",
-    };
+    let inputs = key_inputs(&c, &l, Some(&d));
     let parts = key_parts(&id, &inputs).unwrap();
     let entry =
         ScheduleEntry::new(&id, parts, saved.clone(), vec![1.5e-6, 1.25e-6], Some(3e-6)).unwrap();
@@ -449,18 +422,7 @@ fn wide_registry() -> SettingsRegistry {
 
 fn key_under(c: &Config) -> schedule_cache::KeyParts {
     let (l, d) = (limits(), device());
-    key_parts(
-        &code(16),
-        &KeyInputs {
-            backend: "cc",
-            config: c,
-            limits: &l,
-            timing_identity: Some(&d),
-            objective: None,
-            schedule_format: "",
-        },
-    )
-    .unwrap()
+    key_parts(&code(16), &key_inputs(c, &l, Some(&d))).unwrap()
 }
 
 /// Regression (issue 12): the extra timing settings were hashed as `\0unset` when unset, so a
@@ -488,12 +450,8 @@ fn a_value_that_mimicked_unset_now_differs() {
 fn the_schedule_format_separates_entries() {
     let (c, l, d) = (cfg(), limits(), device());
     let inputs = |f| KeyInputs {
-        backend: "cc",
-        config: &c,
-        limits: &l,
-        timing_identity: Some(&d),
-        objective: None,
         schedule_format: f,
+        ..key_inputs(&c, &l, Some(&d))
     };
     let a = key_parts(&code(16), &inputs("ops-1")).unwrap();
     let b = key_parts(&code(16), &inputs("ops-2")).unwrap();
@@ -565,10 +523,9 @@ proptest! {
             TimingIdentity { device: "dev".into(), toolchain: tc1.clone() },
             TimingIdentity { device: "dev".into(), toolchain: tc2.clone() },
         );
-        let parts = |l: &Limits, d: &TimingIdentity| key_parts(&code(4), &KeyInputs {
-            backend: "cc", config: &c, limits: l, timing_identity: Some(d),
-            objective: None, schedule_format: "",
-        }).unwrap();
+        let parts = |l: &Limits, d: &TimingIdentity| {
+            key_parts(&code(4), &key_inputs(&c, l, Some(d))).unwrap()
+        };
         let (p1, p2) = (parts(&l1, &d1), parts(&l2, &d2));
         prop_assert_eq!(
             p1.get(KeyComponent::Codegen) == p2.get(KeyComponent::Codegen),
