@@ -16,10 +16,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome, record};
+use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome, StoreEvent, record};
 use kernel_cache::{
-    Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
-    resolve_with_store, with_census,
+    Backend, BatchKernel, Census, Compiled, Error, Group, KernelCache, PersistentBackend, Resolved,
+    SavedProgram, resolve_with_store, with_census,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -334,7 +334,33 @@ fn only_blob(dir: &Path) -> PathBuf {
     blobs[0].clone()
 }
 
-fn misses(events: &[kernel_cache::store::StoreEvent]) -> Vec<MissReason> {
+/// Saves the programs of `b` to `store`: a resolve with an empty cache and a fresh backend.
+fn save(store: &KernelStore, b: &[BatchKernel<String>]) {
+    resolve_with_store(
+        &KernelCache::new(1 << 20),
+        Some(store),
+        b,
+        &FileBackend::new(),
+    )
+    .expect("first");
+}
+
+/// What a resolve answers.
+type Answers = Result<Vec<Resolved<FileProgram>>, Error<FileError>>;
+
+/// Resolves `b` with an empty cache over `store`, as a new process would: its answers and
+/// census, and the store's events.
+fn recorded(
+    store: &KernelStore,
+    b: &[BatchKernel<String>],
+    backend: &FileBackend,
+) -> ((Answers, Census), Vec<StoreEvent>) {
+    record(|| {
+        with_census(|| resolve_with_store(&KernelCache::new(1 << 20), Some(store), b, backend))
+    })
+}
+
+fn misses(events: &[StoreEvent]) -> Vec<MissReason> {
     events
         .iter()
         .filter_map(|e| match &e.outcome {
@@ -349,9 +375,8 @@ fn a_corrupted_or_truncated_blob_is_a_miss_and_is_removed() {
     for damage in ["flip", "truncate", "empty"] {
         let tmp = tempfile::tempdir().expect("tmp");
         let store = KernelStore::new(tmp.path().join("kernels"));
-        let backend = FileBackend::new();
         let b = batch(0, 3, "k");
-        resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend).expect("first");
+        save(&store, &b);
         let blob = only_blob(store.dir());
         let mut bytes = fs::read(&blob).expect("read");
         match damage {
@@ -363,11 +388,7 @@ fn a_corrupted_or_truncated_blob_is_a_miss_and_is_removed() {
             _ => bytes.clear(),
         }
         fs::write(&blob, &bytes).expect("damage");
-        let ((answers, census), events) = record(|| {
-            with_census(|| {
-                resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend)
-            })
-        });
+        let ((answers, census), events) = recorded(&store, &b, &FileBackend::new());
         answers.expect("resolve");
         assert_eq!(census.kernels_loaded, 0, "{damage}");
         assert_eq!(census.kernels_compiled, 3, "{damage}");
@@ -385,19 +406,11 @@ fn a_blob_the_backend_cannot_load_is_a_miss_counted_as_one_and_removed() {
     let tmp = tempfile::tempdir().expect("tmp");
     let store = KernelStore::new(tmp.path().join("kernels"));
     let b = batch(0, 2, "k");
-    resolve_with_store(
-        &KernelCache::new(1 << 20),
-        Some(&store),
-        &b,
-        &FileBackend::new(),
-    )
-    .expect("first");
+    save(&store, &b);
     let before = store.stats().expect("stats").counters;
     let mut refusing = FileBackend::new();
     refusing.refuse_loads = true;
-    let ((out, census), events) = record(|| {
-        with_census(|| resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &refusing))
-    });
+    let ((out, census), events) = recorded(&store, &b, &refusing);
     out.expect("a load failure is a miss, never a failed resolve");
     assert_eq!((census.kernels_loaded, census.kernels_compiled), (0, 2));
     let why = misses(&events);
@@ -421,14 +434,11 @@ fn a_blob_the_backend_cannot_load_is_a_miss_counted_as_one_and_removed() {
 fn a_blob_or_directory_others_could_write_is_refused() {
     let tmp = tempfile::tempdir().expect("tmp");
     let store = KernelStore::new(tmp.path().join("kernels"));
-    let backend = FileBackend::new();
     let b = batch(0, 2, "k");
-    resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend).expect("first");
+    save(&store, &b);
     let blob = only_blob(store.dir());
     fs::set_permissions(&blob, fs::Permissions::from_mode(0o606)).expect("chmod o+w");
-    let ((answers, census), events) = record(|| {
-        with_census(|| resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend))
-    });
+    let ((answers, census), events) = recorded(&store, &b, &FileBackend::new());
     answers.expect("a refused blob is a miss, never a failed resolve");
     assert_eq!(census.kernels_loaded, 0);
     assert!(
@@ -607,18 +617,8 @@ fn a_dead_compile_lock_holder_blocks_nobody() {
     child.kill().expect("kill");
     child.wait().expect("reap");
     let store = KernelStore::new(&dir).with_compile_wait(Duration::from_secs(60));
-    let backend = FileBackend::new();
     let started = Instant::now();
-    let ((out, census), events) = record(|| {
-        with_census(|| {
-            resolve_with_store(
-                &KernelCache::new(1 << 20),
-                Some(&store),
-                &batch(0, 1, "d"),
-                &backend,
-            )
-        })
-    });
+    let ((out, census), events) = recorded(&store, &batch(0, 1, "d"), &FileBackend::new());
     out.expect("resolve");
     assert_eq!(census.kernels_compiled, 1);
     assert!(
@@ -664,39 +664,28 @@ fn sigkill_during_saves_never_leaves_a_dangling_entry_or_a_bad_blob() {
     // Every entry names a blob that is there and verifies; every blob verifies.
     let store = KernelStore::new(&dir);
     let mut checked = 0;
-    for item in fs::read_dir(&dir).expect("list") {
-        let name = item
-            .expect("item")
-            .file_name()
-            .to_string_lossy()
-            .into_owned();
-        if let Some(digest) = name.strip_prefix("b-") {
-            use sha2::Digest;
-            let bytes = fs::read(dir.join(&name)).expect("blob");
-            assert_eq!(hex::encode(sha2::Sha256::digest(&bytes)), digest);
-            checked += 1;
-        }
+    for name in names(&dir, "b-") {
+        use sha2::Digest;
+        let bytes = fs::read(dir.join(&name)).expect("blob");
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(&bytes)),
+            &name["b-".len()..]
+        );
+        checked += 1;
     }
     assert!(checked > 0);
     let mut entries = 0;
-    for item in fs::read_dir(&dir).expect("list") {
-        let name = item
-            .expect("item")
-            .file_name()
-            .to_string_lossy()
-            .into_owned();
-        if name.starts_with("k-") {
-            let text = fs::read_to_string(dir.join(&name)).expect("entry");
-            let blob = text
-                .lines()
-                .find_map(|l| l.strip_prefix("blob "))
-                .unwrap_or_else(|| panic!("torn entry {name}: {text:?}"));
-            assert!(
-                dir.join(format!("b-{blob}")).is_file(),
-                "{name} points nowhere"
-            );
-            entries += 1;
-        }
+    for name in names(&dir, "k-") {
+        let text = fs::read_to_string(dir.join(&name)).expect("entry");
+        let blob = text
+            .lines()
+            .find_map(|l| l.strip_prefix("blob "))
+            .unwrap_or_else(|| panic!("torn entry {name}: {text:?}"));
+        assert!(
+            dir.join(format!("b-{blob}")).is_file(),
+            "{name} points nowhere"
+        );
+        entries += 1;
     }
     assert!(entries > 0);
     // And a lookup of what is left never meets anything but hits.
@@ -735,13 +724,7 @@ fn no_directory_content_hangs_the_store_or_is_written_through() {
             let tmp = tempfile::tempdir().expect("tmp");
             let store = KernelStore::new(tmp.path().join("kernels"));
             let b = batch(0, 2, "k");
-            resolve_with_store(
-                &KernelCache::new(1 << 20),
-                Some(&store),
-                &b,
-                &FileBackend::new(),
-            )
-            .expect("first");
+            save(&store, &b);
             let path = match target {
                 "stats" | "cache.lock" => store.dir().join(target),
                 _ => named(store.dir(), target),
@@ -823,16 +806,7 @@ fn fast_compiles_and_programs_past_the_limit_are_not_saved() {
             .with_max_bytes(max_bytes)
             .with_min_compile_time(min_time);
         let b = batch(0, 2, "k");
-        let ((out, census), events) = record(|| {
-            with_census(|| {
-                resolve_with_store(
-                    &KernelCache::new(1 << 20),
-                    Some(&store),
-                    &b,
-                    &FileBackend::new(),
-                )
-            })
-        });
+        let ((out, census), events) = recorded(&store, &b, &FileBackend::new());
         out.expect("resolve");
         assert_eq!(census.kernels_compiled, 2, "{what}");
         let why: Vec<NotSaved> = events
@@ -866,11 +840,8 @@ fn a_compile_wait_that_times_out_compiles_the_key_itself() {
     // Give the child time to lock the file it created.
     std::thread::sleep(Duration::from_millis(200));
     let store = KernelStore::new(&dir).with_compile_wait(Duration::from_millis(300));
-    let backend = FileBackend::new();
     let b = batch(0, 1, "w");
-    let ((out, census), events) = record(|| {
-        with_census(|| resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend))
-    });
+    let ((out, census), events) = recorded(&store, &b, &FileBackend::new());
     child.kill().expect("kill");
     child.wait().expect("reap");
     let answers = out.expect("resolve");
@@ -986,11 +957,7 @@ fn a_host_part_the_backend_cannot_tell_compiles_without_the_store() {
         ..FileBackend::on_host(1)
     };
     for _ in 0..2 {
-        let ((out, census), events) = record(|| {
-            with_census(|| {
-                resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &backend)
-            })
-        });
+        let ((out, census), events) = recorded(&store, &b, &backend);
         let answers = out.expect("a host part that cannot be told never fails a resolve");
         for (k, a) in b.iter().zip(&answers) {
             assert_eq!(a.program.kernels.get(&*a.symbol), Some(&k.source));
