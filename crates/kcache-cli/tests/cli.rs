@@ -23,6 +23,13 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Asserts that `o` printed `text` on its standard output, showing what it printed if not.
+#[track_caller]
+fn assert_prints(o: &Output, text: &str) {
+    let out = stdout(o);
+    assert!(out.contains(text), "no {text:?} in:\n{out}");
+}
+
 fn key(rest: &str) -> CacheKey {
     CacheKey::new(&format!("{DIGEST}-{rest}")).expect("key")
 }
@@ -99,7 +106,7 @@ fn verify_reports_each_bad_entry_and_fails() {
     disk::store(tmp.path(), Some(&key("a")), &entry(1)).expect("store");
     let clean = kcache(&["verify", dir]);
     assert!(clean.status.success(), "{clean:?}");
-    assert!(stdout(&clean).contains("verified 1 entries: 0 problem(s)"));
+    assert_prints(&clean, "verified 1 entries: 0 problem(s)");
 
     populated(tmp.path());
     let o = kcache(&["verify", dir]);
@@ -117,11 +124,7 @@ fn verify_reports_each_bad_entry_and_fails() {
 
     fs::write(tmp.path().join(STAMP_FILE), "x").expect("stamp");
     let o = kcache(&["verify", dir]);
-    assert!(
-        stdout(&o).contains("regime.stamp: malformed"),
-        "{}",
-        stdout(&o)
-    );
+    assert_prints(&o, "regime.stamp: malformed");
 }
 
 #[test]
@@ -138,10 +141,13 @@ fn gc_removes_stale_staging_and_old_entries_only() {
     let dir = tmp.path().to_str().expect("utf8");
     let o = kcache(&["gc", dir]);
     assert!(o.status.success(), "{o:?}");
-    assert!(stdout(&o).contains("removed 0 entries (0 bytes) and 1 stale staging artifacts"));
+    assert_prints(
+        &o,
+        "removed 0 entries (0 bytes) and 1 stale staging artifacts",
+    );
     assert!(old.exists());
     let o = kcache(&["gc", dir, "--older-than", "7d"]);
-    assert!(stdout(&o).contains("removed 1 entries"), "{}", stdout(&o));
+    assert_prints(&o, "removed 1 entries");
     assert!(!old.exists());
     assert!(
         tmp.path()
@@ -246,16 +252,22 @@ fn canon_prints_the_library_text_and_key() {
     let src = "void step__seg3(float *n17_w, float *n18_o) {\n  for (int i12 = 0; i12 < 8; ++i12) { n18_o[i12] = n17_w[i12] * 2.0f; }\n}\n";
     let file = tmp.path().join("k.c");
     fs::write(&file, src).expect("write");
-    let o = kcache(&[
-        "canon",
-        file.to_str().expect("utf8"),
-        "--name",
-        "step__seg3",
-        "--bound",
-        "n17_w,n18_o",
-        "--part",
-        "-O3",
-    ]);
+    let file = file.to_str().expect("utf8");
+    // `canon` of the file with the kernel's name, its bound names and a key part, then `more`.
+    let canon = |more: &[&str]| {
+        let args = [
+            "canon",
+            file,
+            "--name",
+            "step__seg3",
+            "--bound",
+            "n17_w,n18_o",
+            "--part",
+            "-O3",
+        ];
+        kcache(&[&args[..], more].concat())
+    };
+    let o = canon(&[]);
     assert!(o.status.success(), "{o:?}");
     let names = canonical_text::Names::new().with_bound(["n17_w", "n18_o"]);
     let c = canonical_text::canonical_kernel(src, Some("step__seg3"), &names);
@@ -264,30 +276,9 @@ fn canon_prints_the_library_text_and_key() {
     assert!(s.starts_with(&want), "{s}");
     assert!(s.contains("ocannl_k0=n17_w"), "{s}");
     // A bound name that is also free: renaming of bound names is refused, and said so.
-    let refused = kcache(&[
-        "canon",
-        file.to_str().expect("utf8"),
-        "--bound",
-        "n17_w",
-        "--free",
-        "n17_w",
-    ]);
-    assert!(
-        stdout(&refused).contains("refusal: "),
-        "{}",
-        stdout(&refused)
-    );
-    let only = kcache(&[
-        "canon",
-        file.to_str().expect("utf8"),
-        "--name",
-        "step__seg3",
-        "--bound",
-        "n17_w,n18_o",
-        "--part",
-        "-O3",
-        "--key-only",
-    ]);
+    let refused = kcache(&["canon", file, "--bound", "n17_w", "--free", "n17_w"]);
+    assert_prints(&refused, "refusal: ");
+    let only = canon(&["--key-only"]);
     assert_eq!(stdout(&only), format!("{}\n", c.key(&[b"-O3"])));
 }
 
@@ -316,11 +307,7 @@ fn show_prints_one_entry_by_key_or_prefix_and_key_only_prints_its_key() {
 
     // A damaged entry is shown with its problem.
     let o = kcache(&["show", dir, &format!("{DIGEST}-c")]);
-    assert!(
-        stdout(&o).contains("verify: entry unparsable"),
-        "{}",
-        stdout(&o)
-    );
+    assert_prints(&o, "verify: entry unparsable");
 
     // The digest alone matches three entries: ambiguous, status 2, the candidates listed.
     let o = kcache(&["show", dir, DIGEST]);
@@ -389,11 +376,7 @@ fn show_reads_a_schedule_entry_of_the_front_door_and_never_blocks_on_a_fifo() {
     assert!(made.success());
     let o = kcache(&["show", dir, &format!("{digest}-fifo")]);
     assert!(o.status.success(), "{o:?}");
-    assert!(
-        stdout(&o).contains("verify: not a regular file"),
-        "{}",
-        stdout(&o)
-    );
+    assert_prints(&o, "verify: not a regular file");
 }
 
 /// `kcache key` prints exactly `kernel_cache::kernel_key` of the same inputs: text (from a
