@@ -400,17 +400,11 @@ fn schedule_entries_round_trip_and_check_their_digest() {
     ));
 }
 
-/// A registry with one extra setting entering each of numerics, codegen, pool, device and
-/// timing (besides the objective), so every component's settings encoding is exercised.
-fn wide_registry() -> SettingsRegistry {
+/// The reference registry with each `(name, component)` of `extra` declared as entering
+/// that component.
+fn reference_with(extra: &[(&'static str, KeyComponent)]) -> SettingsRegistry {
     let mut reg = SettingsRegistry::reference();
-    for (name, c) in [
-        ("x.numerics", KeyComponent::Numerics),
-        ("x.codegen", KeyComponent::Codegen),
-        ("x.pool", KeyComponent::Pool),
-        ("x.device", KeyComponent::Device),
-        ("x.timing", KeyComponent::Timing),
-    ] {
+    for &(name, c) in extra {
         reg.declare(SettingDecl {
             name,
             relevance: Relevance::Enters(c),
@@ -418,6 +412,18 @@ fn wide_registry() -> SettingsRegistry {
         .unwrap();
     }
     reg
+}
+
+/// A registry with one extra setting entering each of numerics, codegen, pool, device and
+/// timing (besides the objective), so every component's settings encoding is exercised.
+fn wide_registry() -> SettingsRegistry {
+    reference_with(&[
+        ("x.numerics", KeyComponent::Numerics),
+        ("x.codegen", KeyComponent::Codegen),
+        ("x.pool", KeyComponent::Pool),
+        ("x.device", KeyComponent::Device),
+        ("x.timing", KeyComponent::Timing),
+    ])
 }
 
 fn key_under(c: &Config) -> schedule_cache::KeyParts {
@@ -586,18 +592,11 @@ fn the_disk_format_worked_example_matches_the_code() {
     let y = TensorNode::new("y", &[16], Precision::F32);
     let body = vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(1.0))];
     let code = Code::new(vec![Stmt::for_(&i, 0, 16, body)]);
-    let mut reg = SettingsRegistry::reference();
-    for (name, c) in [
+    let reg = reference_with(&[
         ("pool_mode", KeyComponent::Pool),
         ("dev_clock", KeyComponent::Device),
         ("warmup", KeyComponent::Timing),
-    ] {
-        reg.declare(SettingDecl {
-            name,
-            relevance: Relevance::Enters(c),
-        })
-        .unwrap();
-    }
+    ]);
     let config = Config::new(reg)
         .with("numerics.fast_math", "1")
         .with("large_models", "yes")
