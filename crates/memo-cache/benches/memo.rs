@@ -33,29 +33,26 @@ fn hits(table: &Table<Key, u64>, keys: &[Key]) -> u64 {
         .fold(0, u64::wrapping_add)
 }
 
-fn memo_hit_vs_dashmap(c: &mut Criterion) {
-    let keys = keys();
-    let raw: DashMap<Key, u64> = DashMap::new();
-    for (i, k) in keys.iter().enumerate() {
-        raw.insert(*k, i as u64);
-    }
+/// The group `name`: all hits on the keys in a memo table (subject) against `lookup` of
+/// each key in the peer (baseline), both holding the `i`-th key's value `i`.
+fn hit_vs(c: &mut Criterion, name: &str, keys: &[Key], lookup: impl Fn(&Key) -> u64) {
     let expected: u64 = (0..KEYS as u64).sum();
     with_cache(true, |table| {
         let Some(table) = table else { return };
-        fill(table, &keys);
-        let mut g = c.benchmark_group("memo_hit_vs_dashmap");
+        fill(table, keys);
+        let mut g = c.benchmark_group(name);
         g.bench_function("subject", |b| {
             b.iter(|| {
-                let sum = hits(table, black_box(&keys));
+                let sum = hits(table, black_box(keys));
                 assert_eq!(sum, expected);
                 sum
             })
         });
         g.bench_function("baseline", |b| {
             b.iter(|| {
-                let sum = black_box(&keys)
+                let sum = black_box(keys)
                     .iter()
-                    .map(|k| raw.get(k).map_or(u64::MAX, |r| *r))
+                    .map(&lookup)
                     .fold(0, u64::wrapping_add);
                 assert_eq!(sum, expected);
                 sum
@@ -65,35 +62,25 @@ fn memo_hit_vs_dashmap(c: &mut Criterion) {
     });
 }
 
+fn memo_hit_vs_dashmap(c: &mut Criterion) {
+    let keys = keys();
+    let raw: DashMap<Key, u64> = DashMap::new();
+    for (i, k) in keys.iter().enumerate() {
+        raw.insert(*k, i as u64);
+    }
+    hit_vs(c, "memo_hit_vs_dashmap", &keys, |k| {
+        raw.get(k).map_or(u64::MAX, |r| *r)
+    });
+}
+
 fn memo_hit_vs_moka(c: &mut Criterion) {
     let keys = keys();
     let moka: moka::sync::Cache<Key, u64> = moka::sync::Cache::new(10 * KEYS as u64);
     for (i, k) in keys.iter().enumerate() {
         moka.insert(*k, i as u64);
     }
-    let expected: u64 = (0..KEYS as u64).sum();
-    with_cache(true, |table| {
-        let Some(table) = table else { return };
-        fill(table, &keys);
-        let mut g = c.benchmark_group("memo_hit_vs_moka");
-        g.bench_function("subject", |b| {
-            b.iter(|| {
-                let sum = hits(table, black_box(&keys));
-                assert_eq!(sum, expected);
-                sum
-            })
-        });
-        g.bench_function("baseline", |b| {
-            b.iter(|| {
-                let sum = black_box(&keys)
-                    .iter()
-                    .map(|k| moka.get_with(*k, || u64::MAX))
-                    .fold(0, u64::wrapping_add);
-                assert_eq!(sum, expected);
-                sum
-            })
-        });
-        g.finish();
+    hit_vs(c, "memo_hit_vs_moka", &keys, |k| {
+        moka.get_with(*k, || u64::MAX)
     });
 }
 
