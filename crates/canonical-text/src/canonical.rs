@@ -2705,7 +2705,7 @@ mod tests {
             assert!(!r.gate_clear, "{at}");
             // With `=` after it, a trigraph: refused wherever it stands.
             text[at + 2] = b'=';
-            let c = canonical_kernel(std::str::from_utf8(&text).unwrap(), None, &names);
+            let c = canonical_kernel(std::str::from_utf8(&text).expect("ASCII"), None, &names);
             assert!(
                 matches!(c.refusals(), [Refusal::AmbiguousLexing { offset, .. }] if *offset == at),
                 "{at}: {:?}",
