@@ -487,6 +487,29 @@ impl CcBackend {
             .join(" ")
     }
 
+    /// The compiler command every compile, link and probe starts with: the command and its
+    /// own arguments, [`COMPILER_INPUT_ENV`] as the backend found it, [`COMPILER_ENV`] and
+    /// [`BASE_FLAGS`].
+    fn base_command(&self) -> Result<Command, CcError> {
+        let (program, program_args) =
+            self.compiler.split_first().ok_or_else(|| CcError::Spawn {
+                compiler: self.command_line(),
+                source: std::io::Error::other("empty compiler command"),
+            })?;
+        let mut command = Command::new(program);
+        for (name, value) in &self.input_env {
+            match value {
+                Some(value) => command.env(name, value),
+                None => command.env_remove(name),
+            };
+        }
+        command
+            .args(program_args)
+            .envs(COMPILER_ENV)
+            .args(BASE_FLAGS);
+        Ok(command)
+    }
+
     /// Runs the compiler as a compile would (its environment, base flags, `options`),
     /// with `args` then `-x c /dev/null` and the variables `env`, in `dir`; its output if
     /// it succeeded.
@@ -498,23 +521,9 @@ impl CcBackend {
         dir: &Path,
     ) -> Result<std::process::Output, CcError> {
         let command_line = || self.command_line();
-        let (program, program_args) =
-            self.compiler.split_first().ok_or_else(|| CcError::Spawn {
-                compiler: command_line(),
-                source: std::io::Error::other("empty compiler command"),
-            })?;
-        let mut command = Command::new(program);
-        for (name, value) in &self.input_env {
-            match value {
-                Some(value) => command.env(name, value),
-                None => command.env_remove(name),
-            };
-        }
-        let output = command
-            .args(program_args)
-            .envs(COMPILER_ENV)
+        let output = self
+            .base_command()?
             .envs(env.iter().copied())
-            .args(BASE_FLAGS)
             .args(options)
             .args(args)
             .args(["-x", "c", "/dev/null"])
@@ -539,18 +548,9 @@ impl CcBackend {
         self.kernels_compiled
             .fetch_add(prepared.kernels.len() as u64, Ordering::Relaxed);
         let spawn_error = |source| CcError::Spawn {
-            compiler: self
-                .compiler
-                .iter()
-                .map(|c| c.to_string_lossy())
-                .collect::<Vec<_>>()
-                .join(" "),
+            compiler: self.command_line(),
             source,
         };
-        let (program, args) = self
-            .compiler
-            .split_first()
-            .ok_or_else(|| spawn_error(std::io::Error::other("empty compiler command")))?;
         // Each unit compiled in its own directory (so it is `kernel.c` to the compiler
         // wherever it is), then one link of the objects into one shared object.
         let failed = |output: std::process::Output, symbols: Vec<String>| CcError::Compiler {
@@ -560,26 +560,16 @@ impl CcBackend {
         };
         // The compiler with its environment, base flags and the group's options: what
         // every unit's compile and the link start with.
-        let compiler = || {
-            let mut command = Command::new(program);
-            for (name, value) in &self.input_env {
-                match value {
-                    Some(value) => command.env(name, value),
-                    None => command.env_remove(name),
-                };
-            }
-            command
-                .args(args)
-                .envs(COMPILER_ENV)
-                .args(BASE_FLAGS)
-                .args(&prepared.options);
-            command
+        let compiler = || -> Result<Command, CcError> {
+            let mut command = self.base_command()?;
+            command.args(&prepared.options);
+            Ok(command)
         };
         // Before the compiler reads anything: a file modified from here on may not be
         // what it read (see `deps`).
         let started = SystemTime::now();
         for (unit_dir, (symbol, _)) in prepared.unit_dirs.iter().zip(&prepared.kernels) {
-            let output = compiler()
+            let output = compiler()?
                 .args(["-MD", "-MF", DEP_FILE, "-c", "-o", OBJECT_NAME, UNIT_NAME])
                 .current_dir(unit_dir)
                 .output()
@@ -588,7 +578,7 @@ impl CcBackend {
                 return Err(failed(output, vec![symbol.clone()]));
             }
         }
-        let output = compiler()
+        let output = compiler()?
             .arg("-o")
             .arg(&prepared.so_path)
             .args(prepared.unit_dirs.iter().map(|d| d.join(OBJECT_NAME)))
