@@ -5,10 +5,11 @@
 //!   and each benchmark run once in test mode so it cannot rot). First it makes sure
 //!   the binaries the tests need are present, installing them on a fresh machine when
 //!   it may (see [`setup`]); a test that needs `redis-server` fails without it, never skips.
-//! - `ci`: `cargo fmt --check`, clippy with `-D warnings` on all targets, tidy, then `test`.
+//! - `ci`: `cargo fmt --check`, clippy with `-D warnings` on all targets, tidy, `cargo doc`
+//!   with `-D warnings` (every doc link resolves), then `test`.
 //! - `tidy`: the repository rules of [`tidy`] (also run by `cargo test` as a plain test).
 //! - `bench [--quick]`: runs every criterion benchmark and prints one
-//!   `BENCH <name> <ratio> <unit>` line per figure (see [`bench`]).
+//!   `BENCH <name> <ratio> <unit>` line per figure (see [`mod@bench`]).
 //! - `demo [ARGS…]`: the end-to-end autotuning demo (`kcache-demo`), arguments passed on.
 //! - `soundness [--cases N] [--seed S]`: a long soak of the gcc object-code oracle.
 //! - `fuzz TARGET|all [--seconds N]`: coverage-guided fuzzing (see [`fuzz`]).
@@ -113,6 +114,11 @@ fn ci() -> Result<(), String> {
         "warnings",
     ])?;
     tidy::check(&project_root()).map_err(|problems| problems.join("\n"))?;
+    // Every doc link resolves: a renamed or moved item otherwise breaks one silently.
+    cargo_with_env(
+        &["doc", "--workspace", "--no-deps", "--all-features"],
+        &[("RUSTDOCFLAGS", "-D warnings".to_string())],
+    )?;
     test()
 }
 
