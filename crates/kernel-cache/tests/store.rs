@@ -858,6 +858,39 @@ fn a_compile_wait_that_times_out_compiles_the_key_itself() {
     );
 }
 
+/// A compile wait longer than the clock can count (`Duration::MAX`) is no deadline, not
+/// a panic: the resolve waits for as long as a live process holds the key's compile lock,
+/// and compiles the key once that process is gone (it died without saving).
+#[test]
+fn an_unbounded_compile_wait_waits_for_the_holder() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    let mut child = slow_compile(&dir, "u");
+    // Give the child time to lock the file it created.
+    std::thread::sleep(Duration::from_millis(200));
+    let store = KernelStore::new(&dir).with_compile_wait(Duration::MAX);
+    let b = batch(0, 1, "u");
+    let ((out, census), events) = std::thread::scope(|s| {
+        let resolving = s.spawn(|| recorded(&store, &b, &FileBackend::new()));
+        std::thread::sleep(Duration::from_millis(300));
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+        resolving.join().expect("the resolve panicked")
+    });
+    let answers = out.expect("resolve");
+    assert_eq!(
+        answers[0].program.kernels.get(&*answers[0].symbol),
+        Some(&b[0].source)
+    );
+    assert_eq!(census.kernels_compiled, 1);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.outcome == Outcome::Waited { timed_out: false }),
+        "{events:?}"
+    );
+}
+
 /// The store's file names starting with `prefix`, sorted.
 fn names(dir: &Path, prefix: &str) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)

@@ -218,7 +218,9 @@ impl KernelStore {
     }
 
     /// The same store, waiting at most `wait` for another process compiling a key this
-    /// resolve misses (after which it compiles the key itself).
+    /// resolve misses (after which it compiles the key itself). A `wait` past what the
+    /// clock can count from now (`Duration::MAX`, say) waits for as long as the lock is
+    /// held.
     pub fn with_compile_wait(mut self, wait: Duration) -> KernelStore {
         self.compile_wait = wait;
         self
@@ -858,7 +860,8 @@ impl KernelStore {
         digests.dedup_by(|a, b| a.0 == b.0);
         let mut files = Vec::with_capacity(digests.len());
         let mut waited = false;
-        let deadline = Instant::now() + self.compile_wait;
+        // `None`: a wait past what `Instant` can count is no deadline (adding it would panic).
+        let deadline = Instant::now().checked_add(self.compile_wait);
         if digests.is_empty() || self.open(true, |_| ()).is_err() {
             return (CompileLocks { _files: files }, false);
         }
@@ -873,7 +876,9 @@ impl KernelStore {
             let got = loop {
                 match file.try_lock() {
                     Ok(()) => break true,
-                    Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    Err(fs::TryLockError::WouldBlock)
+                        if deadline.is_none_or(|d| Instant::now() < d) =>
+                    {
                         this_waited = true;
                         std::thread::sleep(POLL);
                     }
