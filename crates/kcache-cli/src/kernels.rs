@@ -46,11 +46,13 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
         .stats()
         .map_err(|e| format!("kernel store {}: {e}", kernels.display()))?;
     let c = s.counters;
-    let looked = c.hits + c.misses;
-    let rate = if looked == 0 {
+    // In floating point: the counters are a file anyone who writes the store can edit, so
+    // their integer sum may overflow.
+    let looked = c.hits as f64 + c.misses as f64;
+    let rate = if looked == 0.0 {
         0.0
     } else {
-        100.0 * c.hits as f64 / looked as f64
+        100.0 * c.hits as f64 / looked
     };
     writeln!(out, "kernel store: {}", kernels.display())?;
     writeln!(out, "  entries: {} (programs {})", s.entries, s.blobs)?;

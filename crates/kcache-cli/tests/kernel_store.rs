@@ -103,6 +103,44 @@ fn stats_shows_the_kernel_store_and_gc_trims_it() {
     assert!(store.probe("lines 1", "key-2").is_ok());
 }
 
+/// The counters file is text anyone who writes the store can edit: counters whose sum
+/// does not fit in 64 bits are shown as they are, with their rate, not a panic.
+#[test]
+fn stats_shows_counters_whose_sum_overflows() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    let kernels = dir.join("kernels");
+    let store = KernelStore::new(&kernels);
+    let b = vec![BatchKernel {
+        key: "key-0".to_string(),
+        options: vec![],
+        symbol: "k0".to_string(),
+        source: "kernel 0".to_string(),
+    }];
+    resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &Lines).expect("resolve");
+    std::fs::write(
+        kernels.join("stats"),
+        format!(
+            "kcache kernel store stats 1\nhits {}\nmisses {}\n",
+            u64::MAX,
+            u64::MAX
+        ),
+    )
+    .expect("edit the counters");
+    let out = kcache(&["stats", dir.to_str().expect("utf-8")]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        line(&text, "hits:"),
+        format!("  hits: {} (50.0%)", u64::MAX)
+    );
+    assert_eq!(line(&text, "misses:"), format!("  misses: {}", u64::MAX));
+}
+
 /// `kcache stats` changes nothing: a kernel store stamped with another regime is shown, not
 /// opened (opening it is the cache-open, which swept every program and entry).
 #[test]
