@@ -144,8 +144,9 @@ impl std::fmt::Debug for RedisStore {
 #[derive(Default)]
 struct ConnState {
     conn: Option<Connection>,
-    /// After a connection failure: no new attempt before this instant, and the failure.
-    down: Option<(Instant, io::ErrorKind, String)>,
+    /// After a connection failure: no new attempt before this instant (`None`: none at all,
+    /// for a pause past what `Instant` can count), and the failure.
+    down: Option<(Option<Instant>, io::ErrorKind, String)>,
 }
 
 /// What the operation script answered (after the stamp check).
@@ -306,7 +307,9 @@ impl RedisStore {
     }
 
     /// After a connection failure, operations are refused without contacting the server for
-    /// `pause` (default [`DEFAULT_RETRY_AFTER`]); `Duration::ZERO` retries on every operation.
+    /// `pause` (default [`DEFAULT_RETRY_AFTER`]); `Duration::ZERO` retries on every operation,
+    /// and a pause past what the clock can count (`Duration::MAX`) never retries: after its
+    /// first connection failure the store refuses every operation.
     pub fn with_retry_after(mut self, pause: Duration) -> RedisStore {
         self.retry_after = pause;
         self
@@ -373,7 +376,7 @@ impl RedisStore {
     fn connection<'a>(&self, state: &'a mut ConnState) -> Result<&'a mut Connection, Refusal> {
         if state.conn.is_none() {
             if let Some((until, kind, message)) = &state.down
-                && Instant::now() < *until
+                && until.is_none_or(|until| Instant::now() < until)
             {
                 return Err(Refusal::Io {
                     during: "connect to the redis server",
@@ -422,7 +425,7 @@ impl RedisStore {
             retry_after_ms = self.retry_after.as_millis() as u64,
             "redis server unreachable; operations are misses until it answers"
         );
-        state.down = Some((Instant::now() + self.retry_after, kind, message));
+        state.down = Some((Instant::now().checked_add(self.retry_after), kind, message));
     }
 
     /// Runs `script`; on a connection-level failure drops the connection (its reply stream may
@@ -666,6 +669,25 @@ mod tests {
         ] {
             assert!(parse_answer(junk).is_none());
         }
+    }
+
+    /// A pause past what the clock can count is no deadline, not a panic: the failure is a
+    /// refusal, and so is every operation after it, without contacting the server.
+    #[test]
+    fn an_endless_retry_pause_refuses_without_retrying() {
+        let store = RedisStore::open("redis://127.0.0.1:1")
+            .expect("parses")
+            .with_timeouts(Duration::from_millis(200), Duration::from_millis(200))
+            .with_retry_after(Duration::MAX);
+        let key = CacheKey::new("ab-cc").expect("key");
+        for _ in 0..2 {
+            let found = store.probe::<crate::placement::PlacementEntry>(Some(&key), "ab");
+            assert!(
+                matches!(found, Lookup::Refused(Refusal::Io { .. })),
+                "{found:?}"
+            );
+        }
+        assert_eq!(store.unreachable_count(), 1);
     }
 
     #[test]
