@@ -616,8 +616,9 @@ fn a_dead_compile_lock_holder_blocks_nobody() {
     std::thread::sleep(Duration::from_millis(100));
     child.kill().expect("kill");
     child.wait().expect("reap");
+    // A live holder would make the resolve wait (a `Waited` event, timed out after the
+    // minute): no such event shows the dead holder's lock was free.
     let store = KernelStore::new(&dir).with_compile_wait(Duration::from_secs(60));
-    let started = Instant::now();
     let ((out, census), events) = recorded(&store, &batch(0, 1, "d"), &FileBackend::new());
     out.expect("resolve");
     assert_eq!(census.kernels_compiled, 1);
@@ -627,7 +628,6 @@ fn a_dead_compile_lock_holder_blocks_nobody() {
             .any(|e| matches!(e.outcome, Outcome::Waited { .. })),
         "{events:?}"
     );
-    assert!(started.elapsed() < Duration::from_secs(60));
 }
 
 #[test]
