@@ -829,6 +829,39 @@ fn fast_compiles_and_programs_past_the_limit_are_not_saved() {
     }
 }
 
+/// The byte limit a program must fit is its blob's size plus 4 KiB of room for its
+/// entries: a limit 4095 bytes past the blob is `TooLarge` (nothing written), 4096 past
+/// it saves the program.
+#[test]
+fn a_program_is_saved_when_its_blob_and_4_kib_fit_the_limit() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let b = batch(0, 1, "t");
+    let unlimited = tmp.path().join("unlimited");
+    save(&KernelStore::new(&unlimited), &b);
+    let blob = fs::metadata(only_blob(&unlimited)).expect("stat").len();
+    for (room, saved) in [(4095, false), (4096, true)] {
+        let dir = tmp.path().join(format!("room-{room}"));
+        let store = KernelStore::new(&dir).with_max_bytes(blob + room);
+        let ((out, _), events) = recorded(&store, &b, &FileBackend::new());
+        out.expect("resolve");
+        let outcomes: Vec<&Outcome> = events
+            .iter()
+            .map(|e| &e.outcome)
+            .filter(|o| matches!(o, Outcome::Saved { .. } | Outcome::NotSaved(_)))
+            .collect();
+        if saved {
+            assert!(
+                matches!(outcomes[..], [Outcome::Saved { .. }]),
+                "{events:?}"
+            );
+            assert_eq!(fs::metadata(only_blob(&dir)).expect("stat").len(), blob);
+        } else {
+            assert_eq!(outcomes, [&Outcome::NotSaved(NotSaved::TooLarge)]);
+            assert!(names(&dir, "b-").is_empty(), "{:?}", names(&dir, "b-"));
+        }
+    }
+}
+
 /// A key whose compile lock a live process holds longer than the store's compile wait
 /// is compiled anyway once the wait ends (`Waited { timed_out: true }`), with the right
 /// answer.

@@ -68,7 +68,8 @@ impl fmt::Display for MissReason {
 pub enum NotSaved {
     /// Its compile took less than the store's minimum compile time.
     TooFast,
-    /// Its blob alone is larger than the store's byte limit.
+    /// Its blob and 4 KiB of room for its entries are more than the store's byte limit (a
+    /// blob a little smaller than the limit is not saved either).
     TooLarge,
     /// The backend's `save` failed or returned an invalid symbol table, or its `host_part`
     /// for the program's options failed.
