@@ -45,7 +45,9 @@ pub fn programs_for(split: Split, n: usize) -> usize {
 
 /// `idxs` cut into `k` contiguous runs balanced by count (run `t` is
 /// `idxs[t * n / k .. (t + 1) * n / k]`), empty runs dropped. Concatenated, the runs
-/// are `idxs`; their lengths differ by at most one. `k == 0` counts as 1.
+/// are `idxs`; their lengths differ by at most one. `k == 0` counts as 1, and a `k` past
+/// `idxs.len()` as `idxs.len()` (the runs past it would all be empty), so the time is
+/// `idxs.len()`'s, whatever `k`.
 ///
 /// ```
 /// use kernel_cache::chunks;
@@ -53,7 +55,7 @@ pub fn programs_for(split: Split, n: usize) -> usize {
 /// assert_eq!(chunks(4, &[1, 2]).len(), 2);
 /// ```
 pub fn chunks<T>(k: usize, idxs: &[T]) -> Vec<&[T]> {
-    let k = k.max(1) as u128;
+    let k = k.min(idxs.len()).max(1) as u128;
     let n = idxs.len() as u128;
     let bound = |t: u128| (t * n / k) as usize;
     (0..k)
@@ -98,6 +100,19 @@ mod tests {
         assert_eq!(programs_for(Split::new(0, 8), 64), 1);
         assert_eq!(programs_for(Split::new(8, 0), 3), 3);
         assert_eq!(programs_for(Split::WHOLE, 100), 1);
+    }
+
+    /// Asking for more runs than there are items gives one run per item, as many as
+    /// asked for among items: the loop runs over the items, not over `k` (`chunks` walked
+    /// all `usize::MAX` would-be runs, dropping the empty ones, and never returned).
+    #[test]
+    fn chunks_past_the_item_count_are_one_per_item() {
+        let idxs = [7, 8, 9];
+        let single: Vec<&[i32]> = vec![&[7], &[8], &[9]];
+        for k in [3, 4, 1 << 40, usize::MAX] {
+            assert_eq!(chunks(k, &idxs), single, "k = {k}");
+        }
+        assert!(chunks::<i32>(usize::MAX, &[]).is_empty());
     }
 
     #[test]
