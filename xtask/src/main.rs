@@ -5,6 +5,8 @@
 //!   and each benchmark run once in test mode so it cannot rot). First it makes sure
 //!   the binaries the tests need are present, installing them on a fresh machine when
 //!   it may (see [`setup`]); a test that needs `redis-server` fails without it, never skips.
+//!   Without the kernel corpus (`../shared/corpus`, or `$KCACHE_CORPUS`) canonical-text's
+//!   corpus tests check nothing: `test` warns, and fails when `CI` is set.
 //! - `ci`: `cargo fmt --check`, clippy with `-D warnings` on all targets, tidy, `cargo doc`
 //!   with `-D warnings` (every doc link resolves), then `test`.
 //! - `tidy`: the repository rules of [`tidy`] (also run by `cargo test` as a plain test).
@@ -94,12 +96,35 @@ pub(crate) fn cargo_with_env(args: &[&str], env: &[(&str, String)]) -> Result<()
 
 fn test() -> Result<(), String> {
     setup::ensure_tools()?;
+    // canonical-text's corpus tests pass without checking anything when the corpus is
+    // absent, and say so only on the test's captured output: CI must not pass that way,
+    // and a developer is told where libtest would not show it.
+    let corpus = setup::corpus_dir(&project_root(), std::env::var_os("KCACHE_CORPUS"));
+    let missing_corpus = match corpus {
+        Ok(_) => None,
+        Err(looked) => Some(format!(
+            "the kernel corpus is not at {} (a directory holding README.md; \
+             $KCACHE_CORPUS names another), so canonical-text's corpus tests \
+             (crates/canonical-text/tests/corpus.rs) check nothing",
+            looked.display()
+        )),
+    };
+    if let Some(why) = &missing_corpus {
+        if setup::is_ci(std::env::var_os("CI")) {
+            return Err(format!("{why}; CI does not pass without them"));
+        }
+        eprintln!("xtask test: warning: {why}");
+    }
     // One build of every target (benches included, run once each in test mode),
     // then the doc tests, which `--all-targets` leaves out.
     // `--all-features` turns on optional stores (schedule-cache's `redis`), so
     // their tests run too.
     cargo(&["test", "--workspace", "--all-features", "--all-targets"])?;
-    cargo(&["test", "--workspace", "--all-features", "--doc"])
+    cargo(&["test", "--workspace", "--all-features", "--doc"])?;
+    if let Some(why) = &missing_corpus {
+        eprintln!("xtask test: warning: {why}");
+    }
+    Ok(())
 }
 
 fn ci() -> Result<(), String> {

@@ -8,6 +8,7 @@
 //! and installs the missing ones from Debian's packages when it may (running as root with
 //! `apt-get`, as `.ci/run` does), else fails saying what to install.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -160,6 +161,27 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         })
 }
 
+/// The kernel corpus canonical-text's corpus tests read (their `support/corpus.rs` looks it
+/// up the same way): `$KCACHE_CORPUS` if given, else `shared/corpus` beside the checkout; a
+/// directory holding `README.md`. `Err` is the path looked at.
+pub(crate) fn corpus_dir(root: &Path, env: Option<OsString>) -> Result<PathBuf, PathBuf> {
+    let dir = match env {
+        Some(d) => PathBuf::from(d),
+        None => root.join("../shared/corpus"),
+    };
+    if dir.join("README.md").is_file() {
+        Ok(dir)
+    } else {
+        Err(dir)
+    }
+}
+
+/// Whether the `CI` variable says this is a CI run (set, and neither empty, `0` nor
+/// `false`).
+pub(crate) fn is_ci(var: Option<OsString>) -> bool {
+    var.is_some_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
 fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
@@ -170,6 +192,38 @@ fn is_root() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    #[test]
+    fn the_corpus_is_found_only_where_its_readme_is() {
+        let root = std::env::temp_dir().join(format!("xtask-corpus-{}", std::process::id()));
+        let checkout = root.join("checkout");
+        let shared = root.join("shared/corpus");
+        fs::create_dir_all(&checkout).expect("mkdir");
+        fs::create_dir_all(&shared).expect("mkdir");
+        let absent = corpus_dir(&checkout, None);
+        fs::write(shared.join("README.md"), "corpus\n").expect("write");
+        let beside = corpus_dir(&checkout, None);
+        let elsewhere = corpus_dir(&checkout, Some(root.join("elsewhere").into()));
+        let _ = fs::remove_dir_all(&root);
+        assert_eq!(absent, Err(checkout.join("../shared/corpus")));
+        assert_eq!(beside, Ok(checkout.join("../shared/corpus")));
+        assert_eq!(elsewhere, Err(root.join("elsewhere")));
+    }
+
+    #[test]
+    fn ci_is_told_by_its_variable() {
+        for (v, ci) in [
+            (None, false),
+            (Some(""), false),
+            (Some("0"), false),
+            (Some("False"), false),
+            (Some("true"), true),
+            (Some("1"), true),
+        ] {
+            assert_eq!(is_ci(v.map(OsString::from)), ci, "{v:?}");
+        }
+    }
 
     #[test]
     fn finds_a_binary_every_machine_has_and_not_a_made_up_one() {
