@@ -71,6 +71,20 @@ pub enum DemoError {
         /// The first file found named like an entry.
         name: String,
     },
+    /// The cache directory's regime stamp is no regime version (a file of someone else's
+    /// named `regime.stamp`, or a damaged stamp): the store refuses the directory, and
+    /// nothing in it was created, deleted or stamped.
+    #[error(
+        "refusing {} as the cache directory: its regime stamp {content:?} is malformed, so \
+         the store refuses it (nothing was changed; give the demo a directory of its own)",
+        path.display()
+    )]
+    MalformedStamp {
+        /// The directory.
+        path: PathBuf,
+        /// The stamp's content (at most 64 characters).
+        content: String,
+    },
     /// A filesystem operation of the demo itself failed.
     #[error("I/O error on {}", path.display())]
     Io {

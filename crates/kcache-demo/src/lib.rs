@@ -70,8 +70,9 @@ pub struct DemoOptions {
     /// Where winners are stored (schedule-cache's disk store): a directory of its own, since
     /// a directory without a regime stamp that holds files named like entries
     /// (`disk::is_entry_of_any_version`: `*.ron`, `*.keys`) is refused
-    /// ([`DemoError::Unadopted`], with or without `fresh`) and left untouched: nothing in it
-    /// is deleted and no lock file, stamp or kernel store is created.
+    /// ([`DemoError::Unadopted`], with or without `fresh`), as is one whose stamp is malformed
+    /// ([`DemoError::MalformedStamp`]), and left untouched: nothing in it is deleted and no
+    /// lock file, stamp or kernel store is created.
     pub cache_dir: PathBuf,
     /// Remove the stored winners (entry files) before running, so the run searches.
     pub fresh: bool,
@@ -198,15 +199,23 @@ pub fn kernel_names() -> Vec<&'static str> {
 pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     let start = Instant::now();
     let selected = select(options.kernels.as_deref())?;
-    // A user's directory given as the cache is refused before anything is put in it (the
-    // schedule store would refuse it, but the kernel store would be created inside).
-    if let Err(disk::Refusal::Unadopted { name }) =
-        disk::DiskCache::new(&options.cache_dir).check_adoptable()
-    {
-        return Err(DemoError::Unadopted {
-            path: options.cache_dir.clone(),
-            name,
-        });
+    // A user's directory given as the cache, or one whose stamp is no regime version, is
+    // refused before anything is put in it (the schedule store would refuse it, but the
+    // kernel store would be created inside).
+    match disk::DiskCache::new(&options.cache_dir).check_adoptable() {
+        Err(disk::Refusal::Unadopted { name }) => {
+            return Err(DemoError::Unadopted {
+                path: options.cache_dir.clone(),
+                name,
+            });
+        }
+        Err(disk::Refusal::MalformedStamp { content }) => {
+            return Err(DemoError::MalformedStamp {
+                path: options.cache_dir.clone(),
+                content,
+            });
+        }
+        _ => {}
     }
     if options.fresh {
         clear_cache_dir(&options.cache_dir)?;

@@ -12,8 +12,9 @@ use kcache_demo::{DemoOptions, KeyMode, default_cache_dir, run};
 #[command(name = "kcache-demo", version, about)]
 struct Args {
     /// Where winners are stored, a directory of its own: a directory without a regime
-    /// stamp that holds files named like entries (`*.ron`, `*.keys`) is refused, left
-    /// untouched [default: $KCACHE_DIR, else target/kcache-demo in the workspace].
+    /// stamp that holds files named like entries (`*.ron`, `*.keys`), or with a malformed
+    /// stamp, is refused, left untouched [default: $KCACHE_DIR, else target/kcache-demo in
+    /// the workspace].
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     /// Remove the stored winners first, so this run searches from scratch.

@@ -141,6 +141,33 @@ fn a_user_directory_is_refused_and_left_untouched() {
     }
 }
 
+/// A directory whose regime stamp is malformed is refused by the store, so the demo refuses
+/// it before putting anything in it, with and without `--fresh` (a plain run created
+/// `kernels/` in it and stored nothing).
+#[test]
+fn a_directory_with_a_malformed_stamp_is_refused_and_left_untouched() {
+    for fresh in [true, false] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("cache");
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::write(dir.join("regime.stamp"), "x1\n").expect("write");
+        let before = snapshot(&dir);
+        let mut args = vec!["--cache-dir", dir.to_str().expect("utf-8")];
+        if fresh {
+            args.push("--fresh");
+        }
+        args.extend(TINY_RUN);
+        let o = demo(&args, None);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "fresh {fresh}: {err}");
+        assert!(
+            err.contains("regime stamp \"x1\\n\" is malformed"),
+            "fresh {fresh}: {err}"
+        );
+        assert_eq!(snapshot(&dir), before, "fresh {fresh}: {err}");
+    }
+}
+
 /// `--fresh` classifies the whole directory before it changes any of it: a directory that
 /// holds a foreign file is refused with nothing created, even when its listing shows
 /// `kernels/` first (which was adopted, stamped and locked before the foreign file was seen,
