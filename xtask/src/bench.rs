@@ -23,7 +23,7 @@
 //!
 //! Figures marked `scale` (a million entries, a hundred thousand files: slow) run in a full
 //! run and with `--scale`, not in a plain `--quick` run. `--only a,b` keeps the figures
-//! whose names contain `a` or `b`. A figure in the table that produces no measurement in
+//! whose names contain `a` or `b` (a name that keeps none is an error). A figure in the table that produces no measurement in
 //! some round fails the command: every listed figure runs.
 //!
 //! # Adding a figure: one line in [`FIGURES`]
@@ -504,9 +504,30 @@ fn selected(o: &Options) -> Vec<Figure> {
         .collect()
 }
 
+/// Each `--only` name must select a figure: a misspelt one would otherwise be dropped
+/// without a word while the others run.
+fn check_only(o: &Options) -> Result<(), String> {
+    let picked = selected(o);
+    for n in &o.only {
+        if picked.iter().any(|f| f.name.contains(n.as_str())) {
+            continue;
+        }
+        return Err(if FIGURES.iter().any(|f| f.name.contains(n.as_str())) {
+            format!(
+                "--only {n}: names only scale figures, which a --quick run leaves out \
+                 (add --scale)"
+            )
+        } else {
+            format!("--only {n}: no figure's name contains it (see xtask/src/bench.rs)")
+        });
+    }
+    Ok(())
+}
+
 /// Runs the rounds, then prints the figures.
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
+    check_only(&o)?;
     let figures = selected(&o);
     if figures.is_empty() {
         return Err("no figure selected".to_string());
@@ -907,6 +928,16 @@ mod tests {
             names,
             ["disk_lookup", "memo_hit_vs_dashmap", "memo_hit_vs_moka"]
         );
+        assert!(check_only(&only).is_ok());
+        // A name that selects nothing is refused, not dropped while the others run.
+        let typo = parse(&args("--only memo_hit,dsk_lookup")).expect("parse");
+        assert!(check_only(&typo).is_err_and(|e| e.contains("dsk_lookup")));
+        let scale_in_quick =
+            parse(&args("--quick --only memo_hit,kcache_vs_ccache")).expect("parse");
+        assert!(check_only(&scale_in_quick).is_err_and(|e| e.contains("--scale")));
+        let scale =
+            parse(&args("--quick --scale --only memo_hit,kcache_vs_ccache")).expect("parse");
+        assert!(check_only(&scale).is_ok());
         // A quick run leaves scale figures out unless asked; a full run keeps them.
         for f in selected(&quick) {
             assert!(!f.scale, "{} is a scale figure", f.name);
