@@ -10,8 +10,9 @@
 //! - `ci`: `cargo fmt --check`, clippy with `-D warnings` on all targets, tidy, `cargo doc`
 //!   with `-D warnings` (every doc link resolves), then `test`.
 //! - `tidy`: the repository rules of [`tidy`] (also run by `cargo test` as a plain test).
-//! - `bench [--quick]`: runs every criterion benchmark and prints one
-//!   `BENCH <name> <ratio> <unit>` line per figure (see [`mod@bench`]).
+//! - `bench [--quick] [--scale] [--rounds N] [--only NAME,…]`: measures every figure (a
+//!   criterion group or a figure a bench binary prints) over several rounds and prints one
+//!   `BENCH <name> <ratio> <unit> <min>-<max>` line per figure (see [`mod@bench`]).
 //! - `demo [ARGS…]`: the end-to-end autotuning demo (`kcache-demo`), arguments passed on.
 //! - `soundness [--cases N] [--seed S]`: a long soak of the gcc object-code oracle.
 //! - `fuzz TARGET|all [--seconds N]`: coverage-guided fuzzing (see [`fuzz`]).
@@ -24,6 +25,19 @@ mod tidy;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+/// Every command with its flags (printed for `help`, `--help` and an unknown command).
+const USAGE: &str = "usage: cargo xtask <command>
+  test                      every test (unit, property, integration, doc tests, benches once)
+  ci                        fmt --check, clippy -D warnings, tidy, doc -D warnings, then test
+  tidy                      the repository rules
+  bench [--quick] [--scale] [--rounds N] [--only NAME,…]
+                            the BENCH figures
+  demo [ARGS…]              the autotuning demo (`cargo xtask demo --help` lists its flags)
+  soundness [--cases N] [--seed S]
+                            a long soak of the gcc object-code oracle
+  fuzz TARGET|all [--seconds N]
+                            coverage-guided fuzzing";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -45,10 +59,12 @@ fn main() -> ExitCode {
         "soundness" => soundness::run(rest),
         "fuzz" => fuzz::run(rest),
         _ => {
-            eprintln!(
-                "usage: cargo xtask <test | ci | tidy | bench [--quick] | demo [ARGS…] | soundness [--cases N] | fuzz TARGET [--seconds N]>"
-            );
-            return if cmd == "help" {
+            let help = matches!(cmd, "help" | "-h" | "--help");
+            if !help {
+                eprintln!("xtask: unknown command {cmd:?}");
+            }
+            eprintln!("{USAGE}");
+            return if help {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE
