@@ -61,6 +61,10 @@ pub use report::{KernelReport, Origin, Report, Totals};
 use kernels::Routine;
 use search::Session;
 
+/// The most timed samples a measurement takes ([`DemoOptions::reps`]): more would only make
+/// a run last hours (and a count near `usize::MAX` could not be allocated).
+pub const MAX_REPS: usize = 1000;
+
 /// The environment variable that overrides the default cache directory.
 pub const CACHE_DIR_ENV: &str = "KCACHE_DIR";
 
@@ -84,7 +88,8 @@ pub struct DemoOptions {
     pub round1: usize,
     /// At most this many candidates of round 2 per kernel (neighbours of round 1's best).
     pub round2: usize,
-    /// Timed runs per measurement (the median is kept).
+    /// Timed samples per measurement (the median is kept), each running the candidate for
+    /// about 0.2 ms; 1 to [`MAX_REPS`] (a value outside is taken as the nearer bound).
     pub reps: usize,
     /// The C compiler command (a program and its leading arguments); `None` uses `$CC`,
     /// else `cc`.
@@ -444,6 +449,20 @@ fn clear_entries(dir: &Path) -> Result<(), DemoError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A sample count past [`MAX_REPS`] is the bound, not a panic (`usize::MAX` overflowed
+    /// the samples' vector).
+    #[test]
+    fn reps_past_the_bound_run_the_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut options = DemoOptions::new(tmp.path().join("cache"));
+        options.progress = false;
+        options.kernels = Some(vec!["rowdot".to_string()]);
+        (options.round1, options.round2, options.reps) = (1, 0, usize::MAX);
+        options.kernel_store = false;
+        let report = run(&options).unwrap();
+        assert_eq!(report.kernels.len(), 1);
+    }
 
     #[test]
     fn paths_are_shown_normalized() {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use kcache_demo::{DemoOptions, KeyMode, default_cache_dir, run};
+use kcache_demo::{DemoOptions, KeyMode, MAX_REPS, default_cache_dir, run};
 
 /// An autotuning search over real C kernels, cached by kcache.
 #[derive(Debug, Parser)]
@@ -32,9 +32,11 @@ struct Args {
     /// Round-2 candidates per kernel (neighbours of round 1's best).
     #[arg(long, default_value_t = 12, value_name = "N")]
     round2: usize,
-    /// Timed runs per measurement.
-    #[arg(long, default_value_t = 7, value_name = "N")]
-    reps: usize,
+    /// Timed samples per measurement, each running the candidate for about 0.2 ms (1 to
+    /// 1000).
+    #[arg(long, default_value_t = 7, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=MAX_REPS as i64))]
+    reps: u16,
     /// Share winners through this Redis server (e.g. redis://127.0.0.1:6379/0): look up the
     /// cache directory first, then the server (copying hits into the directory); store in both.
     #[arg(long, value_name = "URL")]
@@ -68,7 +70,7 @@ fn main() -> ExitCode {
     options.kernels = args.kernels;
     options.round1 = args.round1;
     options.round2 = args.round2;
-    options.reps = args.reps;
+    options.reps = usize::from(args.reps);
     options.redis = args.redis;
     options.keys = match args.keys {
         Keys::Canonical => KeyMode::Canonical,

@@ -193,7 +193,7 @@ impl<'t> Session<'t> {
             keys: options.keys,
             verbatim_seen: HashSet::new(),
             progress: options.progress,
-            reps: options.reps.max(1),
+            reps: options.reps.clamp(1, crate::MAX_REPS),
             round1: options.round1.max(1),
             round2: options.round2,
             totals: Totals::default(),

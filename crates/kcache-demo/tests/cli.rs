@@ -57,6 +57,10 @@ fn bad_flag_values_are_refused_with_a_usage_error() {
     for args in [
         &["--keys", "bogus"][..],
         &["--reps", "x"],
+        // A sample count past the bound panicked (capacity overflow) or aborted.
+        &["--reps", "18446744073709551615"],
+        &["--reps", "1001"],
+        &["--reps", "0"],
         &["--round1", "-1"],
         &["--no-such-flag"],
     ] {
