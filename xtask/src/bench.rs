@@ -10,7 +10,9 @@
 //! # How a figure is measured
 //!
 //! A figure is a ratio of a subject (what kcache does) to a baseline (what it is compared
-//! with), both measured in the same process, close together in time. One measurement of
+//! with), both measured by one bench binary in the same round, close together in time (a
+//! printed figure may time child processes on both sides; a figure in seconds, unit `s`,
+//! has one second for its baseline). One measurement of
 //! every selected figure is a *round*; `--quick` runs 5 rounds with criterion's quick mode,
 //! a full run 7 rounds with a second of warm-up and three of measurement per function.
 //! A benchmark binary whose rounds are cheap gets more, up to three times as many, while
