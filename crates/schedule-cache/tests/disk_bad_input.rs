@@ -4,7 +4,7 @@
 mod disk_support;
 
 use std::fs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
 use std::path::Path;
 
 use disk_support::{DIGEST, key, payload, snapshot};
@@ -164,26 +164,35 @@ fn an_unwritable_cache_directory_is_a_refusal_not_an_error() {
     assert_eq!(fs::read_to_string(sb.dir()).expect("read"), "I am a file");
     assert_eq!(snapshot(sb.tmp.path()), before);
 
-    // Permission bits: only meaningful when not running as root (root ignores them).
-    let probe_file = sb.tmp.path().join("whoami");
-    fs::write(&probe_file, "").expect("write");
-    let euid_is_root = fs::metadata(&probe_file).expect("meta").uid() == 0;
-    if euid_is_root {
-        eprintln!(
-            "running as root: read-only permission bits do not stop writes; skipped that part"
-        );
-        return;
-    }
+    // A directory the process cannot write (root included: the check runs in a child
+    // process that is `nobody` when this one is root).
     let ro = sb.tmp.path().join("ro");
     fs::create_dir(&ro).expect("mkdir");
-    fs::set_permissions(&ro, fs::Permissions::from_mode(0o555)).expect("chmod");
+    disk_support::run_child_as_reader("read_only_empty_child", RO_EMPTY_CHILD, sb.tmp.path(), &ro);
+}
+
+const RO_EMPTY_CHILD: &str = "KCACHE_DISK_READONLY_EMPTY_CHILD";
+
+/// The child body of [`an_unwritable_cache_directory_is_a_refusal_not_an_error`]: in the
+/// empty directory named by the environment, which it cannot write, a store and a lookup
+/// are refusals (nothing to read, no stamp to write).
+#[test]
+fn read_only_empty_child() {
+    let Ok(dir) = std::env::var(RO_EMPTY_CHILD) else {
+        return;
+    };
+    let ro = std::path::PathBuf::from(dir);
+    assert!(
+        fs::File::create(ro.join("probe-write")).is_err(),
+        "the child can write the directory: the test shows nothing"
+    );
+    let k = key("ro");
     let out = disk::store(&ro, Some(&k), &payload(1, 1, 1, 1)).expect("store");
     assert!(
         matches!(out, StoreOutcome::Refused(Refusal::Io { .. })),
         "{out:?}"
     );
     assert!(matches!(probe(&ro, &k), Lookup::Refused(_)));
-    fs::set_permissions(&ro, fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
 #[test]

@@ -13,8 +13,6 @@
 mod disk_support;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc;
@@ -236,7 +234,6 @@ fn a_store_larger_than_the_cap_is_refused() {
 }
 
 const RO_CHILD: &str = "KCACHE_DISK_READONLY_CHILD";
-const NOBODY: u32 = 65534;
 
 /// The child body: looks `key("k")` up in the directory named by the environment, which it
 /// cannot write, and exits 0 if it hits and a store is refused.
@@ -262,59 +259,9 @@ fn readonly_child() {
     assert!(matches!(stored, StoreOutcome::Refused(_)), "{stored:?}");
 }
 
-fn make_readable_by_all(path: &Path) {
-    for item in walk(path) {
-        let mode = if item.is_dir() { 0o755 } else { 0o644 };
-        fs::set_permissions(&item, fs::Permissions::from_mode(mode)).expect("chmod");
-    }
-}
-
-fn walk(path: &Path) -> Vec<PathBuf> {
-    let mut out = vec![path.to_path_buf()];
-    if path.is_dir() {
-        for item in fs::read_dir(path).expect("ls").flatten() {
-            out.extend(walk(&item.path()));
-        }
-    }
-    out
-}
-
 /// Runs [`readonly_child`] on `dir` as a process that cannot write it.
 fn lookup_as_reader(tmp: &Path, dir: &Path) {
-    make_readable_by_all(tmp);
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).expect("chmod");
-    let root = rustix_free_is_root();
-    let mut cmd = Command::new(std::env::current_exe().expect("exe"));
-    cmd.args([
-        "--exact",
-        "readonly_child",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(RO_CHILD, dir);
-    if root {
-        cmd.uid(NOBODY).gid(NOBODY);
-    }
-    let out = cmd.output().expect("spawn the reader");
-    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).expect("chmod back");
-    assert!(
-        out.status.success(),
-        "reader failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("1 passed"),
-        "the child ran no test: {stdout}"
-    );
-}
-
-/// Whether this process runs as root (owner of a file it just created is uid 0).
-fn rustix_free_is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let f = tempfile::NamedTempFile::new().expect("tempfile");
-    f.as_file().metadata().expect("stat").uid() == 0
+    disk_support::run_child_as_reader("readonly_child", RO_CHILD, tmp, dir);
 }
 
 #[test]

@@ -99,6 +99,63 @@ pub fn staging_names(dir: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The uid and gid of user `nobody`, as whom a root test runs a child that must not be
+/// able to write (permission bits do not bind root).
+const NOBODY: u32 = 65534;
+
+/// Runs the test `child_test` of this test binary again, in a child process that cannot
+/// write `dir`, with `env_var` naming `dir`: everything under `tmp` is made readable by
+/// all, `dir` read-only (mode 0555, restored after), and as root the child runs as user
+/// `nobody`. Fails unless the child passed exactly one test. The child test must return at
+/// once when `env_var` is unset (so it passes when the whole binary runs), and should
+/// check that it cannot write `dir`, or it shows nothing.
+pub fn run_child_as_reader(child_test: &str, env_var: &str, tmp: &Path, dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    for item in walk(tmp) {
+        let mode = if item.is_dir() { 0o755 } else { 0o644 };
+        fs::set_permissions(&item, fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o555)).expect("chmod");
+    let mut cmd = std::process::Command::new(std::env::current_exe().expect("exe"));
+    cmd.args(["--exact", child_test, "--nocapture", "--test-threads=1"])
+        .env(env_var, dir);
+    if is_root() {
+        cmd.uid(NOBODY).gid(NOBODY);
+    }
+    let out = cmd.output().expect("spawn the reader");
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).expect("chmod back");
+    assert!(
+        out.status.success(),
+        "reader failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("1 passed"),
+        "the child ran no test: {stdout}"
+    );
+}
+
+/// `path` and everything below it.
+fn walk(path: &Path) -> Vec<PathBuf> {
+    let mut out = vec![path.to_path_buf()];
+    if path.is_dir() {
+        for item in fs::read_dir(path).expect("ls").flatten() {
+            out.extend(walk(&item.path()));
+        }
+    }
+    out
+}
+
+/// Whether this process runs as root (the owner of a file it just created is uid 0).
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let f = tempfile::NamedTempFile::new().expect("tempfile");
+    f.as_file().metadata().expect("stat").uid() == 0
+}
+
 /// Child processes killed (SIGKILL) and reaped when dropped, so a failing test never leaks
 /// workers.
 #[derive(Default)]
