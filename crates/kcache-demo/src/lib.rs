@@ -84,7 +84,8 @@ pub struct DemoOptions {
     pub progress: bool,
     /// Tune only these kernels (by name); `None` tunes all of them.
     pub kernels: Option<Vec<String>>,
-    /// Candidates of round 1 per kernel (the first is the unscheduled code).
+    /// Candidates of round 1 per kernel (the first is the unscheduled code); 0 is taken
+    /// as 1, and a count past a kernel's legal schedules as all of them.
     pub round1: usize,
     /// At most this many candidates of round 2 per kernel (neighbours of round 1's best).
     pub round2: usize,

@@ -26,9 +26,10 @@ struct Args {
     /// Tune only these kernels (comma-separated: matmul, chain, rowdot, softmax).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     kernels: Option<Vec<String>>,
-    /// Round-1 candidates per kernel.
-    #[arg(long, default_value_t = 12, value_name = "N")]
-    round1: usize,
+    /// Round-1 candidates per kernel (at least 1: the first is the unscheduled code).
+    #[arg(long, default_value_t = 12, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    round1: u64,
     /// Round-2 candidates per kernel (neighbours of round 1's best).
     #[arg(long, default_value_t = 12, value_name = "N")]
     round2: usize,
@@ -68,7 +69,8 @@ fn main() -> ExitCode {
     options.fresh = args.fresh;
     options.progress = !args.quiet;
     options.kernels = args.kernels;
-    options.round1 = args.round1;
+    // A count past the kernel's legal candidates is taken as all of them.
+    options.round1 = usize::try_from(args.round1).unwrap_or(usize::MAX);
     options.round2 = args.round2;
     options.reps = usize::from(args.reps);
     options.redis = args.redis;

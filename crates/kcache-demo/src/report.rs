@@ -316,9 +316,15 @@ impl fmt::Display for Report {
             };
             writeln!(
                 f,
-                "searched {}: {} candidates, {} compiled; {stored}",
+                "searched {}: {}, {} compiled; {stored}",
                 count(n as u64, "kernel"),
-                self.kernels.iter().map(|k| k.candidates).sum::<usize>(),
+                count(
+                    self.kernels
+                        .iter()
+                        .map(|k| k.candidates as u64)
+                        .sum::<u64>(),
+                    "candidate"
+                ),
                 count(t.kernels_compiled, "kernel"),
             )?;
             if t.disk_stored > 0 {

@@ -62,6 +62,8 @@ fn bad_flag_values_are_refused_with_a_usage_error() {
         &["--reps", "1001"],
         &["--reps", "0"],
         &["--round1", "-1"],
+        // No candidate at all was silently run as one.
+        &["--round1", "0"],
         &["--no-such-flag"],
     ] {
         let o = demo(args, None);
