@@ -7,8 +7,9 @@
 //!   it may (see [`setup`]); a test that needs `redis-server` fails without it, never skips.
 //!   Without the kernel corpus (`../shared/corpus`, or `$KCACHE_CORPUS`) canonical-text's
 //!   corpus tests check nothing: `test` warns, and fails when `CI` is set.
-//! - `ci`: `cargo fmt --check`, clippy with `-D warnings` on all targets, tidy, `cargo doc`
-//!   with `-D warnings` (every doc link resolves), then `test`.
+//! - `ci`: `cargo fmt --check`, clippy with `-D warnings` on all targets, tidy, a type
+//!   check of the fuzz targets (`fuzz/`, a workspace of its own), `cargo doc` with
+//!   `-D warnings` (every doc link resolves), then `test`.
 //! - `tidy`: the repository rules of [`tidy`] (also run by `cargo test` as a plain test).
 //! - `bench [--quick] [--scale] [--rounds N] [--only NAME,…]`: measures every figure (a
 //!   criterion group or a figure a bench binary prints) over several rounds and prints one
@@ -29,7 +30,7 @@ use std::process::{Command, ExitCode};
 /// Every command with its flags (printed for `help`, `--help` and an unknown command).
 const USAGE: &str = "usage: cargo xtask <command>
   test                      every test (unit, property, integration, doc tests, benches once)
-  ci                        fmt --check, clippy -D warnings, tidy, doc -D warnings, then test
+  ci                        fmt --check, clippy -D warnings, tidy, check fuzz/, doc -D warnings, then test
   tidy                      the repository rules
   bench [--quick] [--scale] [--rounds N] [--only NAME,…]
                             the BENCH figures
@@ -155,6 +156,15 @@ fn ci() -> Result<(), String> {
         "warnings",
     ])?;
     tidy::check(&project_root()).map_err(|problems| problems.join("\n"))?;
+    // The fuzz targets are a workspace of their own, built only by `cargo xtask fuzz`:
+    // type-check them here, so a change that breaks one fails CI, not the next soak.
+    cargo(&[
+        "check",
+        "--manifest-path",
+        "fuzz/Cargo.toml",
+        "--bins",
+        "--locked",
+    ])?;
     // Every doc link resolves: a renamed or moved item otherwise breaks one silently.
     cargo_with_env(
         &["doc", "--workspace", "--no-deps", "--all-features"],
