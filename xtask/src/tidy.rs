@@ -4,7 +4,8 @@
 //! - every crate root (`src/lib.rs`, `src/main.rs`) starts with a `//!` crate doc;
 //! - every library crate under `crates/` denies missing docs and forbids unsafe code
 //!   (a crate that must load shared objects may `deny` instead and allow it locally);
-//! - every internal dependency a crate declares is one the layer table in
+//! - every internal dependency a crate declares (normal or build, on any target, as
+//!   `cargo metadata` reads the manifests) is one the layer table in
 //!   `docs/ARCHITECTURE.md` allows, and every crate is in that table;
 //! - path dependencies in the root manifest carry versions;
 //! - no Rust source line ends in white space.
@@ -31,18 +32,18 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
         }
     };
     let internal: BTreeSet<String> = crates.iter().map(|(name, _)| name.clone()).collect();
+    let declared = declared_deps(root).unwrap_or_else(|e| {
+        problems.push(format!("cargo metadata: {e}"));
+        BTreeMap::new()
+    });
     for (name, dir) in &crates {
         check_crate_root(root, name, dir, &mut problems);
-        let manifest = match fs::read_to_string(dir.join("Cargo.toml")) {
-            Ok(m) => m,
-            Err(e) => {
-                problems.push(format!("{name}: Cargo.toml: {e}"));
-                continue;
-            }
-        };
-        let deps: BTreeSet<String> = section_keys(&manifest, "dependencies")
+        let deps: BTreeSet<String> = declared
+            .get(name)
             .into_iter()
-            .filter(|d| internal.contains(d))
+            .flatten()
+            .filter(|d| internal.contains(*d))
+            .cloned()
             .collect();
         match layers.get(name) {
             None => problems.push(format!(
@@ -166,15 +167,47 @@ fn section_lines<'a>(manifest: &'a str, section: &str) -> Vec<&'a str> {
     out
 }
 
-/// The dependency names declared in `[section]` (`name = …` or `name.workspace = true`).
-fn section_keys(manifest: &str, section: &str) -> Vec<String> {
-    section_lines(manifest, section)
-        .into_iter()
-        .filter_map(|l| {
-            let key = l.split(['=', '.']).next()?.trim();
-            (!key.is_empty()).then(|| key.to_string())
-        })
-        .collect()
+/// For each workspace package, the packages it depends on other than for tests (normal
+/// and build dependencies, on every target, renamed or not), as `cargo metadata` reads the
+/// manifests.
+fn declared_deps(root: &Path) -> Result<BTreeMap<String, BTreeSet<String>>, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .map_err(|e| format!("could not run it: {e}"))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("its output: {e}"))?;
+    Ok(non_dev_deps(&metadata))
+}
+
+/// [`declared_deps`] from `cargo metadata`'s JSON.
+fn non_dev_deps(metadata: &serde_json::Value) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out = BTreeMap::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let Some(name) = package["name"].as_str() else {
+            continue;
+        };
+        let deps = package["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| d["kind"].as_str() != Some("dev"))
+            .filter_map(|d| d["name"].as_str().map(str::to_string))
+            .collect();
+        out.insert(name.to_string(), deps);
+    }
+    out
 }
 
 /// Parses the fenced block after the `<!-- layers -->` marker: one line per crate,
@@ -258,7 +291,42 @@ mod tests {
     #[test]
     fn manifest_sections_are_read() {
         let m = "[package]\nname = \"x\"\n[dependencies]\nfoo.workspace = true\nbar = \"1\"\n# c\n[dev-dependencies]\nbaz = \"1\"\n";
-        assert_eq!(section_keys(m, "dependencies"), vec!["foo", "bar"]);
-        assert_eq!(section_keys(m, "dev-dependencies"), vec!["baz"]);
+        assert_eq!(
+            section_lines(m, "dependencies"),
+            vec!["foo.workspace = true", "bar = \"1\""]
+        );
+        assert_eq!(section_lines(m, "package"), vec!["name = \"x\""]);
+    }
+
+    /// Build dependencies and target-specific ones count (a `[target.'cfg(unix)'.dependencies]`
+    /// table was invisible to the hand-written manifest reading); dev-dependencies do not.
+    #[test]
+    fn every_dependency_but_dev_ones_is_held_to_the_layers() {
+        let metadata = serde_json::json!({"packages": [{
+            "name": "a",
+            "dependencies": [
+                {"name": "plain", "kind": null, "target": null},
+                {"name": "built", "kind": "build", "target": null},
+                {"name": "unix_only", "kind": null, "target": "cfg(unix)"},
+                {"name": "renamed", "rename": "alias", "kind": null, "target": null},
+                {"name": "tested", "kind": "dev", "target": null}
+            ]
+        }]});
+        let deps = non_dev_deps(&metadata);
+        let want: BTreeSet<String> = ["built", "plain", "renamed", "unix_only"]
+            .map(String::from)
+            .into();
+        assert_eq!(deps["a"], want);
+    }
+
+    /// The workspace as cargo reads it: every crate's declared dependencies are found.
+    #[test]
+    fn the_workspace_dependencies_are_read_through_cargo() {
+        let deps = declared_deps(&crate::project_root()).expect("cargo metadata runs");
+        assert!(deps["kernel-cache"].contains("canonical-text"), "{deps:?}");
+        assert!(
+            !deps["canonical-text"].contains("proptest"),
+            "dev-only: {deps:?}"
+        );
     }
 }
