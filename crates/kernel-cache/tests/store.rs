@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -456,6 +456,41 @@ fn a_blob_or_directory_others_could_write_is_refused() {
     );
     let err = store.stats().expect_err("stats refuses too");
     assert!(err.to_string().contains("group or others"), "{err}");
+}
+
+/// A blob another user owns is refused at every lookup, so a save of the same program
+/// replaces it (it was kept, being a private-looking file of the right length, and the
+/// program was compiled again by every process, never loaded). Only root can give a file
+/// away: as another user the case cannot arise from this process and the test says so.
+#[test]
+fn a_blob_another_user_owns_is_replaced_by_the_next_save() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let store = KernelStore::new(tmp.path().join("kernels"));
+    let b = batch(0, 2, "k");
+    save(&store, &b);
+    let blob = only_blob(store.dir());
+    let other = cache_dir::current_uid().wrapping_add(1);
+    if let Err(e) = std::os::unix::fs::chown(&blob, Some(other), None) {
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+        eprintln!("not root: cannot give the blob away; nothing to show");
+        return;
+    }
+    let ((answers, census), events) = recorded(&store, &b, &FileBackend::new());
+    answers.expect("a refused blob is a miss");
+    assert_eq!((census.kernels_loaded, census.kernels_compiled), (0, 2));
+    assert!(
+        matches!(&misses(&events)[0], MissReason::NotPrivate(m) if m.contains("owned by uid")),
+        "{events:?}"
+    );
+    // That resolve saved the program again: the blob is ours now, and it loads.
+    let blob = only_blob(store.dir());
+    assert_eq!(
+        fs::metadata(&blob).expect("stat").uid(),
+        cache_dir::current_uid()
+    );
+    let ((answers, census), _) = recorded(&store, &b, &FileBackend::new());
+    answers.expect("resolve");
+    assert_eq!((census.kernels_loaded, census.kernels_compiled), (2, 0));
 }
 
 /// `create` reports a directory the store refuses: one made by hand under a umask of

@@ -70,7 +70,7 @@ mod record;
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -647,10 +647,14 @@ impl KernelStore {
         let write = |guard: &Guard<'_>| -> Result<(), cache_dir::Error> {
             let blob_name = format!("b-{digest}");
             let path = guard.path(&blob_name)?;
-            // An identical blob already there is kept (and marked used); anything else
-            // at that name (a truncated file) is replaced.
+            // A blob already there that a lookup would load (a private regular file of
+            // this length: its content is checked at every load) is kept and marked used;
+            // anything else at that name (a truncated file, one another user owns or could
+            // write, which every lookup refuses) is replaced.
             let present = fs::symlink_metadata(&path).is_ok_and(|m| {
-                m.is_file() && m.len() == file.len() as u64 && m.mode() & 0o022 == 0
+                m.is_file()
+                    && m.len() == file.len() as u64
+                    && cache_dir::check_private_metadata(&path, &m).is_ok()
             });
             if present {
                 if let Ok((f, _)) = cache_dir::open_regular(&path) {
