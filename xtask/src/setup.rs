@@ -144,21 +144,25 @@ fn apt(args: &[&str]) -> Result<(), String> {
 
 fn present(tool: &Tool) -> bool {
     match tool.env.and_then(std::env::var_os) {
-        Some(path) => Path::new(&path).is_file(),
+        Some(path) => is_executable(Path::new(&path)),
         None => find_on_path(tool.binary).is_some(),
     }
 }
 
 /// The first `PATH` entry holding an executable file `name`.
 fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
-        .find(|p| {
-            p.metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+        .find(|p| is_executable(p))
+}
+
+/// Whether `path` is a file (a link to one counts) with an execute bit set: what a tool's
+/// variable or a `PATH` entry must name.
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The kernel corpus canonical-text's corpus tests read (their `support/corpus.rs` looks it
@@ -193,6 +197,32 @@ fn is_root() -> bool {
 mod tests {
     use super::*;
     use std::fs;
+
+    /// A tool's variable (`$REDIS_SERVER`) must name an executable file: a data file there
+    /// was taken as the tool, and the tests then failed spawning it instead of `test`
+    /// installing or asking for the real one.
+    #[test]
+    fn a_tool_variable_must_name_an_executable_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile_dir("xtask-exec");
+        let file = dir.join("redis-server");
+        fs::write(&file, "not a program\n").expect("write");
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(!is_executable(&file));
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert!(is_executable(&file));
+        assert!(!is_executable(&dir), "a directory is no tool");
+        assert!(!is_executable(&dir.join("absent")));
+        fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    /// A fresh directory under the system's temporary directory.
+    fn tempfile_dir(prefix: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("mkdir");
+        dir
+    }
 
     #[test]
     fn the_corpus_is_found_only_where_its_readme_is() {
