@@ -123,7 +123,8 @@ pub struct StoreStats {
     pub entries: u64,
     /// Program blobs.
     pub blobs: u64,
-    /// Bytes of blobs and entries.
+    /// Bytes of blobs and entries (their file sizes, which a sparse file can make huge;
+    /// the total stops at `u64::MAX`).
     pub bytes: u64,
     /// The counters kept across processes.
     pub counters: Counters,
@@ -138,7 +139,7 @@ pub struct Trimmed {
     pub removed_entries: u64,
     /// Compile lock files nobody held, removed.
     pub removed_locks: u64,
-    /// Bytes of blobs and entries left.
+    /// Bytes of blobs and entries left (their file sizes; the total stops at `u64::MAX`).
     pub bytes_left: u64,
 }
 
@@ -683,11 +684,12 @@ impl KernelStore {
         let Ok(entries) = guard.entries() else {
             return 0;
         };
-        entries
-            .filter_map(Result::ok)
-            .filter_map(|e| e.item.metadata().ok())
-            .map(|m| m.len())
-            .sum()
+        total_bytes(
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.item.metadata().ok())
+                .map(|m| m.len()),
+        )
     }
 
     /// Evicts least-recently-used blobs (and their entries) until the store holds at
@@ -723,17 +725,23 @@ impl KernelStore {
                 }
             }
         }
-        let mut total: u64 =
-            blobs.iter().map(|b| b.1).sum::<u64>() + entries.iter().map(|e| e.1).sum::<u64>();
+        // Counted in u128, where file sizes cannot overflow, so eviction stops where it should
+        // even if sparse files claim more than u64::MAX bytes together.
+        let mut total: u128 = blobs
+            .iter()
+            .map(|b| b.1)
+            .chain(entries.iter().map(|e| e.1))
+            .map(u128::from)
+            .sum();
         blobs.sort();
         let mut victims = std::collections::HashSet::new();
         let mut out = Trimmed::default();
         for (_, size, digest) in &blobs {
-            if total <= max_bytes {
+            if total <= u128::from(max_bytes) {
                 break;
             }
             victims.insert(digest.clone());
-            total -= size;
+            total -= u128::from(*size);
         }
         let live: std::collections::HashSet<&str> = blobs
             .iter()
@@ -750,7 +758,7 @@ impl KernelStore {
                 .is_some_and(|r| live.contains(r.blob.as_str()));
             if !keep && guard.remove(name).unwrap_or(false) {
                 out.removed_entries += 1;
-                total = total.saturating_sub(*size);
+                total = total.saturating_sub(u128::from(*size));
             }
         }
         let mut delta = Counters::default();
@@ -779,7 +787,7 @@ impl KernelStore {
                 }
             }
         }
-        out.bytes_left = total;
+        out.bytes_left = u64::try_from(total).unwrap_or(u64::MAX);
         self.count(delta);
         out
     }
@@ -817,7 +825,7 @@ impl KernelStore {
             if let Ok(entries) = guard.entries() {
                 for e in entries.filter_map(Result::ok) {
                     let len = e.item.metadata().map(|m| m.len()).unwrap_or(0);
-                    s.bytes += len;
+                    s.bytes = s.bytes.saturating_add(len);
                     if format::is_blob_name(&e.name) {
                         s.blobs += 1;
                     } else {
@@ -901,6 +909,13 @@ impl KernelStore {
     }
 }
 
+/// The sum of file sizes `lens`, stopping at `u64::MAX`: a sparse file's size costs no
+/// disk, so files can claim more bytes together than a `u64` counts (a plain sum panicked
+/// in a debug build and wrapped in release).
+fn total_bytes(lens: impl IntoIterator<Item = u64>) -> u64 {
+    lens.into_iter().fold(0, u64::saturating_add)
+}
+
 /// Reads the private regular file `name` of the directory, at most `max` bytes.
 fn read_private(guard: &Guard<'_>, name: &str, max: u64) -> Result<Vec<u8>, MissReason> {
     let path = guard
@@ -953,5 +968,19 @@ fn publish_private(guard: &Guard<'_>, name: &str, bytes: &[u8]) -> Result<(), ca
 pub(crate) fn note_save_failure(kernels: &[(&str, &str)], why: &str) {
     for (key, _) in kernels {
         record::note(key, Outcome::NotSaved(NotSaved::Backend(why.to_string())));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::total_bytes;
+
+    #[test]
+    fn byte_totals_stop_at_u64_max_instead_of_overflowing() {
+        assert_eq!(total_bytes([]), 0);
+        assert_eq!(total_bytes([1, 2, 3]), 6);
+        let half = u64::MAX / 2 + 1;
+        assert_eq!(total_bytes([half, half]), u64::MAX);
+        assert_eq!(total_bytes([u64::MAX, 1, u64::MAX]), u64::MAX);
     }
 }
