@@ -36,7 +36,8 @@ pub struct EntryFile {
 pub struct StagingArtifact {
     /// The directory name.
     pub name: String,
-    /// Total bytes of the files directly inside it.
+    /// Total bytes of the files directly inside it (their sizes, which sparse files can make
+    /// huge; the total stops at `u64::MAX`).
     pub bytes: u64,
     /// Time since its newest modification.
     pub age: Duration,
@@ -139,10 +140,11 @@ pub fn scan(dir: &Path, mut visit: impl FnMut(Found)) -> Result<RegimeStamp, Err
         } else if cache_dir::is_staging(&name) {
             let bytes = fs::read_dir(&path)
                 .map(|rd| {
-                    rd.flatten()
-                        .filter_map(|c| c.metadata().ok())
-                        .map(|m| m.len())
-                        .sum()
+                    total_bytes(
+                        rd.flatten()
+                            .filter_map(|c| c.metadata().ok())
+                            .map(|m| m.len()),
+                    )
                 })
                 .unwrap_or(0);
             let age = cache_dir::staging_age(&path).unwrap_or(Duration::ZERO);
@@ -298,7 +300,8 @@ pub struct GcReport {
     pub staging_removed: usize,
     /// Entry files removed.
     pub entries_removed: usize,
-    /// Bytes of the removed entry files.
+    /// Bytes of the removed entry files (their sizes, which sparse files can make huge; the
+    /// total stops at `u64::MAX`).
     pub bytes_freed: u64,
 }
 
@@ -345,7 +348,7 @@ impl DiskCache {
                 // least as old).
                 Ok(()) => {
                     report.entries_removed += usize::from(!index);
-                    report.bytes_freed += meta.len();
+                    report.bytes_freed = report.bytes_freed.saturating_add(meta.len());
                 }
                 Err(e) => tracing::warn!(
                     target: "schedule_cache::disk",
@@ -359,10 +362,26 @@ impl DiskCache {
     }
 }
 
+/// The sum of file sizes `lens`, stopping at `u64::MAX`: a sparse file's size costs no
+/// disk, so files can claim more bytes together than a `u64` counts (a plain sum panicked
+/// in a debug build and wrapped in release).
+fn total_bytes(lens: impl IntoIterator<Item = u64>) -> u64 {
+    lens.into_iter().fold(0, u64::saturating_add)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn byte_totals_stop_at_u64_max_instead_of_overflowing() {
+        assert_eq!(total_bytes([]), 0);
+        assert_eq!(total_bytes([1, 2, 3]), 6);
+        let half = u64::MAX / 2 + 1;
+        assert_eq!(total_bytes([half, half]), u64::MAX);
+        assert_eq!(total_bytes([u64::MAX, 1, u64::MAX]), u64::MAX);
+    }
 
     #[test]
     fn the_version_header_is_read_from_the_layouts_stores_write() {
