@@ -117,7 +117,7 @@ pub(crate) fn stats(
                 Space::Schedule => c.schedule += 1,
                 Space::Placement => c.placement += 1,
             }
-            c.bytes += e.bytes;
+            c.bytes = c.bytes.saturating_add(e.bytes);
             match disk::entry_version(dir, &e) {
                 Ok(v) if v == current_version(e.space) => {}
                 Ok(_) => c.other_version += 1,
@@ -128,7 +128,7 @@ pub(crate) fn stats(
             c.staging += 1;
             if s.age >= stale_after {
                 c.stale += 1;
-                c.stale_bytes += s.bytes;
+                c.stale_bytes = c.stale_bytes.saturating_add(s.bytes);
             }
         }
         Found::Index(_) => c.index += 1,
