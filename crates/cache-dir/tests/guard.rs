@@ -1,21 +1,143 @@
 //! The promises of a lock-free hold ([`CacheDir::with_shared`] on a directory this process
-//! cannot write and that has no lock file), on real directories.
+//! cannot write and that has no lock file) and of [`Guard::append`](cache_dir::Guard::append),
+//! on real directories.
 //!
 //! The lock-free cases run in a child process (this test binary again) that cannot write the
 //! directory: as root (where permission bits do not bind) the child runs as user `nobody`
 //! (uid 65534); as another user the directory is simply made read-only.
+//!
+//! No test asserts a time: a hang is caught by running the operation on a thread and failing
+//! when no answer arrives within a generous bound.
 
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
-use cache_dir::{CacheDir, Error, LOCK_FILE, RegimeStamp, STAMP_FILE, read_stamp};
+use cache_dir::{CacheDir, Error, Guard, LOCK_FILE, RegimeStamp, STAMP_FILE, read_stamp};
+
+/// Far above any honest operation on a loaded machine; only a hang reaches it.
+const HANG: Duration = Duration::from_secs(60);
 
 fn is_entry(name: &str) -> bool {
     name.ends_with(".entry") || name.ends_with(".keys")
+}
+
+/// Runs `f` on a thread; panics if it has not answered within [`HANG`].
+fn no_hang<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(HANG)
+        .unwrap_or_else(|_| panic!("{what}: no answer within {HANG:?}: the operation hangs"))
+}
+
+/// The kind of the I/O error `result` failed with.
+fn io_kind<T: std::fmt::Debug>(result: Result<T, Error>) -> io::ErrorKind {
+    match result {
+        Err(Error::Io { source, .. }) => source.kind(),
+        other => panic!("expected an I/O refusal, got {other:?}"),
+    }
+}
+
+/// Runs `f` under a fresh directory's shared hold.
+fn with_guard<R>(f: impl FnOnce(&Guard<'_>) -> R) -> (tempfile::TempDir, R) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = CacheDir::new(tmp.path().join("cache"), 1, is_entry)
+        .with_shared(true, f)
+        .expect("open");
+    (tmp, out)
+}
+
+#[test]
+fn append_writes_nothing_to_a_file_that_holds_its_cap() {
+    let (_tmp, ()) = with_guard(|g| {
+        let full = g.dir().join("full.keys");
+        fs::write(&full, [b'x'; 16]).expect("write");
+        assert_eq!(
+            io_kind(g.append("full.keys", b"y\n", 16)),
+            io::ErrorKind::FileTooLarge
+        );
+        assert_eq!(fs::read(&full).expect("read"), [b'x'; 16]);
+        // Past the cap too.
+        fs::write(&full, [b'x'; 17]).expect("write");
+        assert_eq!(
+            io_kind(g.append("full.keys", b"y\n", 16)),
+            io::ErrorKind::FileTooLarge
+        );
+        assert_eq!(fs::read(&full).expect("read"), [b'x'; 17]);
+        // One byte short of it, the record is appended whole; an absent file is created.
+        fs::write(&full, [b'x'; 15]).expect("write");
+        g.append("full.keys", b"y\n", 16).expect("below the cap");
+        assert_eq!(fs::read(&full).expect("read"), b"xxxxxxxxxxxxxxxy\n");
+        g.append("new.keys", b"y\n", 16).expect("absent");
+        assert_eq!(fs::read(g.dir().join("new.keys")).expect("read"), b"y\n");
+    });
+}
+
+#[test]
+fn append_refuses_a_fifo_without_hanging_or_writing_into_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("cache");
+    let cache = CacheDir::new(&dir, 1, is_entry);
+    cache.with_shared(true, |_| ()).expect("create");
+    let fifo = dir.join("pipe.keys");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+    )
+    .expect("mkfifo");
+    // With a reader, opening for writing succeeds: the refusal is the file-type check.
+    let mut reader = fs::File::from(
+        rustix::fs::open(
+            &fifo,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK,
+            rustix::fs::Mode::empty(),
+        )
+        .expect("open the reader"),
+    );
+    let c = cache.clone();
+    let with_reader = no_hang("append to a FIFO with a reader", move || {
+        c.with_shared(false, |g| g.append("pipe.keys", b"y\n", 1 << 16))
+            .expect("open")
+    });
+    assert_eq!(io_kind(with_reader), io::ErrorKind::InvalidInput);
+    let mut got = Vec::new();
+    reader.read_to_end(&mut got).expect("read the FIFO");
+    assert!(got.is_empty(), "written into the FIFO: {got:?}");
+    drop(reader);
+    // Without one, a blocking open for writing would wait for a reader forever.
+    let without_reader = no_hang("append to a FIFO without a reader", move || {
+        cache
+            .with_shared(false, |g| g.append("pipe.keys", b"y\n", 1 << 16))
+            .expect("open")
+    });
+    assert!(without_reader.is_err(), "{without_reader:?}");
+    let kept = fs::symlink_metadata(&fifo).expect("still there");
+    assert!(kept.file_type().is_fifo());
+}
+
+#[test]
+fn append_never_follows_a_symlink() {
+    let (tmp, ()) = with_guard(|g| {
+        let real = g.dir().join("real.keys");
+        fs::write(&real, b"one\n").expect("write");
+        symlink("real.keys", g.dir().join("link.keys")).expect("symlink");
+        assert!(g.append("link.keys", b"two\n", 1 << 16).is_err());
+        assert_eq!(fs::read(&real).expect("read"), b"one\n");
+        // A dangling link is not followed to create its target (outside the directory here).
+        let outside = g.dir().parent().expect("parent").join("outside.keys");
+        symlink(&outside, g.dir().join("dangling.keys")).expect("symlink");
+        assert!(g.append("dangling.keys", b"two\n", 1 << 16).is_err());
+        assert!(!outside.exists(), "the append created the link's target");
+    });
+    drop(tmp);
 }
 
 const CHILD_ROLE: &str = "KCACHE_CACHE_DIR_GUARD_CHILD";
@@ -30,6 +152,8 @@ const INSIDE: &str = "GUARD-CHILD-INSIDE";
 /// - `stamp`: reads `k.entry` lock-free, prints [`INSIDE`], waits for a line on standard input
 ///   (the parent moves the directory to regime 2 meanwhile), and checks the read is discarded
 ///   with [`Error::StampChanged`].
+/// - `append`: checks it could open `hint.keys` for writing, then that the lock-free hold's
+///   append is refused as read-only anyway.
 #[test]
 fn child() {
     let (Ok(role), Ok(dir)) = (std::env::var(CHILD_ROLE), std::env::var(CHILD_DIR)) else {
@@ -54,6 +178,19 @@ fn child() {
                 read
             });
             assert!(matches!(got, Err(Error::StampChanged)), "{got:?}");
+        }
+        "append" => {
+            fs::OpenOptions::new()
+                .append(true)
+                .open(dir.join("hint.keys"))
+                .expect("the child may write the file itself: else the test shows nothing");
+            let got = cache
+                .with_shared(false, |g| {
+                    assert!(g.is_lock_free(), "the hold has a file lock");
+                    g.append("hint.keys", b"two\n", 1 << 16)
+                })
+                .expect("open");
+            assert_eq!(io_kind(got), io::ErrorKind::ReadOnlyFilesystem);
         }
         other => panic!("unknown role {other}"),
     }
@@ -141,4 +278,24 @@ fn a_lock_free_read_across_a_regime_change_is_discarded() {
     stdout.read_to_string(&mut rest).expect("read the child");
     seen.push_str(&rest);
     check_child(child, &seen);
+}
+
+/// A lock-free hold never appends, even to a file the process may write.
+#[test]
+fn a_lock_free_hold_refuses_to_append() {
+    let (_tmp, dir) = lock_free_dir();
+    let hint = dir.join("hint.keys");
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
+    fs::write(&hint, b"one\n").expect("write");
+    fs::set_permissions(&hint, fs::Permissions::from_mode(0o666)).expect("chmod");
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o555)).expect("chmod");
+    let mut child = run_child("append", &dir);
+    drop(child.stdin.take());
+    check_child(child, "");
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod back");
+    assert_eq!(fs::read(&hint).expect("read"), b"one\n");
+    assert!(
+        !dir.join(LOCK_FILE).exists(),
+        "the child created the lock file"
+    );
 }
