@@ -314,6 +314,41 @@ fn a_missing_lookup_reads_only_a_checked_sibling_index() {
     assert_eq!(listed(&dir), Vec::<String>::new());
 }
 
+/// A sibling index that holds [`MAX_SIBLINGS_BYTES`](disk::MAX_SIBLINGS_BYTES) is no longer
+/// appended to: a store of a new key of the digest leaves it as it was. One byte short of the
+/// cap, the key's line is appended.
+#[test]
+fn a_full_sibling_index_is_no_longer_appended_to() {
+    let (_tmp, dir, _entry) = stocked();
+    let index = dir.join(disk::siblings_file_name(DIGEST).expect("name"));
+    let cap = usize::try_from(disk::MAX_SIBLINGS_BYTES).expect("the cap fits");
+    let store_key = |rest: &str| {
+        let (dir, k) = (dir.clone(), key(rest));
+        no_hang("store", move || {
+            DiskCache::new(&dir)
+                .store(Some(&k), &payload(5, 6, 7, 1))
+                .expect("no caller mistake")
+        })
+    };
+    let mut full = b"# padding\n".repeat(cap / 10 + 1);
+    full.truncate(cap - 1);
+    full.push(b'\n');
+    fs::write(&index, &full).expect("write");
+    assert_eq!(store_key("new"), StoreOutcome::Stored);
+    assert!(dir.join(Space::Placement.file_name(&key("new"))).is_file());
+    assert_eq!(
+        fs::read(&index).expect("read"),
+        full,
+        "appended past the cap"
+    );
+    let short = &full[1..];
+    fs::write(&index, short).expect("write");
+    assert_eq!(store_key("newer"), StoreOutcome::Stored);
+    let mut expected = short.to_vec();
+    expected.extend_from_slice(format!("p {}\n", key("newer").as_str()).as_bytes());
+    assert_eq!(fs::read(&index).expect("read"), expected);
+}
+
 fn probe_key(dir: &Path, rest: &str) -> Lookup<PlacementEntry> {
     let (dir, k) = (dir.to_path_buf(), key(rest));
     no_hang("probe", move || {
