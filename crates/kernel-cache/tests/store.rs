@@ -665,6 +665,98 @@ fn a_dead_compile_lock_holder_blocks_nobody() {
     );
 }
 
+/// `trim` (`kcache gc --max-size`) removes the compile locks nobody holds and keeps those a
+/// live process (a child compiling) or another open file of this process holds; it removes
+/// dangling and malformed entries and keeps the entries of blobs that stay.
+#[test]
+fn trim_removes_unheld_compile_locks_and_dangling_or_malformed_entries() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    let store = KernelStore::new(&dir);
+    // A program of two kernels that stays, and one whose blob is then lost.
+    save(&store, &batch(100, 2, "t"));
+    let kept = names(&dir, "k-");
+    save(&store, &batch(200, 1, "g"));
+    let dangling: Vec<String> = names(&dir, "k-")
+        .into_iter()
+        .filter(|n| !kept.contains(n))
+        .collect();
+    assert_eq!(dangling.len(), 1, "{dangling:?}");
+    let blobs = names(&dir, "b-");
+    let lost = blobs
+        .iter()
+        .find(|b| fs::read(dir.join(b)).is_ok_and(|bytes| contains(&bytes, b"g_200")))
+        .expect("the second program's blob");
+    fs::remove_file(dir.join(lost)).expect("lose the blob");
+    let private = |name: String| {
+        let path = dir.join(name);
+        fs::write(&path, b"").expect("write");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).expect("chmod");
+        path
+    };
+    fs::write(private(format!("k-{}", "e".repeat(64))), b"not an entry").expect("write");
+    // Compile locks: those the saves' resolves left (released, never unlinked), one a live
+    // child holds, one this process holds through another open file, one nobody holds.
+    let left = names(&dir, "c-");
+    assert_eq!(left.len(), 3, "{left:?}");
+    // (slow_compile returns at once here: lock files exist already.)
+    let mut child = slow_compile(&dir, "h");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // Until the child holds its own: a lock this process can take is not held yet.
+    let childs = loop {
+        let held = names(&dir, "c-")
+            .into_iter()
+            .filter(|n| !left.contains(n))
+            .map(|n| dir.join(n))
+            .find(|p| fs::File::open(p).is_ok_and(|f| f.try_lock().is_err()));
+        if let Some(path) = held {
+            break path;
+        }
+        assert!(Instant::now() < deadline, "the child never locked its file");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let ours = private(format!("c-{}", "a".repeat(64)));
+    let holder = fs::File::open(&ours).expect("open");
+    holder.lock().expect("lock");
+    let free = private(format!("c-{}", "b".repeat(64)));
+
+    let t = store.trim(u64::MAX).expect("trim");
+    assert_eq!(
+        (t.evicted_blobs, t.removed_entries, t.removed_locks),
+        (0, 2, 4),
+        "{t:?}"
+    );
+    assert!(
+        childs.exists() && ours.exists(),
+        "a held compile lock was removed"
+    );
+    assert!(!free.exists(), "the unheld compile lock is still there");
+    assert!(
+        left.iter().all(|n| !dir.join(n).exists()),
+        "a released compile lock is still there"
+    );
+    assert_eq!(
+        names(&dir, "k-"),
+        kept,
+        "dangling or malformed entries left"
+    );
+    assert_eq!(t.bytes_left, store.stats().expect("stats").bytes);
+    for i in 100..102 {
+        assert!(store.probe("file-backend 1", &format!("key-{i}")).is_ok());
+    }
+    // Once released, both go too.
+    child.kill().expect("kill");
+    child.wait().expect("reap");
+    drop(holder);
+    let t = store.trim(u64::MAX).expect("trim");
+    assert_eq!((t.removed_entries, t.removed_locks), (0, 2), "{t:?}");
+    assert!(names(&dir, "c-").is_empty(), "{:?}", names(&dir, "c-"));
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
 #[test]
 fn sigkill_during_saves_never_leaves_a_dangling_entry_or_a_bad_blob() {
     let tmp = tempfile::tempdir().expect("tmp");
