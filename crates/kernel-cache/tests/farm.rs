@@ -311,6 +311,35 @@ fn an_unsigned_mis_signed_or_tampered_value_is_a_miss() {
     }
 }
 
+/// `BadSignature` is the miss of an entry without a valid MAC as well as a blob's: entries
+/// tampered with under the right secret (their blob untouched) give it too.
+#[test]
+fn a_tampered_entry_is_a_bad_signature_miss_too() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
+    resolve(&a);
+    let mut raw = server.raw().expect("raw");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("kcache:kernels1:entry:*")
+        .query(&mut raw)
+        .expect("keys");
+    assert!(!keys.is_empty());
+    for key in &keys {
+        let mut value: Vec<u8> = redis::cmd("GET").arg(key).query(&mut raw).expect("get");
+        *value.last_mut().expect("bytes") ^= 1;
+        redis::cmd("SET")
+            .arg(key)
+            .arg(&value)
+            .query::<()>(&mut raw)
+            .expect("set");
+    }
+    let fresh = KernelStore::new(tmp.path().join("b")).with_farm(farm(&server, "farm secret"));
+    let (census, events) = resolve(&fresh);
+    assert_eq!(census.kernels_loaded, 0);
+    assert_eq!(misses(&events)[0], MissReason::BadSignature, "{events:?}");
+}
+
 #[test]
 fn an_unreachable_server_is_a_miss_never_a_failed_resolve() {
     let port = TcpListener::bind("127.0.0.1:0")

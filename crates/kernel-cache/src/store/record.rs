@@ -33,7 +33,8 @@ pub enum MissReason {
     /// The backend could not load the verified blob (removed, unless the backend keeps it:
     /// see `PersistentBackend::keeps_saved`).
     LoadFailed(String),
-    /// A shared level's blob carries no valid MAC for this farm's secret.
+    /// A shared level's entry or blob carries no valid MAC for this farm's secret (unsigned,
+    /// signed with another secret, or changed since it was signed).
     BadSignature,
     /// The backend could not tell what the kernel's options mean on this machine
     /// (`PersistentBackend::host_part` failed), which names the kernel's entry: the kernel
@@ -53,7 +54,7 @@ impl fmt::Display for MissReason {
             MissReason::NoSymbol => f.write_str("symbol not in the blob's table (removed)"),
             MissReason::NotPrivate(why) => write!(f, "refused, not private: {why}"),
             MissReason::LoadFailed(why) => write!(f, "backend could not load the blob: {why}"),
-            MissReason::BadSignature => f.write_str("blob unsigned or mis-signed"),
+            MissReason::BadSignature => f.write_str("shared entry or blob unsigned or mis-signed"),
             MissReason::HostUnknown(why) => write!(
                 f,
                 "backend could not tell what the options mean on this machine: {why}"
