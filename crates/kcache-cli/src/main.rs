@@ -22,6 +22,8 @@
 //! error (an ambiguous `show` prefix included). Log events of the
 //! cache (refusals, sweeps) go to stderr, filtered by `KCACHE_LOG` (default `warn`).
 
+#![forbid(unsafe_code)]
+
 mod duration;
 mod kernels;
 mod key;
