@@ -2,8 +2,9 @@
 //! test at the bottom), so a rule is never only a convention:
 //!
 //! - every crate root (`src/lib.rs`, `src/main.rs`) starts with a `//!` crate doc;
-//! - every library crate under `crates/` denies missing docs and forbids unsafe code
-//!   (a crate that must load shared objects may `deny` instead and allow it locally);
+//! - every library crate under `crates/` denies missing docs, and every crate root there
+//!   (a binary's `src/main.rs` too) forbids unsafe code (a crate that must load shared
+//!   objects may `deny` instead and allow it locally), each as a line of its own;
 //! - every internal dependency a crate declares (normal or build, on any target, as
 //!   `cargo metadata` reads the manifests) is one the layer table in
 //!   `docs/ARCHITECTURE.md` allows, and every crate is in that table;
@@ -106,21 +107,34 @@ fn check_crate_root(root: &Path, name: &str, dir: &Path, problems: &mut Vec<Stri
         }
     }
     let in_crates_dir = dir.parent().is_some_and(|p| p.ends_with("crates"));
-    if in_crates_dir && lib.exists() {
-        let text = fs::read_to_string(&lib).unwrap_or_default();
-        if !text.contains("#![deny(missing_docs)]") {
+    if !in_crates_dir {
+        return;
+    }
+    for file in &roots {
+        let text = fs::read_to_string(file).unwrap_or_default();
+        if *file == lib && !has_inner_attribute(&text, "#![deny(missing_docs)]") {
             problems.push(format!(
                 "{}: missing #![deny(missing_docs)]",
-                rel(root, &lib)
+                rel(root, file)
             ));
         }
-        if !text.contains("#![forbid(unsafe_code)]") && !text.contains("#![deny(unsafe_code)]") {
+        // Every crate root, a binary's too: the workspace lint only denies unsafe code,
+        // which an `#[allow]` can lift.
+        if !has_inner_attribute(&text, "#![forbid(unsafe_code)]")
+            && !has_inner_attribute(&text, "#![deny(unsafe_code)]")
+        {
             problems.push(format!(
                 "{}: missing #![forbid(unsafe_code)]",
-                rel(root, &lib)
+                rel(root, file)
             ));
         }
     }
+}
+
+/// Whether `text` has `attribute` as a line of its own (not inside a comment, a doc or a
+/// string, where a text search would find it too).
+fn has_inner_attribute(text: &str, attribute: &str) -> bool {
+    text.lines().any(|l| l.trim() == attribute)
 }
 
 /// `(package name, directory)` of every workspace member.
@@ -286,6 +300,21 @@ mod tests {
         assert!(layers["b"].contains("a"));
         assert!(parse_layers("no marker").is_err());
         assert!(parse_layers("<!-- layers -->\n```text\nno colon\n```").is_err());
+    }
+
+    /// An attribute counts only as a line of its own: in a comment or a doc it is text.
+    #[test]
+    fn inner_attributes_are_lines_not_mentions() {
+        let a = "#![forbid(unsafe_code)]";
+        assert!(has_inner_attribute(
+            "//! doc\n\n#![forbid(unsafe_code)]\n",
+            a
+        ));
+        assert!(!has_inner_attribute(
+            "//! uses #![forbid(unsafe_code)] like others\n",
+            a
+        ));
+        assert!(!has_inner_attribute("// #![forbid(unsafe_code)]\n", a));
     }
 
     #[test]

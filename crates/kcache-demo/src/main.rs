@@ -1,6 +1,8 @@
 //! `kcache-demo`: runs the kcache end-to-end autotuning demo (see the `kcache_demo`
 //! library) and prints its report. Run it twice: the second run replays the winners.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
