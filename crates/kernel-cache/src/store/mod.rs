@@ -857,7 +857,8 @@ impl KernelStore {
 
     /// Takes the compile lock of every key (each named as its entry is, with its host
     /// part; in sorted order, so two resolves never wait on each other in a cycle),
-    /// waiting for each at most until `compile_wait` after the first wait began. Returns
+    /// waiting for each at most until `compile_wait` after this call began (one deadline for
+    /// all). Returns
     /// the locks and whether any was held by another.
     pub(crate) fn compile_locks(
         &self,
