@@ -628,10 +628,13 @@ fn slow_compile(dir: &Path, prefix: &str) -> Child {
             ("KSTORE_DELAY_MS", "60000".into()),
         ],
     );
+    // Until a compile lock is held: one this process can take (and drops at once) is not,
+    // so a lock file the child created but has not locked yet is not taken for its lock.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !fs::read_dir(dir)
-        .map(|mut d| d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("c-"))))
-        .unwrap_or(false)
+    while !(dir.is_dir()
+        && names(dir, "c-")
+            .iter()
+            .any(|n| fs::File::open(dir.join(n)).is_ok_and(|f| f.try_lock().is_err())))
     {
         assert!(
             Instant::now() < deadline,
@@ -699,7 +702,6 @@ fn trim_removes_unheld_compile_locks_and_dangling_or_malformed_entries() {
     // child holds, one this process holds through another open file, one nobody holds.
     let left = names(&dir, "c-");
     assert_eq!(left.len(), 3, "{left:?}");
-    // (slow_compile returns at once here: lock files exist already.)
     let mut child = slow_compile(&dir, "h");
     let deadline = Instant::now() + Duration::from_secs(20);
     // Until the child holds its own: a lock this process can take is not held yet.
@@ -997,8 +999,6 @@ fn a_compile_wait_that_times_out_compiles_the_key_itself() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("kernels");
     let mut child = slow_compile(&dir, "w");
-    // Give the child time to lock the file it created.
-    std::thread::sleep(Duration::from_millis(200));
     let store = KernelStore::new(&dir).with_compile_wait(Duration::from_millis(300));
     let b = batch(0, 1, "w");
     let ((out, census), events) = recorded(&store, &b, &FileBackend::new());
@@ -1026,13 +1026,13 @@ fn an_unbounded_compile_wait_waits_for_the_holder() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path().join("kernels");
     let mut child = slow_compile(&dir, "u");
-    // Give the child time to lock the file it created.
-    std::thread::sleep(Duration::from_millis(200));
     let store = KernelStore::new(&dir).with_compile_wait(Duration::MAX);
     let b = batch(0, 1, "u");
     let ((out, census), events) = std::thread::scope(|s| {
         let resolving = s.spawn(|| recorded(&store, &b, &FileBackend::new()));
-        std::thread::sleep(Duration::from_millis(300));
+        // Long enough for the resolve to reach the held lock and start waiting (killed
+        // before that, the child would leave nothing to wait for, and no `Waited` event).
+        std::thread::sleep(Duration::from_secs(1));
         child.kill().expect("kill");
         child.wait().expect("reap");
         resolving.join().expect("the resolve panicked")
