@@ -103,12 +103,8 @@ fn stats_shows_the_kernel_store_and_gc_trims_it() {
     assert!(store.probe("lines 1", "key-2").is_ok());
 }
 
-/// The counters file is text anyone who writes the store can edit: counters whose sum
-/// does not fit in 64 bits are shown as they are, with their rate, not a panic.
-#[test]
-fn stats_shows_counters_whose_sum_overflows() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let dir = tmp.path();
+/// The kernel store at `dir/kernels`, holding the one program a resolve of `key-0` saved.
+fn store_with_one_program(dir: &std::path::Path) -> std::path::PathBuf {
     let kernels = dir.join("kernels");
     let store = KernelStore::new(&kernels);
     let b = vec![BatchKernel {
@@ -118,6 +114,16 @@ fn stats_shows_counters_whose_sum_overflows() {
         source: "kernel 0".to_string(),
     }];
     resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &Lines).expect("resolve");
+    kernels
+}
+
+/// The counters file is text anyone who writes the store can edit: counters whose sum
+/// does not fit in 64 bits are shown as they are, with their rate, not a panic.
+#[test]
+fn stats_shows_counters_whose_sum_overflows() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    let kernels = store_with_one_program(dir);
     std::fs::write(
         kernels.join("stats"),
         format!(
@@ -147,15 +153,7 @@ fn stats_shows_counters_whose_sum_overflows() {
 fn stats_never_sweeps_a_kernel_store_of_another_regime() {
     let tmp = tempfile::tempdir().expect("tmp");
     let dir = tmp.path();
-    let kernels = dir.join("kernels");
-    let store = KernelStore::new(&kernels);
-    let b = vec![BatchKernel {
-        key: "key-0".to_string(),
-        options: vec![],
-        symbol: "k0".to_string(),
-        source: "kernel 0".to_string(),
-    }];
-    resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &Lines).expect("resolve");
+    let kernels = store_with_one_program(dir);
     let listing = |d: &std::path::Path| -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(d)
             .expect("list")
