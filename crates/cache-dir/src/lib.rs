@@ -607,6 +607,21 @@ impl Guard<'_> {
     }
 }
 
+/// The total of file sizes `lens` (lengths as the file system reports them), stopping at
+/// `u64::MAX`: a sparse file's size costs no disk, so a store's files can claim more bytes
+/// together than a `u64` counts (a plain sum panics in a debug build and wraps in release).
+/// The stores' statistics and size limits sum with it.
+///
+/// ```
+/// assert_eq!(cache_dir::total_bytes([1, 2, 3]), 6);
+/// let half = u64::MAX / 2 + 1;
+/// assert_eq!(cache_dir::total_bytes([half, half]), u64::MAX);
+/// assert_eq!(cache_dir::total_bytes([u64::MAX, 1, u64::MAX]), u64::MAX);
+/// ```
+pub fn total_bytes(lens: impl IntoIterator<Item = u64>) -> u64 {
+    lens.into_iter().fold(0, u64::saturating_add)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -684,7 +684,7 @@ impl KernelStore {
         let Ok(entries) = guard.entries() else {
             return 0;
         };
-        total_bytes(
+        cache_dir::total_bytes(
             entries
                 .filter_map(Result::ok)
                 .filter_map(|e| e.item.metadata().ok())
@@ -910,13 +910,6 @@ impl KernelStore {
     }
 }
 
-/// The sum of file sizes `lens`, stopping at `u64::MAX`: a sparse file's size costs no
-/// disk, so files can claim more bytes together than a `u64` counts (a plain sum panicked
-/// in a debug build and wrapped in release).
-fn total_bytes(lens: impl IntoIterator<Item = u64>) -> u64 {
-    lens.into_iter().fold(0, u64::saturating_add)
-}
-
 /// Reads the private regular file `name` of the directory, at most `max` bytes.
 fn read_private(guard: &Guard<'_>, name: &str, max: u64) -> Result<Vec<u8>, MissReason> {
     let path = guard
@@ -969,19 +962,5 @@ fn publish_private(guard: &Guard<'_>, name: &str, bytes: &[u8]) -> Result<(), ca
 pub(crate) fn note_save_failure(kernels: &[(&str, &str)], why: &str) {
     for (key, _) in kernels {
         record::note(key, Outcome::NotSaved(NotSaved::Backend(why.to_string())));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::total_bytes;
-
-    #[test]
-    fn byte_totals_stop_at_u64_max_instead_of_overflowing() {
-        assert_eq!(total_bytes([]), 0);
-        assert_eq!(total_bytes([1, 2, 3]), 6);
-        let half = u64::MAX / 2 + 1;
-        assert_eq!(total_bytes([half, half]), u64::MAX);
-        assert_eq!(total_bytes([u64::MAX, 1, u64::MAX]), u64::MAX);
     }
 }

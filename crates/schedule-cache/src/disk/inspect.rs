@@ -140,7 +140,7 @@ pub fn scan(dir: &Path, mut visit: impl FnMut(Found)) -> Result<RegimeStamp, Err
         } else if cache_dir::is_staging(&name) {
             let bytes = fs::read_dir(&path)
                 .map(|rd| {
-                    total_bytes(
+                    cache_dir::total_bytes(
                         rd.flatten()
                             .filter_map(|c| c.metadata().ok())
                             .map(|m| m.len()),
@@ -362,26 +362,10 @@ impl DiskCache {
     }
 }
 
-/// The sum of file sizes `lens`, stopping at `u64::MAX`: a sparse file's size costs no
-/// disk, so files can claim more bytes together than a `u64` counts (a plain sum panicked
-/// in a debug build and wrapped in release).
-fn total_bytes(lens: impl IntoIterator<Item = u64>) -> u64 {
-    lens.into_iter().fold(0, u64::saturating_add)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    #[test]
-    fn byte_totals_stop_at_u64_max_instead_of_overflowing() {
-        assert_eq!(total_bytes([]), 0);
-        assert_eq!(total_bytes([1, 2, 3]), 6);
-        let half = u64::MAX / 2 + 1;
-        assert_eq!(total_bytes([half, half]), u64::MAX);
-        assert_eq!(total_bytes([u64::MAX, 1, u64::MAX]), u64::MAX);
-    }
 
     #[test]
     fn the_version_header_is_read_from_the_layouts_stores_write() {
