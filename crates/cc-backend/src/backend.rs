@@ -23,6 +23,18 @@ use crate::source::Source;
 /// The flags every compile uses, ahead of the group's option list.
 pub const BASE_FLAGS: &[&str] = &["-O2", "-shared", "-fPIC"];
 
+/// The flags the link adds, after the group's option list: `-Wl,-Bsymbolic` binds each
+/// reference to a symbol the shared object defines to its own definition (on ELF; Mach-O's
+/// two-level namespace does so already). Without it, a generated entry's call of its kernel
+/// goes through the dynamic loader, which binds it to the first definition of the name in
+/// the process's global scope: a kernel named `free` or `getpid` would have libc's function
+/// called with the kernel's arguments. Part of [`CcBackend::identity`].
+pub(crate) const LINK_FLAGS: &[&str] = if cfg!(target_vendor = "apple") {
+    &[]
+} else {
+    &["-Wl,-Bsymbolic"]
+};
+
 /// The file name of every translation unit, each in a directory of its own (the
 /// compiler's working directory when it compiles that unit), so `__FILE__` is the same
 /// whatever the directory and the symbol.
@@ -61,7 +73,9 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// Each program is one shared object: every kernel is compiled by `cc -O2 -shared -fPIC
 /// <options> -MD -MF kernel.d -c -o kernel.o kernel.c` in a directory of its own (the
 /// compiler lists in `kernel.d` the headers it read), then the objects are
-/// linked by `cc -O2 -shared -fPIC <options> -o program.so <objects> -lm`, all in a
+/// linked by `cc -O2 -shared -fPIC <options> -Wl,-Bsymbolic -o program.so <objects> -lm`
+/// (`-Bsymbolic`: a kernel named like a function the process has, `free`, is still the one
+/// its entry calls; not on Apple targets, whose linker binds so already), all in a
 /// fresh directory of the work directory (removed when the program is dropped): every
 /// kernel is its own
 /// translation unit (see [`Source`]), so no preprocessor state, `static` or `#pragma`
@@ -269,8 +283,9 @@ impl CcBackend {
             .map(|&name| (name, var(name)))
             .collect();
         let mut identity = format!(
-            "{command}\n{version}\n{}\n{REPRODUCIBLE}",
-            BASE_FLAGS.join(" ")
+            "{command}\n{version}\n{}\n{REPRODUCIBLE}\nlink {}",
+            BASE_FLAGS.join(" "),
+            LINK_FLAGS.join(" ")
         );
         for (name, value) in &input_env {
             if let Some(value) = value {
@@ -312,7 +327,8 @@ impl CcBackend {
     }
 
     /// What identifies this backend's output: the compiler command, the first line of
-    /// its `--version`, the base flags, its reproducible-compile rule, the settings of
+    /// its `--version`, the base flags, its reproducible-compile rule, the link's own
+    /// flags (`-Wl,-Bsymbolic` but on Apple targets), the settings of
     /// [`COMPILER_INPUT_ENV`] it found (see [`CcBackend`]), the target architecture and
     /// OS, and [`SAVED_FORMAT`](crate::SAVED_FORMAT), one per line in that order. Put it
     /// in every key (see [`kernel_cache::kernel_key`]) so kernels compiled by another
@@ -579,6 +595,7 @@ impl CcBackend {
             }
         }
         let output = compiler()?
+            .args(LINK_FLAGS)
             .arg("-o")
             .arg(&prepared.so_path)
             .args(prepared.unit_dirs.iter().map(|d| d.join(OBJECT_NAME)))

@@ -306,7 +306,8 @@ impl Kernel {
         // extent; for a scalar, a pointer to a live value of exactly the parameter's
         // type. The entry reads `pointers[i]` for each parameter only and passes them
         // to the kernel, whose C type the compiler checked against the signature's
-        // prototype. By the kernel-text contract (see `Source`) the kernel touches no
+        // prototype: this object's own definition of the symbol, which the link binds the
+        // entry's call to (`LINK_FLAGS`), never a same-named function of the process. By the kernel-text contract (see `Source`) the kernel touches no
         // element at or beyond the extents, writes only through non-const buffers and
         // keeps no pointer after returning. `args` (and so every pointee) outlives the
         // call.

@@ -229,3 +229,28 @@ fn a_missing_compiler_is_a_spawn_error() {
     let err = CcBackend::with_compiler("/nonexistent/kcache-no-such-cc").unwrap_err();
     assert!(matches!(err, CcError::Spawn { .. }));
 }
+
+/// A kernel may be named like a function the process already has (here libc's `getpid`):
+/// the safe call still runs the kernel, not the process's function of that name. The
+/// entry calls the kernel by its exported name, which the dynamic loader would bind to the
+/// first definition in the global scope (libc's `getpid` here, libc's `free` for a kernel
+/// named `free`: a free of the caller's buffer) without `-Bsymbolic` at the link.
+#[test]
+fn a_kernel_named_like_a_libc_function_is_the_one_called() {
+    let sig =
+        Signature::new().buffer_mut("out", cc_backend::Elem::I32, cc_backend::Extent::fixed(1));
+    let getpid = Source::new("void getpid(int32_t *out) { out[0] = 7; }", sig);
+    let program = Arc::new(
+        backend()
+            .compile_program(&[("getpid", &getpid)], &[])
+            .unwrap(),
+    );
+    let kernel = program.kernel("getpid").unwrap();
+    let mut out = [0i32];
+    kernel.call(&mut [Arg::I32Mut(&mut out)]).unwrap();
+    assert_eq!(
+        out,
+        [7],
+        "the entry called another function than the kernel"
+    );
+}
