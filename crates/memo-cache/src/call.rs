@@ -9,8 +9,9 @@ use std::fmt;
 ///
 /// Floats are compared and hashed by their bits, so `0.0` and `-0.0` (or two NaNs
 /// with different payloads) are different values: a cache key built from them never
-/// merges two calls that an LM could tell apart.
-#[derive(Clone, Debug, PartialEq)]
+/// merges two calls that an LM could tell apart. `==` agrees with the hashes: a NaN
+/// equals itself, `0.0` does not equal `-0.0`.
+#[derive(Clone, Debug)]
 pub enum Value {
     /// No value.
     Null,
@@ -28,6 +29,23 @@ pub enum Value {
     Map(BTreeMap<String, Value>),
     /// A secret (a token, a password): hashed like a string, never shown.
     Secret(Secret),
+}
+
+impl PartialEq for Value {
+    /// Structural, with floats compared by their bits (see [`Value`]).
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Value::Null, Value::Null) => true,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
+            (Value::Text(a), Value::Text(b)) => a == b,
+            (Value::List(a), Value::List(b)) => a == b,
+            (Value::Map(a), Value::Map(b)) => a == b,
+            (Value::Secret(a), Value::Secret(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 impl From<&str> for Value {

@@ -529,3 +529,30 @@ fn key_shows_as_hex() {
     assert_eq!(format!("{k:?}"), format!("Key({})", "ab".repeat(32)));
     assert_eq!(Key::from_bytes(*k.as_bytes()), k);
 }
+
+/// `Value`'s `==` compares floats by their bits, as its docs say and as the hashes do: a
+/// NaN equals itself, `0.0` is not `-0.0`, and a configuration holding them follows.
+#[test]
+fn values_compare_floats_by_their_bits_as_the_hashes_do() {
+    let (zero, minus_zero) = (Value::Float(0.0), Value::Float(-0.0));
+    assert_ne!(zero, minus_zero);
+    assert_ne!(input_hash([("f", &zero)]), input_hash([("f", &minus_zero)]));
+    let nan = Value::Float(f64::NAN);
+    assert_eq!(nan, nan.clone());
+    assert_eq!(
+        Value::List(vec![nan.clone()]),
+        Value::List(vec![nan.clone()])
+    );
+    let other_nan = Value::Float(f64::from_bits(f64::NAN.to_bits() ^ 1));
+    assert_ne!(nan, other_nan);
+    assert_eq!(
+        LmConfig::new("m").with_option("t", nan.clone()),
+        LmConfig::new("m").with_option("t", nan)
+    );
+    assert_ne!(
+        LmConfig::new("m").with_option("t", 0.0),
+        LmConfig::new("m").with_option("t", -0.0)
+    );
+    assert_eq!(Value::from("a"), Value::from("a"));
+    assert_ne!(Value::from("a"), Value::Secret(Secret::new("a")));
+}
