@@ -133,7 +133,8 @@ impl<V> Fetched<V> {
 /// Counts of what a table's calls did, since the table was made.
 ///
 /// Every finished call counts exactly once as a hit, a miss or a failure, so
-/// `hits + misses + failures` is the number of calls. Counts are exact for every
+/// `hits + misses + failures` is the number of calls (a call answered from the table
+/// whose `V::clone` panics is a hit). Counts are exact for every
 /// call that happens-before the read (e.g. calls of threads already joined).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -355,12 +356,14 @@ where
     /// The hit path: a stored value, cloned out under the shard's read lock.
     #[inline(always)]
     fn lookup(&self, key: &K) -> Option<V> {
-        let v = match self.map.get(key)?.value() {
-            Slot::Ready(v) => v.clone(),
-            Slot::Pending(_) => return None,
-        };
-        self.hits.bump();
-        Some(v)
+        match self.map.get(key)?.value() {
+            Slot::Ready(v) => {
+                // Counted before the clone, so a call whose clone panics counts too.
+                self.hits.bump();
+                Some(v.clone())
+            }
+            Slot::Pending(_) => None,
+        }
     }
 
     /// The slow path: claim the key and compute, or wait for whoever claimed it.
@@ -370,9 +373,9 @@ where
             let flight = match self.map.entry(key.clone()) {
                 Entry::Occupied(entry) => match entry.get() {
                     Slot::Ready(v) => {
+                        self.hits.bump();
                         let v = v.clone();
                         drop(entry);
-                        self.hits.bump();
                         return Ok(Fetched::Hit(v));
                     }
                     Slot::Pending(flight) => Arc::clone(flight),

@@ -356,3 +356,35 @@ fn keys_sharing_their_hash_word_never_answer_for_each_other() {
         assert_eq!((stats.entries, stats.misses), (64, 64));
     });
 }
+
+/// A call answered from the table whose `V::clone` panics still counts once (as the hit it
+/// is), so `hits + misses + failures` stays the number of calls.
+#[test]
+fn a_hit_whose_clone_panics_counts_once() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static REFUSE: AtomicBool = AtomicBool::new(false);
+    #[derive(Debug, PartialEq)]
+    struct Touchy(u32);
+    impl Clone for Touchy {
+        fn clone(&self) -> Self {
+            assert!(!REFUSE.load(Ordering::SeqCst), "clone refused");
+            Touchy(self.0)
+        }
+    }
+    with_cache(true, |table: Option<&Table<Key, Touchy>>| {
+        let t = table.expect("enabled");
+        assert_eq!(get_or_put(table, key(1), || Touchy(1)), Touchy(1));
+        REFUSE.store(true, Ordering::SeqCst);
+        // The lookup path.
+        let hit = catch_unwind(AssertUnwindSafe(|| get_or_put(table, key(1), || Touchy(2))));
+        assert!(hit.is_err());
+        REFUSE.store(false, Ordering::SeqCst);
+        let stats = t.stats();
+        assert_eq!((stats.hits, stats.misses, stats.failures), (1, 1, 0));
+        assert_eq!(
+            fetch_or_put(table, key(1), || Touchy(3)),
+            Fetched::Hit(Touchy(1))
+        );
+        assert_eq!(t.stats().hits, 2);
+    });
+}
