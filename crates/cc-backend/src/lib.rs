@@ -27,9 +27,11 @@
 //!
 //! **Kernel text contract.** Prelude and text are trusted C. The text defines the
 //! kernel under its symbol with the signature's C type, touches no buffer element at
-//! or beyond that buffer's extent, writes only through written buffers and keeps no
-//! pointer after returning: the compiler checks the type, the safe call checks the
-//! lengths, the rest is the kernel author's responsibility, as with any C code.
+//! or beyond that buffer's extent, writes only through written buffers, keeps no
+//! pointer after returning and may run on several threads at once (a [`Kernel`] is
+//! `Send + Sync`, so safe calls of one kernel may overlap: no unsynchronised `static`
+//! state): the compiler checks the type, the safe call checks the lengths, the rest is
+//! the kernel author's responsibility, as with any C code.
 //! Helpers with external linkage would be defined once per kernel and fail to link:
 //! make them `static`.
 //!

@@ -119,6 +119,11 @@ impl PersistentBackend for CcBackend {
     /// writes the shared object to a fresh file of its own (a new directory of the work
     /// directory) and loads it with `RTLD_NOW`, checking every kernel and entry symbol;
     /// never compiles and never counts as a compile.
+    ///
+    /// `saved` is machine code that is run, trusted as a kernel's C text is: give it only
+    /// bytes [`save`](PersistentBackend::save) produced (as the kernel store does, which
+    /// verifies a blob's digest and owner first). Other bytes are not checked to be a
+    /// program this backend compiled, nor their signatures to fit their code.
     fn load(&self, saved: &SavedProgram) -> Result<Compiled<CcProgram>, CcError> {
         let mut r = Reader {
             bytes: &saved.bytes,

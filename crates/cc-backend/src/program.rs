@@ -191,9 +191,10 @@ impl CcProgram {
 fn open(path: &Path) -> Result<libloading::Library, CcError> {
     // SAFETY: loading runs the object's initialisers. The object was either compiled
     // by this crate from kernel sources the caller supplied, or written by
-    // `PersistentBackend::load` from bytes `save` produced, which the persistent store
-    // verified by digest from a blob only its owner could write (the trust boundary of
-    // `docs/disk-format.md`). The crate's contract (see `Source`) is that kernel
+    // `PersistentBackend::load` from the bytes it was given, which its contract requires
+    // to be bytes `save` produced (the persistent store verifies them by digest from a
+    // blob only its owner could write: the trust boundary of `docs/disk-format.md`);
+    // like kernel text, those bytes are trusted input of a safe function. The crate's contract (see `Source`) is that kernel
     // sources are trusted C without initialisers or finalisers with requirements.
     // `RTLD_NOW` resolves every reference at load time, so a kernel calling an
     // undefined function is an error here rather than a crash at call time. The file

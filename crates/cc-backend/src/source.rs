@@ -24,8 +24,9 @@ pub const DEFAULT_PRELUDE: &str = "#include <math.h>\n#include <stddef.h>\n#incl
 /// inline`). `text` must define the kernel under its symbol with a C type compatible
 /// with the signature's prototype (else it fails to compile), and touch no buffer
 /// element at or beyond the signature's extent for it (a promise the compiler cannot
-/// check; the safe call relies on it). Prelude and text are trusted C, as any C the
-/// caller compiles.
+/// check; the safe call relies on it). It must also be safe to run on several threads at
+/// once: safe calls of one [`Kernel`](crate::Kernel) may overlap. Prelude and text are
+/// trusted C, as any C the caller compiles.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Source {
     /// Headers and helper definitions ahead of the kernel (see [`DEFAULT_PRELUDE`]).

@@ -254,3 +254,33 @@ fn a_kernel_named_like_a_libc_function_is_the_one_called() {
         "the entry called another function than the kernel"
     );
 }
+
+/// A `Kernel` is `Send + Sync` and safe calls of one kernel may overlap (as the kernel text
+/// contract says): four threads call one kernel at once, each on its own buffers, and each
+/// gets its own result.
+#[test]
+fn one_kernel_called_from_several_threads_at_once_computes_each_call() {
+    fn shareable<T: Send + Sync>(t: T) -> T {
+        t
+    }
+    let k = abn(elementwise_kernel("k", "a[i] * b[i]"));
+    let program = Arc::new(backend().compile_program(&[("k", &k)], &[]).unwrap());
+    let kernel = shareable(program.kernel("k").unwrap());
+    let barrier = std::sync::Barrier::new(4);
+    std::thread::scope(|s| {
+        for t in 0..4u16 {
+            let (kernel, barrier) = (&kernel, &barrier);
+            s.spawn(move || {
+                let a: Vec<f32> = (0..4096u16).map(f32::from).collect();
+                let b = vec![f32::from(t); 4096];
+                let mut out = vec![f32::NAN; 4096];
+                barrier.wait();
+                for _ in 0..50 {
+                    call(kernel, &mut out, &a, &b).unwrap();
+                }
+                let want: Vec<f32> = a.iter().map(|x| x * f32::from(t)).collect();
+                assert_eq!(out, want, "thread {t}");
+            });
+        }
+    });
+}
