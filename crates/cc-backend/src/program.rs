@@ -5,6 +5,7 @@ use std::ffi::c_void;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use kernel_cache::Resolved;
 use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
@@ -45,8 +46,9 @@ impl fmt::Debug for CcProgram {
 }
 
 impl CcProgram {
-    /// Loads the shared object `path` (in `dir`, which it keeps alive) and checks that
-    /// it defines every kernel of `kernels` and its entry.
+    /// Loads the shared object `path` (in `dir`, which it keeps alive; renamed first to a
+    /// name no other load of this process used, see [`open`]) and checks that it defines
+    /// every kernel of `kernels` and its entry.
     pub(crate) fn load(
         dir: tempfile::TempDir,
         path: PathBuf,
@@ -54,6 +56,19 @@ impl CcProgram {
         manifest: Manifest,
         options: Vec<String>,
     ) -> Result<CcProgram, CcError> {
+        // The loader answers a path it loaded before and has not unloaded (a library
+        // linked `-z nodelete` never is) with that library: a directory name drawn again
+        // must not make a dropped program's code this one's.
+        static LOADS: AtomicU64 = AtomicU64::new(0);
+        let unique = path.with_file_name(format!(
+            "program-{}.so",
+            LOADS.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::rename(&path, &unique).map_err(|source| CcError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let path = unique;
         let size = std::fs::metadata(&path)
             .map_err(|source| CcError::Io {
                 path: path.clone(),
@@ -198,8 +213,9 @@ fn open(path: &Path) -> Result<libloading::Library, CcError> {
     // sources are trusted C without initialisers or finalisers with requirements.
     // `RTLD_NOW` resolves every reference at load time, so a kernel calling an
     // undefined function is an error here rather than a crash at call time. The file
-    // has a fresh, unique path, so the loader never hands back an older library of the
-    // same name.
+    // is new (so no loaded library has its inode) and `CcProgram::load` gave it a path no
+    // other load of this process used (so the loader, which answers a path it loaded and
+    // has not unloaded with that library, never hands back an older library).
     let library = unsafe { UnixLibrary::open(Some(path), RTLD_NOW | RTLD_LOCAL) };
     library.map(Into::into).map_err(|source| CcError::Load {
         path: path.to_path_buf(),
@@ -314,5 +330,73 @@ impl Kernel {
         // call.
         unsafe { (self.entry)(pointers.as_ptr()) };
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::{CcBackend, Source, elementwise_kernel};
+
+    /// The bytes of a program of one kernel `k` computing `expr`, linked `-z nodelete`
+    /// (`dlclose` then leaves it loaded: user options may say so).
+    fn resident_object(expr: &str) -> Vec<u8> {
+        let source = Source::new(elementwise_kernel("k", expr), Signature::out_a_b_n());
+        CcBackend::new()
+            .unwrap()
+            .compile_program(&[("k", &source)], &["-Wl,-z,nodelete".to_string()])
+            .unwrap()
+            .bytes()
+            .unwrap()
+    }
+
+    /// Loads `bytes` as `<work>/same/program.so`, the path every call gives.
+    fn load_at_one_path(work: &Path, bytes: &[u8]) -> Arc<CcProgram> {
+        let dir = tempfile::Builder::new()
+            .prefix("same")
+            .rand_bytes(0)
+            .tempdir_in(work)
+            .unwrap();
+        let path = dir.path().join("program.so");
+        std::fs::write(&path, bytes).unwrap();
+        let kernels = vec![("k".to_string(), Signature::out_a_b_n())];
+        let manifest = Manifest::Loaded(Vec::new(), Vec::new());
+        Arc::new(CcProgram::load(dir, path, kernels, manifest, Vec::new()).unwrap())
+    }
+
+    fn run(program: &Arc<CcProgram>) -> f32 {
+        let mut out = [0.0f32];
+        program
+            .kernel("k")
+            .unwrap()
+            .call(&mut [
+                Arg::F32Mut(&mut out),
+                Arg::F32(&[2.0]),
+                Arg::F32(&[3.0]),
+                Arg::I32Scalar(1),
+            ])
+            .unwrap();
+        out[0]
+    }
+
+    /// The loader answers a `dlopen` of a path it has loaded before, and not unloaded,
+    /// with that library, whatever the file holds now. A program dropped while its library
+    /// stays loaded (`-z nodelete`) leaves its path free for a later one (a directory name
+    /// drawn again): the later program must still be its own code, never the resident one
+    /// called under the later one's signature.
+    #[test]
+    fn a_resident_library_of_a_reused_path_is_never_taken_for_a_new_program() {
+        let work = tempfile::tempdir().unwrap();
+        let (add, mul) = (
+            resident_object("a[i] + b[i]"),
+            resident_object("a[i] * b[i]"),
+        );
+        let first = load_at_one_path(work.path(), &add);
+        assert_eq!(run(&first), 5.0);
+        drop(first);
+        assert!(!work.path().join("same").exists());
+        let second = load_at_one_path(work.path(), &mul);
+        assert_eq!(run(&second), 6.0, "the resident library answered");
     }
 }
