@@ -49,18 +49,23 @@ const OBJECT_NAME: &str = "kernel.o";
 const COMPILER_ENV: [(&str, &str); 2] = [("SOURCE_DATE_EPOCH", "0"), ("TZ", "UTC0")];
 
 /// The environment variables that decide which files the compiler reads (include
-/// directories, where it finds its own programs, library directories) or what it makes of
+/// directories, where it finds its own programs, library directories), what it makes of
 /// its command line (clang's `CCC_OVERRIDE_OPTIONS`, which edits it: `+-DX=1` adds a
-/// definition): snapshotted when
+/// definition) or what the GNU linker writes (`LD_RUN_PATH`, the run path a program
+/// linked without `-rpath` records, which decides the libraries it loads; `LDEMULATION`
+/// and `GNUTARGET`, its output format): snapshotted when
 /// the backend is made, written into its identity and given to every compile as they
 /// were then (so a different setting is a different identity, never a wrong hit).
-pub const COMPILER_INPUT_ENV: [&str; 6] = [
+pub const COMPILER_INPUT_ENV: [&str; 9] = [
     "CPATH",
     "C_INCLUDE_PATH",
     "GCC_EXEC_PREFIX",
     "COMPILER_PATH",
     "LIBRARY_PATH",
     "CCC_OVERRIDE_OPTIONS",
+    "LD_RUN_PATH",
+    "LDEMULATION",
+    "GNUTARGET",
 ];
 
 /// What [`CcBackend`]'s identity says of how it makes a program depend on nothing but
@@ -735,6 +740,56 @@ mod tests {
     /// environment (`set_var` is `unsafe`), so the child runs under `CPATH=two` from its
     /// start and the backend is made as that environment read before the change would
     /// have been (`with_compiler_under`, `CPATH=one`).
+    /// `LD_RUN_PATH` changes the program the link writes (its run path, which decides the
+    /// libraries it loads): a backend made under it names it in its identity and links with
+    /// it; one made without it does neither.
+    #[test]
+    fn the_linkers_run_path_variable_is_in_the_identity_and_the_program() {
+        let command = std::env::var("CC")
+            .ok()
+            .filter(|c| !c.trim().is_empty())
+            .unwrap_or_else(|| "cc".to_string());
+        let run_path = "/kcache-test-run-path";
+        let source = Source::new(
+            crate::elementwise_kernel("k", "a[i] + b[i]"),
+            crate::Signature::out_a_b_n(),
+        );
+        let program_bytes = |b: &CcBackend| {
+            let program = b.compile_program(&[("k", &source)], &[]).expect("compile");
+            std::fs::read(program.path()).expect("read the shared object")
+        };
+        let holds = |bytes: &[u8]| {
+            bytes
+                .windows(run_path.len())
+                .any(|w| w == run_path.as_bytes())
+        };
+        let with = CcBackend::with_compiler_under(&command, |name| {
+            if name == "LD_RUN_PATH" {
+                Some(OsString::from(run_path))
+            } else {
+                (name != "LD_RUN_PATH")
+                    .then(|| std::env::var_os(name))
+                    .flatten()
+            }
+        })
+        .expect("a C compiler is installed");
+        assert!(
+            with.identity()
+                .contains(&format!("env LD_RUN_PATH={:?}", OsString::from(run_path))),
+            "{}",
+            with.identity()
+        );
+        assert!(holds(&program_bytes(&with)), "the link ignored LD_RUN_PATH");
+        let without = CcBackend::with_compiler_under(&command, |name| {
+            (name != "LD_RUN_PATH")
+                .then(|| std::env::var_os(name))
+                .flatten()
+        })
+        .expect("a C compiler is installed");
+        assert!(!without.identity().contains("LD_RUN_PATH"));
+        assert!(!holds(&program_bytes(&without)));
+    }
+
     #[test]
     fn compiles_get_the_input_variables_read_when_the_backend_was_made() {
         const CHILD: &str = "CC_BACKEND_SNAPSHOT_ONE";
