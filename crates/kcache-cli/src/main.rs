@@ -222,9 +222,26 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // A reader that stopped reading (`kcache canon f | head`) is not an error of ours: Rust
+        // ignores SIGPIPE, so the write fails with EPIPE; end quietly, as `cat` would.
+        Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kcache: error: {e}");
             ExitCode::from(2)
         }
     }
+}
+
+/// Whether `e` (or an error it wraps) is the standard output's reader having gone away.
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }

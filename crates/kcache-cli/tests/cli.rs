@@ -579,3 +579,34 @@ fn show_escapes_control_characters_of_an_entry() {
     let s = stdout(&o);
     assert!(!s.chars().any(|c| c.is_control() && c != '\n'), "{s:?}");
 }
+
+#[test]
+fn canon_into_a_closed_pipe_ends_quietly() {
+    // `kcache canon f | head`: the reader is gone before kcache writes, so every write fails
+    // with EPIPE (Rust ignores SIGPIPE). That is the reader's choice, not an error of ours.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("k.c");
+    let body: String = (0..2000)
+        .map(|i| format!("  out[{i}] = in[{i}] * 2.0f;\n"))
+        .collect();
+    fs::write(
+        &file,
+        format!("void k(float *out, const float *in) {{\n{body}}}\n"),
+    )
+    .expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kcache"))
+        .args(["canon", file.to_str().expect("utf8")])
+        .env("KCACHE_LOG", "off")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn kcache");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
