@@ -213,8 +213,20 @@ pub(crate) fn gc(
     staging_older_than: Duration,
 ) -> Result<ExitCode, Failure> {
     require_dir(dir)?;
-    let report = DiskCache::new(dir)
-        .with_stale_staging_after(staging_older_than)
+    // A directory no schedule store has adopted is not ours to clean: opening one the store
+    // would adopt creates its lock file and stamp. (One it would refuse, holding files named
+    // like entries, goes on to the open, whose refusal says why.)
+    let cache = DiskCache::new(dir).with_stale_staging_after(staging_older_than);
+    if cache_dir::read_stamp(dir)? == RegimeStamp::Absent && cache.check_adoptable().is_ok() {
+        writeln!(
+            out,
+            "no schedule store at {} (no {}): nothing removed",
+            dir.display(),
+            disk::STAMP_FILE
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = cache
         .gc(older_than)
         .map_err(|r| io::Error::other(format!("{}: {r}", dir.display())))?;
     writeln!(

@@ -610,3 +610,20 @@ fn canon_into_a_closed_pipe_ends_quietly() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `kcache gc` on a directory no store has adopted (no stamp, nothing named like an entry)
+/// removes nothing and creates nothing: it created `cache.lock` and `regime.stamp` there.
+#[test]
+fn gc_on_an_unadopted_directory_creates_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    fs::write(dir.join("README.txt"), "r\n").expect("write");
+    let o = kcache(&["gc", dir.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_prints(&o, "nothing removed");
+    let left: Vec<String> = fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("item").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["README.txt"], "gc wrote into the directory");
+}
