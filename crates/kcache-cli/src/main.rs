@@ -8,9 +8,10 @@
 //! kcache gc DIR [--older-than D]        remove stale staging (and entries published D ago or more)
 //!        [--max-size S]                 trim the kernel store at DIR/kernels to S bytes (LRU first)
 //! kcache canon FILE.c [--name K] [--bound a,b] [--free c] [--keep d] [--part P]... [--key-only]
-//! kcache show DIR KEY [--space S] [--key-only]
+//! kcache show DIR KEY [--space S] [--key-only] [--all]
 //!                                       one entry (KEY: a key or an unambiguous prefix, such as
-//!                                       the code digest): where it is, whether it verifies, its text
+//!                                       the code digest): where it is, whether it verifies, its text;
+//!                                       --all: every entry the prefix matches
 //! kcache key FILE.c --symbol K [--option OPT]... [--bound a,b] [--free c] [--keep d]
 //!        [--identity ID | --identity-file F]   the kernel-cache key (kernel_cache::kernel_key)
 //! ```
@@ -115,6 +116,10 @@ enum Command {
         /// Print only the matched entry's full key.
         #[arg(long)]
         key_only: bool,
+        /// Print every entry whose key starts with KEY (after a regime change one code digest
+        /// names several), rather than refusing an ambiguous KEY.
+        #[arg(long)]
+        all: bool,
     },
     /// Print the kernel-cache key of a C kernel: the same bytes as `kernel_cache::kernel_key`
     /// over the file's text, the symbol, the names, the option list and the backend identity.
@@ -194,7 +199,8 @@ fn main() -> ExitCode {
             key,
             space,
             key_only,
-        } => report::show(&mut out, &dir, &key, space, key_only),
+            all,
+        } => report::show(&mut out, &dir, &key, space, key_only, all),
         Command::Key {
             file,
             symbol,

@@ -359,19 +359,53 @@ impl Matches {
 }
 
 /// `kcache show DIR KEY`: one entry, found by its key or an unambiguous prefix of it (an exact
-/// key wins over longer keys it prefixes), in one streamed pass (see [`Matches`]).
+/// key wins over longer keys it prefixes), in one streamed pass (see [`Matches`]). With `all`,
+/// every entry whose key starts with KEY (the code digest names every entry of one code, one
+/// per regime of key components), in the directory's order, each as `show` prints one.
 pub(crate) fn show(
     out: &mut impl Write,
     dir: &Path,
     key: &str,
     space: Option<SpaceArg>,
     key_only: bool,
+    all: bool,
 ) -> Result<ExitCode, Failure> {
     require_dir(dir)?;
+    let wanted = |e: &EntryFile| space.is_none_or(|s| s.space() == e.space);
+    if all {
+        let mut shown = 0usize;
+        let mut failed: Option<io::Error> = None;
+        disk::scan(dir, |found| {
+            if let Found::Entry(e) = found
+                && wanted(&e)
+                && !key.is_empty()
+                && e.key.as_str().starts_with(key)
+                && failed.is_none()
+            {
+                let separated = if shown > 0 && !key_only {
+                    writeln!(out)
+                } else {
+                    Ok(())
+                };
+                if let Err(err) = separated.and_then(|()| print_entry(out, dir, &e, key_only)) {
+                    failed = Some(err);
+                }
+                shown += 1;
+            }
+        })?;
+        if let Some(err) = failed {
+            return Err(err.into());
+        }
+        if shown == 0 {
+            eprintln!("kcache: no entry in {} matches {key:?}", dir.display());
+            return Ok(ExitCode::from(1));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut matches = Matches::default();
     disk::scan(dir, |found| {
         if let Found::Entry(e) = found
-            && space.is_none_or(|s| s.space() == e.space)
+            && wanted(&e)
         {
             matches.add(e, key);
         }
@@ -380,9 +414,20 @@ pub(crate) fn show(
         eprintln!("kcache: no entry in {} matches {key:?}", dir.display());
         return Ok(ExitCode::from(1));
     };
+    print_entry(out, dir, &chosen, key_only)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints one entry as `show` does: its key alone with `key_only`, else its key, file, space,
+/// size, age, the verdict of a full parse, and its text (non-printing characters escaped).
+fn print_entry(
+    out: &mut impl Write,
+    dir: &Path,
+    chosen: &EntryFile,
+    key_only: bool,
+) -> io::Result<()> {
     if key_only {
-        writeln!(out, "{}", chosen.key)?;
-        return Ok(ExitCode::SUCCESS);
+        return writeln!(out, "{}", chosen.key);
     }
     let path = dir.join(&chosen.name);
     writeln!(out, "key: {}", chosen.key)?;
@@ -397,12 +442,12 @@ pub(crate) fn show(
     )?;
     writeln!(out, "bytes: {}", chosen.bytes)?;
     writeln!(out, "age: {}s", chosen.age.as_secs())?;
-    match disk::verify_entry(dir, &chosen) {
+    match disk::verify_entry(dir, chosen) {
         Ok(_) => writeln!(out, "verify: ok")?,
         Err(problem) => writeln!(out, "verify: {}", printable(&problem.to_string()))?,
     }
     if !chosen.is_file {
-        return Ok(ExitCode::SUCCESS);
+        return Ok(());
     }
     match cache_dir::read_regular(&path, MAX_ENTRY_BYTES) {
         Ok(bytes) => {
@@ -414,7 +459,7 @@ pub(crate) fn show(
         }
         Err(e) => writeln!(out, "text: unreadable ({e})")?,
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 #[cfg(test)]

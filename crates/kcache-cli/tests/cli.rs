@@ -318,6 +318,21 @@ fn show_prints_one_entry_by_key_or_prefix_and_key_only_prints_its_key() {
         "{err}"
     );
 
+    // With --all, the digest shows all three, each as one entry is shown; --key-only lists keys.
+    let o = kcache(&["show", dir, DIGEST, "--all"]);
+    assert!(o.status.success(), "{o:?}");
+    let s = stdout(&o);
+    assert_eq!(s.matches("\nspace: placement\n").count(), 3, "{s}");
+    for k in ["a", "b", "c"] {
+        assert!(s.contains(&format!("key: {}\n", key(k))), "{s}");
+    }
+    let o = kcache(&["show", dir, DIGEST, "--all", "--key-only"]);
+    let mut keys: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+    keys.sort();
+    assert_eq!(keys, ["a", "b", "c"].map(|k| key(k).as_str().to_string()));
+    let o = kcache(&["show", dir, "0000", "--all"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+
     // Nothing matches: status 1; the wrong space: nothing matches either.
     let o = kcache(&["show", dir, "0000"]);
     assert_eq!(o.status.code(), Some(1), "{o:?}");
