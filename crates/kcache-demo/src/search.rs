@@ -647,7 +647,7 @@ impl<'t> Session<'t> {
                 "{}: the disk cache refused the winner ({r})",
                 routine.name
             )),
-            StoreOutcome::Skipped => {}
+            StoreOutcome::KeptExisting(_) | StoreOutcome::Skipped => {}
         }
         let speedup = baseline.map_or(String::new(), |b| {
             format!(

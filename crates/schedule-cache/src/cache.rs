@@ -50,7 +50,7 @@ use std::fmt;
 
 use crate::components::{KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity};
 use crate::config::{Config, SettingsRegistry};
-use crate::disk::{Lookup, MissReason, Refusal, StoreOutcome};
+use crate::disk::{Lookup, MissReason, Refusal, StoreOutcome, StorePolicy};
 use crate::entry::ScheduleEntry;
 use crate::identity::{CompleteIdentity, LoopCode, NodeId, Placement, SymId, canonicalize};
 use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, to_saved};
@@ -241,7 +241,8 @@ impl fmt::Display for Miss {
 /// What [`ScheduleCache::store`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Published<SavedOp> {
-    /// The store's outcome (`Skipped` without a timing identity).
+    /// The store's outcome (`Skipped` without a timing identity; `KeptExisting` when a
+    /// keep-faster store left a faster entry in place).
     pub outcome: StoreOutcome,
     /// The key (`None` without a timing identity).
     pub key: Option<CacheKey>,
@@ -323,6 +324,7 @@ pub struct ScheduleCache<L, S = CacheStore> {
     config: Config,
     timing: Option<TimingIdentity>,
     objective: Option<String>,
+    policy: StorePolicy,
     store: S,
 }
 
@@ -337,8 +339,26 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             config: Config::new(SettingsRegistry::new()),
             timing: None,
             objective: None,
+            policy: StorePolicy::LastWriteWins,
             store,
         }
+    }
+
+    /// What [`store`](ScheduleCache::store) does when the key already holds an entry:
+    /// [`StorePolicy::LastWriteWins`] (the default) replaces it; [`StorePolicy::KeepFaster`]
+    /// replaces it only with a winner measured faster under the same key (the smallest finite
+    /// non-negative of [`Measurements::times`] against the stored entry's, strictly smaller;
+    /// an entry a lookup would not return is replaced), decided atomically by the store, so
+    /// tuners storing one key concurrently leave the fastest winner. The store's outcome says
+    /// which was kept ([`StoreOutcome::KeptExisting`]).
+    pub fn with_store_policy(mut self, policy: StorePolicy) -> ScheduleCache<L, S> {
+        self.policy = policy;
+        self
+    }
+
+    /// The store policy.
+    pub fn store_policy(&self) -> StorePolicy {
+        self.policy
     }
 
     /// The backend's limits record (enters the codegen and pool components).
@@ -471,7 +491,9 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
     }
 
     /// Saves `ops` (live ops built against `subject`'s code) and publishes them with
-    /// `measurements` at the subject's key. A store refusal is an outcome, not an error.
+    /// `measurements` at the subject's key, under the cache's
+    /// [store policy](ScheduleCache::with_store_policy). A store refusal, and a faster entry
+    /// kept under [`StorePolicy::KeepFaster`], are outcomes, not errors.
     ///
     /// # Errors
     /// [`Error::IncompleteIdentity`] if the code cannot be keyed; [`Error::TooManyOps`] for
@@ -503,7 +525,7 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             measurements.times,
             measurements.baseline,
         )?;
-        let outcome = self.store.store(Some(&key), &entry)?;
+        let outcome = self.store.store_with(Some(&key), &entry, self.policy)?;
         Ok(Published {
             outcome,
             key: Some(key),

@@ -86,6 +86,7 @@ pub use components::{
     numerics_tag, objective_tag,
 };
 pub use config::{Config, Relevance, SettingDecl, SettingsRegistry, digest_completeness};
+pub use disk::{KeptExisting, StorePolicy};
 pub use entry::{DiskEntry, ENTRY_VERSION, ScheduleEntry};
 pub use error::Error;
 pub use identity::{

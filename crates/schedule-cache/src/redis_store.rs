@@ -9,13 +9,18 @@
 //!   whole RON text the directory store would write to `<key>.ron` / `<key>.placement.ron`;
 //! - `P:digest:<space>:<digest>`: a set of the keys holding entries for that digest (explains a
 //!   miss, like the directory store's `same_digest`);
-//! - `P:index`: a set of every entry and digest-set name, which a regime transition deletes.
+//! - `P:claim:<space>:<key>`: the entry's claim for keep-faster stores (a hash: the SHA-1 of
+//!   the entry it describes, the claim identity, the best time), written with the entry;
+//! - `P:index`: a set of every entry, claim and digest-set name, which a regime transition
+//!   deletes.
 //!
 //! Every operation is one server-side Lua script that checks the stamp and does the entry I/O
 //! atomically, so a writer of an old regime can never publish after a transition, and a value
 //! is always written whole by a single `SET`. An absent or older stamp is transitioned by a
 //! second script (compare-and-swap on the stamp: delete every indexed name, then set the stamp),
 //! after which the operation is retried. A newer or malformed stamp refuses and changes nothing.
+//! A [`StorePolicy::KeepFaster`] store compares its best time with the existing entry's claim
+//! inside that same script, so concurrent keep-faster stores of one key leave the fastest.
 //!
 //! An unreachable, slow or refusing server is a [`Refusal::Io`] (a miss for a lookup, a future
 //! miss for a store), reported like every disk operation to recorders, `disk::stats` and
@@ -35,8 +40,8 @@ use std::time::{Duration, Instant};
 use redis::{Client, Connection, Script, Value};
 
 use crate::disk::{
-    self, CACHE_REGIME_VERSION, DiskEvent, Lookup, MAX_SIBLINGS, MissReason, Op, Outcome, Refusal,
-    Space, StoreOutcome, Stored, parse_stamp, render_stamp,
+    self, CACHE_REGIME_VERSION, DiskEvent, KeptExisting, Lookup, MAX_SIBLINGS, MissReason, Op,
+    Outcome, Refusal, Space, StoreOutcome, StorePolicy, Stored, parse_stamp, render_stamp,
 };
 use crate::store::Store;
 use crate::{CacheKey, Error};
@@ -55,26 +60,48 @@ const SIBLING_FETCH: usize = 64;
 /// How many times an operation re-reads the stamp after transitioning it.
 const SETTLE_ATTEMPTS: usize = 3;
 
-/// The operation script. KEYS: stamp, entry, index, digest set. ARGV: canonical stamp, stamp
-/// without newline, op (`set`/`get`), payload, key, sibling fetch bound, entry size cap,
-/// longest key.
+/// The operation script. KEYS: stamp, entry, index, digest set, claim. ARGV: canonical stamp,
+/// stamp without newline, op (`set`/`keep`/`get`), payload, key, sibling fetch bound, entry
+/// size cap, longest key, the payload's best time (`''`: none), its claim identity.
 /// Returns `{0}` / `{0, stamp}` when the stamp is absent / not ours (nothing done; at most 65
 /// bytes of the stamp are sent, a longer one is malformed anyway); `{1}` stored; `{1, value}`
 /// found; `{2, siblings}` no entry (members longer than a key are left out); `{3, error}`
-/// unreadable; `{4, length}` a value past the cap (not sent).
+/// unreadable; `{4, length}` a value past the cap (not sent); `{5, time}` a `keep` (keep
+/// faster) that left the existing entry, whose best time is `time`.
 /// A store adds the names to the index and the digest set before it writes the entry: a
 /// server error (a value of another type at one of them) then leaves no entry the index does
-/// not name (Redis does not roll back a failed script's earlier writes).
+/// not name (Redis does not roll back a failed script's earlier writes). Every store replaces
+/// the entry's claim (a hash: the SHA-1 of the entry it describes, the identity, the best
+/// time) or deletes it when the payload has no time; a `keep` honours an existing claim only
+/// if its SHA-1 is the entry's and its identity the payload's, so an entry written by anything
+/// else has no claim and is replaced.
 const OP_SCRIPT: &str = r"
 local s = redis.call('GET', KEYS[1])
 if s ~= ARGV[1] and s ~= ARGV[2] then
   if s == false then return {0} end
   return {0, string.sub(s, 1, 65)}
 end
-if ARGV[3] == 'set' then
-  redis.call('SADD', KEYS[3], KEYS[2], KEYS[4])
+if ARGV[3] ~= 'get' then
+  if ARGV[3] == 'keep' then
+    local cur = redis.pcall('GET', KEYS[2])
+    if type(cur) == 'string' then
+      local c = redis.pcall('HMGET', KEYS[5], 'sha', 'id', 'time')
+      if type(c) == 'table' and not c.err and c[1] == redis.sha1hex(cur) and c[2] == ARGV[10] then
+        local old = tonumber(c[3])
+        if old and old >= 0 and old < math.huge then
+          local new = tonumber(ARGV[9])
+          if not new or not (new < old) then return {5, c[3]} end
+        end
+      end
+    end
+  end
+  redis.call('SADD', KEYS[3], KEYS[2], KEYS[4], KEYS[5])
   redis.call('SADD', KEYS[4], ARGV[5])
   redis.call('SET', KEYS[2], ARGV[4])
+  redis.call('DEL', KEYS[5])
+  if ARGV[9] ~= '' then
+    redis.call('HSET', KEYS[5], 'sha', redis.sha1hex(ARGV[4]), 'id', ARGV[10], 'time', ARGV[9])
+  end
   return {1}
 end
 local n = redis.pcall('STRLEN', KEYS[2])
@@ -159,6 +186,18 @@ enum Answer {
     Unreadable(String),
     /// A value of this many bytes, past [`disk::MAX_ENTRY_BYTES`] (not fetched).
     TooLarge(i64),
+    /// A keep-faster store left the existing entry, whose best time is this (as stored).
+    KeptExisting(Vec<u8>),
+}
+
+/// What a store asks the operation script to write.
+struct Write<'a> {
+    /// The entry's encoding.
+    payload: &'a str,
+    policy: StorePolicy,
+    /// The entry's claim identity and best time.
+    identity: String,
+    time: Option<f64>,
 }
 
 /// Checks a key prefix: 1 to 100 bytes of `[A-Za-z0-9_.-]`, not containing `:`.
@@ -245,6 +284,7 @@ fn parse_answer(v: Value) -> Option<Answer> {
                 .unwrap_or_default(),
         ),
         4 => Answer::TooLarge(int_of(second?)?),
+        5 => Answer::KeptExisting(bytes_of(second?)?),
         _ => return None,
     })
 }
@@ -341,6 +381,17 @@ impl RedisStore {
     pub fn entry_key(&self, space: Space, key: &CacheKey) -> String {
         format!(
             "{}:entry:{}:{}",
+            self.prefix,
+            space_name(space),
+            key.as_str()
+        )
+    }
+
+    /// The Redis key of the claim of the entry at `key` in `space` (a hash read by keep-faster
+    /// stores: `sha`, `id`, `time`; see docs/disk-format.md).
+    pub fn claim_key(&self, space: Space, key: &CacheKey) -> String {
+        format!(
+            "{}:claim:{}:{}",
             self.prefix,
             space_name(space),
             key.as_str()
@@ -455,7 +506,7 @@ impl RedisStore {
         space: Space,
         key: &CacheKey,
         digest: &str,
-        payload: Option<&str>,
+        write: Option<&Write<'_>>,
     ) -> Result<Answer, Refusal> {
         let canonical = render_stamp(self.regime);
         let bare = self.regime.to_string();
@@ -468,14 +519,26 @@ impl RedisStore {
                 .key(self.entry_key(space, key))
                 .key(&index_key)
                 .key(self.digest_key(space, digest))
+                .key(self.claim_key(space, key))
                 .arg(&canonical)
                 .arg(&bare)
-                .arg(if payload.is_some() { "set" } else { "get" })
-                .arg(payload.unwrap_or(""))
+                .arg(match write.map(|w| w.policy) {
+                    None => "get",
+                    Some(StorePolicy::LastWriteWins) => "set",
+                    Some(StorePolicy::KeepFaster) => "keep",
+                })
+                .arg(write.map_or("", |w| w.payload))
                 .arg(key.as_str())
                 .arg(SIBLING_FETCH)
                 .arg(disk::MAX_ENTRY_BYTES)
-                .arg(crate::key::MAX_KEY_LEN);
+                .arg(crate::key::MAX_KEY_LEN)
+                // Shortest round-trip notation: the script's `tonumber` reads the same double.
+                .arg(
+                    write
+                        .and_then(|w| w.time)
+                        .map_or(String::new(), |t| format!("{t:e}")),
+                )
+                .arg(write.map_or("", |w| w.identity.as_str()));
             let value = self.run(&mut state, "run the cache script", &inv)?;
             let answer = parse_answer(value).ok_or_else(|| Refusal::Io {
                 during: "run the cache script",
@@ -531,30 +594,55 @@ impl RedisStore {
 }
 
 impl Store for RedisStore {
-    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
+    /// Under [`StorePolicy::KeepFaster`] the comparison happens inside the store's Lua script,
+    /// against the claim the last store of the key recorded with its entry (module docs).
+    fn store_with<E: Stored>(
+        &self,
+        key: Option<&CacheKey>,
+        entry: &E,
+        policy: StorePolicy,
+    ) -> Result<StoreOutcome, Error> {
         let Some(key) = key else {
             self.note(Op::Store, E::SPACE, None, Outcome::Skipped);
             return Ok(StoreOutcome::Skipped);
         };
         // The directory store's checks and exact encoding, so an entry can be copied between stores.
         let text = crate::disk::encode_for_key(key, entry)?;
-        let outcome = match disk::check_entry_size(text.len())
-            .and_then(|()| self.operate(E::SPACE, key, entry.digest(), Some(&text)))
-        {
-            Ok(Answer::Stored) => StoreOutcome::Stored,
-            Ok(_) => StoreOutcome::Refused(Refusal::Io {
+        let write = Write {
+            payload: &text,
+            policy,
+            identity: entry.claim_identity(),
+            time: entry.best_time(),
+        };
+        let unexpected = || {
+            StoreOutcome::Refused(Refusal::Io {
                 during: "run the cache script",
                 kind: io::ErrorKind::InvalidData,
                 message: "unexpected reply to a store".into(),
-            }),
+            })
+        };
+        let outcome = match disk::check_entry_size(text.len())
+            .and_then(|()| self.operate(E::SPACE, key, entry.digest(), Some(&write)))
+        {
+            Ok(Answer::Stored) => StoreOutcome::Stored,
+            Ok(Answer::KeptExisting(time)) if policy == StorePolicy::KeepFaster => {
+                match std::str::from_utf8(&time)
+                    .ok()
+                    .and_then(|t| t.parse::<f64>().ok())
+                {
+                    Some(existing_time) if existing_time.is_finite() && existing_time >= 0.0 => {
+                        StoreOutcome::KeptExisting(KeptExisting {
+                            existing_time: existing_time + 0.0,
+                            new_time: write.time,
+                        })
+                    }
+                    _ => unexpected(),
+                }
+            }
+            Ok(_) => unexpected(),
             Err(r) => StoreOutcome::Refused(r),
         };
-        let noted = match &outcome {
-            StoreOutcome::Stored => Outcome::Stored,
-            StoreOutcome::Refused(r) => Outcome::Refused(r.clone()),
-            StoreOutcome::Skipped => Outcome::Skipped,
-        };
-        self.note(Op::Store, E::SPACE, Some(key), noted);
+        self.note(Op::Store, E::SPACE, Some(key), outcome.noted());
         Ok(outcome)
     }
 
@@ -590,11 +678,13 @@ impl Store for RedisStore {
                     disk::MAX_ENTRY_BYTES
                 ),
             }),
-            Ok(Answer::Stored | Answer::Stamp(_)) => Lookup::Refused(Refusal::Io {
-                during: "run the cache script",
-                kind: io::ErrorKind::InvalidData,
-                message: "unexpected reply to a lookup".into(),
-            }),
+            Ok(Answer::Stored | Answer::Stamp(_) | Answer::KeptExisting(_)) => {
+                Lookup::Refused(Refusal::Io {
+                    during: "run the cache script",
+                    kind: io::ErrorKind::InvalidData,
+                    message: "unexpected reply to a lookup".into(),
+                })
+            }
             Err(r) => Lookup::Refused(r),
         };
         let noted = match &found {

@@ -33,7 +33,7 @@
 
 use std::sync::Arc;
 
-use crate::disk::{DiskCache, Lookup, StoreOutcome, Stored};
+use crate::disk::{DiskCache, Lookup, StoreOutcome, StorePolicy, Stored};
 use crate::{CacheKey, Error};
 
 /// A place entries are published to and looked up from, under the directory store's contract
@@ -50,7 +50,24 @@ pub trait Store {
     /// Only caller mistakes ([`Error::EntryVersion`], [`Error::KeyDigestMismatch`],
     /// [`Error::Encode`]), detected before anything is written. Everything the store's medium or
     /// another process can cause is `Ok(StoreOutcome::Refused(_))`.
-    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error>;
+    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
+        self.store_with(key, entry, StorePolicy::LastWriteWins)
+    }
+
+    /// [`Store::store`] under `policy`. Under [`StorePolicy::KeepFaster`] the existing entry's
+    /// claim is read, compared and replaced (or kept) in one atomic step of the store's medium
+    /// (the directory's exclusive lock; one Lua script on Redis): of concurrent keep-faster
+    /// stores of one key, the entry with the smallest best time stays, whatever their order.
+    /// A kept existing entry is `Ok(StoreOutcome::KeptExisting(_))`.
+    ///
+    /// # Errors
+    /// As [`Store::store`].
+    fn store_with<E: Stored>(
+        &self,
+        key: Option<&CacheKey>,
+        entry: &E,
+        policy: StorePolicy,
+    ) -> Result<StoreOutcome, Error>;
 
     /// The entry at `key` if it is of the current version and was saved for `digest`, else why
     /// not. Never panics on any stored content and never fails the run.
@@ -66,8 +83,13 @@ pub trait Store {
 }
 
 impl Store for DiskCache {
-    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
-        DiskCache::store(self, key, entry)
+    fn store_with<E: Stored>(
+        &self,
+        key: Option<&CacheKey>,
+        entry: &E,
+        policy: StorePolicy,
+    ) -> Result<StoreOutcome, Error> {
+        DiskCache::store_with(self, key, entry, policy)
     }
 
     fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
@@ -80,8 +102,13 @@ impl Store for DiskCache {
 }
 
 impl<S: Store + ?Sized> Store for &S {
-    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
-        (**self).store(key, entry)
+    fn store_with<E: Stored>(
+        &self,
+        key: Option<&CacheKey>,
+        entry: &E,
+        policy: StorePolicy,
+    ) -> Result<StoreOutcome, Error> {
+        (**self).store_with(key, entry, policy)
     }
 
     fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
@@ -94,8 +121,13 @@ impl<S: Store + ?Sized> Store for &S {
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
-    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
-        (**self).store(key, entry)
+    fn store_with<E: Stored>(
+        &self,
+        key: Option<&CacheKey>,
+        entry: &E,
+        policy: StorePolicy,
+    ) -> Result<StoreOutcome, Error> {
+        (**self).store_with(key, entry, policy)
     }
 
     fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
@@ -114,9 +146,11 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 ///   it consults `shared`; on a shared hit the entry is **back-filled** into `local` (a local
 ///   refusal is reported but does not turn the hit into a miss). When neither level hits, the
 ///   result is the shared level's answer (the local answer is in the recorders).
-/// - Store publishes to `local`, then to `shared` (write-through). The outcome is `Stored` if
-///   at least one level stored the entry, else the shared level's refusal; [`TwoLevel::store_each`]
-///   returns both outcomes.
+/// - Store publishes to `local`, then to `shared` (write-through); under a
+///   [`StorePolicy`] each level applies it to its own existing entry. The outcome is `Stored`
+///   if at least one level stored the entry, else `KeptExisting` if one level kept its
+///   existing entry (the shared level's if both did), else the shared level's refusal;
+///   [`TwoLevel::store_each`] and [`TwoLevel::store_each_with`] return both outcomes.
 ///
 /// Regimes are per level: each level's stamp is checked and transitioned by that level alone.
 #[derive(Clone, Debug)]
@@ -151,17 +185,39 @@ impl<L: Store, S: Store> TwoLevel<L, S> {
         key: Option<&CacheKey>,
         entry: &E,
     ) -> Result<(StoreOutcome, StoreOutcome), Error> {
-        let local = self.local.store(key, entry)?;
-        let shared = self.shared.store(key, entry)?;
+        self.store_each_with(key, entry, StorePolicy::LastWriteWins)
+    }
+
+    /// [`TwoLevel::store_each`] under `policy`, which each level applies on its own (each
+    /// compares with its own existing entry).
+    ///
+    /// # Errors
+    /// The caller mistakes of [`Store::store`], raised before either level writes anything.
+    pub fn store_each_with<E: Stored>(
+        &self,
+        key: Option<&CacheKey>,
+        entry: &E,
+        policy: StorePolicy,
+    ) -> Result<(StoreOutcome, StoreOutcome), Error> {
+        let local = self.local.store_with(key, entry, policy)?;
+        let shared = self.shared.store_with(key, entry, policy)?;
         Ok((local, shared))
     }
 }
 
 impl<L: Store, S: Store> Store for TwoLevel<L, S> {
-    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
-        let (local, shared) = self.store_each(key, entry)?;
+    fn store_with<E: Stored>(
+        &self,
+        key: Option<&CacheKey>,
+        entry: &E,
+        policy: StorePolicy,
+    ) -> Result<StoreOutcome, Error> {
+        let (local, shared) = self.store_each_with(key, entry, policy)?;
         Ok(match (local, shared) {
             (StoreOutcome::Stored, _) | (_, StoreOutcome::Stored) => StoreOutcome::Stored,
+            (_, StoreOutcome::KeptExisting(k)) | (StoreOutcome::KeptExisting(k), _) => {
+                StoreOutcome::KeptExisting(k)
+            }
             (StoreOutcome::Skipped, StoreOutcome::Skipped) => StoreOutcome::Skipped,
             (_, StoreOutcome::Refused(r)) | (StoreOutcome::Refused(r), _) => {
                 StoreOutcome::Refused(r)
@@ -253,11 +309,16 @@ impl CacheStore {
 }
 
 impl Store for CacheStore {
-    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
+    fn store_with<E: Stored>(
+        &self,
+        key: Option<&CacheKey>,
+        entry: &E,
+        policy: StorePolicy,
+    ) -> Result<StoreOutcome, Error> {
         match self {
-            CacheStore::Disk(d) => Store::store(d, key, entry),
+            CacheStore::Disk(d) => Store::store_with(d, key, entry, policy),
             #[cfg(feature = "redis")]
-            CacheStore::DiskThenRedis(t) => t.store(key, entry),
+            CacheStore::DiskThenRedis(t) => t.store_with(key, entry, policy),
         }
     }
 

@@ -44,6 +44,7 @@
 //! ```
 
 mod inspect;
+mod policy;
 mod record;
 mod regime;
 
@@ -64,6 +65,7 @@ pub use inspect::{
     EntryFile, EntryProblem, Found, GcReport, HEADER_BYTES, Inventory, StagingArtifact,
     entry_version, inventory, scan, verify_entry,
 };
+pub use policy::{Claim, KeptExisting, StorePolicy, best_time};
 #[cfg(feature = "redis")]
 pub(crate) use record::note;
 pub use record::{DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record, stats};
@@ -194,6 +196,22 @@ mod sealed {
 pub trait Stored: DiskEntry + sealed::Sealed {
     /// The filename space entries of this type live in.
     const SPACE: Space;
+
+    /// What the entry's times were measured for, as one line ([`Claim::identity`]): its
+    /// digest and, for a schedule entry, its full key components.
+    fn claim_identity(&self) -> String;
+
+    /// The entry's best time ([`best_time`] of a schedule entry's times; a placement entry
+    /// has none).
+    fn best_time(&self) -> Option<f64>;
+
+    /// The entry's [`Claim`] under [`StorePolicy::KeepFaster`], if it has a best time.
+    fn claim(&self) -> Option<Claim> {
+        self.best_time().map(|time| Claim {
+            time,
+            identity: self.claim_identity(),
+        })
+    }
 }
 
 impl<Op: serde::Serialize + serde::de::DeserializeOwned> sealed::Sealed
@@ -204,11 +222,31 @@ impl<Op: serde::Serialize + serde::de::DeserializeOwned> Stored
     for crate::entry::ScheduleEntry<Op>
 {
     const SPACE: Space = Space::Schedule;
+
+    fn claim_identity(&self) -> String {
+        let mut line = format!("digest={}", self.digest);
+        for (c, v) in &self.key_parts.parts {
+            line.push_str(&format!(";{}={v}", c.name()));
+        }
+        line
+    }
+
+    fn best_time(&self) -> Option<f64> {
+        best_time(&self.times)
+    }
 }
 
 impl sealed::Sealed for crate::placement::PlacementEntry {}
 impl Stored for crate::placement::PlacementEntry {
     const SPACE: Space = Space::Placement;
+
+    fn claim_identity(&self) -> String {
+        format!("digest={}", self.digest)
+    }
+
+    fn best_time(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// What a store did. Only caller mistakes are errors; everything the filesystem or another
@@ -216,8 +254,11 @@ impl Stored for crate::placement::PlacementEntry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreOutcome {
     /// The entry was published (it may later be overwritten by a concurrent writer: last
-    /// write wins).
+    /// write wins, or under [`StorePolicy::KeepFaster`] a faster one).
     Stored,
+    /// Under [`StorePolicy::KeepFaster`]: the existing entry measured at least as fast, so it
+    /// stays and the new entry was not published.
+    KeptExisting(KeptExisting),
     /// The cache refused; the entry is a future miss. The reason is also reported to
     /// recorders, [`stats`] and `tracing`.
     Refused(Refusal),
@@ -395,21 +436,43 @@ impl DiskCache {
         key: Option<&CacheKey>,
         entry: &E,
     ) -> Result<StoreOutcome, Error> {
+        self.store_with(key, entry, StorePolicy::LastWriteWins)
+    }
+
+    /// [`DiskCache::store`] under `policy`. Under [`StorePolicy::KeepFaster`] the store holds
+    /// the directory's **exclusive** lock (not the shared one) from reading the existing entry
+    /// through publishing the new one, so no other store or lookup of any process runs in
+    /// between: the read, the comparison and the write are one step. The existing entry's
+    /// claim is read as a lookup of `entry.digest()` would read it (an entry the lookup would
+    /// not return has no claim and is replaced).
+    ///
+    /// # Errors
+    /// As [`DiskCache::store`]: caller mistakes only.
+    pub fn store_with<E: Stored>(
+        &self,
+        key: Option<&CacheKey>,
+        entry: &E,
+        policy: StorePolicy,
+    ) -> Result<StoreOutcome, Error> {
         let Some(key) = key else {
             self.note(Op::Store, E::SPACE, None, Outcome::Skipped);
             return Ok(StoreOutcome::Skipped);
         };
         let text = encode_for_key(key, entry)?;
-        let outcome = match self.publish(key, E::SPACE, entry.digest(), text.as_bytes()) {
-            Ok(()) => StoreOutcome::Stored,
-            Err(r) => StoreOutcome::Refused(r),
+        let outcome = match policy {
+            StorePolicy::LastWriteWins => {
+                match self.publish(key, E::SPACE, entry.digest(), text.as_bytes()) {
+                    Ok(()) => StoreOutcome::Stored,
+                    Err(r) => StoreOutcome::Refused(r),
+                }
+            }
+            StorePolicy::KeepFaster => match self.publish_if_faster(key, entry, text.as_bytes()) {
+                Ok(Ok(())) => StoreOutcome::Stored,
+                Ok(Err(kept)) => StoreOutcome::KeptExisting(kept),
+                Err(r) => StoreOutcome::Refused(r),
+            },
         };
-        let noted = match &outcome {
-            StoreOutcome::Stored => Outcome::Stored,
-            StoreOutcome::Refused(r) => Outcome::Refused(r.clone()),
-            StoreOutcome::Skipped => Outcome::Skipped,
-        };
-        self.note(Op::Store, E::SPACE, Some(key), noted);
+        self.note(Op::Store, E::SPACE, Some(key), outcome.noted());
         Ok(outcome)
     }
 
@@ -484,6 +547,58 @@ impl DiskCache {
             })
             .and_then(|published| published)
             .map_err(refusal)
+    }
+}
+
+impl DiskCache {
+    /// The keep-faster store: under the exclusive lock, reads the existing entry's claim,
+    /// compares, and publishes only if the new entry wins.
+    fn publish_if_faster<E: Stored>(
+        &self,
+        key: &CacheKey,
+        entry: &E,
+        bytes: &[u8],
+    ) -> Result<Result<(), KeptExisting>, Refusal> {
+        check_entry_size(bytes.len())?;
+        let name = E::SPACE.file_name(key);
+        let (identity, new_time) = (entry.claim_identity(), entry.best_time());
+        self.dir
+            .with_exclusive(true, |dir| {
+                // Anything but an entry a lookup of this digest would return has no claim.
+                let existing = dir
+                    .read(&name, MAX_ENTRY_BYTES)
+                    .ok()
+                    .and_then(|b| decode_entry::<E>(&b, Some(entry.digest())).ok())
+                    .and_then(|e| e.claim());
+                if let Err(kept) = policy::keep_faster(existing.as_ref(), &identity, new_time) {
+                    return Ok(Err(kept));
+                }
+                dir.publish(&name, bytes)?;
+                note_sibling(dir, E::SPACE, entry.digest(), key);
+                Ok(Ok(()))
+            })
+            .and_then(|published| published)
+            .map_err(refusal)
+    }
+}
+
+impl StoreOutcome {
+    /// The event recorders and [`stats`] see for this outcome.
+    pub(crate) fn noted(&self) -> Outcome {
+        match self {
+            StoreOutcome::Stored => Outcome::Stored,
+            StoreOutcome::KeptExisting(k) => Outcome::KeptExisting(*k),
+            StoreOutcome::Refused(r) => Outcome::Refused(r.clone()),
+            StoreOutcome::Skipped => Outcome::Skipped,
+        }
+    }
+
+    /// What a [`StorePolicy::KeepFaster`] store kept instead of the new entry, if it did.
+    pub fn kept_existing(&self) -> Option<&KeptExisting> {
+        match self {
+            StoreOutcome::KeptExisting(k) => Some(k),
+            _ => None,
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::Space;
+use super::{KeptExisting, Space};
 
 /// Which disk operation an event reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -160,6 +160,9 @@ pub enum Outcome {
     Miss(MissReason),
     /// A store published its entry.
     Stored,
+    /// A keep-faster store left the existing, at least as fast entry in place and published
+    /// nothing.
+    KeptExisting(KeptExisting),
     /// The operation was refused; the directory was left as it was.
     Refused(Refusal),
     /// The key was `None` (no timing identity): nothing was done, not even creating the
@@ -173,6 +176,7 @@ impl fmt::Display for Outcome {
             Outcome::Hit => f.write_str("hit"),
             Outcome::Miss(r) => write!(f, "miss: {r}"),
             Outcome::Stored => f.write_str("stored"),
+            Outcome::KeptExisting(k) => write!(f, "{k}"),
             Outcome::Refused(r) => write!(f, "refused: {r}"),
             Outcome::Skipped => f.write_str("skipped (no key)"),
         }
@@ -240,9 +244,11 @@ pub struct DiskStats {
     pub refused: u64,
     /// Operations skipped because the key was `None`.
     pub skipped: u64,
+    /// Keep-faster stores that left the existing entry in place.
+    pub kept_existing: u64,
 }
 
-static COUNTS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+static COUNTS: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
 
 /// The process-wide outcome counters.
 pub fn stats() -> DiskStats {
@@ -253,6 +259,7 @@ pub fn stats() -> DiskStats {
         stored: c(2),
         refused: c(3),
         skipped: c(4),
+        kept_existing: c(5),
     }
 }
 
@@ -264,6 +271,7 @@ pub(crate) fn note(event: DiskEvent) {
         Outcome::Stored => 2,
         Outcome::Refused(_) => 3,
         Outcome::Skipped => 4,
+        Outcome::KeptExisting(_) => 5,
     };
     COUNTS[slot].fetch_add(1, Ordering::Relaxed);
     let key = event.key.as_deref().unwrap_or("-");
