@@ -519,3 +519,35 @@ fn mixed_policies_follow_the_reference_model() {
         }
     });
 }
+
+/// A directory in front of a shared store: each level keeps the faster of its own entry and
+/// the new one; the outcome is `Stored` if one level published, else the shared level's
+/// `KeptExisting`.
+#[test]
+fn two_levels_apply_the_policy_each_to_its_own_entry() {
+    use schedule_cache::disk::DiskCache;
+    use schedule_cache::store::TwoLevel;
+    if std::env::var(ID).is_ok() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (near, far) = (
+        DiskCache::new(tmp.path().join("near")),
+        DiskCache::new(tmp.path().join("far")),
+    );
+    store_round(&cache(&far), 0, vec![1e-5]);
+    store_round(&cache(&near), 0, vec![9e-5]);
+    let both = cache(TwoLevel::new(&near, &far)).with_store_policy(StorePolicy::KeepFaster);
+    assert_eq!(store_round(&both, 0, vec![5e-5]), StoreOutcome::Stored);
+    assert_eq!(stored_times(&cache(&near), 0), Some(vec![5e-5]));
+    assert_eq!(stored_times(&cache(&far), 0), Some(vec![1e-5]));
+    assert_eq!(
+        store_round(&both, 0, vec![6e-5]),
+        StoreOutcome::KeptExisting(KeptExisting {
+            existing_time: 1e-5,
+            new_time: Some(6e-5)
+        })
+    );
+    assert_eq!(stored_times(&cache(&near), 0), Some(vec![5e-5]));
+    assert_eq!(stored_times(&cache(&far), 0), Some(vec![1e-5]));
+}
