@@ -6,7 +6,9 @@
 //! (an incomplete identity is an error that says why), building the key, probing the store,
 //! checking the entry's digest and full key components, replaying the saved schedule through
 //! the language, and explaining a miss (which key components differ from the entries the store
-//! holds for the same code, computed from the keys, for every store). The low-level functions
+//! holds for the same code, computed from the keys, for every store), and, under
+//! [`StorePolicy::KeepFaster`] ([`ScheduleCache::with_store_policy`]), keeping the faster of
+//! the stored and the new winner atomically. The low-level functions
 //! ([`crate::canonicalize`], [`crate::cache_key`], [`crate::to_saved`], [`crate::of_saved`],
 //! [`crate::disk`]) stay for callers who need them.
 //!

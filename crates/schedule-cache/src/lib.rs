@@ -5,7 +5,10 @@
 //! handle built from the regime (your [`ScheduleLanguage`], backend name, [`Limits`],
 //! [`Config`], [`TimingIdentity`], your schedule-format version and a store: a directory,
 //! Redis, or both) with `lookup(code)` (digest guard and replay inside; a [`Miss`] says which
-//! key components differ) and `store(code, ops, measurements)`. `examples/foreign_ir.rs` is
+//! key components differ) and `store(code, ops, measurements)` (last write wins; with
+//! `with_store_policy(`[`StorePolicy::KeepFaster`]`)` an entry is replaced only by a winner
+//! measured faster, decided atomically by the store, and the outcome says which was kept).
+//! `examples/foreign_ir.rs` is
 //! a complete adopter with its own loop IR. The pieces below stay public for callers who need
 //! them.
 //!

@@ -18,7 +18,9 @@
 //!   link, up to [`MAX_ENTRY_BYTES`]: no directory content can hang or exhaust a lookup. A
 //!   directory this process cannot write (a read-only mount) still serves lookups.
 //! - The lock is held through the entry I/O; entries are published with `atomicwrites`, so a
-//!   reader sees a whole old entry or a whole new one, never a torn one.
+//!   reader sees a whole old entry or a whole new one, never a torn one. A store under
+//!   [`StorePolicy::KeepFaster`] holds the exclusive lock from reading the existing entry to
+//!   publishing (or not) the new one ([`DiskCache::store_with`]).
 //! - The first open of a directory in a process also removes crash-stale staging directories.
 //! - A filesystem refusal is an [`Outcome::Refused`] (a future miss), never an error; a lookup
 //!   never creates the directory. Every operation is reported to [`record`]ers, to [`stats`]
