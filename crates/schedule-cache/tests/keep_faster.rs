@@ -551,3 +551,30 @@ fn two_levels_apply_the_policy_each_to_its_own_entry() {
     assert_eq!(stored_times(&cache(&near), 0), Some(vec![5e-5]));
     assert_eq!(stored_times(&cache(&far), 0), Some(vec![1e-5]));
 }
+
+/// A claim is indexed with its entry, so a regime change sweeps it: no claim of an old regime
+/// can outlive its entry and keep a new regime's winner out.
+#[cfg(feature = "redis")]
+#[test]
+fn on_redis_a_regime_change_sweeps_the_claims() {
+    use schedule_cache::disk::{CACHE_REGIME_VERSION, Space};
+    if std::env::var(ID).is_ok() {
+        return;
+    }
+    let server = redis_support::Server::start();
+    let store = server.store();
+    let mut raw = server.raw();
+    let keep = cache(&store).with_store_policy(StorePolicy::KeepFaster);
+    assert_eq!(store_round(&keep, 0, vec![1e-6]), StoreOutcome::Stored);
+    let (code, _) = code(0);
+    let key = keep.key(&code).expect("key").expect("timing");
+    let claim = store.claim_key(Space::Schedule, &key);
+    let exists = |raw: &mut redis::Connection| -> bool {
+        redis::cmd("EXISTS").arg(&claim).query(raw).expect("EXISTS")
+    };
+    assert!(exists(&mut raw), "the store wrote no claim");
+    let newer = server.store().with_regime(CACHE_REGIME_VERSION + 1);
+    let bumped = cache(&newer).with_store_policy(StorePolicy::KeepFaster);
+    assert_eq!(store_round(&bumped, 1, vec![1e-6]), StoreOutcome::Stored);
+    assert!(!exists(&mut raw), "the claim outlived the regime change");
+}
