@@ -78,7 +78,7 @@ pub(crate) fn keep_faster(
 /// A [`StorePolicy::KeepFaster`] store that left the existing entry in place: it measured at
 /// least as fast as the new one (or the new one had no usable time).
 ///
-/// Compared (and hashed) by the bits of its times, which are never NaN.
+/// Compared by the bits of its times, which are never NaN.
 #[derive(Clone, Copy, Debug)]
 pub struct KeptExisting {
     /// The existing entry's best time, in seconds.
