@@ -16,9 +16,11 @@ use sha2::{Digest, Sha256};
 
 use crate::deps::{DEP_FILE, Manifest};
 use crate::error::CcError;
+use crate::image::Image;
 use crate::program::CcProgram;
 use crate::signature::{ENTRY_SUFFIX, Signature};
 use crate::source::Source;
+use crate::workdir::WorkDir;
 
 /// The flags every compile uses, ahead of the group's option list.
 pub const BASE_FLAGS: &[&str] = &["-O2", "-shared", "-fPIC"];
@@ -166,6 +168,8 @@ pub struct CcBackend {
     /// [`COMPILER_INPUT_ENV`] as it was when the backend was made (`None`: unset).
     input_env: Vec<(&'static str, Option<OsString>)>,
     work_dir: PathBuf,
+    /// `work_dir` once checked (see [`WorkDir::check`]); checked again until it passes.
+    work: Mutex<Option<Arc<WorkDir>>>,
     split: Split,
     identity: String,
     /// The first line of the compiler's `--version`.
@@ -212,6 +216,8 @@ pub(crate) fn dependency_option(options: &[String]) -> Option<&String> {
 #[derive(Debug)]
 pub struct PreparedProgram {
     dir: tempfile::TempDir,
+    /// The checked work directory holding `dir`.
+    work: Arc<WorkDir>,
     /// Each kernel's directory (holding its unit, [`UNIT_NAME`]), in kernel order.
     unit_dirs: Vec<PathBuf>,
     so_path: PathBuf,
@@ -311,6 +317,7 @@ impl CcBackend {
             compiler,
             input_env,
             work_dir: std::env::temp_dir(),
+            work: Mutex::default(),
             split: Split::new(cores, 8),
             programs_compiled: AtomicU64::new(0),
             host_targets: Mutex::default(),
@@ -325,10 +332,33 @@ impl CcBackend {
         self
     }
 
-    /// The same backend, compiling in fresh directories under `dir` (which must exist).
+    /// The same backend, compiling in fresh directories under `dir` (which must exist)
+    /// instead of the system's temporary directory (`TMPDIR`, else `/tmp`).
+    ///
+    /// The work directory is checked at the first compile, as the kernel store's
+    /// directory is: it and every directory above it must be owned by this process's user
+    /// or root and not writable by the group or others unless sticky. A work directory of
+    /// this user's that only it can write is used as it is; a sticky shared one (`/tmp`)
+    /// gets a private subdirectory (mode 0700, fresh random name, checked after creation),
+    /// removed when the backend and its programs are gone. Anything else is refused: every
+    /// compile fails with [`CcError::WorkDir`], saying which directory and why (a
+    /// directory others can write without the sticky bit lets them rename what a compile
+    /// writes and loads). A refused directory is checked again at the next compile.
     pub fn with_work_dir(mut self, dir: impl Into<PathBuf>) -> CcBackend {
         self.work_dir = dir.into();
+        self.work = Mutex::default();
         self
+    }
+
+    /// The checked work directory (see [`CcBackend::with_work_dir`]).
+    pub(crate) fn work(&self) -> Result<Arc<WorkDir>, CcError> {
+        let mut work = lock(&self.work);
+        if let Some(checked) = &*work {
+            return Ok(checked.clone());
+        }
+        let checked = Arc::new(WorkDir::check(&self.work_dir)?);
+        *work = Some(checked.clone());
+        Ok(checked)
     }
 
     /// What identifies this backend's output: the compiler command, the first line of
@@ -421,10 +451,11 @@ impl CcBackend {
             let path = path.to_path_buf();
             move |source| CcError::Io { path, source }
         };
+        let work = self.work()?;
         let dir = tempfile::Builder::new()
             .prefix("kcache-cc-")
-            .tempdir_in(&self.work_dir)
-            .map_err(io(&self.work_dir))?;
+            .tempdir_in(work.path())
+            .map_err(io(work.path()))?;
         let mut unit_dirs = Vec::with_capacity(kernels.len());
         for (symbol, source) in kernels {
             // Symbols are C identifiers: safe, distinct directory names.
@@ -442,6 +473,7 @@ impl CcBackend {
         Ok(PreparedProgram {
             so_path: dir.path().join("program.so"),
             dir,
+            work,
             unit_dirs,
             options: options.to_vec(),
             kernels: kernels
@@ -617,25 +649,56 @@ impl CcBackend {
         }
     }
 
+    /// Loads the linker's output: its bytes read once (see [`read_object`]) into an
+    /// [`Image`], loaded from there, so the bytes run are the bytes weighed and saved.
     fn load(&self, prepared: PreparedProgram) -> Result<CcProgram, CcError> {
         let manifest = Manifest::Compiled {
             unit_dirs: prepared.unit_dirs,
             // Never compiled: every file counts as modified since (nothing is saved).
             started: prepared.started.unwrap_or(SystemTime::UNIX_EPOCH),
         };
+        let bytes = read_object(&prepared.so_path)?;
+        let image = Image::new(&bytes, prepared.work.path())?;
+        drop(bytes);
         CcProgram::load(
-            prepared.dir,
-            prepared.so_path,
+            image,
+            Some(prepared.dir),
+            Some(prepared.work),
             prepared.kernels,
             manifest,
             prepared.options,
         )
     }
+}
 
-    /// The work directory fresh program directories are made in.
-    pub(crate) fn work_dir(&self) -> &Path {
-        &self.work_dir
+/// The bytes of the linker's output `path` (in a fresh directory of the checked work
+/// directory): opened without following a link, checked on the opened handle to be a
+/// regular file of this user's, read once.
+fn read_object(path: &Path) -> Result<Vec<u8>, CcError> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+
+    let io = |source: std::io::Error| CcError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .map_err(|e| io(e.into()))?;
+    let mut file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() || meta.uid() != rustix::process::geteuid().as_raw() {
+        return Err(io(std::io::Error::other(
+            "the linker's output is not a regular file of this user's",
+        )));
     }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes).map_err(io)?;
+    Ok(bytes)
 }
 
 impl Backend for CcBackend {
@@ -756,7 +819,7 @@ mod tests {
         );
         let program_bytes = |b: &CcBackend| {
             let program = b.compile_program(&[("k", &source)], &[]).expect("compile");
-            std::fs::read(program.path()).expect("read the shared object")
+            program.bytes().expect("the shared object's bytes")
         };
         let holds = |bytes: &[u8]| {
             bytes

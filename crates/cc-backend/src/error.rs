@@ -39,6 +39,19 @@ pub enum CcError {
         #[source]
         source: std::io::Error,
     },
+    /// The work directory compiles would happen in cannot be trusted (see
+    /// [`CcBackend::with_work_dir`](crate::CcBackend::with_work_dir)): it, or a directory
+    /// above it, is writable by the group or others without the sticky bit, owned by
+    /// another user, a link, missing, or a private subdirectory could not be made in it.
+    /// `path` is the directory at fault, `why` says what is wrong with it. Nothing was
+    /// compiled or loaded.
+    #[error("the work directory {} cannot be used: {why}", path.display())]
+    WorkDir {
+        /// The directory at fault (the work directory or one above it).
+        path: PathBuf,
+        /// Why it is refused.
+        why: String,
+    },
     /// A kernel's symbol is not a C identifier (`[A-Za-z_][A-Za-z0-9_]*`), or ends in
     /// `__kcache_entry` (the suffix of the generated entries).
     #[error("`{0}` is not a C identifier not ending in `__kcache_entry`; it cannot name a kernel")]

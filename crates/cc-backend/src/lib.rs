@@ -124,10 +124,12 @@ mod backend;
 mod deps;
 mod error;
 mod generate;
+mod image;
 mod persist;
 mod program;
 mod signature;
 mod source;
+mod workdir;
 
 pub use backend::{BASE_FLAGS, COMPILER_INPUT_ENV, CcBackend, PreparedProgram};
 pub use error::CcError;

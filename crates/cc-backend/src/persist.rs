@@ -6,6 +6,7 @@ use kernel_cache::{Compiled, PersistentBackend, SavedProgram};
 use crate::backend::{CcBackend, check_symbol, dependency_option, targets_host};
 use crate::deps::{self, Dep, Kind, Manifest, Witness};
 use crate::error::CcError;
+use crate::image::Image;
 use crate::program::CcProgram;
 use crate::signature::{Reader, Signature, put_str};
 
@@ -116,9 +117,13 @@ impl PersistentBackend for CcBackend {
     /// the recorded one) and,
     /// for a program compiled with `-march=native` or the like, that those options mean
     /// on this machine what they meant on the compiling one ([`CcError::OtherHost`]),
-    /// writes the shared object to a fresh file of its own (a new directory of the work
-    /// directory) and loads it with `RTLD_NOW`, checking every kernel and entry symbol;
-    /// never compiles and never counts as a compile.
+    /// copies the shared object's bytes into a sealed memory file of its own (Linux; no
+    /// file of the work directory, nor any other path, is written or read) and loads it
+    /// from there with `RTLD_NOW`, checking every kernel and entry symbol: the bytes run
+    /// are exactly the bytes given, whoever can write the temporary directory. On other
+    /// targets it writes them to a new file in a fresh directory of the checked work
+    /// directory (see [`CcBackend::with_work_dir`]) and loads it by path. It never
+    /// compiles and never counts as a compile.
     ///
     /// `saved` is machine code that is run, trusted as a kernel's C text is: give it only
     /// bytes [`save`](PersistentBackend::save) produced (as the kernel store does, which
@@ -202,19 +207,19 @@ impl PersistentBackend for CcBackend {
         {
             return Err(CcError::OtherHost { options });
         }
-        let io = |path: &std::path::Path| {
-            let path = path.to_path_buf();
-            move |source| CcError::Io { path, source }
+        // Linux: a sealed memory file, no work directory needed; elsewhere a new file of
+        // the checked work directory.
+        #[cfg(target_os = "linux")]
+        let (image, work) = (Image::new(object, std::path::Path::new("/"))?, None);
+        #[cfg(not(target_os = "linux"))]
+        let (image, work) = {
+            let work = self.work()?;
+            (Image::new(object, work.path())?, Some(work))
         };
-        let dir = tempfile::Builder::new()
-            .prefix("kcache-cc-loaded-")
-            .tempdir_in(self.work_dir())
-            .map_err(io(self.work_dir()))?;
-        let path = dir.path().join("program.so");
-        std::fs::write(&path, object).map_err(io(&path))?;
         let program = CcProgram::load(
-            dir,
-            path,
+            image,
+            None,
+            work,
             kernels,
             Manifest::Loaded(deps, witnesses),
             options,
@@ -241,12 +246,17 @@ impl PersistentBackend for CcBackend {
         }
     }
 
-    /// Keeps the saved program for an I/O error (writing the shared object to the work
-    /// directory: a full disk, too many open files) and for a program compiled for another
+    /// Keeps the saved program for an I/O error (making or writing the memory file, or on
+    /// other targets the file of the work directory, the shared object is loaded from: no
+    /// memory, a file-size limit, too many open files; or a work directory refused,
+    /// [`CcError::WorkDir`], on those targets) and for a program compiled for another
     /// processor ([`CcError::OtherHost`]: it still serves the machines it was compiled
     /// for, in a store several share); every other load error (a header changed, the
     /// include search finds another header, malformed bytes, a loader refusal) removes it.
     fn keeps_saved(&self, error: &CcError) -> bool {
-        matches!(error, CcError::Io { .. } | CcError::OtherHost { .. })
+        matches!(
+            error,
+            CcError::Io { .. } | CcError::WorkDir { .. } | CcError::OtherHost { .. }
+        )
     }
 }

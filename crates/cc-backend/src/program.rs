@@ -3,16 +3,17 @@
 
 use std::ffi::c_void;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use kernel_cache::Resolved;
 use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 
 use crate::deps::{Dep, Manifest, Witness};
 use crate::error::CcError;
+use crate::image::Image;
 use crate::signature::{Arg, Signature, entry_symbol};
+use crate::workdir::WorkDir;
 
 /// The C type of every generated entry: `void entry(void *const *args)`.
 type EntryFn = unsafe extern "C" fn(*const *mut c_void);
@@ -20,72 +21,60 @@ type EntryFn = unsafe extern "C" fn(*const *mut c_void);
 /// A compiled, loaded shared object holding some kernels, with each kernel's
 /// [`Signature`].
 ///
-/// The library stays loaded (and its file on disk) as long as the `CcProgram` lives;
-/// every [`Kernel`] taken from it holds it by `Arc`.
+/// The library stays loaded as long as the `CcProgram` lives; every [`Kernel`] taken from
+/// it holds it by `Arc`. On Linux the library is loaded from a sealed memory file holding
+/// exactly the bytes compiled (read once from the linker's output) or verified (given to
+/// [`PersistentBackend::load`](kernel_cache::PersistentBackend::load)), never from a
+/// path of the file system; [`CcProgram::path`] names that memory file.
 pub struct CcProgram {
-    // Field order is drop order: unload before the directory goes.
+    // Field order is drop order: unload before the image (whose drop asks the loader
+    // whether the library is gone) and before the directories go.
     library: libloading::Library,
-    path: PathBuf,
-    size: u64,
+    image: Image,
     symbols: Vec<String>,
     signatures: Vec<Signature>,
     manifest: Manifest,
     /// The option list it was compiled under.
     options: Vec<String>,
-    _dir: tempfile::TempDir,
+    /// The compile's directory (its units' dependency lists, read by a save).
+    _dir: Option<tempfile::TempDir>,
+    /// The checked work directory holding `_dir`.
+    _work: Option<Arc<WorkDir>>,
 }
 
 impl fmt::Debug for CcProgram {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CcProgram")
-            .field("path", &self.path)
-            .field("size", &self.size)
+            .field("path", &self.image.path())
+            .field("size", &self.image.size())
             .field("symbols", &self.symbols)
             .finish()
     }
 }
 
 impl CcProgram {
-    /// Loads the shared object `path` (in `dir`, which it keeps alive; renamed first to a
-    /// name no other load of this process used, see [`open`]) and checks that it defines
-    /// every kernel of `kernels` and its entry.
+    /// Loads the shared object `image` holds and checks that it defines every kernel of
+    /// `kernels` and its entry. `dir` (a compile's directory) and `work` (the work
+    /// directory holding it) are kept alive with the program.
     pub(crate) fn load(
-        dir: tempfile::TempDir,
-        path: PathBuf,
+        image: Image,
+        dir: Option<tempfile::TempDir>,
+        work: Option<Arc<WorkDir>>,
         kernels: Vec<(String, Signature)>,
         manifest: Manifest,
         options: Vec<String>,
     ) -> Result<CcProgram, CcError> {
-        // The loader answers a path it loaded before and has not unloaded (a library
-        // linked `-z nodelete` never is) with that library: a directory name drawn again
-        // must not make a dropped program's code this one's.
-        static LOADS: AtomicU64 = AtomicU64::new(0);
-        let unique = path.with_file_name(format!(
-            "program-{}.so",
-            LOADS.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::rename(&path, &unique).map_err(|source| CcError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let path = unique;
-        let size = std::fs::metadata(&path)
-            .map_err(|source| CcError::Io {
-                path: path.clone(),
-                source,
-            })?
-            .len();
-        let library = open(&path)?;
+        let library = open(image.path())?;
         let (symbols, signatures) = kernels.into_iter().unzip();
         let program = CcProgram {
             library,
-            path,
-            size,
+            image,
             symbols,
             signatures,
             manifest,
             options,
             _dir: dir,
+            _work: work,
         };
         for symbol in &program.symbols {
             program.address(symbol)?;
@@ -94,14 +83,18 @@ impl CcProgram {
         Ok(program)
     }
 
-    /// The shared object's size in bytes (its weight in a cache).
+    /// The shared object's size in bytes (its weight in a cache): the size of the bytes
+    /// loaded.
     pub fn size(&self) -> u64 {
-        self.size
+        self.image.size()
     }
 
-    /// The shared object's path (removed when the program is dropped).
+    /// The path the shared object was loaded from: on Linux `/proc/self/fd/N`, the sealed
+    /// memory file holding its bytes (valid while the program lives; closed when it is
+    /// dropped and its library unloaded); elsewhere a file of its own in the work
+    /// directory (removed when the program is dropped).
     pub fn path(&self) -> &Path {
-        &self.path
+        self.image.path()
     }
 
     /// The symbols of the kernels compiled into this program, in batch order.
@@ -123,7 +116,7 @@ impl CcProgram {
             .signature(symbol)
             .ok_or_else(|| CcError::MissingSymbol {
                 symbol: symbol.to_string(),
-                path: self.path.clone(),
+                path: self.path().to_path_buf(),
                 source: None,
             })?
             .clone();
@@ -168,17 +161,15 @@ impl CcProgram {
     fn missing(&self, symbol: &str, source: libloading::Error) -> CcError {
         CcError::MissingSymbol {
             symbol: symbol.to_string(),
-            path: self.path.clone(),
+            path: self.path().to_path_buf(),
             source: Some(source),
         }
     }
 
-    /// The shared object's bytes (for saving it).
+    /// The shared object's bytes (for saving it): the very bytes loaded, read back from
+    /// the sealed memory file on Linux.
     pub(crate) fn bytes(&self) -> Result<Vec<u8>, CcError> {
-        std::fs::read(&self.path).map_err(|source| CcError::Io {
-            path: self.path.clone(),
-            source,
-        })
+        self.image.bytes()
     }
 
     /// The files the compile read besides its units, with their digests, and the
@@ -204,18 +195,25 @@ impl CcProgram {
 
 #[allow(unsafe_code)]
 fn open(path: &Path) -> Result<libloading::Library, CcError> {
-    // SAFETY: loading runs the object's initialisers. The object was either compiled
-    // by this crate from kernel sources the caller supplied, or written by
-    // `PersistentBackend::load` from the bytes it was given, which its contract requires
-    // to be bytes `save` produced (the persistent store verifies them by digest from a
-    // blob only its owner could write: the trust boundary of `docs/disk-format.md`);
-    // like kernel text, those bytes are trusted input of a safe function. The crate's contract (see `Source`) is that kernel
-    // sources are trusted C without initialisers or finalisers with requirements.
-    // `RTLD_NOW` resolves every reference at load time, so a kernel calling an
-    // undefined function is an error here rather than a crash at call time. The file
-    // is new (so no loaded library has its inode) and `CcProgram::load` gave it a path no
-    // other load of this process used (so the loader, which answers a path it loaded and
-    // has not unloaded with that library, never hands back an older library).
+    // SAFETY: loading runs the object's initialisers. The object's bytes are either the
+    // output of this crate's own compile of kernel sources the caller supplied (read once,
+    // without following a link, from a fresh directory of the checked work directory,
+    // which no other user can write or rename in: see `WorkDir::check`), or the bytes given
+    // to `PersistentBackend::load`, which its contract requires to be bytes `save`
+    // produced (the persistent store verifies them by digest from a blob only its owner
+    // could write: the trust boundary of `docs/disk-format.md`); like kernel text, those
+    // bytes are trusted input of a safe function. The crate's contract (see `Source`) is
+    // that kernel sources are trusted C without initialisers or finalisers with
+    // requirements. On Linux `path` is `/proc/self/fd/N` of a sealed memory file holding
+    // those bytes (`Image`): what the loader maps is what was checked, and nothing can
+    // change it afterwards; elsewhere a new file of the checked work directory.
+    // `RTLD_NOW` resolves every reference at load time, so a kernel calling an undefined
+    // function is an error here rather than a crash at call time. The memory file is new
+    // (so no loaded library has its inode), and no library the loader still holds was
+    // loaded under `path`: an `Image` whose library stays loaded (`-z nodelete`) keeps its
+    // descriptor open for good, so its number (the path) is never given to another; the
+    // loader, which answers a path it loaded and has not unloaded with that library, never
+    // hands back an older library.
     let library = unsafe { UnixLibrary::open(Some(path), RTLD_NOW | RTLD_LOCAL) };
     library.map(Into::into).map_err(|source| CcError::Load {
         path: path.to_path_buf(),
@@ -243,7 +241,7 @@ impl fmt::Debug for Kernel {
         f.debug_struct("Kernel")
             .field("symbol", &self.symbol)
             .field("signature", &self.signature.to_string())
-            .field("program", &self.program.path)
+            .field("program", &self.program.path())
             .finish()
     }
 }
@@ -351,18 +349,12 @@ mod tests {
             .unwrap()
     }
 
-    /// Loads `bytes` as `<work>/same/program.so`, the path every call gives.
-    fn load_at_one_path(work: &Path, bytes: &[u8]) -> Arc<CcProgram> {
-        let dir = tempfile::Builder::new()
-            .prefix("same")
-            .rand_bytes(0)
-            .tempdir_in(work)
-            .unwrap();
-        let path = dir.path().join("program.so");
-        std::fs::write(&path, bytes).unwrap();
+    /// Loads `bytes` as a program of one kernel `k` (from a fresh image).
+    fn load_bytes(bytes: &[u8]) -> Arc<CcProgram> {
+        let image = Image::new(bytes, &std::env::temp_dir()).unwrap();
         let kernels = vec![("k".to_string(), Signature::out_a_b_n())];
         let manifest = Manifest::Loaded(Vec::new(), Vec::new());
-        Arc::new(CcProgram::load(dir, path, kernels, manifest, Vec::new()).unwrap())
+        Arc::new(CcProgram::load(image, None, None, kernels, manifest, Vec::new()).unwrap())
     }
 
     fn run(program: &Arc<CcProgram>) -> f32 {
@@ -382,21 +374,101 @@ mod tests {
 
     /// The loader answers a `dlopen` of a path it has loaded before, and not unloaded,
     /// with that library, whatever the file holds now. A program dropped while its library
-    /// stays loaded (`-z nodelete`) leaves its path free for a later one (a directory name
-    /// drawn again): the later program must still be its own code, never the resident one
-    /// called under the later one's signature.
+    /// stays loaded (`-z nodelete`) must not free its path (`/proc/self/fd/N`: the next
+    /// memory file would get the same number): the later program must still be its own
+    /// code, never the resident one called under the later one's signature.
     #[test]
     fn a_resident_library_of_a_reused_path_is_never_taken_for_a_new_program() {
-        let work = tempfile::tempdir().unwrap();
         let (add, mul) = (
             resident_object("a[i] + b[i]"),
             resident_object("a[i] * b[i]"),
         );
-        let first = load_at_one_path(work.path(), &add);
-        assert_eq!(run(&first), 5.0);
-        drop(first);
-        assert!(!work.path().join("same").exists());
-        let second = load_at_one_path(work.path(), &mul);
-        assert_eq!(run(&second), 6.0, "the resident library answered");
+        for _ in 0..3 {
+            let first = load_bytes(&add);
+            assert_eq!(run(&first), 5.0);
+            drop(first);
+            let second = load_bytes(&mul);
+            assert_eq!(run(&second), 6.0, "the resident library answered");
+        }
+    }
+
+    /// A program that is unloaded when dropped gives its descriptor back (only a resident
+    /// library's is kept open for good).
+    #[test]
+    fn an_unloaded_program_closes_its_memory_file() {
+        let source = Source::new(
+            elementwise_kernel("k", "a[i] - b[i]"),
+            Signature::out_a_b_n(),
+        );
+        let program = CcBackend::new()
+            .unwrap()
+            .compile_program(&[("k", &source)], &[])
+            .unwrap();
+        let target = std::fs::read_link(program.path()).unwrap();
+        assert!(
+            target.to_string_lossy().contains("memfd:kcache-cc-program"),
+            "{target:?}"
+        );
+        let program = Arc::new(program);
+        assert_eq!(run(&program), -1.0);
+        use std::os::unix::fs::MetadataExt;
+        let path = program.path().to_path_buf();
+        let inode = std::fs::metadata(&path).unwrap().ino();
+        drop(program);
+        // The number may be taken again by another thread's file, but not by this one.
+        assert!(
+            std::fs::metadata(&path).map_or(true, |m| m.ino() != inode),
+            "the memory file stayed open"
+        );
+    }
+
+    /// The bytes loaded cannot be changed afterwards, by this process or any other: the
+    /// memory file refuses writes and truncation, the kernel computes what was verified,
+    /// and the bytes a save would take are those loaded.
+    #[test]
+    fn the_loaded_bytes_are_sealed() {
+        let (add, mul) = (
+            resident_object("a[i] + b[i]"),
+            resident_object("a[i] * b[i]"),
+        );
+        let program = load_bytes(&add);
+        let mut writer = std::fs::OpenOptions::new()
+            .write(true)
+            .open(program.path())
+            .unwrap();
+        use std::io::Write;
+        assert!(
+            writer.write_all(&mul).is_err(),
+            "the memory file took a write"
+        );
+        assert!(writer.set_len(0).is_err(), "the memory file was truncated");
+        assert_eq!(run(&program), 5.0);
+        assert_eq!(program.bytes().unwrap(), add);
+        assert_eq!(program.size(), add.len() as u64);
+    }
+
+    /// On the compile path the bytes loaded, weighed and saved are the linker's output as
+    /// read once: a change of the file on disk afterwards changes none of them.
+    #[test]
+    fn a_compiled_program_is_the_bytes_read_once() {
+        let work = tempfile::tempdir().unwrap();
+        let backend = CcBackend::new().unwrap().with_work_dir(work.path());
+        let source = Source::new(
+            elementwise_kernel("k", "a[i] + b[i]"),
+            Signature::out_a_b_n(),
+        );
+        let program = Arc::new(backend.compile_program(&[("k", &source)], &[]).unwrap());
+        let loaded = program.bytes().unwrap();
+        let on_disk = program._dir.as_ref().unwrap().path().join("program.so");
+        assert_eq!(std::fs::read(&on_disk).unwrap(), loaded);
+        let mul = resident_object("a[i] * b[i]");
+        std::fs::write(&on_disk, &mul).unwrap();
+        assert_eq!(run(&program), 5.0);
+        assert_eq!(
+            program.bytes().unwrap(),
+            loaded,
+            "the save would take other bytes"
+        );
+        assert_eq!(program.size(), loaded.len() as u64);
     }
 }

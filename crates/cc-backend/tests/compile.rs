@@ -188,17 +188,22 @@ fn a_kernel_calling_an_undefined_function_fails_to_load() {
 #[test]
 fn a_kernel_keeps_its_program_loaded() {
     let k = abn(elementwise_kernel("k", "a[i] - b[i]"));
-    let program = Arc::new(backend().compile_program(&[("k", &k)], &[]).unwrap());
+    let work = tempfile::tempdir().unwrap();
+    let in_work = || std::fs::read_dir(work.path()).unwrap().count();
+    let b = backend().with_work_dir(work.path());
+    let program = Arc::new(b.compile_program(&[("k", &k)], &[]).unwrap());
     let path = program.path().to_path_buf();
     let kernel = program.kernel("k").unwrap();
     drop(program);
     assert!(path.exists());
+    assert_eq!(in_work(), 1, "the program's directory");
     let mut out = [0.0f32; 2];
     call(&kernel, &mut out, &[5.0, 5.0], &[1.0, 2.0]).unwrap();
     assert_eq!(out, [4.0, 3.0]);
     drop(kernel);
-    assert!(
-        !path.exists(),
+    assert_eq!(
+        in_work(),
+        0,
         "the program's directory goes with the last handle"
     );
 }

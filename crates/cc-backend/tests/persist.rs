@@ -151,6 +151,18 @@ fn worker() {
                 census.kernels_loaded
             );
         }
+        // Resolves kernel (3, 4) (run under a small file-size limit); prints whether the
+        // resolve failed and whether the store's blob was a miss for an I/O error.
+        "stuck" => {
+            let batch = [kernel(&b, 3, 4, 0)];
+            let (result, events) =
+                record(|| resolve_split_with_store(&cache, Some(&store), &batch, &b));
+            let io_miss = events.iter().any(|e| {
+                matches!(&e.outcome, Outcome::Miss(MissReason::LoadFailed(why))
+                    if why.contains("I/O error on memfd:kcache-cc-program"))
+            });
+            println!("RESULT failed={} io_miss={io_miss}", result.is_err());
+        }
         // Resolves kernel (2, 0) under `-march=native`; prints what it computes.
         "native" => {
             let name = "k2_0__seg0";
@@ -298,10 +310,11 @@ fn a_corrupted_truncated_or_other_writable_blob_is_a_miss() {
     }
 }
 
-/// A load that fails for the moment (here the work directory the shared object is
-/// written to is missing: an I/O error, as a full disk gives) is a miss that keeps the
-/// blob, which the next process loads (every such failure removed it: a full disk emptied
-/// the store of every program looked up).
+/// A load that fails for the moment (here the memory file the shared object is written
+/// to cannot hold it: a process whose file-size limit is below the program's size, as a
+/// full disk or memory limit gives) is a miss that keeps the blob, which the next process
+/// loads (every such failure removed it: a full disk emptied the store of every program
+/// looked up).
 #[test]
 fn a_blob_that_cannot_be_loaded_for_the_moment_is_kept() {
     let b = backend();
@@ -311,26 +324,33 @@ fn a_blob_that_cannot_be_loaded_for_the_moment_is_kept() {
     resolve_split_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &b).unwrap();
     let [blob] = blobs(store.dir()).try_into().unwrap();
     let bytes = fs::read(&blob).unwrap();
-
-    let stuck = backend().with_work_dir(tmp.path().join("no-such-work-dir"));
-    let batch_stuck = [kernel(&stuck, 3, 4, 0)];
-    let (result, events) = record(|| {
-        resolve_split_with_store(
-            &KernelCache::new(1 << 20),
-            Some(&store),
-            &batch_stuck,
-            &stuck,
-        )
-    });
-    // The compile that follows the miss cannot run in the missing directory either.
-    assert!(result.is_err());
     assert!(
-        events.iter().any(|e| matches!(
-            &e.outcome,
-            Outcome::Miss(MissReason::LoadFailed(why)) if why.contains("no-such-work-dir")
-        )),
-        "{events:?}"
+        bytes.len() > 4096,
+        "the limit below must be under the program's size"
     );
+
+    // A worker whose files (the memory file included) may not grow past 2 KiB (SIGXFSZ
+    // ignored: a write past the limit fails with EFBIG).
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 4; exec \"$0\" \"$@\"")
+        .arg(&exe)
+        .args(["--exact", "worker", "--nocapture", "--test-threads=1"])
+        .env(ROLE, "stuck")
+        .env("PERSIST_DIR", store.dir())
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "worker failed: {stdout}");
+    let result = stdout
+        .lines()
+        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r.to_string()))
+        .unwrap_or_else(|| panic!("no RESULT in {stdout}"));
+    // The compile that follows the miss cannot write its program either.
+    assert_eq!(field(&result, "failed"), "true", "{result}");
+    assert_eq!(field(&result, "io_miss"), "true", "{result}");
     assert_eq!(fs::read(&blob).unwrap(), bytes, "the blob was removed");
 
     let (answers, census) = with_census(|| {
