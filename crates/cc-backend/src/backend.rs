@@ -83,12 +83,23 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// linked by `cc -O2 -shared -fPIC <options> -Wl,-Bsymbolic -o program.so <objects> -lm`
 /// (`-Bsymbolic`: a kernel named like a function the process has, `free`, is still the one
 /// its entry calls; not on Apple targets, whose linker binds so already), all in a
-/// fresh directory of the work directory (removed when the program is dropped): every
+/// fresh directory of the work directory (removed when the program is dropped; the work
+/// directory is checked first, see [`CcBackend::with_work_dir`]): every
 /// kernel is its own
 /// translation unit (see [`Source`]), so no preprocessor state, `static` or `#pragma`
 /// of one kernel reaches another, and a kernel means the same whichever companions it
 /// is compiled beside. The compiler is `$CC` when set (split on white space: a command
 /// and its leading arguments), else `cc`.
+///
+/// **The bytes run are the bytes compiled.** On Linux the linker's output is read once
+/// (opened without following a link) into a memory file sealed against any change
+/// (`memfd_create`; `F_SEAL_WRITE`, `F_SEAL_GROW`, `F_SEAL_SHRINK`, `F_SEAL_SEAL`), and the
+/// program is loaded from it (`/proc/self/fd/N`, so `/proc` must be mounted): what is
+/// loaded, weighed ([`CcProgram::size`]) and saved
+/// ([`PersistentBackend::save`](kernel_cache::PersistentBackend::save)) is one sequence of
+/// bytes, whatever happens to any file afterwards. A saved program is loaded the same way,
+/// without touching the work directory. On other targets a program is loaded by path,
+/// from a new file in a fresh directory of the checked work directory.
 ///
 /// **Reproducible compiles.** The program depends on the keyed parts only, never on
 /// where or when it was compiled: each unit is the file `kernel.c`, compiled in its own
@@ -340,7 +351,8 @@ impl CcBackend {
     /// or root and not writable by the group or others unless sticky. A work directory of
     /// this user's that only it can write is used as it is; a sticky shared one (`/tmp`)
     /// gets a private subdirectory (mode 0700, fresh random name, checked after creation),
-    /// removed when the backend and its programs are gone. Anything else is refused: every
+    /// removed when the backend and its programs are gone (a process killed before leaves
+    /// it behind, as it leaves its compile directories). Anything else is refused: every
     /// compile fails with [`CcError::WorkDir`], saying which directory and why (a
     /// directory others can write without the sticky bit lets them rename what a compile
     /// writes and loads). A refused directory is checked again at the next compile.

@@ -10,7 +10,12 @@
 //! implies (so a definition of another C type fails to compile) and a generated
 //! uniform-ABI entry; one compiler command compiles a program's units and links them
 //! into one shared object (`cc -O2 -shared -fPIC`, or `$CC`), loaded with `libloading`
-//! (`RTLD_NOW`) and weighed by its size. No preprocessor state crosses from one kernel
+//! (`RTLD_NOW`) and weighed by its size. On Linux it is loaded from a sealed memory file
+//! holding the bytes read once from the linker's output (or given to
+//! [`PersistentBackend::load`](kernel_cache::PersistentBackend::load)), never by a path
+//! another process could change; compiles happen only in a work directory no other user
+//! can write without the sticky bit (a shared sticky `/tmp` gets a private subdirectory;
+//! see [`CcBackend::with_work_dir`]), others are refused with [`CcError::WorkDir`]. No preprocessor state crosses from one kernel
 //! to another: a kernel means the same whichever companions share its program. A key
 //! does not cover the content of the headers a kernel includes: a saved program records
 //! them and is never loaded from the kernel store after one changed or after a header of
