@@ -670,7 +670,8 @@ impl CcBackend {
             started: prepared.started.unwrap_or(SystemTime::UNIX_EPOCH),
         };
         let bytes = read_object(&prepared.so_path)?;
-        let image = Image::new(&bytes, prepared.work.path())?;
+        let work = prepared.work.path().to_path_buf();
+        let image = Image::new(&bytes, || Ok(work))?;
         drop(bytes);
         CcProgram::load(
             image,

@@ -2,6 +2,7 @@
 //! loader maps exactly the bytes that were compiled or verified, whatever happens to any
 //! path of the file system.
 
+#[cfg(target_os = "linux")]
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,9 @@ use crate::error::CcError;
 /// **Linux**: a memory file (`memfd_create`, close-on-exec) written with the bytes and then
 /// sealed against any write, growth or shrinking and against further seals
 /// (`F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL`): no process, this one
-/// included, can change what it holds. The loader opens it as `/proc/self/fd/N`
+/// included, can change what it holds. Where the system makes no executable memory file,
+/// an unnamed file of the checked work directory (no path names it; only this process's
+/// descriptor can write it). The loader opens it as `/proc/self/fd/N`
 /// ([`Image::path`]). The loader answers a path it has loaded and not unloaded (a library
 /// linked `-z nodelete`, which options may ask for, never is) with that library: so the
 /// descriptor stays open while its library may be loaded, and when the `Image` is dropped
@@ -42,38 +45,26 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CcError + use<> {
 }
 
 impl Image {
-    /// An image holding `bytes`, ready to load from [`Image::path`]. `work` is the checked
-    /// work directory (used on targets without memory files only).
+    /// An image holding `bytes`, ready to load from [`Image::path`]: a sealed memory file;
+    /// where the system makes none (no `memfd_create`, or executable memory files
+    /// forbidden: `vm.memfd_noexec` 2), an unnamed file (`O_TMPFILE`, or created `O_EXCL`
+    /// and unlinked at once) of the checked work directory `work` gives, which only this
+    /// process's descriptor can write (not sealed).
     ///
-    /// Errors with [`CcError::Io`] when the memory file cannot be made, written or sealed
-    /// (too many open files, no memory; a kernel without `memfd_create`).
+    /// Errors with [`CcError::Io`] (naming the memory file) when neither can be made or
+    /// written (too many open files, no memory, a file-size limit).
     #[cfg(target_os = "linux")]
-    pub(crate) fn new(bytes: &[u8], _work: &Path) -> Result<Image, CcError> {
-        use rustix::fs::{MemfdFlags, SealFlags};
-        use std::io::Write;
-
-        let name = Path::new("kcache-cc-program");
-        // How errors name it (as `/proc/self/fd` shows it).
-        let shown = Path::new("memfd:kcache-cc-program");
-        let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
-        // Where `vm.memfd_noexec` is 1, a memory file made without `MFD_EXEC` cannot be
-        // mapped executable; kernels before 6.3 refuse the flag (EINVAL): then without it.
-        let fd = rustix::fs::memfd_create(name, flags | MemfdFlags::EXEC)
-            .or_else(|e| {
-                if e == rustix::io::Errno::INVAL {
-                    rustix::fs::memfd_create(name, flags)
-                } else {
-                    Err(e)
-                }
-            })
-            .map_err(|e| io(shown)(e.into()))?;
-        let mut file = File::from(fd);
-        file.write_all(bytes).map_err(io(shown))?;
-        rustix::fs::fcntl_add_seals(
-            &file,
-            SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL,
-        )
-        .map_err(|e| io(shown)(e.into()))?;
+    pub(crate) fn new(
+        bytes: &[u8],
+        work: impl FnOnce() -> Result<PathBuf, CcError>,
+    ) -> Result<Image, CcError> {
+        let file = match sealed_memory_file(bytes) {
+            Ok(file) => file,
+            Err(error) => match work().ok().and_then(|dir| unnamed_file(bytes, &dir).ok()) {
+                Some(file) => file,
+                None => return Err(error),
+            },
+        };
         let path = PathBuf::from(format!(
             "/proc/self/fd/{}",
             std::os::fd::AsRawFd::as_raw_fd(&file)
@@ -90,7 +81,10 @@ impl Image {
     ///
     /// Errors with [`CcError::Io`] when the directory or file cannot be made or written.
     #[cfg(not(target_os = "linux"))]
-    pub(crate) fn new(bytes: &[u8], work: &Path) -> Result<Image, CcError> {
+    pub(crate) fn new(
+        bytes: &[u8],
+        work: impl FnOnce() -> Result<PathBuf, CcError>,
+    ) -> Result<Image, CcError> {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
         use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,10 +92,11 @@ impl Image {
         // A name no other load of this process used: the loader answers a path it loaded
         // and has not unloaded with that library.
         static LOADS: AtomicU64 = AtomicU64::new(0);
+        let work = work()?;
         let dir = tempfile::Builder::new()
             .prefix("kcache-cc-loaded-")
-            .tempdir_in(work)
-            .map_err(io(work))?;
+            .tempdir_in(&work)
+            .map_err(io(&work))?;
         let path = dir.path().join(format!(
             "program-{}-{}.so",
             std::process::id(),
@@ -153,6 +148,58 @@ impl Image {
             std::fs::read(&self.path).map_err(io(&self.path))
         }
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Set by a test: this thread's images take the fallback (no memory file).
+    pub(crate) static NO_MEMORY_FILE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A memory file holding `bytes`, sealed against any change.
+#[cfg(target_os = "linux")]
+fn sealed_memory_file(bytes: &[u8]) -> Result<File, CcError> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    use std::io::Write;
+
+    let name = Path::new("kcache-cc-program");
+    // How errors name it (as `/proc/self/fd` shows it).
+    let shown = Path::new("memfd:kcache-cc-program");
+    #[cfg(test)]
+    if NO_MEMORY_FILE.get() {
+        return Err(io(shown)(std::io::Error::other(
+            "no memory files in this test",
+        )));
+    }
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+    // Where `vm.memfd_noexec` is 1, a memory file made without `MFD_EXEC` cannot be
+    // mapped executable; kernels before 6.3 refuse the flag (EINVAL): then without it.
+    let fd = rustix::fs::memfd_create(name, flags | MemfdFlags::EXEC)
+        .or_else(|e| {
+            if e == rustix::io::Errno::INVAL {
+                rustix::fs::memfd_create(name, flags)
+            } else {
+                Err(e)
+            }
+        })
+        .map_err(|e| io(shown)(e.into()))?;
+    let mut file = File::from(fd);
+    file.write_all(bytes).map_err(io(shown))?;
+    rustix::fs::fcntl_add_seals(
+        &file,
+        SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL,
+    )
+    .map_err(|e| io(shown)(e.into()))?;
+    Ok(file)
+}
+
+/// An unnamed file of `dir` (the checked work directory) holding `bytes`.
+#[cfg(target_os = "linux")]
+fn unnamed_file(bytes: &[u8], dir: &Path) -> Result<File, CcError> {
+    use std::io::Write;
+    let mut file = tempfile::tempfile_in(dir).map_err(io(dir))?;
+    file.write_all(bytes).map_err(io(dir))?;
+    Ok(file)
 }
 
 #[cfg(target_os = "linux")]

@@ -118,7 +118,9 @@ impl PersistentBackend for CcBackend {
     /// for a program compiled with `-march=native` or the like, that those options mean
     /// on this machine what they meant on the compiling one ([`CcError::OtherHost`]),
     /// copies the shared object's bytes into a sealed memory file of its own (Linux; no
-    /// file of the work directory, nor any other path, is written or read) and loads it
+    /// file of the work directory, nor any other path, is written or read; where the
+    /// system makes no executable memory file, an unnamed file of the checked work
+    /// directory, which only this process can write) and loads it
     /// from there with `RTLD_NOW`, checking every kernel and entry symbol: the bytes run
     /// are exactly the bytes given, whoever can write the temporary directory. On other
     /// targets it writes them to a new file in a fresh directory of the checked work
@@ -207,19 +209,13 @@ impl PersistentBackend for CcBackend {
         {
             return Err(CcError::OtherHost { options });
         }
-        // Linux: a sealed memory file, no work directory needed; elsewhere a new file of
-        // the checked work directory.
-        #[cfg(target_os = "linux")]
-        let (image, work) = (Image::new(object, std::path::Path::new("/"))?, None);
-        #[cfg(not(target_os = "linux"))]
-        let (image, work) = {
-            let work = self.work()?;
-            (Image::new(object, work.path())?, Some(work))
-        };
+        // Linux: a sealed memory file, no work directory needed (unless the system makes
+        // no memory file); elsewhere a new file of the checked work directory.
+        let image = Image::new(object, || self.work().map(|work| work.path().to_path_buf()))?;
         let program = CcProgram::load(
             image,
             None,
-            work,
+            None,
             kernels,
             Manifest::Loaded(deps, witnesses),
             options,

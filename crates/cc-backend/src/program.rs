@@ -351,7 +351,7 @@ mod tests {
 
     /// Loads `bytes` as a program of one kernel `k` (from a fresh image).
     fn load_bytes(bytes: &[u8]) -> Arc<CcProgram> {
-        let image = Image::new(bytes, &std::env::temp_dir()).unwrap();
+        let image = Image::new(bytes, || Ok(std::env::temp_dir())).unwrap();
         let kernels = vec![("k".to_string(), Signature::out_a_b_n())];
         let manifest = Manifest::Loaded(Vec::new(), Vec::new());
         Arc::new(CcProgram::load(image, None, None, kernels, manifest, Vec::new()).unwrap())
@@ -445,6 +445,39 @@ mod tests {
         assert_eq!(run(&program), 5.0);
         assert_eq!(program.bytes().unwrap(), add);
         assert_eq!(program.size(), add.len() as u64);
+    }
+
+    /// Where the system makes no memory file, a program is loaded from an unnamed file of
+    /// the checked work directory: its own code, nothing left in the directory, the bytes
+    /// a save takes those loaded.
+    #[test]
+    fn without_memory_files_an_unnamed_file_of_the_work_directory_serves() {
+        let add = resident_object("a[i] + b[i]");
+        let work = tempfile::tempdir().unwrap();
+        crate::image::NO_MEMORY_FILE.set(true);
+        let image = Image::new(&add, || Ok(work.path().to_path_buf()));
+        crate::image::NO_MEMORY_FILE.set(false);
+        let image = image.unwrap();
+        let target = std::fs::read_link(image.path()).unwrap();
+        assert!(target.starts_with(work.path()), "{target:?}");
+        assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
+        let kernels = vec![("k".to_string(), Signature::out_a_b_n())];
+        let manifest = Manifest::Loaded(Vec::new(), Vec::new());
+        let program =
+            Arc::new(CcProgram::load(image, None, None, kernels, manifest, Vec::new()).unwrap());
+        assert_eq!(run(&program), 5.0);
+        assert_eq!(program.bytes().unwrap(), add);
+        // Without a work directory to fall back on, the memory file's error.
+        crate::image::NO_MEMORY_FILE.set(true);
+        let refused = Image::new(&add, || {
+            Err(CcError::WorkDir {
+                path: work.path().to_path_buf(),
+                why: "test".into(),
+            })
+        });
+        crate::image::NO_MEMORY_FILE.set(false);
+        let err = refused.unwrap_err().to_string();
+        assert!(err.contains("memfd:kcache-cc-program"), "{err}");
     }
 
     /// On the compile path the bytes loaded, weighed and saved are the linker's output as
