@@ -278,7 +278,7 @@ fn a_shared_sticky_work_directory_is_used_through_a_private_subdirectory() {
         return;
     }
     let mut hostile = Hostile::start(0o1777);
-    let runs = RUNS / 5;
+    let runs = RUNS / 2;
     for j in 0..runs {
         let backend = CcBackend::new().unwrap().with_work_dir(&hostile.dir);
         let program = Arc::new(backend.compile_program(&[("k", &source(j))], &[]).unwrap());
