@@ -520,7 +520,10 @@ impl CcBackend {
     /// flags> <options> -E -v -x c /dev/null` (in the C locale) says it searches, in order
     /// (quote directories, then bracket ones), after those it says it ignores (absent, or
     /// not directories: they may appear; see [`deps::parse_search_list`](crate::deps)).
-    /// Computed once per option list.
+    /// Run in `/`, never in the work directory, which is not checked here: a relative
+    /// program prefix in the options (`-B./`) would have the compiler run programs found
+    /// there (a relative search directory is refused at the save anyway). Computed once
+    /// per option list.
     pub(crate) fn search_dirs(&self, options: &[String]) -> Result<Arc<Vec<String>>, CcError> {
         if let Some(known) = lock(&self.search_lists).get(options) {
             return Ok(known.clone());
@@ -529,7 +532,7 @@ impl CcBackend {
             options,
             &["-E", "-v", "-o", "/dev/null"],
             &[("LC_ALL", "C"), ("LANGUAGE", "")],
-            &self.work_dir,
+            Path::new("/"),
         )?;
         let refused = |why: &str| CcError::IncludeSearch {
             path: PathBuf::from(self.command_line()),
@@ -770,6 +773,25 @@ mod tests {
         assert!(!is_c_identifier("a);int x("));
         assert!(check_symbol("k").is_ok());
         assert!(check_symbol("k__kcache_entry").is_err());
+    }
+
+    /// The include-search probe of a save runs nothing another user put in the work
+    /// directory: with `-B./` in the options, gcc runs `./cc1` from its working directory.
+    #[test]
+    fn the_include_search_probe_runs_no_program_of_the_work_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let work = tempfile::tempdir().unwrap();
+        let marker = work.path().join("ran");
+        let cc1 = work.path().join("cc1");
+        std::fs::write(
+            &cc1,
+            format!("#!/bin/sh\ntouch '{}'\nexit 1\n", marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&cc1, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let backend = CcBackend::new().unwrap().with_work_dir(work.path());
+        let _ = backend.search_dirs(&["-B./".to_string()]);
+        assert!(!marker.exists(), "the probe ran the work directory's cc1");
     }
 
     #[test]
