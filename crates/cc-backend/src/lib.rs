@@ -15,8 +15,9 @@
 //! [`PersistentBackend::load`](kernel_cache::PersistentBackend::load)), never by a path
 //! another process could change; compiles happen only in a work directory no other user
 //! can write without the sticky bit (a shared sticky `/tmp` gets a private subdirectory;
-//! see [`CcBackend::with_work_dir`]), others are refused with [`CcError::WorkDir`]. No preprocessor state crosses from one kernel
-//! to another: a kernel means the same whichever companions share its program. A key
+//! see [`CcBackend::with_work_dir`]), others are refused with [`CcError::WorkDir`].
+//! No preprocessor state crosses from one kernel to another: a kernel means the same
+//! whichever companions share its program. A key
 //! does not cover the content of the headers a kernel includes: a saved program records
 //! them and is never loaded from the kernel store after one changed or after a header of
 //! the same name appeared in an include directory searched before its own, but the
