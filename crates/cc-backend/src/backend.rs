@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use kernel_cache::{Backend, Compiled, Group, Split, SplitBackend};
+use kernel_cache::{Backend, Compiled, Group, Split, SplitBackend, Units};
 
 use sha2::{Digest, Sha256};
 
@@ -187,6 +187,8 @@ pub struct CcBackend {
     version: String,
     programs_compiled: AtomicU64,
     kernels_compiled: AtomicU64,
+    /// Translation units the compiler was run on (`cc -c`), whether they compiled or not.
+    units_compiled: AtomicU64,
     /// [`CcBackend::host_target`] per option list, once computed.
     host_targets: Mutex<HashMap<Vec<String>, [u8; 32]>>,
     /// [`CcBackend::search_dirs`] per option list, once computed.
@@ -334,6 +336,7 @@ impl CcBackend {
             host_targets: Mutex::default(),
             search_lists: Mutex::default(),
             kernels_compiled: AtomicU64::new(0),
+            units_compiled: AtomicU64::new(0),
         })
     }
 
@@ -435,6 +438,14 @@ impl CcBackend {
         self.kernels_compiled.load(Ordering::Relaxed)
     }
 
+    /// Translation units this backend has run the compiler on so far (`cc -c`, one per
+    /// kernel unit actually compiled, whether it compiled or was refused; a strict compile
+    /// stops at its first failing unit, so the units after it are not counted). Loading
+    /// a saved program runs none.
+    pub fn units_compiled(&self) -> u64 {
+        self.units_compiled.load(Ordering::Relaxed)
+    }
+
     /// Compiles `kernels` (`(symbol, source)` pairs) under `options` into one loaded
     /// program, without any cache. Symbols must be distinct.
     pub fn compile_program(
@@ -443,7 +454,7 @@ impl CcBackend {
         options: &[String],
     ) -> Result<CcProgram, CcError> {
         let mut prepared = self.prepare_parts(kernels, options)?;
-        self.run_compiler(&mut prepared)?;
+        self.run_compiler(&mut prepared, false)?;
         self.load(prepared)
     }
 
@@ -611,7 +622,18 @@ impl CcBackend {
         Ok(output)
     }
 
-    fn run_compiler(&self, prepared: &mut PreparedProgram) -> Result<(), CcError> {
+    /// Compiles `prepared`'s units and links them. Strict (`each` false): the first unit
+    /// that fails stops the compile and is the error (no later unit is compiled). Per unit
+    /// (`each` true): every unit is compiled once; those that fail are returned with their
+    /// own diagnostics (positions in the program's kernel order) and removed from
+    /// `prepared`, and the others are linked into the shared object (no link when every
+    /// unit failed). An `Err` is the whole program's failure (the compiler could not be
+    /// started, the link failed).
+    fn run_compiler(
+        &self,
+        prepared: &mut PreparedProgram,
+        each: bool,
+    ) -> Result<Vec<(usize, CcError)>, CcError> {
         self.programs_compiled.fetch_add(1, Ordering::Relaxed);
         self.kernels_compiled
             .fetch_add(prepared.kernels.len() as u64, Ordering::Relaxed);
@@ -628,23 +650,45 @@ impl CcBackend {
         };
         // The compiler with its environment, base flags and the group's options: what
         // every unit's compile and the link start with.
+        let options = prepared.options.clone();
         let compiler = || -> Result<Command, CcError> {
             let mut command = self.base_command()?;
-            command.args(&prepared.options);
+            command.args(&options);
             Ok(command)
         };
         // Before the compiler reads anything: a file modified from here on may not be
         // what it read (see `deps`).
         let started = SystemTime::now();
-        for (unit_dir, (symbol, _)) in prepared.unit_dirs.iter().zip(&prepared.kernels) {
+        let mut failures = Vec::new();
+        for (position, (unit_dir, (symbol, _))) in
+            prepared.unit_dirs.iter().zip(&prepared.kernels).enumerate()
+        {
             let output = compiler()?
                 .args(["-MD", "-MF", DEP_FILE, "-c", "-o", OBJECT_NAME, UNIT_NAME])
                 .current_dir(unit_dir)
                 .output()
                 .map_err(spawn_error)?;
+            self.units_compiled.fetch_add(1, Ordering::Relaxed);
             if !output.status.success() {
-                return Err(failed(output, vec![symbol.clone()]));
+                let error = failed(output, vec![symbol.clone()]);
+                if !each {
+                    return Err(error);
+                }
+                failures.push((position, error));
             }
+        }
+        if !failures.is_empty() {
+            if failures.len() == prepared.kernels.len() {
+                return Ok(failures);
+            }
+            // Only the units that compiled are linked: the program holds exactly them.
+            let kept: Vec<bool> = (0..prepared.kernels.len())
+                .map(|p| !failures.iter().any(|(q, _)| *q == p))
+                .collect();
+            let mut it = kept.iter();
+            prepared.unit_dirs.retain(|_| *it.next().unwrap_or(&false));
+            let mut it = kept.iter();
+            prepared.kernels.retain(|_| *it.next().unwrap_or(&false));
         }
         let output = compiler()?
             .args(LINK_FLAGS)
@@ -657,7 +701,7 @@ impl CcBackend {
             .map_err(spawn_error)?;
         if output.status.success() {
             prepared.started = Some(started);
-            Ok(())
+            Ok(failures)
         } else {
             let symbols = prepared.kernels.iter().map(|(s, _)| s.clone()).collect();
             Err(failed(output, symbols))
@@ -727,6 +771,25 @@ impl Backend for CcBackend {
         self.compile(&mut prepared)?;
         self.finish(prepared)
     }
+
+    /// Each kernel's unit is compiled once; a unit that fails is reported alone with its
+    /// own diagnostics and the others are linked into the program without it (see
+    /// [`SplitBackend::compile_each`]). A kernel whose symbol or signature is refused
+    /// before any compile ([`CcError::InvalidSymbol`], [`CcError::InvalidSignature`],
+    /// [`CcError::DuplicateSymbol`]) and a failed link fail the whole group.
+    fn compile_group_each(
+        &self,
+        group: &Group<'_, Source>,
+    ) -> Result<Units<CcProgram, CcError>, CcError> {
+        let mut prepared = self.prepare(group)?;
+        let failed = self.compile_each(&mut prepared)?;
+        let program = if failed.len() == group.kernels.len() {
+            None
+        } else {
+            Some(self.finish(prepared)?)
+        };
+        Ok(Units { program, failed })
+    }
 }
 
 impl SplitBackend for CcBackend {
@@ -746,7 +809,17 @@ impl SplitBackend for CcBackend {
     }
 
     fn compile(&self, prepared: &mut PreparedProgram) -> Result<(), CcError> {
-        self.run_compiler(prepared)
+        self.run_compiler(prepared, false).map(|_| ())
+    }
+
+    /// Compiles every unit once, returns those that failed with their own diagnostics
+    /// ([`CcError::Compiler`] naming that one kernel) and links the others: the program
+    /// [`finish`](SplitBackend::finish) loads holds exactly them.
+    fn compile_each(
+        &self,
+        prepared: &mut PreparedProgram,
+    ) -> Result<Vec<(usize, CcError)>, CcError> {
+        self.run_compiler(prepared, true)
     }
 
     fn finish(&self, prepared: PreparedProgram) -> Result<Compiled<CcProgram>, CcError> {

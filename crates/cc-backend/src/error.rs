@@ -14,20 +14,23 @@ pub enum CcError {
         #[source]
         source: std::io::Error,
     },
-    /// The C compiler ran and refused the program; `stderr` is what it printed. Each
-    /// kernel is compiled on its own (as `kernel.c`), so a unit that does not compile
-    /// names its one kernel in `symbols`; a failed link names them all. The display
-    /// shows the diagnostics' first lines; the field holds them all.
+    /// The C compiler ran and refused a kernel's unit or the link; `stderr` is what it
+    /// printed. Each kernel is compiled on its own (as `kernel.c`), so a unit that does
+    /// not compile is reported with its one kernel in `symbols` and that unit's
+    /// diagnostics only; a failed link names every kernel it linked. (A compiler probe,
+    /// `-E -v` or `-E -###`, that fails names none.) The display shows the diagnostics'
+    /// first lines; the field holds them all.
     #[error(
-        "the C compiler failed ({status}) on a program of kernels {symbols:?}:\n{}",
+        "the C compiler failed ({status}) on kernels {symbols:?}:\n{}",
         first_lines(stderr)
     )]
     Compiler {
         /// How the compiler exited.
         status: String,
-        /// The compiler's diagnostics.
+        /// The compiler's diagnostics for this unit (or link).
         stderr: String,
-        /// The kernels the program held.
+        /// The kernel whose unit failed (one symbol), or every kernel of a failed link;
+        /// empty for a failed probe.
         symbols: Vec<String>,
     },
     /// Reading or writing a file of the work directory failed.

@@ -48,6 +48,22 @@ pub struct Compiled<P> {
     pub weight: u64,
 }
 
+/// What a per-kernel compile ([`Backend::compile_group_each`]) made of a group: the
+/// kernels whose own units failed, each with its own error, and the program holding the
+/// others.
+#[derive(Debug)]
+pub struct Units<P, E> {
+    /// The program holding every kernel of the group not in `failed` (each under its
+    /// `symbol`); `None` when every kernel failed. A kernel neither in `failed` nor held
+    /// (`None` while some kernel did not fail) is a backend bug: the resolve answers it
+    /// with [`KernelError::Unreported`](crate::KernelError::Unreported), never a program.
+    pub program: Option<Compiled<P>>,
+    /// The kernels that failed alone: their position in the group's `kernels` and their
+    /// own error (for cc-backend, that unit's diagnostics). A position out of range, or
+    /// given again, is ignored.
+    pub failed: Vec<(usize, E)>,
+}
+
 /// A compiler backend: compiles a group of kernels into one program.
 ///
 /// This is all a backend that cannot split its compiles implements; such a backend is
@@ -74,6 +90,25 @@ pub trait Backend {
         &self,
         group: &Group<'_, Self::Source>,
     ) -> Result<Compiled<Self::Program>, Self::Error>;
+
+    /// Compiles `group`'s kernels as [`compile_group`](Backend::compile_group) does, but
+    /// reports a kernel whose own unit fails alone: the program holds the others. Used by
+    /// the per-kernel resolves ([`resolve_each`](crate::resolve_each) and its variants).
+    /// Each kernel must be compiled at most once (a failure must not cost the other
+    /// kernels a second compile). An `Err` fails the whole group (every kernel of it
+    /// gets that error).
+    ///
+    /// The default calls [`compile_group`](Backend::compile_group): a backend that cannot
+    /// tell which kernel failed fails its whole group, as a strict resolve does.
+    fn compile_group_each(
+        &self,
+        group: &Group<'_, Self::Source>,
+    ) -> Result<Units<Self::Program, Self::Error>, Self::Error> {
+        self.compile_group(group).map(|compiled| Units {
+            program: Some(compiled),
+            failed: Vec::new(),
+        })
+    }
 
     /// Runs under the compile lock ahead of a resolve's compiles, also when nothing is
     /// left to compile after the locked re-lookup. An error stops the resolve before
@@ -110,6 +145,23 @@ pub trait SplitBackend: Backend + Sync {
 
     /// Compiles a prepared program; runs concurrently with the other programs'.
     fn compile(&self, prepared: &mut Self::Prepared) -> Result<(), Self::Error>;
+
+    /// [`compile`](SplitBackend::compile) for the per-kernel resolves
+    /// ([`resolve_split_each`](crate::resolve_split_each)): compiles every kernel of the
+    /// prepared program at most once and returns those whose own unit failed (their
+    /// position in the group's `kernels`, and their own error); the program
+    /// [`finish`](SplitBackend::finish) then makes holds exactly the others. `finish` is
+    /// not called when every kernel failed. An `Err` fails the whole program.
+    ///
+    /// The default calls [`compile`](SplitBackend::compile) and reports no kernel alone
+    /// (an error fails the whole program).
+    #[allow(clippy::type_complexity)]
+    fn compile_each(
+        &self,
+        prepared: &mut Self::Prepared,
+    ) -> Result<Vec<(usize, Self::Error)>, Self::Error> {
+        self.compile(prepared).map(|()| Vec::new())
+    }
 
     /// Turns a compiled program into the program the cache retains (for example loads
     /// it) and its weight.

@@ -4,11 +4,12 @@ use std::cell::RefCell;
 
 /// What the resolves inside a [`with_census`] scope did.
 ///
-/// A kernel of a batch counts in at most one of `kernels_reused`, `kernels_compiled` and
-/// `kernels_loaded`: in the first when a lookup answered it, in another when it was the
-/// representative of its key, and in none when it is a twin (the same key later in the
-/// batch) of a representative the same resolve compiled or loaded. So the three sum to
-/// the batch's length less those twins.
+/// A kernel of a batch counts in at most one of `kernels_reused`, `kernels_compiled`,
+/// `kernels_loaded` and `kernels_failed`: in the first when a lookup answered it, in
+/// another when it was the representative of its key, and in none when it is a twin (the
+/// same key later in the batch) of a representative the same resolve compiled, loaded
+/// or failed. So, for a resolve that returned, the four sum to the batch's length less
+/// those twins.
 ///
 /// ```
 /// use std::convert::Infallible;
@@ -72,6 +73,11 @@ pub struct Census {
     pub kernels_loaded: u64,
     /// Programs loaded from a persistent kernel store (one per blob).
     pub programs_loaded: u64,
+    /// Kernels a per-kernel resolve ([`resolve_each`](crate::resolve_each) and its
+    /// variants) answered with an error (representatives only: one per distinct key),
+    /// alone or with their whole program. A strict resolve counts none: its failure is
+    /// the call's error.
+    pub kernels_failed: u64,
 }
 
 thread_local! {
@@ -112,6 +118,7 @@ pub(crate) fn note(delta: Census) {
             c.resolves += delta.resolves;
             c.kernels_loaded += delta.kernels_loaded;
             c.programs_loaded += delta.programs_loaded;
+            c.kernels_failed += delta.kernels_failed;
         }
     });
 }

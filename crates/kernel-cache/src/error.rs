@@ -56,6 +56,56 @@ pub enum Error<E: std::error::Error + 'static> {
     },
 }
 
+/// Why one kernel of a per-kernel resolve ([`resolve_each`](crate::resolve_each) and its
+/// variants) has no program. Kernels sharing a key (twins) share one `Arc` of it, and so
+/// do the kernels of one failed program.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError<E: std::error::Error + 'static> {
+    /// The kernel's own unit failed to compile: the failure names this one kernel
+    /// (`symbols` holds its representative's symbol) and `source` holds that unit's own
+    /// error (for cc-backend, the compiler's diagnostics for that unit only). The other
+    /// kernels of its program were compiled without it.
+    #[error("kernel {kernel} failed alone: {failure}", failure = .0, kernel = .0.symbols.join(", "))]
+    Unit(CompileFailure<E>),
+    /// The kernel's whole program failed (a step that is not one kernel's: a link, a
+    /// compiler that could not be started, a backend that cannot tell its kernels'
+    /// failures apart): every kernel of it (`symbols`) has this error.
+    #[error(transparent)]
+    Program(CompileFailure<E>),
+    /// The backend reported neither a program holding the kernel nor a failure of it
+    /// (a backend bug: see [`Units`](crate::Units)); the kernel is refused rather than
+    /// answered from a program that may not hold it.
+    #[error(
+        "program {program}: the backend answered neither code nor an error for kernel `{symbol}`"
+    )]
+    Unreported {
+        /// The kernel's (representative's) symbol.
+        symbol: String,
+        /// The program's number, in batch order.
+        program: usize,
+    },
+}
+
+impl<E: std::error::Error + 'static> KernelError<E> {
+    /// The backend's error, unless the backend reported none.
+    pub fn backend_error(&self) -> Option<&E> {
+        self.compile_failure().map(|f| &f.source)
+    }
+
+    /// The failing unit's or program's details, unless the backend reported none.
+    pub fn compile_failure(&self) -> Option<&CompileFailure<E>> {
+        match self {
+            KernelError::Unit(f) | KernelError::Program(f) => Some(f),
+            KernelError::Unreported { .. } => None,
+        }
+    }
+
+    /// Whether the kernel failed alone (its own unit), not with its whole program.
+    pub fn is_alone(&self) -> bool {
+        matches!(self, KernelError::Unit(_))
+    }
+}
+
 /// Which program of a resolve failed, at which step, and the backend's error.
 ///
 /// Its `Display` ends with the first lines of the backend error's own display (for
@@ -70,7 +120,8 @@ pub struct CompileFailure<E: std::error::Error + 'static> {
     pub program: usize,
     /// How many programs the resolve compiled.
     pub programs: usize,
-    /// The symbols of the kernels the program held.
+    /// The symbols of the kernels the failing compile held: the program's kernels, or,
+    /// for one kernel that failed alone ([`KernelError::Unit`]), that one kernel.
     pub symbols: Vec<String>,
     /// The backend's error.
     #[source]

@@ -106,16 +106,17 @@ pub mod store;
 mod table;
 
 pub use backend::{
-    Backend, BatchKernel, Compiled, Group, PersistentBackend, SavedProgram, SplitBackend,
+    Backend, BatchKernel, Compiled, Group, PersistentBackend, SavedProgram, SplitBackend, Units,
 };
 pub use cache::{CacheStats, KernelCache, Resolved};
 pub use canonical_text::Names;
 pub use census::{Census, with_census};
 pub use cold::with_cold_caches;
-pub use error::{CompileFailure, Error, Stage};
+pub use error::{CompileFailure, Error, KernelError, Stage};
 pub use key::kernel_key;
 pub use partition::{Split, chunks, current_split_override, programs_for, with_split_override};
 pub use resolve::{
-    CompileRecord, compile_record, resolve, resolve_split, resolve_split_with_store,
-    resolve_with_store,
+    CompileRecord, EachResult, Outcome, Outcomes, compile_record, resolve, resolve_each,
+    resolve_each_with_store, resolve_split, resolve_split_each, resolve_split_each_with_store,
+    resolve_split_with_store, resolve_with_store,
 };

@@ -9,10 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, BatchKernel, Compiled, Group, PersistentBackend, SplitBackend};
+use crate::backend::{
+    Backend, BatchKernel, Compiled, Group, PersistentBackend, SplitBackend, Units,
+};
 use crate::cache::{KernelCache, Resolved, lock};
 use crate::census::{self, Census};
-use crate::error::{CompileFailure, Error, Stage};
+use crate::error::{CompileFailure, Error, KernelError, Stage};
 use crate::partition::{chunks, current_split_override, programs_for};
 use crate::store::{HostPart, KernelStore, MissReason};
 
@@ -82,8 +84,192 @@ pub fn resolve<B: Backend>(
     backend: &B,
 ) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
     drive(cache, batch, backend, None, |groups, answers, census| {
-        compile_whole(cache, batch, backend, None, groups, answers, census)
+        compile_whole(
+            cache,
+            batch,
+            backend,
+            None,
+            Mode::Strict,
+            groups,
+            answers,
+            census,
+        )
     })
+    .map(strict)
+}
+
+/// One kernel's answer from a per-kernel resolve: its program and symbol, or why it has
+/// none (shared, as an `Arc`, by the kernels it is the answer of).
+pub type Outcome<P, E> = Result<Resolved<P>, Arc<KernelError<E>>>;
+
+/// A per-kernel resolve's answers, one per kernel of the batch, in batch order.
+pub type Outcomes<P, E> = Vec<Outcome<P, E>>;
+
+/// What a per-kernel resolve with backend `B` returns: one outcome per kernel, or the
+/// error that refused the whole batch.
+pub type EachResult<B> =
+    Result<Outcomes<<B as Backend>::Program, <B as Backend>::Error>, Error<<B as Backend>::Error>>;
+
+/// A program's compile on the concurrent path: `None` when there was nothing to compile,
+/// else the kernels that failed alone or the program's error.
+type Ran<E> = Option<Result<Vec<(usize, E)>, E>>;
+
+/// [`resolve`] with one outcome per kernel: a kernel whose own unit fails to compile gets
+/// its own error, and every other kernel is compiled, published and answered.
+///
+/// The lookups, representatives, groups, locks and statistics are [`resolve`]'s; the
+/// compiles go through [`compile_group_each`](Backend::compile_group_each), which
+/// compiles each kernel at most once and reports the kernels whose own unit failed: each
+/// is answered with [`KernelError::Unit`] holding that unit's error, and the program of
+/// the others is published and answers them (it never holds a failed kernel). A failure
+/// of a whole program (an `Err` of `compile_group_each`, or of a backend that cannot
+/// tell its kernels apart) answers every kernel of it with one [`KernelError::Program`];
+/// later programs are still compiled. Kernels sharing a key share the outcome (one
+/// `Arc`). The call itself fails only when the batch is refused
+/// ([`Error::DuplicateSymbol`]) or [`before_compile`](Backend::before_compile) fails.
+///
+/// **Failures are not cached**: nothing of a failed kernel is published or saved, so the
+/// next resolve of it compiles it again (and fails again, if nothing changed). Each
+/// failed representative counts in [`Census::kernels_failed`] and, in the cache's
+/// statistics, as a miss. A panic in backend code propagates as in [`resolve`], after
+/// the programs that compiled were published and the resolve was counted.
+///
+/// ```
+/// use std::convert::Infallible;
+/// use kernel_cache::{resolve_each, Backend, BatchKernel, Compiled, Group, KernelCache, Units};
+///
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("`{0}` does not compile")]
+/// struct Refused(String);
+///
+/// /// A toy backend: a kernel whose text holds `typo` does not compile; the others do.
+/// struct Toy;
+/// impl Backend for Toy {
+///     type Source = String;
+///     type Program = Vec<String>;
+///     type Error = Refused;
+///     fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<Vec<String>>, Refused> {
+///         self.compile_group_each(g).and_then(|u| match u.failed.into_iter().next() {
+///             Some((_, e)) => Err(e),
+///             None => Ok(u.program.expect("no failure")),
+///         })
+///     }
+///     fn compile_group_each(&self, g: &Group<'_, String>) -> Result<Units<Vec<String>, Refused>, Refused> {
+///         let (mut failed, mut held) = (Vec::new(), Vec::new());
+///         for (i, k) in g.kernels.iter().enumerate() {
+///             if k.source.contains("typo") {
+///                 failed.push((i, Refused(k.symbol.clone())));
+///             } else {
+///                 held.push(k.symbol.clone());
+///             }
+///         }
+///         let program = (!held.is_empty()).then(|| Compiled { weight: 1, program: held });
+///         Ok(Units { program, failed })
+///     }
+/// }
+///
+/// // A tuning round: three candidates, the second mistyped.
+/// let candidate = |i: usize, text: &str| BatchKernel {
+///     key: format!("k{i}"), options: vec![], symbol: format!("cand{i}"), source: text.to_string(),
+/// };
+/// let batch = [candidate(0, "x+1"), candidate(1, "x+typo"), candidate(2, "x*2")];
+/// let cache = KernelCache::new(1 << 20);
+/// let outcomes = resolve_each(&cache, &batch, &Toy)?;
+/// let failed = outcomes[1].as_ref().unwrap_err();
+/// assert!(failed.is_alone());
+/// assert_eq!(failed.compile_failure().unwrap().symbols, ["cand1"]);
+/// // The others compiled once, in one program without the failed one, and are cached.
+/// assert!(outcomes[0].as_ref().unwrap().same_program(outcomes[2].as_ref().unwrap()));
+/// assert_eq!(outcomes[0].as_ref().unwrap().program.len(), 2);
+/// assert!(cache.find("k0").is_some() && cache.find("k1").is_none());
+/// # Ok::<(), kernel_cache::Error<Refused>>(())
+/// ```
+pub fn resolve_each<B: Backend>(
+    cache: &KernelCache<B::Program>,
+    batch: &[BatchKernel<B::Source>],
+    backend: &B,
+) -> EachResult<B> {
+    drive(cache, batch, backend, None, |groups, answers, census| {
+        compile_whole(
+            cache,
+            batch,
+            backend,
+            None,
+            Mode::Each,
+            groups,
+            answers,
+            census,
+        )
+    })
+}
+
+/// [`resolve_each`] with a persistent [`KernelStore`] under the cache, as
+/// [`resolve_with_store`] describes (`None`: exactly [`resolve_each`]). Only programs
+/// that compiled are saved, holding only the kernels that compiled; a failed kernel is
+/// neither saved nor remembered, so it is compiled again next time.
+pub fn resolve_each_with_store<B: PersistentBackend>(
+    cache: &KernelCache<B::Program>,
+    store: Option<&KernelStore>,
+    batch: &[BatchKernel<B::Source>],
+    backend: &B,
+) -> EachResult<B> {
+    let level = store.map(|store| StoreLevel::new(store, backend));
+    let level = level.as_ref().map(|l| l as &dyn Persist<B::Program>);
+    drive(cache, batch, backend, level, |groups, answers, census| {
+        compile_whole(
+            cache,
+            batch,
+            backend,
+            level,
+            Mode::Each,
+            groups,
+            answers,
+            census,
+        )
+    })
+}
+
+/// [`resolve_split`] with one outcome per kernel, as [`resolve_each`] describes: on the
+/// concurrent path each program is compiled with
+/// [`compile_each`](SplitBackend::compile_each), its failed kernels answered alone and
+/// its other kernels [finished](SplitBackend::finish) and published; a program that
+/// fails as a whole answers its kernels with one [`KernelError::Program`]; the first
+/// panic in batch order is resumed after every program that compiled was published.
+pub fn resolve_split_each<B: SplitBackend>(
+    cache: &KernelCache<B::Program>,
+    batch: &[BatchKernel<B::Source>],
+    backend: &B,
+) -> EachResult<B> {
+    split_drive(cache, batch, backend, None, Mode::Each)
+}
+
+/// [`resolve_split_each`] with a persistent [`KernelStore`] under the cache, as
+/// [`resolve_each_with_store`] describes (`None`: exactly [`resolve_split_each`]).
+pub fn resolve_split_each_with_store<B: SplitBackend + PersistentBackend>(
+    cache: &KernelCache<B::Program>,
+    store: Option<&KernelStore>,
+    batch: &[BatchKernel<B::Source>],
+    backend: &B,
+) -> EachResult<B> {
+    let level = store.map(|store| StoreLevel::new(store, backend));
+    let level = level.as_ref().map(|l| l as &dyn Persist<B::Program>);
+    split_drive(cache, batch, backend, level, Mode::Each)
+}
+
+/// Whether a failing kernel fails the whole resolve (the seed's semantics) or alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Strict,
+    Each,
+}
+
+/// A strict resolve's answers: every one is a program (a strict compile records no
+/// kernel failure; its first failure is the call's error).
+fn strict<P, E: std::error::Error + 'static>(outcomes: Outcomes<P, E>) -> Vec<Resolved<P>> {
+    outcomes
+        .into_iter()
+        .map(|o| o.expect("a strict resolve answers every kernel with a program or fails"))
+        .collect()
 }
 
 /// [`resolve`] with a persistent [`KernelStore`] under the cache (`None`: exactly
@@ -114,8 +300,18 @@ pub fn resolve_with_store<B: PersistentBackend>(
     let level = store.map(|store| StoreLevel::new(store, backend));
     let level = level.as_ref().map(|l| l as &dyn Persist<B::Program>);
     drive(cache, batch, backend, level, |groups, answers, census| {
-        compile_whole(cache, batch, backend, level, groups, answers, census)
+        compile_whole(
+            cache,
+            batch,
+            backend,
+            level,
+            Mode::Strict,
+            groups,
+            answers,
+            census,
+        )
     })
+    .map(strict)
 }
 
 /// [`resolve_split`] with a persistent [`KernelStore`] under the cache, as
@@ -128,7 +324,7 @@ pub fn resolve_split_with_store<B: SplitBackend + PersistentBackend>(
 ) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
     let level = store.map(|store| StoreLevel::new(store, backend));
     let level = level.as_ref().map(|l| l as &dyn Persist<B::Program>);
-    split_drive(cache, batch, backend, level)
+    split_drive(cache, batch, backend, level, Mode::Strict).map(strict)
 }
 
 /// A loaded program and its weight.
@@ -281,7 +477,7 @@ pub fn resolve_split<B: SplitBackend>(
     batch: &[BatchKernel<B::Source>],
     backend: &B,
 ) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
-    split_drive(cache, batch, backend, None)
+    split_drive(cache, batch, backend, None, Mode::Strict).map(strict)
 }
 
 fn split_drive<B: SplitBackend>(
@@ -289,7 +485,8 @@ fn split_drive<B: SplitBackend>(
     batch: &[BatchKernel<B::Source>],
     backend: &B,
     level: Option<&dyn Persist<B::Program>>,
-) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
+    mode: Mode,
+) -> EachResult<B> {
     drive(cache, batch, backend, level, |groups, answers, census| {
         SPLIT_CAPABLE.fetch_add(1, Ordering::Relaxed);
         let split = current_split_override().unwrap_or_else(|| backend.split());
@@ -302,11 +499,13 @@ fn split_drive<B: SplitBackend>(
             })
             .collect();
         if programs.len() == groups.len() {
-            compile_whole(cache, batch, backend, level, groups, answers, census)
+            compile_whole(cache, batch, backend, level, mode, groups, answers, census)
         } else {
             CONCURRENT_RESOLVES.fetch_add(1, Ordering::Relaxed);
             CONCURRENT_PROGRAMS.fetch_add(programs.len() as u64, Ordering::Relaxed);
-            compile_concurrent(cache, batch, backend, level, programs, answers, census)
+            compile_concurrent(
+                cache, batch, backend, level, mode, programs, answers, census,
+            )
         }
     })
 }
@@ -314,8 +513,8 @@ fn split_drive<B: SplitBackend>(
 /// An option list and the batch indices of the representatives compiled under it.
 type OptionGroup<'a> = (&'a [String], Vec<usize>);
 
-/// Per kernel: the answer, once known.
-type Answers<P> = Vec<Option<Resolved<P>>>;
+/// Per kernel: the outcome, once known.
+type Answers<P, E> = Vec<Option<Outcome<P, E>>>;
 
 /// Lookups, lock, re-lookup, representatives and grouping, accounting; `compile`
 /// compiles the groups and fills the answers of the representatives it published.
@@ -325,12 +524,12 @@ fn drive<'a, B, F>(
     backend: &B,
     level: Option<&dyn Persist<B::Program>>,
     compile: F,
-) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>>
+) -> EachResult<B>
 where
     B: Backend,
     F: FnOnce(
         Vec<OptionGroup<'a>>,
-        &mut Answers<B::Program>,
+        &mut Answers<B::Program, B::Error>,
         &mut Census,
     ) -> Result<(), Error<B::Error>>,
 {
@@ -343,8 +542,11 @@ where
     }
     let n = batch.len() as u64;
     let capacity = cache.capacity();
-    let mut answers: Answers<B::Program> =
-        cache.lookup_many(batch.iter().map(|k| k.key.as_str()), capacity);
+    let mut answers: Answers<B::Program, B::Error> = cache
+        .lookup_many(batch.iter().map(|k| k.key.as_str()), capacity)
+        .into_iter()
+        .map(|a| a.map(Ok))
+        .collect();
     let mut reused = answers.iter().filter(|a| a.is_some()).count() as u64;
     if reused == n && !backend.always_lock() {
         cache.count(reused, 0);
@@ -360,7 +562,7 @@ where
     let capacity = cache.capacity();
     for (answer, kernel) in answers.iter_mut().zip(batch) {
         if answer.is_none() {
-            *answer = cache.lookup(&kernel.key, capacity);
+            *answer = cache.lookup(&kernel.key, capacity).map(Ok);
             reused += u64::from(answer.is_some());
         }
     }
@@ -452,12 +654,12 @@ fn duplicate_symbol<S>(batch: &[BatchKernel<S>]) -> Option<(&str, usize, usize)>
 
 /// Looks `reps` up in the persistent level; publishes each program found as one group
 /// and answers its representatives. Returns the representatives still missing.
-fn load_from<P: Send + Sync + 'static, S>(
+fn load_from<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
     cache: &KernelCache<P>,
     batch: &[BatchKernel<S>],
     level: &dyn Persist<P>,
     reps: Vec<usize>,
-    answers: &mut Answers<P>,
+    answers: &mut Answers<P, E>,
     census: &mut Census,
 ) -> Vec<usize> {
     let keys: Vec<Keyed<'_>> = reps
@@ -474,7 +676,7 @@ fn load_from<P: Send + Sync + 'static, S>(
             continue;
         };
         let value = Resolved::new(Arc::clone(&program), symbol);
-        answers[i] = Some(value.clone());
+        answers[i] = Some(Ok(value.clone()));
         let entry = (batch[i].key.clone(), value);
         match programs.iter_mut().find(|p| Arc::ptr_eq(&p.0, &program)) {
             Some(p) => p.2.push(entry),
@@ -511,21 +713,21 @@ fn symbols<S>(group: &Group<'_, S>) -> Vec<String> {
 /// Publishes `compiled` (compiled in `took`) as one group, answers its
 /// representatives, then saves it to the persistent level if any.
 #[allow(clippy::too_many_arguments)]
-fn publish<P: Send + Sync + 'static, S>(
+fn publish<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
     cache: &KernelCache<P>,
     level: Option<&dyn Persist<P>>,
     group: &Group<'_, S>,
     idxs: &[usize],
     compiled: Compiled<P>,
     took: Duration,
-    answers: &mut Answers<P>,
+    answers: &mut Answers<P, E>,
     census: &mut Census,
 ) {
     let program = Arc::new(compiled.program);
     let mut entries = Vec::with_capacity(idxs.len());
     for (&i, kernel) in idxs.iter().zip(&group.kernels) {
         let value = Resolved::new(Arc::clone(&program), kernel.symbol.as_str());
-        answers[i] = Some(value.clone());
+        answers[i] = Some(Ok(value.clone()));
         entries.push((kernel.key.clone(), value));
     }
     cache.publish(entries, compiled.weight);
@@ -541,31 +743,117 @@ fn publish<P: Send + Sync + 'static, S>(
     }
 }
 
+/// Records the kernels of `group` (batch indices `idxs`) that failed alone, each with a
+/// [`KernelError::Unit`] of its own; returns the batch indices of the others, in order.
+#[allow(clippy::too_many_arguments)]
+fn fail_units<P, S, E: std::error::Error + 'static>(
+    group: &Group<'_, S>,
+    idxs: &[usize],
+    stage: Stage,
+    failed: Vec<(usize, E)>,
+    answers: &mut Answers<P, E>,
+    census: &mut Census,
+) -> Vec<usize> {
+    let mut alone = vec![false; idxs.len()];
+    for (position, source) in failed {
+        // A position out of range or given again is ignored (see `Units`).
+        if position >= idxs.len() || alone[position] {
+            continue;
+        }
+        alone[position] = true;
+        let error = KernelError::Unit(CompileFailure {
+            stage,
+            program: group.index,
+            programs: group.n_groups,
+            symbols: vec![group.kernels[position].symbol.clone()],
+            source,
+            later_panics: 0,
+        });
+        answers[idxs[position]] = Some(Err(Arc::new(error)));
+        census.kernels_failed += 1;
+    }
+    idxs.iter()
+        .zip(alone)
+        .filter(|(_, alone)| !alone)
+        .map(|(&i, _)| i)
+        .collect()
+}
+
+/// Answers every kernel of `idxs` with one shared `error`.
+fn fail_all<P, E: std::error::Error + 'static>(
+    idxs: &[usize],
+    error: KernelError<E>,
+    answers: &mut Answers<P, E>,
+    census: &mut Census,
+) {
+    let error = Arc::new(error);
+    for &i in idxs {
+        answers[i] = Some(Err(Arc::clone(&error)));
+    }
+    census.kernels_failed += idxs.len() as u64;
+}
+
+#[allow(clippy::too_many_arguments)]
 fn compile_whole<B: Backend>(
     cache: &KernelCache<B::Program>,
     batch: &[BatchKernel<B::Source>],
     backend: &B,
     level: Option<&dyn Persist<B::Program>>,
+    mode: Mode,
     groups: Vec<OptionGroup<'_>>,
-    answers: &mut Answers<B::Program>,
+    answers: &mut Answers<B::Program, B::Error>,
     census: &mut Census,
 ) -> Result<(), Error<B::Error>> {
     let n_groups = groups.len();
     for (index, (options, idxs)) in groups.into_iter().enumerate() {
         let group = group_of(batch, index, n_groups, options, &idxs);
+        let failure = |source| CompileFailure {
+            stage: Stage::CompileGroup,
+            program: index,
+            programs: n_groups,
+            symbols: symbols(&group),
+            source,
+            later_panics: 0,
+        };
         let started = Instant::now();
-        let compiled = backend.compile_group(&group).map_err(|source| {
-            Error::Compile(Box::new(CompileFailure {
-                stage: Stage::CompileGroup,
-                program: index,
-                programs: n_groups,
-                symbols: symbols(&group),
-                source,
-                later_panics: 0,
-            }))
-        })?;
+        if mode == Mode::Strict {
+            let compiled = backend
+                .compile_group(&group)
+                .map_err(|source| Error::Compile(Box::new(failure(source))))?;
+            let took = started.elapsed();
+            publish(cache, level, &group, &idxs, compiled, took, answers, census);
+            continue;
+        }
+        let Units { program, failed } = match backend.compile_group_each(&group) {
+            Ok(units) => units,
+            Err(source) => {
+                fail_all(
+                    &idxs,
+                    KernelError::Program(failure(source)),
+                    answers,
+                    census,
+                );
+                continue;
+            }
+        };
         let took = started.elapsed();
-        publish(cache, level, &group, &idxs, compiled, took, answers, census);
+        let rest = fail_units(&group, &idxs, Stage::CompileGroup, failed, answers, census);
+        if rest.is_empty() {
+            continue;
+        }
+        let held = group_of(batch, index, n_groups, options, &rest);
+        match program {
+            Some(compiled) => publish(cache, level, &held, &rest, compiled, took, answers, census),
+            None => {
+                for (&i, kernel) in rest.iter().zip(&held.kernels) {
+                    let error = KernelError::Unreported {
+                        symbol: kernel.symbol.clone(),
+                        program: index,
+                    };
+                    fail_all(&[i], error, answers, census);
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -579,16 +867,19 @@ enum Slot<T, E> {
 }
 
 /// What a compile thread returned: `None` when there was nothing to compile (prepare
-/// failed), or the panic it raised.
-type Joined<E> = thread::Result<Option<Result<(), E>>>;
+/// failed), else the kernels that failed alone or the program's error; or the panic it
+/// raised.
+type Joined<E> = thread::Result<Ran<E>>;
 
+#[allow(clippy::too_many_arguments)]
 fn compile_concurrent<B: SplitBackend>(
     cache: &KernelCache<B::Program>,
     batch: &[BatchKernel<B::Source>],
     backend: &B,
     level: Option<&dyn Persist<B::Program>>,
+    mode: Mode,
     programs: Vec<OptionGroup<'_>>,
-    answers: &mut Answers<B::Program>,
+    answers: &mut Answers<B::Program, B::Error>,
     census: &mut Census,
 ) -> Result<(), Error<B::Error>> {
     let n_programs = programs.len();
@@ -610,11 +901,14 @@ fn compile_concurrent<B: SplitBackend>(
         })
         .collect();
     let took: Vec<Mutex<Duration>> = groups.iter().map(|_| Mutex::new(Duration::ZERO)).collect();
-    let run = |j: usize| -> Option<Result<(), B::Error>> {
+    let run = |j: usize| -> Ran<B::Error> {
         let mut slot = lock(&slots[j]);
         let started = Instant::now();
         let out = match &mut *slot {
-            Slot::Ready(prepared) => Some(backend.compile(prepared)),
+            Slot::Ready(prepared) => Some(match mode {
+                Mode::Strict => backend.compile(prepared).map(|()| Vec::new()),
+                Mode::Each => backend.compile_each(prepared),
+            }),
             Slot::Failed(..) | Slot::Panicked(_) => None,
         };
         *lock(&took[j]) = started.elapsed();
@@ -641,7 +935,8 @@ fn compile_concurrent<B: SplitBackend>(
         joined
     });
 
-    // The first failure in batch order, error or panic, is what the resolve reports.
+    // The first failure in batch order, error or panic, is what a strict resolve
+    // reports; a per-kernel resolve answers errors per kernel and resumes the first panic.
     let mut first: Option<Failure<B::Error>> = None;
     let mut later_panics = 0;
     for (j, ((slot, joined), (group, idxs))) in
@@ -658,33 +953,52 @@ fn compile_concurrent<B: SplitBackend>(
             }
             None
         };
+        // The failing step, its error and the batch indices of the kernels it fails.
         let failure = match (slot, joined) {
             (Slot::Panicked(panic), _) | (_, Err(panic)) => panicked(panic),
-            (Slot::Failed(stage, e), _) => Some((stage, e)),
-            (Slot::Ready(_), Ok(Some(Err(e)))) => Some((Stage::Compile, e)),
-            (Slot::Ready(prepared), Ok(_)) => {
-                match catch_unwind(AssertUnwindSafe(|| backend.finish(prepared))) {
-                    Ok(Ok(compiled)) => {
-                        let took = *lock(&took[j]);
-                        publish(cache, level, group, idxs, compiled, took, answers, census);
-                        None
+            (Slot::Failed(stage, e), _) => Some((stage, e, idxs.clone())),
+            (Slot::Ready(_), Ok(Some(Err(e)))) => Some((Stage::Compile, e, idxs.clone())),
+            (Slot::Ready(prepared), Ok(out)) => {
+                let failed = match out {
+                    Some(Ok(failed)) => failed,
+                    _ => Vec::new(),
+                };
+                let rest = fail_units(group, idxs, Stage::Compile, failed, answers, census);
+                if rest.is_empty() {
+                    // Every kernel failed alone: nothing to finish.
+                    None
+                } else {
+                    let held = group_of(batch, group.index, n_programs, group.options, &rest);
+                    match catch_unwind(AssertUnwindSafe(|| backend.finish(prepared))) {
+                        Ok(Ok(compiled)) => {
+                            let took = *lock(&took[j]);
+                            publish(cache, level, &held, &rest, compiled, took, answers, census);
+                            None
+                        }
+                        Ok(Err(e)) => Some((Stage::Finish, e, rest)),
+                        Err(panic) => panicked(panic),
                     }
-                    Ok(Err(e)) => Some((Stage::Finish, e)),
-                    Err(panic) => panicked(panic),
                 }
             }
         };
-        if let Some((stage, source)) = failure
-            && first.is_none()
-        {
-            first = Some(Failure::Error(CompileFailure {
-                stage,
-                program: group.index,
-                programs: n_programs,
-                symbols: symbols(group),
-                source,
-                later_panics: 0,
-            }));
+        let Some((stage, source, failing)) = failure else {
+            continue;
+        };
+        let failure = CompileFailure {
+            stage,
+            program: group.index,
+            programs: n_programs,
+            symbols: failing.iter().map(|&i| batch[i].symbol.clone()).collect(),
+            source,
+            later_panics: 0,
+        };
+        match mode {
+            Mode::Each => fail_all(&failing, KernelError::Program(failure), answers, census),
+            Mode::Strict => {
+                if first.is_none() {
+                    first = Some(Failure::Error(failure));
+                }
+            }
         }
     }
     match first {
