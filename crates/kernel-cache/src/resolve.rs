@@ -1072,24 +1072,73 @@ mod tests {
         fn compile_group(&self, group: &Group<'_, String>) -> Result<Compiled<Listing>, Refused> {
             self.build(group)
         }
+        fn compile_group_each(
+            &self,
+            group: &Group<'_, String>,
+        ) -> Result<Units<Listing, Refused>, Refused> {
+            let mut pending = self.pending(group);
+            let failed = Self::drop_failed(&mut pending);
+            let program = (!pending.1.is_empty()).then(|| Self::listing(pending));
+            Ok(Units { program, failed })
+        }
+    }
+
+    /// A program between prepare and finish: its option list and `(symbol, source)`s.
+    type Pending = (Vec<String>, Vec<(String, String)>);
+
+    impl Lister {
+        /// Records the compile; the program (its option list and kernels) to build.
+        fn pending(&self, group: &Group<'_, String>) -> Pending {
+            let symbols = group.kernels.iter().map(|k| k.symbol.clone()).collect();
+            lock(&self.compiles).push((group.options.to_vec(), symbols));
+            let kernels = group
+                .kernels
+                .iter()
+                .map(|k| (k.symbol.clone(), k.source.clone()))
+                .collect();
+            (group.options.to_vec(), kernels)
+        }
+
+        /// Drops the kernels whose text is `fail`: their positions, refused alone.
+        fn drop_failed(pending: &mut Pending) -> Vec<(usize, Refused)> {
+            let failed: Vec<(usize, Refused)> = (pending.1.iter().enumerate())
+                .filter(|(_, k)| k.1 == "fail")
+                .map(|(i, _)| (i, Refused))
+                .collect();
+            pending.1.retain(|k| k.1 != "fail");
+            failed
+        }
+
+        fn listing(pending: Pending) -> Compiled<Listing> {
+            Compiled {
+                weight: pending.1.len() as u64,
+                program: Listing {
+                    options: pending.0,
+                    kernels: pending.1,
+                },
+            }
+        }
     }
 
     impl SplitBackend for Lister {
-        type Prepared = Result<Compiled<Listing>, Refused>;
+        type Prepared = Pending;
         fn split(&self) -> Split {
             self.split.unwrap_or(Split::WHOLE)
         }
         fn prepare(&self, group: &Group<'_, String>) -> Result<Self::Prepared, Refused> {
-            Ok(self.build(group))
+            Ok(self.pending(group))
         }
         fn compile(&self, prepared: &mut Self::Prepared) -> Result<(), Refused> {
-            match prepared {
-                Ok(_) => Ok(()),
-                Err(_) => Err(Refused),
+            match prepared.1.iter().any(|k| k.1 == "fail") {
+                true => Err(Refused),
+                false => Ok(()),
             }
         }
+        fn compile_each(&self, prepared: &mut Pending) -> Result<Vec<(usize, Refused)>, Refused> {
+            Ok(Self::drop_failed(prepared))
+        }
         fn finish(&self, prepared: Self::Prepared) -> Result<Compiled<Listing>, Refused> {
-            prepared
+            Ok(Self::listing(prepared))
         }
     }
 
@@ -1353,6 +1402,71 @@ mod tests {
                     }
                 }
                 (other, f) => prop_assert!(false, "result {:?} with first failing {:?}", other.map(|a| a.len()), f),
+            }
+        }
+
+        /// The per-kernel resolves against a simple reference: every program of the
+        /// grouping (cut as `resolve_split` cuts it) is compiled once, whatever fails; a
+        /// kernel whose text is `fail` (and its twins) is answered with its own error and
+        /// never published; every other is answered from a program holding its text under
+        /// its own option list and no failed kernel, and is published; the census is exact.
+        #[test]
+        fn resolve_each_fails_each_failing_kernel_alone(
+            spec in proptest::collection::vec((0u8..6, 0u8..3), 0..14),
+            prepublished in proptest::collection::vec(any::<bool>(), 6),
+            split in proptest::option::of((1usize..4, 1usize..3)),
+        ) {
+            let split = split.map(|(m, k)| Split::new(m, k));
+            let b = batch(&spec, true);
+            let cache = KernelCache::new(1 << 40);
+            // Publish some keys beforehand (never the failing key 4).
+            let pre_keys: Vec<String> = b.iter()
+                .filter(|k| k.source != "fail" && prepublished[k.key[1..2].parse::<usize>().unwrap()])
+                .map(|k| k.key.clone())
+                .collect();
+            let old = Arc::new(Listing { options: vec![], kernels: vec![] });
+            cache.publish(pre_keys.iter().map(|k| (k.clone(), Resolved::new(Arc::clone(&old), "old"))), 1);
+            let pre: Vec<bool> = b.iter().map(|k| pre_keys.contains(&k.key)).collect();
+
+            let lister = Lister { split, ..Lister::default() };
+            let (result, census) = crate::census::with_census(|| match split {
+                None => resolve_each(&cache, &b, &lister),
+                Some(s) => with_split_override(s, || resolve_split_each(&cache, &b, &lister)),
+            });
+            let outcomes = result.unwrap();
+            let expected = expected_programs(&b, &pre, split);
+            let compiles = lock(&lister.compiles).clone();
+            prop_assert_eq!(compiles.len(), expected.len(), "every program compiled once");
+            for ((options, symbols), (eo, eidx)) in compiles.iter().zip(&expected) {
+                prop_assert_eq!(options, eo);
+                let want: Vec<String> = eidx.iter().map(|&i| b[i].symbol.clone()).collect();
+                prop_assert_eq!(symbols, &want);
+            }
+            let reps: Vec<usize> = expected.iter().flat_map(|p| p.1.clone()).collect();
+            let failing_reps = reps.iter().filter(|&&i| b[i].source == "fail").count() as u64;
+            prop_assert_eq!(census.kernels_failed, failing_reps);
+            prop_assert_eq!(census.kernels_compiled, reps.len() as u64 - failing_reps);
+            prop_assert_eq!(census.kernels_reused, pre.iter().filter(|p| **p).count() as u64);
+            prop_assert_eq!(outcomes.len(), b.len());
+            for (i, (k, o)) in b.iter().zip(&outcomes).enumerate() {
+                let rep = b.iter().position(|r| r.key == k.key).unwrap();
+                if k.source == "fail" {
+                    let e = o.as_ref().unwrap_err();
+                    prop_assert!(e.is_alone());
+                    prop_assert_eq!(&e.compile_failure().unwrap().symbols, &vec![b[rep].symbol.clone()]);
+                    prop_assert!(cache.find(&k.key).is_none());
+                    continue;
+                }
+                let a = o.as_ref().unwrap();
+                prop_assert!(cache.find(&k.key).is_some());
+                if pre[i] {
+                    prop_assert!(Arc::ptr_eq(&a.program, &old));
+                    continue;
+                }
+                prop_assert_eq!(&*a.symbol, b[rep].symbol.as_str());
+                prop_assert_eq!(&a.program.options, &k.options);
+                prop_assert!(a.program.kernels.contains(&(b[rep].symbol.clone(), k.source.clone())));
+                prop_assert!(a.program.kernels.iter().all(|(_, t)| t != "fail"));
             }
         }
     }
