@@ -74,6 +74,62 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! **A tuning round whose candidates may fail.** [`kernel_cache::resolve_each`] (and its
+//! split and store variants) answers each kernel on its own: every unit is compiled once,
+//! a unit the compiler refuses is reported alone ([`kernel_cache::KernelError::Unit`],
+//! its [`CcError::Compiler`] holding that unit's diagnostics only) and the others are
+//! linked into one program without it. [`CcBackend::units_compiled`] counts the unit
+//! compiles.
+//!
+//! ```
+//! use std::time::Instant;
+//! use cc_backend::{Arg, CcBackend, CcError, Kernel, Signature, Source};
+//! use kernel_cache::{resolve_each, KernelCache, Names};
+//!
+//! let backend = CcBackend::new()?;
+//! let cache = KernelCache::new(64 << 20);
+//! let names = Names::new().with_bound(["out", "a", "b", "n"]);
+//! // Candidates of one kernel: unroll factors, one of them rendered with a typo.
+//! let candidate = |unroll: u32, end: &str| {
+//!     let name = format!("mul_u{unroll}");
+//!     let text = format!("void {name}(float *out, const float *a, const float *b, int n) {{\n\
+//!                         #pragma GCC unroll {unroll}\n\
+//!                         for (int i = 0; i < n; ++i) out[i] = a[i] * b[i]{end}\n}}");
+//!     Source::new(text, Signature::out_a_b_n()).batch_kernel(&name, &names, vec![], backend.identity())
+//! };
+//! let batch = [candidate(1, ";"), candidate(2, ""), candidate(4, ";"), candidate(8, ";")];
+//! let outcomes = resolve_each(&cache, &batch, &backend)?;
+//! assert_eq!(backend.units_compiled(), 4); // each candidate compiled once
+//! let (a, b) = (vec![1.5f32; 4096], vec![2.0f32; 4096]);
+//! let mut best: Option<(std::time::Duration, &str)> = None;
+//! for (candidate, outcome) in batch.iter().zip(&outcomes) {
+//!     let resolved = match outcome {
+//!         Ok(resolved) => resolved,
+//!         Err(failed) => {
+//!             // Reported and skipped: the diagnostics are this candidate's own.
+//!             assert!(failed.is_alone());
+//!             let Some(CcError::Compiler { stderr, .. }) = failed.backend_error() else { unreachable!() };
+//!             eprintln!("{} does not compile:\n{stderr}", candidate.symbol);
+//!             continue;
+//!         }
+//!     };
+//!     let kernel = Kernel::from_resolved(resolved)?;
+//!     let mut out = vec![0.0f32; 4096];
+//!     let started = Instant::now();
+//!     kernel.call(&mut [Arg::F32Mut(&mut out), Arg::F32(&a), Arg::F32(&b), Arg::I32Scalar(4096)])?;
+//!     let took = started.elapsed();
+//!     assert_eq!(out[4095], 3.0);
+//!     if best.is_none_or(|(t, _)| took < t) {
+//!         best = Some((took, candidate.symbol.as_str()));
+//!     }
+//! }
+//! assert!(outcomes[1].is_err() && best.is_some());
+//! // The failure was not cached: resolving it again compiles (and fails) again.
+//! assert!(resolve_each(&cache, &batch[1..2], &backend)?[0].is_err());
+//! assert_eq!(backend.units_compiled(), 5);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! **Programs that outlive the process.** Put a [`kernel_cache::store::KernelStore`]
 //! (a directory of your own, private to your user) under the cache and resolve with
 //! [`kernel_cache::resolve_with_store`] (or `resolve_split_with_store`): a later process

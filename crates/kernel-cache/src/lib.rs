@@ -11,6 +11,17 @@
 //! several threads. [`with_cold_caches`] gives tests a cold cache without leaking into
 //! other tests.
 //!
+//! **A failed candidate fails alone.** [`resolve`] keeps the seed's semantics: the first
+//! failure in batch order fails the call. An autotuner whose candidates may not compile
+//! (a pragma the compiler refuses, a typo in a template) uses [`resolve_each`] (or
+//! [`resolve_split_each`], [`resolve_each_with_store`], [`resolve_split_each_with_store`]):
+//! one [`Outcome`] per kernel, a failed kernel's error ([`KernelError::Unit`]) holding its
+//! own unit's diagnostics, every other kernel compiled once, published, saved and
+//! returned. Failures are not cached: a later resolve compiles them again. The tuning
+//! loop is: render the round's candidates, `resolve_each` them in one batch, time the
+//! `Ok`s, report and skip the `Err`s (see [`resolve_each`]'s example, and cc-backend's
+//! crate docs for one with the real compiler).
+//!
 //! The backend is a trait ([`Backend`], optionally [`SplitBackend`]); this crate never
 //! compiles anything itself. `cc-backend` is the reference backend (C via the system
 //! compiler); its crate docs show a complete use: real keys, a compile, a safe call, and
