@@ -255,6 +255,12 @@ fn twelve_candidates(test: &str, split: bool) {
             Stage::CompileGroup
         },
     );
+    let stats = cache.stats();
+    assert_eq!(
+        (stats.hits, stats.misses, stats.entries, stats.groups),
+        (0, 12, 10, if split { 3 } else { 1 }),
+        "every candidate a miss; only the ten published"
+    );
     for (i, k) in batch.iter().enumerate() {
         assert_eq!(outcomes[i].is_ok(), good(i), "{i}");
         assert_eq!(
