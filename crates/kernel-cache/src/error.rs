@@ -27,6 +27,9 @@ impl fmt::Display for Stage {
 }
 
 /// Why [`resolve`](crate::resolve) or [`resolve_split`](crate::resolve_split) failed.
+/// The per-kernel resolves ([`resolve_each`](crate::resolve_each) and its variants)
+/// return only [`Error::BeforeCompile`] and [`Error::DuplicateSymbol`]: a compile's
+/// failure is answered per kernel ([`KernelError`]).
 /// `E` is the backend's own error, kept typed and reachable through `source()`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error<E: std::error::Error + 'static> {
