@@ -1328,6 +1328,61 @@ mod tests {
         assert!(cache.find("k1").is_none() && cache.find("k2").is_none());
     }
 
+    /// On the concurrent path of a per-kernel resolve, a program whose prepare, compile
+    /// or finish fails answers its kernels with a `KernelError::Program` of that stage,
+    /// every other program is published, and the first panic in batch order is resumed
+    /// after that (a later error no longer hides it).
+    #[test]
+    fn per_kernel_split_answers_each_failing_program_and_resumes_panics() {
+        let batch: Vec<BatchKernel<String>> = (0..4)
+            .map(|i| BatchKernel {
+                key: format!("k{i}"),
+                options: vec![],
+                symbol: format!("s{i}"),
+                source: format!("t{i}"),
+            })
+            .collect();
+        for stage in [Stage::Prepare, Stage::Compile, Stage::Finish] {
+            let cache = KernelCache::new(1 << 20);
+            let backend = Faulty {
+                faults: vec![("t1", Fault::Fail(stage)), ("t3", Fault::Fail(stage))],
+            };
+            let (outcomes, census) =
+                crate::census::with_census(|| resolve_split_each(&cache, &batch, &backend));
+            let outcomes = outcomes.unwrap();
+            for (i, o) in outcomes.iter().enumerate() {
+                match o {
+                    Ok(a) => {
+                        assert!(i == 0 || i == 2, "{stage:?} {i}");
+                        assert_eq!(*a.program, format!("t{i}"));
+                    }
+                    Err(e) => {
+                        assert!(i == 1 || i == 3, "{stage:?} {i}");
+                        assert!(matches!(&**e, KernelError::Program(f)
+                            if f.stage == stage && f.program == i && f.symbols == [format!("s{i}")]));
+                    }
+                }
+                assert_eq!(cache.find(&format!("k{i}")).is_some(), i % 2 == 0);
+            }
+            assert_eq!((census.kernels_compiled, census.kernels_failed), (2, 2));
+        }
+        // An error before a panic no longer stops the panic: it is resumed, after the
+        // programs that compiled were published.
+        let cache = KernelCache::new(1 << 20);
+        let backend = Faulty {
+            faults: vec![
+                ("t0", Fault::Fail(Stage::Compile)),
+                ("t2", Fault::Panic(Stage::Finish)),
+            ],
+        };
+        let out = catch_unwind(AssertUnwindSafe(|| {
+            resolve_split_each(&cache, &batch, &backend)
+        }));
+        assert!(out.is_err(), "the panic reaches the caller");
+        assert!(cache.find("k1").is_some() && cache.find("k3").is_some());
+        assert!(cache.find("k0").is_none() && cache.find("k2").is_none());
+    }
+
     proptest! {
         #[test]
         fn resolve_compiles_one_representative_per_key_grouped_by_options(
