@@ -129,9 +129,10 @@ pub trait Backend {
 /// threads: driven by [`resolve_split`](crate::resolve_split).
 ///
 /// For each program: [`prepare`](SplitBackend::prepare) runs on the calling thread,
-/// [`compile`](SplitBackend::compile) on a thread of its own (the first on the calling
-/// thread), and [`finish`](SplitBackend::finish) again on the calling thread, in batch
-/// order, after every compile has returned.
+/// [`compile`](SplitBackend::compile) (for the per-kernel resolves,
+/// [`compile_each`](SplitBackend::compile_each)) on a thread of its own (the first on the
+/// calling thread), and [`finish`](SplitBackend::finish) again on the calling thread, in
+/// batch order, after every compile has returned.
 pub trait SplitBackend: Backend + Sync {
     /// A program between prepare and finish.
     type Prepared: Send;
