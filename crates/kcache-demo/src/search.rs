@@ -9,7 +9,7 @@ use canonical_text::segment_kernel_name;
 use cc_backend::{Arg, CcBackend, CcProgram, Elem, Extent, Kernel, Signature, Source};
 use kernel_cache::store::KernelStore;
 use kernel_cache::{BatchKernel, KernelCache, Names, Split, resolve_split_with_store, with_census};
-use memo_cache::{Key, Table, Value, input_hash, try_fetch_or_put};
+use memo_cache::{Key, KeyBuilder, Table, Value, try_fetch_or_put};
 use schedule_cache::disk::StoreOutcome;
 use schedule_cache::identity::{NodeId, Placement};
 use schedule_cache::ir::Precision;
@@ -762,7 +762,9 @@ fn memo_key(routine: &Routine, keys: &[&str], kernels: &[Bound], reps: usize, se
         ("reps", Value::Int(reps as i64)),
         ("data_seed", Value::Int(seed as i64)),
     ];
-    input_hash(fields.iter().map(|(n, v)| (*n, v)))
+    KeyBuilder::new("kcache-demo/measurement/v1")
+        .fields(fields.iter().map(|(n, v)| (*n, v)))
+        .finish()
 }
 
 /// A routine's winner found on disk and replayed on fresh code.

@@ -1,41 +1,46 @@
-//! Cache keys: wide digests, and the stable hashes that build them from an input, an
-//! LM configuration and a predictor state.
+//! Cache keys: wide digests, built from any caller's parts with [`KeyBuilder`] (or
+//! [`Key::of_parts`] from raw bytes).
 //!
-//! Every hash here is SHA-256 over an explicit byte encoding defined below, so it is
-//! identical across processes, runs, platforms and compiler versions (std's `Hash`
-//! promises none of that). Changing the encoding changes every key; the domain tags
-//! carry a version (`…/v2`) to bump when that happens.
+//! Every key is SHA-256 over an explicit byte encoding defined below, so it is identical
+//! across processes, runs, platforms and compiler versions (std's `Hash` promises none of
+//! that). Changing an encoding changes every key built with it; domain tags carry a
+//! version (`…/v1`) to bump when that happens.
 //!
 //! # Encoding
 //!
 //! A digest is SHA-256 over its *parts*, each written as its length (u64,
-//! little-endian) followed by its bytes. The first part is a domain tag naming the
-//! hash, so keys of different kinds never coincide. A [`Value`] is encoded with a
-//! one-byte tag: `0` null; `1` bool (one byte); `2` int (i64 LE); `3` float (its IEEE
-//! bits, u64 LE); `4` text (u64 LE length, UTF-8); `5` list (u64 LE count, items);
-//! `6` map (u64 LE count, then per entry the key as text without tag, then the
-//! value, keys ascending); `7` secret (as text). Each encoding is self-delimiting,
-//! so two different values never encode alike.
+//! little-endian) followed by its bytes ([`Key::of_parts`]). The first part is a domain
+//! tag naming the kind of key, so keys of different kinds never coincide. A [`Value`] is
+//! encoded with a one-byte tag: `0` null; `1` bool (one byte); `2` int (i64 LE); `3`
+//! float (its IEEE bits, u64 LE); `4` text (u64 LE length, UTF-8); `5` list (u64 LE
+//! count, items); `6` map (u64 LE count, then per entry the key as text without tag,
+//! then the value, keys ascending); `7` secret (as text). Each encoding is
+//! self-delimiting, so two different values never encode alike.
 //!
-//! A keyword list (the fields of an input, the options of an LM configuration) is
-//! one part per `(name, value)` pair, the name as text then the value, the pairs
-//! ordered by name (bytewise) and, among pairs of one name, **in the order given**.
-//! So pairs of different names may come in any order, while a name given twice keeps
-//! the order of its values: a consumer that lets the last value win reads
+//! A [`KeyBuilder`] writes its tag as the first part (raw bytes), then one part per
+//! call, each starting with a one-byte kind, so a part of one kind never equals a part
+//! of another: a value ([`KeyBuilder::value`] and its shorthands [`text`](KeyBuilder::text),
+//! [`int`](KeyBuilder::int), [`float`](KeyBuilder::float), …) is its value encoding
+//! (kinds `0`–`7` above); `8` bytes (u64 LE length, bytes); `9` unsigned (u64 LE); `10`
+//! fields (u64 LE count, then each pair's name as text and its value, pairs ordered by
+//! name); `11` key (its 32 bytes); `12` tenant (as text).
+//!
+//! A keyword list (the fields of [`KeyBuilder::fields`], of an LM input, the options of
+//! an LM configuration) is written pair by pair, the name as text then the value, the
+//! pairs ordered by name (bytewise) and, among pairs of one name, **in the order
+//! given**. So pairs of different names may come in any order, while a name given twice
+//! keeps the order of its values: a consumer that lets the last value win reads
 //! `[("t", 1), ("t", 2)]` and `[("t", 2), ("t", 1)]` differently, and so do the keys.
 //!
-//! # Versions
-//!
-//! `input/v1` and `lm-config/v1` sorted the pairs of one name by their encoding, so a
-//! name's values given in two orders shared a key; `v2` keeps their order (the other
-//! two tags are unchanged: their encodings did not change).
+//! `tests/data/pin_keys.py` recomputes pinned keys of each kind from this description
+//! alone (Python's `hashlib`); `tests/hashing.rs` checks the crate against them.
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
 use sha2::{Digest, Sha256};
 
-use crate::call::{Demo, LmConfig, PredictorState, Value};
+use crate::value::{Secret, Value};
 
 /// A cache key: a 256-bit SHA-256 digest.
 ///
@@ -48,7 +53,7 @@ use crate::call::{Demo, LmConfig, PredictorState, Value};
 ///
 /// Equality compares all 32 bytes. `Hash` (for in-memory maps only) feeds just the
 /// first 8 bytes, which are uniformly distributed for every key made by SHA-256 (all
-/// of this crate's hashes); keys built by hand with [`Key::from_bytes`] should be
+/// of this crate's keys); keys built by hand with [`Key::from_bytes`] should be
 /// digests too.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key([u8; 32]);
@@ -105,84 +110,181 @@ impl fmt::Debug for Key {
     }
 }
 
-const INPUT_TAG: &[u8] = b"memo-cache/input/v2";
-const LM_CONFIG_TAG: &[u8] = b"memo-cache/lm-config/v2";
-const PREDICTOR_TAG: &[u8] = b"memo-cache/predictor-state/v1";
-const CALL_TAG: &[u8] = b"memo-cache/call/v1";
-
-/// The hash of an input: its `(field name, value)` pairs, in any order of names.
+/// Builds a [`Key`] from a caller's own parts: a domain tag, then any sequence of
+/// typed parts, each changing the key.
 ///
-/// The pairs are sorted by name before hashing, so the iteration order of a `HashMap`
-/// or the order of a list of pairs of distinct names never changes the key; every
-/// name and every value does. A name given more than once counts each time and keeps
-/// the order of its values (the sort is stable): `[("t", &a), ("t", &b)]` and
-/// `[("t", &b), ("t", &a)]` are different keys, as a consumer that lets the last
-/// value win reads them differently.
-pub fn input_hash<'a>(fields: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Key {
-    let pairs = sorted_pairs(fields);
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(pairs.len() + 1);
-    parts.push(INPUT_TAG);
-    parts.extend(pairs.iter().map(|(_, enc)| enc.as_slice()));
-    Key::of_parts(&parts)
+/// Guarantees (each shown by `tests/hashing.rs`):
+/// - **Every part counts, in order.** Parts are length-prefixed and typed, so
+///   `.text("ab").text("c")`, `.text("a").text("bc")` and `.text("c").text("ab")` are three
+///   keys, and a part of one kind never equals a part of another (`.int(1)`,
+///   `.uint(1)`, `.float(1.0)`, `.text("1")`, `.bytes(b"1")` are five keys).
+/// - **Floats are bit-exact.** `0.0` and `-0.0` are different parts, as are NaNs with
+///   different payloads: what a computation can tell apart, the key tells apart.
+/// - **Maps are sorted.** [`fields`](KeyBuilder::fields) orders `(name, value)` pairs by
+///   name, so a `HashMap`'s iteration order never changes the key; a name given twice
+///   keeps the order of its values. A [`Value::Map`] is sorted by construction.
+/// - **Tenants are kept apart.** [`tenant`](KeyBuilder::tenant) adds a part of its own
+///   kind: keys of two tenants never coincide, nor does a tenant's key with a key that has
+///   no tenant. The tenant is a [`Secret`] (an API key, a user id): it enters only SHA-256
+///   and is never printed.
+/// - **Stable.** The encoding (module docs) is fixed: the same parts give the same key in
+///   every process, run and platform.
+///
+/// What the builder cannot know is whether you gave it *every* part that changes the
+/// result: the table answers any call with an equal key, so a part left out is a wrong
+/// answer, not a miss.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use memo_cache::{KeyBuilder, Secret, Value};
+///
+/// let sizes: HashMap<&str, Value> = [("m", Value::Int(64)), ("n", Value::Int(128))].into();
+/// let key = |tile: u32, tenant: &str| {
+///     KeyBuilder::new("my-tuner/measurement/v1")
+///         .tenant(&Secret::new(tenant))
+///         .text("matmul")
+///         .uint(tile.into())
+///         .float(0.5)
+///         .fields(sizes.iter().map(|(k, v)| (*k, v)))
+///         .finish()
+/// };
+/// assert_eq!(key(32, "team-a"), key(32, "team-a"));
+/// assert_ne!(key(32, "team-a"), key(64, "team-a"));
+/// assert_ne!(key(32, "team-a"), key(32, "team-b"));
+/// ```
+#[derive(Clone)]
+pub struct KeyBuilder {
+    hasher: Sha256,
+    scratch: Vec<u8>,
 }
 
-/// The hash of an LM configuration.
-///
-/// The model and the API key are always included, so tenants with different
-/// credentials never share a key; the options are sorted by name, so the order of
-/// options of different names does not matter, while an option given twice keeps the
-/// order of its values (`temperature` 0.0 then 0.7 is not 0.7 then 0.0: a client that
-/// lets the last value win sends different requests). The secret enters only
-/// SHA-256: it is in no output.
-pub fn lm_config_hash(config: &LmConfig) -> Key {
-    let mut model = Vec::new();
-    encode_text(&mut model, &config.model);
-    let mut api_key = Vec::new();
-    match &config.api_key {
-        None => api_key.push(0),
-        Some(secret) => {
-            api_key.push(1);
-            encode_text(&mut api_key, secret.expose());
-        }
+/// The kinds of [`KeyBuilder`] parts beyond the value tags `0`–`7`.
+const PART_BYTES: u8 = 8;
+const PART_UINT: u8 = 9;
+const PART_FIELDS: u8 = 10;
+const PART_KEY: u8 = 11;
+const PART_TENANT: u8 = 12;
+
+impl KeyBuilder {
+    /// A builder whose first part is `tag`: name the kind of key and its version (e.g.
+    /// `"my-app/measurement/v1"`) so your keys never coincide with another kind's. With no
+    /// more parts, [`finish`](KeyBuilder::finish) is `Key::of_parts(&[tag.as_bytes()])`.
+    pub fn new(tag: &str) -> KeyBuilder {
+        let mut b = KeyBuilder {
+            hasher: Sha256::new(),
+            scratch: Vec::new(),
+        };
+        b.part(tag.as_bytes());
+        b
     }
-    let pairs = sorted_pairs(config.options.iter().map(|(k, v)| (k.as_str(), v)));
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(pairs.len() + 3);
-    parts.extend([LM_CONFIG_TAG, &model, &api_key]);
-    parts.extend(pairs.iter().map(|(_, enc)| enc.as_slice()));
-    Key::of_parts(&parts)
+
+    fn part(&mut self, part: &[u8]) {
+        self.hasher.update((part.len() as u64).to_le_bytes());
+        self.hasher.update(part);
+    }
+
+    fn scratch_part(mut self, write: impl FnOnce(&mut Vec<u8>)) -> KeyBuilder {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        write(&mut scratch);
+        self.part(&scratch);
+        self.scratch = scratch;
+        self
+    }
+
+    /// The tenant the result belongs to (credentials, a user or team id): keys of
+    /// different tenants never coincide, and none equals a key built without a tenant.
+    pub fn tenant(self, tenant: &Secret) -> KeyBuilder {
+        self.scratch_part(|out| {
+            out.push(PART_TENANT);
+            encode_text(out, tenant.expose());
+        })
+    }
+
+    /// A value (its encoding in the module docs; a map's entries are sorted by key,
+    /// floats are compared by their bits).
+    pub fn value(self, value: &Value) -> KeyBuilder {
+        self.scratch_part(|out| encode_value(out, value))
+    }
+
+    /// A string (the part of `Value::Text`).
+    pub fn text(self, text: &str) -> KeyBuilder {
+        self.scratch_part(|out| {
+            out.push(4);
+            encode_text(out, text);
+        })
+    }
+
+    /// A signed integer (the part of `Value::Int`).
+    pub fn int(self, int: i64) -> KeyBuilder {
+        self.scratch_part(|out| encode_value(out, &Value::Int(int)))
+    }
+
+    /// An unsigned integer (a part of its own kind: `uint(1)` is not `int(1)`).
+    pub fn uint(self, uint: u64) -> KeyBuilder {
+        self.scratch_part(|out| {
+            out.push(PART_UINT);
+            out.extend_from_slice(&uint.to_le_bytes());
+        })
+    }
+
+    /// A float, by its bits (the part of `Value::Float`): `0.0` is not `-0.0`.
+    pub fn float(self, float: f64) -> KeyBuilder {
+        self.scratch_part(|out| encode_value(out, &Value::Float(float)))
+    }
+
+    /// A boolean (the part of `Value::Bool`).
+    pub fn bool(self, b: bool) -> KeyBuilder {
+        self.scratch_part(|out| encode_value(out, &Value::Bool(b)))
+    }
+
+    /// Raw bytes (a part of its own kind, length-prefixed).
+    pub fn bytes(self, bytes: &[u8]) -> KeyBuilder {
+        self.scratch_part(|out| {
+            out.push(PART_BYTES);
+            encode_len(out, bytes.len());
+            out.extend_from_slice(bytes);
+        })
+    }
+
+    /// Another key (a kernel's key, an earlier [`KeyBuilder`]'s result) as one part.
+    pub fn key(self, key: &Key) -> KeyBuilder {
+        self.scratch_part(|out| {
+            out.push(PART_KEY);
+            out.extend_from_slice(key.as_bytes());
+        })
+    }
+
+    /// `(name, value)` pairs as one part, sorted by name (bytewise): the iteration order of
+    /// a map never changes the key; every name and value does. Pairs of one name keep the
+    /// order given (a consumer that lets the last value win reads them differently).
+    pub fn fields<'a>(self, fields: impl IntoIterator<Item = (&'a str, &'a Value)>) -> KeyBuilder {
+        let pairs = sorted_pairs(fields);
+        self.scratch_part(|out| {
+            out.push(PART_FIELDS);
+            encode_len(out, pairs.len());
+            for (_, enc) in &pairs {
+                out.extend_from_slice(enc);
+            }
+        })
+    }
+
+    /// The key of the tag and every part given, in order.
+    pub fn finish(&self) -> Key {
+        Key(self.hasher.clone().finalize().into())
+    }
 }
 
-/// The hash of a predictor's state: its signature, instructions and demos.
-///
-/// The demo strategy is left out (by the time the LM is called it has already
-/// produced concrete demos), and the demos are hashed as a set with multiplicity, so
-/// their order does not matter; every field of every demo does.
-pub fn predictor_state_hash(state: &PredictorState) -> Key {
-    let mut signature = Vec::new();
-    encode_text(&mut signature, &state.signature);
-    let mut instructions = Vec::new();
-    encode_text(&mut instructions, &state.instructions);
-    let mut demos: Vec<Vec<u8>> = state.demos.iter().map(encode_demo).collect();
-    demos.sort_unstable();
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(demos.len() + 3);
-    parts.extend([PREDICTOR_TAG, &signature, &instructions]);
-    parts.extend(demos.iter().map(Vec::as_slice));
-    Key::of_parts(&parts)
-}
-
-/// The key of one LM call: which LM, which predictor state, which input.
-pub fn call_key(lm_config: &Key, predictor_state: &Key, input: &Key) -> Key {
-    Key::of_parts(&[
-        CALL_TAG,
-        lm_config.as_bytes(),
-        predictor_state.as_bytes(),
-        input.as_bytes(),
-    ])
+impl fmt::Debug for KeyBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The parts may hold secrets; the hasher's state shows nothing useful anyway.
+        f.write_str("KeyBuilder { .. }")
+    }
 }
 
 /// Encodes each pair as name-then-value and sorts by name, keeping the given order of
 /// the pairs of one name (a stable sort).
-fn sorted_pairs<'a>(
+pub(crate) fn sorted_pairs<'a>(
     fields: impl IntoIterator<Item = (&'a str, &'a Value)>,
 ) -> Vec<(&'a str, Vec<u8>)> {
     let mut pairs: Vec<(&str, Vec<u8>)> = fields
@@ -198,23 +300,16 @@ fn sorted_pairs<'a>(
     pairs
 }
 
-fn encode_demo(demo: &Demo) -> Vec<u8> {
-    let mut out = Vec::new();
-    encode_map(&mut out, &demo.inputs);
-    encode_map(&mut out, &demo.outputs);
-    out
-}
-
-fn encode_len(out: &mut Vec<u8>, len: usize) {
+pub(crate) fn encode_len(out: &mut Vec<u8>, len: usize) {
     out.extend_from_slice(&(len as u64).to_le_bytes());
 }
 
-fn encode_text(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn encode_text(out: &mut Vec<u8>, s: &str) {
     encode_len(out, s.len());
     out.extend_from_slice(s.as_bytes());
 }
 
-fn encode_map(out: &mut Vec<u8>, map: &std::collections::BTreeMap<String, Value>) {
+pub(crate) fn encode_map(out: &mut Vec<u8>, map: &std::collections::BTreeMap<String, Value>) {
     encode_len(out, map.len());
     for (k, v) in map {
         encode_text(out, k);
@@ -222,7 +317,7 @@ fn encode_map(out: &mut Vec<u8>, map: &std::collections::BTreeMap<String, Value>
     }
 }
 
-fn encode_value(out: &mut Vec<u8>, value: &Value) {
+pub(crate) fn encode_value(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Null => out.push(0),
         Value::Bool(b) => out.extend_from_slice(&[1, u8::from(*b)]),

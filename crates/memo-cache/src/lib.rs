@@ -2,24 +2,25 @@
 //!
 //! A compiler's autotuner proposes candidate schedules for a kernel and measures each;
 //! its search (hill climbing from several starts, beams, evolution) proposes many
-//! candidates more than once. An optimizer of LM programs likewise makes the same LM
-//! call again and again. [`with_cache`] gives one search its own table, dropped when
-//! the search ends (or panics); [`get_or_put`] and [`fetch_or_put`] skip the
+//! candidates more than once. [`with_cache`] gives one search its own table, dropped
+//! when the search ends (or panics); [`get_or_put`] and [`fetch_or_put`] skip the
 //! evaluations already made. Concurrent workers asking for the same candidate compute
 //! it once (*single flight*); an evaluation that panics or fails stores nothing and
 //! lets the next asker try again ([`try_fetch_or_put`] for fallible ones).
 //!
-//! Keys are 256-bit digests. A compiler builds its own with [`Key::of_parts`] (a tag
-//! of its own, then every part that changes the result: the kernel's key, the
-//! schedule, the device, and what the kernel runs on). The table answers any call with
-//! an equal key, so a part left out is a wrong answer, not a miss: a rename-invariant
-//! kernel key (`kernel_cache::kernel_key`) names the code up to the renaming of its own
-//! names, parameters included, so when a measurement runs kernels on buffers of your
-//! own, the buffer bound to each parameter (in parameter order), the sizes and the input
-//! data belong in the key as well; the stable hashes in [`key`] ([`input_hash`],
-//! [`lm_config_hash`], [`predictor_state_hash`], [`call_key`]) build the keys of LM
-//! calls, identical across processes and runs, and including the model and API key so
-//! tenants never share an entry.
+//! Keys are 256-bit digests. A caller builds its own with a [`KeyBuilder`]: a tag of its
+//! own, then every part that changes the result (for a measurement: the kernel's key,
+//! the schedule, the device, and what the kernel runs on). The builder keeps parts
+//! apart (length-prefixed and typed), floats bit-exact, maps sorted and tenants apart;
+//! [`Key::of_parts`] hashes raw byte parts the same way. The table answers any call
+//! with an equal key, so a part left out is a wrong answer, not a miss: a
+//! rename-invariant kernel key (`kernel_cache::kernel_key`) names the code up to the
+//! renaming of its own names, parameters included, so when a measurement runs kernels
+//! on buffers of your own, the buffer bound to each parameter (in parameter order), the
+//! sizes and the input data belong in the key as well.
+//!
+//! The keys of one adopter, an optimizer of LM programs (LM configurations, predictor
+//! states, demos), live in [`lm`]: the same table serves them.
 //!
 //! # Example: an autotuner's search on worker threads
 //!
@@ -29,7 +30,7 @@
 //!
 //! ```
 //! use std::sync::atomic::{AtomicUsize, Ordering};
-//! use memo_cache::{fetch_or_put, with_cache, Key};
+//! use memo_cache::{fetch_or_put, with_cache, KeyBuilder};
 //!
 //! /// A candidate schedule of one kernel: a tile size and an unroll factor.
 //! #[derive(Clone, Copy)]
@@ -46,13 +47,12 @@
 //! let kernel_key = "3b7f09c2"; // the kernel's own cache key (e.g. kernel_cache's)
 //! let device = "x86-64/avx2";
 //! let key = |s: Schedule| {
-//!     Key::of_parts(&[
-//!         b"my-tuner/measurement/v1",
-//!         kernel_key.as_bytes(),
-//!         device.as_bytes(),
-//!         &s.tile.to_le_bytes(),
-//!         &s.unroll.to_le_bytes(),
-//!     ])
+//!     KeyBuilder::new("my-tuner/measurement/v1")
+//!         .text(kernel_key)
+//!         .text(device)
+//!         .uint(s.tile.into())
+//!         .uint(s.unroll.into())
+//!         .finish()
 //! };
 //! let neighbourhoods = [[8, 16, 32], [16, 32, 64]];
 //!
@@ -89,17 +89,18 @@
 //!
 //! # LM calls: an optimizer on worker threads
 //!
-//! The same table serves an optimizer of LM programs, with the key helpers of [`key`].
+//! The same table serves an optimizer of LM programs, with the keys of [`lm`].
 //! Four candidate programs are evaluated over three questions, one worker thread per
 //! candidate. Two pairs of candidates differ only in demo order and demo strategy,
 //! which do not change what the LM is asked, so 12 evaluations make 6 LM calls.
 //!
 //! ```
 //! use std::sync::atomic::{AtomicUsize, Ordering};
-//! use memo_cache::{
-//!     call_key, fetch_or_put, input_hash, lm_config_hash, predictor_state_hash, with_cache,
-//!     Demo, DemoStrategy, Fetched, LmConfig, PredictorState, Secret, Value,
+//! use memo_cache::lm::{
+//!     call_key, input_hash, lm_config_hash, predictor_state_hash, Demo, DemoStrategy,
+//!     LmConfig, PredictorState,
 //! };
+//! use memo_cache::{fetch_or_put, with_cache, Fetched, Secret, Value};
 //!
 //! // The LM is a function here; in a real optimizer it is a request to a model.
 //! static LM_CALLS: AtomicUsize = AtomicUsize::new(0);
@@ -172,17 +173,28 @@
 //!
 //! With `with_cache(false, …)` the same code runs with `table == None`: all 12
 //! evaluations call the LM and every fetch reports [`Fetched::Miss`].
+//!
+//! # Versions
+//!
+//! What a minor version (under 0.x semver, a `0.y.z` → `0.y.z+1` release) may add:
+//! variants of the `#[non_exhaustive]` enums [`Value`] and [`lm::DemoStrategy`] (so a
+//! `match` on them needs a `_` arm), methods of [`KeyBuilder`] (new kinds of part), new
+//! functions and modules. It adds no field to [`Stats`] and does not change a key
+//! an existing function computes: those are pinned by `tests/hashing.rs` and recomputed by
+//! an independent script; a change of encoding comes with a new domain tag version and a
+//! major version. [`Fetched`] stays two-armed: a value was either in the table or computed.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod call;
 mod hit_counter;
 pub mod key;
+pub mod lm;
 mod map_hasher;
 mod table;
+mod value;
 
-pub use call::{Demo, DemoStrategy, LmConfig, PredictorState, Secret, Value};
-pub use key::{Key, call_key, input_hash, lm_config_hash, predictor_state_hash};
+pub use key::{Key, KeyBuilder};
 pub use table::{
     Fetched, Stats, Table, fetch_or_put, get_or_put, try_fetch_or_put, try_get_or_put, with_cache,
 };
+pub use value::{Secret, Value};

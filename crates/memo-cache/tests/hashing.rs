@@ -1,13 +1,15 @@
-//! The stable hashes: order-independent where the spec says so, sensitive to every
-//! other field, and pinned (a change of encoding fails here first).
+//! The stable hashes, generic (`KeyBuilder`) and LM (`memo_cache::lm`): order-independent
+//! where the spec says so, sensitive to every other field, and pinned (a change of
+//! encoding fails here first).
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, HashMap};
 
-use memo_cache::{
-    Demo, DemoStrategy, Key, LmConfig, PredictorState, Secret, Value, call_key, input_hash,
-    lm_config_hash, predictor_state_hash,
+use memo_cache::lm::{
+    Demo, DemoStrategy, LmConfig, PredictorState, call_key, input_hash, lm_config_hash,
+    predictor_state_hash,
 };
+use memo_cache::{Key, KeyBuilder, Secret, Value};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -440,6 +442,28 @@ fn hashes_are_pinned() {
             .with_option("temperature", 0.0),
     );
     assert_eq!(dup_lm.to_hex(), PINS["dup_lm"]);
+    // The generic builder: one part of each kind.
+    let builder = KeyBuilder::new("memo-cache/pin/v1")
+        .tenant(&Secret::new("tenant-a"))
+        .text("matmul")
+        .int(-3)
+        .uint(7)
+        .float(-0.0)
+        .bool(true)
+        .bytes(&[0, 1])
+        .key(&Key::of_parts(&[b"k"]))
+        .value(&context)
+        .fields([
+            ("n", &Value::Int(2)),
+            ("m", &Value::from("x")),
+            ("n", &Value::Int(1)),
+        ])
+        .finish();
+    assert_eq!(builder.to_hex(), PINS["builder"]);
+    assert_eq!(
+        KeyBuilder::new("memo-cache/pin/v1").finish(),
+        Key::of_parts(&[b"memo-cache/pin/v1"])
+    );
 }
 
 /// The pinned keys, as `tests/data/pin_keys.py` prints them.
@@ -465,6 +489,10 @@ static PINS: std::sync::LazyLock<BTreeMap<&'static str, &'static str>> =
             (
                 "dup_input",
                 "044d4312e49a001c7aa7f1d250e2d5ee8da8700b5471b71471c663392841f668",
+            ),
+            (
+                "builder",
+                "ba7bf8c096523b5fe081706cb4966e8f317934580cf18a2cc9d8d3da7205549d",
             ),
             (
                 "dup_lm",
@@ -555,4 +583,141 @@ fn values_compare_floats_by_their_bits_as_the_hashes_do() {
     );
     assert_eq!(Value::from("a"), Value::from("a"));
     assert_ne!(Value::from("a"), Value::Secret(Secret::new("a")));
+}
+
+/// One part given to a [`KeyBuilder`].
+#[derive(Clone, Debug)]
+enum Part {
+    Tenant(String),
+    Text(String),
+    Int(i64),
+    Uint(u64),
+    Float(f64),
+    Bool(bool),
+    Bytes(Vec<u8>),
+    Key(u8),
+    Value(Value),
+    Fields(Vec<(String, Value)>),
+}
+
+fn build(parts: &[Part]) -> Key {
+    let mut b = KeyBuilder::new("t");
+    for p in parts {
+        b = match p {
+            Part::Tenant(t) => b.tenant(&Secret::new(t.clone())),
+            Part::Text(t) => b.text(t),
+            Part::Int(i) => b.int(*i),
+            Part::Uint(u) => b.uint(*u),
+            Part::Float(f) => b.float(*f),
+            Part::Bool(x) => b.bool(*x),
+            Part::Bytes(x) => b.bytes(x),
+            Part::Key(k) => b.key(&Key::from_bytes([*k; 32])),
+            Part::Value(v) => b.value(v),
+            Part::Fields(f) => b.fields(f.iter().map(|(k, v)| (k.as_str(), v))),
+        };
+    }
+    b.finish()
+}
+
+/// What a part means: the shorthands are the value parts they document
+/// (`.int(i)` is `.value(&Value::Int(i))`), fields are each name's values in order.
+fn canon_part(p: &Part) -> String {
+    match p {
+        Part::Text(t) => canon(&Value::from(t.as_str())),
+        Part::Int(i) => canon(&Value::Int(*i)),
+        Part::Float(f) => canon(&Value::Float(*f)),
+        Part::Bool(x) => canon(&Value::Bool(*x)),
+        Part::Value(v) => canon(v),
+        Part::Fields(f) => format!("Fields{:?}", per_name(f)),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Parts from small domains, so equal sequences (and near misses) are common.
+fn part() -> impl Strategy<Value = Part> {
+    prop_oneof![
+        "[01]?".prop_map(Part::Tenant),
+        "[01]?".prop_map(Part::Text),
+        (0i64..2).prop_map(Part::Int),
+        (0u64..2).prop_map(Part::Uint),
+        prop_oneof![Just(0.0), Just(-0.0), Just(1.0), Just(f64::NAN)].prop_map(Part::Float),
+        any::<bool>().prop_map(Part::Bool),
+        prop::collection::vec(0u8..2, 0..2).prop_map(Part::Bytes),
+        (0u8..2).prop_map(Part::Key),
+        prop_oneof![
+            Just(Value::Int(0)),
+            Just(Value::from("0")),
+            Just(Value::Null)
+        ]
+        .prop_map(Part::Value),
+        dup_fields().prop_map(Part::Fields),
+    ]
+}
+
+proptest! {
+    /// Every part counts, in order, with its kind; floats by their bits; fields by each
+    /// name's values in order (the order of different names does not count).
+    #[test]
+    fn builder_keys_are_equal_exactly_when_their_parts_are(
+        a in prop::collection::vec(part(), 0..4),
+        b in prop::collection::vec(part(), 0..4),
+    ) {
+        let ca: Vec<String> = a.iter().map(canon_part).collect();
+        let cb: Vec<String> = b.iter().map(canon_part).collect();
+        prop_assert_eq!(ca == cb, build(&a) == build(&b), "{:?} / {:?}", ca, cb);
+    }
+
+    #[test]
+    fn builder_fields_ignore_the_order_of_names(fields in fields(), seed in any::<u64>()) {
+        let mut shuffled = fields.clone();
+        // Names are distinct here: any permutation is the same map.
+        let n = shuffled.len();
+        if n > 1 {
+            shuffled.rotate_left((seed as usize) % n);
+        }
+        prop_assert_eq!(build(&[Part::Fields(fields)]), build(&[Part::Fields(shuffled)]));
+    }
+}
+
+#[test]
+fn builder_keeps_tenants_kinds_and_float_bits_apart() {
+    let t = |tenant: Option<&str>| {
+        let b = KeyBuilder::new("t");
+        let b = match tenant {
+            Some(x) => b.tenant(&Secret::new(x)),
+            None => b,
+        };
+        b.text("same").finish()
+    };
+    assert_ne!(t(Some("a")), t(Some("b")));
+    assert_ne!(t(Some("a")), t(None));
+    assert_ne!(t(Some("")), t(None));
+    // A tenant is not a text part of the same string.
+    assert_ne!(
+        KeyBuilder::new("t").tenant(&Secret::new("a")).finish(),
+        KeyBuilder::new("t").text("a").finish()
+    );
+    let one = |f: fn(KeyBuilder) -> KeyBuilder| f(KeyBuilder::new("t")).finish();
+    let keys = [
+        one(|b| b.int(1)),
+        one(|b| b.uint(1)),
+        one(|b| b.float(1.0)),
+        one(|b| b.text("1")),
+        one(|b| b.bytes(b"1")),
+        one(|b| b.bool(true)),
+    ];
+    for (i, a) in keys.iter().enumerate() {
+        for b in &keys[i + 1..] {
+            assert_ne!(a, b);
+        }
+    }
+    assert_ne!(one(|b| b.float(0.0)), one(|b| b.float(-0.0)));
+    assert_eq!(one(|b| b.float(f64::NAN)), one(|b| b.float(f64::NAN)));
+    assert_ne!(
+        one(|b| b.text("ab").text("c")),
+        one(|b| b.text("a").text("bc"))
+    );
+    // The secret never prints.
+    let shown = format!("{:?}", KeyBuilder::new("t").tenant(&Secret::new("sk-9")));
+    assert!(!shown.contains("sk-9"), "{shown}");
 }

@@ -1,5 +1,5 @@
 """Recomputes the keys pinned in tests/hashing.rs (`hashes_are_pinned`) from the
-encoding documented in memo_cache::key, independently of the Rust code.
+encoding documented in memo_cache::key (and memo_cache::lm), independently of the Rust code.
 Run: python3 tests/data/pin_keys.py"""
 import hashlib, struct
 def L(n): return struct.pack('<Q', n)
@@ -34,4 +34,10 @@ call=digest([b'memo-cache/call/v1', lm, st, inp])
 # A name given twice: its values keep their order (the last one wins for most consumers).
 dup_in=digest([b'memo-cache/input/v2']+pairs([('n',('int',2)),('m',('text','x')),('n',('int',1))]))
 dup_lm=digest([b'memo-cache/lm-config/v2', text('small-model'), b'\0']+pairs([('temperature',('float',0.7)),('temperature',('float',0.0))]))
-for n,k in [('input',inp),('lm',lm),('state',st),('call',call),('dup_input',dup_in),('dup_lm',dup_lm)]: print(n,k.hex())
+# The generic KeyBuilder: its tag raw, then one part per call, each opening with its kind.
+B=lambda v: val(v)
+builder=digest([b'memo-cache/pin/v1', b'\x0c'+text('tenant-a'), B(('text','matmul')), B(('int',-3)),
+    b'\x09'+struct.pack('<Q',7), B(('float',-0.0)), B(('bool',True)), b'\x08'+L(2)+b'\x00\x01',
+    b'\x0b'+digest([b'k']), B(context),
+    b'\x0a'+L(3)+b''.join(pairs([('n',('int',2)),('m',('text','x')),('n',('int',1))]))])
+for n,k in [('input',inp),('lm',lm),('state',st),('call',call),('dup_input',dup_in),('dup_lm',dup_lm),('builder',builder)]: print(n,k.hex())
