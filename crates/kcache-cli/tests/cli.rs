@@ -349,11 +349,15 @@ fn show_reads_a_schedule_entry_of_the_front_door_and_never_blocks_on_a_fifo() {
     use schedule_cache::{Measurements, ScheduleCache, TimingIdentity};
 
     let tmp = tempfile::tempdir().expect("tempdir");
-    let cache = ScheduleCache::new(ReferenceLanguage, "cc", CacheStore::disk(tmp.path()))
-        .with_timing(TimingIdentity {
+    let cache = ScheduleCache::new(
+        ReferenceLanguage,
+        "cc",
+        TimingIdentity {
             device: "dev".into(),
             toolchain: None,
-        });
+        },
+        CacheStore::disk(tmp.path()),
+    );
     let i = Symbol::fresh("i");
     let y = TensorNode::new("y", &[16], Precision::F32);
     let code = Code::new(vec![Stmt::for_(

@@ -170,10 +170,9 @@ impl<'t> Session<'t> {
             device: format!("{} ({cores} cores)", cpu_model()),
             toolchain: Some(compiler),
         };
-        let schedules = ScheduleCache::new(ReferenceLanguage, BACKEND_NAME, disk)
+        let schedules = ScheduleCache::new(ReferenceLanguage, BACKEND_NAME, timing, disk)
             .with_config(config)
-            .with_limits(limits)
-            .with_timing(timing);
+            .with_limits(limits);
         Ok(Session {
             backend,
             cache: KernelCache::new(256 << 20),
@@ -423,7 +422,9 @@ impl<'t> Session<'t> {
                 self.say(&format!("{}: disk cache refused ({refusal})", routine.name));
                 return Ok(Err(format!("refused: {refusal}")));
             }
-            Err(Miss::NoKey) => return Ok(Err("skipped: no timing identity, no key".to_string())),
+            Err(Miss::NoTiming) => {
+                return Ok(Err("skipped: no timing identity, no key".to_string()));
+            }
             Err(miss) => {
                 self.say(&format!("{}: no winner on disk ({miss})", routine.name));
                 return Ok(Err(format!("miss: {miss}")));

@@ -337,18 +337,22 @@ fn digest(code: &Kernel) -> String {
 // ---- The adopter's cache, built once ---------------------------------------------------------
 
 fn cache(dir: &str, format: &str) -> ScheduleCache<TinyLanguage> {
-    ScheduleCache::new(TinyLanguage, "tiny-interpreter", CacheStore::disk(dir))
-        .with_limits(Limits {
-            codegen_tag: "tiny-interpreter 0.1".into(),
-            worker_pool_tag: "single-thread".into(),
-            max_threads: 1,
-            ..Limits::default()
-        })
-        .with_timing(TimingIdentity {
+    ScheduleCache::new(
+        TinyLanguage,
+        "tiny-interpreter",
+        TimingIdentity {
             device: std::env::consts::ARCH.into(),
             toolchain: None,
-        })
-        .with_schedule_format(format)
+        },
+        CacheStore::disk(dir),
+    )
+    .with_limits(Limits {
+        codegen_tag: "tiny-interpreter 0.1".into(),
+        worker_pool_tag: "single-thread".into(),
+        max_threads: 1,
+        ..Limits::default()
+    })
+    .with_schedule_format(format)
 }
 
 fn save(dir: &str) -> Result<()> {

@@ -1,6 +1,6 @@
 //! The front door: [`ScheduleCache`], one handle built once from the regime (schedule
-//! language, backend name, limits, configuration, timing identity, the adopter's schedule
-//! format, and a [`Store`]) with [`ScheduleCache::lookup`] and [`ScheduleCache::store`].
+//! language, backend name, the [`Timing`] choice, limits, configuration, the adopter's
+//! schedule format, and a [`Store`]) with [`ScheduleCache::lookup`] and [`ScheduleCache::store`].
 //!
 //! Everything an adopter would otherwise wire by hand happens inside: canonicalizing the code
 //! (an incomplete identity is an error that says why), building the key, probing the store,
@@ -20,8 +20,8 @@
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let store = CacheStore::disk(tmp.path().join("cache"));
-//! let cache = ScheduleCache::new(ReferenceLanguage, "cc", store)
-//!     .with_timing(TimingIdentity { device: "x86_64 avx2".into(), toolchain: None })
+//! let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
+//! let cache = ScheduleCache::new(ReferenceLanguage, "cc", timing, store)
 //!     .with_schedule_format("reference-ops-1");
 //!
 //! let build = || {
@@ -166,8 +166,9 @@ impl<L: ScheduleLanguage> fmt::Debug for Hit<L> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Miss {
-    /// No timing identity: there is no key, the store was not consulted.
-    NoKey,
+    /// The cache was built with [`Timing::Unavailable`]: it is a no-op by choice (no timing
+    /// identity, so no key), and the store was not consulted.
+    NoTiming,
     /// The store refused (newer or malformed regime stamp, filesystem or server refusal).
     Refused(Refusal),
     /// The store had no usable entry at the key. `differing` lists the key components in
@@ -206,7 +207,9 @@ fn names(components: &[KeyComponent]) -> String {
 impl fmt::Display for Miss {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Miss::NoKey => f.write_str("no timing identity, no key"),
+            Miss::NoTiming => f.write_str(
+                "no timing identity: this cache was built with Timing::Unavailable and is a no-op by choice",
+            ),
             Miss::Refused(r) => write!(f, "refused: {r}"),
             Miss::NotFound {
                 reason: MissReason::NoEntry { same_digest },
@@ -243,10 +246,11 @@ impl fmt::Display for Miss {
 /// What [`ScheduleCache::store`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Published<SavedOp> {
-    /// The store's outcome (`Skipped` without a timing identity; `KeptExisting` when a
-    /// keep-faster store left a faster entry in place).
+    /// The store's outcome: [`StoreOutcome::Skipped`] exactly when the cache was built with
+    /// [`Timing::Unavailable`] (nothing keyed, nothing written); `KeptExisting` when a
+    /// keep-faster store left a faster entry in place.
     pub outcome: StoreOutcome,
-    /// The key (`None` without a timing identity).
+    /// The key (`None` exactly when the cache was built with [`Timing::Unavailable`]).
     pub key: Option<CacheKey>,
     /// The saved schedule (also what an entry holds).
     pub saved: SavedSchedule<SavedOp>,
@@ -259,14 +263,37 @@ impl StoreOutcome {
     }
 }
 
+/// How a [`ScheduleCache`] keys timings, chosen at construction ([`ScheduleCache::new`]).
+///
+/// The seed makes a missing timing identity a no-op on purpose (timings of an unknown device
+/// mean nothing); the choice is spelled out here so that it is never made by accident.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Timing {
+    /// Timings are measured on this device (and toolchain): it enters every key.
+    Known(TimingIdentity),
+    /// No timing identity is available: the cache is a no-op by choice. Nothing is keyed or
+    /// written; every lookup is [`Miss::NoTiming`], every store [`StoreOutcome::Skipped`] with
+    /// no key.
+    Unavailable,
+}
+
+impl From<TimingIdentity> for Timing {
+    fn from(timing: TimingIdentity) -> Timing {
+        Timing::Known(timing)
+    }
+}
+
 /// The schedule cache's front door: built once from the regime, then `lookup` and `store`.
 ///
+/// The [`Timing`] is chosen at construction: the [`TimingIdentity`] timings are measured on,
+/// or [`Timing::Unavailable`], a no-op by choice (without knowing the device, timings mean
+/// nothing, so nothing is keyed: [`lookup`](ScheduleCache::lookup) answers
+/// [`Miss::NoTiming`] and [`store`](ScheduleCache::store) [`StoreOutcome::Skipped`] with no
+/// key, neither an error, and nothing is written).
+///
 /// Defaults: [`Limits::default`], a configuration over [`SettingsRegistry::new`] (which
-/// declares the timing setting), no schedule format (`""`), the configured timing objective,
-/// and no timing identity (every operation is then skipped: without knowing the device,
-/// timings mean nothing, so nothing is keyed; [`lookup`](ScheduleCache::lookup) answers
-/// [`Miss::NoKey`] and [`store`](ScheduleCache::store) an outcome that is not
-/// stored, neither an error, so give one with [`with_timing`](ScheduleCache::with_timing)).
+/// declares the timing setting), no schedule format (`""`) and the configured timing
+/// objective.
 ///
 /// Only what the regime names is in the key: with the default limits, a schedule tuned
 /// under one compiler or set of flags is found under another. Name yours in
@@ -297,8 +324,8 @@ impl StoreOutcome {
 /// let body = vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(1.0))];
 /// let code = Code::new(vec![Stmt::for_(&i, 0, 64, body)]);
 /// let cache = |config: Config| {
-///     ScheduleCache::new(ReferenceLanguage, "cc", CacheStore::disk(tmp.path()))
-///         .with_timing(TimingIdentity { device: "x86_64 avx2".into(), toolchain: None })
+///     let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
+///     ScheduleCache::new(ReferenceLanguage, "cc", timing, CacheStore::disk(tmp.path()))
 ///         .with_config(config)
 /// };
 /// let params = signature_of(&code, &[]);
@@ -331,15 +358,20 @@ pub struct ScheduleCache<L, S = CacheStore> {
 }
 
 impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
-    /// The cache of schedules in language `lang`, for backend `backend`, kept in `store`.
-    pub fn new(lang: L, backend: &str, store: S) -> ScheduleCache<L, S> {
+    /// The cache of schedules in language `lang`, for backend `backend`, timed as `timing`
+    /// says, kept in `store`. `timing` is a [`TimingIdentity`] (entries are keyed by it) or
+    /// [`Timing::Unavailable`] (the cache is a no-op by choice; see [`Miss::NoTiming`]).
+    pub fn new(lang: L, backend: &str, timing: impl Into<Timing>, store: S) -> ScheduleCache<L, S> {
         ScheduleCache {
             lang,
             backend: backend.to_owned(),
             schedule_format: String::new(),
             limits: Limits::default(),
             config: Config::new(SettingsRegistry::new()),
-            timing: None,
+            timing: match timing.into() {
+                Timing::Known(t) => Some(t),
+                Timing::Unavailable => None,
+            },
             objective: None,
             policy: StorePolicy::LastWriteWins,
             store,
@@ -375,10 +407,10 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
         self
     }
 
-    /// The device timings are measured on; without it nothing is keyed.
-    pub fn with_timing(mut self, timing: TimingIdentity) -> ScheduleCache<L, S> {
-        self.timing = Some(timing);
-        self
+    /// The timing identity entries are keyed by (`None` for a cache built with
+    /// [`Timing::Unavailable`], which keys and stores nothing).
+    pub fn timing_identity(&self) -> Option<&TimingIdentity> {
+        self.timing.as_ref()
     }
 
     /// An explicitly resolved timing objective (else the configured one).
@@ -453,7 +485,7 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             let _ = self
                 .store
                 .probe::<ScheduleEntry<L::SavedOp>>(None, identity.digest());
-            return Ok(Err(Miss::NoKey));
+            return Ok(Err(Miss::NoTiming));
         };
         let key = parts.key()?;
         let entry = match self
@@ -461,7 +493,7 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             .probe::<ScheduleEntry<L::SavedOp>>(Some(&key), identity.digest())
         {
             Lookup::Hit(entry) => entry,
-            Lookup::Skipped => return Ok(Err(Miss::NoKey)),
+            Lookup::Skipped => return Ok(Err(Miss::NoTiming)),
             Lookup::Refused(r) => return Ok(Err(Miss::Refused(r))),
             Lookup::Miss(reason) => {
                 let differing = match &reason {
@@ -591,8 +623,7 @@ mod tests {
     }
 
     fn cache(dir: &std::path::Path, format: &str) -> ScheduleCache<ReferenceLanguage> {
-        ScheduleCache::new(ReferenceLanguage, "cc", CacheStore::disk(dir))
-            .with_timing(timing())
+        ScheduleCache::new(ReferenceLanguage, "cc", timing(), CacheStore::disk(dir))
             .with_schedule_format(format)
     }
 
@@ -738,8 +769,10 @@ mod tests {
         let c = ScheduleCache::new(
             ReferenceLanguage,
             "cc",
+            Timing::Unavailable,
             CacheStore::disk(tmp.path().join("c")),
         );
+        assert_eq!(c.timing_identity(), None);
         let (code, i) = build();
         let mut s = Schedule::new();
         s.split(&i, 8);
@@ -747,11 +780,26 @@ mod tests {
             .store(&code, &s.ops, Measurements::default())
             .expect("store");
         assert_eq!((p.outcome, p.key), (StoreOutcome::Skipped, None));
+        let miss = c.lookup(&code).expect("lookup").expect_err("miss");
+        assert_eq!(miss, Miss::NoTiming);
+        // The miss says it is a choice made at construction, not an accident.
         assert_eq!(
-            c.lookup(&code).expect("lookup").expect_err("miss"),
-            Miss::NoKey
+            miss.to_string(),
+            "no timing identity: this cache was built with Timing::Unavailable and is a no-op by choice"
         );
         assert!(!tmp.path().join("c").exists());
+        // With a timing identity the same calls key and write.
+        let known = ScheduleCache::new(
+            ReferenceLanguage,
+            "cc",
+            timing(),
+            CacheStore::disk(tmp.path().join("c")),
+        );
+        assert_eq!(known.timing_identity(), Some(&timing()));
+        let p = known
+            .store(&code, &s.ops, Measurements::default())
+            .expect("store");
+        assert!(p.outcome.is_stored() && p.key.is_some(), "{p:?}");
     }
 
     #[test]

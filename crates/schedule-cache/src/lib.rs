@@ -3,7 +3,8 @@
 //!
 //! **Start with the front door, [`ScheduleCache`]** (module [`cache`], with an example): one
 //! handle built from the regime (your [`ScheduleLanguage`], backend name, [`Limits`],
-//! [`Config`], [`TimingIdentity`], your schedule-format version and a store: a directory,
+//! [`Config`], a [`Timing`] (the [`TimingIdentity`] timings are measured on, or
+//! [`Timing::Unavailable`]: a no-op by choice), your schedule-format version and a store: a directory,
 //! Redis, or both) with `lookup(code)` (digest guard and replay inside; a [`Miss`] says which
 //! key components differ) and `store(code, ops, measurements)` (last write wins; with
 //! `with_store_policy(`[`StorePolicy::KeepFaster`]`)` an entry is replaced only by a winner
@@ -82,7 +83,7 @@ pub mod saved;
 pub mod schedule;
 pub mod store;
 
-pub use cache::{Hit, Measurements, Miss, Published, ScheduleCache, Subject};
+pub use cache::{Hit, Measurements, Miss, Published, ScheduleCache, Subject, Timing};
 pub use components::{
     HINT_DIGITS, KEY_COMPONENTS, KeyComponent, KeyInputs, KeyParts, Limits, PartEncoding,
     TimingIdentity, cache_key, codegen_tag, key_differences, key_parts, normalize_objective,

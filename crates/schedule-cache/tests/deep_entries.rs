@@ -43,12 +43,16 @@ fn build() -> (Code, Symbol, TensorNode) {
 }
 
 fn cache(dir: &Path) -> ScheduleCache<ReferenceLanguage> {
-    ScheduleCache::new(ReferenceLanguage, "cc", CacheStore::disk(dir))
-        .with_timing(TimingIdentity {
+    ScheduleCache::new(
+        ReferenceLanguage,
+        "cc",
+        TimingIdentity {
             device: "dev".into(),
             toolchain: None,
-        })
-        .with_schedule_format("ops-1")
+        },
+        CacheStore::disk(dir),
+    )
+    .with_schedule_format("ops-1")
 }
 
 /// `n` splits by 1, each of the previous split's inner loop.

@@ -72,8 +72,7 @@ fn timing() -> TimingIdentity {
 }
 
 fn cache<S: Store>(store: S) -> ScheduleCache<ReferenceLanguage, S> {
-    ScheduleCache::new(ReferenceLanguage, "cc", store)
-        .with_timing(timing())
+    ScheduleCache::new(ReferenceLanguage, "cc", timing(), store)
         .with_schedule_format("keep-faster-1")
 }
 

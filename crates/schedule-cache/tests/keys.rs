@@ -638,11 +638,15 @@ fn the_disk_format_worked_example_matches_the_code() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("regime.stamp"), "2\n").unwrap();
     std::fs::write(tmp.path().join(format!("{key}.ron")), block("```ron\n")).unwrap();
-    let cache = ScheduleCache::new(ReferenceLanguage, "cc", CacheStore::disk(tmp.path()))
-        .with_limits(limits)
-        .with_config(config)
-        .with_timing(device)
-        .with_schedule_format("ops-1");
+    let cache = ScheduleCache::new(
+        ReferenceLanguage,
+        "cc",
+        device,
+        CacheStore::disk(tmp.path()),
+    )
+    .with_limits(limits)
+    .with_config(config)
+    .with_schedule_format("ops-1");
     let hit = cache
         .lookup(&code)
         .unwrap()

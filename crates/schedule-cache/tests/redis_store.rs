@@ -465,10 +465,15 @@ fn the_front_door_explains_misses_over_redis_too() {
         (Code::new(vec![Stmt::for_(&i, 0, 32, body)]), i)
     };
     let front = |store: RedisStore, device: &str| {
-        ScheduleCache::new(ReferenceLanguage, "cc", store).with_timing(TimingIdentity {
-            device: device.into(),
-            toolchain: None,
-        })
+        ScheduleCache::new(
+            ReferenceLanguage,
+            "cc",
+            TimingIdentity {
+                device: device.into(),
+                toolchain: None,
+            },
+            store,
+        )
     };
     let (code, i) = build();
     let mut s = Schedule::new();
@@ -499,12 +504,12 @@ fn the_front_door_explains_misses_over_redis_too() {
     let both = ScheduleCache::new(
         ReferenceLanguage,
         "cc",
+        TimingIdentity {
+            device: "gpu-b".into(),
+            toolchain: None,
+        },
         TwoLevel::new(DiskCache::new(tmp.path()), server.store()),
-    )
-    .with_timing(TimingIdentity {
-        device: "gpu-b".into(),
-        toolchain: None,
-    });
+    );
     let miss = both.lookup(&again).expect("lookup").expect_err("miss");
     assert!(miss.to_string().ends_with("differ in: device"), "{miss}");
 }
