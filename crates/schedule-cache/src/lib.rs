@@ -20,7 +20,8 @@
 //! and replayed against another compile of the same code with [`of_saved`], which refuses a
 //! different digest. Only a [`CompleteIdentity`] produces a [`cache_key`], built from the
 //! [`KEY_COMPONENTS`] in order. The crate ships a reference loop IR ([`ir`]) and schedule
-//! language ([`schedule`]).
+//! language ([`schedule`]). [`walk_check`] checks an adopter's [`LoopCode`] walk in a test: it
+//! mutates each piece of the code and reports a mutation that leaves the digest unchanged.
 //!
 //! ```
 //! use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
@@ -82,6 +83,7 @@ pub mod render;
 pub mod saved;
 pub mod schedule;
 pub mod store;
+pub mod walk_check;
 
 pub use cache::{Hit, Measurements, Miss, Published, ScheduleCache, Subject, Timing};
 pub use components::{
