@@ -17,6 +17,9 @@
 //!    saved schedule may have), looks them up and replays them: applying them stops at
 //!    `MAX_NEST_DEPTH` with an error instead of overflowing the stack.
 //!
+//! Last, in the parent, `check_the_walk` checks the IR's `LoopCode` walk with
+//! `schedule_cache::walk_check`: each piece of the IR mutated once must change the digest.
+//!
 //! It is also a test (`test = true, harness = false` in Cargo.toml): `cargo test` runs it.
 
 use std::collections::BTreeMap;
@@ -467,8 +470,61 @@ fn main() -> Result<()> {
             // Last: it overwrites the entry.
             let deep = child(&["deep", dir])?;
             println!("{}", line(&deep, "refused ")?);
-            Ok(())
+            check_the_walk()
         }
         other => Err(format!("usage: foreign_ir [save|replay|format2 DIR] (got {other:?})").into()),
     }
+}
+
+// ---- Checking the walk -----------------------------------------------------------------------
+
+/// The adopter's test of its `LoopCode` walk: each piece of the IR mutated once (an omission in
+/// `walk_stmt` would merge two kernels under one digest). The `Debug` form stands in for a
+/// renderer, so each mutation must change the code.
+fn check_the_walk() -> Result<()> {
+    use schedule_cache::walk_check::WalkCheck;
+    fn axpb(k: &mut Kernel) -> &mut Stmt {
+        match &mut k.body[0] {
+            Stmt::Loop { body, .. } => &mut body[0],
+            s => s,
+        }
+    }
+    let report = WalkCheck::new(|| build().0)
+        .render(|k| format!("{k:?}"))
+        .mutation("extent", |k| {
+            if let Stmt::Loop { extent, .. } = &mut k.body[0] {
+                *extent = 32;
+            }
+        })
+        .mutation("coefficient", |k| {
+            if let Stmt::Axpb { index, .. } = axpb(k) {
+                index[0].1 = 2;
+            }
+        })
+        .mutation("scale", |k| {
+            if let Stmt::Axpb { scale, .. } = axpb(k) {
+                *scale = 4.0;
+            }
+        })
+        .mutation("bias", |k| {
+            if let Stmt::Axpb { bias, .. } = axpb(k) {
+                *bias = -1.0;
+            }
+        })
+        .mutation("input buffer", |k| {
+            if let Stmt::Axpb { out, input, .. } = axpb(k) {
+                *input = *out;
+            }
+        })
+        .mutation("buffer length", |k| {
+            if let Stmt::Axpb { input, .. } = axpb(k) {
+                input.len = 128;
+            }
+        })
+        .run();
+    if !report.is_ok() {
+        return Err(format!("the walk leaves something out:\n{report}").into());
+    }
+    println!("walk check: {report}");
+    Ok(())
 }
