@@ -106,6 +106,109 @@ pub trait Visitor {
 /// Contract: `walk` reports the code in preorder, deterministically, and reports everything
 /// that distinguishes two programs (structure, bounds, index expressions, operations, node
 /// uses). Anything it cannot express it reports through [`Visitor::opaque`].
+///
+/// **Everything left out is merged.** Two codes that differ only in a piece the walk does not
+/// report get one digest, and a schedule tuned for one is replayed on the other. Check a walk
+/// in a test with [`walk_check`](crate::walk_check), which mutates each piece of the code and
+/// reports every mutation that leaves the digest unchanged.
+///
+/// # Runtime sizes and scalar parameters
+///
+/// A value the kernel receives at run time (a size `n`, a scalar `alpha`) enters the walk as a
+/// *symbol*, never as its current value:
+///
+/// 1. **Declare each parameter first**, in the kernel's parameter order, with its kind: open
+///    a construct naming the kind (`"param"`, then the type, e.g. `"i64"` or `"f32"`), close it,
+///    then report [`Visitor::local_binder`] at top level, so the symbol is in scope for the
+///    whole walk and numbered by its position. (A symbol your *schedules* name, such as a
+///    static index the code was lowered with, is given instead as a static index to
+///    [`canonicalize`] / `Subject::with_statics`, in order, so saved ops can refer to it;
+///    report its kind where it is used.)
+/// 2. **Report every use** with [`Visitor::symbol`] inside a construct naming its role (an
+///    `"extent"` of a loop, a `"param"` operand of an expression), where the code uses it: a
+///    use the walk skips is a parameter that does not matter to the digest.
+/// 3. **A value the code was specialized to** (a size fixed when the code was generated) is not
+///    a parameter: report it with [`Visitor::int`] / [`Visitor::float`], and each value is a
+///    code of its own.
+///
+/// A symbol used without being declared or given as a static index makes the identity
+/// incomplete (never keyed), so forgetting step 1 is refused; forgetting a kind or a use is
+/// not, which is what a [`walk_check`](crate::walk_check) test finds.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
+/// use schedule_cache::walk_check::WalkCheck;
+///
+/// fn fresh() -> u64 {
+///     static NEXT: AtomicU64 = AtomicU64::new(1);
+///     NEXT.fetch_add(1, Ordering::Relaxed)
+/// }
+///
+/// /// `scale(int64 n, float alpha, float *x, float *y): for i in 0..n { y[i] = alpha * x[i] }`
+/// #[derive(Clone, Debug)]
+/// struct Scale {
+///     n: u64, alpha: u64, i: u64, x: u64, y: u64,
+///     n_type: &'static str, alpha_type: &'static str, extent: u64, times_alpha: bool,
+/// }
+///
+/// fn build() -> Scale {
+///     let (n, alpha, i, x, y) = (fresh(), fresh(), fresh(), fresh(), fresh());
+///     Scale { n, alpha, i, x, y, n_type: "i64", alpha_type: "f32", extent: n, times_alpha: true }
+/// }
+///
+/// impl LoopCode for Scale {
+///     fn walk(&self, v: &mut dyn Visitor) {
+///         // 1. The parameters, in order, each with its kind, bound for the whole walk.
+///         for (sym, kind) in [(self.n, self.n_type), (self.alpha, self.alpha_type)] {
+///             v.open("param");
+///             v.open(kind);
+///             v.close();
+///             v.close();
+///             v.local_binder(SymId(sym));
+///         }
+///         let node = |v: &mut dyn Visitor, id: u64| {
+///             // A buffer of runtime length: its dims are not known, so none are claimed.
+///             v.node(NodeId(id), &NodeAttrs { dims: &[], precision: "f32", hoistable_constant: false });
+///         };
+///         // 2. Each use, in its role: the loop's extent is the runtime size n.
+///         v.open("for");
+///         v.int(0);
+///         v.open("extent");
+///         v.symbol(SymId(self.extent));
+///         v.close();
+///         v.loop_binder(SymId(self.i));
+///         v.open("set");
+///         node(v, self.y);
+///         v.symbol(SymId(self.i));
+///         if self.times_alpha {
+///             v.open("mul");
+///             v.open("param");
+///             v.symbol(SymId(self.alpha));
+///             v.close();
+///         }
+///         v.open("get");
+///         node(v, self.x);
+///         v.symbol(SymId(self.i));
+///         v.close();
+///         if self.times_alpha {
+///             v.close();
+///         }
+///         v.close();
+///         v.close();
+///     }
+/// }
+///
+/// let report = WalkCheck::new(build)
+///     .render(|k| format!("{k:?}"))
+///     .mutation("size type", |k| k.n_type = "i32")
+///     .mutation("scalar type", |k| k.alpha_type = "f64")
+///     .mutation("scalar use", |k| k.times_alpha = false)
+///     .mutation("extent is the scalar", |k| k.extent = k.alpha)
+///     .mutation("reads the output", |k| k.x = k.y)
+///     .run();
+/// assert!(report.is_ok(), "{report}");
+/// ```
 pub trait LoopCode {
     /// Reports the code to `visitor` in preorder.
     fn walk(&self, visitor: &mut dyn Visitor);

@@ -21,7 +21,11 @@
 //!   passes on a list of mutations that change nothing.
 //!
 //! It checks only the mutations it is given: list one for every field of every construct of
-//! your IR (the check is as complete as that list).
+//! your IR (the check is as complete as that list). A mutation must make code that computes
+//! something else: a consistent renaming (two symbols or two buffers swapped everywhere,
+//! declarations included) is the same code, which the digest rightly ignores, and is reported
+//! as an omission. How runtime sizes and scalar parameters enter a walk is in
+//! [`LoopCode`]'s docs.
 //!
 //! ```
 //! use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
