@@ -219,7 +219,8 @@ fn the_reference_walk_passes_a_mutation_of_every_piece() {
 }
 
 /// A walk that forgets part of the code: it passes everything on but floats (`forget_floats`)
-/// or spells every precision alike (`forget_precision`).
+/// or spells every precision alike (`forget_precision`), or leaks each node's process-specific
+/// id as an int (`leak_ids`).
 #[derive(Clone, Debug)]
 struct Forgetful {
     kernel: Kernel,
