@@ -182,7 +182,27 @@
 //! functions and modules. It adds no field to [`Stats`] and does not change a key
 //! an existing function computes: those are pinned by `tests/hashing.rs` and recomputed by
 //! an independent script; a change of encoding comes with a new domain tag version and a
-//! major version. [`Fetched`] stays two-armed: a value was either in the table or computed.
+//! breaking release (`0.y` → `0.y+1`). [`Fetched`] stays two-armed: a value was either in the
+//! table or computed.
+//!
+//! A `match` naming every kind of [`Value`] without a `_` arm does not compile, so a new
+//! kind never silently falls into an arm meant for another:
+//!
+//! ```compile_fail,E0004
+//! use memo_cache::Value;
+//! fn kind(v: &Value) -> u8 {
+//!     match v {
+//!         Value::Null => 0,
+//!         Value::Bool(_) => 1,
+//!         Value::Int(_) => 2,
+//!         Value::Float(_) => 3,
+//!         Value::Text(_) => 4,
+//!         Value::List(_) => 5,
+//!         Value::Map(_) => 6,
+//!         Value::Secret(_) => 7,
+//!     }
+//! }
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
