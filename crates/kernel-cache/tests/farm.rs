@@ -482,3 +482,140 @@ fn a_farm_user_denied_scripts_misses_but_still_saves() {
     assert_eq!(census.kernels_compiled, 0, "{events:?}");
     assert_eq!(census.kernels_loaded, 3, "{events:?}");
 }
+
+/// Names the hostile peer's behaviour in a child process (see below).
+const HOSTILE: &str = "KCACHE_FARM_HOSTILE";
+
+/// The child's body; a no-op unless this process was spawned with [`HOSTILE`] set. Under a
+/// 1 GiB address-space limit (as the abort was shown), a store whose farm is a hostile
+/// peer resolves a batch: every farm lookup is a `Refused` miss, the batch compiles locally,
+/// only the first lookup reaches the peer (the rest are refused in the retry pause), and the
+/// process's peak resident memory is printed for the parent.
+#[test]
+fn hostile_farm_peer_child() {
+    use redis_wire::testing::{self, Hostile};
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    let Ok(name) = std::env::var(HOSTILE) else {
+        return;
+    };
+    let behaviour = Hostile::from_name(&name).expect("a behaviour");
+    setrlimit(
+        Resource::As,
+        Rlimit {
+            current: Some(1 << 30),
+            maximum: Some(1 << 30),
+        },
+    )
+    .expect("setrlimit");
+    let port = testing::spawn(behaviour);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let io_timeout = Duration::from_secs(1);
+    let farm = FarmLevel::open(&format!("redis://127.0.0.1:{port}/0"), b"s".to_vec())
+        .expect("url")
+        .with_timeouts(Duration::from_millis(500), io_timeout)
+        .with_retry_after(Duration::from_secs(600));
+    let store = KernelStore::new(tmp.path().join("k")).with_farm(farm);
+    let start = Instant::now();
+    let (census, events) = resolve(&store);
+    let elapsed = start.elapsed();
+    assert_eq!(census.kernels_compiled, 3, "{events:?}");
+    let refusals: Vec<String> = misses(&events)
+        .into_iter()
+        .map(|m| match m {
+            MissReason::Refused(why) => why,
+            other => panic!("{name}: a miss other than a refusal: {other:?}"),
+        })
+        .collect();
+    assert_eq!(refusals.len(), 3, "{name}: {events:?}");
+    let reached = refusals
+        .iter()
+        .filter(|w| !w.contains("not retried yet"))
+        .count();
+    assert_eq!(
+        reached, 1,
+        "{name}: the peer was contacted past the first failure: {refusals:?}"
+    );
+    // Generous: the bound is one connect plus one reply deadline (1.5 s); a hang never ends.
+    assert!(elapsed < Duration::from_secs(20), "{name}: {elapsed:?}");
+    let peak = testing::peak_rss_kib().expect("VmHWM");
+    println!(
+        "HOSTILE {name} peak_kib={peak} elapsed_ms={} first={:?}",
+        elapsed.as_millis(),
+        refusals[0]
+    );
+}
+
+/// A peer at the farm's address sending huge bulk lengths, huge arrays, deep nesting, an
+/// endless line, trickled bytes or nothing: each case, run in its own process under a 1 GiB
+/// address-space limit, is a refused miss within its bound, never an abort, with the child's
+/// peak resident memory under 64 MiB.
+#[test]
+fn a_hostile_farm_peer_is_a_refused_miss_in_bounded_memory() {
+    for behaviour in redis_wire::testing::Hostile::ALL {
+        let out = Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", "hostile_farm_peer_child", "--nocapture"])
+            .env(HOSTILE, behaviour.name())
+            .output()
+            .expect("spawn");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}: {:?}\n{stdout}\n{}",
+            behaviour.name(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("HOSTILE "))
+            .unwrap_or_else(|| panic!("{}: no result line: {stdout}", behaviour.name()));
+        eprintln!("{line}");
+        let peak: u64 = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("peak_kib="))
+            .and_then(|v| v.parse().ok())
+            .expect("peak");
+        assert!(peak < 64 << 10, "{line}");
+    }
+}
+
+/// The farm's own blob cap ([`kernel_cache::store::DEFAULT_MAX_BLOB_BYTES`], 16 MiB) bounds a
+/// fetch even for a store allowed 1 GiB of blobs (its default): a 17 MiB value is refused
+/// without being sent, and a farm allowed more fetches it (then refuses its MAC).
+#[test]
+fn a_blob_past_the_farm_cap_is_refused_whatever_the_store_allows() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
+    resolve(&a);
+    let mut raw = server.raw().expect("raw");
+    let blob_keys: Vec<String> = redis::cmd("KEYS")
+        .arg("kcache:kernels1:blob:*")
+        .query(&mut raw)
+        .expect("keys");
+    assert_eq!(blob_keys.len(), 1);
+    redis::cmd("SET")
+        .arg(&blob_keys[0])
+        .arg(vec![b'x'; 17 << 20])
+        .query::<()>(&mut raw)
+        .expect("set");
+    let b = KernelStore::new(tmp.path().join("b")).with_farm(farm(&server, "farm secret"));
+    let (_, events) = resolve(&b);
+    assert!(
+        matches!(&misses(&events)[0], MissReason::Refused(m) if m.contains("past the cap of 16777281")),
+        "{events:?}"
+    );
+    // b's save repaired the blob: plant it again.
+    redis::cmd("SET")
+        .arg(&blob_keys[0])
+        .arg(vec![b'x'; 17 << 20])
+        .query::<()>(&mut raw)
+        .expect("set");
+    let roomy = farm(&server, "farm secret").with_max_blob_bytes(32 << 20);
+    let c = KernelStore::new(tmp.path().join("c")).with_farm(roomy);
+    let (_, events) = resolve(&c);
+    assert!(
+        matches!(&misses(&events)[0], MissReason::BadSignature),
+        "{events:?}"
+    );
+}

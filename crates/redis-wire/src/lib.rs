@@ -154,10 +154,15 @@ impl WireError {
             io::ErrorKind::WouldBlock => io::ErrorKind::TimedOut,
             k => k,
         };
+        let message = if kind == io::ErrorKind::TimedOut {
+            "timed out (the I/O deadline passed)".to_owned()
+        } else {
+            e.to_string()
+        };
         WireError::Io {
             during,
             kind,
-            message: e.to_string(),
+            message,
         }
     }
 }

@@ -8,11 +8,30 @@
 //! Every value on the server carries an HMAC-SHA256 keyed by the farm's secret (given by
 //! the caller, never logged, never shown by `Debug`): whoever can write to the server but
 //! does not hold the secret cannot make a machine load their code. A value without a valid
-//! MAC is a miss ([`MissReason::BadSignature`](super::MissReason::BadSignature)). Blobs are
-//! also verified against their SHA-256 name, as local ones are. A value longer than the
-//! local caps (4 KiB for an entry, the store's blob cap for a blob) is a miss the server
-//! never sends (a `STRLEN`-then-`GET` script), so writing to the server cannot make a
-//! lookup read without bound.
+//! MAC is a miss ([`MissReason::BadSignature`](super::MissReason::BadSignature)). The MAC
+//! covers the key prefix, the value's kind and name and its bytes, so a value copied to another
+//! prefix (another farm sharing the server) or under another name is refused too. Blobs are
+//! also verified against their SHA-256 name, as local ones are.
+//!
+//! The server is a peer that can fail in any way; whatever it does is a miss or a refusal,
+//! never a panic, an abort, a hang or an unbounded allocation. The bounds:
+//!
+//! - a value longer than the caps (4 KiB for an entry; for a blob the farm's blob cap,
+//!   [`DEFAULT_MAX_BLOB_BYTES`] = 16 MiB unless [`FarmLevel::with_max_blob_bytes`] says
+//!   otherwise, and never more than the store's own blob cap) is a miss the server never sends
+//!   (a `STRLEN`-then-`GET` script);
+//! - every reply is read by [`redis_wire`] under limits checked before allocation: at most
+//!   the blob cap plus 1 MiB in all, a bulk string of at most the blob cap and its MAC line,
+//!   4096 array elements, nesting depth 4, 64 KiB lines; whatever a peer announces past them
+//!   is refused unread;
+//! - connecting takes at most the connect timeout ([`DEFAULT_CONNECT_TIMEOUT`]), and each
+//!   command's write and whole reply at most the I/O timeout ([`DEFAULT_IO_TIMEOUT`]): a
+//!   deadline over the reply, so a peer trickling bytes is cut off at it;
+//! - after a failure at the connection level (refused, timed out, a reply past a limit or not
+//!   Redis's protocol), the level is not contacted again for the retry pause
+//!   ([`DEFAULT_RETRY_AFTER`], [`FarmLevel::with_retry_after`]): lookups and pushes in the pause
+//!   are refused at once, so a dead or silent server costs one timeout per pause, not one per
+//!   resolve.
 //!
 //! Keys, for a prefix `P` (default `kcache`): `P:kernels1:entry:<entry digest>` (a local
 //! entry file's bytes; the digest is the one naming the local entry `k-<entry digest>`,
@@ -24,11 +43,13 @@
 
 use std::fmt;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hmac::{Hmac, KeyInit, Mac};
-use redis::{Client, Connection};
+use redis_wire::{Connection, Limits, Script, Target, Value};
 use sha2::Sha256;
+
+pub use redis_wire::WireError;
 
 use super::record::MissReason;
 
@@ -47,8 +68,13 @@ const BOUNDED_GET: &str = "local n = redis.call('STRLEN', KEYS[1])\n\
 
 /// Default bound on establishing a connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
-/// Default bound on one command.
+/// Default bound on one command (its write and its whole reply).
 pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default pause after a connection-level failure before the server is contacted again.
+pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// Default farm-level cap on a blob fetched from the server (16 MiB): far below the local
+/// store's byte limit (1 GiB by default), so a lookup holds at most this much of one value.
+pub const DEFAULT_MAX_BLOB_BYTES: u64 = 16 << 20;
 
 /// The farm's secret: the key of every MAC. Never printed.
 #[derive(Clone)]
@@ -62,13 +88,25 @@ impl fmt::Debug for Secret {
 
 /// A Redis server shared by a farm's kernel stores (see the module docs).
 pub struct FarmLevel {
-    client: Client,
+    target: Target,
     location: String,
     prefix: String,
     secret: Secret,
     connect_timeout: Duration,
     io_timeout: Duration,
-    connection: Mutex<Option<Connection>>,
+    retry_after: Duration,
+    max_blob: u64,
+    script: Script,
+    state: Mutex<ConnState>,
+}
+
+/// The connection, or the pause after a connection-level failure.
+#[derive(Default)]
+struct ConnState {
+    conn: Option<Connection>,
+    /// No new attempt before this instant (`None` inside: a pause past what the clock can
+    /// count, never again), and the failure.
+    down: Option<(Option<Instant>, String)>,
 }
 
 impl fmt::Debug for FarmLevel {
@@ -80,11 +118,16 @@ impl fmt::Debug for FarmLevel {
     }
 }
 
-/// What a MAC covers: a domain, the value's name, its bytes.
-fn mac(secret: &Secret, kind: &str, name: &str, bytes: &[u8]) -> Hmac<Sha256> {
+/// What a MAC covers: a domain, the key prefix, the value's kind and name, its bytes (each
+/// length-prefixed, so no two different tuples feed the same bytes).
+fn mac(secret: &Secret, prefix: &str, kind: &str, name: &str, bytes: &[u8]) -> Hmac<Sha256> {
     let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&secret.0)
         .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
-    m.update(b"kcache kernel farm 1\0");
+    // Domain 2: the prefix joined the MAC (values signed under domain 1 are refused, and
+    // repaired by the next save).
+    m.update(b"kcache kernel farm 2\0");
+    m.update(&(prefix.len() as u64).to_le_bytes());
+    m.update(prefix.as_bytes());
     m.update(kind.as_bytes());
     m.update(b"\0");
     m.update(name.as_bytes());
@@ -102,18 +145,21 @@ impl FarmLevel {
     /// reach the server.
     ///
     /// # Errors
-    /// The URL does not parse.
-    pub fn open(url: &str, secret: impl Into<Vec<u8>>) -> Result<FarmLevel, redis::RedisError> {
-        let client = Client::open(url)?;
-        let location = client.get_connection_info().addr().to_string();
+    /// [`WireError::Url`]: the URL does not parse, or asks for TLS (not spoken).
+    pub fn open(url: &str, secret: impl Into<Vec<u8>>) -> Result<FarmLevel, WireError> {
+        let target = Target::parse(url)?;
+        let location = target.addr();
         Ok(FarmLevel {
-            client,
+            target,
             location,
             prefix: "kcache".into(),
             secret: Secret(secret.into()),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             io_timeout: DEFAULT_IO_TIMEOUT,
-            connection: Mutex::new(None),
+            retry_after: DEFAULT_RETRY_AFTER,
+            max_blob: DEFAULT_MAX_BLOB_BYTES,
+            script: Script::new(BOUNDED_GET),
+            state: Mutex::new(ConnState::default()),
         })
     }
 
@@ -123,10 +169,28 @@ impl FarmLevel {
         self
     }
 
-    /// The same level with other connect and command timeouts.
+    /// The same level with other connect and command timeouts (the I/O timeout bounds a
+    /// command's write and its whole reply).
     pub fn with_timeouts(mut self, connect: Duration, io: Duration) -> FarmLevel {
         self.connect_timeout = connect;
         self.io_timeout = io;
+        self
+    }
+
+    /// After a connection-level failure the server is not contacted for `pause` (default
+    /// [`DEFAULT_RETRY_AFTER`]): lookups are `Refused` misses and pushes refused at once.
+    /// `Duration::ZERO` retries every time; a pause past what the clock counts never retries.
+    pub fn with_retry_after(mut self, pause: Duration) -> FarmLevel {
+        self.retry_after = pause;
+        self
+    }
+
+    /// The same level fetching blobs of at most `max` bytes (default
+    /// [`DEFAULT_MAX_BLOB_BYTES`]; the store's own blob cap still applies if smaller): a
+    /// longer blob is a `Refused` miss, never sent by the server. Every reply is then read
+    /// under at most `max` plus 1 MiB of memory.
+    pub fn with_max_blob_bytes(mut self, max: u64) -> FarmLevel {
+        self.max_blob = max;
         self
     }
 
@@ -146,38 +210,70 @@ impl FarmLevel {
         format!("{}:{REGIME_SEGMENT}:blob:{blob_digest}", self.prefix)
     }
 
+    /// The limits every reply is read under: one value of the blob cap and its MAC line.
+    fn limits(&self) -> Limits {
+        let max = usize::try_from(self.max_blob.saturating_add(65)).unwrap_or(usize::MAX);
+        Limits::for_values_up_to(max)
+    }
+
     fn with_connection<T>(
         &self,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+        f: impl FnOnce(&mut Connection) -> Result<T, WireError>,
     ) -> Result<T, String> {
-        let mut slot = self.connection.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            let con = self
-                .client
-                .get_connection_with_timeout(self.connect_timeout)
-                .and_then(|c| {
-                    c.set_read_timeout(Some(self.io_timeout))?;
-                    c.set_write_timeout(Some(self.io_timeout))?;
-                    Ok(c)
-                })
-                .map_err(|e| format!("redis {}: {e}", self.location))?;
-            *slot = Some(con);
+        // No user code runs under this lock; a poisoned state is still a valid state.
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.conn.is_none() {
+            if let Some((until, why)) = &state.down
+                && until.is_none_or(|until| Instant::now() < until)
+            {
+                return Err(format!(
+                    "redis {}: server failed, not retried yet: {why}",
+                    self.location
+                ));
+            }
+            match Connection::connect(
+                &self.target,
+                self.connect_timeout,
+                self.io_timeout,
+                self.limits(),
+            ) {
+                Ok(c) => {
+                    state.down = None;
+                    state.conn = Some(c);
+                }
+                Err(e) => return Err(self.mark_down(&mut state, &e)),
+            }
         }
-        let Some(con) = slot.as_mut() else {
+        let Some(con) = state.conn.as_mut() else {
             return Err(format!("redis {}: no connection", self.location));
         };
         match f(con) {
             Ok(v) => Ok(v),
-            Err(e) => {
-                // A failed command may leave the connection out of step: drop it.
-                *slot = None;
-                Err(format!("redis {}: {e}", self.location))
-            }
+            Err(e) if e.is_connection_level() => Err(self.mark_down(&mut state, &e)),
+            // A server error reply leaves the stream in step: keep the connection.
+            Err(e) => Err(format!("redis {}: {e}", self.location)),
         }
     }
 
+    /// Drops the connection (its stream may be out of step) and starts the retry pause.
+    fn mark_down(&self, state: &mut ConnState, e: &WireError) -> String {
+        let why = e.to_string();
+        tracing::warn!(
+            target: "kernel_cache::store",
+            location = %self.location,
+            error = %why,
+            retry_after_ms = self.retry_after.as_millis() as u64,
+            "farm server failed; its lookups are misses until it answers"
+        );
+        state.conn = None;
+        state.down = Some((Instant::now().checked_add(self.retry_after), why.clone()));
+        format!("redis {}: {why}", self.location)
+    }
+
     fn sign(&self, kind: &str, name: &str, bytes: &[u8]) -> Vec<u8> {
-        let tag = mac(&self.secret, kind, name, bytes).finalize().into_bytes();
+        let tag = mac(&self.secret, &self.prefix, kind, name, bytes)
+            .finalize()
+            .into_bytes();
         let mut out = Vec::with_capacity(65 + bytes.len());
         out.extend_from_slice(hex::encode(tag).as_bytes());
         out.push(b'\n');
@@ -191,7 +287,7 @@ impl FarmLevel {
         }
         let tag = hex::decode(&value[..64]).ok()?;
         let bytes = &value[65..];
-        mac(&self.secret, kind, name, bytes)
+        mac(&self.secret, &self.prefix, kind, name, bytes)
             .verify_slice(&tag)
             .ok()
             .map(|()| bytes.to_vec())
@@ -200,20 +296,14 @@ impl FarmLevel {
     /// The value of `key` if it holds at most `max` bytes (the server sends nothing
     /// longer); `None` if absent.
     fn bounded_get(&self, key: &str, max: u64) -> Result<Option<Vec<u8>>, MissReason> {
-        let value: redis::Value = self
-            .with_connection(|c| {
-                redis::cmd("EVAL")
-                    .arg(BOUNDED_GET)
-                    .arg(1)
-                    .arg(key)
-                    .arg(max)
-                    .query(c)
-            })
+        let max = max.to_string();
+        let value = self
+            .with_connection(|c| c.eval(&self.script, &[key.as_bytes()], &[max.as_bytes()]))
             .map_err(MissReason::Refused)?;
         match value {
-            redis::Value::Nil => Ok(None),
-            redis::Value::BulkString(bytes) => Ok(Some(bytes)),
-            redis::Value::Int(len) => Err(MissReason::Refused(format!(
+            Value::Nil => Ok(None),
+            Value::BulkString(bytes) => Ok(Some(bytes)),
+            Value::Int(len) => Err(MissReason::Refused(format!(
                 "redis {}: a value of {len} bytes, past the cap of {max} bytes (not fetched)",
                 self.location
             ))),
@@ -226,9 +316,10 @@ impl FarmLevel {
 
     /// The signed entry bytes of `entry_digest` and the signed blob file they name
     /// (`blob_of` reads the blob digest from entry bytes), verified; or why not. A value
-    /// longer than a local entry's cap (4 KiB) or than `max_blob` bytes is refused by
-    /// the server without being sent: whoever can write to the server cannot make a
-    /// lookup read without bound.
+    /// longer than a local entry's cap (4 KiB) or than the smaller of `max_blob` and the
+    /// farm's blob cap is refused by the server without being sent, and every reply is read
+    /// under the bounds of the module docs: whoever can write to the server, or answers at
+    /// its address, cannot make a lookup read or wait without bound.
     pub(crate) fn fetch(
         &self,
         entry_digest: &str,
@@ -244,6 +335,7 @@ impl FarmLevel {
             .ok_or(MissReason::BadSignature)?;
         let blob_digest = blob_of(&entry).ok_or(MissReason::BadEntry)?;
         let key = self.blob_key(&blob_digest);
+        let max_blob = max_blob.min(self.max_blob);
         let Some(value) = self.bounded_get(&key, max_blob.saturating_add(65))? else {
             return Err(MissReason::NoBlob);
         };
@@ -272,12 +364,9 @@ impl FarmLevel {
             // written, never `NX`: the name is the content's digest, so an equal value is
             // rewritten unchanged, and a bad one (written by someone without the secret)
             // is repaired by the next save rather than kept for good.
-            redis::cmd("SET")
-                .arg(&blob_key)
-                .arg(&blob_value)
-                .query::<String>(c)?;
+            c.query(&[b"SET", blob_key.as_bytes(), &blob_value])?;
             for (key, value) in &entry_values {
-                redis::cmd("SET").arg(key).arg(value).query::<String>(c)?;
+                c.query(&[b"SET", key.as_bytes(), value])?;
             }
             Ok(())
         })
@@ -298,6 +387,11 @@ mod tests {
         assert_eq!(b.verify("blob", "d1", &signed), None);
         assert_eq!(a.verify("blob", "d2", &signed), None);
         assert_eq!(a.verify("entry", "d1", &signed), None);
+        // The prefix is bound: the same value under another farm's prefix is refused.
+        let other = FarmLevel::open("redis://127.0.0.1:1/0", b"secret-a".to_vec())
+            .unwrap()
+            .with_prefix("farm-b");
+        assert_eq!(other.verify("blob", "d1", &signed), None);
         let mut tampered = signed.clone();
         *tampered.last_mut().unwrap() ^= 1;
         assert_eq!(a.verify("blob", "d1", &tampered), None);

@@ -86,7 +86,10 @@ use crate::backend::SavedProgram;
 pub use cache_dir::Error as DirError;
 pub use counters::Counters;
 #[cfg(feature = "redis")]
-pub use farm::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_IO_TIMEOUT, FarmLevel};
+pub use farm::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_MAX_BLOB_BYTES, DEFAULT_RETRY_AFTER,
+    FarmLevel, WireError,
+};
 use format::{EntryRecord, entry_digest, identity_digest, sha256_hex};
 pub use record::{MissReason, NotSaved, Outcome, StoreEvent, record};
 
