@@ -30,6 +30,15 @@
 //! server may still have run (or later run) the script, so a store reported as refused may
 //! have published its entry, and a transition reported as refused may have swept. Entries stay
 //! whole either way (one `SET` of the full payload inside an atomic script).
+//!
+//! The server is a peer that can fail in any way: whatever answers at its address makes an
+//! operation a refusal or a miss, never a panic, an abort, a hang or an unbounded allocation.
+//! Replies are read by [`redis_wire`], bounded before anything is allocated: a bulk string of
+//! at most [`disk::MAX_ENTRY_BYTES`] (16 MiB; the script never sends a longer entry), 4096
+//! array elements, nesting depth 4, 64 KiB status lines, 17 MiB in all; and each command's
+//! write and whole reply within the I/O timeout (a deadline over the reply: a peer trickling
+//! bytes is cut off at it). A reply past a bound, or not Redis's protocol, is a refusal that
+//! drops the connection and starts the pause like a connection failure.
 
 use std::io;
 use std::path::PathBuf;
@@ -37,7 +46,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use redis::{Client, Connection, Script, Value};
+use redis_wire::{Connection, Limits, Script, Target, Value, WireError};
 
 use crate::disk::{
     self, CACHE_REGIME_VERSION, DiskEvent, KeptExisting, Lookup, MAX_SIBLINGS, MissReason, Op,
@@ -146,7 +155,7 @@ return removed
 /// Safe to share between threads (operations of one store take turns on one connection).
 /// Construct with [`RedisStore::open`]; nothing is contacted until the first operation.
 pub struct RedisStore {
-    client: Client,
+    target: Target,
     location: String,
     prefix: String,
     regime: u32,
@@ -224,19 +233,10 @@ fn space_name(space: Space) -> &'static str {
     }
 }
 
-fn refusal_of(during: &'static str, e: &redis::RedisError) -> Refusal {
-    let kind = if e.is_timeout() {
-        io::ErrorKind::TimedOut
-    } else if e.is_connection_refusal() {
-        io::ErrorKind::ConnectionRefused
-    } else if e.is_connection_dropped() {
-        io::ErrorKind::ConnectionReset
-    } else {
-        io::ErrorKind::Other
-    };
+fn refusal_of(during: &'static str, e: &WireError) -> Refusal {
     Refusal::Io {
         during,
-        kind,
+        kind: e.kind(),
         message: disk::short(&e.to_string()),
     }
 }
@@ -245,7 +245,6 @@ fn bytes_of(v: &Value) -> Option<Vec<u8>> {
     match v {
         Value::BulkString(b) => Some(b.clone()),
         Value::SimpleString(s) => Some(s.clone().into_bytes()),
-        Value::VerbatimString { text, .. } => Some(text.clone().into_bytes()),
         _ => None,
     }
 }
@@ -271,7 +270,7 @@ fn parse_answer(v: Value) -> Option<Answer> {
             Some(v) => Answer::Found(bytes_of(v)?),
         },
         2 => Answer::NoEntry(match second {
-            Some(Value::Array(names)) | Some(Value::Set(names)) => names
+            Some(Value::Array(names)) => names
                 .iter()
                 .filter_map(|n| String::from_utf8(bytes_of(n)?).ok())
                 .collect(),
@@ -297,15 +296,14 @@ impl RedisStore {
     /// # Errors
     /// [`Error::InvalidStoreConfig`] if the URL cannot be parsed.
     pub fn open(url: &str) -> Result<RedisStore, Error> {
-        let client = Client::open(url).map_err(|e| Error::InvalidStoreConfig {
+        let target = Target::parse(url).map_err(|e| Error::InvalidStoreConfig {
             what: "redis URL",
             reason: e.to_string(),
         })?;
-        let info = client.get_connection_info();
         // Built from the parsed address, so a password in the URL never reaches a log line.
-        let location = format!("redis://{}/{}", info.addr(), info.redis_settings().db());
+        let location = format!("redis://{}/{}", target.addr(), target.db());
         Ok(RedisStore {
-            client,
+            target,
             location,
             prefix: DEFAULT_PREFIX.to_owned(),
             regime: CACHE_REGIME_VERSION,
@@ -435,14 +433,10 @@ impl RedisStore {
                     message: format!("server unreachable, not retried yet: {message}"),
                 });
             }
-            let connected = self
-                .client
-                .get_connection_with_timeout(self.connect_timeout)
-                .and_then(|c| {
-                    c.set_read_timeout(Some(self.io_timeout))?;
-                    c.set_write_timeout(Some(self.io_timeout))?;
-                    Ok(c)
-                });
+            // One entry (the script never sends one past the cap) and small replies.
+            let limits = Limits::for_values_up_to(disk::MAX_ENTRY_BYTES as usize);
+            let connected =
+                Connection::connect(&self.target, self.connect_timeout, self.io_timeout, limits);
             match connected {
                 Ok(c) => {
                     state.down = None;
@@ -479,20 +473,23 @@ impl RedisStore {
         state.down = Some((Instant::now().checked_add(self.retry_after), kind, message));
     }
 
-    /// Runs `script`; on a connection-level failure drops the connection (its reply stream may
-    /// be out of step) and starts the pause.
+    /// Runs `script`; on a connection-level failure (I/O, a timeout, a reply past a bound or
+    /// not Redis's protocol) drops the connection (its reply stream may be out of step) and
+    /// starts the pause.
     fn run(
         &self,
         state: &mut ConnState,
         during: &'static str,
-        invocation: &redis::ScriptInvocation<'_>,
+        script: &Script,
+        keys: &[&[u8]],
+        args: &[&[u8]],
     ) -> Result<Value, Refusal> {
         let conn = self.connection(state)?;
-        match invocation.invoke::<Value>(conn) {
+        match conn.eval(script, keys, args) {
             Ok(v) => Ok(v),
             Err(e) => {
                 let refusal = refusal_of(during, &e);
-                if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+                if e.is_connection_level() {
                     self.mark_unreachable(state, &refusal);
                 }
                 Err(refusal)
@@ -513,33 +510,49 @@ impl RedisStore {
         let stamp_key = self.stamp_key();
         let index_key = self.index_key();
         let mut state = self.lock_state();
+        let entry_key = self.entry_key(space, key);
+        let digest_key = self.digest_key(space, digest);
+        let claim_key = self.claim_key(space, key);
+        // Shortest round-trip notation: the script's `tonumber` reads the same double.
+        let time = write
+            .and_then(|w| w.time)
+            .map_or(String::new(), |t| format!("{t:e}"));
+        let (sibling_fetch, max_entry, max_key) = (
+            SIBLING_FETCH.to_string(),
+            disk::MAX_ENTRY_BYTES.to_string(),
+            crate::key::MAX_KEY_LEN.to_string(),
+        );
         for _ in 0..SETTLE_ATTEMPTS {
-            let mut inv = self.op_script.prepare_invoke();
-            inv.key(&stamp_key)
-                .key(self.entry_key(space, key))
-                .key(&index_key)
-                .key(self.digest_key(space, digest))
-                .key(self.claim_key(space, key))
-                .arg(&canonical)
-                .arg(&bare)
-                .arg(match write.map(|w| w.policy) {
-                    None => "get",
-                    Some(StorePolicy::LastWriteWins) => "set",
-                    Some(StorePolicy::KeepFaster) => "keep",
-                })
-                .arg(write.map_or("", |w| w.payload))
-                .arg(key.as_str())
-                .arg(SIBLING_FETCH)
-                .arg(disk::MAX_ENTRY_BYTES)
-                .arg(crate::key::MAX_KEY_LEN)
-                // Shortest round-trip notation: the script's `tonumber` reads the same double.
-                .arg(
-                    write
-                        .and_then(|w| w.time)
-                        .map_or(String::new(), |t| format!("{t:e}")),
-                )
-                .arg(write.map_or("", |w| w.identity.as_str()));
-            let value = self.run(&mut state, "run the cache script", &inv)?;
+            let keys = [
+                stamp_key.as_bytes(),
+                entry_key.as_bytes(),
+                index_key.as_bytes(),
+                digest_key.as_bytes(),
+                claim_key.as_bytes(),
+            ];
+            let args = [
+                canonical.as_bytes(),
+                bare.as_bytes(),
+                match write.map(|w| w.policy) {
+                    None => b"get".as_slice(),
+                    Some(StorePolicy::LastWriteWins) => b"set",
+                    Some(StorePolicy::KeepFaster) => b"keep",
+                },
+                write.map_or("", |w| w.payload).as_bytes(),
+                key.as_str().as_bytes(),
+                sibling_fetch.as_bytes(),
+                max_entry.as_bytes(),
+                max_key.as_bytes(),
+                time.as_bytes(),
+                write.map_or("", |w| w.identity.as_str()).as_bytes(),
+            ];
+            let value = self.run(
+                &mut state,
+                "run the cache script",
+                &self.op_script,
+                &keys,
+                &args,
+            )?;
             let answer = parse_answer(value).ok_or_else(|| Refusal::Io {
                 during: "run the cache script",
                 kind: io::ErrorKind::InvalidData,
@@ -563,14 +576,17 @@ impl RedisStore {
                 }
                 // Equal cannot be observed (both spellings are admitted); absent or older:
                 Some(Some(_)) | None => {
-                    let mut inv = self.transition_script.prepare_invoke();
-                    inv.key(&stamp_key).key(&index_key);
-                    match &observed {
-                        None => inv.arg("absent").arg(""),
-                        Some(b) => inv.arg("present").arg(b.as_slice()),
+                    let (seen, stamp): (&[u8], &[u8]) = match &observed {
+                        None => (b"absent", b""),
+                        Some(b) => (b"present", b.as_slice()),
                     };
-                    inv.arg(&canonical);
-                    let removed = self.run(&mut state, "sweep entries for a new regime", &inv)?;
+                    let removed = self.run(
+                        &mut state,
+                        "sweep entries for a new regime",
+                        &self.transition_script,
+                        &[stamp_key.as_bytes(), index_key.as_bytes()],
+                        &[seen, stamp, canonical.as_bytes()],
+                    )?;
                     if let Some(removed) = int_of(&removed).filter(|n| *n >= 0) {
                         tracing::info!(
                             target: "schedule_cache::redis",

@@ -1,0 +1,105 @@
+//! A peer at the Redis store's address that is not a Redis server but a hostile one: huge bulk
+//! lengths, huge arrays, deep nesting, an endless line, trickled bytes, silence. Each case runs
+//! in its own process (this test binary re-run with `KCACHE_REDIS_HOSTILE` set) under a 1 GiB
+//! address-space limit: every operation is a refusal within its bound, the peer is contacted
+//! once per retry pause, the process never aborts, and its peak resident memory stays under
+//! 64 MiB.
+#![cfg(feature = "redis")]
+
+mod redis_support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use redis_support::{DIGEST, key, payload};
+use redis_wire::testing::{self, Hostile};
+use schedule_cache::disk::{Lookup, Refusal, StoreOutcome};
+use schedule_cache::placement::PlacementEntry;
+use schedule_cache::redis_store::RedisStore;
+use schedule_cache::store::Store;
+
+const HOSTILE: &str = "KCACHE_REDIS_HOSTILE";
+
+/// The child's body; a no-op unless this process was spawned with [`HOSTILE`] set.
+#[test]
+fn hostile_redis_peer_child() {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    let Ok(name) = std::env::var(HOSTILE) else {
+        return;
+    };
+    let behaviour = Hostile::from_name(&name).expect("a behaviour");
+    setrlimit(
+        Resource::As,
+        Rlimit {
+            current: Some(1 << 30),
+            maximum: Some(1 << 30),
+        },
+    )
+    .expect("setrlimit");
+    let port = testing::spawn(behaviour);
+    let store = RedisStore::open(&format!("redis://127.0.0.1:{port}/0"))
+        .expect("url")
+        .with_timeouts(Duration::from_millis(500), Duration::from_secs(1))
+        .with_retry_after(Duration::from_secs(600));
+    let k = key("hostile");
+    let start = Instant::now();
+    let first = store.probe::<PlacementEntry>(Some(&k), DIGEST);
+    let elapsed = start.elapsed();
+    let Lookup::Refused(Refusal::Io { message, .. }) = &first else {
+        panic!("{name}: not a refusal: {first:?}");
+    };
+    assert!(!message.contains("not retried"), "{name}: {message}");
+    // In the pause: refused at once, the peer not contacted again.
+    match store
+        .store(Some(&k), &payload(1, 1, 50))
+        .expect("a store is refused, not an error")
+    {
+        StoreOutcome::Refused(Refusal::Io { message, .. }) => {
+            assert!(message.contains("not retried"), "{name}: {message}")
+        }
+        other => panic!("{name}: {other:?}"),
+    }
+    let again = store.probe::<PlacementEntry>(Some(&k), DIGEST);
+    assert!(
+        matches!(&again, Lookup::Refused(Refusal::Io { message, .. }) if message.contains("not retried")),
+        "{name}: {again:?}"
+    );
+    assert_eq!(store.unreachable_count(), 1, "{name}");
+    // Generous: the bound is one connect plus one reply deadline (1.5 s); a hang never ends.
+    assert!(elapsed < Duration::from_secs(20), "{name}: {elapsed:?}");
+    let peak = testing::peak_rss_kib().expect("VmHWM");
+    println!(
+        "HOSTILE {name} peak_kib={peak} elapsed_ms={} first={message:?}",
+        elapsed.as_millis()
+    );
+}
+
+#[test]
+fn a_hostile_redis_peer_is_a_refusal_in_bounded_memory() {
+    for behaviour in Hostile::ALL {
+        let out = Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", "hostile_redis_peer_child", "--nocapture"])
+            .env(HOSTILE, behaviour.name())
+            .output()
+            .expect("spawn");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}: {:?}\n{stdout}\n{}",
+            behaviour.name(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("HOSTILE "))
+            .unwrap_or_else(|| panic!("{}: no result line: {stdout}", behaviour.name()));
+        eprintln!("{line}");
+        let peak: u64 = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("peak_kib="))
+            .and_then(|v| v.parse().ok())
+            .expect("peak");
+        assert!(peak < 64 << 10, "{line}");
+    }
+}
