@@ -168,7 +168,7 @@ impl WireError {
 }
 
 /// Where a server is and how to log in: parsed from a URL, password never shown by `Debug` or
-/// [`Target::location`].
+/// [`Target::addr`].
 #[derive(Clone)]
 pub struct Target {
     addr: Addr,

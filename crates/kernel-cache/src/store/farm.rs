@@ -140,7 +140,8 @@ impl FarmLevel {
     /// A level on the server at `url` (`redis://host:port/db`, or
     /// `redis://user:password@host:port/db` for an ACL user), signing and checking every
     /// value with `secret`. Does not connect. The user needs `GET`, `SET`, `STRLEN` and
-    /// scripting (`EVAL`: each lookup is a one-line script that bounds the read); a user
+    /// scripting (`EVALSHA`, then `EVAL` if the server has not cached the script: each lookup
+    /// is a one-line script that bounds the read); a user
     /// denied scripts has every lookup refused (a `Refused` miss), while its saves still
     /// reach the server.
     ///
