@@ -21,8 +21,10 @@
 //! - the whole reply arrives within the connection's I/O timeout (a deadline over the reply,
 //!   not per read: a peer trickling one byte per interval is cut off at the deadline), and a
 //!   command's bytes are written within it too;
-//! - connecting (TCP or Unix socket, then `AUTH` and `SELECT` when the URL asks) takes at most
-//!   the connect timeout per address tried, plus the I/O timeout per handshake reply.
+//! - a TCP connect takes at most the connect timeout per address the host name resolves to,
+//!   then `AUTH` and `SELECT` (when the URL asks) at most the I/O timeout each. Not bounded
+//!   here: the system resolver's name lookup (use an address, as the tests do, where that
+//!   matters) and a Unix socket's connect, which waits only while the listener's backlog is full.
 //!
 //! Every violation is a typed [`WireError`]; after any error the connection's stream may be out
 //! of step and must be dropped (both clients do). Only RESP2 is spoken (no `HELLO 3`): a RESP3
@@ -52,7 +54,8 @@ pub struct Limits {
     pub max_bulk: usize,
     /// The most array elements in one reply, nested ones included.
     pub max_elements: usize,
-    /// The deepest nesting of arrays (a top-level array is depth 1).
+    /// The deepest nesting of arrays (a top-level array is depth 1). The parser recurses once
+    /// per level: keep it small (the defaults use 4).
     pub max_depth: usize,
     /// The longest status, error or integer line, in bytes (without its CRLF).
     pub max_line: usize,
