@@ -619,3 +619,29 @@ fn a_blob_past_the_farm_cap_is_refused_whatever_the_store_allows() {
         "{events:?}"
     );
 }
+
+/// A blob past the farm's blob cap is not pushed (no lookup of the level would fetch it): the
+/// save is local only, reported `NotSaved` for the farm, and the server holds no blob.
+#[test]
+fn a_blob_past_the_farm_cap_is_not_pushed() {
+    let server = Server::start();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let tiny = farm(&server, "farm secret").with_max_blob_bytes(8);
+    let a = KernelStore::new(tmp.path().join("a")).with_farm(tiny);
+    let (census, events) = resolve(&a);
+    assert_eq!(census.kernels_compiled, 3);
+    assert!(
+        events.iter().any(|e| matches!(&e.outcome,
+            Outcome::NotSaved(why) if format!("{why:?}").contains("not pushed"))),
+        "{events:?}"
+    );
+    let mut raw = server.raw().expect("raw");
+    let blobs: Vec<String> = redis::cmd("KEYS")
+        .arg("kcache:kernels1:blob:*")
+        .query(&mut raw)
+        .expect("keys");
+    assert!(blobs.is_empty(), "{blobs:?}");
+    // Saved locally all the same.
+    let (census, _) = resolve(&KernelStore::new(tmp.path().join("a")));
+    assert_eq!(census.kernels_loaded, 3);
+}

@@ -346,13 +346,22 @@ impl FarmLevel {
         Ok((entry, blob))
     }
 
-    /// Pushes a blob and its entries, signed.
+    /// Pushes a blob and its entries, signed; a blob past the farm's blob cap is not pushed
+    /// (no lookup of this level would fetch it), an error saying so.
     pub(crate) fn push(
         &self,
         blob_digest: &str,
         blob: &[u8],
         entries: &[(String, Vec<u8>)],
     ) -> Result<(), String> {
+        if blob.len() as u64 > self.max_blob {
+            return Err(format!(
+                "redis {}: a blob of {} bytes, past the farm's cap of {} bytes (not pushed)",
+                self.location,
+                blob.len(),
+                self.max_blob
+            ));
+        }
         let blob_value = self.sign("blob", blob_digest, blob);
         let blob_key = self.blob_key(blob_digest);
         let entry_values: Vec<(String, Vec<u8>)> = entries
