@@ -1,6 +1,7 @@
 //! The kernel store's farm level against a real `redis-server` on 127.0.0.1 (one private
 //! server per test): one machine's compile serves another (back-filled into its local
-//! directory), and an unsigned, mis-signed or tampered value is a miss.
+//! directory), and an unsigned, mis-signed or tampered value is a miss. The hostile-peer tests at
+//! the end need no server: their peer is redis-wire's fake one, in a child process.
 //!
 //! Without a `redis-server` binary each test fails, saying how to install one
 //! (`cargo xtask test` and `.ci/run` install it when missing and they may).
@@ -545,8 +546,8 @@ fn hostile_farm_peer_child() {
     );
 }
 
-/// A peer at the farm's address sending huge bulk lengths, huge arrays, deep nesting, an
-/// endless line, trickled bytes or nothing: each case, run in its own process under a 1 GiB
+/// A peer at the farm's address sending huge bulk lengths, huge arrays, many bulk strings each
+/// within the cap (32 GiB in all), deep nesting, an endless line, trickled bytes or nothing: each case, run in its own process under a 1 GiB
 /// address-space limit, is a refused miss within its bound, never an abort, with the child's
 /// peak resident memory under 64 MiB.
 #[test]

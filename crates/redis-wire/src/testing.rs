@@ -14,6 +14,9 @@ pub enum Hostile {
     HugeBulk,
     /// A two-billion-element array, then integers streamed as fast as the client reads them.
     HugeArray,
+    /// An array of 4096 bulk strings of 8 MiB each (each within a 16 MiB value cap, 32 GiB in
+    /// all), streamed as fast as the client reads them.
+    ManyBulks,
     /// `*1` nested a million deep.
     DeepNesting,
     /// A status line that never ends, streamed fast.
@@ -26,9 +29,10 @@ pub enum Hostile {
 
 impl Hostile {
     /// Every behaviour.
-    pub const ALL: [Hostile; 6] = [
+    pub const ALL: [Hostile; 7] = [
         Hostile::HugeBulk,
         Hostile::HugeArray,
+        Hostile::ManyBulks,
         Hostile::DeepNesting,
         Hostile::EndlessLine,
         Hostile::Trickle,
@@ -40,6 +44,7 @@ impl Hostile {
         match self {
             Hostile::HugeBulk => "huge-bulk",
             Hostile::HugeArray => "huge-array",
+            Hostile::ManyBulks => "many-bulks",
             Hostile::DeepNesting => "deep-nesting",
             Hostile::EndlessLine => "endless-line",
             Hostile::Trickle => "trickle",
@@ -92,6 +97,16 @@ fn serve(mut s: TcpStream, behaviour: Hostile) {
         Hostile::HugeArray => {
             if s.write_all(b"*2000000000\r\n").is_ok() {
                 stream_forever(&mut s, &b":1\r\n".repeat(16 << 10), LIMIT);
+            }
+        }
+        Hostile::ManyBulks => {
+            let body = [b"$8388608\r\n".as_slice(), &vec![0u8; 8 << 20], b"\r\n"].concat();
+            if s.write_all(b"*4096\r\n").is_ok() {
+                for _ in 0..4096 {
+                    if s.write_all(&body).is_err() {
+                        break;
+                    }
+                }
             }
         }
         Hostile::DeepNesting => {

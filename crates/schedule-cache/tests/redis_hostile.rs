@@ -1,5 +1,6 @@
 //! A peer at the Redis store's address that is not a Redis server but a hostile one: huge bulk
-//! lengths, huge arrays, deep nesting, an endless line, trickled bytes, silence. Each case runs
+//! lengths, huge arrays, many bulk strings each within the cap (32 GiB in all), deep nesting, an
+//! endless line, trickled bytes, silence. Each case runs
 //! in its own process (this test binary re-run with `KCACHE_REDIS_HOSTILE` set) under a 1 GiB
 //! address-space limit: every operation is a refusal within its bound, the peer is contacted
 //! once per retry pause, the process never aborts, and its peak resident memory stays under
