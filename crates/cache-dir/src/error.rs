@@ -65,6 +65,22 @@ pub enum Error {
         /// The first file found named like an entry (at most 64 characters of it).
         name: String,
     },
+    /// The directory's lock (`cache.lock`, or the in-process lock in front of it) was held by
+    /// another process or thread for longer than the handle's lock wait
+    /// ([`CacheDir::with_lock_wait`](crate::CacheDir::with_lock_wait)): nothing was done.
+    #[error(
+        "{}: gave up after waiting {waited:?} for the {mode:?} lock on cache.lock, which \
+         another process or thread holds (a stopped or hung process?)",
+        path.display()
+    )]
+    LockTimeout {
+        /// The cache directory.
+        path: PathBuf,
+        /// How the lock was wanted.
+        mode: crate::Mode,
+        /// The bound that passed.
+        waited: std::time::Duration,
+    },
     /// The file system said no.
     #[error("could not {during}: {source}")]
     Io {

@@ -23,7 +23,12 @@
 //! - **No hang and no unbounded read on any directory content** ([`read_regular`]): only regular
 //!   files are read, opened without blocking and without following links, checked on the
 //!   opened handle, up to a caller-given size.
-//! - **Owner and mode checks** ([`check_private`]) for a store that is a trust boundary.
+//! - **Owner and mode checks** ([`check_private`]) for a store that is a trust boundary, and
+//!   **private files from the first byte** for such a store
+//!   ([`CacheDir::with_private_files`]): every file created `0600`, the directory `0700`,
+//!   never reached through a symbolic link at its name.
+//! - **Bounded lock waits** ([`CacheDir::with_lock_wait`], default [`DEFAULT_LOCK_WAIT`]): a
+//!   holder that never lets go is [`Error::LockTimeout`], never a hang.
 //! - **Read-only directories still serve lookups**: see [`CacheDir::with_shared`].
 //!
 //! What a store keeps in its entries, how it explains a miss and how it reports to recorders is
@@ -69,20 +74,27 @@ mod staging;
 
 use std::fs;
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use atomicwrites::{AllowOverwrite, AtomicFile};
 
 pub use error::Error;
-pub use lock::{LOCK_FILE, Mode};
+pub use lock::{LOCK_FILE, LOCK_POLL, Mode, lock_until};
 pub use names::{MAX_NAME_LEN, validate_name};
-pub use private::{check_private, check_private_metadata, current_uid};
+pub use private::{
+    check_private, check_private_dir, check_private_metadata, create_private_dir, current_uid,
+};
 pub use read::{open_listed_regular, open_regular, open_rw_regular, read_regular, retry};
 pub use regime::{MAX_STAMP_BYTES, RegimeStamp, STAMP_FILE, parse_stamp, read_stamp, render_stamp};
 pub use staging::{DEFAULT_STALE_STAGING_AFTER, STAGING_PREFIX, is_staging, staging_age};
 
 use lock::Held;
+
+/// How long a cache-open waits, by default, for the directory's lock while another process
+/// holds it in a conflicting mode (see [`CacheDir::with_lock_wait`]).
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// A cache directory together with the protocol parameters a process uses on it: the regime
 /// version it writes and admits, which file names are entries (of *any* version: a regime
@@ -93,6 +105,8 @@ pub struct CacheDir {
     regime: u32,
     is_entry: fn(&str) -> bool,
     stale_staging_after: Duration,
+    private: bool,
+    lock_wait: Duration,
 }
 
 /// An open cache directory: the locks (released on drop) and the entry operations they cover.
@@ -160,6 +174,70 @@ impl CacheDir {
             regime,
             is_entry,
             stale_staging_after: DEFAULT_STALE_STAGING_AFTER,
+            private: false,
+            lock_wait: DEFAULT_LOCK_WAIT,
+        }
+    }
+
+    /// The same cache as a **private store** (one whose files are loaded and run): every
+    /// file the protocol creates (entries, the stamp, the lock file, appended files) is
+    /// created with mode `0600` on its descriptor before it is published (the umask can only
+    /// take bits away), so no other user can open one at any moment, whatever the umask
+    /// (`002`, `000`); an existing lock file or stamp of this user with group or other bits
+    /// (left by a umask or an earlier build) is made `0600` at the cache-open, one another user
+    /// owns is refused ([`Error::NotPrivate`]). The directory is created with
+    /// [`create_private_dir`] (`0700`, no link followed at a name it creates) and checked
+    /// at every cache-open with [`check_private_dir`]: a symbolic link at its path, another
+    /// owner, or any group or other permission bit is refused with [`Error::NotPrivate`]
+    /// naming the path and why, before anything is created in it.
+    pub fn with_private_files(mut self) -> CacheDir {
+        self.private = true;
+        self
+    }
+
+    /// Whether this is a private store ([`CacheDir::with_private_files`]).
+    pub fn is_private(&self) -> bool {
+        self.private
+    }
+
+    /// The same cache, waiting at most `wait` for the directory's lock (the in-process lock
+    /// and `cache.lock`) at each cache-open, [`CacheDir::lock`] and
+    /// [`CacheDir::lock_adopted`]; past it the operation is refused with
+    /// [`Error::LockTimeout`] (a cache-open's first-open staging sweep does not wait at all:
+    /// if the exclusive lock is not free at once, the open is shared and the sweep is left to
+    /// a later open). A `wait` past what the clock can count (`Duration::MAX`) waits for as
+    /// long as the lock is held. Default [`DEFAULT_LOCK_WAIT`].
+    pub fn with_lock_wait(mut self, wait: Duration) -> CacheDir {
+        self.lock_wait = wait;
+        self
+    }
+
+    /// The bound on a lock wait.
+    pub fn lock_wait(&self) -> Duration {
+        self.lock_wait
+    }
+
+    /// The mode new protocol files are created with (before the umask).
+    fn file_mode(&self, shared_default: u32) -> u32 {
+        if self.private { 0o600 } else { shared_default }
+    }
+
+    /// The cache-open's deadline for a lock wait starting now (`None`: none).
+    fn deadline(&self) -> Option<Instant> {
+        Instant::now().checked_add(self.lock_wait)
+    }
+
+    fn lock_error(&self, mode: Mode, during: &'static str) -> impl FnOnce(io::Error) -> Error {
+        move |e| {
+            if e.kind() == io::ErrorKind::TimedOut {
+                Error::LockTimeout {
+                    path: self.dir.clone(),
+                    mode,
+                    waited: self.lock_wait,
+                }
+            } else {
+                Error::io(during)(e)
+            }
         }
     }
 
@@ -258,9 +336,45 @@ impl CacheDir {
     /// [`Error::Io`] (`NotFound` if the directory or, without `create`, the lock file is
     /// missing).
     pub fn lock(&self, mode: Mode, create: bool) -> Result<Guard<'_>, Error> {
-        let held = lock::acquire(&self.dir, mode, create)
-            .map_err(Error::io("open and lock the lock file"))?;
+        if self.private {
+            match check_private_dir(&self.dir) {
+                Err(Error::NoDirectory { .. }) => {
+                    return Err(Error::io("open and lock the lock file")(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "no cache directory",
+                    )));
+                }
+                other => other?,
+            }
+        }
+        let held = lock::acquire(
+            &self.dir,
+            mode,
+            create,
+            self.file_mode(0o666),
+            self.deadline(),
+        )
+        .map_err(self.lock_error(mode, "open and lock the lock file"))?;
+        self.make_protocol_files_private(&held)?;
         Ok(Guard { cache: self, held })
+    }
+
+    /// In a private store: the lock file and the stamp made `0600` (refused if another user
+    /// owns one).
+    fn make_protocol_files_private(&self, held: &Held) -> Result<(), Error> {
+        if !self.private {
+            return Ok(());
+        }
+        if let Some(file) = held.file() {
+            private::make_private(&self.dir.join(LOCK_FILE), file)?;
+        }
+        let stamp = self.dir.join(STAMP_FILE);
+        match open_regular(&stamp) {
+            Ok((file, _)) => private::make_private(&stamp, &file),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            // read_stamp reports what is wrong with it.
+            Err(_) => Ok(()),
+        }
     }
 
     /// Removes the directory's crash-stale staging artifacts now (under the exclusive lock),
@@ -338,7 +452,13 @@ impl CacheDir {
     }
 
     fn open(&self, create: bool, want: Mode) -> Result<Guard<'_>, Error> {
-        if create {
+        if self.private {
+            if create {
+                create_private_dir(&self.dir)?;
+            } else {
+                check_private_dir(&self.dir)?;
+            }
+        } else if create {
             retry(|| fs::create_dir_all(&self.dir)).map_err(Error::io("create the directory"))?;
         }
         // Before the lock file is created: a directory that is no cache of ours is refused
@@ -354,23 +474,32 @@ impl CacheDir {
         }
         let sweep = !staging::already_swept(&self.dir);
         let mut mode = if sweep { Mode::Exclusive } else { want };
-        // Exclusive only for the first-open sweep: a directory we cannot write skips it.
+        // Exclusive only for the first-open sweep: a directory we cannot write skips it, and
+        // so does an open that would have to wait for it (the sweep is left to a later open).
         let mut optional = want == Mode::Shared && sweep;
+        let deadline = self.deadline();
         loop {
-            let held = match lock::acquire(&self.dir, mode, true) {
+            let wait_until = if optional {
+                Some(Instant::now())
+            } else {
+                deadline
+            };
+            let acquired = lock::acquire(&self.dir, mode, true, self.file_mode(0o666), wait_until);
+            let held = match acquired {
                 Ok(h) => h,
                 Err(e) if e.kind() == io::ErrorKind::NotFound && !create => {
                     return Err(Error::NoDirectory {
                         path: self.dir.clone(),
                     });
                 }
-                Err(e) if optional && cannot_write(&e) => {
+                Err(e) if optional && (cannot_write(&e) || e.kind() == io::ErrorKind::TimedOut) => {
                     mode = Mode::Shared;
                     optional = false;
                     continue;
                 }
-                Err(e) => return Err(Error::io("open and lock the lock file")(e)),
+                Err(e) => return Err(self.lock_error(mode, "open and lock the lock file")(e)),
             };
+            self.make_protocol_files_private(&held)?;
             let stamp = read_stamp(&self.dir).map_err(Error::io("read the regime stamp"))?;
             match stamp {
                 RegimeStamp::Version(v) if v == self.regime => {}
@@ -440,7 +569,7 @@ impl CacheDir {
                 }
             }
         }
-        regime::publish_stamp(&self.dir, self.regime)?;
+        regime::publish_stamp(&self.dir, self.regime, self.file_mode(0o666))?;
         tracing::info!(
             target: "cache_dir",
             dir = %self.dir.display(),
@@ -495,7 +624,7 @@ impl Guard<'_> {
     /// Publishes `bytes` as the entry file `name` atomically (`atomicwrites`: staged in a
     /// `.atomicwrite*` directory, fsynced, renamed over `name`, directory fsynced). A reader
     /// sees the whole old file or the whole new one; concurrent writers of one name: the last
-    /// rename wins.
+    /// rename wins. In a private store the file is created `0600` (see [`publish_file`]).
     ///
     /// # Errors
     /// [`Error::InvalidName`], or [`Error::Io`] (`during`: "publish the entry"), also for a
@@ -508,12 +637,12 @@ impl Guard<'_> {
                 "the directory is read-only for this process",
             )));
         }
-        AtomicFile::new(path, AllowOverwrite)
-            .write(|f| f.write_all(bytes))
-            .map_err(|e| Error::io("publish the entry")(io::Error::from(e)))
+        publish_file(&path, bytes, self.cache.file_mode(0o666))
+            .map_err(Error::io("publish the entry"))
     }
 
-    /// Appends `bytes` to the file `name` (created with mode `0644` if absent) in one `write`
+    /// Appends `bytes` to the file `name` (created with mode `0644` if absent, `0600` in a
+    /// private store) in one `write`
     /// with `O_APPEND`, so concurrent appenders of short records (up to a page) never
     /// interleave them. Not atomic publication and not fsynced: for hints that may be lost
     /// (an index a reader re-checks), never for entries. Opened as every protocol file is
@@ -537,7 +666,7 @@ impl Guard<'_> {
             fs::OpenOptions::new()
                 .append(true)
                 .create(true)
-                .mode(0o644)
+                .mode(self.cache.file_mode(0o644))
                 .custom_flags(read::read_flags())
                 .open(&path)
         }) {
@@ -605,6 +734,22 @@ impl Guard<'_> {
         staging::sweep_stale(&self.cache.dir, self.cache.stale_staging_after)
             .map_err(Error::io("list the directory"))
     }
+}
+
+/// Publishes `bytes` at `path` atomically, as [`Guard::publish`] does (`atomicwrites`:
+/// staged in `<parent>/.atomicwriteXXXXXX/` (a directory of mode `0700`), fsynced, renamed
+/// over `path`, the directory fsynced), the file created with `mode` (before the umask) on
+/// its descriptor when it is staged: with `0o600` no other user can open it at any moment,
+/// in the staging directory or after the rename, whatever the umask.
+///
+/// # Errors
+/// The I/O error (a failed write removes its staging and leaves the earlier file intact).
+pub fn publish_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true).mode(mode);
+    AtomicFile::new(path, AllowOverwrite)
+        .write_with_options(|f| f.write_all(bytes), options)
+        .map_err(io::Error::from)
 }
 
 /// The total of file sizes `lens` (lengths as the file system reports them), stopping at

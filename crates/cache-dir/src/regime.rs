@@ -5,10 +5,8 @@
 //! opener of a newer regime sweeps every entry (of every version) and then stamps, so a name is
 //! never read under another regime's meaning.
 
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
-
-use atomicwrites::{AllowOverwrite, AtomicFile};
 
 use crate::read::read_regular;
 
@@ -91,11 +89,13 @@ pub fn read_stamp(dir: &Path) -> io::Result<RegimeStamp> {
 }
 
 /// Atomically replaces the stamp of `dir` with `version` (staged in a `.atomicwrite*` directory,
-/// fsynced, renamed).
-pub(crate) fn publish_stamp(dir: &Path, version: u32) -> io::Result<()> {
-    AtomicFile::new(dir.join(STAMP_FILE), AllowOverwrite)
-        .write(|f| f.write_all(render_stamp(version).as_bytes()))
-        .map_err(io::Error::from)
+/// fsynced, renamed), created with `mode` (before the umask).
+pub(crate) fn publish_stamp(dir: &Path, version: u32, mode: u32) -> io::Result<()> {
+    crate::publish_file(
+        &dir.join(STAMP_FILE),
+        render_stamp(version).as_bytes(),
+        mode,
+    )
 }
 
 #[cfg(test)]
@@ -129,7 +129,7 @@ mod tests {
     fn read_and_publish_round_trip() {
         let dir = tempfile::tempdir().expect("tempdir");
         assert_eq!(read_stamp(dir.path()).expect("read"), RegimeStamp::Absent);
-        publish_stamp(dir.path(), 7).expect("publish");
+        publish_stamp(dir.path(), 7, 0o666).expect("publish");
         assert_eq!(
             read_stamp(dir.path()).expect("read"),
             RegimeStamp::Version(7)
