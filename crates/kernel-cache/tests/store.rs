@@ -494,8 +494,9 @@ fn a_blob_another_user_owns_is_replaced_by_the_next_save() {
 }
 
 /// `create` reports a directory the store refuses: one made by hand under a umask of
-/// `002` (mode `0775`) or one anyone may write (`0777`) is `NotPrivate` naming its mode;
-/// `0755` and `0700` are accepted, and a missing directory is made `0700`.
+/// `002` (mode `0775`) or `022` (`0755`: the group and others may open the files in it),
+/// one the group may read (`0750`) or anyone may write (`0777`) is `NotPrivate` naming
+/// its mode; `0700` is accepted, and a missing directory is made `0700`.
 #[test]
 fn create_reports_a_group_or_other_writable_directory() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -507,7 +508,13 @@ fn create_reports_a_group_or_other_writable_directory() {
         .mode()
         & 0o7777;
     assert_eq!(mode, 0o700, "{mode:o}");
-    for (mode, refused) in [(0o775, true), (0o777, true), (0o755, false), (0o700, false)] {
+    for (mode, refused) in [
+        (0o775, true),
+        (0o777, true),
+        (0o755, true),
+        (0o750, true),
+        (0o700, false),
+    ] {
         let dir = tmp.path().join(format!("made-{mode:o}"));
         fs::create_dir(&dir).expect("mkdir");
         fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).expect("chmod");

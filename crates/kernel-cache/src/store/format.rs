@@ -6,10 +6,10 @@ use sha2::{Digest, Sha256};
 
 use crate::backend::SavedProgram;
 
-/// First line of every blob file.
-pub(crate) const BLOB_MAGIC: &str = "kcache kernel blob 1";
-/// First line of every key entry file.
-pub(crate) const ENTRY_MAGIC: &str = "kcache kernel entry 1";
+/// First line of every blob file (2: the blob lists the kernels it was compiled for).
+pub(crate) const BLOB_MAGIC: &str = "kcache kernel blob 2";
+/// First line of every key entry file (2: the entry records its host part).
+pub(crate) const ENTRY_MAGIC: &str = "kcache kernel entry 2";
 
 /// Names the layout of the parts an entry name hashes (identity, key).
 const ENTRY_NAME_LAYOUT: &[u8] = b"kcache-kernel-store-entry-1";
@@ -25,6 +25,43 @@ const HOST_ENTRY_NAME_LAYOUT: &[u8] = b"kcache-kernel-store-host-entry-1";
 
 /// The longest symbol table a blob may declare (a bound on what a parse allocates).
 const MAX_SYMBOLS: usize = 1 << 20;
+
+/// The most kernels a blob may say it was compiled for (a bound on what a parse allocates).
+const MAX_KERNELS: usize = 1 << 20;
+
+/// One kernel a blob was compiled for, as its blob records it (and an entry must match):
+/// the backend identity's digest, the key's SHA-256, the host part (lowercase hex, or `-`)
+/// and the kernel's symbol in the program.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct CompiledFor {
+    /// [`identity_digest`] of the backend.
+    pub(crate) identity: String,
+    /// SHA-256 of the kernel key.
+    pub(crate) key: String,
+    /// The host part in lowercase hex, `-` for none.
+    pub(crate) host: String,
+    /// The kernel's symbol in the program.
+    pub(crate) symbol: String,
+}
+
+/// How a host part is written in blobs and entries: 64 lowercase hex digits, or `-`.
+pub(crate) fn host_text(host: Option<&[u8; 32]>) -> String {
+    host.map_or_else(|| "-".to_string(), hex::encode)
+}
+
+fn is_host_text(s: &str) -> bool {
+    s == "-" || is_hex64(s)
+}
+
+/// A blob file's content: the program the backend saved, and the kernels it was compiled
+/// for (each entry naming the blob must be one of them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct BlobFile {
+    /// The backend's saved program.
+    pub(crate) saved: SavedProgram,
+    /// The kernels the program was compiled for.
+    pub(crate) kernels: Vec<CompiledFor>,
+}
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
@@ -89,10 +126,20 @@ pub(crate) fn is_valid_symbol(s: &str) -> bool {
     !s.is_empty() && !s.bytes().any(|b| matches!(b, 0 | b'\n' | b'\r'))
 }
 
-/// The blob file of `saved`: magic line, symbol count, one symbol per line, byte count,
-/// then the bytes. `None` if a symbol is invalid.
-pub(crate) fn encode_blob(saved: &SavedProgram) -> Option<Vec<u8>> {
+/// The blob file of `saved` compiled for `kernels`: magic line, symbol count, one symbol
+/// per line, kernel count, one `<identity> <key> <host> <symbol>` line per kernel, byte
+/// count, then the bytes. `None` if a symbol or a kernel's field is invalid.
+pub(crate) fn encode_blob(saved: &SavedProgram, kernels: &[CompiledFor]) -> Option<Vec<u8>> {
     if !saved.symbols.iter().all(|s| is_valid_symbol(s)) || saved.symbols.len() > MAX_SYMBOLS {
+        return None;
+    }
+    let valid = |k: &CompiledFor| {
+        is_hex64(&k.identity)
+            && is_hex64(&k.key)
+            && is_host_text(&k.host)
+            && is_valid_symbol(&k.symbol)
+    };
+    if kernels.len() > MAX_KERNELS || !kernels.iter().all(valid) {
         return None;
     }
     let mut out = Vec::with_capacity(saved.bytes.len() + 64 + saved.symbols.len() * 16);
@@ -101,6 +148,12 @@ pub(crate) fn encode_blob(saved: &SavedProgram) -> Option<Vec<u8>> {
     for s in &saved.symbols {
         out.extend_from_slice(s.as_bytes());
         out.push(b'\n');
+    }
+    out.extend_from_slice(format!("kernels {}\n", kernels.len()).as_bytes());
+    for k in kernels {
+        out.extend_from_slice(
+            format!("{} {} {} {}\n", k.identity, k.key, k.host, k.symbol).as_bytes(),
+        );
     }
     out.extend_from_slice(format!("bytes {}\n", saved.bytes.len()).as_bytes());
     out.extend_from_slice(&saved.bytes);
@@ -123,8 +176,9 @@ fn count_line(rest: &mut &[u8], tag: &str) -> Option<usize> {
         .ok()
 }
 
-/// The program a blob file holds, or `None` for anything malformed (never panics).
-pub(crate) fn decode_blob(file: &[u8]) -> Option<SavedProgram> {
+/// The program a blob file holds and the kernels it was compiled for, or `None` for
+/// anything malformed (never panics).
+pub(crate) fn decode_blob(file: &[u8]) -> Option<BlobFile> {
     let mut rest = file;
     if line(&mut rest)? != BLOB_MAGIC {
         return None;
@@ -141,17 +195,43 @@ pub(crate) fn decode_blob(file: &[u8]) -> Option<SavedProgram> {
         }
         symbols.push(s.to_string());
     }
+    let m = count_line(&mut rest, "kernels")?;
+    if m > MAX_KERNELS {
+        return None;
+    }
+    let mut kernels = Vec::with_capacity(m.min(1024));
+    for _ in 0..m {
+        let mut fields = line(&mut rest)?.splitn(4, ' ');
+        let k = CompiledFor {
+            identity: fields.next()?.to_string(),
+            key: fields.next()?.to_string(),
+            host: fields.next()?.to_string(),
+            symbol: fields.next()?.to_string(),
+        };
+        let valid = is_hex64(&k.identity)
+            && is_hex64(&k.key)
+            && is_host_text(&k.host)
+            && is_valid_symbol(&k.symbol);
+        if !valid {
+            return None;
+        }
+        kernels.push(k);
+    }
     let len = count_line(&mut rest, "bytes")?;
     if rest.len() != len {
         return None;
     }
-    Some(SavedProgram {
-        bytes: rest.to_vec(),
-        symbols,
+    Some(BlobFile {
+        saved: SavedProgram {
+            bytes: rest.to_vec(),
+            symbols,
+        },
+        kernels,
     })
 }
 
-/// A key entry: which blob holds the key's program and under which symbol.
+/// A key entry: which blob holds the key's program and under which symbol, and for which
+/// identity, key and host part it was saved (what the blob must say it was compiled for).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct EntryRecord {
     /// The SHA-256 of the blob file.
@@ -162,6 +242,8 @@ pub(crate) struct EntryRecord {
     pub(crate) identity: String,
     /// SHA-256 of the key.
     pub(crate) key: String,
+    /// The host part ([`host_text`]).
+    pub(crate) host: String,
     /// How long the compile took, in milliseconds.
     pub(crate) compile_ms: u64,
 }
@@ -169,10 +251,20 @@ pub(crate) struct EntryRecord {
 impl EntryRecord {
     pub(crate) fn encode(&self) -> Vec<u8> {
         format!(
-            "{ENTRY_MAGIC}\nblob {}\nsymbol {}\nidentity {}\nkey {}\ncompile_ms {}\n",
-            self.blob, self.symbol, self.identity, self.key, self.compile_ms
+            "{ENTRY_MAGIC}\nblob {}\nsymbol {}\nidentity {}\nkey {}\nhost {}\ncompile_ms {}\n",
+            self.blob, self.symbol, self.identity, self.key, self.host, self.compile_ms
         )
         .into_bytes()
+    }
+
+    /// The kernel this entry says its blob was compiled for.
+    pub(crate) fn compiled_for(&self) -> CompiledFor {
+        CompiledFor {
+            identity: self.identity.clone(),
+            key: self.key.clone(),
+            host: self.host.clone(),
+            symbol: self.symbol.clone(),
+        }
     }
 
     /// The entry an entry file holds, or `None` for anything malformed.
@@ -194,13 +286,15 @@ impl EntryRecord {
             symbol: field("symbol")?,
             identity: field("identity")?,
             key: field("key")?,
+            host: field("host")?,
             compile_ms: field("compile_ms")?.parse().ok()?,
         };
         let well_formed = rest.is_empty()
             && is_hex64(&record.blob)
             && is_valid_symbol(&record.symbol)
             && is_hex64(&record.identity)
-            && is_hex64(&record.key);
+            && is_hex64(&record.key)
+            && is_host_text(&record.host);
         well_formed.then_some(record)
     }
 }
@@ -214,10 +308,22 @@ mod tests {
     proptest! {
         #[test]
         fn blobs_round_trip(bytes in proptest::collection::vec(any::<u8>(), 0..300),
-                            symbols in proptest::collection::vec("[^\n\r\u{0}]{1,12}", 0..5)) {
+                            symbols in proptest::collection::vec("[^\n\r\u{0}]{1,12}", 0..5),
+                            hosts in proptest::collection::vec(any::<Option<[u8; 32]>>(), 0..5)) {
+            let kernels: Vec<CompiledFor> = symbols
+                .iter()
+                .zip(&hosts)
+                .enumerate()
+                .map(|(i, (symbol, host))| CompiledFor {
+                    identity: sha256_hex(b"i"),
+                    key: sha256_hex(&[i as u8]),
+                    host: host_text(host.as_ref()),
+                    symbol: symbol.clone(),
+                })
+                .collect();
             let saved = SavedProgram { bytes, symbols };
-            let file = encode_blob(&saved).unwrap();
-            prop_assert_eq!(decode_blob(&file), Some(saved));
+            let file = encode_blob(&saved, &kernels).unwrap();
+            prop_assert_eq!(decode_blob(&file), Some(BlobFile { saved, kernels }));
         }
 
         /// Every strict prefix of a blob and every single-byte change either fails to
@@ -226,7 +332,13 @@ mod tests {
         fn truncated_blobs_never_parse(bytes in proptest::collection::vec(any::<u8>(), 0..100),
                                        cut in any::<prop::sample::Index>()) {
             let saved = SavedProgram { bytes, symbols: vec!["k".into()] };
-            let file = encode_blob(&saved).unwrap();
+            let kernels = [CompiledFor {
+                identity: sha256_hex(b"i"),
+                key: sha256_hex(b"k"),
+                host: "-".into(),
+                symbol: "k".into(),
+            }];
+            let file = encode_blob(&saved, &kernels).unwrap();
             let cut = cut.index(file.len());
             prop_assert_eq!(decode_blob(&file[..cut]), None);
         }
@@ -238,10 +350,11 @@ mod tests {
         }
 
         #[test]
-        fn entries_round_trip(symbol in "[^\n\r\u{0}]{1,20}", ms in any::<u64>()) {
+        fn entries_round_trip(symbol in "[^\n\r\u{0}]{1,20}", ms in any::<u64>(),
+                              host in any::<Option<[u8; 32]>>()) {
             let r = EntryRecord {
                 blob: sha256_hex(b"b"), symbol, identity: sha256_hex(b"i"), key: sha256_hex(b"k"),
-                compile_ms: ms,
+                host: host_text(host.as_ref()), compile_ms: ms,
             };
             prop_assert_eq!(EntryRecord::decode(&r.encode()), Some(r));
         }

@@ -70,7 +70,6 @@ mod record;
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -90,7 +89,7 @@ pub use farm::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_MAX_BLOB_BYTES, DEFAULT_RETRY_AFTER,
     FarmLevel, WireError,
 };
-use format::{EntryRecord, entry_digest, identity_digest, sha256_hex};
+use format::{CompiledFor, EntryRecord, entry_digest, host_text, identity_digest, sha256_hex};
 pub use record::{MissReason, NotSaved, Outcome, StoreEvent, record};
 
 /// The store's regime version (`cache-dir`'s stamp): what entry and blob names mean and
@@ -99,11 +98,15 @@ pub use record::{MissReason, NotSaved, Outcome, StoreEvent, record};
 ///
 /// History (one line per bump, with the reason):
 /// - 1: first version (blob `kcache kernel blob 1`, entry `kcache kernel entry 1`).
+/// - 2: a blob lists the kernels it was compiled for (identity, key, host part, symbol) and
+///   an entry records its host part (blob `kcache kernel blob 2`, entry `kcache kernel
+///   entry 2`), so an entry rewritten to name another kernel's blob is a miss
+///   ([`MissReason::WrongBlob`]), never a load of the other kernel.
 ///
 /// Not a bump: entry names with a host part (`PersistentBackend::host_part`, a second name
 /// domain beside the first; the files are unchanged, and no build reads anything out of
 /// a name, so a build without them only never looks such an entry up).
-pub const REGIME: u32 = 1;
+pub const REGIME: u32 = 2;
 
 /// The default byte limit of a store: 1 GiB.
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
@@ -162,6 +165,9 @@ pub struct KernelStore {
     farm: Option<Arc<FarmLevel>>,
 }
 
+/// A verified blob as a lookup keeps it: the program, and the kernels it was compiled for.
+type ReadBlob = (Arc<SavedProgram>, Arc<Vec<CompiledFor>>);
+
 /// A program found in the store, verified, not yet loaded.
 pub(crate) struct FoundBlob {
     pub(crate) blob: String,
@@ -198,7 +204,7 @@ impl KernelStore {
     /// [`DEFAULT_COMPILE_WAIT`]. Touches nothing on disk.
     pub fn new(dir: impl Into<PathBuf>) -> KernelStore {
         KernelStore {
-            dir: CacheDir::new(dir, REGIME, format::is_store_entry),
+            dir: CacheDir::new(dir, REGIME, format::is_store_entry).with_private_files(),
             max_bytes: DEFAULT_MAX_BYTES,
             min_compile_time: Duration::ZERO,
             compile_wait: DEFAULT_COMPILE_WAIT,
@@ -230,6 +236,20 @@ impl KernelStore {
         self
     }
 
+    /// The same store, waiting at most `wait` for the directory's lock (`cache.lock`) and
+    /// the counters' lock at each operation (default `cache_dir::DEFAULT_LOCK_WAIT`, 30 s).
+    /// Past it the operation is given up, never the resolve: a lookup is a miss
+    /// ([`MissReason::Refused`] saying it gave up waiting), a save is [`NotSaved::Refused`],
+    /// an eviction is skipped and a counters update dropped (each reported as
+    /// [`Outcome::LockTimedOut`] to the recorders of [`record`] and as a `tracing`
+    /// warning), so a process that holds the lock and never lets go (stopped with
+    /// `SIGSTOP`, say) costs a resolve at most this bound per operation, and the resolve
+    /// compiles or serves.
+    pub fn with_lock_wait(mut self, wait: Duration) -> KernelStore {
+        self.dir = self.dir.with_lock_wait(wait);
+        self
+    }
+
     /// The same store in front of a farm's shared level (cargo feature `redis`): a key
     /// missing locally is looked up there (verified by the farm's MAC and the blob's
     /// digest) and back-filled locally; a saved program is pushed there too.
@@ -256,67 +276,55 @@ impl KernelStore {
         self.max_bytes
     }
 
-    /// Creates the directory (mode `0700`; its missing parents with the process's
-    /// umask) and checks it is private.
+    /// Creates the directory and its missing parents (mode `0700`, no symbolic link
+    /// followed at a name it creates) and checks it is private.
     ///
     /// Optional: a resolve that misses creates the directory the same way before it
     /// compiles (a lookup alone never does). Call it at start-up to learn at once that
-    /// the directory is unusable (another user's, group-writable, not creatable): a
-    /// resolve only reports that as a miss (to `tracing` and the recorders of
-    /// [`record`]) and runs without the store, so without a subscriber nothing shows
-    /// that nothing persists. A directory made by hand under a umask of `002` is
-    /// group-writable: refused.
+    /// the directory is unusable (another user's, reachable by group or others, a symbolic
+    /// link, not creatable): a resolve only reports that as a miss (to `tracing` and the
+    /// recorders of [`record`]) and runs without the store, so without a subscriber
+    /// nothing shows that nothing persists. A directory made by hand under a umask of
+    /// `022` (mode `0755`) is refused: `chmod 700` it.
     ///
     /// # Errors
-    /// [`DirError::NotPrivate`] if the directory is owned by another user or writable by
-    /// group or others; the directory protocol's refusal of an existing directory that is
-    /// not this store's: [`DirError::NewerRegime`] or [`DirError::MalformedStamp`] for its
-    /// regime stamp (another store's directory), [`DirError::Unadopted`] for one without a
-    /// stamp holding files named like the store's; or the I/O error.
+    /// [`DirError::NotPrivate`] naming the path and why, if the directory is a symbolic
+    /// link, owned by another user or has any group or other permission bit
+    /// (`cache_dir::check_private_dir`); the directory protocol's refusal of an existing
+    /// directory that is not this store's: [`DirError::NewerRegime`] or
+    /// [`DirError::MalformedStamp`] for its regime stamp (another store's directory),
+    /// [`DirError::Unadopted`] for one without a stamp holding files named like the
+    /// store's; [`DirError::LockTimeout`]; or the I/O error.
     pub fn create(&self) -> Result<(), cache_dir::Error> {
-        let dir = self.dir();
-        if let Some(parent) = dir.parent() {
-            fs::create_dir_all(parent).map_err(|source| cache_dir::Error::Io {
-                during: "create the store's parent directory",
-                source,
-            })?;
-        }
-        match fs::DirBuilder::new().mode(0o700).create(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(source) => {
-                return Err(cache_dir::Error::Io {
-                    during: "create the store directory",
-                    source,
-                });
-            }
-        }
-        cache_dir::check_private(dir)?;
         self.dir.with_shared(true, |_| ())
     }
 
-    /// Runs `f` on the open directory after checking the directory is private.
+    /// Runs `f` on the open directory (a private store's: `cache-dir` checks the directory
+    /// is private at every open, and creates it so with `create`).
     fn open<R>(
         &self,
         create: bool,
         f: impl FnOnce(&Guard<'_>) -> R,
     ) -> Result<R, cache_dir::Error> {
-        if create {
-            self.create()?;
-        } else if !self.dir().is_dir() {
-            return Err(cache_dir::Error::NoDirectory {
-                path: self.dir().to_path_buf(),
-            });
-        } else {
-            cache_dir::check_private(self.dir())?;
-        }
         self.dir.with_shared(create, f)
     }
 
     /// The exclusive counterpart of [`KernelStore::open`].
     fn open_exclusive<R>(&self, f: impl FnOnce(&Guard<'_>) -> R) -> Result<R, cache_dir::Error> {
-        cache_dir::check_private(self.dir())?;
         self.dir.with_exclusive(false, f)
+    }
+
+    /// Reports a lock wait that timed out (to the recorders and `tracing`); other refusals
+    /// are left to the caller.
+    fn note_timeout(e: &cache_dir::Error, during: &str) {
+        if matches!(e, cache_dir::Error::LockTimeout { .. }) {
+            record::note(
+                "",
+                Outcome::LockTimedOut {
+                    during: format!("{during}: {e}"),
+                },
+            );
+        }
     }
 
     /// Looks up `key` saved under backend `identity`: the verified program and the symbol
@@ -364,12 +372,18 @@ impl KernelStore {
         let mut delta = Counters::default();
         let id_digest = identity_digest(identity);
         let out = self.open(self.has_farm(), |guard| {
-            let mut blobs: HashMap<String, Result<Arc<SavedProgram>, MissReason>> = HashMap::new();
+            let mut blobs: HashMap<String, Result<ReadBlob, MissReason>> = HashMap::new();
             keys.iter()
                 .map(|(key, host)| {
                     let host = host.as_ref().map_err(Clone::clone)?;
                     let digest = entry_digest(identity, key, host.as_ref());
-                    self.lookup_one(guard, &id_digest, key, &digest, &mut blobs, &mut delta)
+                    let want = CompiledFor {
+                        identity: id_digest.clone(),
+                        key: sha256_hex(key.as_bytes()),
+                        host: host_text(host.as_ref()),
+                        symbol: String::new(),
+                    };
+                    self.lookup_one(guard, &want, key, &digest, &mut blobs, &mut delta)
                 })
                 .collect::<Vec<_>>()
         });
@@ -411,21 +425,22 @@ impl KernelStore {
     }
 
     /// Looks `key` up at its entry `k-<digest>` (and on the farm, if any, when there is
-    /// no local entry).
+    /// no local entry). `want` is what the entry must say (identity, key and host part;
+    /// its symbol is ignored).
     fn lookup_one(
         &self,
         guard: &Guard<'_>,
-        id_digest: &str,
+        want: &CompiledFor,
         key: &str,
         digest: &str,
-        blobs: &mut HashMap<String, Result<Arc<SavedProgram>, MissReason>>,
+        blobs: &mut HashMap<String, Result<ReadBlob, MissReason>>,
         delta: &mut Counters,
     ) -> Result<(FoundBlob, String), MissReason> {
         let name = format!("k-{digest}");
         let bytes = match read_private(guard, &name, 4096) {
             #[cfg(feature = "redis")]
             Err(MissReason::NoEntry) if self.farm.is_some() => {
-                return self.lookup_farm(guard, id_digest, key, digest);
+                return self.lookup_farm(guard, want, key, digest);
             }
             other => other?,
         };
@@ -438,7 +453,7 @@ impl KernelStore {
             remove(&name, delta);
             return Err(MissReason::BadEntry);
         };
-        if entry.identity != id_digest || entry.key != sha256_hex(key.as_bytes()) {
+        if entry.identity != want.identity || entry.key != want.key || entry.host != want.host {
             remove(&name, delta);
             return Err(MissReason::BadEntry);
         }
@@ -451,7 +466,7 @@ impl KernelStore {
                 r
             }
         };
-        let saved = match saved {
+        let (saved, compiled_for) = match saved {
             Ok(s) => s,
             Err(MissReason::NoEntry) => {
                 remove(&name, delta);
@@ -462,6 +477,13 @@ impl KernelStore {
         if !saved.symbols.contains(&entry.symbol) {
             remove(&name, delta);
             return Err(MissReason::NoSymbol);
+        }
+        // The blob (verified by its digest) must say it was compiled for this very kernel:
+        // an entry rewritten to name another kernel's blob (or another symbol of its own)
+        // is no load of the other kernel.
+        if !compiled_for.contains(&entry.compiled_for()) {
+            remove(&name, delta);
+            return Err(MissReason::WrongBlob);
         }
         Ok((
             FoundBlob {
@@ -480,7 +502,7 @@ impl KernelStore {
     fn lookup_farm(
         &self,
         guard: &Guard<'_>,
-        id_digest: &str,
+        want: &CompiledFor,
         key: &str,
         digest: &str,
     ) -> Result<(FoundBlob, String), MissReason> {
@@ -492,16 +514,20 @@ impl KernelStore {
         let (entry_bytes, blob_file) =
             farm.fetch(digest, max_blob, |e| EntryRecord::decode(e).map(|r| r.blob))?;
         let entry = EntryRecord::decode(&entry_bytes).ok_or(MissReason::BadEntry)?;
-        if entry.identity != id_digest || entry.key != sha256_hex(key.as_bytes()) {
+        if entry.identity != want.identity || entry.key != want.key || entry.host != want.host {
             return Err(MissReason::BadEntry);
         }
         if sha256_hex(&blob_file) != entry.blob {
             return Err(MissReason::Corrupt);
         }
-        let saved = format::decode_blob(&blob_file).ok_or(MissReason::Corrupt)?;
-        if !saved.symbols.contains(&entry.symbol) {
+        let blob = format::decode_blob(&blob_file).ok_or(MissReason::Corrupt)?;
+        if !blob.saved.symbols.contains(&entry.symbol) {
             return Err(MissReason::NoSymbol);
         }
+        if !blob.kernels.contains(&entry.compiled_for()) {
+            return Err(MissReason::WrongBlob);
+        }
+        let saved = blob.saved;
         let blob_name = format!("b-{}", entry.blob);
         let backfill = publish_private(guard, &blob_name, &blob_file)
             .and_then(|()| publish_private(guard, &format!("k-{digest}"), &entry_bytes));
@@ -525,7 +551,7 @@ impl KernelStore {
         name: &str,
         digest: &str,
         delta: &mut Counters,
-    ) -> Result<Arc<SavedProgram>, MissReason> {
+    ) -> Result<ReadBlob, MissReason> {
         let path = guard
             .path(name)
             .map_err(|e| MissReason::Refused(e.to_string()))?;
@@ -551,7 +577,7 @@ impl KernelStore {
         if let Some(file) = file {
             let _ = file.set_modified(SystemTime::now());
         }
-        Ok(Arc::new(saved))
+        Ok((Arc::new(saved.saved), Arc::new(saved.kernels)))
     }
 
     /// Removes the blob `digest` (after its program failed to load for good).
@@ -627,13 +653,23 @@ impl KernelStore {
                 "symbol {s:?} is not in the saved program's table"
             )));
         }
-        let file = format::encode_blob(saved)
+        let id_digest = identity_digest(identity);
+        let host_hex = host_text(host.as_ref());
+        let compiled_for: Vec<CompiledFor> = kernels
+            .iter()
+            .map(|(key, symbol)| CompiledFor {
+                identity: id_digest.clone(),
+                key: sha256_hex(key.as_bytes()),
+                host: host_hex.clone(),
+                symbol: symbol.to_string(),
+            })
+            .collect();
+        let file = format::encode_blob(saved, &compiled_for)
             .ok_or_else(|| NotSaved::Backend("invalid symbol in the saved table".into()))?;
         if (file.len() as u64).saturating_add(4096) > self.max_bytes {
             return Err(NotSaved::TooLarge);
         }
         let digest = sha256_hex(&file);
-        let id_digest = identity_digest(identity);
         let compile_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
         let entries: Vec<(String, Vec<u8>)> = kernels
             .iter()
@@ -643,6 +679,7 @@ impl KernelStore {
                     symbol: symbol.to_string(),
                     identity: id_digest.clone(),
                     key: sha256_hex(key.as_bytes()),
+                    host: host_hex.clone(),
                     compile_ms,
                 };
                 (entry_digest(identity, key, host.as_ref()), record.encode())
@@ -697,15 +734,27 @@ impl KernelStore {
 
     /// Evicts least-recently-used blobs (and their entries) until the store holds at
     /// most `max_bytes`; removes dangling and malformed entries on the way.
+    /// A lock wait that times out skips the eviction (reported, see
+    /// [`KernelStore::with_lock_wait`]): the store stays over its limit until the next
+    /// save or `gc`, by at most what the saves made meanwhile.
     fn evict_to(&self, max_bytes: u64) -> Trimmed {
-        let over = self
-            .open(false, |g| Self::usage(g) > max_bytes)
-            .unwrap_or(false);
+        let over = match self.open(false, |g| Self::usage(g) > max_bytes) {
+            Ok(over) => over,
+            Err(e) => {
+                Self::note_timeout(&e, "measure the store before evicting");
+                false
+            }
+        };
         if !over {
             return Trimmed::default();
         }
-        self.open_exclusive(|g| self.evict_locked(g, max_bytes, false))
-            .unwrap_or_default()
+        match self.open_exclusive(|g| self.evict_locked(g, max_bytes, false)) {
+            Ok(trimmed) => trimmed,
+            Err(e) => {
+                Self::note_timeout(&e, "evict");
+                Trimmed::default()
+            }
+        }
     }
 
     fn evict_locked(&self, guard: &Guard<'_>, max_bytes: u64, sweep_locks: bool) -> Trimmed {
@@ -801,7 +850,6 @@ impl KernelStore {
     /// # Errors
     /// The refusal if the directory is missing, not private or cannot be locked.
     pub fn trim(&self, max_bytes: u64) -> Result<Trimmed, cache_dir::Error> {
-        cache_dir::check_private(self.dir())?;
         self.dir
             .with_exclusive(false, |g| self.evict_locked(g, max_bytes, true))
     }
@@ -849,10 +897,18 @@ impl KernelStore {
         if !self.dir().is_dir() {
             return;
         }
-        match counters::add(self.dir(), *pending) {
+        match counters::add(self.dir(), *pending, self.dir.lock_wait()) {
             Ok(()) => *pending = Counters::default(),
             Err(e) => {
                 *pending = Counters::default();
+                if e.kind() == io::ErrorKind::TimedOut {
+                    record::note(
+                        "",
+                        Outcome::LockTimedOut {
+                            during: format!("update the counters: {e}"),
+                        },
+                    );
+                }
                 tracing::warn!(target: "kernel_cache::store", error = %e, "kernel store counters not updated");
             }
         }
@@ -948,17 +1004,10 @@ fn read_private_file(path: &Path, max: u64) -> Result<(File, Vec<u8>), MissReaso
     Ok((file, bytes))
 }
 
-/// Publishes `bytes` as `name` and makes it private (mode `0600`: atomic publication
-/// creates files with the process's umask).
+/// Publishes `bytes` as `name`, private from its first byte (the store's `CacheDir` is
+/// private: the staged file is created `0600` on its descriptor before the rename).
 fn publish_private(guard: &Guard<'_>, name: &str, bytes: &[u8]) -> Result<(), cache_dir::Error> {
-    guard.publish(name, bytes)?;
-    let path = guard.path(name)?;
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).map_err(|source| {
-        cache_dir::Error::Io {
-            during: "make the entry private",
-            source,
-        }
-    })
+    guard.publish(name, bytes)
 }
 
 /// Reports that the backend could not save a program.

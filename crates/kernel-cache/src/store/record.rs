@@ -27,6 +27,10 @@ pub enum MissReason {
     Corrupt,
     /// The entry's symbol is not in its blob's symbol table (the entry was removed).
     NoSymbol,
+    /// The entry names a blob (verified by its digest) that does not say it was compiled
+    /// for this kernel (this identity, key, host part and symbol): an entry rewritten to
+    /// name another kernel's blob. Removed, never loaded.
+    WrongBlob,
     /// The entry or blob file is not private (another user owns it or could write it):
     /// refused, never loaded, left in place.
     NotPrivate(String),
@@ -52,6 +56,9 @@ impl fmt::Display for MissReason {
             MissReason::NoBlob => f.write_str("entry points to no blob (removed)"),
             MissReason::Corrupt => f.write_str("blob does not match its digest (removed)"),
             MissReason::NoSymbol => f.write_str("symbol not in the blob's table (removed)"),
+            MissReason::WrongBlob => {
+                f.write_str("entry names a blob not compiled for this kernel (removed)")
+            }
             MissReason::NotPrivate(why) => write!(f, "refused, not private: {why}"),
             MissReason::LoadFailed(why) => write!(f, "backend could not load the blob: {why}"),
             MissReason::BadSignature => f.write_str("shared entry or blob unsigned or mis-signed"),
@@ -124,6 +131,14 @@ pub enum Outcome {
         /// Whether the wait hit the timeout.
         timed_out: bool,
     },
+    /// A wait for the store directory's lock (`cache.lock`) or the counters' lock passed
+    /// the store's lock wait (`KernelStore::with_lock_wait`), so that operation was given
+    /// up (`key` is empty): an eviction skipped, a counters update dropped. (A lookup or
+    /// save that timed out is its key's `Miss(Refused)` or `NotSaved(Refused)`.)
+    LockTimedOut {
+        /// What was given up, and the wait's error.
+        during: String,
+    },
 }
 
 /// One event of the kernel store.
@@ -191,6 +206,9 @@ pub(crate) fn note(key: &str, outcome: Outcome) {
         }
         Outcome::Waited { timed_out } => {
             tracing::info!(target: "kernel_cache::store", key, timed_out, "waited for another process's compile");
+        }
+        Outcome::LockTimedOut { during } => {
+            tracing::warn!(target: "kernel_cache::store", during, "kernel store lock wait timed out: operation given up");
         }
     }
     STACK.with(|s| {
