@@ -736,20 +736,74 @@ impl Guard<'_> {
     }
 }
 
-/// Publishes `bytes` at `path` atomically, as [`Guard::publish`] does (`atomicwrites`:
-/// staged in `<parent>/.atomicwriteXXXXXX/` (a directory of mode `0700`), fsynced, renamed
-/// over `path`, the directory fsynced), the file created with `mode` (before the umask) on
-/// its descriptor when it is staged: with `0o600` no other user can open it at any moment,
-/// in the staging directory or after the rename, whatever the umask.
+/// Publishes `bytes` at `path` atomically, as [`Guard::publish`] does: staged in
+/// `<parent>/.atomicwrite<suffix>/tmpfile.tmp`, the file fsynced, renamed over `path`, the
+/// directory fsynced; a failed write removes its staging and leaves the earlier file intact.
+/// The file is created with `mode` (before the umask) on its descriptor when it is staged.
+///
+/// A **private** `mode` (no group or other bit, as a private store's `0o600`) is staged by
+/// this crate itself: the staging directory is created `0700` and the file `O_CREAT|O_EXCL`
+/// with `mode`, so no other user can open either at any moment, whatever the umask.
+/// (`atomicwrites`, used for other modes, creates its staging directory with the umask's
+/// mode: `0777` under umask `000`.)
 ///
 /// # Errors
-/// The I/O error (a failed write removes its staging and leaves the earlier file intact).
+/// The I/O error.
 pub fn publish_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    if mode & 0o077 == 0 {
+        return publish_private_file(path, bytes, mode);
+    }
     let mut options = fs::OpenOptions::new();
     options.write(true).create(true).truncate(true).mode(mode);
     AtomicFile::new(path, AllowOverwrite)
         .write_with_options(|f| f.write_all(bytes), options)
         .map_err(io::Error::from)
+}
+
+fn publish_private_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let staging = loop {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let candidate = parent.join(format!(
+            "{STAGING_PREFIX}{}-{}-{nanos}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        match fs::DirBuilder::new().mode(0o700).create(&candidate) {
+            Ok(()) => break candidate,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    let staged = staging.join("tmpfile.tmp");
+    let written = (|| {
+        let mut f = retry(|| {
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&staged)
+        })?;
+        retry(|| f.write_all(bytes))?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&staged, parent.join(name))?;
+        fs::File::open(parent)?.sync_all()
+    })();
+    let _ = fs::remove_file(&staged);
+    let _ = fs::remove_dir(&staging);
+    written
 }
 
 /// The total of file sizes `lens` (lengths as the file system reports them), stopping at

@@ -894,7 +894,9 @@ impl KernelStore {
     fn count(&self, delta: Counters) {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.add(delta);
-        if !self.dir().is_dir() {
+        // Only into the store's own private directory (never through a link at its path,
+        // never into a directory it refuses).
+        if cache_dir::check_private_dir(self.dir()).is_err() {
             return;
         }
         match counters::add(self.dir(), *pending, self.dir.lock_wait()) {
