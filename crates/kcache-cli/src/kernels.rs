@@ -57,11 +57,17 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
     writeln!(out, "kernel store: {}", kernels.display())?;
     writeln!(out, "  entries: {} (programs {})", s.entries, s.blobs)?;
     writeln!(out, "  bytes: {}", s.bytes)?;
-    writeln!(out, "  hits: {} ({rate:.1}%)", c.hits)?;
-    writeln!(out, "  misses: {}", c.misses)?;
-    writeln!(out, "  programs saved: {}", c.saves)?;
-    writeln!(out, "  evictions: {}", c.evictions)?;
-    writeln!(out, "  corrupt or dangling removed: {}", c.removed_bad)?;
+    // Each counter says what it counts: lookups count kernels (a program of eight kernels
+    // found is eight hits), saves and evictions count programs, removals count files.
+    writeln!(out, "  hits: {} kernels ({rate:.1}%)", c.hits)?;
+    writeln!(out, "  misses: {} kernels", c.misses)?;
+    writeln!(out, "  saves: {} programs", c.saves)?;
+    writeln!(out, "  evictions: {} programs", c.evictions)?;
+    writeln!(
+        out,
+        "  removed corrupt or dangling: {} files (blobs or entries)",
+        c.removed_bad
+    )?;
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! kcache stats DIR                      entries, bytes, regime, stale staging, unreadable entries
-//!                                       (and the kernel store at DIR/kernels: entries, bytes, hits, misses, evictions)
+//!                                       (and the kernel store at DIR/kernels: entries, bytes, hits and misses (kernels), saves and evictions (programs))
 //! kcache verify DIR                     every entry parses, is current, and its digest heads its key
 //! kcache gc DIR [--older-than D]        remove stale staging (and entries published D ago or more)
 //!        [--max-size S]                 trim the kernel store at DIR/kernels to S bytes (LRU first)

@@ -84,11 +84,13 @@ fn stats_shows_the_kernel_store_and_gc_trims_it() {
     assert!(line(&text, "kernel store:").contains("kernels"));
     assert_eq!(line(&text, "entries: 3"), "  entries: 3 (programs 3)");
     assert!(
-        line(&text, "hits:").starts_with("  hits: 3 (50.0%)"),
+        line(&text, "hits:").starts_with("  hits: 3 kernels (50.0%)"),
         "{text}"
     );
-    assert_eq!(line(&text, "misses:"), "  misses: 3");
-    assert_eq!(line(&text, "evictions:"), "  evictions: 0");
+    assert_eq!(line(&text, "misses:"), "  misses: 3 kernels");
+    // Saves and evictions count programs, lookups kernels: 3 programs of one kernel each.
+    assert_eq!(line(&text, "saves:"), "  saves: 3 programs");
+    assert_eq!(line(&text, "evictions:"), "  evictions: 0 programs");
     // The store's directory is not a foreign file of the schedule cache.
     assert_eq!(line(&text, "foreign files:"), "foreign files: 0");
 
@@ -142,9 +144,12 @@ fn stats_shows_counters_whose_sum_overflows() {
     );
     assert_eq!(
         line(&text, "hits:"),
-        format!("  hits: {} (50.0%)", u64::MAX)
+        format!("  hits: {} kernels (50.0%)", u64::MAX)
     );
-    assert_eq!(line(&text, "misses:"), format!("  misses: {}", u64::MAX));
+    assert_eq!(
+        line(&text, "misses:"),
+        format!("  misses: {} kernels", u64::MAX)
+    );
 }
 
 /// `kcache stats` changes nothing: a kernel store stamped with another regime is shown, not
@@ -162,18 +167,23 @@ fn stats_never_sweeps_a_kernel_store_of_another_regime() {
         names.sort();
         names
     };
+    let ours = kernel_cache::store::REGIME;
     for (stamp, shown) in [
         (
-            "0\n",
-            "  regime: 0 (older than this build's 1: the next open sweeps every entry); not opened",
+            "0\n".to_string(),
+            format!(
+                "  regime: 0 (older than this build's {ours}: the next open sweeps every entry); not opened"
+            ),
         ),
         (
-            "99\n",
-            "  regime: 99 (newer than this build's 1: this build refuses it); not opened",
+            "99\n".to_string(),
+            format!(
+                "  regime: 99 (newer than this build's {ours}: this build refuses it); not opened"
+            ),
         ),
         (
-            "x\n",
-            "  regime: malformed \"x\\n\" (every open refuses it); not opened",
+            "x\n".to_string(),
+            "  regime: malformed \"x\\n\" (every open refuses it); not opened".to_string(),
         ),
     ] {
         std::fs::write(kernels.join("regime.stamp"), stamp).expect("stamp");

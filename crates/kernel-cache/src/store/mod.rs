@@ -15,11 +15,19 @@
 //! crash-stale staging cleanup, validated names, bounded reads) is `cache-dir`'s. On top
 //! of it the store:
 //!
-//! * **is a trust boundary**: loading a program runs its code, so the store refuses a
-//!   directory, entry or blob that is not private (owned by this user and writable by
-//!   nobody else), verifies every blob against its digest before it is loaded (a
-//!   mismatch is a miss and the blob is removed), and checks every entry's symbol is in
-//!   its blob's table;
+//! * **is a trust boundary**: loading a program runs its code, so the store is a private
+//!   `cache-dir` store: every file it creates is `0600` from its first byte (whatever the
+//!   umask), its directory is `0700`, and a directory that is a symbolic link, another
+//!   user's, or reachable by group or others is refused with a message naming the path
+//!   and why; it refuses an entry or blob that is not private (owned by this user and
+//!   writable by nobody else), verifies every blob against its digest before it is loaded
+//!   (a mismatch is a miss and the blob is removed), and checks that every entry's blob
+//!   was compiled for the entry's kernel (the blob lists identity, key, host part and
+//!   symbol: an entry pointed at another kernel's blob is [`MissReason::WrongBlob`]);
+//!   `docs/disk-format.md` ("Threat model") says who may write what;
+//! * **never waits without bound** on another process: the directory's lock and the
+//!   counters' lock are waited for at most [`KernelStore::with_lock_wait`], compile locks
+//!   at most `compile_wait`;
 //! * **is bounded**: `max_bytes` (blobs and entries), least-recently-used blobs evicted
 //!   first across processes (a hit sets the blob's modification time: one `futimens`),
 //!   and a minimum compile time below which nothing is saved;
