@@ -1026,3 +1026,40 @@ pub(crate) fn note_save_failure(kernels: &[(&str, &str)], why: &str) {
         record::note(key, Outcome::NotSaved(NotSaved::Backend(why.to_string())));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`REGIME`]'s doc carries one `/// - N: reason` history line per version, in order,
+    /// and the file formats' magic lines are the ones this regime wrote when it was last
+    /// bumped: changing a format without a bump (or bumping without a history line) fails
+    /// here.
+    #[test]
+    fn the_regime_has_a_history_line_per_bump_and_pins_the_formats() {
+        let source = include_str!("mod.rs");
+        let decl = format!("pub const REGIME: u32 = {REGIME};");
+        let at = source.find(&decl).expect("the declaration, on one line");
+        let mut versions: Vec<u32> = source[..at]
+            .lines()
+            .rev()
+            .take_while(|l| l.trim_start().starts_with("///"))
+            .filter_map(|l| l.trim_start().strip_prefix("/// - "))
+            .filter_map(|rest| {
+                let (n, reason) = rest.split_once(':')?;
+                assert!(
+                    !reason.trim().is_empty(),
+                    "history line {n} gives no reason"
+                );
+                n.parse::<u32>().ok()
+            })
+            .collect();
+        versions.reverse();
+        assert_eq!(versions, (1..=REGIME).collect::<Vec<_>>());
+        assert_eq!(
+            (REGIME, format::BLOB_MAGIC, format::ENTRY_MAGIC),
+            (2, "kcache kernel blob 2", "kcache kernel entry 2"),
+            "a format changed: bump REGIME, with its history line"
+        );
+    }
+}
