@@ -258,6 +258,86 @@ fn a_symbolic_link_at_the_store_path_is_refused() {
     assert!(store.stats().is_err());
 }
 
+/// A `flock(1)` holding `dir/cache.lock` in `mode` (`--shared`, `--exclusive`), in a
+/// process group of its own (the lock held by flock itself, `-o`), started and holding;
+/// and a function signalling its whole group (`-STOP`, `-KILL`).
+fn holder(dir: &Path, mode: &str) -> (std::process::Child, impl Fn(&str)) {
+    let mut holder = Command::new("flock")
+        .args([
+            mode,
+            "-o",
+            "cache.lock",
+            "sh",
+            "-c",
+            "echo held; exec sleep 600",
+        ])
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("flock(1)");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.take().expect("stdout")),
+        &mut line,
+    )
+    .expect("read");
+    assert_eq!(line.trim(), "held");
+    let group = holder.id().to_string();
+    let signal = move |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, "--", &format!("-{group}")])
+            .status()
+            .expect("kill(1)")
+            .success();
+        assert!(ok, "kill {sig}");
+    };
+    (holder, signal)
+}
+
+/// A process holding `cache.lock` **exclusively** (as an evicting or collecting process
+/// does) and stopped: a resolve's lookup gives up after the lock wait (a `Refused` miss
+/// saying so), it compiles, its save gives up too (`NotSaved(Refused)`), and its answers
+/// are right: a stopped holder costs the resolve its bounds, not a hang. (With the
+/// blocking `flock` of before, the lookup never returned.)
+#[test]
+fn a_stopped_exclusive_holder_costs_a_resolve_its_bound_not_a_hang() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    let store = KernelStore::new(&dir).with_lock_wait(Duration::from_millis(300));
+    store.create().expect("create");
+    let (mut holder, signal) = holder(&dir, "--exclusive");
+    signal("-STOP");
+    let (tx, rx) = mpsc::channel();
+    let s = store.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(resolve(&s, &batch("x", 0, 2)));
+    });
+    let got = rx.recv_timeout(HANG);
+    signal("-KILL");
+    holder.wait().expect("reap");
+    let (texts, compiles, events) = got.expect("a resolve hung on the stopped holder's lock");
+    assert_eq!(
+        texts,
+        batch("x", 0, 2)
+            .iter()
+            .map(|k| k.source.clone())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(compiles, 1);
+    assert!(
+        misses(&events).iter().all(
+            |m| matches!(m, MissReason::Refused(why) if why.contains("gave up after waiting"))
+        ),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|e| matches!(&e.outcome,
+            Outcome::NotSaved(NotSaved::Refused(why)) if why.contains("gave up after waiting"))),
+        "{events:?}"
+    );
+}
+
 /// A process holding `cache.lock` shared (`flock(1)`, in a process group of its own) and
 /// stopped with `SIGSTOP`, while a resolve compiles and saves programs past the store's
 /// byte limit: the resolve returns (its answers right) after at most its lock wait per
@@ -273,36 +353,7 @@ fn a_stopped_lock_holder_costs_an_evicting_resolve_its_bound_not_a_hang() {
         .with_max_bytes(6000)
         .with_lock_wait(Duration::from_millis(500));
     store.create().expect("create");
-    let mut holder = Command::new("flock")
-        .args([
-            "--shared",
-            "-o",
-            "cache.lock",
-            "sh",
-            "-c",
-            "echo held; exec sleep 600",
-        ])
-        .current_dir(&dir)
-        .stdout(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("flock(1)");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(holder.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("read");
-    assert_eq!(line.trim(), "held");
-    let group = holder.id().to_string();
-    let signal = |sig: &str| {
-        let ok = Command::new("kill")
-            .args([sig, "--", &format!("-{group}")])
-            .status()
-            .expect("kill(1)")
-            .success();
-        assert!(ok, "kill {sig}");
-    };
+    let (mut holder, signal) = holder(&dir, "--shared");
     signal("-STOP");
     let (tx, rx) = mpsc::channel();
     let s = store.clone();
