@@ -33,12 +33,12 @@
 //!   are refused at once, so a dead or silent server costs one timeout per pause, not one per
 //!   resolve.
 //!
-//! Keys, for a prefix `P` (default `kcache`): `P:kernels1:entry:<entry digest>` (a local
+//! Keys, for a prefix `P` (default `kcache`): `P:kernels2:entry:<entry digest>` (a local
 //! entry file's bytes; the digest is the one naming the local entry `k-<entry digest>`,
 //! the backend's host part included, so machines of different processors each have their
-//! own entry for a `-march=native` key) and `P:kernels1:blob:<sha256>` (a local blob
+//! own entry for a `-march=native` key) and `P:kernels2:blob:<sha256>` (a local blob
 //! file's bytes); each value is `<64 hex HMAC>\n<bytes>`. The regime is in the key
-//! (`kernels1`): a format change moves to new keys. The server bounds its own size (`maxmemory` with an LRU policy);
+//! (`kernels2`, after the local [`REGIME`](super::REGIME)): a format change moves to new keys. The server bounds its own size (`maxmemory` with an LRU policy);
 //! an unreachable or failing server is a miss and a warning, never a failed resolve.
 
 use std::fmt;
@@ -53,8 +53,9 @@ pub use redis_wire::WireError;
 
 use super::record::MissReason;
 
-/// The key segment naming the store's regime on the server.
-const REGIME_SEGMENT: &str = "kernels1";
+/// The key segment naming the store's regime on the server: `kernels<REGIME>`, so a bump of
+/// the local format moves the farm to new keys too (a test holds the two together).
+const REGIME_SEGMENT: &str = "kernels2";
 
 /// The largest entry value a lookup accepts from the server (a local entry's cap, 4 KiB,
 /// and its MAC line).
@@ -387,6 +388,12 @@ impl FarmLevel {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_farm_keys_name_the_local_regime() {
+        // A format bump must move the farm to new keys, as it moves the local store.
+        assert_eq!(REGIME_SEGMENT, format!("kernels{}", super::super::REGIME));
+    }
 
     #[test]
     fn macs_verify_only_with_the_same_secret_name_and_bytes() {
