@@ -91,6 +91,26 @@ impl<'a> Subject<'a> {
         self
     }
 
+    pub(crate) fn code(&self) -> &'a dyn LoopCode {
+        self.code
+    }
+
+    pub(crate) fn static_indices(&self) -> &'a [SymId] {
+        self.static_indices
+    }
+
+    pub(crate) fn placements(&self) -> Option<&'a BTreeMap<NodeId, Placement>> {
+        self.placements
+    }
+
+    pub(crate) fn with_placements_opt(
+        mut self,
+        placements: Option<&'a BTreeMap<NodeId, Placement>>,
+    ) -> Subject<'a> {
+        self.placements = placements;
+        self
+    }
+
     /// The complete identity of the subject (with placement classes).
     ///
     /// # Errors
@@ -539,7 +559,8 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
         ops: &[L::Op],
         measurements: Measurements,
     ) -> Result<Published<L::SavedOp>, Error> {
-        let identity = subject.into().identity()?;
+        let subject = subject.into();
+        let identity = subject.identity()?;
         let (saved, _) = to_saved(&self.lang, &Registry::new(&identity), ops)?;
         let Some(parts) = self.key_parts(&identity) else {
             let outcome = self
@@ -560,6 +581,14 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             measurements.baseline,
         )?;
         let outcome = self.store.store_with(Some(&key), &entry, self.policy)?;
+        if outcome.is_stored() {
+            // The near-code index (a hint: a store without one, or a lost note, only means
+            // fewer seeds for code of this structure at other sizes).
+            let shape = crate::seeds::size_free_digest(&subject)?;
+            if let Err(e) = self.store.note_near(&shape, &key) {
+                tracing::debug!(target: "schedule_cache::seeds", key = %key, error = %e, "near-code index not noted");
+            }
+        }
         Ok(Published {
             outcome,
             key: Some(key),

@@ -82,6 +82,7 @@ pub mod redis_store;
 pub mod render;
 pub mod saved;
 pub mod schedule;
+pub mod seeds;
 pub mod store;
 pub mod walk_check;
 
@@ -103,3 +104,4 @@ pub use key::CacheKey;
 pub use saved::{
     MAX_SAVED_OPS, Registry, SavedSchedule, ScheduleLanguage, SymRef, of_saved, to_saved,
 };
+pub use seeds::{Candidate, Dropped, Seed, SeedOrigin, Seeds, size_free_digest};

@@ -33,7 +33,7 @@
 
 use std::sync::Arc;
 
-use crate::disk::{DiskCache, Lookup, StoreOutcome, StorePolicy, Stored};
+use crate::disk::{DiskCache, Lookup, Refusal, StoreOutcome, StorePolicy, Stored};
 use crate::{CacheKey, Error};
 
 /// A place entries are published to and looked up from, under the directory store's contract
@@ -80,6 +80,59 @@ pub trait Store {
 
     /// Where the store keeps its entries, for reports and log lines (never holds a password).
     fn location(&self) -> String;
+
+    /// Notes in the store's near-code index that the schedule entry at `key` holds code of
+    /// size-free identity `shape` ([`crate::seeds::size_free_digest`]), so
+    /// [`Store::near_keys`] of that shape names it. A hint: a lost note only means fewer
+    /// seeds. The default keeps no index and says so.
+    ///
+    /// # Errors
+    /// [`NearIndexError::Unsupported`] for a store without a near-code index;
+    /// [`NearIndexError::Refused`] when the medium refused.
+    fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
+        let _ = (shape, key);
+        Err(NearIndexError::Unsupported {
+            store: self.location(),
+        })
+    }
+
+    /// The keys of schedule entries noted under size-free identity `shape` (entries of code
+    /// with the same loop-nest structure and other extents, or the same code). The entries
+    /// are still to be probed: a key only says where to look.
+    ///
+    /// # Errors
+    /// As [`Store::note_near`].
+    fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
+        let _ = shape;
+        Err(NearIndexError::Unsupported {
+            store: self.location(),
+        })
+    }
+}
+
+/// Why a store gave no answer from a near-code index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NearIndexError {
+    /// The store keeps no near-code index (the Redis store, a store of the caller's): seeds
+    /// of near code cannot be offered from it.
+    Unsupported {
+        /// The store's location.
+        store: String,
+    },
+    /// The store refused (see [`Refusal`]).
+    Refused(Refusal),
+}
+
+impl std::fmt::Display for NearIndexError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NearIndexError::Unsupported { store } => {
+                write!(f, "the store at {store} keeps no near-code index")
+            }
+            NearIndexError::Refused(r) => write!(f, "the near-code index refused: {r}"),
+        }
+    }
 }
 
 impl Store for DiskCache {
@@ -98,6 +151,14 @@ impl Store for DiskCache {
 
     fn location(&self) -> String {
         self.dir().display().to_string()
+    }
+
+    fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
+        DiskCache::note_near(self, shape, key).map_err(NearIndexError::Refused)
+    }
+
+    fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
+        DiskCache::near_keys(self, shape).map_err(NearIndexError::Refused)
     }
 }
 
@@ -118,6 +179,14 @@ impl<S: Store + ?Sized> Store for &S {
     fn location(&self) -> String {
         (**self).location()
     }
+
+    fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
+        (**self).note_near(shape, key)
+    }
+
+    fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
+        (**self).near_keys(shape)
+    }
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
@@ -136,6 +205,14 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 
     fn location(&self) -> String {
         (**self).location()
+    }
+
+    fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
+        (**self).note_near(shape, key)
+    }
+
+    fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
+        (**self).near_keys(shape)
     }
 }
 
@@ -251,6 +328,33 @@ impl<L: Store, S: Store> Store for TwoLevel<L, S> {
     fn location(&self) -> String {
         format!("{} then {}", self.local.location(), self.shared.location())
     }
+
+    /// Notes at both levels; `Ok` if either level noted it, else the local level's error.
+    fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
+        let local = self.local.note_near(shape, key);
+        let shared = self.shared.note_near(shape, key);
+        match (local, shared) {
+            (Ok(()), _) | (_, Ok(())) => Ok(()),
+            (Err(e), Err(_)) => Err(e),
+        }
+    }
+
+    /// The local level's keys, then the shared level's not already listed; `Err` only if
+    /// neither level answers (the local level's error).
+    fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
+        match (self.local.near_keys(shape), self.shared.near_keys(shape)) {
+            (Ok(mut keys), Ok(more)) => {
+                for k in more {
+                    if !keys.contains(&k) {
+                        keys.push(k);
+                    }
+                }
+                Ok(keys)
+            }
+            (Ok(keys), Err(_)) | (Err(_), Ok(keys)) => Ok(keys),
+            (Err(e), Err(_)) => Err(e),
+        }
+    }
 }
 
 /// The store a program picks at run time (from a command-line flag, say): a directory alone,
@@ -335,6 +439,22 @@ impl Store for CacheStore {
             CacheStore::Disk(d) => Store::location(d),
             #[cfg(feature = "redis")]
             CacheStore::DiskThenRedis(t) => t.location(),
+        }
+    }
+
+    fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
+        match self {
+            CacheStore::Disk(d) => Store::note_near(d, shape, key),
+            #[cfg(feature = "redis")]
+            CacheStore::DiskThenRedis(t) => t.note_near(shape, key),
+        }
+    }
+
+    fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
+        match self {
+            CacheStore::Disk(d) => Store::near_keys(d, shape),
+            #[cfg(feature = "redis")]
+            CacheStore::DiskThenRedis(t) => t.near_keys(shape),
         }
     }
 }

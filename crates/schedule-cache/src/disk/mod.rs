@@ -150,6 +150,69 @@ fn note_sibling(dir: &cache_dir::Guard<'_>, space: Space, digest: &str, key: &Ca
     let _ = dir.append(&name, line.as_bytes(), MAX_SIBLINGS_BYTES);
 }
 
+/// The line letter of a near-code index line: `n <key>` in `<shape>.keys`, where `<shape>` is
+/// a size-free identity ([`crate::seeds::size_free_digest`]) and `<key>` the key of a
+/// schedule entry whose code has that size-free identity. A shape digest is domain-separated
+/// from code digests (it hashes a tag with the size-free rendering's digest), so a shape's
+/// index file never is a code's sibling index, and the letters keep the two apart anyway.
+const NEAR_LETTER: &str = "n";
+
+/// At most this many keys are returned by [`DiskCache::near_keys`].
+pub const MAX_NEAR: usize = 16;
+
+/// Appends `key` to the shape's near-code index unless it is already listed (as
+/// [`note_sibling`] does, same bounds and same hint semantics).
+fn note_near_line(dir: &cache_dir::Guard<'_>, shape: &str, key: &CacheKey) -> Result<(), Refusal> {
+    let Some(name) = siblings_file_name(shape) else {
+        return Err(Refusal::Io {
+            during: "name the near-code index",
+            kind: io::ErrorKind::InvalidInput,
+            message: short(shape),
+        });
+    };
+    let line = format!("{NEAR_LETTER} {}\n", key.as_str());
+    match dir.read(&name, MAX_SIBLINGS_BYTES) {
+        Ok(existing)
+            if existing
+                .split(|&b| b == b'\n')
+                .any(|l| l == line.trim_end().as_bytes()) =>
+        {
+            return Ok(());
+        }
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(refusal(e)),
+    }
+    dir.append(&name, line.as_bytes(), MAX_SIBLINGS_BYTES)
+        .map_err(refusal)
+}
+
+/// The keys the shape's near-code index lists whose schedule entry file exists, sorted,
+/// at most [`MAX_NEAR`].
+fn near_lines(dir: &cache_dir::Guard<'_>, shape: &str) -> Vec<CacheKey> {
+    let Some(name) = siblings_file_name(shape) else {
+        return Vec::new();
+    };
+    let Ok(index) = dir.read(&name, MAX_SIBLINGS_BYTES) else {
+        return Vec::new();
+    };
+    let mut keys: Vec<CacheKey> = String::from_utf8_lossy(&index)
+        .lines()
+        .filter_map(|line| {
+            let (l, k) = line.split_once(' ')?;
+            (l == NEAR_LETTER).then(|| CacheKey::new(k).ok())?
+        })
+        .filter(|k| {
+            std::fs::symlink_metadata(dir.dir().join(Space::Schedule.file_name(k)))
+                .is_ok_and(|m| m.is_file())
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.truncate(MAX_NEAR);
+    keys
+}
+
 /// The filename space an entry type lives in. Spaces never share a file name: a key has no
 /// `.`, so `<key>.ron` and `<key>.placement.ron` cannot collide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -509,6 +572,37 @@ impl DiskCache {
         };
         self.note(Op::Lookup, E::SPACE, Some(key), noted);
         found
+    }
+
+    /// Notes in the near-code index (`<shape>.keys`, lines `n <key>`) that the schedule entry
+    /// at `key` holds code of size-free identity `shape`, under the shared lock (the directory
+    /// must exist: call it after a store published the entry). A hint, like the sibling
+    /// index: a lost line only makes fewer seeds; a regime change deletes it with the entries.
+    ///
+    /// # Errors
+    /// The refusal if the directory cannot be opened or the index not written.
+    pub fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), Refusal> {
+        match self
+            .dir
+            .with_shared(false, |dir| note_near_line(dir, shape, key))
+        {
+            Ok(r) => r,
+            Err(e) => Err(refusal(e)),
+        }
+    }
+
+    /// The keys of schedule entries noted under size-free identity `shape` whose entry file
+    /// exists (sorted, at most [`MAX_NEAR`]); none when the directory does not exist. Read
+    /// under the shared lock; never creates anything.
+    ///
+    /// # Errors
+    /// The refusal if the directory cannot be opened (a newer or malformed stamp, say).
+    pub fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, Refusal> {
+        match self.dir.with_shared(false, |dir| near_lines(dir, shape)) {
+            Ok(keys) => Ok(keys),
+            Err(cache_dir::Error::NoDirectory { .. }) => Ok(Vec::new()),
+            Err(e) => Err(refusal(e)),
+        }
     }
 
     /// Removes the directory's crash-stale staging artifacts now (under the exclusive lock),
