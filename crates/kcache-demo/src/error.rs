@@ -45,6 +45,16 @@ pub enum DemoError {
         /// The known names, comma-separated.
         known: String,
     },
+    /// `--size` is outside the sizes the demo builds.
+    #[error("matmul size {size} is outside {min}..={max}")]
+    BadSize {
+        /// The size given.
+        size: usize,
+        /// The smallest size.
+        min: usize,
+        /// The largest size.
+        max: usize,
+    },
     /// `--fresh` was asked to clear a directory that does not look like a kcache cache.
     #[error(
         "refusing to clear {}: it holds {entry:?}, which is not a kcache cache file",

@@ -71,18 +71,21 @@ impl Built {
 /// A schedule-space dimension: its name and its choices (choice 0 is always "do nothing").
 pub(crate) type Dim = (&'static str, &'static [&'static str]);
 
+/// A reference implementation: the expected `out` (which starts zeroed) from `a` and `b`.
+pub(crate) type Reference = dyn Fn(&[f32], &[f32], &mut [f32]);
+
 /// A kernel to tune.
 pub(crate) struct Routine {
     /// The routine's name (segment kernels are `<name>__seg<i>`).
     pub(crate) name: &'static str,
     /// What it computes.
-    pub(crate) description: &'static str,
+    pub(crate) description: String,
     /// The length of each of `out`, `a` and `b`.
     pub(crate) len: usize,
     /// Builds the unscheduled code afresh.
-    pub(crate) build: fn() -> Built,
+    pub(crate) build: Box<dyn Fn() -> Built>,
     /// Computes the expected `out` (which starts zeroed) from `a` and `b`.
-    pub(crate) reference: fn(&[f32], &[f32], &mut [f32]),
+    pub(crate) reference: Box<Reference>,
     /// The schedule space.
     pub(crate) space: &'static [Dim],
     /// The schedule of a point of the space, or `None` where the point is not legal.
@@ -109,15 +112,19 @@ fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
 
 // ---------------------------------------------------------------- matmul
 
-const MM: usize = 64;
+/// The matrix product's default size (`n` of n x n x n): [`routines`]'.
+pub(crate) const MM: usize = 64;
 
-fn matmul_build() -> Built {
+/// The sizes `--size` accepts for the matrix product.
+pub(crate) const MATMUL_SIZES: std::ops::RangeInclusive<usize> = 4..=256;
+
+fn matmul_build(mm: usize) -> Built {
     let (i0, j0) = (Symbol::fresh("i"), Symbol::fresh("j"));
     let (i, j, k) = (Symbol::fresh("i"), Symbol::fresh("j"), Symbol::fresh("k"));
-    let c = f32n("c", &[MM, MM]);
-    let a = f32n("a", &[MM, MM]);
-    let b = f32n("b", &[MM, MM]);
-    let m = MM as i64;
+    let c = f32n("c", &[mm, mm]);
+    let a = f32n("a", &[mm, mm]);
+    let b = f32n("b", &[mm, mm]);
+    let m = mm as i64;
     let init = Stmt::for_(
         &i0,
         0,
@@ -164,14 +171,14 @@ fn matmul_build() -> Built {
     )
 }
 
-fn matmul_reference(a: &[f32], b: &[f32], out: &mut [f32]) {
-    for i in 0..MM {
-        for j in 0..MM {
+fn matmul_reference(mm: usize, a: &[f32], b: &[f32], out: &mut [f32]) {
+    for i in 0..mm {
+        for j in 0..mm {
             let mut acc = 0.0f32;
-            for k in 0..MM {
-                acc += a[i * MM + k] * b[k * MM + j];
+            for k in 0..mm {
+                acc += a[i * mm + k] * b[k * mm + j];
             }
-            out[i * MM + j] = acc;
+            out[i * mm + j] = acc;
         }
     }
 }
@@ -527,45 +534,53 @@ fn softmax_schedule(b: &Built, p: &[usize]) -> Option<Schedule> {
     Some(s)
 }
 
-/// Every routine the demo knows, in report order.
+/// Every routine the demo knows, in report order (the matrix product at its default size).
 pub(crate) fn routines() -> Vec<Routine> {
+    routines_sized(MM)
+}
+
+/// Every routine, the matrix product of `mm` x `mm` x `mm` (the problem-size flag).
+pub(crate) fn routines_sized(mm: usize) -> Vec<Routine> {
     vec![
         Routine {
             name: "matmul",
-            description: "64x64x64 matrix product (zero-fill + multiply-accumulate segments)",
-            len: MM * MM,
-            build: matmul_build,
-            reference: matmul_reference,
+            description: format!(
+                "{mm}x{mm}x{mm} matrix product (zero-fill + multiply-accumulate segments)"
+            ),
+            len: mm * mm,
+            build: Box::new(move || matmul_build(mm)),
+            reference: Box::new(move |a, b, out| matmul_reference(mm, a, b, out)),
             space: MATMUL_SPACE,
             schedule: matmul_schedule,
             tolerance: 1e-4,
         },
         Routine {
             name: "chain",
-            description: "fused elementwise chain relu(x*y+x)*0.5-exp(-y*y), 128x128",
+            description: "fused elementwise chain relu(x*y+x)*0.5-exp(-y*y), 128x128".to_string(),
             len: EW * EW,
-            build: chain_build,
-            reference: chain_reference,
+            build: Box::new(chain_build),
+            reference: Box::new(chain_reference),
             space: CHAIN_SPACE,
             schedule: chain_schedule,
             tolerance: 1e-5,
         },
         Routine {
             name: "rowdot",
-            description: "row-wise dot products (a reduction), 128 rows of 128",
+            description: "row-wise dot products (a reduction), 128 rows of 128".to_string(),
             len: RR * RR,
-            build: rowdot_build,
-            reference: rowdot_reference,
+            build: Box::new(rowdot_build),
+            reference: Box::new(rowdot_reference),
             space: ROWDOT_SPACE,
             schedule: rowdot_schedule,
             tolerance: 1e-4,
         },
         Routine {
             name: "softmax",
-            description: "row softmax of logits-bias, 64x256 (exp + normalize segments)",
+            description: "row softmax of logits-bias, 64x256 (exp + normalize segments)"
+                .to_string(),
             len: SR * SC,
-            build: softmax_build,
-            reference: softmax_reference,
+            build: Box::new(softmax_build),
+            reference: Box::new(softmax_reference),
             space: SOFTMAX_SPACE,
             schedule: softmax_schedule,
             tolerance: 1e-4,

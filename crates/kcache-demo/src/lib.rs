@@ -56,7 +56,7 @@ use schedule_cache::store::CacheStore;
 
 pub use error::DemoError;
 pub use keys::{KeyMode, verbatim_key};
-pub use report::{KernelReport, Origin, Report, Totals};
+pub use report::{ColdComparison, KernelReport, Origin, Report, Seeding, Totals};
 
 use kernels::Routine;
 use search::Session;
@@ -120,6 +120,22 @@ pub struct DemoOptions {
     /// with the compiler options in `options` (one per line): the demo's stream of
     /// rendered kernels, for comparisons with text-keyed compiler caches (ccache).
     pub dump_kernels: Option<PathBuf>,
+    /// The matrix product's size `n` (n x n x n; 4 to 256); `None`: 64. Another size is
+    /// other code: its winners are other entries, and a search at one size is seeded from
+    /// the winners of the others (same loop nest, other extents).
+    pub size: Option<usize>,
+    /// Compiler options added after the demo's own (`-O3`, `-march=native`): they enter
+    /// the codegen key component, so winners crowned under other options are misses, and
+    /// seeds.
+    pub extra_options: Vec<String>,
+    /// Start each search from the seeds the schedule cache offers after a miss (winners of
+    /// the same code under other key components, and of the same loop nest at other sizes):
+    /// each is rebuilt on fresh code, applied, checked and measured before it can win.
+    pub seeds: bool,
+    /// For each seeded search, also run an unseeded search of the same budget (nothing of
+    /// it stored) and re-measure both winners side by side, interleaved
+    /// ([`Seeding::cold`]).
+    pub compare_cold: bool,
 }
 
 /// The kernel store's directory inside the cache directory.
@@ -144,6 +160,10 @@ impl DemoOptions {
             kernel_store: true,
             kernel_store_dir: None,
             dump_kernels: None,
+            size: None,
+            extra_options: Vec::new(),
+            seeds: true,
+            compare_cold: false,
         }
     }
 }
@@ -204,7 +224,7 @@ pub fn kernel_names() -> Vec<&'static str> {
 /// kernel is searched and its new winner replaces the entry.
 pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     let start = Instant::now();
-    let selected = select(options.kernels.as_deref())?;
+    let selected = select(options.kernels.as_deref(), options.size)?;
     // A user's directory given as the cache, or one whose stamp is no regime version, is
     // refused before anything is put in it (the schedule store would refuse it, but the
     // kernel store would be created inside).
@@ -310,8 +330,16 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     })
 }
 
-fn select(names: Option<&[String]>) -> Result<Vec<Routine>, DemoError> {
-    let all = kernels::routines();
+fn select(names: Option<&[String]>, size: Option<usize>) -> Result<Vec<Routine>, DemoError> {
+    let size = size.unwrap_or(kernels::MM);
+    if !kernels::MATMUL_SIZES.contains(&size) {
+        return Err(DemoError::BadSize {
+            size,
+            min: *kernels::MATMUL_SIZES.start(),
+            max: *kernels::MATMUL_SIZES.end(),
+        });
+    }
+    let all = kernels::routines_sized(size);
     let Some(names) = names else {
         return Ok(all);
     };
@@ -479,12 +507,12 @@ mod tests {
 
     #[test]
     fn unknown_kernels_are_refused_with_the_known_names() {
-        let err = select(Some(&["nope".to_string()])).map(|_| ()).unwrap_err();
+        let err = select(Some(&["nope".to_string()]), None).map(|_| ()).unwrap_err();
         assert!(
             err.to_string().contains("matmul, chain, rowdot, softmax"),
             "{err}"
         );
-        assert_eq!(select(Some(&["softmax".to_string()])).unwrap().len(), 1);
+        assert_eq!(select(Some(&["softmax".to_string()]), None).unwrap().len(), 1);
     }
 
     #[test]

@@ -56,6 +56,24 @@ struct Args {
     /// DIR/kernels (for comparison).
     #[arg(long)]
     no_kernel_store: bool,
+    /// The matrix product's size n (n x n x n, 4 to 256): another size is other code,
+    /// searched from the seeds of the sizes tuned before.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    size: usize,
+    /// A compiler option added to the demo's own (repeatable, e.g. --cflag=-O3): it enters
+    /// the codegen key component, so earlier winners become seeds rather than hits.
+    #[arg(long = "cflag", value_name = "OPTION", allow_hyphen_values = true)]
+    cflags: Vec<String>,
+    /// The C compiler command (default: $CC, else cc).
+    #[arg(long, value_name = "COMMAND")]
+    cc: Option<String>,
+    /// Search from scratch after a miss, without the seeds the cache offers.
+    #[arg(long)]
+    no_seeds: bool,
+    /// Also run an unseeded search of each seeded kernel (same budget, not stored) and
+    /// compare the winners side by side.
+    #[arg(long)]
+    compare_cold: bool,
 }
 
 /// `--keys` values (the library's [`KeyMode`]).
@@ -82,6 +100,13 @@ fn main() -> ExitCode {
     };
     options.memo = !args.no_memo;
     options.kernel_store = !args.no_kernel_store;
+    options.size = Some(args.size);
+    options.extra_options = args.cflags;
+    if args.cc.is_some() {
+        options.compiler = args.cc;
+    }
+    options.seeds = !args.no_seeds;
+    options.compare_cold = args.compare_cold;
     match run(&options) {
         Ok(report) => {
             print!("{report}");

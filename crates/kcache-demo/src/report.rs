@@ -46,6 +46,47 @@ pub struct KernelReport {
     /// What the disk lookup of this run found: `hit`, or why it missed (which key
     /// components differ when the same code has entries under other components).
     pub disk_lookup: String,
+    /// When searched with seeding on: what the seeds were and did.
+    pub seeding: Option<Seeding>,
+}
+
+/// What seeding did for one searched kernel.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Seeding {
+    /// `seeded from 1 entry (differ in: codegen)`, `seeded from matmul 64x64x64`, or
+    /// `no seed`.
+    pub summary: String,
+    /// Seeds the schedule cache offered.
+    pub offered: usize,
+    /// Seeds measured (first, in a round of their own), each checked against the
+    /// reference before it could win.
+    pub seed_trials: usize,
+    /// Candidates the seeded search measured in all (seeds included).
+    pub trials: usize,
+    /// Seeds dropped before measuring, each with where it came from and why (it does not
+    /// rebuild on the code, no longer applies, is beyond the replay caps).
+    pub dropped: Vec<String>,
+    /// Seeds measured whose output did not match the reference: rejected, never stored.
+    pub seeds_rejected: usize,
+    /// Whether the winner was one of the seeds (measured here like every candidate).
+    pub winner_from_seed: bool,
+    /// With `compare_cold`: the seeded search against an unseeded one of the same budget.
+    pub cold: Option<ColdComparison>,
+}
+
+/// A seeded search against a cold (unseeded) search of the same budget, in one process.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColdComparison {
+    /// Candidates the cold search measured.
+    pub cold_trials: usize,
+    /// The first trial (1-based, in the seeded search's order) measured within 5% of the
+    /// cold search's winner; `None` if none was.
+    pub trials_to_match: Option<usize>,
+    /// The seeded winner, re-measured side by side with the cold winner (median of
+    /// interleaved measurements), in seconds.
+    pub seeded_seconds: f64,
+    /// The cold winner, re-measured side by side with the seeded winner, in seconds.
+    pub cold_seconds: f64,
 }
 
 /// Counters of one run, over every kernel.
@@ -210,6 +251,44 @@ impl fmt::Display for Report {
         }
         for k in self.kernels.iter().filter(|k| k.origin == Origin::Searched) {
             writeln!(f, "  {}: disk lookup {}", k.name, k.disk_lookup)?;
+            let Some(s) = &k.seeding else { continue };
+            if s.offered == 0 && s.dropped.is_empty() {
+                continue;
+            }
+            writeln!(
+                f,
+                "  {}: {}: {} seed {} measured first ({} rejected: wrong output), {} in all; the winner {}",
+                k.name,
+                s.summary,
+                s.seed_trials,
+                if s.seed_trials == 1 {
+                    "trial"
+                } else {
+                    "trials"
+                },
+                s.seeds_rejected,
+                count(s.trials as u64, "trial"),
+                if s.winner_from_seed {
+                    "is a seed"
+                } else {
+                    "is a searched candidate"
+                }
+            )?;
+            for d in &s.dropped {
+                writeln!(f, "  {}: seed dropped: {d}", k.name)?;
+            }
+            if let Some(c) = &s.cold {
+                writeln!(
+                    f,
+                    "  {}: against a cold search of {}: within 5% of its winner at trial {}; winners side by side: seeded {} vs cold {} ({:.2}x)",
+                    k.name,
+                    count(c.cold_trials as u64, "trial"),
+                    c.trials_to_match.map_or("-".to_string(), |t| t.to_string()),
+                    ms(c.seeded_seconds),
+                    ms(c.cold_seconds),
+                    c.seeded_seconds / c.cold_seconds
+                )?;
+            }
         }
         writeln!(f)?;
         let twins = t

@@ -19,15 +19,16 @@ use schedule_cache::render::{
 use schedule_cache::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
-    CompleteIdentity, Config, Limits, Measurements, Miss, SavedSchedule, ScheduleCache,
-    ScheduleEntry, SettingsRegistry, Subject, SymRef, TimingIdentity, digest_completeness,
+    CompleteIdentity, Config, Limits, Measurements, Miss, Registry, SavedSchedule, ScheduleCache,
+    ScheduleEntry, SeedOrigin, SettingsRegistry, Subject, SymRef, TimingIdentity,
+    digest_completeness, to_saved,
 };
 
 use crate::DemoOptions;
 use crate::error::DemoError;
 use crate::kernels::{Binding, Built, Routine};
 use crate::keys::{KeyMode, verbatim_key};
-use crate::report::{KernelReport, Origin, Totals, count};
+use crate::report::{ColdComparison, KernelReport, Origin, Seeding, Totals, count};
 
 /// Bumped whenever the renderer's output changes for the same code: it enters the
 /// codegen key component, so winners crowned under another renderer never replay.
@@ -92,6 +93,10 @@ pub(crate) struct Session<'t> {
     pub(crate) reps: usize,
     pub(crate) round1: usize,
     pub(crate) round2: usize,
+    /// Start searches from the cache's seeds.
+    pub(crate) seeding: bool,
+    /// Compare each seeded search with a cold one.
+    pub(crate) compare_cold: bool,
     pub(crate) totals: Totals,
 }
 
@@ -148,11 +153,13 @@ impl<'t> Session<'t> {
         let backend = backend.with_split(Split::new(cores, 4));
         let config = Config::new(SettingsRegistry::reference())
             .with(schedule_cache::config::TIMING_SETTING, "isolated");
-        let compiler_options =
+        let mut compiler_options =
             digest_completeness(&config, compiler_options).map_err(|e| DemoError::Schedule {
                 routine: "(configuration)".to_string(),
                 source: e,
             })?;
+        // The caller's own options: they enter the codegen component with the rest.
+        compiler_options.extend(options.extra_options.iter().cloned());
         let compiler = backend.compiler_version().to_string();
         let limits = Limits {
             codegen_tag: format!(
@@ -195,6 +202,8 @@ impl<'t> Session<'t> {
             reps: options.reps.clamp(1, crate::MAX_REPS),
             round1: options.round1.max(1),
             round2: options.round2,
+            seeding: options.seeds,
+            compare_cold: options.compare_cold,
             totals: Totals::default(),
         })
     }
@@ -557,27 +566,39 @@ impl<'t> Session<'t> {
                     .map_err(|e| schedule_error(routine, e))?,
                 key: replay.key,
                 disk_lookup: "hit".to_string(),
+                seeding: None,
             }));
         }
         Ok(reports)
     }
 
-    /// Searches a routine's schedule space in two rounds and stores the winner on disk.
-    pub(crate) fn search(
+    /// The two-round search (after the seeds' round when `seeds`): every candidate tried,
+    /// in order, and what seeding did.
+    fn explore(
         &mut self,
         routine: &Routine,
-        disk_lookup: String,
-    ) -> Result<KernelReport, DemoError> {
+        data: &Data,
+        seeds: bool,
+    ) -> Result<(Vec<Tried>, Option<Seeding>), DemoError> {
         let legal = legal_points(routine);
-        let rendered_before = self.totals.kernels_rendered;
-        let data = Data::new(routine);
         let mut round1: Vec<Vec<usize>> = vec![vec![0; routine.space.len()]];
         let mut rest: Vec<&Vec<usize>> =
             legal.iter().filter(|p| p.iter().any(|&c| c != 0)).collect();
         shuffle(&mut rest, seed_of(routine.name));
+        let seeded = if seeds {
+            Some(self.seed_candidates(routine, &legal)?)
+        } else {
+            None
+        };
+        let seed_points: Vec<Vec<usize>> = seeded
+            .iter()
+            .flat_map(|(fresh, _)| fresh.iter().map(|f| f.point.clone()))
+            .collect();
+        let seed_trials = seeded.as_ref().map_or(0, |(fresh, _)| fresh.len());
         round1.extend(
             rest.into_iter()
-                .take(self.round1.saturating_sub(1))
+                .filter(|p| !seed_points.contains(p))
+                .take(self.round1.saturating_sub(1 + seed_trials))
                 .cloned(),
         );
         self.say(&format!(
@@ -589,11 +610,21 @@ impl<'t> Session<'t> {
             round1.len()
         ));
         let mut tried: Vec<Tried> = Vec::new();
-        self.run_round(routine, "round 1", &round1, &data, &mut tried)?;
+        let mut seeding = None;
+        if let Some((fresh, notes)) = seeded {
+            if !fresh.is_empty() {
+                self.measure_round(routine, "seeds", fresh, data, &mut tried)?;
+            }
+            seeding = Some(notes);
+        }
+        self.run_round(routine, "round 1", &round1, data, &mut tried)?;
 
         // Round 2: the neighbours of the round's leaders (one dimension changed). The
         // tuner does not remember what it measured: the memo table does.
-        let mut leaders: Vec<&Tried> = tried.iter().filter(|t| t.measurement.correct).collect();
+        let mut leaders: Vec<&Tried> = tried
+            .iter()
+            .filter(|t| t.measurement.correct && t.point.len() == routine.space.len())
+            .collect();
         leaders.sort_by(|a, b| a.measurement.median.total_cmp(&b.measurement.median));
         let mut round2: Vec<Vec<usize>> = Vec::new();
         'fill: for leader in leaders.iter().take(LEADERS) {
@@ -611,9 +642,37 @@ impl<'t> Session<'t> {
             }
         }
         if !round2.is_empty() {
-            self.run_round(routine, "round 2", &round2, &data, &mut tried)?;
+            self.run_round(routine, "round 2", &round2, data, &mut tried)?;
         }
+        if let Some(notes) = seeding.as_mut() {
+            notes.trials = tried.len();
+            notes.seeds_rejected = tried
+                .iter()
+                .filter(|t| t.seeded && !t.measurement.correct)
+                .count();
+        }
+        Ok((tried, seeding))
+    }
 
+    /// Searches a routine's schedule space in two rounds and stores the winner on disk.
+    /// With seeding on, the search starts from the seeds the schedule cache offers (each
+    /// rebuilt on fresh code, applied, checked against the reference and measured in its own
+    /// round before it can win; a seed that does not apply is dropped and reported); with
+    /// `compare_cold`, an unseeded search of the same budget runs too (nothing of it stored)
+    /// and both winners are re-measured side by side, interleaved.
+    pub(crate) fn search(
+        &mut self,
+        routine: &Routine,
+        disk_lookup: String,
+    ) -> Result<KernelReport, DemoError> {
+        let rendered_before = self.totals.kernels_rendered;
+        let data = Data::new(routine);
+        let (tried, mut seeding) = self.explore(routine, &data, self.seeding)?;
+        if let Some(seeding) = seeding.as_mut()
+            && self.compare_cold
+        {
+            seeding.cold = Some(self.compare_with_cold(routine, &data, &tried)?);
+        }
         let candidates = tried.len();
         let rejected = tried.iter().filter(|t| !t.measurement.correct).count();
         let baseline = tried
@@ -625,6 +684,9 @@ impl<'t> Session<'t> {
             .filter(|t| t.measurement.correct)
             .min_by(|a, b| a.measurement.median.total_cmp(&b.measurement.median))
             .ok_or_else(|| DemoError::NoCorrectCandidate(routine.name.to_string()))?;
+        if let Some(seeding) = seeding.as_mut() {
+            seeding.winner_from_seed = winner.seeded;
+        }
 
         // Save the winner against the code it was built on, and store it on disk.
         let placements = Self::placements(&winner.built);
@@ -675,6 +737,196 @@ impl<'t> Session<'t> {
             schedule_ron,
             key: key.map(|k| k.as_str().to_string()).unwrap_or_default(),
             disk_lookup,
+            seeding,
+        })
+    }
+
+    /// The seeds the schedule cache offers for the routine's code, each rebuilt on fresh
+    /// code and applied (a seed that does not rebuild or apply, or is beyond the replay caps,
+    /// is dropped and named in the notes). At most [`MAX_SEED_TRIALS`] are kept.
+    fn seed_candidates(
+        &mut self,
+        routine: &Routine,
+        legal: &[Vec<usize>],
+    ) -> Result<(Vec<Fresh>, Seeding), DemoError> {
+        let built = (routine.build)();
+        let placements = Self::placements(&built);
+        let seeds = self
+            .schedules
+            .seeds(Subject::new(&built.code).with_placements(&placements))
+            .map_err(|e| schedule_error(routine, e))?;
+        let mut notes = Seeding {
+            offered: seeds.seeds.len(),
+            ..Seeding::default()
+        };
+        let mut fresh: Vec<Fresh> = Vec::new();
+        let mut differing: Vec<schedule_cache::KeyComponent> = Vec::new();
+        let mut near: Vec<String> = Vec::new();
+        let mut same = 0;
+        for seed in &seeds.seeds {
+            if fresh.len() >= MAX_SEED_TRIALS {
+                break;
+            }
+            let built = (routine.build)();
+            let placements = Self::placements(&built);
+            let subject = Subject::new(&built.code).with_placements(&placements);
+            let origin = match seed.origin() {
+                SeedOrigin::SameCode { .. } => "the same code".to_string(),
+                SeedOrigin::NearCode { digest, .. } => near_label(routine, digest),
+            };
+            let candidate = match self.schedules.candidate(seed, subject) {
+                Ok(c) => c,
+                Err(dropped) => {
+                    notes.dropped.push(format!("{origin}: {}", dropped.reason));
+                    continue;
+                }
+            };
+            if candidate.ops.len() > MAX_REPLAY_OPS {
+                notes.dropped.push(format!(
+                    "{origin}: {} ops, more than the {MAX_REPLAY_OPS} the demo replays",
+                    candidate.ops.len()
+                ));
+                continue;
+            }
+            let code = match apply_ops(&candidate.ops, &built.code) {
+                Ok(code) => code,
+                Err(e) => {
+                    notes.dropped.push(format!(
+                        "{origin}: it no longer applies ({})",
+                        schedule_cache::disk::short(&e.to_string())
+                    ));
+                    continue;
+                }
+            };
+            // Beyond the rendered-C cap: dropped before anything is compiled.
+            let mut scratch = Batch::default();
+            if let Err(e) = self.render_batch(
+                routine,
+                &[(&built, &code)],
+                &mut scratch,
+                Some(MAX_REPLAY_C_BYTES),
+            ) {
+                notes.dropped.push(format!("{origin}: cannot render: {e}"));
+                continue;
+            }
+            let point = point_of(routine, legal, &built, &candidate.ops).unwrap_or_default();
+            if fresh.iter().any(|f| !point.is_empty() && f.point == point) {
+                continue;
+            }
+            match seed.origin() {
+                SeedOrigin::SameCode { differing: d } => {
+                    same += 1;
+                    for c in d {
+                        if !differing.contains(c) {
+                            differing.push(*c);
+                        }
+                    }
+                }
+                SeedOrigin::NearCode { .. } => {
+                    if !near.contains(&origin) {
+                        near.push(origin.clone());
+                    }
+                }
+            }
+            fresh.push(Fresh {
+                point,
+                built,
+                schedule: Schedule { ops: candidate.ops },
+                code,
+                seeded: true,
+            });
+        }
+        differing.sort();
+        let mut parts = Vec::new();
+        if same > 0 {
+            let names: Vec<&str> = differing.iter().map(|c| c.name()).collect();
+            parts.push(format!(
+                "{same} {} (differ in: {})",
+                if same == 1 { "entry" } else { "entries" },
+                names.join(", ")
+            ));
+        }
+        parts.extend(near);
+        notes.summary = if parts.is_empty() {
+            "no seed".to_string()
+        } else {
+            format!("seeded from {}", parts.join(" and "))
+        };
+        notes.seed_trials = fresh.len();
+        self.say(&format!(
+            "{}: {} offered, {} measured first; {} dropped{}",
+            routine.name,
+            notes.summary,
+            fresh.len(),
+            notes.dropped.len(),
+            notes
+                .dropped
+                .iter()
+                .map(|d| format!("\n  dropped: {d}"))
+                .collect::<String>()
+        ));
+        Ok((fresh, notes))
+    }
+
+    /// An unseeded search of the same budget (nothing of it stored), then both winners
+    /// re-measured side by side, interleaved, in this process.
+    fn compare_with_cold(
+        &mut self,
+        routine: &Routine,
+        data: &Data,
+        seeded: &[Tried],
+    ) -> Result<ColdComparison, DemoError> {
+        let (cold, _) = self.explore(routine, data, false)?;
+        let best = |tried: &[Tried]| -> Option<usize> {
+            tried
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.measurement.correct)
+                .min_by(|a, b| a.1.measurement.median.total_cmp(&b.1.measurement.median))
+                .map(|(i, _)| i)
+        };
+        let (Some(si), Some(ci)) = (best(seeded), best(cold.as_slice())) else {
+            return Err(DemoError::NoCorrectCandidate(routine.name.to_string()));
+        };
+        let (s, c) = (&seeded[si], &cold[ci]);
+        let mut scheduled = Vec::new();
+        for t in [s, c] {
+            scheduled.push(
+                t.schedule
+                    .apply(&t.built.code)
+                    .map_err(|e| schedule_error(routine, e))?,
+            );
+        }
+        let codes: Vec<(&Built, &schedule_cache::ir::Code)> =
+            vec![(&s.built, &scheduled[0]), (&c.built, &scheduled[1])];
+        let cold_median = c.measurement.median;
+        let mut batch = Batch::default();
+        let owners = self.render_batch(routine, &codes, &mut batch, None)?;
+        let kernels = self.resolve(&format!("{} side by side", routine.name), &batch)?;
+        let pick =
+            |o: &Vec<usize>| -> Vec<Bound> { o.iter().map(|&i| kernels[i].clone()).collect() };
+        let (ks, kc) = (pick(&owners[0]), pick(&owners[1]));
+        let (mut ts, mut tc) = (Vec::new(), Vec::new());
+        for _ in 0..SIDE_BY_SIDE_ROUNDS {
+            ts.push(run_and_time(&ks, data, self.reps, routine.tolerance)?.median);
+            tc.push(run_and_time(&kc, data, self.reps, routine.tolerance)?.median);
+        }
+        let (seeded_seconds, cold_seconds) = (
+            median(&ts).unwrap_or(f64::INFINITY),
+            median(&tc).unwrap_or(f64::INFINITY),
+        );
+        // The first trial of the seeded search within 5% of the cold winner (times as the
+        // searches measured them, in this process).
+        let target = cold_median * 1.05;
+        let trials_to_match = seeded
+            .iter()
+            .position(|t| t.measurement.correct && t.measurement.median <= target)
+            .map(|i| i + 1);
+        Ok(ColdComparison {
+            cold_trials: cold.len(),
+            trials_to_match,
+            seeded_seconds,
+            cold_seconds,
         })
     }
 
@@ -696,15 +948,40 @@ impl<'t> Session<'t> {
             let code = schedule
                 .apply(&built.code)
                 .map_err(|e| schedule_error(routine, e))?;
-            fresh.push((point.clone(), built, schedule, code));
+            fresh.push(Fresh {
+                point: point.clone(),
+                built,
+                schedule,
+                code,
+                seeded: false,
+            });
         }
+        self.measure_round(routine, round, fresh, data, tried)
+    }
+
+    /// Compiles the round's candidates in one batch, checks and times each, in order.
+    fn measure_round(
+        &mut self,
+        routine: &Routine,
+        round: &str,
+        fresh: Vec<Fresh>,
+        data: &Data,
+        tried: &mut Vec<Tried>,
+    ) -> Result<(), DemoError> {
         let codes: Vec<(&Built, &schedule_cache::ir::Code)> =
-            fresh.iter().map(|(_, b, _, c)| (b, c)).collect();
+            fresh.iter().map(|f| (&f.built, &f.code)).collect();
         let mut batch = Batch::default();
         let owners = self.render_batch(routine, &codes, &mut batch, None)?;
         let kernels = self.resolve(&format!("{} {round}", routine.name), &batch)?;
         let (hits_before, rejected_before) = (self.totals.memo_hits, tried.len());
-        for ((point, built, schedule, _), mine) in fresh.into_iter().zip(owners) {
+        for (f, mine) in fresh.into_iter().zip(owners) {
+            let Fresh {
+                point,
+                built,
+                schedule,
+                seeded,
+                ..
+            } = f;
             let keys: Vec<&str> = mine
                 .iter()
                 .map(|&i| batch.kernels[i].key.as_str())
@@ -712,11 +989,15 @@ impl<'t> Session<'t> {
             let ks: Vec<Bound> = mine.iter().map(|&i| kernels[i].clone()).collect();
             let measurement = self.measure(routine, &keys, &ks, data)?;
             if !measurement.correct {
+                let what = if point.len() == routine.space.len() {
+                    point_label(routine, &point)
+                } else {
+                    "(a seed outside the demo's space)".to_string()
+                };
+                let seed = if seeded { " (a seed)" } else { "" };
                 self.say(&format!(
-                    "{}: candidate {} REJECTED: wrong output (max relative error {:.2e})",
-                    routine.name,
-                    point_label(routine, &point),
-                    measurement.error
+                    "{}: candidate {what}{seed} REJECTED: wrong output (max relative error {:.2e})",
+                    routine.name, measurement.error
                 ));
             }
             tried.push(Tried {
@@ -724,6 +1005,7 @@ impl<'t> Session<'t> {
                 built,
                 schedule,
                 measurement,
+                seeded,
             });
         }
         let best = tried[rejected_before..]
@@ -740,6 +1022,61 @@ impl<'t> Session<'t> {
         ));
         Ok(())
     }
+}
+
+/// At most this many seeds are measured per kernel (they count against round 1's budget).
+const MAX_SEED_TRIALS: usize = 4;
+
+/// Interleaved re-measurements of the two winners [`Session::compare_with_cold`] compares.
+const SIDE_BY_SIDE_ROUNDS: usize = 7;
+
+/// The point of the routine's space whose schedule, built on `built`, saves to the same ops
+/// as `ops` (so the seed's neighbours can be explored), if any.
+fn point_of(
+    routine: &Routine,
+    legal: &[Vec<usize>],
+    built: &Built,
+    ops: &[schedule_cache::schedule::RefOp],
+) -> Option<Vec<usize>> {
+    let placements = Session::placements(built);
+    let identity = Subject::new(&built.code)
+        .with_placements(&placements)
+        .identity()
+        .ok()?;
+    let registry = Registry::new(&identity);
+    let (want, _) = to_saved(&ReferenceLanguage, &registry, ops).ok()?;
+    legal.iter().find_map(|p| {
+        let s = (routine.schedule)(built, p)?;
+        let (have, _) = to_saved(&ReferenceLanguage, &registry, &s.ops).ok()?;
+        (have.ops == want.ops).then(|| p.clone())
+    })
+}
+
+/// "matmul 64x64x64" for near code of the matrix product whose digest is `digest`, else
+/// the routine's name and the digest's first 12 digits.
+fn near_label(routine: &Routine, digest: &str) -> String {
+    if routine.name == "matmul" {
+        for n in crate::kernels::MATMUL_SIZES {
+            let sized = crate::kernels::routines_sized(n);
+            let Some(r) = sized.iter().find(|r| r.name == "matmul") else {
+                break;
+            };
+            let built = (r.build)();
+            let placements = Session::placements(&built);
+            if Subject::new(&built.code)
+                .with_placements(&placements)
+                .identity()
+                .is_ok_and(|id| id.digest() == digest)
+            {
+                return format!("matmul {n}x{n}x{n}");
+            }
+        }
+    }
+    format!(
+        "{} of other sizes ({})",
+        routine.name,
+        digest.get(..12).unwrap_or(digest)
+    )
 }
 
 /// The memo table's key of a measurement: the routine, the kernels run in order (their
@@ -777,11 +1114,23 @@ pub(crate) struct Replay {
     describe: String,
 }
 
-struct Tried {
+pub(crate) struct Tried {
+    /// The point of the routine's space (empty for a seed outside it).
     point: Vec<usize>,
     built: Built,
     schedule: Schedule,
     measurement: Measurement,
+    /// Whether it came from a seed.
+    seeded: bool,
+}
+
+/// A candidate built and scheduled, before it is compiled and measured.
+struct Fresh {
+    point: Vec<usize>,
+    built: Built,
+    schedule: Schedule,
+    code: schedule_cache::ir::Code,
+    seeded: bool,
 }
 
 /// A routine's input data (deterministic) and expected output.
