@@ -182,6 +182,34 @@ const FIGURES: &[Figure] = &[
     )
     .at_most(0.05),
     Figure::printed(
+        "transfer_trials_to_match_codegen",
+        "kcache-demo",
+        "transfer",
+        "the cold search's trial budget (trials a seeded search needs to come within 5% of the cold winner, after -O3 is added; median over kernels)",
+    )
+    .at_most(0.2),
+    Figure::printed(
+        "transfer_trials_to_match_size",
+        "kcache-demo",
+        "transfer",
+        "the cold search's trial budget (the same after matmul 64 -> 96)",
+    )
+    .at_most(0.2),
+    Figure::printed(
+        "transfer_final_quality_codegen",
+        "kcache-demo",
+        "transfer",
+        "the cold search's winner at the same budget, re-measured side by side, interleaved (after -O3; median over kernels)",
+    )
+    .at_most(1.0),
+    Figure::printed(
+        "transfer_final_quality_size",
+        "kcache-demo",
+        "transfer",
+        "the cold search's winner at the same budget, re-measured side by side (after matmul 64 -> 96)",
+    )
+    .at_most(1.0),
+    Figure::printed(
         "kcache_vs_ccache_compiles",
         "kcache-demo",
         "vs_ccache",

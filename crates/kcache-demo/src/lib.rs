@@ -507,12 +507,17 @@ mod tests {
 
     #[test]
     fn unknown_kernels_are_refused_with_the_known_names() {
-        let err = select(Some(&["nope".to_string()]), None).map(|_| ()).unwrap_err();
+        let err = select(Some(&["nope".to_string()]), None)
+            .map(|_| ())
+            .unwrap_err();
         assert!(
             err.to_string().contains("matmul, chain, rowdot, softmax"),
             "{err}"
         );
-        assert_eq!(select(Some(&["softmax".to_string()]), None).unwrap().len(), 1);
+        assert_eq!(
+            select(Some(&["softmax".to_string()]), None).unwrap().len(),
+            1
+        );
     }
 
     #[test]
