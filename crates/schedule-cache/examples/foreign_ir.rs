@@ -4,7 +4,7 @@
 //! saving a tuned schedule in one process and replaying it in another.
 //!
 //! Run it with `cargo run -p schedule-cache --example foreign_ir`: with no arguments it creates
-//! a temporary cache directory and runs itself three times as child processes:
+//! a temporary cache directory and runs itself as child processes, one per step:
 //!
 //! 1. `save DIR`: builds the code, "tunes" it (tiles `i` by 8, then the inner loop by 2),
 //!    checks the scheduled code computes what the unscheduled code does, stores the schedule;
@@ -13,7 +13,13 @@
 //!    prints the scheduled code's canonical digest, which must equal the first process's;
 //! 3. `format2 DIR`: the same lookup after the adopter changed what its ops mean (schedule
 //!    format `tiny-ops-2`): a miss that names the `format` component;
-//! 4. `deep DIR`: stores 4096 tiles by 1, each of the previous inner loop (as many ops as a
+//! 4. `seeds DIR`: after a regime change (another codegen tag) and at other sizes (96, 60)
+//!    the lookup misses and `ScheduleCache::seeds` offers the saved schedule as a seed (the
+//!    same code under other components; code of the same loop nest at another size), which
+//!    `ScheduleCache::candidate` rebuilds on the new code; applied and checked against the
+//!    unscheduled code (a tuner would measure it too) before it could be stored; at 60 the
+//!    tile of 8 does not apply and the seed is dropped;
+//! 5. `deep DIR`: stores 4096 tiles by 1, each of the previous inner loop (as many ops as a
 //!    saved schedule may have), looks them up and replays them: applying them stops at
 //!    `MAX_NEST_DEPTH` with an error instead of overflowing the stack.
 //!
@@ -130,14 +136,19 @@ impl LoopCode for Kernel {
 
 /// `for i in 0..64 { y[i] = x[i] * 3 + 1 }`, with fresh ids.
 fn build() -> (Kernel, u64, [Buf; 2]) {
+    build_n(64)
+}
+
+/// `for i in 0..n { y[i] = x[i] * 3 + 1 }`, with fresh ids.
+fn build_n(n: usize) -> (Kernel, u64, [Buf; 2]) {
     let i = fresh();
     let x = Buf {
         id: fresh(),
-        len: 64,
+        len: n,
     };
     let y = Buf {
         id: fresh(),
-        len: 64,
+        len: n,
     };
     let body = vec![Stmt::Axpb {
         out: y,
@@ -149,7 +160,7 @@ fn build() -> (Kernel, u64, [Buf; 2]) {
     let code = Kernel {
         body: vec![Stmt::Loop {
             var: i,
-            extent: 64,
+            extent: i64::try_from(n).expect("a small extent"),
             body,
         }],
     };
@@ -340,6 +351,10 @@ fn digest(code: &Kernel) -> String {
 // ---- The adopter's cache, built once ---------------------------------------------------------
 
 fn cache(dir: &str, format: &str) -> ScheduleCache<TinyLanguage> {
+    cache_with(dir, format, "tiny-interpreter 0.1")
+}
+
+fn cache_with(dir: &str, format: &str, codegen: &str) -> ScheduleCache<TinyLanguage> {
     ScheduleCache::new(
         TinyLanguage,
         "tiny-interpreter",
@@ -350,7 +365,7 @@ fn cache(dir: &str, format: &str) -> ScheduleCache<TinyLanguage> {
         CacheStore::disk(dir),
     )
     .with_limits(Limits {
-        codegen_tag: "tiny-interpreter 0.1".into(),
+        codegen_tag: codegen.into(),
         worker_pool_tag: "single-thread".into(),
         max_threads: 1,
         ..Limits::default()
@@ -394,6 +409,47 @@ fn format2(dir: &str) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// After a regime change (codegen `tiny-interpreter 0.2`) and at other sizes: a miss, then
+/// the seeds the cache offers, each rebuilt on the code, applied, checked against the
+/// unscheduled code (and, in a real tuner, measured) before it could be stored. A seed that
+/// does not apply (a tile of 8 on a loop of 60) is dropped.
+fn seeds(dir: &str) -> Result<()> {
+    for (codegen, n) in [
+        ("tiny-interpreter 0.2", 64),
+        ("tiny-interpreter 0.1", 96),
+        ("tiny-interpreter 0.1", 60),
+    ] {
+        let c = cache_with(dir, "tiny-ops-1", codegen);
+        let (code, _, bufs) = build_n(n);
+        let miss = match c.lookup(&code)? {
+            Ok(_) => return Err(format!("{codegen} at {n}: a hit").into()),
+            Err(miss) => miss,
+        };
+        let found = c.seeds(&code)?;
+        if let Some(e) = &found.near_index {
+            return Err(format!("no near-code index: {e}").into());
+        }
+        let seed = found.seeds.first().ok_or("no seed offered")?;
+        let candidate = match c.candidate(seed, &code) {
+            Ok(candidate) => candidate,
+            Err(dropped) => return Err(format!("{dropped}").into()),
+        };
+        match apply(&code, &candidate.ops) {
+            Ok(scheduled) => {
+                // Checked (and, in a tuner, measured) before it may be stored.
+                assert_eq!(outputs(&scheduled, bufs), outputs(&code, bufs));
+                println!(
+                    "seed n={n} {codegen}: {} seed(s), first from {} (miss: {miss})",
+                    found.seeds.len(),
+                    seed.origin()
+                );
+            }
+            Err(e) => println!("dropped n={n}: {e}"),
+        }
+    }
+    Ok(())
 }
 
 fn deep(dir: &str) -> Result<()> {
@@ -448,6 +504,7 @@ fn main() -> Result<()> {
         ["replay", dir] => replay(dir),
         ["format2", dir] => format2(dir),
         ["deep", dir] => deep(dir),
+        ["seeds", dir] => seeds(dir),
         [] => {
             let tmp = tempfile::tempdir()?;
             let dir = tmp.path().to_str().ok_or("a UTF-8 temporary path")?;
@@ -467,6 +524,24 @@ fn main() -> Result<()> {
                 line(&saved, "stored ")?
             );
             println!("after a schedule-format change: {why}");
+            let seeded = child(&["seeds", dir])?;
+            let codegen = line(&seeded, "seed n=64 ")?;
+            assert!(
+                codegen.contains("first from the same code (differs in: codegen)"),
+                "{codegen}"
+            );
+            let size = line(&seeded, "seed n=96 ")?;
+            assert!(
+                size.contains("first from code of the same structure, other sizes"),
+                "{size}"
+            );
+            let dropped = line(&seeded, "dropped n=60: ")?;
+            assert!(
+                dropped.contains("cannot tile a loop of 60 by 8"),
+                "{dropped}"
+            );
+            println!("after a codegen change: {codegen}");
+            println!("at another size: {size}");
             // Last: it overwrites the entry.
             let deep = child(&["deep", dir])?;
             println!("{}", line(&deep, "refused ")?);
