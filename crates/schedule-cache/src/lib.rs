@@ -9,7 +9,9 @@
 //! key components differ) and `store(code, ops, measurements)` (last write wins; with
 //! `with_store_policy(`[`StorePolicy::KeepFaster`]`)` an entry is replaced only by a winner
 //! measured faster, decided atomically by the store, and the outcome says which was kept).
-//! `examples/foreign_ir.rs` is
+//! After a miss, `seeds(code)` ([`seeds`]) offers what was learned under other regimes and at
+//! other sizes, each only a candidate to rebuild ([`ScheduleCache::candidate`]), apply, check
+//! and measure. `examples/foreign_ir.rs` is
 //! a complete adopter with its own loop IR. The pieces below stay public for callers who need
 //! them.
 //!
