@@ -36,15 +36,19 @@ fn build(n: usize, extra: bool) -> (Code, Symbol) {
 }
 
 fn cache<S: Store>(store: S, codegen: &str) -> ScheduleCache<ReferenceLanguage, S> {
-    ScheduleCache::new(ReferenceLanguage, "cc", store)
-        .with_limits(Limits {
-            codegen_tag: codegen.into(),
-            ..Limits::default()
-        })
-        .with_timing(TimingIdentity {
+    ScheduleCache::new(
+        ReferenceLanguage,
+        "cc",
+        TimingIdentity {
             device: "dev".into(),
             toolchain: None,
-        })
+        },
+        store,
+    )
+    .with_limits(Limits {
+        codegen_tag: codegen.into(),
+        ..Limits::default()
+    })
 }
 
 /// Stores `split(i, 8)` for the n x n code under `codegen`.
