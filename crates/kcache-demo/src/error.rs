@@ -45,6 +45,15 @@ pub enum DemoError {
         /// The known names, comma-separated.
         known: String,
     },
+    /// Every candidate of a search failed to compile (each is skipped alone, so this is a
+    /// compiler that compiles nothing): the first one's diagnostic.
+    #[error("resolving {routine}: every candidate failed to compile: {first}")]
+    NothingCompiled {
+        /// The routine.
+        routine: String,
+        /// The compiler's first error line for the first candidate.
+        first: String,
+    },
     /// `--size` is outside the sizes the demo builds.
     #[error("matmul size {size} is outside {min}..={max}")]
     BadSize {

@@ -209,8 +209,11 @@ pub fn kernel_names() -> Vec<&'static str> {
 /// is stored for the same code and key, else searches and stores the winner.
 ///
 /// # Errors
-/// [`DemoError::NoCompiler`] when no C compiler can be run; [`DemoError::Resolve`]
-/// when a compile fails (with the compiler's diagnostics); [`DemoError::UnknownKernel`]
+/// [`DemoError::NoCompiler`] when no C compiler can be run; a candidate that fails to
+/// compile is reported ([`KernelReport::failed_to_compile`]) and skipped, never a failed run,
+/// and only a search none of whose candidates compiles is [`DemoError::NothingCompiled`]
+/// (with the compiler's first error); [`DemoError::Resolve`] when the kernel cache refuses
+/// a batch as a whole; [`DemoError::UnknownKernel`]
 /// for a bad `kernels` list; [`DemoError::Unadopted`] when the cache directory has no regime
 /// stamp yet holds files named like entries (a user's `settings.ron`: nothing in it is
 /// created, deleted or stamped, with or without `fresh`); [`DemoError::NotACacheDir`] when

@@ -48,6 +48,9 @@ pub struct KernelReport {
     pub disk_lookup: String,
     /// When searched with seeding on: what the seeds were and did.
     pub seeding: Option<Seeding>,
+    /// Candidates that failed to compile, each with the compiler's first diagnostics:
+    /// reported and skipped (never measured, never a winner), not a failed run.
+    pub failed_to_compile: Vec<String>,
 }
 
 /// What seeding did for one searched kernel.
@@ -68,6 +71,8 @@ pub struct Seeding {
     pub dropped: Vec<String>,
     /// Seeds measured whose output did not match the reference: rejected, never stored.
     pub seeds_rejected: usize,
+    /// Seeds that failed to compile under this regime: skipped.
+    pub seeds_failed: usize,
     /// Whether the winner was one of the seeds (measured here like every candidate).
     pub winner_from_seed: bool,
     /// With `compare_cold`: the seeded search against an unseeded one of the same budget.
@@ -251,13 +256,20 @@ impl fmt::Display for Report {
         }
         for k in self.kernels.iter().filter(|k| k.origin == Origin::Searched) {
             writeln!(f, "  {}: disk lookup {}", k.name, k.disk_lookup)?;
+            for why in &k.failed_to_compile {
+                writeln!(
+                    f,
+                    "  {}: a candidate failed to compile (skipped): {why}",
+                    k.name
+                )?;
+            }
             let Some(s) = &k.seeding else { continue };
             if s.offered == 0 && s.dropped.is_empty() {
                 continue;
             }
             writeln!(
                 f,
-                "  {}: {}: {} seed {} measured first ({} rejected: wrong output), {} in all; the winner {}",
+                "  {}: {}: {} seed {} measured first ({} rejected: wrong output, {} failed to compile), {} in all; the winner {}",
                 k.name,
                 s.summary,
                 s.seed_trials,
@@ -267,6 +279,7 @@ impl fmt::Display for Report {
                     "trials"
                 },
                 s.seeds_rejected,
+                s.seeds_failed,
                 count(s.trials as u64, "trial"),
                 if s.winner_from_seed {
                     "is a seed"

@@ -8,7 +8,9 @@ use std::time::Instant;
 use canonical_text::segment_kernel_name;
 use cc_backend::{Arg, CcBackend, CcProgram, Elem, Extent, Kernel, Signature, Source};
 use kernel_cache::store::KernelStore;
-use kernel_cache::{BatchKernel, KernelCache, Names, Split, resolve_split_with_store, with_census};
+use kernel_cache::{
+    BatchKernel, KernelCache, Names, Split, resolve_split_each_with_store, with_census,
+};
 use memo_cache::{Key, KeyBuilder, Table, Value, try_fetch_or_put};
 use schedule_cache::disk::StoreOutcome;
 use schedule_cache::identity::{NodeId, Placement};
@@ -97,6 +99,8 @@ pub(crate) struct Session<'t> {
     pub(crate) seeding: bool,
     /// Compare each seeded search with a cold one.
     pub(crate) compare_cold: bool,
+    /// Candidates of the current search that failed to compile (skipped).
+    pub(crate) failures: Vec<Failure>,
     pub(crate) totals: Totals,
 }
 
@@ -204,6 +208,7 @@ impl<'t> Session<'t> {
             round2: options.round2,
             seeding: options.seeds,
             compare_cold: options.compare_cold,
+            failures: Vec::new(),
             totals: Totals::default(),
         })
     }
@@ -306,13 +311,20 @@ impl<'t> Session<'t> {
     }
 
     /// Resolves a batch through the kernel cache with the real backend (split compile
-    /// on), counting what it compiled and reused. Returns the callable kernels.
-    fn resolve(&mut self, label: &str, whole: &Batch) -> Result<Vec<Bound>, DemoError> {
+    /// on, one outcome per kernel), counting what it compiled and reused. Returns, per
+    /// kernel, the callable kernel or why it has none (its unit failed to compile: the
+    /// compiler's first diagnostics): a kernel that fails fails alone, the batch's other
+    /// kernels are compiled once and answered.
+    fn resolve(
+        &mut self,
+        label: &str,
+        whole: &Batch,
+    ) -> Result<Vec<Result<Bound, String>>, DemoError> {
         let batch = &whole.kernels[..];
         self.dump(batch)?;
         let start = Instant::now();
         let (resolved, census) = with_census(|| {
-            resolve_split_with_store(
+            resolve_split_each_with_store(
                 &self.cache,
                 self.kernel_store.as_ref(),
                 batch,
@@ -360,11 +372,23 @@ impl<'t> Session<'t> {
         resolved
             .iter()
             .zip(&whole.bindings)
-            .map(|(r, bindings)| {
-                Ok(Bound {
+            .map(|(r, bindings)| match r {
+                Ok(r) => Ok(Ok(Bound {
                     kernel: Kernel::from_resolved(r).map_err(DemoError::Backend)?,
                     bindings: bindings.clone(),
-                })
+                })),
+                Err(e) => {
+                    // The compiler's first error line (else the error's first line).
+                    let text = e.to_string();
+                    let why = text
+                        .lines()
+                        .skip(1)
+                        .find(|l| l.contains("error"))
+                        .or_else(|| text.lines().next())
+                        .unwrap_or("")
+                        .trim();
+                    Ok(Err(schedule_cache::disk::short(why)))
+                }
             })
             .collect()
     }
@@ -527,7 +551,17 @@ impl<'t> Session<'t> {
                 .iter()
                 .map(|&i| batch.kernels[i].key.as_str())
                 .collect();
-            let ks: Vec<Bound> = mine.iter().map(|&i| kernels[i].clone()).collect();
+            let ks = match bound_of(&kernels, &mine) {
+                Ok(ks) => ks,
+                Err(why) => {
+                    reports.push(Err(self.unusable(
+                        routine,
+                        &replay.key,
+                        &format!("it fails to compile: {why}"),
+                    )));
+                    continue;
+                }
+            };
             let m = self.measure(routine, &keys, &ks, &data)?;
             if !m.correct {
                 reports.push(Err(self.unusable(
@@ -567,6 +601,7 @@ impl<'t> Session<'t> {
                 key: replay.key,
                 disk_lookup: "hit".to_string(),
                 seeding: None,
+                failed_to_compile: Vec::new(),
             }));
         }
         Ok(reports)
@@ -579,7 +614,8 @@ impl<'t> Session<'t> {
         routine: &Routine,
         data: &Data,
         seeds: bool,
-    ) -> Result<(Vec<Tried>, Option<Seeding>), DemoError> {
+    ) -> Result<Explored, DemoError> {
+        self.failures.clear();
         let legal = legal_points(routine);
         let mut round1: Vec<Vec<usize>> = vec![vec![0; routine.space.len()]];
         let mut rest: Vec<&Vec<usize>> =
@@ -650,8 +686,9 @@ impl<'t> Session<'t> {
                 .iter()
                 .filter(|t| t.seeded && !t.measurement.correct)
                 .count();
+            notes.seeds_failed = self.failures.iter().filter(|f| f.seeded).count();
         }
-        Ok((tried, seeding))
+        Ok((tried, seeding, std::mem::take(&mut self.failures)))
     }
 
     /// Searches a routine's schedule space in two rounds and stores the winner on disk.
@@ -667,7 +704,15 @@ impl<'t> Session<'t> {
     ) -> Result<KernelReport, DemoError> {
         let rendered_before = self.totals.kernels_rendered;
         let data = Data::new(routine);
-        let (tried, mut seeding) = self.explore(routine, &data, self.seeding)?;
+        let (tried, mut seeding, failures) = self.explore(routine, &data, self.seeding)?;
+        if tried.is_empty()
+            && let Some(first) = failures.first()
+        {
+            return Err(DemoError::NothingCompiled {
+                routine: routine.name.to_string(),
+                first: first.why.clone(),
+            });
+        }
         if let Some(seeding) = seeding.as_mut()
             && self.compare_cold
         {
@@ -738,6 +783,7 @@ impl<'t> Session<'t> {
             key: key.map(|k| k.as_str().to_string()).unwrap_or_default(),
             disk_lookup,
             seeding,
+            failed_to_compile: failures.iter().map(|f| f.why.clone()).collect(),
         })
     }
 
@@ -876,7 +922,7 @@ impl<'t> Session<'t> {
         data: &Data,
         seeded: &[Tried],
     ) -> Result<ColdComparison, DemoError> {
-        let (cold, _) = self.explore(routine, data, false)?;
+        let (cold, _, _) = self.explore(routine, data, false)?;
         let best = |tried: &[Tried]| -> Option<usize> {
             tried
                 .iter()
@@ -903,9 +949,14 @@ impl<'t> Session<'t> {
         let mut batch = Batch::default();
         let owners = self.render_batch(routine, &codes, &mut batch, None)?;
         let kernels = self.resolve(&format!("{} side by side", routine.name), &batch)?;
-        let pick =
-            |o: &Vec<usize>| -> Vec<Bound> { o.iter().map(|&i| kernels[i].clone()).collect() };
-        let (ks, kc) = (pick(&owners[0]), pick(&owners[1]));
+        let compiled = |o: &Vec<usize>| {
+            bound_of(&kernels, o).map_err(|why| {
+                DemoError::Render(format!(
+                    "a winner compared side by side failed to compile: {why}"
+                ))
+            })
+        };
+        let (ks, kc) = (compiled(&owners[0])?, compiled(&owners[1])?);
         let (mut ts, mut tc) = (Vec::new(), Vec::new());
         for _ in 0..SIDE_BY_SIDE_ROUNDS {
             ts.push(run_and_time(&ks, data, self.reps, routine.tolerance)?.median);
@@ -986,7 +1037,24 @@ impl<'t> Session<'t> {
                 .iter()
                 .map(|&i| batch.kernels[i].key.as_str())
                 .collect();
-            let ks: Vec<Bound> = mine.iter().map(|&i| kernels[i].clone()).collect();
+            let ks = match bound_of(&kernels, &mine) {
+                Ok(ks) => ks,
+                Err(why) => {
+                    // Reported and skipped: never measured, never a winner, never a failed run.
+                    let what = if point.len() == routine.space.len() {
+                        point_label(routine, &point)
+                    } else {
+                        "(a seed outside the demo's space)".to_string()
+                    };
+                    let seed = if seeded { " (a seed)" } else { "" };
+                    self.say(&format!(
+                        "{}: candidate {what}{seed} SKIPPED: it fails to compile: {why}",
+                        routine.name
+                    ));
+                    self.failures.push(Failure { seeded, why });
+                    continue;
+                }
+            };
             let measurement = self.measure(routine, &keys, &ks, data)?;
             if !measurement.correct {
                 let what = if point.len() == routine.space.len() {
@@ -1029,6 +1097,29 @@ const MAX_SEED_TRIALS: usize = 4;
 
 /// Interleaved re-measurements of the two winners [`Session::compare_with_cold`] compares.
 const SIDE_BY_SIDE_ROUNDS: usize = 7;
+
+/// The callable kernels of one candidate (`mine`, indices into the batch), or why one of them
+/// failed to compile.
+fn bound_of(kernels: &[Result<Bound, String>], mine: &[usize]) -> Result<Vec<Bound>, String> {
+    mine.iter()
+        .map(|&i| {
+            kernels
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| Err("no such kernel".to_string()))
+        })
+        .collect()
+}
+
+/// What a search tried (in order), what seeding did, and the candidates that failed to
+/// compile.
+type Explored = (Vec<Tried>, Option<Seeding>, Vec<Failure>);
+
+/// A candidate that failed to compile (skipped, never measured).
+pub(crate) struct Failure {
+    seeded: bool,
+    why: String,
+}
 
 /// The point of the routine's space whose schedule, built on `built`, saves to the same ops
 /// as `ops` (so the seed's neighbours can be explored), if any.
@@ -1465,7 +1556,7 @@ mod tests {
                     .map(|&i| batch.kernels[i].key.as_str())
                     .collect::<Vec<_>>()
             };
-            let bound = |o: &[usize]| o.iter().map(|&i| kernels[i].clone()).collect::<Vec<_>>();
+            let bound = |o: &[usize]| bound_of(&kernels, o).unwrap();
             assert_eq!(keys(&owners[0]), keys(&owners[1]), "the same kernel keys");
             let data = Data::new(&chain);
             let memo_key_of = |o: &[usize]| memo_key(&chain, &keys(o), &bound(o), 1, data.seed);

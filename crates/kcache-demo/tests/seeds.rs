@@ -147,7 +147,9 @@ fn a_seed_that_computes_a_wrong_result_is_rejected_and_never_wins() {
     );
     let seeded = line(&report, "seeded from");
     assert!(
-        seeded.contains("1 seed trial measured first (1 rejected: wrong output)"),
+        seeded.contains(
+            "1 seed trial measured first (1 rejected: wrong output, 0 failed to compile)"
+        ),
         "{seeded}"
     );
     assert!(
@@ -162,6 +164,43 @@ fn a_seed_that_computes_a_wrong_result_is_rejected_and_never_wins() {
     );
     // What was stored computes the right result: the next run (same compiler, nothing
     // miscompiled) replays it and checks it against the reference.
+    let again = demo(&dir, &["--cc", &cc]);
+    assert!(line(&again, "matmul   ").contains("replayed"), "{again}");
+}
+
+#[test]
+fn a_seed_that_fails_to_compile_is_reported_and_skipped_never_a_failed_run() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("cache");
+    demo(&dir, &[]);
+    // Another compiler command whose first C compile (one of the seed's kernels, compiled
+    // first in a round of its own) is refused: an `#error` is added to the unit.
+    let token = tmp.path().join("token");
+    std::fs::create_dir_all(&token).expect("token");
+    let script = tmp.path().join("refusing-cc.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "for a in \"$@\"; do case \"$a\" in *.c) if rmdir {t} 2>/dev/null; then echo '#error refused by the test' >> \"$a\"; fi;; esac; done\nexec cc \"$@\"\n",
+            t = token.display()
+        ),
+    )
+    .expect("script");
+    let cc = format!("sh {}", script.display());
+    let report = demo(&dir, &["--cc", &cc]);
+    assert!(!token.exists(), "the seed was compiled: {report}");
+    let seeded = line(&report, "seeded from");
+    assert!(
+        seeded.contains("(0 rejected: wrong output, 1 failed to compile)"),
+        "{seeded}"
+    );
+    assert!(
+        seeded.contains("the winner is a searched candidate"),
+        "{seeded}"
+    );
+    let failed = line(&report, "a candidate failed to compile (skipped)");
+    assert!(failed.contains("#error refused"), "{failed}");
+    // The winner stored replays in the next run (nothing refused any more).
     let again = demo(&dir, &["--cc", &cc]);
     assert!(line(&again, "matmul   ").contains("replayed"), "{again}");
 }
