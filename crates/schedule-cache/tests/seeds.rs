@@ -186,3 +186,77 @@ fn a_store_without_a_near_code_index_says_so_and_still_offers_the_same_code() {
     let (code96, _) = build(96, false);
     assert!(b.seeds(&code96).unwrap().is_empty());
 }
+
+/// The seeds offered, against a reference computed from a model of what was stored: after
+/// random stores of codes of two loop nests at three sizes under three regimes, every query
+/// offers exactly the stored entries of the same code under other components and of the
+/// same nest at other sizes (the indexes are a fast path for a scan of everything stored).
+#[test]
+fn seeds_match_a_reference_model_of_the_stores() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut rng = 0x5eed_u64;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let sizes = [8usize, 16, 24];
+    let codegens = ["A", "B", "C"];
+    for round in 0..12 {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("c");
+        // key -> (digest, shape)
+        let mut model: BTreeMap<String, (String, String)> = BTreeMap::new();
+        for _ in 0..5 {
+            let n = sizes[next(3) as usize];
+            let extra = next(2) == 1;
+            let codegen = codegens[next(3) as usize];
+            let c = cache(DiskCache::new(&dir), codegen);
+            let (code, i) = build(n, extra);
+            let mut s = Schedule::new();
+            s.split(&i, 8);
+            let p = c
+                .store(&code, &s.ops, Measurements::new(vec![1e-6]))
+                .unwrap();
+            let digest = schedule_cache::Subject::new(&code)
+                .identity()
+                .unwrap()
+                .digest()
+                .to_owned();
+            let shape = size_free_digest(&(&code).into()).unwrap();
+            model.insert(p.key.unwrap().to_string(), (digest, shape));
+        }
+        for n in sizes {
+            for extra in [false, true] {
+                for codegen in codegens {
+                    let c = cache(DiskCache::new(&dir), codegen);
+                    let (code, _) = build(n, extra);
+                    let own = c.key(&code).unwrap().unwrap().to_string();
+                    let digest = schedule_cache::Subject::new(&code)
+                        .identity()
+                        .unwrap()
+                        .digest()
+                        .to_owned();
+                    let shape = size_free_digest(&(&code).into()).unwrap();
+                    let expected: BTreeSet<String> = model
+                        .iter()
+                        .filter(|(k, (d, s))| **k != own && (*d == digest || *s == shape))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    let seeds = c.seeds(&code).unwrap();
+                    let got: BTreeSet<String> =
+                        seeds.seeds.iter().map(|s| s.key().to_string()).collect();
+                    assert_eq!(
+                        got, expected,
+                        "round {round}: n={n} extra={extra} {codegen}"
+                    );
+                    for s in &seeds.seeds {
+                        let same = model[&s.key().to_string()].0 == digest;
+                        assert_eq!(matches!(s.origin(), SeedOrigin::SameCode { .. }), same);
+                    }
+                }
+            }
+        }
+    }
+}
