@@ -18,6 +18,10 @@
 //! (guarded by the code digest) and compiles only the winners. A stored winner that
 //! cannot be used (it does not apply to the code, is beyond the demo's replay caps on ops
 //! and rendered C, or computes a wrong result when replayed) is a miss: the kernel is searched again and the new winner replaces it.
+//! A search after a miss starts from the seeds schedule-cache offers (the same code's winners
+//! under other key components, the same loop nest's at other sizes: `--cflag`, `--cc` and
+//! `--size` change them), each rebuilt, applied, checked and measured before it can win; a
+//! candidate that fails to compile is reported and skipped.
 //!
 //! ```
 //! use kcache_demo::{DemoOptions, Origin, run};
