@@ -280,7 +280,10 @@ where
     /// key components (from the store's sibling index of the subject's digest) and entries of
     /// code with the same size-free identity (from the store's near-code index), ranked.
     /// Without a timing identity there is no key to compare with: no seeds. The subject's
-    /// own key is never a seed (a lookup answers it).
+    /// own key is never a seed (a lookup answers it). Cost: a probe of the subject's key
+    /// and one of each key the indexes name (at most 8 + [`MAX_NEAR`](crate::disk::MAX_NEAR)),
+    /// each reported to [`disk::record`](crate::disk::record)ers and statistics as the
+    /// lookup it is.
     ///
     /// # Errors
     /// [`Error::IncompleteIdentity`] if the code cannot be keyed.
