@@ -204,3 +204,23 @@ fn a_seed_that_fails_to_compile_is_reported_and_skipped_never_a_failed_run() {
     let again = demo(&dir, &["--cc", &cc]);
     assert!(line(&again, "matmul   ").contains("replayed"), "{again}");
 }
+
+#[test]
+fn a_size_outside_the_demos_range_is_a_clear_error() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for size in ["3", "257"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kcache-demo"))
+            .arg("--cache-dir")
+            .arg(tmp.path().join("cache"))
+            .args(["--kernels", "matmul", "--size", size, "-q"])
+            .output()
+            .expect("run kcache-demo");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("matmul size {size} is outside 4..=256")),
+            "{err}"
+        );
+        assert!(!tmp.path().join("cache").exists(), "nothing created");
+    }
+}
