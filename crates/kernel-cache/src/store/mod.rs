@@ -444,6 +444,9 @@ impl KernelStore {
         blobs: &mut HashMap<String, Result<ReadBlob, MissReason>>,
         delta: &mut Counters,
     ) -> Result<(FoundBlob, String), MissReason> {
+        // The key is read only on the farm's path.
+        #[cfg(not(feature = "redis"))]
+        let _ = key;
         let name = format!("k-{digest}");
         let bytes = match read_private(guard, &name, 4096) {
             #[cfg(feature = "redis")]
