@@ -12,7 +12,7 @@ use kernel_cache::{
     BatchKernel, KernelCache, Names, Split, resolve_split_each_with_store, with_census,
 };
 use memo_cache::{Key, KeyBuilder, Table, Value, try_fetch_or_put};
-use schedule_cache::disk::StoreOutcome;
+use schedule_cache::disk::{StoreOutcome, StorePolicy};
 use schedule_cache::identity::{NodeId, Placement};
 use schedule_cache::ir::Precision;
 use schedule_cache::render::{
@@ -101,6 +101,9 @@ pub(crate) struct Session<'t> {
     pub(crate) compare_cold: bool,
     /// Candidates of the current search that failed to compile (skipped).
     pub(crate) failures: Vec<Failure>,
+    /// Routines whose stored winner was found but could not be used: their new winner
+    /// replaces it whatever its time (under keep-faster a faster broken entry would stay).
+    pub(crate) unusable_stored: HashSet<String>,
     pub(crate) totals: Totals,
 }
 
@@ -181,7 +184,9 @@ impl<'t> Session<'t> {
             device: format!("{} ({cores} cores)", cpu_model()),
             toolchain: Some(compiler),
         };
+        // Concurrent runs storing one kernel's winner leave the fastest, not the last.
         let schedules = ScheduleCache::new(ReferenceLanguage, BACKEND_NAME, timing, disk)
+            .with_store_policy(StorePolicy::KeepFaster)
             .with_config(config)
             .with_limits(limits);
         Ok(Session {
@@ -209,6 +214,7 @@ impl<'t> Session<'t> {
             seeding: options.seeds,
             compare_cold: options.compare_cold,
             failures: Vec::new(),
+            unusable_stored: HashSet::new(),
             totals: Totals::default(),
         })
     }
@@ -494,7 +500,8 @@ impl<'t> Session<'t> {
 
     /// A stored winner found at `key` that cannot be used (`why`): said on the progress
     /// line, and returned as the miss the report shows (the routine is searched again).
-    fn unusable(&self, routine: &Routine, key: &impl std::fmt::Display, why: &str) -> String {
+    fn unusable(&mut self, routine: &Routine, key: &impl std::fmt::Display, why: &str) -> String {
+        self.unusable_stored.insert(routine.name.to_string());
         let why = schedule_cache::disk::short(why);
         self.say(&format!(
             "{}: the winner stored at {key} cannot be used ({why}); searching again",
@@ -739,9 +746,14 @@ impl<'t> Session<'t> {
         let identity = subject.identity().map_err(|e| schedule_error(routine, e))?;
         let mut measurements = Measurements::new(winner.measurement.times.clone());
         measurements.baseline = baseline;
+        let policy = if self.unusable_stored.contains(routine.name) {
+            StorePolicy::LastWriteWins
+        } else {
+            self.schedules.store_policy()
+        };
         let published = self
             .schedules
-            .store(subject, &winner.schedule.ops, measurements)
+            .store_with_policy(subject, &winner.schedule.ops, measurements, policy)
             .map_err(|e| schedule_error(routine, e))?;
         let describe = describe(&published.saved, &identity, &winner.built);
         let schedule_ron = published
@@ -755,7 +767,16 @@ impl<'t> Session<'t> {
                 "{}: the disk cache refused the winner ({r})",
                 routine.name
             )),
-            StoreOutcome::KeptExisting(_) | StoreOutcome::Skipped => {}
+            StoreOutcome::KeptExisting(kept) => {
+                self.totals.disk_kept_faster += 1;
+                self.say(&format!(
+                    "{}: kept the faster winner already stored (best time {} against this search's {})",
+                    routine.name,
+                    ms(kept.existing_time),
+                    kept.new_time.map_or_else(|| "none".to_string(), ms)
+                ));
+            }
+            StoreOutcome::Skipped => {}
         }
         let speedup = baseline.map_or(String::new(), |b| {
             format!(

@@ -559,6 +559,25 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
         ops: &[L::Op],
         measurements: Measurements,
     ) -> Result<Published<L::SavedOp>, Error> {
+        self.store_with_policy(subject, ops, measurements, self.policy)
+    }
+
+    /// [`store`](ScheduleCache::store) under `policy` for this one store, whatever the cache's
+    /// policy. The case it is for: under [`StorePolicy::KeepFaster`], an entry that a lookup
+    /// returned but the caller rejected (its ops do not apply, its program fails to compile or
+    /// computes a wrong result) still holds its measured time, and a new winner measured
+    /// slower would leave it in place for good; store the new winner with
+    /// [`StorePolicy::LastWriteWins`] to replace it.
+    ///
+    /// # Errors
+    /// As [`store`](ScheduleCache::store).
+    pub fn store_with_policy<'a>(
+        &self,
+        subject: impl Into<Subject<'a>>,
+        ops: &[L::Op],
+        measurements: Measurements,
+        policy: StorePolicy,
+    ) -> Result<Published<L::SavedOp>, Error> {
         let subject = subject.into();
         let identity = subject.identity()?;
         let (saved, _) = to_saved(&self.lang, &Registry::new(&identity), ops)?;
@@ -580,7 +599,7 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             measurements.times,
             measurements.baseline,
         )?;
-        let outcome = self.store.store_with(Some(&key), &entry, self.policy)?;
+        let outcome = self.store.store_with(Some(&key), &entry, policy)?;
         if outcome.is_stored() {
             // The near-code index (a hint: a store without one, or a lost note, only means
             // fewer seeds for code of this structure at other sizes).
