@@ -263,8 +263,8 @@ fn machines_of_two_processors_on_one_farm_each_get_their_own_program() {
             .expect("keys")
             .len()
     };
-    assert_eq!(count("kcache:kernels1:entry:*", &mut raw), 6);
-    assert_eq!(count("kcache:kernels1:blob:*", &mut raw), 2);
+    assert_eq!(count("kcache:kernels2:entry:*", &mut raw), 6);
+    assert_eq!(count("kcache:kernels2:blob:*", &mut raw), 2);
 }
 
 #[test]
@@ -283,7 +283,7 @@ fn an_unsigned_mis_signed_or_tampered_value_is_a_miss() {
     // Tampered blob bytes under the old MAC, then an unsigned blob.
     let mut raw = server.raw().expect("raw");
     let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("kcache:kernels1:blob:*")
+        .arg("kcache:kernels2:blob:*")
         .query(&mut raw)
         .expect("keys");
     assert_eq!(keys.len(), 1);
@@ -322,7 +322,7 @@ fn a_tampered_entry_is_a_bad_signature_miss_too() {
     resolve(&a);
     let mut raw = server.raw().expect("raw");
     let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("kcache:kernels1:entry:*")
+        .arg("kcache:kernels2:entry:*")
         .query(&mut raw)
         .expect("keys");
     assert!(!keys.is_empty());
@@ -376,7 +376,7 @@ fn a_value_past_the_cap_is_refused_without_being_fetched() {
     let keys = |pattern: &str, raw: &mut redis::Connection| -> Vec<String> {
         redis::cmd("KEYS").arg(pattern).query(raw).expect("keys")
     };
-    let blob_keys = keys("kcache:kernels1:blob:*", &mut raw);
+    let blob_keys = keys("kcache:kernels2:blob:*", &mut raw);
     assert_eq!(blob_keys.len(), 1);
     // A blob of 8 MiB, for a store whose blobs are capped at 1 MiB.
     redis::cmd("SET")
@@ -396,7 +396,7 @@ fn a_value_past_the_cap_is_refused_without_being_fetched() {
         "{events:?}"
     );
     // An entry of 1 MiB (a local entry is at most 4 KiB).
-    for key in keys("kcache:kernels1:entry:*", &mut raw) {
+    for key in keys("kcache:kernels2:entry:*", &mut raw) {
         redis::cmd("SET")
             .arg(&key)
             .arg(vec![b'y'; 1 << 20])
@@ -422,7 +422,7 @@ fn a_bad_blob_value_is_repaired_by_the_next_save() {
     resolve(&a);
     let mut raw = server.raw().expect("raw");
     let blob_keys: Vec<String> = redis::cmd("KEYS")
-        .arg("kcache:kernels1:blob:*")
+        .arg("kcache:kernels2:blob:*")
         .query(&mut raw)
         .expect("keys");
     assert_eq!(blob_keys.len(), 1);
@@ -591,7 +591,7 @@ fn a_blob_past_the_farm_cap_is_refused_whatever_the_store_allows() {
     resolve(&a);
     let mut raw = server.raw().expect("raw");
     let blob_keys: Vec<String> = redis::cmd("KEYS")
-        .arg("kcache:kernels1:blob:*")
+        .arg("kcache:kernels2:blob:*")
         .query(&mut raw)
         .expect("keys");
     assert_eq!(blob_keys.len(), 1);
@@ -638,7 +638,7 @@ fn a_blob_past_the_farm_cap_is_not_pushed() {
     );
     let mut raw = server.raw().expect("raw");
     let blobs: Vec<String> = redis::cmd("KEYS")
-        .arg("kcache:kernels1:blob:*")
+        .arg("kcache:kernels2:blob:*")
         .query(&mut raw)
         .expect("keys");
     assert!(blobs.is_empty(), "{blobs:?}");
