@@ -90,8 +90,13 @@ pub struct ColdComparison {
     /// The seeded winner, re-measured side by side with the cold winner (median of
     /// interleaved measurements), in seconds.
     pub seeded_seconds: f64,
-    /// The cold winner, re-measured side by side with the seeded winner, in seconds.
+    /// The cold winner, re-measured side by side with the seeded winner, in seconds. When
+    /// both winners are the same program (their kernels' keys are equal), it was timed once
+    /// and this equals [`seeded_seconds`](ColdComparison::seeded_seconds).
     pub cold_seconds: f64,
+    /// Both winners are the same program (the same schedule, or schedules rendering to
+    /// kernels of equal keys).
+    pub same_program: bool,
 }
 
 /// Counters of one run, over every kernel.
@@ -294,15 +299,22 @@ impl fmt::Display for Report {
                 writeln!(f, "  {}: seed dropped: {d}", k.name)?;
             }
             if let Some(c) = &s.cold {
+                let side_by_side = if c.same_program {
+                    format!("the same program, {}", ms(c.seeded_seconds))
+                } else {
+                    format!(
+                        "side by side: seeded {} vs cold {} ({:.2}x)",
+                        ms(c.seeded_seconds),
+                        ms(c.cold_seconds),
+                        c.seeded_seconds / c.cold_seconds
+                    )
+                };
                 writeln!(
                     f,
-                    "  {}: against a cold search of {}: within 5% of its winner at trial {}; winners side by side: seeded {} vs cold {} ({:.2}x)",
+                    "  {}: against a cold search of {}: within 5% of its winner at trial {}; winners {side_by_side}",
                     k.name,
                     count(c.cold_trials as u64, "trial"),
                     c.trials_to_match.map_or("-".to_string(), |t| t.to_string()),
-                    ms(c.seeded_seconds),
-                    ms(c.cold_seconds),
-                    c.seeded_seconds / c.cold_seconds
                 )?;
             }
         }

@@ -978,15 +978,26 @@ impl<'t> Session<'t> {
             })
         };
         let (ks, kc) = (compiled(&owners[0])?, compiled(&owners[1])?);
+        // Both winners rendering to kernels of equal keys are one program (equal keys mean
+        // the same object code): timing it twice would only compare noise, so it is timed
+        // once and both sides get that time.
+        let keys_of = |o: &Vec<usize>| -> Vec<&str> {
+            o.iter().map(|&i| batch.kernels[i].key.as_str()).collect()
+        };
+        let same_program = keys_of(&owners[0]) == keys_of(&owners[1]);
         let (mut ts, mut tc) = (Vec::new(), Vec::new());
         for _ in 0..SIDE_BY_SIDE_ROUNDS {
             ts.push(run_and_time(&ks, data, self.reps, routine.tolerance)?.median);
-            tc.push(run_and_time(&kc, data, self.reps, routine.tolerance)?.median);
+            if !same_program {
+                tc.push(run_and_time(&kc, data, self.reps, routine.tolerance)?.median);
+            }
         }
-        let (seeded_seconds, cold_seconds) = (
-            median(&ts).unwrap_or(f64::INFINITY),
-            median(&tc).unwrap_or(f64::INFINITY),
-        );
+        let seeded_seconds = median(&ts).unwrap_or(f64::INFINITY);
+        let cold_seconds = if same_program {
+            seeded_seconds
+        } else {
+            median(&tc).unwrap_or(f64::INFINITY)
+        };
         // The first trial of the seeded search within 5% of the cold winner (times as the
         // searches measured them, in this process).
         let target = cold_median * 1.05;
@@ -999,6 +1010,7 @@ impl<'t> Session<'t> {
             trials_to_match,
             seeded_seconds,
             cold_seconds,
+            same_program,
         })
     }
 

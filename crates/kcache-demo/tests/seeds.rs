@@ -224,3 +224,19 @@ fn a_size_outside_the_demos_range_is_a_clear_error() {
         assert!(!tmp.path().join("cache").exists(), "nothing created");
     }
 }
+
+#[test]
+fn a_seeded_search_compared_with_a_cold_one_reports_both_winners() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("cache");
+    demo(&dir, &[]);
+    let report = demo(&dir, &["--cflag=-O1", "--compare-cold"]);
+    let compared = line(&report, "against a cold search of");
+    // Winners that are one program (kernels of equal keys) are timed once; others side by
+    // side, interleaved.
+    assert!(
+        compared.contains("winners the same program, ")
+            || compared.contains("winners side by side: seeded "),
+        "{compared}"
+    );
+}
