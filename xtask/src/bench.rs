@@ -23,6 +23,10 @@
 //! spike on the shared machine moves one round's ratio, not the median. The printed ratio
 //! is the median over the rounds and the spread their minimum and maximum.
 //!
+//! The machine is shared: each round records the one-minute load average as it starts
+//! (`/proc/loadavg`), and each figure prints the range it ran under and how many of its
+//! rounds ran quiet (load at most [`QUIET_LOAD`]), with their median ratio.
+//!
 //! Figures marked `scale` (a million entries, a hundred thousand files: slow) run in a full
 //! run and with `--scale`, not in a plain `--quick` run. `--only a,b` keeps the figures
 //! whose names contain `a` or `b` (a name that keeps none is an error). A figure in the table that produces no measurement in
@@ -584,6 +588,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
                 continue;
             }
             let t0 = Instant::now();
+            let load = load_average();
             let bin = binaries
                 .get(&(package.to_string(), bench.to_string()))
                 .ok_or_else(|| format!("cargo built no bench target {bench} of {package}"))?;
@@ -594,6 +599,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
                     Source::Criterion => criterion_estimate(&home.join(f.name)),
                     Source::Printed => printed.get(f.name).copied(),
                 }
+                .map(|m| Measured { load, ..m })
                 .ok_or_else(|| {
                     format!(
                         "round {}: figure {} measured nothing (bench {bench} of {package})",
@@ -606,7 +612,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             let took = t0.elapsed().as_secs_f64();
             spent.insert((*package, *bench), (total + took, took));
             eprintln!(
-                "xtask bench: round {}/{}-{} {package}/{bench}: {took:.1} s",
+                "xtask bench: round {}/{}-{} {package}/{bench}: {took:.1} s (load average {load:.2})",
                 round + 1,
                 o.rounds,
                 o.max_rounds,
@@ -624,8 +630,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     }
     println!();
     println!(
-        "{:<38} {:>8} {:>17} {:>6} {:>8}  {:<4} baseline (median subject, baseline)",
-        "figure", "ratio", "spread", "rounds", "target", "met"
+        "{:<38} {:>8} {:>17} {:>6} {:>8}  {:<4} {:>11} {:>13} baseline (median subject, baseline)",
+        "figure", "ratio", "spread", "rounds", "target", "met", "load", "quiet: ratio"
     );
     for (f, s) in &summaries {
         let (target_s, met) = match f.target {
@@ -634,13 +640,18 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             Some(t) => (format!("<= {t}"), "NO"),
         };
         println!(
-            "{:<38} {:>8.3} {:>17} {:>6} {:>8}  {:<4} {} ({}, {})",
+            "{:<38} {:>8.3} {:>17} {:>6} {:>8}  {:<4} {:>11} {:>13} {} ({}, {})",
             f.name,
             s.median,
             format!("{:.3}-{:.3}", s.min, s.max),
             s.rounds,
             target_s,
             met,
+            format!("{:.1}-{:.1}", s.load_min, s.load_max),
+            match s.quiet_median {
+                Some(q) => format!("{}: {q:.3}", s.quiet),
+                None => "0: -".to_string(),
+            },
             f.baseline,
             show(f, s.subject),
             show(f, s.baseline)
@@ -659,8 +670,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
 /// The `BENCH` line of one figure.
 fn bench_line(f: &Figure, s: &Summary) -> String {
     format!(
-        "BENCH {} {:.3} {} {:.3}-{:.3}",
-        f.name, s.median, f.unit, s.min, s.max
+        "BENCH {} {:.3} {} {:.3}-{:.3} load {:.1}-{:.1} quiet {}",
+        f.name, s.median, f.unit, s.min, s.max, s.load_min, s.load_max, s.quiet
     )
 }
 
@@ -774,6 +785,20 @@ fn package_name(manifest: &str) -> Option<String> {
 struct Measured {
     subject: f64,
     baseline: f64,
+    /// The one-minute load average when its round started (`NaN`: unknown).
+    load: f64,
+}
+
+/// A round is *quiet* when the one-minute load average at its start is at most this: less
+/// than one core of a two-core machine busy with anything else.
+const QUIET_LOAD: f64 = 1.0;
+
+/// The one-minute load average (`NaN` where `/proc/loadavg` cannot be read).
+fn load_average() -> f64 {
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 /// Runs one bench binary for one round; returns the `FIGURE` lines it printed.
@@ -835,7 +860,14 @@ fn printed_figures(stdout: &str) -> BTreeMap<String, Measured> {
             && subject.is_finite()
             && baseline.is_finite()
         {
-            out.insert(name.to_string(), Measured { subject, baseline });
+            out.insert(
+                name.to_string(),
+                Measured {
+                    subject,
+                    baseline,
+                    load: f64::NAN,
+                },
+            );
         }
     }
     out
@@ -845,7 +877,11 @@ fn printed_figures(stdout: &str) -> BTreeMap<String, Measured> {
 fn criterion_estimate(group: &Path) -> Option<Measured> {
     let subject = median_ns(&group.join("subject/new/estimates.json"))?;
     let baseline = median_ns(&group.join("baseline/new/estimates.json"))?;
-    (subject > 0.0 && baseline > 0.0).then_some(Measured { subject, baseline })
+    (subject > 0.0 && baseline > 0.0).then_some(Measured {
+        subject,
+        baseline,
+        load: f64::NAN,
+    })
 }
 
 fn median_ns(path: &Path) -> Option<f64> {
@@ -865,6 +901,12 @@ struct Summary {
     /// Median subject and baseline over the rounds (for the table).
     subject: f64,
     baseline: f64,
+    /// The lowest and highest load average its rounds started under.
+    load_min: f64,
+    load_max: f64,
+    /// How many of its rounds ran quiet, and their median ratio.
+    quiet: usize,
+    quiet_median: Option<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -881,6 +923,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn summarize(rounds: &[Measured]) -> Summary {
     let r: Vec<f64> = rounds.iter().map(|m| m.subject / m.baseline).collect();
+    let quiet: Vec<f64> = rounds
+        .iter()
+        .filter(|m| m.load <= QUIET_LOAD)
+        .map(|m| m.subject / m.baseline)
+        .collect();
     Summary {
         rounds: rounds.len(),
         median: median(r.clone()),
@@ -888,6 +935,13 @@ fn summarize(rounds: &[Measured]) -> Summary {
         max: r.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         subject: median(rounds.iter().map(|m| m.subject).collect()),
         baseline: median(rounds.iter().map(|m| m.baseline).collect()),
+        load_min: rounds.iter().map(|m| m.load).fold(f64::INFINITY, f64::min),
+        load_max: rounds
+            .iter()
+            .map(|m| m.load)
+            .fold(f64::NEG_INFINITY, f64::max),
+        quiet: quiet.len(),
+        quiet_median: (!quiet.is_empty()).then(|| median(quiet)),
     }
 }
 
@@ -927,12 +981,26 @@ mod tests {
 
     #[test]
     fn the_median_ratio_and_its_spread_over_rounds() {
-        let rounds = [(30.0, 10.0), (50.0, 10.0), (20.0, 10.0), (40.0, 10.0)]
-            .map(|(subject, baseline)| Measured { subject, baseline });
+        let rounds = [
+            (30.0, 10.0, 0.5),
+            (50.0, 10.0, 3.0),
+            (20.0, 10.0, 1.0),
+            (40.0, 10.0, 2.5),
+        ]
+        .map(|(subject, baseline, load)| Measured {
+            subject,
+            baseline,
+            load,
+        });
         let s = summarize(&rounds);
         assert_eq!((s.median, s.min, s.max), (3.5, 2.0, 5.0));
+        assert_eq!((s.load_min, s.load_max), (0.5, 3.0));
+        assert_eq!((s.quiet, s.quiet_median), (2, Some(2.5)));
         let f = Figure::criterion("g", "p", "b", "base");
-        assert_eq!(bench_line(&f, &s), "BENCH g 3.500 x 2.000-5.000");
+        assert_eq!(
+            bench_line(&f, &s),
+            "BENCH g 3.500 x 2.000-5.000 load 0.5-3.0 quiet 2"
+        );
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! - `tidy`: the repository rules of [`tidy`] (also run by `cargo test` as a plain test).
 //! - `bench [--quick] [--scale] [--rounds N] [--only NAME,…]`: measures every figure (a
 //!   criterion group or a figure a bench binary prints) over several rounds and prints one
-//!   `BENCH <name> <ratio> <unit> <min>-<max>` line per figure (see [`mod@bench`]).
+//!   `BENCH <name> <ratio> <unit> <min>-<max> load <lo>-<hi> quiet <n>` line per figure
+//!   (see [`mod@bench`]).
 //! - `demo [ARGS…]`: the end-to-end autotuning demo (`kcache-demo`), arguments passed on.
 //! - `soundness [--cases N] [--seed S]`: a long soak of the gcc object-code oracle.
 //! - `fuzz TARGET|all [--seconds N]`: coverage-guided fuzzing (see [`fuzz`]).
