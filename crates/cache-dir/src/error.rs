@@ -15,19 +15,79 @@ pub enum Error {
         /// The directory looked for.
         path: PathBuf,
     },
-    /// The stamp names a newer regime than the caller's: a newer build owns the directory.
-    #[error("stamp has newer regime {found} (this build: {ours})")]
+    /// The stamp names a newer regime of this store kind than the caller's: a newer build owns
+    /// the directory. Nothing was touched.
+    #[error(
+        "{}: regime.stamp has {kind} regime {found}, newer than this build's {ours}: a newer \
+         build owns this directory; refused, nothing touched",
+        path.display()
+    )]
     NewerRegime {
+        /// The cache directory.
+        path: PathBuf,
+        /// The store kind (the caller's, which the stamp names or, for a bare stamp, was taken
+        /// to name).
+        kind: &'static str,
         /// The stamp's regime version.
         found: u32,
         /// The caller's regime version.
         ours: u32,
     },
-    /// The stamp is not a well-formed regime version.
-    #[error("malformed regime stamp {content:?}")]
+    /// The stamp is not a well-formed stamp. Nothing was touched.
+    #[error(
+        "{}: malformed regime stamp {content:?} (not `<store kind> <version>`); this \
+         {kind} refuses the directory, nothing touched",
+        path.display()
+    )]
     MalformedStamp {
+        /// The cache directory.
+        path: PathBuf,
+        /// The caller's store kind.
+        kind: &'static str,
         /// The stamp content, lossily decoded, at most 64 characters.
         content: String,
+    },
+    /// The stamp names another store kind: the directory is another store's (a schedule store
+    /// pointed at a kernel store's directory, say). Refused with nothing swept, stamped or
+    /// created.
+    #[error(
+        "{}: this directory is a {found} directory (regime.stamp `{found} {version}`), not a \
+         {ours} directory; this {ours} refuses it, nothing swept or changed (give each store a \
+         directory of its own)",
+        path.display()
+    )]
+    ForeignStore {
+        /// The cache directory.
+        path: PathBuf,
+        /// The store kind the stamp names.
+        found: String,
+        /// The stamp's regime version.
+        version: u32,
+        /// The caller's store kind.
+        ours: &'static str,
+    },
+    /// The stamp is a bare version (written before stamps named their store kind) and the
+    /// directory holds a file this store never writes, so which store wrote it cannot be told:
+    /// refused with nothing swept, stamped or created. A directory holding only this store's
+    /// files is taken as this store's and its stamp rewritten with the kind (see
+    /// [`CacheDir::check_adoptable`](crate::CacheDir::check_adoptable)).
+    #[error(
+        "{}: regime.stamp `{version}` names no store kind (written before stamps did) and the \
+         directory holds {name:?}, which no {ours} writes: it may be another store's \
+         directory; this {ours} refuses it, nothing swept or changed. If it is a {ours} \
+         directory, move {name:?} out and the next open adopts it; if it is another store's, \
+         open it with that store; or delete the directory (a cache: only compile time is lost)",
+        path.display()
+    )]
+    UnkindedStamp {
+        /// The cache directory.
+        path: PathBuf,
+        /// The bare stamp's version.
+        version: u32,
+        /// The caller's store kind.
+        ours: &'static str,
+        /// The first file found that this store never writes (at most 64 characters of it).
+        name: String,
     },
     /// A lock-free read of a directory this process cannot write saw the stamp change while it
     /// read: the answer is discarded.

@@ -5,8 +5,11 @@
 //! - **A permanent lock file** ([`LOCK_FILE`]): an in-process reader/writer lock, then `flock`
 //!   on a file that is never unlinked; **shared** for entry reads and writes, **exclusive** for a
 //!   regime change, a staging sweep, eviction and garbage collection.
-//! - **A regime stamp** ([`STAMP_FILE`]): the store's version of what entry names mean. Equal:
-//!   admitted. Newer or malformed: refused, nothing touched. Older: under the exclusive lock,
+//! - **A regime stamp** ([`STAMP_FILE`], `<store kind> <version>`): whose directory it is and
+//!   the store's version of what entry names mean. Another store kind's: refused naming the
+//!   path and both kinds, nothing swept ([`Error::ForeignStore`]); a bare legacy version is
+//!   taken as the store's own only if every file is one it writes ([`Error::UnkindedStamp`]).
+//!   Equal: admitted. Newer or malformed: refused, nothing touched. Older: under the exclusive lock,
 //!   every file the store's `is_entry` predicate calls an entry (of any version) is deleted,
 //!   then the stamp is published. Absent: the stamp is published if no file is named like an
 //!   entry; if one is, the directory is no cache (a user's directory holding `settings.ron`)
@@ -44,20 +47,20 @@
 //! }
 //!
 //! let tmp = tempfile::tempdir()?;
-//! let store = CacheDir::new(tmp.path().join("kernels"), 1, is_entry);
+//! let store = CacheDir::new(tmp.path().join("kernels"), "example-store", 1, is_entry);
 //! // A lookup never creates the directory: a missing one is an error the store calls a miss.
 //! assert!(matches!(store.with_shared(false, |_| ()), Err(Error::NoDirectory { .. })));
 //! store.with_shared(true, |dir| dir.publish("k1.entry", b"payload"))??;
 //! let read = store.with_shared(false, |dir| dir.read("k1.entry", 1 << 20))??;
 //! assert_eq!(read, b"payload");
 //! // A build of regime 2 sweeps every entry, then stamps the directory.
-//! let newer = CacheDir::new(store.dir(), 2, is_entry);
+//! let newer = CacheDir::new(store.dir(), "example-store", 2, is_entry);
 //! let names: Vec<String> = newer.with_shared(false, |dir| {
 //!     dir.entries().map(|it| it.filter_map(Result::ok).map(|e| e.name).collect())
 //! })??;
 //! assert!(names.is_empty());
 //! // And the older build is refused from then on.
-//! assert!(matches!(store.with_shared(false, |_| ()), Err(Error::NewerRegime { found: 2, ours: 1 })));
+//! assert!(matches!(store.with_shared(false, |_| ()), Err(Error::NewerRegime { found: 2, ours: 1, .. })));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -87,7 +90,10 @@ pub use private::{
     check_private, check_private_dir, check_private_metadata, create_private_dir, current_uid,
 };
 pub use read::{open_listed_regular, open_regular, open_rw_regular, read_regular, retry};
-pub use regime::{MAX_STAMP_BYTES, RegimeStamp, STAMP_FILE, parse_stamp, read_stamp, render_stamp};
+pub use regime::{
+    MAX_KIND_LEN, MAX_STAMP_BYTES, RegimeStamp, STAMP_FILE, is_valid_kind, parse_kind_stamp,
+    parse_stamp, read_stamp, render_kind_stamp, render_stamp,
+};
 pub use staging::{DEFAULT_STALE_STAGING_AFTER, STAGING_PREFIX, is_staging, staging_age};
 
 use lock::Held;
@@ -102,8 +108,10 @@ pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(30);
 #[derive(Clone, Debug)]
 pub struct CacheDir {
     dir: PathBuf,
+    kind: &'static str,
     regime: u32,
     is_entry: fn(&str) -> bool,
+    is_own_file: fn(&str) -> bool,
     stale_staging_after: Duration,
     private: bool,
     lock_wait: Duration,
@@ -164,18 +172,52 @@ fn is_entry_name(is_entry: fn(&str) -> bool, name: &str) -> bool {
 }
 
 impl CacheDir {
-    /// The cache at `dir` under regime version `regime`, whose entries are the file names
-    /// `is_entry` accepts. `is_entry` must accept every name any version of the store ever
-    /// wrote as an entry (a regime change deletes exactly those); the lock file, the stamp and
-    /// names starting with `.` are never entries whatever it says. Touches nothing on disk.
-    pub fn new(dir: impl Into<PathBuf>, regime: u32, is_entry: fn(&str) -> bool) -> CacheDir {
+    /// The cache at `dir` of store `kind` under regime version `regime`, whose entries are the
+    /// file names `is_entry` accepts. `kind` names the store in the stamp (`<kind>
+    /// <regime>\n`): a directory stamped by another kind is refused by every open
+    /// ([`Error::ForeignStore`]); it must be a valid kind ([`is_valid_kind`]: lowercase ASCII
+    /// letters, digits and `-`, at most [`MAX_KIND_LEN`] bytes), or every open refuses with
+    /// [`Error::MalformedStamp`] before touching anything. `is_entry` must accept every name any
+    /// version of the store ever wrote as an entry (a regime change deletes exactly those); the
+    /// lock file, the stamp and names starting with `.` are never entries whatever it says.
+    /// Touches nothing on disk.
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        kind: &'static str,
+        regime: u32,
+        is_entry: fn(&str) -> bool,
+    ) -> CacheDir {
         CacheDir {
             dir: dir.into(),
+            kind,
             regime,
             is_entry,
+            is_own_file: |_| false,
             stale_staging_after: DEFAULT_STALE_STAGING_AFTER,
             private: false,
             lock_wait: DEFAULT_LOCK_WAIT,
+        }
+    }
+
+    /// The same cache, whose store also writes the files `is_own_file` accepts besides its
+    /// entries (compile locks, a counters file): never swept by a regime change, but counted as
+    /// this store's when a bare legacy stamp's directory is told apart from another store's
+    /// ([`CacheDir::check_adoptable`]). Default: none.
+    pub fn with_own_files(mut self, is_own_file: fn(&str) -> bool) -> CacheDir {
+        self.is_own_file = is_own_file;
+        self
+    }
+
+    /// The store kind this handle writes in the stamp and admits.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// The stamp this handle writes and admits.
+    fn our_stamp(&self) -> RegimeStamp {
+        RegimeStamp::Kind {
+            kind: self.kind.to_owned(),
+            version: self.regime,
         }
     }
 
@@ -305,7 +347,7 @@ impl CacheDir {
         let out = f(&guard);
         if guard.is_lock_free() {
             let stamp = read_stamp(&self.dir).map_err(Error::io("read the regime stamp"))?;
-            if stamp != RegimeStamp::Version(self.regime) {
+            if stamp != self.our_stamp() {
                 return Err(Error::StampChanged);
             }
         }
@@ -391,27 +433,56 @@ impl CacheDir {
         guard.sweep_stale_staging()
     }
 
-    /// The adoption rule, read without a lock and without creating or changing anything: a
-    /// directory whose stamp is absent and that holds a file (not a directory) named like an
-    /// entry is no cache of this store ([`Error::Unadopted`]); a malformed stamp is
-    /// [`Error::MalformedStamp`]; a stamp of any version, or an absent stamp with no file named
-    /// like an entry (also a missing directory), passes. Every cache-open and
-    /// [`CacheDir::lock_adopted`] apply it before they create the lock file, so a refused
-    /// directory is left exactly as it was; tools that report on a directory use it to say
-    /// what the next open does.
+    /// The adoption rule, read without a lock and without creating or changing anything:
+    /// - a stamp of this kind (any version) passes (the open then admits, sweeps or refuses a
+    ///   newer regime);
+    /// - a stamp of another kind is another store's directory ([`Error::ForeignStore`]);
+    /// - a malformed stamp is [`Error::MalformedStamp`];
+    /// - a bare stamp (a version alone, written before stamps named their kind) passes only if
+    ///   every file in the directory is one this store writes (an entry, an own file
+    ///   ([`CacheDir::with_own_files`]), the lock file, the stamp, a `.`-name); otherwise
+    ///   which store wrote it cannot be told and it is refused ([`Error::UnkindedStamp`]).
+    ///   One that passes is taken as this kind's at that version: the open rewrites the stamp
+    ///   with the kind (sweeping nothing at an equal version, this store's entries at an older
+    ///   one, refusing a newer one). A directory of another store that holds none of its
+    ///   entries may so become this store's: nothing of it is deleted, and the other store then
+    ///   refuses it by name ([`Error::ForeignStore`]);
+    /// - an absent stamp passes unless the directory holds a file (not a directory) named like
+    ///   an entry: such a directory is no cache of this store ([`Error::Unadopted`]). A missing
+    ///   directory passes.
+    ///
+    /// Every cache-open and [`CacheDir::lock_adopted`] apply it before they create the lock
+    /// file, so a refused directory is left exactly as it was; tools that report on a
+    /// directory use it to say what the next open does.
     ///
     /// Racing with a store adopting the directory never refuses it: a store publishes its
     /// stamp before its first entry, so the stamp is read again after an entry-named file is
     /// found and only a stamp still absent refuses.
     ///
     /// # Errors
-    /// [`Error::Unadopted`], [`Error::MalformedStamp`], or [`Error::Io`] if the stamp or the
-    /// listing cannot be read.
+    /// [`Error::ForeignStore`], [`Error::UnkindedStamp`], [`Error::Unadopted`],
+    /// [`Error::MalformedStamp`], or [`Error::Io`] if the stamp or the listing cannot be read.
     pub fn check_adoptable(&self) -> Result<(), Error> {
         let read = || read_stamp(&self.dir).map_err(Error::io("read the regime stamp"));
-        match read()? {
-            RegimeStamp::Version(_) => return Ok(()),
-            RegimeStamp::Malformed(content) => return Err(Error::MalformedStamp { content }),
+        let stamp = read()?;
+        if let Some(refusal) = self.refusal(&stamp) {
+            return Err(refusal);
+        }
+        match stamp {
+            RegimeStamp::Kind { .. } | RegimeStamp::Malformed(_) => return Ok(()),
+            RegimeStamp::Bare(version) => {
+                return match self.first_foreign_file() {
+                    Ok(None) => Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                    Ok(Some(name)) => Err(Error::UnkindedStamp {
+                        path: self.dir.clone(),
+                        version,
+                        ours: self.kind,
+                        name: name.chars().take(64).collect(),
+                    }),
+                    Err(e) => Err(Error::io("list the directory")(e)),
+                };
+            }
             RegimeStamp::Absent => {}
         }
         let first = match self.first_entry_file() {
@@ -425,6 +496,42 @@ impl CacheDir {
                 name: name.chars().take(64).collect(),
             }),
             _ => Ok(()),
+        }
+    }
+
+    /// The refusal every open gives `stamp` whatever the directory holds: a stamp of another
+    /// kind, a malformed one, a newer regime of this kind (or an invalid kind of ours).
+    fn refusal(&self, stamp: &RegimeStamp) -> Option<Error> {
+        if !is_valid_kind(self.kind) {
+            return Some(Error::MalformedStamp {
+                path: self.dir.clone(),
+                kind: self.kind,
+                content: format!("<this store's kind {:?} is not a valid kind>", self.kind),
+            });
+        }
+        match stamp {
+            RegimeStamp::Kind { kind, version } if kind != self.kind => Some(Error::ForeignStore {
+                path: self.dir.clone(),
+                found: kind.clone(),
+                version: *version,
+                ours: self.kind,
+            }),
+            RegimeStamp::Malformed(content) => Some(Error::MalformedStamp {
+                path: self.dir.clone(),
+                kind: self.kind,
+                content: content.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The refusal of a newer regime (`found`) than this handle's.
+    fn newer(&self, found: u32) -> Error {
+        Error::NewerRegime {
+            path: self.dir.clone(),
+            kind: self.kind,
+            found,
+            ours: self.regime,
         }
     }
 
@@ -467,8 +574,12 @@ impl CacheDir {
         // the lock file is there, the check under the lock suffices (one `lstat` instead of
         // a second stamp read on every open).
         if fs::symlink_metadata(self.dir.join(LOCK_FILE)).is_err()
-            && let Err(e @ (Error::Unadopted { .. } | Error::MalformedStamp { .. })) =
-                self.check_adoptable()
+            && let Err(
+                e @ (Error::Unadopted { .. }
+                | Error::MalformedStamp { .. }
+                | Error::ForeignStore { .. }
+                | Error::UnkindedStamp { .. }),
+            ) = self.check_adoptable()
         {
             return Err(e);
         }
@@ -501,23 +612,30 @@ impl CacheDir {
             };
             self.make_protocol_files_private(&held)?;
             let stamp = read_stamp(&self.dir).map_err(Error::io("read the regime stamp"))?;
-            match stamp {
-                RegimeStamp::Version(v) if v == self.regime => {}
-                RegimeStamp::Version(v) if v > self.regime => {
-                    return Err(Error::NewerRegime {
-                        found: v,
-                        ours: self.regime,
-                    });
+            if let Some(refusal) = self.refusal(&stamp) {
+                return Err(refusal);
+            }
+            match &stamp {
+                RegimeStamp::Kind { version, .. } if *version == self.regime => {}
+                RegimeStamp::Kind { version: v, .. } | RegimeStamp::Bare(v) if *v > self.regime => {
+                    // A bare stamp is refused as newer only once it is told to be ours (an
+                    // unkinded one names what it holds instead).
+                    if matches!(stamp, RegimeStamp::Bare(_)) {
+                        self.check_adoptable()?;
+                    }
+                    return Err(self.newer(*v));
                 }
-                RegimeStamp::Malformed(content) => return Err(Error::MalformedStamp { content }),
-                RegimeStamp::Absent | RegimeStamp::Version(_) => {
+                _ => {
                     if held.mode() == Mode::Shared {
                         drop(held);
                         mode = Mode::Exclusive;
                         optional = false;
                         continue;
                     }
-                    if stamp == RegimeStamp::Absent {
+                    // Under the exclusive lock, before anything is deleted or stamped: an
+                    // absent stamp's directory holds no entry-named file, a bare stamp's holds
+                    // only this store's files.
+                    if matches!(stamp, RegimeStamp::Absent | RegimeStamp::Bare(_)) {
                         self.check_adoptable()?;
                     }
                     self.transition(&stamp)
@@ -529,6 +647,26 @@ impl CacheDir {
             }
             return Ok(Guard { cache: self, held });
         }
+    }
+
+    /// The name of the first directory item this store never writes (see
+    /// [`CacheDir::check_adoptable`]'s bare stamps), if any.
+    fn first_foreign_file(&self) -> io::Result<Option<String>> {
+        for item in fs::read_dir(&self.dir)? {
+            let item = item?;
+            let name = match item.file_name().into_string() {
+                Ok(name) => name,
+                Err(raw) => return Ok(Some(raw.to_string_lossy().into_owned())),
+            };
+            if name.starts_with('.') || name == LOCK_FILE || name == STAMP_FILE {
+                continue;
+            }
+            let is_file = !item.file_type()?.is_dir();
+            if !(is_file && (self.is_entry(&name) || (self.is_own_file)(&name))) {
+                return Ok(Some(name));
+            }
+        }
+        Ok(None)
     }
 
     /// The name of the first file (no directory) `is_entry` accepts, if any.
@@ -546,14 +684,19 @@ impl CacheDir {
     }
 
     /// Deletes every entry (every name `is_entry` accepts that is not a directory) of an
-    /// older regime (none for an absent stamp: see [`CacheDir::check_adoptable`]), then
-    /// publishes this handle's stamp. A crash in between leaves the old stamp, so the next
-    /// opener sweeps again.
+    /// older regime (none for an absent stamp: see [`CacheDir::check_adoptable`]; none for a
+    /// bare stamp of this regime, which only gains its kind), then publishes this handle's
+    /// stamp. A crash in between leaves the old stamp, so the next opener sweeps again.
     fn transition(&self, from: &RegimeStamp) -> io::Result<()> {
         let mut removed = 0usize;
         // An absent stamp was adopted because no file is named like an entry: nothing to
         // sweep, and a second listing could only delete a user's file created since.
-        if *from != RegimeStamp::Absent {
+        let sweep = match from {
+            RegimeStamp::Absent => false,
+            RegimeStamp::Bare(v) => *v != self.regime,
+            _ => true,
+        };
+        if sweep {
             for item in fs::read_dir(&self.dir)? {
                 let item = item?;
                 let Ok(name) = item.file_name().into_string() else {
@@ -569,11 +712,12 @@ impl CacheDir {
                 }
             }
         }
-        regime::publish_stamp(&self.dir, self.regime, self.file_mode(0o666))?;
+        regime::publish_stamp(&self.dir, self.kind, self.regime, self.file_mode(0o666))?;
         tracing::info!(
             target: "cache_dir",
             dir = %self.dir.display(),
             from = %from,
+            kind = self.kind,
             to = self.regime,
             removed,
             "cache directory moved to a new regime"
@@ -832,7 +976,7 @@ mod tests {
     #[test]
     fn the_explicit_sweep_refuses_an_unadopted_directory_untouched() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let cache = CacheDir::new(tmp.path(), 7, |n| n.ends_with(".ron"))
+        let cache = CacheDir::new(tmp.path(), "test-store", 7, |n| n.ends_with(".ron"))
             .with_stale_staging_after(Duration::ZERO);
         fs::write(tmp.path().join("settings.ron"), "mine").expect("write");
         let staging = tmp.path().join(format!("{STAGING_PREFIX}-left"));
@@ -862,7 +1006,7 @@ mod tests {
     #[test]
     fn adopting_an_unstamped_directory_deletes_nothing() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let cache = CacheDir::new(tmp.path(), 7, |n| n.ends_with(".ron"));
+        let cache = CacheDir::new(tmp.path(), "test-store", 7, |n| n.ends_with(".ron"));
         fs::write(tmp.path().join("settings.ron"), "mine").expect("write");
         cache.transition(&RegimeStamp::Absent).expect("adopt");
         assert_eq!(
@@ -871,10 +1015,13 @@ mod tests {
         );
         assert_eq!(
             read_stamp(tmp.path()).expect("stamp"),
-            RegimeStamp::Version(7)
+            RegimeStamp::Kind {
+                kind: "test-store".into(),
+                version: 7
+            }
         );
         // An older regime's entries are swept.
-        cache.transition(&RegimeStamp::Version(6)).expect("sweep");
+        cache.transition(&RegimeStamp::Bare(6)).expect("sweep");
         assert!(!tmp.path().join("settings.ron").exists());
     }
 }

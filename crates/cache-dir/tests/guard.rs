@@ -48,7 +48,7 @@ fn io_kind<T: std::fmt::Debug>(result: Result<T, Error>) -> io::ErrorKind {
 /// Runs `f` under a fresh directory's shared hold.
 fn with_guard<R>(f: impl FnOnce(&Guard<'_>) -> R) -> (tempfile::TempDir, R) {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let out = CacheDir::new(tmp.path().join("cache"), 1, is_entry)
+    let out = CacheDir::new(tmp.path().join("cache"), "test-store", 1, is_entry)
         .with_shared(true, f)
         .expect("open");
     (tmp, out)
@@ -84,7 +84,7 @@ fn append_writes_nothing_to_a_file_that_holds_its_cap() {
 fn append_refuses_a_fifo_without_hanging_or_writing_into_it() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("cache");
-    let cache = CacheDir::new(&dir, 1, is_entry);
+    let cache = CacheDir::new(&dir, "test-store", 1, is_entry);
     cache.with_shared(true, |_| ()).expect("create");
     let fifo = dir.join("pipe.keys");
     rustix::fs::mkfifoat(
@@ -164,7 +164,7 @@ fn child() {
         fs::File::create(dir.join("probe-write")).is_err(),
         "the child can write the directory: the test shows nothing"
     );
-    let cache = CacheDir::new(&dir, 1, is_entry);
+    let cache = CacheDir::new(&dir, "test-store", 1, is_entry);
     match role.as_str() {
         "stamp" => {
             let got = cache.with_shared(false, |g| {
@@ -206,7 +206,7 @@ fn is_root() -> bool {
 fn lock_free_dir() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("cache");
-    CacheDir::new(&dir, 1, is_entry)
+    CacheDir::new(&dir, "test-store", 1, is_entry)
         .with_shared(true, |g| g.publish("k.entry", b"old"))
         .expect("open")
         .expect("publish");
@@ -267,10 +267,16 @@ fn a_lock_free_read_across_a_regime_change_is_discarded() {
     }
     // The child is inside its lock-free read: a build of regime 2 takes the directory over.
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
-    CacheDir::new(&dir, 2, is_entry)
+    CacheDir::new(&dir, "test-store", 2, is_entry)
         .with_shared(false, |_| ())
         .expect("the newer regime opens");
-    assert_eq!(read_stamp(&dir).expect("stamp"), RegimeStamp::Version(2));
+    assert_eq!(
+        read_stamp(&dir).expect("stamp"),
+        RegimeStamp::Kind {
+            kind: "test-store".into(),
+            version: 2
+        }
+    );
     let mut stdin = child.stdin.take().expect("stdin");
     writeln!(stdin, "go").expect("tell the child");
     drop(stdin);

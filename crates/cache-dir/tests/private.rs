@@ -44,7 +44,7 @@ fn child() {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask));
     let dir = PathBuf::from(dir);
     let make = |regime| {
-        let c = CacheDir::new(&dir, regime, is_entry);
+        let c = CacheDir::new(&dir, "test-store", regime, is_entry);
         match role.as_str() {
             "private" => c.with_private_files(),
             "shared" => c,
@@ -143,7 +143,7 @@ fn a_private_store_refuses_a_link_or_a_reachable_directory_untouched() {
     fs::set_permissions(&target, fs::Permissions::from_mode(0o700)).expect("chmod");
     let link = tmp.path().join("store");
     std::os::unix::fs::symlink(&target, &link).expect("symlink");
-    let cache = CacheDir::new(&link, 1, is_entry).with_private_files();
+    let cache = CacheDir::new(&link, "test-store", 1, is_entry).with_private_files();
     for create in [true, false] {
         let err = cache
             .with_shared(create, |g| g.publish("a.entry", b"x"))
@@ -161,7 +161,7 @@ fn a_private_store_refuses_a_link_or_a_reachable_directory_untouched() {
         let dir = tmp.path().join(format!("reachable-{mode:o}"));
         fs::create_dir(&dir).expect("mkdir");
         fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).expect("chmod");
-        let err = CacheDir::new(&dir, 1, is_entry)
+        let err = CacheDir::new(&dir, "test-store", 1, is_entry)
             .with_private_files()
             .with_shared(true, |_| ())
             .expect_err("refused");
@@ -181,14 +181,14 @@ fn a_private_store_refuses_a_link_or_a_reachable_directory_untouched() {
 fn a_private_store_makes_an_old_lock_file_and_stamp_private() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("store");
-    CacheDir::new(&dir, 1, is_entry)
+    CacheDir::new(&dir, "test-store", 1, is_entry)
         .with_shared(true, |_| ())
         .expect("open");
     fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).expect("chmod");
     for name in [LOCK_FILE, STAMP_FILE] {
         fs::set_permissions(dir.join(name), fs::Permissions::from_mode(0o666)).expect("chmod");
     }
-    CacheDir::new(&dir, 1, is_entry)
+    CacheDir::new(&dir, "test-store", 1, is_entry)
         .with_private_files()
         .with_shared(false, |_| ())
         .expect("open");
@@ -207,7 +207,8 @@ fn a_private_store_makes_an_old_lock_file_and_stamp_private() {
 fn an_exclusive_open_gives_up_on_a_stopped_holder() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("store");
-    let cache = CacheDir::new(&dir, 1, is_entry).with_lock_wait(Duration::from_millis(300));
+    let cache =
+        CacheDir::new(&dir, "test-store", 1, is_entry).with_lock_wait(Duration::from_millis(300));
     cache.with_shared(true, |_| ()).expect("create");
     // `-o`: the lock is held by flock itself (its command does not inherit it); in a
     // process group of its own, stopped and killed whole.

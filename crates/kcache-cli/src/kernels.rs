@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use cache_dir::RegimeStamp;
-use kernel_cache::store::{KernelStore, REGIME};
+use kernel_cache::store::{KernelStore, REGIME, STORE_KIND};
 
 use crate::report::Failure;
 
@@ -32,13 +32,14 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
     }
     let stamp = cache_dir::read_stamp(&kernels)
         .map_err(|e| format!("kernel store {}: regime stamp: {e}", kernels.display()))?;
-    if stamp != RegimeStamp::Version(REGIME) {
+    let current = RegimeStamp::Kind {
+        kind: STORE_KIND.into(),
+        version: REGIME,
+    };
+    if stamp != current {
         writeln!(out, "kernel store: {}", kernels.display())?;
-        let adoption = match stamp {
-            RegimeStamp::Absent => KernelStore::new(&kernels).check_adoptable(),
-            _ => Ok(()),
-        };
-        let line = crate::report::regime_line(&stamp, REGIME, adoption);
+        let adoption = KernelStore::new(&kernels).check_adoptable();
+        let line = crate::report::regime_line(&stamp, STORE_KIND, REGIME, adoption);
         writeln!(out, "  regime: {line}; not opened")?;
         return Ok(());
     }

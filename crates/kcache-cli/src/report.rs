@@ -13,41 +13,50 @@ use schedule_cache::disk::{
 /// What went wrong in a way that is not a finding (exit status 2).
 pub(crate) type Failure = Box<dyn std::error::Error>;
 
-/// A store's stamp against this build's regime version `ours`, and what the next open does.
-/// `adoption` is the store's adoption rule read on the directory (`check_adoptable`): with
-/// the stamp absent, a directory holding a file named like an entry is refused by every open
-/// (nothing in it touched), and one without is stamped with nothing to sweep.
+/// A store's stamp against this build's store kind `kind` and regime version `ours`, and what
+/// the next open does. `adoption` is the store's adoption rule read on the directory
+/// (`check_adoptable`): a refusal (another store kind's stamp, a bare legacy stamp in a
+/// directory holding a file this store never writes, a malformed stamp, an absent stamp with a
+/// file named like an entry) means every open refuses the directory, touching nothing.
 pub(crate) fn regime_line<E: std::fmt::Display>(
     stamp: &RegimeStamp,
+    kind: &str,
     ours: u32,
     adoption: Result<(), E>,
 ) -> String {
+    if let Err(why) = adoption {
+        return format!(
+            "{stamp}, and every open of this {kind} refuses the directory, touching nothing: {}",
+            printable(&why.to_string())
+        );
+    }
     match stamp {
-        RegimeStamp::Version(v) if *v == ours => format!("{v} (current)"),
-        RegimeStamp::Version(v) if *v > ours => {
-            format!("{v} (newer than this build's {ours}: this build refuses it)")
+        RegimeStamp::Kind { version: v, .. } if *v == ours => format!("{stamp} (current)"),
+        RegimeStamp::Kind { version: v, .. } | RegimeStamp::Bare(v) if *v > ours => {
+            format!("{stamp} (newer than this build's {ours}: this build refuses it)")
         }
-        RegimeStamp::Version(v) => {
-            format!("{v} (older than this build's {ours}: the next open sweeps every entry)")
+        RegimeStamp::Kind { .. } => {
+            format!("{stamp} (older than this build's {ours}: the next open sweeps every entry)")
         }
-        RegimeStamp::Absent => match adoption {
-            Ok(()) => "absent (the next open stamps it: no file is named like an entry)".into(),
-            Err(why) => format!(
-                "absent, and every open refuses the directory, touching nothing: {}",
-                printable(&why.to_string())
-            ),
-        },
+        RegimeStamp::Bare(v) if *v == ours => format!(
+            "{stamp} (every file is this {kind}'s: the next open stamps it `{kind} {ours}`, \
+             sweeping nothing)"
+        ),
+        RegimeStamp::Bare(_) => format!(
+            "{stamp} (every file is this {kind}'s, of an older regime than this build's {ours}: \
+             the next open sweeps every entry and stamps it `{kind} {ours}`)"
+        ),
+        RegimeStamp::Absent => {
+            "absent (the next open stamps it: no file is named like an entry)".into()
+        }
         RegimeStamp::Malformed(s) => format!("malformed {s:?} (every open refuses it)"),
     }
 }
 
 /// The schedule store's [`regime_line`] for directory `dir`.
 fn schedule_regime_line(dir: &Path, stamp: &RegimeStamp) -> String {
-    let adoption = match stamp {
-        RegimeStamp::Absent => DiskCache::new(dir).check_adoptable(),
-        _ => Ok(()),
-    };
-    regime_line(stamp, CACHE_REGIME_VERSION, adoption)
+    let adoption = DiskCache::new(dir).check_adoptable();
+    regime_line(stamp, disk::STORE_KIND, CACHE_REGIME_VERSION, adoption)
 }
 
 /// `text` with every control character but newline and tab escaped (`\u{1b}`), so an entry's
@@ -184,7 +193,12 @@ pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<ExitCode, Failu
     if let Some(e) = write_error {
         return Err(e.into());
     }
-    if let RegimeStamp::Malformed(_) = regime {
+    // A stamp every open refuses (malformed, another store kind's, an unkinded legacy one in
+    // a directory of another store's files) is a problem: this is no schedule store to trust.
+    if matches!(
+        DiskCache::new(dir).check_adoptable(),
+        Err(disk::Refusal::MalformedStamp { .. } | disk::Refusal::OtherStore { .. })
+    ) {
         writeln!(
             out,
             "{}: {}",

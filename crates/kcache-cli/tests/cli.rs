@@ -79,7 +79,7 @@ fn stats_counts_what_is_there() {
     assert!(o.status.success(), "{o:?}");
     let s = stdout(&o);
     for line in [
-        "regime: 2 (current)",
+        "regime: kcache-schedule-store 2 (current)",
         "lock file: present",
         "entries: 4 (schedule 0, placement 4)",
         "unreadable entries: 1",

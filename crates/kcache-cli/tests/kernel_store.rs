@@ -168,32 +168,65 @@ fn stats_never_sweeps_a_kernel_store_of_another_regime() {
         names
     };
     let ours = kernel_cache::store::REGIME;
+    let kind = kernel_cache::store::STORE_KIND;
+    let refused =
+        format!(", and every open of this {kind} refuses the directory, touching nothing: ");
     for (stamp, shown) in [
         (
-            "0\n".to_string(),
-            format!(
-                "  regime: 0 (older than this build's {ours}: the next open sweeps every entry); not opened"
-            ),
+            format!("{kind} 0\n"),
+            vec![format!(
+                "  regime: {kind} 0 (older than this build's {ours}: the next open sweeps every entry); not opened"
+            )],
         ),
         (
-            "99\n".to_string(),
-            format!(
-                "  regime: 99 (newer than this build's {ours}: this build refuses it); not opened"
-            ),
+            format!("{kind} 99\n"),
+            vec![format!(
+                "  regime: {kind} 99 (newer than this build's {ours}: this build refuses it); not opened"
+            )],
+        ),
+        (
+            // A bare stamp of only the kernel store's files is taken as its own.
+            format!("{ours}\n"),
+            vec![format!(
+                "  regime: {ours} (no store kind) (every file is this {kind}'s: the next open stamps it `{kind} {ours}`, sweeping nothing); not opened"
+            )],
+        ),
+        (
+            // Another store's stamp: refused by name, both kinds and the path in the line.
+            "kcache-schedule-store 2\n".to_string(),
+            vec![
+                format!("  regime: kcache-schedule-store 2{refused}"),
+                "is a kcache-schedule-store directory".into(),
+                format!("not a {kind} directory"),
+                kernels.display().to_string(),
+            ],
         ),
         (
             "x\n".to_string(),
-            "  regime: malformed \"x\\n\" (every open refuses it); not opened".to_string(),
+            vec![format!("  regime: malformed (\"x\\n\"){refused}")],
         ),
     ] {
-        std::fs::write(kernels.join("regime.stamp"), stamp).expect("stamp");
+        std::fs::write(kernels.join("regime.stamp"), &stamp).expect("stamp");
         let before = listing(&kernels);
         assert!(before.len() > 3, "{before:?}");
         let out = kcache(&["stats", dir.to_str().expect("utf-8")]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert_eq!(listing(&kernels), before, "stats changed the store: {text}");
+        assert_eq!(
+            std::fs::read_to_string(kernels.join("regime.stamp")).expect("stamp"),
+            stamp
+        );
         assert!(out.status.success(), "{text}");
-        assert!(text.lines().any(|l| l == shown), "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("  regime: ")
+                && l.ends_with("; not opened")
+                && shown.iter().enumerate().all(|(i, want)| if i == 0 {
+                    l.starts_with(want.as_str())
+                } else {
+                    l.contains(want.as_str())
+                })),
+            "{stamp:?}: {shown:?} not in\n{text}"
+        );
     }
     std::fs::remove_file(kernels.join("regime.stamp")).expect("rm");
     let before = listing(&kernels);
@@ -203,7 +236,7 @@ fn stats_never_sweeps_a_kernel_store_of_another_regime() {
     // nothing), stats says so; it said the next open would stamp it and sweep the entries.
     assert!(
         text.lines().any(|l| l.starts_with(
-            "  regime: absent, and every open refuses the directory, touching nothing: "
+            "  regime: absent, and every open of this kcache-kernel-store refuses the directory, touching nothing: "
         ) && l.contains("named like an entry")
             && l.ends_with("; not opened")),
         "{text}"
@@ -221,7 +254,7 @@ fn stats_never_sweeps_a_kernel_store_of_another_regime() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         text.lines().any(|l| l.starts_with(
-            "regime: absent, and every open refuses the directory, touching nothing: "
+            "regime: absent, and every open of this kcache-schedule-store refuses the directory, touching nothing: "
         ) && l.contains("\"settings.ron\", named like an entry")),
         "{text}"
     );

@@ -297,9 +297,10 @@ mod props {
                 StoreOutcome::Stored => {
                     let v = disk::parse_stamp(&bytes);
                     prop_assert!(v.is_some_and(|v| v <= 7));
-                    // An equal stamp is admitted as it is; an older one is replaced.
-                    let want = if v == Some(7) { bytes } else { b"7\n".to_vec() };
-                    prop_assert_eq!(fs::read(tmp.path().join(STAMP_FILE)).expect("stamp"), want);
+                    // A bare stamp (of only this store's files) is replaced by this store's
+                    // kinded stamp, an equal one sweeping nothing.
+                    let want = format!("{} 7\n", disk::STORE_KIND);
+                    prop_assert_eq!(fs::read_to_string(tmp.path().join(STAMP_FILE)).expect("stamp"), want);
                 }
                 StoreOutcome::Refused(_) => {
                     prop_assert!(disk::parse_stamp(&bytes).is_none_or(|v| v > 7));

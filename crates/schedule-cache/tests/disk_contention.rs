@@ -212,6 +212,6 @@ fn eight_processes_race_through_a_regime_bump() {
     );
     assert_eq!(
         fs::read_to_string(dir.join(schedule_cache::disk::STAMP_FILE)).expect("stamp"),
-        "2\n"
+        "kcache-schedule-store 2\n"
     );
 }

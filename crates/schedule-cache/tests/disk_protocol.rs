@@ -64,7 +64,10 @@ fn store_creates_parents_and_lookup_hits() {
         disk::store(&dir, Some(&k), &e).expect("store"),
         StoreOutcome::Stored
     );
-    assert_eq!(stamp(&dir), format!("{CACHE_REGIME_VERSION}\n"));
+    assert_eq!(
+        stamp(&dir),
+        format!("{} {CACHE_REGIME_VERSION}\n", disk::STORE_KIND)
+    );
     assert!(dir.join(LOCK_FILE).is_file());
     assert!(dir.join(format!("{k}.placement.ron")).is_file());
     let (found, events) = disk::record(|| disk::lookup(&dir, Some(&k), DIGEST));
@@ -169,7 +172,10 @@ fn an_absent_stamp_beside_other_files_is_adopted() {
     for kept in ["README.txt", ".hidden.ron", "not.a.key.ron"] {
         assert!(dir.join(kept).exists(), "{kept} must survive");
     }
-    assert_eq!(stamp(dir), format!("{CACHE_REGIME_VERSION}\n"));
+    assert_eq!(
+        stamp(dir),
+        format!("{} {CACHE_REGIME_VERSION}\n", disk::STORE_KIND)
+    );
 }
 
 /// An older stamp sweeps every entry of any version, and nothing else.
@@ -177,7 +183,7 @@ fn an_absent_stamp_beside_other_files_is_adopted() {
 fn an_older_stamp_sweeps_every_entry_and_nothing_else() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
-    fs::write(dir.join(STAMP_FILE), "1\n").expect("stamp");
+    fs::write(dir.join(STAMP_FILE), "kcache-schedule-store 1\n").expect("stamp");
     for name in [
         "k1.ron",
         "k2.placement.ron",
@@ -204,7 +210,10 @@ fn an_older_stamp_sweeps_every_entry_and_nothing_else() {
             "{kept} is not an entry and must survive"
         );
     }
-    assert_eq!(stamp(dir), format!("{CACHE_REGIME_VERSION}\n"));
+    assert_eq!(
+        stamp(dir),
+        format!("{} {CACHE_REGIME_VERSION}\n", disk::STORE_KIND)
+    );
 }
 
 #[test]
@@ -215,7 +224,7 @@ fn an_older_stamp_sweeps_placement_entries_too() {
     let (k1, k2) = (key("one"), key("two"));
     old.store(Some(&k1), &payload(1, 1, 1, 1)).expect("store");
     old.store(Some(&k2), &payload(2, 2, 2, 2)).expect("store");
-    assert_eq!(stamp(tmp.path()), "1\n");
+    assert_eq!(stamp(tmp.path()), "kcache-schedule-store 1\n");
     let (found, events) = disk::record(|| new.lookup::<PlacementEntry>(Some(&k1), DIGEST));
     assert_eq!(found, None);
     assert_eq!(
@@ -224,7 +233,7 @@ fn an_older_stamp_sweeps_placement_entries_too() {
             same_digest: vec![]
         })
     );
-    assert_eq!(stamp(tmp.path()), "2\n");
+    assert_eq!(stamp(tmp.path()), "kcache-schedule-store 2\n");
     assert!(!tmp.path().join(format!("{k2}.placement.ron")).exists());
     // An entry written after the transition survives later opens at the same regime.
     new.store(Some(&k2), &payload(3, 3, 3, 3)).expect("store");
@@ -335,7 +344,7 @@ fn a_writer_blocks_behind_a_transition_and_its_entry_survives() {
         );
         // The transition: sweep every entry, then publish the new stamp, then release.
         fs::remove_file(dir.join(format!("{k_old}.placement.ron"))).expect("sweep");
-        fs::write(dir.join(STAMP_FILE), "2\n").expect("stamp");
+        fs::write(dir.join(STAMP_FILE), "kcache-schedule-store 2\n").expect("stamp");
         lock.unlock().expect("unlock");
         assert_eq!(writer.join().expect("writer"), StoreOutcome::Stored);
     });
@@ -476,10 +485,13 @@ fn a_regime_change_sweeps_entries_of_every_version() {
     for name in entries.iter().map(String::as_str).chain(foreign) {
         fs::write(dir.join(name), "old").expect("write");
     }
-    fs::write(dir.join(STAMP_FILE), "1\n").expect("stamp");
+    fs::write(dir.join(STAMP_FILE), "kcache-schedule-store 1\n").expect("stamp");
     let k = key("any");
     assert_eq!(disk::lookup::<PlacementEntry>(dir, Some(&k), DIGEST), None);
-    assert_eq!(stamp(dir), format!("{CACHE_REGIME_VERSION}\n"));
+    assert_eq!(
+        stamp(dir),
+        format!("{} {CACHE_REGIME_VERSION}\n", disk::STORE_KIND)
+    );
     for name in &entries {
         assert!(
             !dir.join(name).exists(),
@@ -560,7 +572,7 @@ mod model {
                     }
                 }
                 if dir.exists() {
-                    let want = stamp.map(|v| format!("{v}\n"));
+                    let want = stamp.map(|v| format!("{} {v}\n", disk::STORE_KIND));
                     prop_assert_eq!(fs::read_to_string(dir.join(STAMP_FILE)).ok(), want);
                 }
             }

@@ -82,6 +82,12 @@ pub(crate) fn is_entry_name(name: &str) -> bool {
     name.strip_prefix("k-").is_some_and(is_hex64)
 }
 
+/// A file the store writes besides its entries: a compile lock or the counters file (how a
+/// bare legacy stamp's directory is told to be the kernel store's).
+pub(crate) fn is_own_file(name: &str) -> bool {
+    is_compile_lock_name(name) || name == super::counters::STATS_FILE
+}
+
 /// `c-<64 hex>`: a per-key compile lock file (not an entry: never swept by a regime
 /// change, removed by garbage collection only when nobody holds it).
 pub(crate) fn is_compile_lock_name(name: &str) -> bool {

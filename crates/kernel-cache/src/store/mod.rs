@@ -45,9 +45,11 @@
 //!
 //! Give the store a directory of its own. Another kcache store's directory (the one
 //! schedule-cache's disk store uses, say) is not one: every store stamps its directory
-//! with its own regime version, and this store refuses a directory stamped with a newer
-//! one than [`REGIME`] (every lookup and save a miss, which only `tracing` and [`record`]
-//! show). A subdirectory of it, such as `<cache-dir>/kernels`, is the place.
+//! with its kind and regime version (`kcache-kernel-store 2`, [`STORE_KIND`]), and this
+//! store refuses a directory stamped by another kind ([`DirError::ForeignStore`], naming the
+//! path and both kinds, nothing swept) or with a newer regime than [`REGIME`] (every lookup
+//! and save a miss, which only `tracing` and [`record`] show; [`KernelStore::create`]
+//! returns the refusal). A subdirectory of it, such as `<cache-dir>/kernels`, is the place.
 //!
 //! ```
 //! use kernel_cache::store::{DirError, KernelStore, MissReason, REGIME};
@@ -60,12 +62,15 @@
 //! assert_eq!(store.probe("cc-identity", "some-key").err(), Some(MissReason::NoEntry));
 //! assert_eq!(store.stats()?.entries, 0);
 //!
-//! // A directory another store stamped with a newer regime is refused.
+//! // A directory stamped with a newer regime is refused, and so is another store's.
 //! let other = KernelStore::new(tmp.path().join("other"));
 //! other.create()?;
-//! std::fs::write(other.dir().join("regime.stamp"), format!("{}\n", REGIME + 1))?;
+//! let stamp = other.dir().join("regime.stamp");
+//! std::fs::write(&stamp, format!("kcache-kernel-store {}\n", REGIME + 1))?;
 //! assert!(matches!(other.create(), Err(DirError::NewerRegime { .. })));
 //! assert!(matches!(other.probe("cc-identity", "some-key"), Err(MissReason::Refused(_))));
+//! std::fs::write(&stamp, "kcache-schedule-store 2\n")?;
+//! assert!(matches!(other.create(), Err(DirError::ForeignStore { .. })));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -115,6 +120,13 @@ pub use record::{MissReason, NotSaved, Outcome, StoreEvent, record};
 /// domain beside the first; the files are unchanged, and no build reads anything out of
 /// a name, so a build without them only never looks such an entry up).
 pub const REGIME: u32 = 2;
+
+/// The store kind the kernel store's regime stamp names (`kcache-kernel-store 2`): another
+/// store (the schedule store) opening a kernel store's directory is refused by name, with
+/// nothing swept, and the kernel store refuses theirs ([`DirError::ForeignStore`]). A bare
+/// stamp (`2`, written before stamps named their kind) is taken as the kernel store's only if
+/// every file in the directory is one the kernel store writes ([`DirError::UnkindedStamp`]).
+pub const STORE_KIND: &str = "kcache-kernel-store";
 
 /// The default byte limit of a store: 1 GiB.
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
@@ -212,7 +224,9 @@ impl KernelStore {
     /// [`DEFAULT_COMPILE_WAIT`]. Touches nothing on disk.
     pub fn new(dir: impl Into<PathBuf>) -> KernelStore {
         KernelStore {
-            dir: CacheDir::new(dir, REGIME, format::is_store_entry).with_private_files(),
+            dir: CacheDir::new(dir, STORE_KIND, REGIME, format::is_store_entry)
+                .with_own_files(format::is_own_file)
+                .with_private_files(),
             max_bytes: DEFAULT_MAX_BYTES,
             min_compile_time: Duration::ZERO,
             compile_wait: DEFAULT_COMPILE_WAIT,
@@ -299,10 +313,12 @@ impl KernelStore {
     /// [`DirError::NotPrivate`] naming the path and why, if the directory is a symbolic
     /// link, owned by another user or has any group or other permission bit
     /// (`cache_dir::check_private_dir`); the directory protocol's refusal of an existing
-    /// directory that is not this store's: [`DirError::NewerRegime`] or
-    /// [`DirError::MalformedStamp`] for its regime stamp (another store's directory),
-    /// [`DirError::Unadopted`] for one without a stamp holding files named like the
-    /// store's; [`DirError::LockTimeout`]; or the I/O error.
+    /// directory that is not this store's: [`DirError::ForeignStore`] for another store
+    /// kind's stamp, [`DirError::UnkindedStamp`] for a bare legacy stamp beside files the
+    /// kernel store never writes, [`DirError::NewerRegime`] or [`DirError::MalformedStamp`]
+    /// for its regime stamp, [`DirError::Unadopted`] for one without a stamp holding files
+    /// named like the store's (each naming the path); [`DirError::LockTimeout`]; or the
+    /// I/O error, naming what was being done.
     pub fn create(&self) -> Result<(), cache_dir::Error> {
         self.dir.with_shared(true, |_| ())
     }

@@ -127,7 +127,12 @@ pub enum Found {
 /// # Errors
 /// [`Error::Inspect`] if the directory or its stamp cannot be read.
 pub fn scan(dir: &Path, mut visit: impl FnMut(Found)) -> Result<RegimeStamp, Error> {
-    let cache = CacheDir::new(dir, super::CACHE_REGIME_VERSION, is_entry_of_any_version);
+    let cache = CacheDir::new(
+        dir,
+        super::STORE_KIND,
+        super::CACHE_REGIME_VERSION,
+        is_entry_of_any_version,
+    );
     let _held = cache.lock(Mode::Shared, false).ok();
     let regime = read_stamp(dir).map_err(inspect_err(&dir.join(STAMP_FILE)))?;
     for item in fs::read_dir(dir).map_err(inspect_err(dir))? {

@@ -71,9 +71,9 @@ pub use policy::{Claim, KeptExisting, StorePolicy, best_time};
 #[cfg(feature = "redis")]
 pub(crate) use record::note;
 pub use record::{DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record, stats};
-pub use regime::CACHE_REGIME_VERSION;
 #[cfg(test)]
 pub(crate) use regime::tests::check_history as regime_history_check;
+pub use regime::{CACHE_REGIME_VERSION, STORE_KIND};
 
 /// The largest entry file a lookup reads (16 MiB): a larger file at an entry's name is a miss
 /// (`Unreadable`, kind `FileTooLarge`) without being read, and a store of a larger entry is
@@ -366,8 +366,13 @@ pub struct DiskCache {
 /// The refusal for a protocol error of [`cache_dir`] (the `during` strings are the protocol's).
 fn refusal(e: cache_dir::Error) -> Refusal {
     match e {
-        cache_dir::Error::NewerRegime { found, ours } => Refusal::NewerRegime { found, ours },
-        cache_dir::Error::MalformedStamp { content } => Refusal::MalformedStamp { content },
+        cache_dir::Error::NewerRegime { found, ours, .. } => Refusal::NewerRegime { found, ours },
+        cache_dir::Error::MalformedStamp { content, .. } => Refusal::MalformedStamp { content },
+        e @ (cache_dir::Error::ForeignStore { .. } | cache_dir::Error::UnkindedStamp { .. }) => {
+            Refusal::OtherStore {
+                message: e.to_string(),
+            }
+        }
         cache_dir::Error::Unadopted { name, .. } => Refusal::Unadopted { name },
         cache_dir::Error::Io { during, source } => Refusal::io(during, &source),
         cache_dir::Error::NoDirectory { .. } => Refusal::Io {
@@ -419,7 +424,12 @@ impl DiskCache {
     /// refused, nothing in it deleted, as the module docs' cache-open says.
     pub fn new(dir: impl Into<PathBuf>) -> DiskCache {
         DiskCache {
-            dir: CacheDir::new(dir, CACHE_REGIME_VERSION, is_entry_of_any_version),
+            dir: CacheDir::new(
+                dir,
+                STORE_KIND,
+                CACHE_REGIME_VERSION,
+                is_entry_of_any_version,
+            ),
         }
     }
 
@@ -427,7 +437,7 @@ impl DiskCache {
     /// upgrade, tools). Never use it to write a live cache under a regime you do not implement.
     pub fn with_regime(self, regime: u32) -> DiskCache {
         DiskCache {
-            dir: CacheDir::new(self.dir.dir(), regime, is_entry_of_any_version)
+            dir: CacheDir::new(self.dir.dir(), STORE_KIND, regime, is_entry_of_any_version)
                 .with_stale_staging_after(self.dir.stale_staging_after()),
         }
     }

@@ -111,6 +111,15 @@ pub enum Refusal {
         /// The first file found named like an entry (at most 64 characters of it).
         name: String,
     },
+    /// The directory is another store's (its stamp names another store kind, the kernel
+    /// store's, say), or its stamp is a bare legacy version and it holds a file the schedule
+    /// store never writes, so whose it is cannot be told. Nothing in it was swept, created or
+    /// stamped.
+    OtherStore {
+        /// The directory protocol's message: the path and both store kinds (or the file that
+        /// tells the directory is not this store's), and what to do.
+        message: String,
+    },
     /// The filesystem said no (permissions, a file where the directory should be, a full disk…).
     Io {
         /// What the cache was doing: "create the directory", "lock", "read the stamp", ….
@@ -139,6 +148,7 @@ impl fmt::Display for Refusal {
                 write!(f, "stamp has newer regime {found} (this build: {ours})")
             }
             Refusal::MalformedStamp { content } => write!(f, "malformed regime stamp {content:?}"),
+            Refusal::OtherStore { message } => f.write_str(message),
             Refusal::Unadopted { name } => write!(
                 f,
                 "no regime stamp but holds {name:?}, named like an entry: not a cache directory \

@@ -16,6 +16,14 @@
 ///   `format` component, keys `digest-<SHA-256 over all components>-<hints>` (issue 12).
 pub const CACHE_REGIME_VERSION: u32 = 2;
 
+/// The store kind the schedule store's directory stamp names (`kcache-schedule-store 2`):
+/// another store (the kernel store) opening a schedule store's directory is refused by name,
+/// with nothing swept, and the schedule store refuses theirs ([`super::Refusal::OtherStore`]).
+/// A bare stamp (`2`, written before stamps named their kind) is taken as the schedule
+/// store's only if every file in the directory is one it writes. (The Redis store's stamp
+/// lives in its own key namespace and stays a bare version.)
+pub const STORE_KIND: &str = "kcache-schedule-store";
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
