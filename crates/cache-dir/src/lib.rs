@@ -610,11 +610,17 @@ impl CacheDir {
                 }
                 Err(e) => return Err(self.lock_error(mode, "open and lock the lock file")(e)),
             };
-            self.make_protocol_files_private(&held)?;
             let stamp = read_stamp(&self.dir).map_err(Error::io("read the regime stamp"))?;
+            // Another store's directory is left as it was: its files' modes too.
             if let Some(refusal) = self.refusal(&stamp) {
                 return Err(refusal);
             }
+            // Nor is a directory this store would not adopt (checked again, under the
+            // exclusive lock, before anything is swept or stamped).
+            if matches!(stamp, RegimeStamp::Absent | RegimeStamp::Bare(_)) {
+                self.check_adoptable()?;
+            }
+            self.make_protocol_files_private(&held)?;
             match &stamp {
                 RegimeStamp::Kind { version, .. } if *version == self.regime => {}
                 RegimeStamp::Kind { version: v, .. } | RegimeStamp::Bare(v) if *v > self.regime => {

@@ -922,8 +922,16 @@ impl KernelStore {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.add(delta);
         // Only into the store's own private directory (never through a link at its path,
-        // never into a directory it refuses).
+        // never into a directory it refuses, such as another store's: the stamp must be
+        // this store's, else the counts wait in memory).
         if cache_dir::check_private_dir(self.dir()).is_err() {
+            return;
+        }
+        let ours = cache_dir::RegimeStamp::Kind {
+            kind: STORE_KIND.into(),
+            version: REGIME,
+        };
+        if cache_dir::read_stamp(self.dir()).ok() != Some(ours) {
             return;
         }
         match counters::add(self.dir(), *pending, self.dir.lock_wait()) {
