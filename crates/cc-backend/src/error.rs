@@ -66,9 +66,19 @@ pub enum CcError {
     /// [`Signature::check`](crate::Signature::check)), or a saved program's table is.
     #[error("invalid kernel signature {0}")]
     InvalidSignature(String),
+    /// The text of kernel `symbol` does not define a function of that name: the linked
+    /// program's dynamic symbol table holds no definition of it (the text names its
+    /// function otherwise, makes it `static` or hidden, or defines nothing). Checked on
+    /// the object's bytes before it is loaded, so such a kernel is never answered by a
+    /// function of the same name from another library (`getpid` from the C library for a
+    /// kernel named `getpid`). Nothing was loaded.
+    #[error("the text of kernel `{symbol}` does not define `{symbol}`")]
+    UndefinedKernel {
+        /// The kernel's symbol.
+        symbol: String,
+    },
     /// The compiled shared object could not be loaded (for example it references a
-    /// function no loaded library defines, or the kernel's text does not define the
-    /// kernel under its symbol). The display ends with the loader's message (such as
+    /// function no loaded library defines). The display ends with the loader's message (such as
     /// `undefined symbol: name`): the file is removed with its program, so the message
     /// is all that is left to say why.
     #[error("could not load {}: {}", path.display(), loader_message(source))]
@@ -79,9 +89,9 @@ pub enum CcError {
         #[source]
         source: libloading::Error,
     },
-    /// A kernel's symbol (or its generated entry) is not defined by the program that
-    /// should hold it (its text defines a function under another name), or the program
-    /// holds no kernel of that name.
+    /// The program holds no kernel of that name, or the loader does not find a kernel's
+    /// symbol (or its generated entry) in the loaded program. (A text that does not
+    /// define its kernel is [`CcError::UndefinedKernel`], found before loading.)
     #[error("kernel `{symbol}` is not defined in {path}")]
     MissingSymbol {
         /// The symbol looked up.

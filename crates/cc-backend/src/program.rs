@@ -56,6 +56,12 @@ impl CcProgram {
     /// Loads the shared object `image` holds and checks that it defines every kernel of
     /// `kernels` and its entry. `dir` (a compile's directory) and `work` (the work
     /// directory holding it) are kept alive with the program.
+    ///
+    /// Before the loader sees the object, its dynamic symbol table is read from the
+    /// bytes `image` holds: a kernel the object does not itself define is
+    /// [`CcError::UndefinedKernel`] (not the loader's `undefined symbol`, nor, for a
+    /// kernel named as a C library function, that function found in a library the
+    /// object depends on).
     pub(crate) fn load(
         image: Image,
         dir: Option<tempfile::TempDir>,
@@ -64,6 +70,10 @@ impl CcProgram {
         manifest: Manifest,
         options: Vec<String>,
     ) -> Result<CcProgram, CcError> {
+        check_defined(
+            &image.bytes()?,
+            kernels.iter().map(|(symbol, _)| symbol.as_str()),
+        )?;
         let library = open(image.path())?;
         let (symbols, signatures) = kernels.into_iter().unzip();
         let program = CcProgram {
@@ -191,6 +201,30 @@ impl CcProgram {
     pub(crate) fn kernels(&self) -> impl Iterator<Item = (&String, &Signature)> {
         self.symbols.iter().zip(&self.signatures)
     }
+}
+
+/// Checks that the shared object `bytes` defines each of `symbols` itself: a definition
+/// (a function or data, not an undefined reference) in its dynamic symbol table, the table
+/// the loader answers `dlsym` from. An object that does not parse as ELF (another format
+/// than the system's) is left to the loader.
+fn check_defined<'a>(bytes: &[u8], symbols: impl Iterator<Item = &'a str>) -> Result<(), CcError> {
+    use object::{Object as _, ObjectSymbol as _};
+    let Ok(file) = object::File::parse(bytes) else {
+        return Ok(());
+    };
+    let defined: std::collections::HashSet<&[u8]> = file
+        .dynamic_symbols()
+        .filter(|s| s.is_definition() && s.is_global())
+        .filter_map(|s| s.name_bytes().ok())
+        .collect();
+    for symbol in symbols {
+        if !defined.contains(symbol.as_bytes()) {
+            return Err(CcError::UndefinedKernel {
+                symbol: symbol.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[allow(unsafe_code)]

@@ -165,11 +165,40 @@ fn symbols_must_be_identifiers_distinct_and_defined() {
     let k = abn(elementwise_kernel("k", "a[i]"));
     let err = b.compile_program(&[("k", &k), ("k", &k)], &[]).unwrap_err();
     assert!(matches!(err, CcError::DuplicateSymbol(ref s) if s == "k"));
-    // Declared by the prototype but defined under another name: the kernel is missing.
+    // Declared by the prototype but defined under another name: the error says so (not
+    // the loader's `undefined symbol`), naming the kernel.
     let other = abn(elementwise_kernel("other", "a[i]"));
     let err = b.compile_program(&[("wanted", &other)], &[]).unwrap_err();
     assert!(
-        matches!(err, CcError::Load { .. } | CcError::MissingSymbol { .. }),
+        matches!(err, CcError::UndefinedKernel { ref symbol } if symbol == "wanted"),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "the text of kernel `wanted` does not define `wanted`"
+    );
+    // Defined, but hidden: not in the program's dynamic symbol table either.
+    let hidden = abn(format!(
+        "__attribute__((visibility(\"hidden\"))) {}",
+        elementwise_kernel("wanted", "a[i]")
+    ));
+    let err = b.compile_program(&[("wanted", &hidden)], &[]).unwrap_err();
+    assert!(matches!(err, CcError::UndefinedKernel { .. }), "{err}");
+}
+
+/// A kernel named like a C library function whose text does not define it: the loader
+/// would bind the entry's call (and `dlsym`) to the library's function, so the kernel
+/// "loads" and calling it runs `getpid`. It is refused before the loader sees it.
+#[test]
+fn a_kernel_named_like_a_libc_function_must_be_defined_by_its_text() {
+    let sig =
+        Signature::new().buffer_mut("out", cc_backend::Elem::I32, cc_backend::Extent::fixed(1));
+    let elsewhere = Source::new("void not_getpid(int32_t *out) { out[0] = 7; }", sig);
+    let err = backend()
+        .compile_program(&[("getpid", &elsewhere)], &[])
+        .unwrap_err();
+    assert!(
+        matches!(err, CcError::UndefinedKernel { ref symbol } if symbol == "getpid"),
         "{err}"
     );
 }
