@@ -280,9 +280,34 @@ impl Signature {
         self
     }
 
+    /// The signature built so far, checked: ends a builder chain so that a malformed
+    /// signature is refused where it is written, not at the first resolve of a kernel of
+    /// it (`Signature::new().buffer(..).scalar(..).checked()?`).
+    ///
+    /// Errors with [`CcError::InvalidSignature`] as [`check`](Signature::check) does,
+    /// naming the parameter at fault.
+    ///
+    /// ```
+    /// use cc_backend::{Elem, Extent, Signature};
+    /// // The extent names `m`, which is no parameter.
+    /// let err = Signature::new()
+    ///     .buffer_mut("out", Elem::F32, Extent::of("m"))
+    ///     .scalar("n", Elem::I32)
+    ///     .checked()
+    ///     .unwrap_err();
+    /// assert!(err.to_string().contains("`m`"), "{err}");
+    /// ```
+    pub fn checked(self) -> Result<Signature, CcError> {
+        self.check()?;
+        Ok(self)
+    }
+
     /// Checks that the signature is well-formed: at most [`MAX_PARAMS`] parameters,
     /// names that are distinct C identifiers, and every extent naming an integer
-    /// (`I32`, `I64`, `U8`) scalar parameter. The backend checks this before compiling.
+    /// (`I32`, `I64`, `U8`) scalar parameter. [`checked`](Signature::checked) and
+    /// [`Source::try_new`](crate::Source::try_new) check this when a kernel is built;
+    /// the backend checks it again before compiling (a [`Signature`] built without
+    /// them, or changed through its public field, is refused there).
     pub fn check(&self) -> Result<(), CcError> {
         let bad = |why: String| Err(CcError::InvalidSignature(format!("{self}: {why}")));
         if self.params.len() > MAX_PARAMS {
@@ -297,12 +322,20 @@ impl Signature {
             }
         }
         for p in &self.params {
-            if let Param::Buffer { len, .. } = p {
+            if let Param::Buffer { name, len, .. } = p {
                 for s in &len.scalars {
                     match self.scalar_index(s) {
                         Some((_, elem)) if elem.is_integer() => {}
-                        Some(_) => return bad(format!("extent scalar `{s}` is not an integer")),
-                        None => return bad(format!("extent names no scalar parameter `{s}`")),
+                        Some((_, elem)) => {
+                            return bad(format!(
+                                "buffer `{name}`'s extent names scalar `{s}`, of type {elem}, not an integer"
+                            ));
+                        }
+                        None => {
+                            return bad(format!(
+                                "buffer `{name}`'s extent names `{s}`, which is no scalar parameter"
+                            ));
+                        }
                     }
                 }
             }

@@ -3,6 +3,7 @@
 
 use kernel_cache::{BatchKernel, Names, kernel_key};
 
+use crate::error::CcError;
 use crate::signature::Signature;
 
 /// The prelude [`Source::new`] gives a kernel: the headers the crate's generated
@@ -38,7 +39,31 @@ pub struct Source {
 }
 
 impl Source {
-    /// A kernel of `text` and `signature`, with [`DEFAULT_PRELUDE`].
+    /// A kernel of `text` and `signature`, with [`DEFAULT_PRELUDE`], its signature
+    /// checked ([`Signature::check`]): a malformed one (an extent naming no parameter or
+    /// a non-integer one, a name given twice, ...) is refused here, where the kernel is
+    /// built, rather than when a batch holding it is resolved.
+    ///
+    /// Errors with [`CcError::InvalidSignature`], naming the parameter at fault.
+    ///
+    /// ```
+    /// use cc_backend::{CcError, Elem, Extent, Signature, Source};
+    /// let text = "void k(float *out, int n) { for (int i = 0; i < n; ++i) out[i] = 0; }";
+    /// let sig = Signature::new().buffer_mut("out", Elem::F32, Extent::of("n"));
+    /// // `n` is not declared: refused at once.
+    /// let err = Source::try_new(text, sig.clone()).unwrap_err();
+    /// assert!(matches!(err, CcError::InvalidSignature(_)));
+    /// assert!(Source::try_new(text, sig.scalar("n", Elem::I32)).is_ok());
+    /// ```
+    pub fn try_new(text: impl Into<String>, signature: Signature) -> Result<Source, CcError> {
+        signature.check()?;
+        Ok(Source::new(text, signature))
+    }
+
+    /// A kernel of `text` and `signature`, with [`DEFAULT_PRELUDE`], unchecked: a
+    /// malformed signature is refused only when the backend compiles the kernel (with
+    /// [`CcError::InvalidSignature`]). Prefer [`try_new`](Source::try_new), or build the
+    /// signature with [`Signature::checked`].
     pub fn new(text: impl Into<String>, signature: Signature) -> Source {
         Source {
             prelude: DEFAULT_PRELUDE.to_string(),

@@ -572,3 +572,37 @@ fn file_and_time_macros_do_not_depend_on_where_or_when() {
     std::thread::sleep(std::time::Duration::from_millis(1100));
     assert_eq!(run(&a, "step__seg1", false), one);
 }
+
+/// A malformed signature is refused where the kernel is built (`Source::try_new`,
+/// `Signature::checked`), naming the parameter at fault; built unchecked
+/// (`Source::new`), the backend still refuses it before compiling.
+#[test]
+fn malformed_signatures_are_refused_when_built_and_again_at_compile() {
+    let text = "void k(float *out, int n) { for (int i = 0; i < n; ++i) out[i] = 0; }";
+    let out = |extent: Extent| Signature::new().buffer_mut("out", Elem::F32, extent);
+    let cases = [
+        (out(Extent::of("m")).scalar("n", Elem::I32), "`m`"),
+        (out(Extent::of("n")).scalar("n", Elem::F32), "`n`"),
+        (out(Extent::fixed(4)).scalar("out", Elem::I32), "`out`"),
+        (
+            out(Extent::fixed(4)).scalar("n n", Elem::I32),
+            "parameter 1",
+        ),
+    ];
+    for (sig, named) in cases {
+        let built = Source::try_new(text, sig.clone()).unwrap_err();
+        assert!(
+            matches!(built, CcError::InvalidSignature(ref why) if why.contains(named)),
+            "{built}"
+        );
+        let checked = sig.clone().checked().unwrap_err();
+        assert_eq!(checked.to_string(), built.to_string());
+        let compiled = backend()
+            .compile_program(&[("k", &Source::new(text, sig))], &[])
+            .unwrap_err();
+        assert_eq!(compiled.to_string(), built.to_string());
+    }
+    let good = out(Extent::of("n")).scalar("n", Elem::I32);
+    let source = Source::try_new(text, good.clone().checked().unwrap()).unwrap();
+    assert_eq!(source, Source::new(text, good));
+}
