@@ -9,11 +9,30 @@
 //!   `cargo metadata` reads the manifests) is one the layer table in
 //!   `docs/ARCHITECTURE.md` allows, and every crate is in that table;
 //! - path dependencies in the root manifest carry versions;
-//! - no Rust source line ends in white space.
+//! - no Rust source line ends in white space;
+//! - every example at the top of `examples/` (a foreign backend adopting kcache) marks the
+//!   lines that touch kcache's APIs between `// kcache-glue: begin` and `// kcache-glue: end`
+//!   lines, has at most [`MAX_GLUE_LINES`] lines of code there (comments and blank lines not
+//!   counted), and names no kcache crate outside them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+/// The most lines of code (not comments, not blank) an example's kcache glue may have: the
+/// cost of adopting kcache in a backend of one's own (issue 28).
+pub(crate) const MAX_GLUE_LINES: usize = 150;
+
+/// The crates an adopter's code names (as Rust paths); an example names them only in its glue.
+const KCACHE_PATHS: &[&str] = &[
+    "canonical_text",
+    "cache_dir",
+    "kernel_cache",
+    "cc_backend",
+    "schedule_cache",
+    "memo_cache",
+    "redis_wire",
+];
 
 /// Checks every rule; `Err` lists each problem found, one per entry.
 pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
@@ -81,11 +100,71 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
             }
         }
     }
+    check_examples(root, &mut problems);
     if problems.is_empty() {
         Ok(())
     } else {
         Err(problems)
     }
+}
+
+/// The glue rule for every `examples/*.rs`.
+fn check_examples(root: &Path, problems: &mut Vec<String>) {
+    let Ok(rd) = fs::read_dir(root.join("examples")) else {
+        return;
+    };
+    let mut files: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    files.sort();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap_or_default();
+        if let Err(problem) = glue_lines(&text) {
+            problems.push(format!("{}: {problem}", rel(root, &file)));
+        }
+    }
+}
+
+/// The lines of code of `text`'s kcache glue (see the module docs), or why the rule fails.
+fn glue_lines(text: &str) -> Result<usize, String> {
+    let (mut inside, mut blocks, mut count) = (false, 0, 0);
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        match (t, inside) {
+            ("// kcache-glue: begin", false) => (inside, blocks) = (true, blocks + 1),
+            ("// kcache-glue: end", true) => inside = false,
+            ("// kcache-glue: begin" | "// kcache-glue: end", _) => {
+                return Err(format!("line {}: unbalanced glue marker", i + 1));
+            }
+            _ if t.is_empty() || t.starts_with("//") => {}
+            _ if inside => count += 1,
+            _ => {
+                let names_kcache = t
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .any(|word| KCACHE_PATHS.contains(&word));
+                if names_kcache {
+                    return Err(format!(
+                        "line {}: names a kcache crate outside the kcache glue markers",
+                        i + 1
+                    ));
+                }
+            }
+        }
+    }
+    if inside {
+        return Err("a `// kcache-glue: begin` without its end".to_string());
+    }
+    if blocks == 0 {
+        return Err("no `// kcache-glue: begin` ... `// kcache-glue: end` block".to_string());
+    }
+    if count > MAX_GLUE_LINES {
+        return Err(format!(
+            "{count} lines of kcache glue, more than {MAX_GLUE_LINES}: make the API it needs simpler"
+        ));
+    }
+    Ok(count)
 }
 
 fn check_crate_root(root: &Path, name: &str, dir: &Path, problems: &mut Vec<String>) {
@@ -144,6 +223,7 @@ fn crate_dirs(root: &Path) -> Vec<(String, PathBuf)> {
         .unwrap_or_default();
     dirs.push(root.join("xtask"));
     dirs.push(root.join("tests"));
+    dirs.push(root.join("examples"));
     let mut out = Vec::new();
     for dir in dirs {
         let Ok(manifest) = fs::read_to_string(dir.join("Cargo.toml")) else {
@@ -256,7 +336,12 @@ fn parse_layers(text: &str) -> Result<BTreeMap<String, BTreeSet<String>>, String
 
 fn rust_files(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let mut stack = vec![root.join("crates"), root.join("xtask"), root.join("tests")];
+    let mut stack = vec![
+        root.join("crates"),
+        root.join("xtask"),
+        root.join("tests"),
+        root.join("examples"),
+    ];
     while let Some(dir) = stack.pop() {
         let Ok(rd) = fs::read_dir(&dir) else { continue };
         for entry in rd.flatten() {
@@ -357,5 +442,40 @@ mod tests {
             !deps["canonical-text"].contains("proptest"),
             "dev-only: {deps:?}"
         );
+    }
+
+    /// The glue rule: code lines between the markers count, comments and blank lines do not;
+    /// a kcache path outside them, a missing or unbalanced marker, or too many lines fail.
+    #[test]
+    fn example_glue_is_counted_and_bounded() {
+        let glue = "// kcache-glue: begin\nuse kernel_cache::Names;\n\n/// doc\nfn f() {}\n// kcache-glue: end\n";
+        assert_eq!(
+            glue_lines(&format!("//! uses kernel_cache\nfn main() {{}}\n{glue}")),
+            Ok(2)
+        );
+        assert!(glue_lines("fn main() {}\n").is_err());
+        assert!(glue_lines("// kcache-glue: begin\nfn f() {}\n").is_err());
+        assert!(glue_lines("// kcache-glue: end\n").is_err());
+        let outside = format!("{glue}fn g() {{ let _ = kernel_cache::kernel_key; }}\n");
+        assert!(
+            glue_lines(&outside)
+                .expect_err("a path outside")
+                .contains("outside")
+        );
+        let long = format!(
+            "// kcache-glue: begin\n{}// kcache-glue: end\n",
+            "let x = 1;\n".repeat(MAX_GLUE_LINES + 1)
+        );
+        assert!(
+            glue_lines(&long)
+                .expect_err("too long")
+                .contains("more than")
+        );
+        // The real example: within the bound (and counted at all).
+        let root = crate::project_root();
+        let text =
+            fs::read_to_string(root.join("examples/foreign_backend.rs")).expect("the example");
+        let count = glue_lines(&text).expect("the example keeps the glue rule");
+        assert!(count > 50, "{count}");
     }
 }
