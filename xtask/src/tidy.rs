@@ -8,6 +8,7 @@
 //! - every internal dependency a crate declares (normal or build, on any target, as
 //!   `cargo metadata` reads the manifests) is one the layer table in
 //!   `docs/ARCHITECTURE.md` allows, and every crate is in that table;
+//! - `test-support` is only ever a dev-dependency (never a normal or build one);
 //! - path dependencies in the root manifest carry versions;
 //! - no Rust source line ends in white space;
 //! - every example at the top of `examples/` (a foreign backend adopting kcache) marks the
@@ -56,6 +57,7 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
         problems.push(format!("cargo metadata: {e}"));
         BTreeMap::new()
     });
+    problems.extend(dev_only_problems(&declared));
     for (name, dir) in &crates {
         check_crate_root(root, name, dir, &mut problems);
         let deps: BTreeSet<String> = declared
@@ -106,6 +108,17 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
     } else {
         Err(problems)
     }
+}
+
+/// Every package that has a dev-only crate as a normal or build dependency.
+fn dev_only_problems(declared: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    declared
+        .iter()
+        .filter(|(_, deps)| deps.contains("test-support"))
+        .map(|(name, _)| {
+            format!("{name} depends on test-support, which is dev-only: make it a dev-dependency")
+        })
+        .collect()
 }
 
 /// The glue rule for every `examples/*.rs`.
@@ -431,6 +444,27 @@ mod tests {
             .map(String::from)
             .into();
         assert_eq!(deps["a"], want);
+    }
+
+    /// test-support as a normal or build dependency is a problem; as a dev one it is not
+    /// (`non_dev_deps` leaves dev ones out).
+    #[test]
+    fn test_support_is_dev_only() {
+        let metadata = serde_json::json!({"packages": [
+            {"name": "lib", "dependencies": [{"name": "test-support", "kind": null}]},
+            {"name": "built", "dependencies": [{"name": "test-support", "kind": "build"}]},
+            {"name": "fine", "dependencies": [{"name": "test-support", "kind": "dev"}]}
+        ]});
+        let problems = dev_only_problems(&non_dev_deps(&metadata));
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].starts_with("built depends on test-support"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].starts_with("lib depends on test-support"),
+            "{problems:?}"
+        );
     }
 
     /// The workspace as cargo reads it: every crate's declared dependencies are found.

@@ -3,64 +3,10 @@
 //! a bulk string, and a real reply past a limit refused. Without a `redis-server` binary the test
 //! fails, saying so (`cargo xtask test` installs it when it may).
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis_wire::{Connection, Limits, Script, Target, Value, WireError};
-
-struct Server {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start() -> Server {
-    let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-    for _ in 0..5 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let dir = tempfile::tempdir().expect("tmp");
-        let child = Command::new(&binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--unixsocket")
-            .arg(dir.path().join("sock"))
-            .arg("--dir")
-            .arg(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("redis-server not found ({binary}: {e}): `apt-get install redis-server`")
-            });
-        let mut server = Server { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if server.child.try_wait().expect("try_wait").is_some() {
-                break;
-            }
-            if let Ok(mut c) = connect(&format!("redis://127.0.0.1:{port}/0"), Limits::default())
-                && c.query(&[b"PING"]).is_ok()
-                && server.dir.path().join("sock").exists()
-            {
-                return server;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    panic!("redis-server did not start");
-}
+use test_support::redis::RedisServer;
 
 fn connect(url: &str, limits: Limits) -> Result<Connection, WireError> {
     Connection::connect(
@@ -77,8 +23,8 @@ fn bulk(b: &[u8]) -> Value {
 
 #[test]
 fn a_real_server_over_tcp_and_a_unix_socket() {
-    let server = start();
-    let tcp = |db: u32| format!("redis://127.0.0.1:{}/{db}", server.port);
+    let server = RedisServer::start();
+    let tcp = |db: u32| format!("redis://127.0.0.1:{}/{db}", server.port());
     let every_byte: Vec<u8> = (0..=255u8).chain(b"\r\n\r\n".iter().copied()).collect();
 
     // Database selection: a value set in db 3 is not in db 0.
@@ -94,7 +40,7 @@ fn a_real_server_over_tcp_and_a_unix_socket() {
     let mut zero = connect(&tcp(0), Limits::default()).expect("db 0");
     assert_eq!(zero.query(&[b"GET", b"k"]).expect("get"), Value::Nil);
     // The same database through the Unix socket.
-    let sock = server.dir.path().join("sock");
+    let sock = server.socket();
     let mut unix = connect(
         &format!("unix://{}?db=3", sock.display()),
         Limits::default(),
@@ -130,7 +76,7 @@ fn a_real_server_over_tcp_and_a_unix_socket() {
     zero.query(&[b"ACL", b"SETUSER", b"u", b"on", b">pw", b"~*", b"+@all"])
         .expect("acl");
     let mut user = connect(
-        &format!("redis://u:pw@127.0.0.1:{}/0", server.port),
+        &format!("redis://u:pw@127.0.0.1:{}/0", server.port()),
         Limits::default(),
     )
     .expect("login");
@@ -140,7 +86,7 @@ fn a_real_server_over_tcp_and_a_unix_socket() {
     );
     assert!(matches!(
         connect(
-            &format!("redis://u:wrong@127.0.0.1:{}/0", server.port),
+            &format!("redis://u:wrong@127.0.0.1:{}/0", server.port()),
             Limits::default()
         ),
         Err(WireError::Server(_))

@@ -1,0 +1,78 @@
+//! Child processes of a test: the current test binary re-run for one test with an environment
+//! variable set (the child's body is a test that does nothing unless the variable is set), and
+//! an address-space limit for such a child.
+
+use std::process::Command;
+
+/// Runs this test binary again for the one test `test` (`--exact`, output not captured) with
+/// `var` set to `value`; returns the child's standard output. Panics, showing both outputs,
+/// when the child fails.
+pub fn rerun(test: &str, var: &str, value: &str) -> String {
+    let out = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", test, "--nocapture"])
+        .env(var, value)
+        .output()
+        .expect("spawn the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{test} with {var}={value}: {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The first line of `out` that starts with `prefix` (panics naming it when there is none).
+pub fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting with {prefix:?} in:\n{out}"))
+}
+
+/// The value of the `name=value` word of `line`, parsed (panics naming it when absent).
+pub fn field<T: std::str::FromStr>(line: &str, name: &str) -> T {
+    let prefix = format!("{name}=");
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&prefix))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no number {name}= in {line:?}"))
+}
+
+/// Limits this process's address space to `bytes` (soft and hard): an allocation past it
+/// fails instead of growing the machine's memory use.
+pub fn limit_address_space(bytes: u64) {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    let limit = Rlimit {
+        current: Some(bytes),
+        maximum: Some(bytes),
+    };
+    setrlimit(Resource::As, limit).expect("setrlimit");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_and_fields() {
+        let out = "x\nHOSTILE silence peak_kib=812 elapsed_ms=4\n";
+        let l = line(out, "HOSTILE ");
+        assert_eq!(field::<u64>(l, "peak_kib"), 812);
+        assert_eq!(field::<u64>(l, "elapsed_ms"), 4);
+    }
+
+    /// The child's body: prints the variable it was given.
+    #[test]
+    fn rerun_child() {
+        if let Ok(v) = std::env::var("TEST_SUPPORT_RERUN") {
+            println!("GOT {v}");
+        }
+    }
+
+    #[test]
+    fn a_rerun_child_sees_its_variable() {
+        let out = rerun("child::tests::rerun_child", "TEST_SUPPORT_RERUN", "17");
+        assert_eq!(line(&out, "GOT "), "GOT 17");
+    }
+}

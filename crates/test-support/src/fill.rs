@@ -1,0 +1,83 @@
+//! schedule-cache placement entries of today's key shape, and a directory filled with many of
+//! them fast (the scale benches' large directories).
+
+use std::fs;
+use std::path::Path;
+
+use schedule_cache::CacheKey;
+use schedule_cache::disk::{DiskCache, Space, StoreOutcome};
+use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+
+use crate::Rng;
+
+/// `count` flips: flip `i` on node `i * stride + offset`, directions in turn.
+pub fn flips(count: u32, stride: u32, offset: u32) -> Vec<Flip> {
+    let directions = [
+        Direction::Materialize,
+        Direction::Inline,
+        Direction::Footprint,
+    ];
+    (0..count)
+        .map(|i| Flip {
+            node: i * stride + offset,
+            direction: directions[(i % 3) as usize],
+        })
+        .collect()
+}
+
+/// An entry of 24 flips and its key of today's shape (`<digest>-<whole>-<hints>`, 185 bytes),
+/// drawn from `rng`.
+pub fn entry(rng: &mut Rng) -> (CacheKey, PlacementEntry) {
+    let digest = rng.hex(64);
+    let hints: Vec<String> = ["b", "f", "n", "c", "p", "d", "t"]
+        .iter()
+        .map(|l| format!("{l}{}", rng.hex(6)))
+        .collect();
+    let key = CacheKey::new(&format!("{digest}-{}-{}", rng.hex(64), hints.join("_"))).expect("key");
+    let entry = PlacementEntry::new(&digest, flips(24, 5, 1), Shipped::Refined);
+    (key, entry)
+}
+
+/// Fills `dir` with `n` entries of [`entry`]: the first through the store (for the lock file
+/// and the stamp), the rest written directly with the bytes the store writes (without its two
+/// `fsync`s per entry, which would make 100,000 stores take many minutes). Returns each
+/// entry's key and digest.
+pub fn fill(dir: &Path, n: usize, rng: &mut Rng) -> Vec<(CacheKey, String)> {
+    let mut keys = Vec::with_capacity(n);
+    for i in 0..n {
+        let (key, e) = entry(rng);
+        if i == 0 {
+            let out = DiskCache::new(dir).store(Some(&key), &e).expect("store");
+            assert_eq!(out, StoreOutcome::Stored);
+        } else {
+            let text =
+                ron::ser::to_string_pretty(&e, ron::ser::PrettyConfig::default()).expect("encode");
+            fs::write(dir.join(Space::Placement.file_name(&key)), text).expect("write");
+        }
+        keys.push((key, e.digest.clone()));
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedule_cache::disk::Lookup;
+
+    /// Entries written directly read back through the store like the one it stored.
+    #[test]
+    fn a_filled_directory_reads_back_through_the_store() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let keys = fill(tmp.path(), 20, &mut Rng(3));
+        let cache = DiskCache::new(tmp.path());
+        for (key, digest) in &keys {
+            let found = cache.probe::<PlacementEntry>(Some(key), digest);
+            assert!(matches!(found, Lookup::Hit(_)), "{key}: {found:?}");
+        }
+        assert_eq!(key_len(&keys[0].0), 185);
+    }
+
+    fn key_len(k: &CacheKey) -> usize {
+        k.to_string().len()
+    }
+}

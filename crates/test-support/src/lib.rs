@@ -1,0 +1,89 @@
+//! Support shared by kcache's tests and benches, in one place instead of a copy per crate.
+//!
+//! **Dev-only.** This crate is never a normal or build dependency of a workspace crate (only a
+//! dev-dependency; `cargo xtask tidy` checks it) and is never published. Its helpers panic on
+//! failure, as test code does, with a message that says what went wrong.
+//!
+//! - [`redis::RedisServer`]: a real, private `redis-server` on a free loopback port (and a Unix
+//!   socket) per test, killed and reaped on drop; a test that needs one fails without the
+//!   binary, saying how to install it, never skips.
+//! - [`lines::Lines`] (feature `lines`): a kernel-cache backend whose program is its kernels'
+//!   texts, counting its compiles, optionally bound to a host part.
+//! - [`fill`] (feature `fill`): schedule-cache placement entries of today's key shape, and a
+//!   directory filled with many of them quickly.
+//! - [`Rng`]: xorshift64*, deterministic, for generated inputs.
+//! - [`child`]: re-running the current test binary as a child process (one test, an
+//!   environment variable set), and limiting a child's address space.
+//! - [`bench`]: command-line flags and the median-with-spread summary of the measured benches.
+//! - [`alloc`]: the counting global allocator of the scale benches.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod alloc;
+pub mod bench;
+pub mod child;
+#[cfg(feature = "fill")]
+pub mod fill;
+#[cfg(feature = "lines")]
+pub mod lines;
+pub mod redis;
+
+/// xorshift64*: a deterministic generator (no dependency) for generated test inputs.
+#[derive(Clone, Debug)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// `n` lowercase hex digits.
+    pub fn hex(&mut self, n: usize) -> String {
+        let mut s = String::with_capacity(n + 16);
+        while s.len() < n {
+            s.push_str(&format!("{:016x}", self.next_u64()));
+        }
+        s.truncate(n);
+        s
+    }
+
+    /// A number below `n` (which must not be 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// One of `xs` (which must not be empty).
+    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+
+    /// True one time in `one_in`.
+    pub fn chance(&mut self, one_in: usize) -> bool {
+        self.below(one_in) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generator_is_deterministic_and_spreads() {
+        let (mut a, mut b) = (Rng(7), Rng(7));
+        let xs: Vec<u64> = (0..100).map(|_| a.next_u64()).collect();
+        assert_eq!(xs, (0..100).map(|_| b.next_u64()).collect::<Vec<_>>());
+        let distinct: std::collections::BTreeSet<_> = xs.iter().collect();
+        assert_eq!(distinct.len(), 100);
+        let h = Rng(1).hex(37);
+        assert_eq!(h.len(), 37);
+        assert!(
+            h.bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert!((0..1000).all(|_| a.below(10) < 10));
+    }
+}

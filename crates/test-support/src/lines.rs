@@ -1,0 +1,119 @@
+//! [`Lines`]: a kernel-cache backend whose program is its kernels' texts, one per line.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kernel_cache::{Backend, Compiled, Group, PersistentBackend, SavedProgram};
+
+/// A backend whose program is its kernels' texts, one per line (its saved form is the program
+/// itself); counts its compiles.
+#[derive(Debug, Default)]
+pub struct Lines {
+    /// Compiles so far.
+    pub compiles: AtomicU64,
+    /// The host part of every option list (`[host; 32]`: a machine whose code depends on it,
+    /// as under cc-backend's `-march=native`); its programs start with a line naming it, and
+    /// one compiled for another host is refused by `load` (and kept in the store).
+    pub host: Option<u8>,
+}
+
+impl Lines {
+    /// A backend on a machine whose host part is `[host; 32]` (`None`: none).
+    pub fn on_host(host: Option<u8>) -> Lines {
+        Lines {
+            host,
+            ..Lines::default()
+        }
+    }
+
+    /// Compiles so far.
+    pub fn compiles(&self) -> u64 {
+        self.compiles.load(Ordering::SeqCst)
+    }
+
+    /// The line a program compiled on this machine starts with.
+    fn host_line(&self) -> String {
+        self.host.map(|h| format!("host {h}\n")).unwrap_or_default()
+    }
+}
+
+impl Backend for Lines {
+    type Source = String;
+    type Program = SavedProgram;
+    type Error = std::io::Error;
+    fn compile_group(&self, g: &Group<'_, String>) -> std::io::Result<Compiled<SavedProgram>> {
+        self.compiles.fetch_add(1, Ordering::SeqCst);
+        let text: Vec<&str> = g.kernels.iter().map(|k| k.source.as_str()).collect();
+        let program = SavedProgram {
+            bytes: format!("{}{}", self.host_line(), text.join("\n")).into_bytes(),
+            symbols: g.kernels.iter().map(|k| k.symbol.clone()).collect(),
+        };
+        Ok(Compiled {
+            weight: program.bytes.len() as u64,
+            program,
+        })
+    }
+}
+
+impl PersistentBackend for Lines {
+    fn identity(&self) -> String {
+        "lines 1".into()
+    }
+    fn save(&self, p: &SavedProgram) -> std::io::Result<SavedProgram> {
+        Ok(p.clone())
+    }
+    fn load(&self, saved: &SavedProgram) -> std::io::Result<Compiled<SavedProgram>> {
+        let compiled_for = saved.bytes.starts_with(b"host ").then(|| {
+            let end = saved.bytes.iter().position(|&b| b == b'\n');
+            &saved.bytes[..end.map_or(saved.bytes.len(), |e| e + 1)]
+        });
+        if compiled_for.unwrap_or_default() != self.host_line().as_bytes() {
+            return Err(std::io::Error::other("compiled for another host"));
+        }
+        Ok(Compiled {
+            weight: saved.bytes.len() as u64,
+            program: saved.clone(),
+        })
+    }
+    fn keeps_saved(&self, error: &std::io::Error) -> bool {
+        error.to_string().contains("another host")
+    }
+    fn host_part(&self, _options: &[String]) -> std::io::Result<Option<[u8; 32]>> {
+        Ok(self.host.map(|h| [h; 32]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernel_cache::BatchKernel;
+
+    fn kernel(i: u32) -> BatchKernel<String> {
+        BatchKernel {
+            key: format!("key-{i}"),
+            options: vec![],
+            symbol: format!("k{i}"),
+            source: format!("text {i}"),
+        }
+    }
+
+    #[test]
+    fn a_program_is_its_texts_and_loads_only_on_its_host() {
+        let here = Lines::on_host(Some(1));
+        let group = [kernel(0), kernel(1)];
+        let compiled = here
+            .compile_group(&Group {
+                index: 0,
+                n_groups: 1,
+                options: &[],
+                kernels: group.iter().collect(),
+            })
+            .expect("compile");
+        assert_eq!(compiled.program.bytes, b"host 1\ntext 0\ntext 1");
+        assert_eq!(here.compiles(), 1);
+        assert!(here.load(&compiled.program).is_ok());
+        let elsewhere = Lines::on_host(Some(2)).load(&compiled.program);
+        let e = elsewhere.expect_err("another host");
+        assert!(Lines::default().keeps_saved(&e));
+        assert!(Lines::default().load(&compiled.program).is_err());
+    }
+}
