@@ -33,31 +33,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use canonical_text::{Names, canonical_kernel};
+use test_support::Rng;
 
 #[path = "support/object_code.rs"]
 mod object_code;
 use object_code::compile;
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len())]
-    }
-    fn chance(&mut self, one_in: usize) -> bool {
-        self.below(one_in) == 0
-    }
-}
 
 /// A name the kernel owns, spelled by a [`Naming`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -775,14 +755,14 @@ fn equal_keys_imply_identical_object_code() {
 fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
     let mut rng = Rng(seed ^ (case as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     for _ in 0..4 {
-        rng.next();
+        rng.next_u64();
     }
     // One template in eight is compiled with clang and holds Unicode; drawn from a
     // generator of its own, so the gcc templates are those of earlier seeds.
     let mut pick =
         Rng(seed.rotate_left(29) ^ (case as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
     for _ in 0..4 {
-        pick.next();
+        pick.next_u64();
     }
     let clang = pick.chance(8);
     if clang {

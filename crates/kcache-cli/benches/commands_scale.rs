@@ -13,69 +13,14 @@
 //! (1000), `--rounds R` (3).
 
 use std::fs;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use schedule_cache::CacheKey;
-use schedule_cache::disk::{DiskCache, Space, StoreOutcome};
-use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+use test_support::Rng;
+use test_support::bench::{arg, summary};
+use test_support::fill::fill;
 
 const KCACHE: &str = env!("CARGO_BIN_EXE_kcache");
-
-fn hex(state: &mut u64, n: usize) -> String {
-    let mut s = String::with_capacity(n + 16);
-    while s.len() < n {
-        *state ^= *state >> 12;
-        *state ^= *state << 25;
-        *state ^= *state >> 27;
-        s.push_str(&format!(
-            "{:016x}",
-            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        ));
-    }
-    s.truncate(n);
-    s
-}
-
-/// Fills `dir` with `n` placement entries of today's key shape (one through `store`, for the
-/// lock file and the stamp; the rest written directly).
-fn fill(dir: &Path, n: usize, state: &mut u64) {
-    for i in 0..n {
-        let digest = hex(state, 64);
-        let key = CacheKey::new(&format!(
-            "{digest}-{}-b{}_f{}_n{}_c{}_p{}_d{}_t{}",
-            hex(state, 64),
-            hex(state, 6),
-            hex(state, 6),
-            hex(state, 6),
-            hex(state, 6),
-            hex(state, 6),
-            hex(state, 6),
-            hex(state, 6)
-        ))
-        .expect("key");
-        let flips = (0..24)
-            .map(|j| Flip {
-                node: j * 5 + 1,
-                direction: [
-                    Direction::Materialize,
-                    Direction::Inline,
-                    Direction::Footprint,
-                ][(j % 3) as usize],
-            })
-            .collect();
-        let e = PlacementEntry::new(&digest, flips, Shipped::Refined);
-        if i == 0 {
-            let out = DiskCache::new(dir).store(Some(&key), &e).expect("store");
-            assert_eq!(out, StoreOutcome::Stored);
-        } else {
-            let text =
-                ron::ser::to_string_pretty(&e, ron::ser::PrettyConfig::default()).expect("encode");
-            fs::write(dir.join(Space::Placement.file_name(&key)), text).expect("write");
-        }
-    }
-}
 
 /// Runs `kcache <args>`; returns its wall time and peak resident set (KiB, sampled from
 /// `/proc/<pid>/status` while it runs: `VmHWM` only grows, so the last sample is close to
@@ -109,29 +54,12 @@ fn run(args: &[&str]) -> (Duration, u64) {
     (t.elapsed(), peak)
 }
 
-fn summary(values: &mut [f64]) -> (f64, f64, f64) {
-    values.sort_by(f64::total_cmp);
-    (
-        values[values.len() / 2],
-        values[0],
-        values[values.len() - 1],
-    )
-}
-
 /// Prints `FIGURE name <median> <baseline>` and the rounds.
 fn figure(name: &str, values: &mut [f64], baseline: f64) {
     let rounds: Vec<String> = values.iter().map(|v| format!("{v:.4}")).collect();
     let (m, _, _) = summary(values);
     println!("FIGURE {name} {m:.6} {baseline:.6}");
     println!("# {name}: rounds {}", rounds.join(" "));
-}
-
-fn arg(args: &[String], flag: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == flag)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn main() {
@@ -142,10 +70,10 @@ fn main() {
     let rounds = arg(&args, "--rounds", if full { 3 } else { 1 }).max(1);
     let tmp = tempfile::tempdir().expect("tempdir");
     let (small, large) = (tmp.path().join("small"), tmp.path().join("large"));
-    let mut state = 0x853c_49e6_748f_ea9b_u64;
-    fill(&small, small_n, &mut state);
+    let mut rng = Rng(0x853c_49e6_748f_ea9b);
+    fill(&small, small_n, &mut rng);
     let t = Instant::now();
-    fill(&large, entries, &mut state);
+    fill(&large, entries, &mut rng);
     println!(
         "# filled {entries} entries in {:.1} s; small directory: {small_n}",
         t.elapsed().as_secs_f64()

@@ -1,49 +1,11 @@
 //! `kcache stats` and `kcache gc --max-size` on a real kernel store at `DIR/kernels`, filled
 //! by real resolves in this process and read by the real binary.
 
-use std::convert::Infallible;
 use std::process::{Command, Output};
 
 use kernel_cache::store::KernelStore;
-use kernel_cache::{
-    Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
-    resolve_with_store,
-};
-
-/// A backend whose program is its kernels' texts, one per line.
-struct Lines;
-
-impl Backend for Lines {
-    type Source = String;
-    type Program = SavedProgram;
-    type Error = Infallible;
-    fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<SavedProgram>, Infallible> {
-        let text: Vec<&str> = g.kernels.iter().map(|k| k.source.as_str()).collect();
-        let program = SavedProgram {
-            bytes: text.join("\n").into_bytes(),
-            symbols: g.kernels.iter().map(|k| k.symbol.clone()).collect(),
-        };
-        Ok(Compiled {
-            weight: program.bytes.len() as u64,
-            program,
-        })
-    }
-}
-
-impl PersistentBackend for Lines {
-    fn identity(&self) -> String {
-        "lines 1".into()
-    }
-    fn save(&self, p: &SavedProgram) -> Result<SavedProgram, Infallible> {
-        Ok(p.clone())
-    }
-    fn load(&self, saved: &SavedProgram) -> Result<Compiled<SavedProgram>, Infallible> {
-        Ok(Compiled {
-            weight: saved.bytes.len() as u64,
-            program: saved.clone(),
-        })
-    }
-}
+use kernel_cache::{BatchKernel, KernelCache, resolve_with_store};
+use test_support::lines::Lines;
 
 fn kcache(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kcache"))
@@ -74,7 +36,7 @@ fn stats_shows_the_kernel_store_and_gc_trims_it() {
                 source: format!("kernel {p} {}", "x".repeat(1000)),
             }];
             let cache = KernelCache::new(1 << 20);
-            resolve_with_store(&cache, Some(&store), &b, &Lines).expect("resolve");
+            resolve_with_store(&cache, Some(&store), &b, &Lines::default()).expect("resolve");
         }
         let _ = round;
     }
@@ -115,7 +77,13 @@ fn store_with_one_program(dir: &std::path::Path) -> std::path::PathBuf {
         symbol: "k0".to_string(),
         source: "kernel 0".to_string(),
     }];
-    resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &Lines).expect("resolve");
+    resolve_with_store(
+        &KernelCache::new(1 << 20),
+        Some(&store),
+        &b,
+        &Lines::default(),
+    )
+    .expect("resolve");
     kernels
 }
 

@@ -5,80 +5,10 @@
 //! Needs `redis-server`: without it the test fails, saying how to install one (`cargo xtask
 //! test` installs it when missing and it may).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use kcache_demo::{DemoOptions, Origin, run};
-
-/// A private `redis-server` on a free loopback port, killed on drop.
-struct Server {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn answers_ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut buf = [0u8; 7];
-    s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-}
-
-fn start() -> Server {
-    let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
-    for _ in 0..5 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .expect("bind")
-            .local_addr()
-            .expect("addr")
-            .port();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let spawned = Command::new(&binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--dir"])
-            .arg(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let child = match spawned {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
-                "redis-server not found ({binary}: {e}); this test needs it: install the Debian \
-                 package (`apt-get install redis-server`; `cargo xtask test` and `.ci/run` do \
-                 this when run as root) or set REDIS_SERVER to the binary"
-            ),
-            Err(e) => panic!("could not start {binary}: {e}"),
-        };
-        let mut server = Server {
-            child,
-            port,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if server.child.try_wait().expect("try_wait").is_some() {
-                break;
-            }
-            if answers_ping(port) {
-                return server;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    panic!("redis-server did not become ready");
-}
+use test_support::redis::RedisServer;
 
 /// Runs the demo binary (a separate process: another "machine") on `dir` with the shared
 /// server, and returns the report line of the `chain` kernel.
@@ -106,8 +36,8 @@ fn machine(dir: &std::path::Path, url: &str) -> String {
 
 #[test]
 fn a_second_machine_with_an_empty_directory_replays_winners_from_redis() {
-    let server = start();
-    let url = format!("redis://127.0.0.1:{}/0", server.port);
+    let server = RedisServer::start();
+    let url = server.url();
     let tmp = tempfile::tempdir().expect("tempdir");
 
     // Machine A searches and publishes its winner to its directory and to the server.

@@ -25,20 +25,18 @@
 //! `cargo test --all-targets` runs it) it runs once at small sizes and checks the cache
 //! answers what it holds.
 
-use std::alloc::System;
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cap::Cap;
 use dashmap::DashMap;
 use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Resolved, resolve};
 
 /// The system allocator, counting the bytes requested and not yet freed (no limit).
 #[global_allocator]
-static GLOBAL: Cap<System> = Cap::new(System, usize::MAX);
+static GLOBAL: test_support::alloc::Counting = test_support::alloc::counting();
 
 /// A compiled program stand-in: the scale figures measure the cache, which never looks
 /// inside a program.

@@ -8,147 +8,17 @@
 #![cfg(feature = "redis")]
 
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kernel_cache::store::{FarmLevel, KernelStore, MissReason, Outcome, StoreEvent, record};
-use kernel_cache::{
-    Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
-    resolve_with_store, with_census,
-};
+use kernel_cache::{BatchKernel, KernelCache, resolve_with_store, with_census};
+use test_support::child;
+use test_support::lines::Lines;
+use test_support::redis::RedisServer as Server;
 
-/// A private `redis-server` on a free loopback port, killed on drop.
-struct Server {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    fn start() -> Server {
-        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
-        for _ in 0..5 {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("a free port")
-                .port();
-            let dir = tempfile::tempdir().expect("tmp");
-            let child = match Command::new(&binary)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(dir.path())
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-            {
-                Ok(c) => c,
-                Err(e) => panic!(
-                    "redis-server not found ({binary}: {e}); the farm tests need it: install the \
-                     Debian package (`apt-get install redis-server`; `cargo xtask test` and \
-                     `.ci/run` do this when run as root) or set REDIS_SERVER to the binary"
-                ),
-            };
-            let mut server = Server {
-                child,
-                port,
-                _dir: dir,
-            };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if server.child.try_wait().expect("try_wait").is_some() {
-                    break;
-                }
-                if let Ok(mut c) = server.raw()
-                    && redis::cmd("PING").query::<String>(&mut c).is_ok()
-                {
-                    return server;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        panic!("redis-server did not become ready on any of 5 ports");
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    fn raw(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_millis(300))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A backend whose program is its kernels' texts; counts its compiles.
-#[derive(Default)]
-struct Lines {
-    compiles: std::sync::atomic::AtomicU64,
-    /// The host part of every option list (`[host; 32]`: a machine whose code depends on
-    /// it, as under cc-backend's `-march=native`); its programs start with a line naming
-    /// it, and one compiled for another is refused by `load` (and kept).
-    host: Option<u8>,
-}
-
-impl Lines {
-    /// The line a program compiled on this machine starts with.
-    fn host_line(&self) -> String {
-        self.host.map(|h| format!("host {h}\n")).unwrap_or_default()
-    }
-}
-
-impl Backend for Lines {
-    type Source = String;
-    type Program = SavedProgram;
-    type Error = std::io::Error;
-    fn compile_group(&self, g: &Group<'_, String>) -> std::io::Result<Compiled<SavedProgram>> {
-        self.compiles
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let text: Vec<&str> = g.kernels.iter().map(|k| k.source.as_str()).collect();
-        let program = SavedProgram {
-            bytes: format!("{}{}", self.host_line(), text.join("\n")).into_bytes(),
-            symbols: g.kernels.iter().map(|k| k.symbol.clone()).collect(),
-        };
-        Ok(Compiled {
-            weight: program.bytes.len() as u64,
-            program,
-        })
-    }
-}
-
-impl PersistentBackend for Lines {
-    fn identity(&self) -> String {
-        "lines 1".into()
-    }
-    fn save(&self, p: &SavedProgram) -> std::io::Result<SavedProgram> {
-        Ok(p.clone())
-    }
-    fn load(&self, saved: &SavedProgram) -> std::io::Result<Compiled<SavedProgram>> {
-        let compiled_for = saved.bytes.starts_with(b"host ").then(|| {
-            let end = saved.bytes.iter().position(|&b| b == b'\n');
-            &saved.bytes[..end.map_or(saved.bytes.len(), |e| e + 1)]
-        });
-        if compiled_for.unwrap_or_default() != self.host_line().as_bytes() {
-            return Err(std::io::Error::other("compiled for another host"));
-        }
-        Ok(Compiled {
-            weight: saved.bytes.len() as u64,
-            program: saved.clone(),
-        })
-    }
-    fn keeps_saved(&self, error: &std::io::Error) -> bool {
-        error.to_string().contains("another host")
-    }
-    fn host_part(&self, _options: &[String]) -> std::io::Result<Option<[u8; 32]>> {
-        Ok(self.host.map(|h| [h; 32]))
-    }
+/// A raw connection to `server`, for inspecting and corrupting its keys.
+fn raw(server: &Server) -> redis::RedisResult<redis::Connection> {
+    redis::Client::open(server.url())?.get_connection_with_timeout(Duration::from_millis(300))
 }
 
 fn batch() -> Vec<BatchKernel<String>> {
@@ -170,10 +40,7 @@ fn resolve(store: &KernelStore) -> (kernel_cache::Census, Vec<StoreEvent>) {
 /// [`resolve`] on a machine whose backend gives the batch's options the host part
 /// `[host; 32]` (`None`: none).
 fn resolve_on(store: &KernelStore, host: Option<u8>) -> (kernel_cache::Census, Vec<StoreEvent>) {
-    let backend = Lines {
-        host,
-        ..Lines::default()
-    };
+    let backend = Lines::on_host(host);
     let ((out, census), events) = record(|| {
         with_census(|| {
             resolve_with_store(&KernelCache::new(1 << 20), Some(store), &batch(), &backend)
@@ -255,7 +122,7 @@ fn machines_of_two_processors_on_one_farm_each_get_their_own_program() {
             .count();
         assert_eq!(shared, 3, "{name}: {events:?}");
     }
-    let mut raw = server.raw().expect("raw");
+    let mut raw = raw(&server).expect("raw");
     let count = |pattern: &str, raw: &mut redis::Connection| {
         redis::cmd("KEYS")
             .arg(pattern)
@@ -281,7 +148,7 @@ fn an_unsigned_mis_signed_or_tampered_value_is_a_miss() {
     assert_eq!(misses(&events)[0], MissReason::BadSignature, "{events:?}");
 
     // Tampered blob bytes under the old MAC, then an unsigned blob.
-    let mut raw = server.raw().expect("raw");
+    let mut raw = raw(&server).expect("raw");
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg("kcache:kernels2:blob:*")
         .query(&mut raw)
@@ -320,7 +187,7 @@ fn a_tampered_entry_is_a_bad_signature_miss_too() {
     let tmp = tempfile::tempdir().expect("tmp");
     let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
     resolve(&a);
-    let mut raw = server.raw().expect("raw");
+    let mut raw = raw(&server).expect("raw");
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg("kcache:kernels2:entry:*")
         .query(&mut raw)
@@ -372,7 +239,7 @@ fn a_value_past_the_cap_is_refused_without_being_fetched() {
     let tmp = tempfile::tempdir().expect("tmp");
     let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
     resolve(&a);
-    let mut raw = server.raw().expect("raw");
+    let mut raw = raw(&server).expect("raw");
     let keys = |pattern: &str, raw: &mut redis::Connection| -> Vec<String> {
         redis::cmd("KEYS").arg(pattern).query(raw).expect("keys")
     };
@@ -420,7 +287,7 @@ fn a_bad_blob_value_is_repaired_by_the_next_save() {
     let tmp = tempfile::tempdir().expect("tmp");
     let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
     resolve(&a);
-    let mut raw = server.raw().expect("raw");
+    let mut raw = raw(&server).expect("raw");
     let blob_keys: Vec<String> = redis::cmd("KEYS")
         .arg("kcache:kernels2:blob:*")
         .query(&mut raw)
@@ -449,7 +316,7 @@ fn a_bad_blob_value_is_repaired_by_the_next_save() {
 #[test]
 fn a_farm_user_denied_scripts_misses_but_still_saves() {
     let server = Server::start();
-    let mut raw = server.raw().expect("raw");
+    let mut raw = raw(&server).expect("raw");
     redis::cmd("ACL")
         .arg(
             &[
@@ -466,7 +333,7 @@ fn a_farm_user_denied_scripts_misses_but_still_saves() {
         .expect("acl setuser");
     let tmp = tempfile::tempdir().expect("tmp");
     let limited = FarmLevel::open(
-        &format!("redis://noscript:pw@127.0.0.1:{}/0", server.port),
+        &format!("redis://noscript:pw@127.0.0.1:{}/0", server.port()),
         b"secret".to_vec(),
     )
     .expect("url")
@@ -495,19 +362,11 @@ const HOSTILE: &str = "KCACHE_FARM_HOSTILE";
 #[test]
 fn hostile_farm_peer_child() {
     use redis_wire::testing::{self, Hostile};
-    use rustix::process::{Resource, Rlimit, setrlimit};
     let Ok(name) = std::env::var(HOSTILE) else {
         return;
     };
     let behaviour = Hostile::from_name(&name).expect("a behaviour");
-    setrlimit(
-        Resource::As,
-        Rlimit {
-            current: Some(1 << 30),
-            maximum: Some(1 << 30),
-        },
-    )
-    .expect("setrlimit");
+    child::limit_address_space(1 << 30);
     let port = testing::spawn(behaviour);
     let tmp = tempfile::tempdir().expect("tmp");
     let io_timeout = Duration::from_secs(1);
@@ -553,29 +412,10 @@ fn hostile_farm_peer_child() {
 #[test]
 fn a_hostile_farm_peer_is_a_refused_miss_in_bounded_memory() {
     for behaviour in redis_wire::testing::Hostile::ALL {
-        let out = Command::new(std::env::current_exe().expect("test binary"))
-            .args(["--exact", "hostile_farm_peer_child", "--nocapture"])
-            .env(HOSTILE, behaviour.name())
-            .output()
-            .expect("spawn");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{}: {:?}\n{stdout}\n{}",
-            behaviour.name(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with("HOSTILE "))
-            .unwrap_or_else(|| panic!("{}: no result line: {stdout}", behaviour.name()));
+        let out = child::rerun("hostile_farm_peer_child", HOSTILE, behaviour.name());
+        let line = child::line(&out, "HOSTILE ");
         eprintln!("{line}");
-        let peak: u64 = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("peak_kib="))
-            .and_then(|v| v.parse().ok())
-            .expect("peak");
+        let peak: u64 = child::field(line, "peak_kib");
         assert!(peak < 64 << 10, "{line}");
     }
 }
@@ -589,7 +429,7 @@ fn a_blob_past_the_farm_cap_is_refused_whatever_the_store_allows() {
     let tmp = tempfile::tempdir().expect("tmp");
     let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
     resolve(&a);
-    let mut raw = server.raw().expect("raw");
+    let mut raw = raw(&server).expect("raw");
     let blob_keys: Vec<String> = redis::cmd("KEYS")
         .arg("kcache:kernels2:blob:*")
         .query(&mut raw)
@@ -636,7 +476,7 @@ fn a_blob_past_the_farm_cap_is_not_pushed() {
             Outcome::NotSaved(why) if format!("{why:?}").contains("not pushed"))),
         "{events:?}"
     );
-    let mut raw = server.raw().expect("raw");
+    let mut raw = raw(&server).expect("raw");
     let blobs: Vec<String> = redis::cmd("KEYS")
         .arg("kcache:kernels2:blob:*")
         .query(&mut raw)

@@ -10,18 +10,16 @@
 //! With `--bench` it prints `FIGURE <name> <subject> <baseline>` lines; without (as
 //! `cargo xtask test` runs it) it runs the same code on ten thousand entries and checks it.
 
-use std::alloc::System;
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::Instant;
 
-use cap::Cap;
 use memo_cache::{Key, Table, with_cache};
 
 /// The system allocator, counting the bytes live (no limit).
 #[global_allocator]
-static ALLOCATOR: Cap<System> = Cap::new(System, usize::MAX);
+static ALLOCATOR: test_support::alloc::Counting = test_support::alloc::counting();
 
 fn keys(n: usize) -> Vec<Key> {
     (0..n as u64)

@@ -13,22 +13,16 @@ use atomicwrites::{AllowOverwrite, AtomicFile};
 use criterion::{Criterion, criterion_group, criterion_main};
 use schedule_cache::CacheKey;
 use schedule_cache::disk::{self, DiskCache, Space, StoreOutcome};
-use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+use schedule_cache::placement::{PlacementEntry, Shipped};
 
 const DIGEST: &str = "9c56cc51b374c3ba189210d5b6d4bf57790d351c96c47c02190ecf1e430635ab";
 
 fn entry() -> PlacementEntry {
-    let flips = (0..48)
-        .map(|i| Flip {
-            node: i * 7 + 3,
-            direction: [
-                Direction::Materialize,
-                Direction::Inline,
-                Direction::Footprint,
-            ][(i % 3) as usize],
-        })
-        .collect();
-    PlacementEntry::new(DIGEST, flips, Shipped::Refined)
+    PlacementEntry::new(
+        DIGEST,
+        test_support::fill::flips(48, 7, 3),
+        Shipped::Refined,
+    )
 }
 
 fn benches(c: &mut Criterion) {

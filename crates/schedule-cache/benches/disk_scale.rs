@@ -16,75 +16,14 @@
 
 use std::fs;
 use std::hint::black_box;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use schedule_cache::CacheKey;
 use schedule_cache::disk::{DiskCache, Lookup, Space, StoreOutcome};
-use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn hex(&mut self, n: usize) -> String {
-        let mut s = String::with_capacity(n);
-        while s.len() < n {
-            s.push_str(&format!("{:016x}", self.next()));
-        }
-        s.truncate(n);
-        s
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-/// An entry and its key of today's shape (`<digest>-<whole>-<hints>`, 185 bytes).
-fn entry(rng: &mut Rng) -> (CacheKey, PlacementEntry) {
-    let digest = rng.hex(64);
-    let hints: Vec<String> = ["b", "f", "n", "c", "p", "d", "t"]
-        .iter()
-        .map(|l| format!("{l}{}", rng.hex(6)))
-        .collect();
-    let key = CacheKey::new(&format!("{digest}-{}-{}", rng.hex(64), hints.join("_"))).expect("key");
-    let flips = (0..24)
-        .map(|i| Flip {
-            node: i * 5 + 1,
-            direction: [
-                Direction::Materialize,
-                Direction::Inline,
-                Direction::Footprint,
-            ][(i % 3) as usize],
-        })
-        .collect();
-    (key, PlacementEntry::new(&digest, flips, Shipped::Refined))
-}
-
-/// Fills `dir` with `n` entries (one through `store`, for the lock file and the stamp; the
-/// rest written directly with the bytes `store` writes). Returns the keys and digests.
-fn fill(dir: &Path, n: usize, rng: &mut Rng) -> Vec<(CacheKey, String)> {
-    let mut keys = Vec::with_capacity(n);
-    for i in 0..n {
-        let (key, e) = entry(rng);
-        if i == 0 {
-            let out = DiskCache::new(dir).store(Some(&key), &e).expect("store");
-            assert_eq!(out, StoreOutcome::Stored);
-        } else {
-            let text =
-                ron::ser::to_string_pretty(&e, ron::ser::PrettyConfig::default()).expect("encode");
-            fs::write(dir.join(Space::Placement.file_name(&key)), text).expect("write");
-        }
-        keys.push((key, e.digest.clone()));
-    }
-    keys
-}
+use schedule_cache::placement::PlacementEntry;
+use test_support::Rng;
+use test_support::bench::{arg, summary};
+use test_support::fill::{entry, fill};
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -95,16 +34,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 fn p50_p99(samples: &mut [Duration]) -> (Duration, Duration) {
     samples.sort();
     (percentile(samples, 0.5), percentile(samples, 0.99))
-}
-
-/// Median of `values` and the spread (lowest, highest).
-fn summary(values: &mut [f64]) -> (f64, f64, f64) {
-    values.sort_by(f64::total_cmp);
-    (
-        values[values.len() / 2],
-        values[0],
-        values[values.len() - 1],
-    )
 }
 
 /// Prints the figure: the medians at the large and the small size (seconds), and the
@@ -119,14 +48,6 @@ fn figure(name: &str, large: &mut [f64], small: &mut [f64]) {
     let (s, _, _) = summary(small);
     println!("FIGURE {name} {l:.9} {s:.9}");
     println!("# {name}: per-round ratios {}", ratios.join(" "));
-}
-
-fn arg(args: &[String], flag: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == flag)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn main() {

@@ -13,7 +13,7 @@ mod redis_support;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use redis_support::{DIGEST, Server, key, payload};
+use redis_support::{DIGEST, Server, ServerExt, key, payload};
 use schedule_cache::disk::{DiskCache, StoreOutcome};
 use schedule_cache::placement::PlacementEntry;
 use schedule_cache::store::{Store, TwoLevel};

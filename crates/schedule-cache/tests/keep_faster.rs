@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use redis_support::ServerExt as _;
+
 use schedule_cache::disk::{KeptExisting, StoreOutcome, StorePolicy};
 use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use schedule_cache::schedule::{ReferenceLanguage, Schedule};

@@ -9,7 +9,6 @@
 
 mod redis_support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use redis_support::{DIGEST, key, payload};
@@ -18,25 +17,18 @@ use schedule_cache::disk::{Lookup, Refusal, StoreOutcome};
 use schedule_cache::placement::PlacementEntry;
 use schedule_cache::redis_store::RedisStore;
 use schedule_cache::store::Store;
+use test_support::child;
 
 const HOSTILE: &str = "KCACHE_REDIS_HOSTILE";
 
 /// The child's body; a no-op unless this process was spawned with [`HOSTILE`] set.
 #[test]
 fn hostile_redis_peer_child() {
-    use rustix::process::{Resource, Rlimit, setrlimit};
     let Ok(name) = std::env::var(HOSTILE) else {
         return;
     };
     let behaviour = Hostile::from_name(&name).expect("a behaviour");
-    setrlimit(
-        Resource::As,
-        Rlimit {
-            current: Some(1 << 30),
-            maximum: Some(1 << 30),
-        },
-    )
-    .expect("setrlimit");
+    child::limit_address_space(1 << 30);
     let port = testing::spawn(behaviour);
     let store = RedisStore::open(&format!("redis://127.0.0.1:{port}/0"))
         .expect("url")
@@ -78,29 +70,10 @@ fn hostile_redis_peer_child() {
 #[test]
 fn a_hostile_redis_peer_is_a_refusal_in_bounded_memory() {
     for behaviour in Hostile::ALL {
-        let out = Command::new(std::env::current_exe().expect("test binary"))
-            .args(["--exact", "hostile_redis_peer_child", "--nocapture"])
-            .env(HOSTILE, behaviour.name())
-            .output()
-            .expect("spawn");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{}: {:?}\n{stdout}\n{}",
-            behaviour.name(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with("HOSTILE "))
-            .unwrap_or_else(|| panic!("{}: no result line: {stdout}", behaviour.name()));
+        let out = child::rerun("hostile_redis_peer_child", HOSTILE, behaviour.name());
+        let line = child::line(&out, "HOSTILE ");
         eprintln!("{line}");
-        let peak: u64 = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("peak_kib="))
-            .and_then(|v| v.parse().ok())
-            .expect("peak");
+        let peak: u64 = child::field(line, "peak_kib");
         assert!(peak < 64 << 10, "{line}");
     }
 }

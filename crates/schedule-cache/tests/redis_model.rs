@@ -10,7 +10,7 @@ mod redis_support;
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use redis_support::{DIGEST, key, payload};
+use redis_support::{DIGEST, ServerExt, key, payload};
 use schedule_cache::disk::{Lookup, MissReason, Refusal, StoreOutcome};
 use schedule_cache::placement::PlacementEntry;
 use schedule_cache::store::Store;

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redis_support::{DIGEST, decode, key, payload};
+use redis_support::{DIGEST, ServerExt, decode, key, payload};
 use schedule_cache::disk::{Lookup, StoreOutcome};
 use schedule_cache::placement::PlacementEntry;
 use schedule_cache::redis_store::RedisStore;

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redis_support::{DIGEST, key, payload};
+use redis_support::{DIGEST, ServerExt, key, payload};
 use schedule_cache::disk::{
     self, CACHE_REGIME_VERSION, DiskCache, Lookup, MissReason, Op, Outcome, Refusal, Space,
     StoreOutcome,
