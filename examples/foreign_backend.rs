@@ -29,11 +29,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use test_support::child::{after, run_self};
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -534,20 +534,6 @@ fn replay(dir: &str) -> Res<()> {
     Ok(())
 }
 
-fn child(args: &[&str]) -> Res<String> {
-    let out = Command::new(std::env::current_exe()?).args(args).output()?;
-    if !out.status.success() {
-        return Err(format!("{args:?} failed: {}", String::from_utf8_lossy(&out.stderr)).into());
-    }
-    Ok(String::from_utf8(out.stdout)?)
-}
-
-fn line<'a>(out: &'a str, prefix: &str) -> Res<&'a str> {
-    out.lines()
-        .find_map(|l| l.strip_prefix(prefix))
-        .ok_or_else(|| format!("no `{prefix}` line in {out:?}").into())
-}
-
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args
@@ -561,19 +547,19 @@ fn main() -> Res<()> {
         [] => {
             let tmp = tempfile::tempdir()?;
             let dir = tmp.path().to_str().ok_or("a UTF-8 temporary path")?;
-            let tuned = child(&["tune", dir])?;
-            let replayed = child(&["replay", dir])?;
-            assert_eq!(line(&tuned, "compiled ")?, "4", "{tuned}");
-            assert_eq!(line(&tuned, "stored ")?, line(&replayed, "replayed ")?);
-            assert_eq!(line(&replayed, "compiled ")?, "0", "{replayed}");
-            assert_eq!(line(&replayed, "loaded ")?, "1", "{replayed}");
-            let first = line(&tuned, "winner ")?
+            let tuned = run_self(&["tune", dir]);
+            let replayed = run_self(&["replay", dir]);
+            assert_eq!(after(&tuned, "compiled "), "4", "{tuned}");
+            assert_eq!(after(&tuned, "stored "), after(&replayed, "replayed "));
+            assert_eq!(after(&replayed, "compiled "), "0", "{replayed}");
+            assert_eq!(after(&replayed, "loaded "), "1", "{replayed}");
+            let first = after(&tuned, "winner ")
                 .split(' ')
                 .nth(1)
                 .ok_or("a winner's name")?;
-            let second = line(&replayed, "kernel ")?;
+            let second = after(&replayed, "kernel ");
             assert_ne!(first, second, "the replaying process must mint other names");
-            println!("tuned: candidate {}", line(&tuned, "winner ")?);
+            println!("tuned: candidate {}", after(&tuned, "winner "));
             println!("replayed as {second}: 0 compiles, 1 program loaded from the kernel store");
             Ok(())
         }

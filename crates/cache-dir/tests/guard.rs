@@ -15,26 +15,12 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use cache_dir::{CacheDir, Error, Guard, LOCK_FILE, RegimeStamp, STAMP_FILE, read_stamp};
-
-/// Far above any honest operation on a loaded machine; only a hang reaches it.
-const HANG: Duration = Duration::from_secs(60);
+use test_support::no_hang;
 
 fn is_entry(name: &str) -> bool {
     name.ends_with(".entry") || name.ends_with(".keys")
-}
-
-/// Runs `f` on a thread; panics if it has not answered within [`HANG`].
-fn no_hang<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(HANG)
-        .unwrap_or_else(|_| panic!("{what}: no answer within {HANG:?}: the operation hangs"))
 }
 
 /// The kind of the I/O error `result` failed with.

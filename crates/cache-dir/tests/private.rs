@@ -9,20 +9,17 @@
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use cache_dir::{CacheDir, Error, LOCK_FILE, Mode, STAMP_FILE};
+use test_support::lock::LockHolder;
+use test_support::no_hang;
 
 const ROLE: &str = "KCACHE_CACHE_DIR_PRIVATE_ROLE";
 const DIR: &str = "KCACHE_CACHE_DIR_PRIVATE_DIR";
 const UMASK: &str = "KCACHE_CACHE_DIR_PRIVATE_UMASK";
-
-/// Far above any honest operation on a loaded machine; only a hang reaches it.
-const HANG: Duration = Duration::from_secs(60);
 
 fn is_entry(name: &str) -> bool {
     name.ends_with(".entry") || name.ends_with(".keys")
@@ -210,43 +207,15 @@ fn an_exclusive_open_gives_up_on_a_stopped_holder() {
     let cache =
         CacheDir::new(&dir, "test-store", 1, is_entry).with_lock_wait(Duration::from_millis(300));
     cache.with_shared(true, |_| ()).expect("create");
-    // `-o`: the lock is held by flock itself (its command does not inherit it); in a
-    // process group of its own, stopped and killed whole.
-    let mut holder = Command::new("flock")
-        .args([
-            "--shared",
-            "-o",
-            LOCK_FILE,
-            "sh",
-            "-c",
-            "echo held; exec sleep 600",
-        ])
-        .current_dir(&dir)
-        .stdout(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("flock(1)");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(holder.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("read");
-    assert_eq!(line.trim(), "held");
-    let group =
-        rustix::process::Pid::from_raw(i32::try_from(holder.id()).expect("pid")).expect("pid");
-    rustix::process::kill_process_group(group, rustix::process::Signal::STOP).expect("SIGSTOP");
-    let (tx, rx) = mpsc::channel();
+    let mut holder = LockHolder::hold(&dir, LOCK_FILE, false);
+    holder.stop();
     let c = cache.clone();
-    std::thread::spawn(move || {
-        let exclusive = c.with_exclusive(false, |_| ()).map_err(|e| e.to_string());
-        let _ = tx.send(exclusive);
+    let got = no_hang("the exclusive open", move || {
+        c.with_exclusive(false, |_| ()).map_err(|e| e.to_string())
     });
-    let got = rx.recv_timeout(HANG).expect("the exclusive open hung");
     let err = got.expect_err("a stopped holder's lock is not free");
     assert!(err.contains("gave up after waiting"), "{err}");
     cache.with_shared(false, |_| ()).expect("shared coexists");
-    rustix::process::kill_process_group(group, rustix::process::Signal::KILL).expect("SIGKILL");
-    holder.wait().expect("reap");
+    holder.kill();
     cache.with_exclusive(false, |_| ()).expect("free now");
 }

@@ -1,23 +1,18 @@
 //! The real `kcache` binary on real cache directories.
 
+mod common;
+
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
+use common::kcache;
 use schedule_cache::CacheKey;
 use schedule_cache::disk::{self, STAMP_FILE, StoreOutcome};
 use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
 
 const DIGEST: &str = "ab12cd34";
-
-fn kcache(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kcache"))
-        .args(args)
-        .env("KCACHE_LOG", "off")
-        .output()
-        .expect("run kcache")
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -1,19 +1,12 @@
 //! `kcache stats` and `kcache gc --max-size` on a real kernel store at `DIR/kernels`, filled
 //! by real resolves in this process and read by the real binary.
 
-use std::process::{Command, Output};
+mod common;
 
+use common::kcache;
 use kernel_cache::store::KernelStore;
 use kernel_cache::{BatchKernel, KernelCache, resolve_with_store};
 use test_support::lines::Lines;
-
-fn kcache(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kcache"))
-        .args(args)
-        .env("KCACHE_LOG", "off")
-        .output()
-        .expect("run kcache")
-}
 
 fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
     out.lines()

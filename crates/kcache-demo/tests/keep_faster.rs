@@ -5,32 +5,27 @@
 use std::path::Path;
 use std::process::Command;
 
+use test_support::child::stdout_of;
+
 fn demo(dir: &Path, extra: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kcache-demo"))
-        .arg("--cache-dir")
-        .arg(dir)
-        .args([
-            "--kernels",
-            "matmul",
-            "--round1",
-            "4",
-            "--round2",
-            "1",
-            "--reps",
-            "1",
-            "--no-kernel-store",
-            "-q",
-        ])
-        .args(extra)
-        .output()
-        .expect("run kcache-demo");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "kcache-demo {extra:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_kcache-demo"))
+            .arg("--cache-dir")
+            .arg(dir)
+            .args([
+                "--kernels",
+                "matmul",
+                "--round1",
+                "4",
+                "--round2",
+                "1",
+                "--reps",
+                "1",
+                "--no-kernel-store",
+                "-q",
+            ])
+            .args(extra),
+    )
 }
 
 /// The schedule entries (`*.ron` files) in `dir`, with their text.

@@ -8,30 +8,21 @@
 use std::process::{Command, Stdio};
 
 use kcache_demo::{DemoOptions, Origin, run};
+use test_support::child::{self, stdout_of};
 use test_support::redis::RedisServer;
 
 /// Runs the demo binary (a separate process: another "machine") on `dir` with the shared
 /// server, and returns the report line of the `chain` kernel.
 fn machine(dir: &std::path::Path, url: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kcache-demo"))
-        .arg("--cache-dir")
-        .arg(dir)
-        .args(["--redis", url, "--kernels", "chain", "--quiet"])
-        .args(["--round1", "3", "--round2", "1", "--reps", "1"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run kcache-demo");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "kcache-demo failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_kcache-demo"))
+            .arg("--cache-dir")
+            .arg(dir)
+            .args(["--redis", url, "--kernels", "chain", "--quiet"])
+            .args(["--round1", "3", "--round2", "1", "--reps", "1"])
+            .stdin(Stdio::null()),
     );
-    stdout
-        .lines()
-        .find(|l| l.starts_with("chain "))
-        .unwrap_or_else(|| panic!("no chain row in:\n{stdout}"))
-        .to_owned()
+    child::line(&stdout, "chain ").to_owned()
 }
 
 #[test]

@@ -6,32 +6,27 @@
 use std::path::Path;
 use std::process::Command;
 
+use test_support::child::stdout_of;
+
 /// Runs `kcache-demo` on matmul with a small budget and returns its report (stdout).
 fn demo(dir: &Path, extra: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kcache-demo"))
-        .arg("--cache-dir")
-        .arg(dir)
-        .args([
-            "--kernels",
-            "matmul",
-            "--round1",
-            "6",
-            "--round2",
-            "2",
-            "--reps",
-            "1",
-            "-q",
-        ])
-        .args(extra)
-        .output()
-        .expect("run kcache-demo");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "kcache-demo {extra:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    stdout_of(
+        Command::new(env!("CARGO_BIN_EXE_kcache-demo"))
+            .arg("--cache-dir")
+            .arg(dir)
+            .args([
+                "--kernels",
+                "matmul",
+                "--round1",
+                "6",
+                "--round2",
+                "2",
+                "--reps",
+                "1",
+                "-q",
+            ])
+            .args(extra),
+    )
 }
 
 fn line<'a>(report: &'a str, needle: &str) -> &'a str {

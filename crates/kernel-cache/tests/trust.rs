@@ -26,6 +26,7 @@ use kernel_cache::{
     Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
     resolve_with_store, with_census,
 };
+use test_support::lock::LockHolder;
 
 /// Far above any honest operation on a loaded machine; only a hang reaches it.
 const HANG: Duration = Duration::from_secs(120);
@@ -258,43 +259,6 @@ fn a_symbolic_link_at_the_store_path_is_refused() {
     assert!(store.stats().is_err());
 }
 
-/// A `flock(1)` holding `dir/cache.lock` in `mode` (`--shared`, `--exclusive`), in a
-/// process group of its own (the lock held by flock itself, `-o`), started and holding;
-/// and a function signalling its whole group (`-STOP`, `-KILL`).
-fn holder(dir: &Path, mode: &str) -> (std::process::Child, impl Fn(&str)) {
-    let mut holder = Command::new("flock")
-        .args([
-            mode,
-            "-o",
-            "cache.lock",
-            "sh",
-            "-c",
-            "echo held; exec sleep 600",
-        ])
-        .current_dir(dir)
-        .stdout(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("flock(1)");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(holder.stdout.take().expect("stdout")),
-        &mut line,
-    )
-    .expect("read");
-    assert_eq!(line.trim(), "held");
-    let group = holder.id().to_string();
-    let signal = move |sig: &str| {
-        let ok = Command::new("kill")
-            .args([sig, "--", &format!("-{group}")])
-            .status()
-            .expect("kill(1)")
-            .success();
-        assert!(ok, "kill {sig}");
-    };
-    (holder, signal)
-}
-
 /// A process holding `cache.lock` **exclusively** (as an evicting or collecting process
 /// does) and stopped: a resolve's lookup gives up after the lock wait (a `Refused` miss
 /// saying so), it compiles, its save gives up too (`NotSaved(Refused)`), and its answers
@@ -306,16 +270,15 @@ fn a_stopped_exclusive_holder_costs_a_resolve_its_bound_not_a_hang() {
     let dir = tmp.path().join("kernels");
     let store = KernelStore::new(&dir).with_lock_wait(Duration::from_millis(300));
     store.create().expect("create");
-    let (mut holder, signal) = holder(&dir, "--exclusive");
-    signal("-STOP");
+    let mut holder = LockHolder::hold(&dir, "cache.lock", true);
+    holder.stop();
     let (tx, rx) = mpsc::channel();
     let s = store.clone();
     std::thread::spawn(move || {
         let _ = tx.send(resolve(&s, &batch("x", 0, 2)));
     });
     let got = rx.recv_timeout(HANG);
-    signal("-KILL");
-    holder.wait().expect("reap");
+    holder.kill();
     let (texts, compiles, events) = got.expect("a resolve hung on the stopped holder's lock");
     assert_eq!(
         texts,
@@ -353,8 +316,8 @@ fn a_stopped_lock_holder_costs_an_evicting_resolve_its_bound_not_a_hang() {
         .with_max_bytes(6000)
         .with_lock_wait(Duration::from_millis(500));
     store.create().expect("create");
-    let (mut holder, signal) = holder(&dir, "--shared");
-    signal("-STOP");
+    let mut holder = LockHolder::hold(&dir, "cache.lock", false);
+    holder.stop();
     let (tx, rx) = mpsc::channel();
     let s = store.clone();
     std::thread::spawn(move || {
@@ -368,8 +331,7 @@ fn a_stopped_lock_holder_costs_an_evicting_resolve_its_bound_not_a_hang() {
         let _ = tx.send(all);
     });
     let got = rx.recv_timeout(HANG);
-    signal("-KILL");
-    holder.wait().expect("reap");
+    holder.kill();
     let got = got.expect("a resolve hung on the stopped holder's lock");
     let mut timed_out = 0;
     for (right, compiles, events) in &got {

@@ -29,7 +29,6 @@
 //! It is also a test (`test = true, harness = false` in Cargo.toml): `cargo test` runs it.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
@@ -40,6 +39,7 @@ use schedule_cache::{
     canonicalize,
 };
 use serde::{Deserialize, Serialize};
+use test_support::child::{after, run_self};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -478,20 +478,6 @@ fn deep(dir: &str) -> Result<()> {
     }
 }
 
-fn child(args: &[&str]) -> Result<String> {
-    let out = Command::new(std::env::current_exe()?).args(args).output()?;
-    if !out.status.success() {
-        return Err(format!("{args:?} failed: {}", String::from_utf8_lossy(&out.stderr)).into());
-    }
-    Ok(String::from_utf8(out.stdout)?)
-}
-
-fn line<'a>(out: &'a str, prefix: &str) -> Result<&'a str> {
-    out.lines()
-        .find_map(|l| l.strip_prefix(prefix))
-        .ok_or_else(|| format!("no `{prefix}` line in {out:?}").into())
-}
-
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args
@@ -508,34 +494,34 @@ fn main() -> Result<()> {
         [] => {
             let tmp = tempfile::tempdir()?;
             let dir = tmp.path().to_str().ok_or("a UTF-8 temporary path")?;
-            let saved = child(&["save", dir])?;
-            let replayed = child(&["replay", dir])?;
-            assert_eq!(line(&saved, "stored ")?, line(&replayed, "replayed ")?);
+            let saved = run_self(&["save", dir]);
+            let replayed = run_self(&["replay", dir]);
+            assert_eq!(after(&saved, "stored "), after(&replayed, "replayed "));
             assert_eq!(
-                line(&saved, "scheduled ")?,
-                line(&replayed, "scheduled ")?,
+                after(&saved, "scheduled "),
+                after(&replayed, "scheduled "),
                 "the replayed schedule must give the same code"
             );
-            let missed = child(&["format2", dir])?;
-            let why = line(&missed, "miss ")?;
+            let missed = run_self(&["format2", dir]);
+            let why = after(&missed, "miss ");
             assert!(why.ends_with("differ in: format"), "{why}");
             println!(
                 "saved in one process, replayed in another: {}",
-                line(&saved, "stored ")?
+                after(&saved, "stored ")
             );
             println!("after a schedule-format change: {why}");
-            let seeded = child(&["seeds", dir])?;
-            let codegen = line(&seeded, "seed n=64 ")?;
+            let seeded = run_self(&["seeds", dir]);
+            let codegen = after(&seeded, "seed n=64 ");
             assert!(
                 codegen.contains("first from the same code (differs in: codegen)"),
                 "{codegen}"
             );
-            let size = line(&seeded, "seed n=96 ")?;
+            let size = after(&seeded, "seed n=96 ");
             assert!(
                 size.contains("first from code of the same structure, other sizes"),
                 "{size}"
             );
-            let dropped = line(&seeded, "dropped n=60: ")?;
+            let dropped = after(&seeded, "dropped n=60: ");
             assert!(
                 dropped.contains("cannot tile a loop of 60 by 8"),
                 "{dropped}"
@@ -543,8 +529,8 @@ fn main() -> Result<()> {
             println!("after a codegen change: {codegen}");
             println!("at another size: {size}");
             // Last: it overwrites the entry.
-            let deep = child(&["deep", dir])?;
-            println!("{}", line(&deep, "refused ")?);
+            let deep = run_self(&["deep", dir]);
+            println!("{}", after(&deep, "refused "));
             check_the_walk()
         }
         other => Err(format!("usage: foreign_ir [save|replay|format2 DIR] (got {other:?})").into()),

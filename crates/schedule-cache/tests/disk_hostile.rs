@@ -15,8 +15,6 @@ mod disk_support;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::mpsc;
-use std::time::Duration;
 
 use disk_support::{DIGEST, key, payload};
 use schedule_cache::disk::{
@@ -24,20 +22,7 @@ use schedule_cache::disk::{
     STAMP_FILE, Space, StoreOutcome,
 };
 use schedule_cache::placement::PlacementEntry;
-
-/// Far above any honest lookup on a loaded machine; only a hang reaches it.
-const HANG: Duration = Duration::from_secs(60);
-
-/// Runs `f` on a thread; panics if it has not answered within [`HANG`] (the thread is then
-/// left blocked: the test has failed anyway).
-fn no_hang<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(HANG)
-        .unwrap_or_else(|_| panic!("{what}: no answer within {HANG:?}: the operation hangs"))
-}
+use test_support::no_hang;
 
 fn mkfifo(path: &Path) {
     let status = Command::new("mkfifo")

@@ -8,19 +8,39 @@ use std::process::Command;
 /// `var` set to `value`; returns the child's standard output. Panics, showing both outputs,
 /// when the child fails.
 pub fn rerun(test: &str, var: &str, value: &str) -> String {
-    let out = Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["--exact", test, "--nocapture"])
-        .env(var, value)
+    let exe = std::env::current_exe().expect("the test binary");
+    stdout_of(
+        Command::new(exe)
+            .args(["--exact", test, "--nocapture"])
+            .env(var, value),
+    )
+}
+
+/// Runs `command` to its end and returns its standard output; panics, showing the command,
+/// its status and both outputs, when it fails.
+pub fn stdout_of(command: &mut Command) -> String {
+    let out = command
         .output()
-        .expect("spawn the test binary");
+        .unwrap_or_else(|e| panic!("could not run {command:?}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "{test} with {var}={value}: {:?}\n{stdout}\n{}",
+        "{command:?}: {:?}\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// Runs this program again with `args` ([`stdout_of`] of the current executable).
+pub fn run_self(args: &[&str]) -> String {
+    stdout_of(Command::new(std::env::current_exe().expect("the current executable")).args(args))
+}
+
+/// The rest of the first line of `out` that starts with `prefix` (panics naming it when there
+/// is none).
+pub fn after<'a>(out: &'a str, prefix: &str) -> &'a str {
+    &line(out, prefix)[prefix.len()..]
 }
 
 /// The first line of `out` that starts with `prefix` (panics naming it when there is none).
@@ -58,6 +78,7 @@ mod tests {
     fn lines_and_fields() {
         let out = "x\nHOSTILE silence peak_kib=812 elapsed_ms=4\n";
         let l = line(out, "HOSTILE ");
+        assert_eq!(after(out, "HOSTILE "), "silence peak_kib=812 elapsed_ms=4");
         assert_eq!(field::<u64>(l, "peak_kib"), 812);
         assert_eq!(field::<u64>(l, "elapsed_ms"), 4);
     }
@@ -68,6 +89,25 @@ mod tests {
         if let Ok(v) = std::env::var("TEST_SUPPORT_RERUN") {
             println!("GOT {v}");
         }
+    }
+
+    #[test]
+    fn a_failing_command_panics_with_its_output() {
+        let failed = std::panic::catch_unwind(|| {
+            stdout_of(Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]))
+        });
+        let message = *failed
+            .expect_err("a failure")
+            .downcast::<String>()
+            .expect("a message");
+        assert!(
+            message.contains("out") && message.contains("err"),
+            "{message}"
+        );
+        assert_eq!(
+            stdout_of(Command::new("sh").args(["-c", "echo fine"])),
+            "fine\n"
+        );
     }
 
     #[test]

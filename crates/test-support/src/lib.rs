@@ -14,6 +14,8 @@
 //! - [`Rng`]: xorshift64*, deterministic, for generated inputs.
 //! - [`child`]: re-running the current test binary as a child process (one test, an
 //!   environment variable set), and limiting a child's address space.
+//! - [`lock::LockHolder`]: another process holding a lock file (`flock(1)`), stoppable.
+//! - [`no_hang`]: a call on a thread, failing the test if it hangs.
 //! - [`bench`]: command-line flags and the median-with-spread summary of the measured benches.
 //! - [`alloc`]: the counting global allocator of the scale benches.
 #![forbid(unsafe_code)]
@@ -26,7 +28,23 @@ pub mod child;
 pub mod fill;
 #[cfg(feature = "lines")]
 pub mod lines;
+pub mod lock;
 pub mod redis;
+
+/// How long [`no_hang`] waits: far above any honest operation on a loaded machine; only a
+/// hang reaches it.
+pub const HANG: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs `f` on a thread; panics if it has not answered within [`HANG`] (the thread is then
+/// left blocked: the test has failed anyway).
+pub fn no_hang<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(HANG)
+        .unwrap_or_else(|_| panic!("{what}: no answer within {HANG:?}: the operation hangs"))
+}
 
 /// xorshift64*: a deterministic generator (no dependency) for generated test inputs.
 #[derive(Clone, Debug)]
