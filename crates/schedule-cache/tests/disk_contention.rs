@@ -98,7 +98,7 @@ fn eight_processes_race_through_a_regime_bump() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("cache");
     let mut rng = Rng::from_env_or_clock();
-    let seed = rng.next();
+    let seed = rng.next_u64();
     let mut workers = Children::default();
     for id in 0..PROCESSES {
         let child = Command::new(std::env::current_exe().expect("exe"))

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "redis")]
 use redis_support::ServerExt as _;
 
 use schedule_cache::disk::{KeptExisting, StoreOutcome, StorePolicy};

@@ -51,6 +51,28 @@ pub fn no_hang<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'st
 pub struct Rng(pub u64);
 
 impl Rng {
+    /// A generator seeded with `seed` (made odd: xorshift's state must not be 0).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed | 1)
+    }
+
+    /// A generator seeded from `$KCACHE_TEST_SEED` if set, else from the clock and the pid;
+    /// the seed is printed (`seed: KCACHE_TEST_SEED=…`), so a failure can be rerun with it.
+    pub fn from_env_or_clock() -> Rng {
+        let seed = std::env::var("KCACHE_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                let t = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1);
+                t ^ u64::from(std::process::id()) << 32
+            });
+        eprintln!("seed: KCACHE_TEST_SEED={seed}");
+        Rng::new(seed)
+    }
+
     /// The next 64 bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
@@ -69,9 +91,14 @@ impl Rng {
         s
     }
 
-    /// A number below `n` (which must not be 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
+    /// A number in `0..n` (0 when `n` is not positive), of `n`'s integer type.
+    pub fn below<T: Below>(&mut self, n: T) -> T {
+        T::below(self, n)
+    }
+
+    /// A number in `lo..=hi` (`lo` when `hi < lo`).
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + self.below(hi.saturating_sub(lo).saturating_add(1))
     }
 
     /// One of `xs` (which must not be empty).
@@ -84,6 +111,29 @@ impl Rng {
         self.below(one_in) == 0
     }
 }
+
+/// The integer types [`Rng::below`] draws.
+pub trait Below: Copy {
+    /// A number in `0..n` (0 when `n` is not positive).
+    fn below(rng: &mut Rng, n: Self) -> Self;
+}
+
+macro_rules! below {
+    ($($t:ty),*) => {$(
+        impl Below for $t {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
+            fn below(rng: &mut Rng, n: $t) -> $t {
+                if n <= 0 {
+                    0
+                } else {
+                    (rng.next_u64() % n as u64) as $t
+                }
+            }
+        }
+    )*};
+}
+
+below!(u32, u64, usize, i32, i64);
 
 #[cfg(test)]
 mod tests {
@@ -102,6 +152,10 @@ mod tests {
             h.bytes()
                 .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
         );
-        assert!((0..1000).all(|_| a.below(10) < 10));
+        assert!((0..1000).all(|_| a.below(10usize) < 10));
+        assert!((0..1000).all(|_| (0..10).contains(&a.below(10i64))));
+        assert_eq!((a.below(0u64), a.below(-3i32)), (0, 0));
+        assert!((0..1000).all(|_| (-2..=5).contains(&a.range(-2, 5))));
+        assert_eq!(a.range(4, 4), 4);
     }
 }

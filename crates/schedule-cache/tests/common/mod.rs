@@ -8,28 +8,13 @@ use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, Tens
 use schedule_cache::schedule::{RefOp, Schedule};
 use std::collections::BTreeMap;
 
-/// A small deterministic PRNG (xorshift64*), so a shape is a pure function of a seed.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
+/// A small deterministic PRNG (test-support's xorshift64*), so a shape is a pure function of
+/// a seed ([`rng`]).
+pub use test_support::Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9e37_79b9_7f4a_7c15 | 1)
-    }
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo + 1) as u64) as i64
-    }
+/// The generator of `seed`'s shapes.
+pub fn rng(seed: u64) -> Rng {
+    Rng::new(seed ^ 0x9e37_79b9_7f4a_7c15)
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -178,7 +163,7 @@ impl Gen {
 }
 
 pub fn gen_shape(seed: u64) -> Shape {
-    let mut rng = Rng::new(seed);
+    let mut rng = rng(seed);
     let nodes = (0..1 + rng.below(4))
         .map(|_| NodeSpec {
             dims: (0..1 + rng.below(3))
@@ -404,7 +389,7 @@ pub fn hoistable_base(shape: &Shape) -> Shape {
 /// A random valid schedule over `code`: tries `attempts` random ops, keeping those that apply.
 /// Returns the schedule and the transformed code.
 pub fn gen_schedule(code: &Code, seed: u64, attempts: usize) -> (Schedule, Code) {
-    let mut rng = Rng::new(seed);
+    let mut rng = rng(seed);
     let mut sched = Schedule::new();
     let mut cur = code.clone();
     for _ in 0..attempts {

@@ -170,38 +170,8 @@ impl Drop for Children {
     }
 }
 
-/// A small deterministic generator (xorshift64*), seeded per test run from the clock and pid
-/// and printed, so a failure can be rerun with the same seed via `KCACHE_TEST_SEED`.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn from_env_or_clock() -> Rng {
-        let seed = std::env::var("KCACHE_TEST_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                let t = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(1);
-                t ^ u64::from(std::process::id()) << 32
-            });
-        eprintln!("seed: KCACHE_TEST_SEED={seed}");
-        Rng::new(seed)
-    }
-
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+/// A small deterministic generator (test-support's xorshift64*); `Rng::from_env_or_clock`
+/// seeds it per test run from the clock and pid and prints the seed, so a failure can be
+/// rerun with the same seed via `KCACHE_TEST_SEED`.
+#[allow(unused_imports)]
+pub use test_support::Rng;
