@@ -4,14 +4,9 @@
 
 use kcache_demo::{DemoError, DemoOptions, Origin, run};
 
-/// A "compiler" that edits the C file before compiling it with `cc`.
+/// A "compiler" that edits the C file with `sed` before compiling it with `cc`.
 fn sabotaging_compiler(dir: &std::path::Path, sed: &str) -> String {
-    let script = dir.join("evil-cc.sh");
-    let text = format!(
-        "for a in \"$@\"; do case \"$a\" in *.c) sed -i '{sed}' \"$a\";; esac; done\nexec cc \"$@\"\n"
-    );
-    std::fs::write(&script, text).expect("write script");
-    format!("sh {}", script.display())
+    test_support::cc::wrapper(dir, "evil-cc", &format!("sed -i '{sed}' \"$a\""))
 }
 
 #[test]

@@ -50,16 +50,7 @@ fn a_stored_winner_that_cannot_be_used_is_replaced_whatever_time_it_claims() {
     // A compiler command that refuses its first C compile once a token exists (an `#error`
     // added to the unit); the same command in every run, so every run has the same key.
     let token = tmp.path().join("token");
-    let script = tmp.path().join("refusing-cc.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "for a in \"$@\"; do case \"$a\" in *.c) if rmdir {t} 2>/dev/null; then echo '#error refused by the test' >> \"$a\"; fi;; esac; done\nexec cc \"$@\"\n",
-            t = token.display()
-        ),
-    )
-    .expect("script");
-    let cc = format!("sh {}", script.display());
+    let cc = test_support::cc::refusing_once(tmp.path(), "refusing-cc", &token);
     let cold = demo(&dir, &["--cc", &cc]);
     assert!(cold.contains("1 stored"), "{cold}");
 

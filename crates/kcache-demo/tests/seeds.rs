@@ -125,16 +125,14 @@ fn a_seed_that_computes_a_wrong_result_is_rejected_and_never_wins() {
     for t in ["1", "2"] {
         std::fs::create_dir_all(tokens.join(t)).expect("token");
     }
-    let script = tmp.path().join("bad-cc.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "for a in \"$@\"; do case \"$a\" in *.c) if rmdir {t}/1 2>/dev/null || rmdir {t}/2 2>/dev/null; then sed -i -e 's/= 0\\.0f;/= 1.0f;/' -e 's/ + (/ - (/' \"$a\"; fi;; esac; done\nexec cc \"$@\"\n",
+    let cc = test_support::cc::wrapper(
+        tmp.path(),
+        "bad-cc",
+        &format!(
+            "if rmdir {t}/1 2>/dev/null || rmdir {t}/2 2>/dev/null; then sed -i -e 's/= 0\\.0f;/= 1.0f;/' -e 's/ + (/ - (/' \"$a\"; fi",
             t = tokens.display()
         ),
-    )
-    .expect("script");
-    let cc = format!("sh {}", script.display());
+    );
     let report = demo(&dir, &["--cc", &cc]);
     assert!(
         !tokens.join("1").exists() && !tokens.join("2").exists(),
@@ -172,16 +170,7 @@ fn a_seed_that_fails_to_compile_is_reported_and_skipped_never_a_failed_run() {
     // first in a round of its own) is refused: an `#error` is added to the unit.
     let token = tmp.path().join("token");
     std::fs::create_dir_all(&token).expect("token");
-    let script = tmp.path().join("refusing-cc.sh");
-    std::fs::write(
-        &script,
-        format!(
-            "for a in \"$@\"; do case \"$a\" in *.c) if rmdir {t} 2>/dev/null; then echo '#error refused by the test' >> \"$a\"; fi;; esac; done\nexec cc \"$@\"\n",
-            t = token.display()
-        ),
-    )
-    .expect("script");
-    let cc = format!("sh {}", script.display());
+    let cc = test_support::cc::refusing_once(tmp.path(), "refusing-cc", &token);
     let report = demo(&dir, &["--cc", &cc]);
     assert!(!token.exists(), "the seed was compiled: {report}");
     let seeded = line(&report, "seeded from");

@@ -16,6 +16,7 @@
 //!   environment variable set), and limiting a child's address space.
 //! - [`lock::LockHolder`]: another process holding a lock file (`flock(1)`), stoppable.
 //! - [`no_hang`]: a call on a thread, failing the test if it hangs.
+//! - [`cc`]: a real compiler command that edits (or refuses) C units on purpose.
 //! - [`bench`]: command-line flags and the median-with-spread summary of the measured benches.
 //! - [`alloc`]: the counting global allocator of the scale benches.
 #![forbid(unsafe_code)]
@@ -23,6 +24,7 @@
 
 pub mod alloc;
 pub mod bench;
+pub mod cc;
 pub mod child;
 #[cfg(feature = "fill")]
 pub mod fill;
