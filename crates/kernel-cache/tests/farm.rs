@@ -14,6 +14,7 @@ use kernel_cache::store::{FarmLevel, KernelStore, MissReason, Outcome, StoreEven
 use kernel_cache::{BatchKernel, KernelCache, resolve_with_store, with_census};
 use test_support::child;
 use test_support::lines::Lines;
+use test_support::lines::misses;
 use test_support::redis::RedisServer as Server;
 
 /// A raw connection to `server`, for inspecting and corrupting its keys.
@@ -58,16 +59,6 @@ fn farm(server: &Server, secret: &str) -> FarmLevel {
     FarmLevel::open(&server.url(), secret.as_bytes().to_vec())
         .expect("url")
         .with_timeouts(Duration::from_millis(500), Duration::from_secs(2))
-}
-
-fn misses(events: &[StoreEvent]) -> Vec<MissReason> {
-    events
-        .iter()
-        .filter_map(|e| match &e.outcome {
-            Outcome::Miss(m) => Some(m.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]

@@ -21,6 +21,7 @@ use kernel_cache::{
     Backend, BatchKernel, Census, Compiled, Error, Group, KernelCache, PersistentBackend, Resolved,
     SavedProgram, resolve_with_store, with_census,
 };
+use test_support::lines::misses;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -358,16 +359,6 @@ fn recorded(
     record(|| {
         with_census(|| resolve_with_store(&KernelCache::new(1 << 20), Some(store), b, backend))
     })
-}
-
-fn misses(events: &[StoreEvent]) -> Vec<MissReason> {
-    events
-        .iter()
-        .filter_map(|e| match &e.outcome {
-            Outcome::Miss(why) => Some(why.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]

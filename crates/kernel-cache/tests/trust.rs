@@ -26,6 +26,7 @@ use kernel_cache::{
     Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
     resolve_with_store, with_census,
 };
+use test_support::lines::misses;
 use test_support::lock::LockHolder;
 
 /// Far above any honest operation on a loaded machine; only a hang reaches it.
@@ -157,16 +158,6 @@ fn resolve(store: &KernelStore, b: &[BatchKernel<String>]) -> (Vec<String>, u64,
         .map(|a| a.program.kernels[&*a.symbol].clone())
         .collect();
     (texts, backend.compiles.load(Ordering::SeqCst), events)
-}
-
-fn misses(events: &[StoreEvent]) -> Vec<MissReason> {
-    events
-        .iter()
-        .filter_map(|e| match &e.outcome {
-            Outcome::Miss(why) => Some(why.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The name of `key`'s entry under the text backend (the formula of `docs/disk-format.md`).

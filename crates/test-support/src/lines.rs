@@ -1,8 +1,22 @@
-//! [`Lines`]: a kernel-cache backend whose program is its kernels' texts, one per line.
+//! [`Lines`]: a kernel-cache backend whose program is its kernels' texts, one per line; and
+//! [`misses`], the miss reasons among a kernel store's recorded events.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use kernel_cache::store::{MissReason, Outcome, StoreEvent};
 use kernel_cache::{Backend, Compiled, Group, PersistentBackend, SavedProgram};
+
+/// The reasons of the misses among `events` (as `kernel_cache::store::record` gives them), in
+/// order.
+pub fn misses(events: &[StoreEvent]) -> Vec<MissReason> {
+    events
+        .iter()
+        .filter_map(|e| match &e.outcome {
+            Outcome::Miss(why) => Some(why.clone()),
+            _ => None,
+        })
+        .collect()
+}
 
 /// A backend whose program is its kernels' texts, one per line (its saved form is the program
 /// itself); counts its compiles.
