@@ -7,9 +7,9 @@
 //! - [`redis::RedisServer`]: a real, private `redis-server` on a free loopback port (and a Unix
 //!   socket) per test, killed and reaped on drop; a test that needs one fails without the
 //!   binary, saying how to install it, never skips.
-//! - [`lines::Lines`] (feature `lines`): a kernel-cache backend whose program is its kernels'
+//! - `lines::Lines` (feature `lines`): a kernel-cache backend whose program is its kernels'
 //!   texts, counting its compiles, optionally bound to a host part.
-//! - [`fill`] (feature `fill`): schedule-cache placement entries of today's key shape, and a
+//! - `fill` (feature `fill`): schedule-cache placement entries of today's key shape, and a
 //!   directory filled with many of them quickly.
 //! - [`Rng`]: xorshift64*, deterministic, for generated inputs.
 //! - [`child`]: re-running the current test binary as a child process (one test, an
@@ -17,7 +17,7 @@
 //! - [`lock::LockHolder`]: another process holding a lock file (`flock(1)`), stoppable.
 //! - [`no_hang`]: a call on a thread, failing the test if it hangs.
 //! - [`cc`]: a real compiler command that edits (or refuses) C units on purpose.
-//! - [`bench`]: command-line flags and the median-with-spread summary of the measured benches.
+//! - [`bench`](mod@bench): command-line flags and the median-with-spread summary of the measured benches.
 //! - [`alloc`]: the counting global allocator of the scale benches.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
