@@ -319,12 +319,7 @@ use schedule_cache::{
 
 /// A buffer as the schedule key sees it.
 fn node(v: &mut dyn Visitor, b: &Buf) {
-    let attrs = NodeAttrs {
-        dims: &[b.len],
-        precision: "f32",
-        hoistable_constant: false,
-    };
-    v.node(NodeId(b.id), &attrs);
+    v.node(NodeId(b.id), &NodeAttrs::new(&[b.len], "f32"));
 }
 
 /// What the schedule key sees of the code: every piece the renderer prints.

@@ -84,14 +84,7 @@ struct Kernel {
 
 fn walk_stmt(s: &Stmt, v: &mut dyn Visitor) {
     let buf = |v: &mut dyn Visitor, b: &Buf| {
-        v.node(
-            NodeId(b.id),
-            &NodeAttrs {
-                dims: &[b.len],
-                precision: "f64",
-                hoistable_constant: false,
-            },
-        );
+        v.node(NodeId(b.id), &NodeAttrs::new(&[b.len], "f64"));
     };
     match s {
         Stmt::Loop { var, extent, body } => {

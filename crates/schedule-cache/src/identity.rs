@@ -43,6 +43,18 @@ pub struct NodeAttrs<'a> {
     pub hoistable_constant: bool,
 }
 
+impl<'a> NodeAttrs<'a> {
+    /// A node of `dims` of `precision` (spelled by the backend, e.g. `"f32"`) that is not a
+    /// hoistable constant: what a backend without constant packing reports for every node.
+    pub fn new(dims: &'a [usize], precision: &'a str) -> NodeAttrs<'a> {
+        NodeAttrs {
+            dims,
+            precision,
+            hoistable_constant: false,
+        }
+    }
+}
+
 /// Where a tensor node lives. Identical code over local scratch and over a device buffer
 /// generates different kernels, so the placement class enters the (non-structural) digest.
 #[derive(
@@ -169,7 +181,7 @@ pub trait Visitor {
 ///         }
 ///         let node = |v: &mut dyn Visitor, id: u64| {
 ///             // A buffer of runtime length: its dims are not known, so none are claimed.
-///             v.node(NodeId(id), &NodeAttrs { dims: &[], precision: "f32", hoistable_constant: false });
+///             v.node(NodeId(id), &NodeAttrs::new(&[], "f32"));
 ///         };
 ///         // 2. Each use, in its role: the loop's extent is the runtime size n.
 ///         v.open("for");
@@ -715,14 +727,7 @@ mod tests {
                     Ev::Loop(s) => v.loop_binder(SymId(*s)),
                     Ev::Local(s) => v.local_binder(SymId(*s)),
                     Ev::Use(s) => v.symbol(SymId(*s)),
-                    Ev::Node(n) => v.node(
-                        NodeId(*n),
-                        &NodeAttrs {
-                            dims: &[4],
-                            precision: "f32",
-                            hoistable_constant: false,
-                        },
-                    ),
+                    Ev::Node(n) => v.node(NodeId(*n), &NodeAttrs::new(&[4], "f32")),
                     Ev::Opaque => v.opaque("closure"),
                 }
             }
@@ -735,6 +740,30 @@ mod tests {
     }
 
     use Ev::*;
+
+    /// `NodeAttrs::new` is a node that is not a hoistable constant: the same digest as the
+    /// attributes spelled out with `false`, another than with `true`.
+    #[test]
+    fn new_node_attrs_are_not_hoistable_constants() {
+        struct One(NodeAttrs<'static>);
+        impl LoopCode for One {
+            fn walk(&self, v: &mut dyn Visitor) {
+                v.node(NodeId(1), &self.0);
+            }
+        }
+        let digest = |a| {
+            canonicalize(&One(a), &[], &BTreeMap::new(), false)
+                .digest()
+                .to_owned()
+        };
+        let spelled = |hoistable_constant| NodeAttrs {
+            dims: &[4],
+            precision: "f32",
+            hoistable_constant,
+        };
+        assert_eq!(digest(NodeAttrs::new(&[4], "f32")), digest(spelled(false)));
+        assert_ne!(digest(NodeAttrs::new(&[4], "f32")), digest(spelled(true)));
+    }
 
     #[test]
     fn scope_ends_at_the_enclosing_close() {
