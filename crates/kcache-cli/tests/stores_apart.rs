@@ -4,65 +4,22 @@
 //! refused with a message naming the path and both store kinds, and nothing in the directory
 //! changes (every file's name, content and mode compared). Real directories, real processes.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use common::kcache;
 use kernel_cache::store::{DirError, KernelStore, MissReason, STORE_KIND as KERNEL_KIND};
-use kernel_cache::{
-    Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
-    resolve_with_store,
-};
+use kernel_cache::{BatchKernel, KernelCache, resolve_with_store};
 use schedule_cache::CacheKey;
 use schedule_cache::disk::{DiskCache, Lookup, Refusal, STORE_KIND as SCHEDULE_KIND, StoreOutcome};
 use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+use test_support::lines::Lines;
 
 const DIGEST: &str = "ab12cd34";
-
-/// A backend whose program is its kernels' texts, one per line.
-struct Lines;
-
-impl Backend for Lines {
-    type Source = String;
-    type Program = SavedProgram;
-    type Error = Infallible;
-    fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<SavedProgram>, Infallible> {
-        let text: Vec<&str> = g.kernels.iter().map(|k| k.source.as_str()).collect();
-        let program = SavedProgram {
-            bytes: text.join("\n").into_bytes(),
-            symbols: g.kernels.iter().map(|k| k.symbol.clone()).collect(),
-        };
-        Ok(Compiled {
-            weight: program.bytes.len() as u64,
-            program,
-        })
-    }
-}
-
-impl PersistentBackend for Lines {
-    fn identity(&self) -> String {
-        "lines 1".into()
-    }
-    fn save(&self, p: &SavedProgram) -> Result<SavedProgram, Infallible> {
-        Ok(p.clone())
-    }
-    fn load(&self, saved: &SavedProgram) -> Result<Compiled<SavedProgram>, Infallible> {
-        Ok(Compiled {
-            weight: saved.bytes.len() as u64,
-            program: saved.clone(),
-        })
-    }
-}
-
-fn kcache(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kcache"))
-        .args(args)
-        .env("KCACHE_LOG", "off")
-        .output()
-        .expect("run kcache")
-}
 
 fn text(o: &Output) -> String {
     format!(
@@ -138,8 +95,13 @@ fn a_schedule_store_refuses_a_kernel_stores_directory_and_sweeps_nothing() {
     let dir = tmp.path().join("kernels");
     let store = KernelStore::new(&dir);
     for b in kernels(3) {
-        resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &[b], &Lines)
-            .expect("resolve");
+        resolve_with_store(
+            &KernelCache::new(1 << 20),
+            Some(&store),
+            &[b],
+            &Lines::default(),
+        )
+        .expect("resolve");
     }
     let before = snapshot(&dir);
     assert!(before.keys().any(|n| n.starts_with("b-")), "{before:?}");
@@ -234,8 +196,13 @@ fn a_kernel_store_refuses_a_schedule_stores_directory_and_sweeps_nothing() {
     }
     // A resolve through it compiles and answers, saving nothing there.
     let b = kernels(2);
-    let got =
-        resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, &Lines).expect("resolve");
+    let got = resolve_with_store(
+        &KernelCache::new(1 << 20),
+        Some(&store),
+        &b,
+        &Lines::default(),
+    )
+    .expect("resolve");
     assert_eq!(got.len(), 2);
     assert_eq!(snapshot(&dir), before);
 
@@ -275,7 +242,7 @@ fn a_legacy_bare_stamp_is_never_swept_by_the_wrong_store() {
         &KernelCache::new(1 << 20),
         Some(&store),
         &kernels(2),
-        &Lines,
+        &Lines::default(),
     )
     .expect("resolve");
     let sdir = tmp.path().join("schedule");
