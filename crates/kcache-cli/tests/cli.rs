@@ -7,12 +7,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use common::kcache;
-use schedule_cache::CacheKey;
+use common::{DIGEST, entry, kcache, key};
 use schedule_cache::disk::{self, STAMP_FILE, StoreOutcome};
-use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
-
-const DIGEST: &str = "ab12cd34";
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -23,21 +19,6 @@ fn stdout(o: &Output) -> String {
 fn assert_prints(o: &Output, text: &str) {
     let out = stdout(o);
     assert!(out.contains(text), "no {text:?} in:\n{out}");
-}
-
-fn key(rest: &str) -> CacheKey {
-    CacheKey::new(&format!("{DIGEST}-{rest}")).expect("key")
-}
-
-fn entry(n: u32) -> PlacementEntry {
-    PlacementEntry::new(
-        DIGEST,
-        vec![Flip {
-            node: n,
-            direction: Direction::Footprint,
-        }],
-        Shipped::Refined,
-    )
 }
 
 /// A cache with two good entries, one garbage entry (truncated inside its version header, so

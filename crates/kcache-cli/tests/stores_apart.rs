@@ -11,15 +11,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Output;
 
-use common::kcache;
+use common::{DIGEST, entry, kcache, key};
 use kernel_cache::store::{DirError, KernelStore, MissReason, STORE_KIND as KERNEL_KIND};
 use kernel_cache::{BatchKernel, KernelCache, resolve_with_store};
-use schedule_cache::CacheKey;
 use schedule_cache::disk::{DiskCache, Lookup, Refusal, STORE_KIND as SCHEDULE_KIND, StoreOutcome};
-use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+use schedule_cache::placement::PlacementEntry;
 use test_support::lines::Lines;
-
-const DIGEST: &str = "ab12cd34";
 
 fn text(o: &Output) -> String {
     format!(
@@ -61,21 +58,6 @@ fn names_both(message: &str, path: &Path, found: &str, ours: &str) {
     ] {
         assert!(message.contains(&want), "{want:?} not in {message:?}");
     }
-}
-
-fn key(rest: &str) -> CacheKey {
-    CacheKey::new(&format!("{DIGEST}-{rest}")).expect("key")
-}
-
-fn entry(n: u32) -> PlacementEntry {
-    PlacementEntry::new(
-        DIGEST,
-        vec![Flip {
-            node: n,
-            direction: Direction::Footprint,
-        }],
-        Shipped::Refined,
-    )
 }
 
 fn kernels(n: usize) -> Vec<BatchKernel<String>> {
