@@ -63,6 +63,12 @@
 //! assert!(matches!(store.with_shared(false, |_| ()), Err(Error::NewerRegime { found: 2, ours: 1, .. })));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Versions
+//!
+//! What a minor version may add: variants of the `#[non_exhaustive]` [`Error`] (a new
+//! refusal; a `match` on it needs a `_` arm) and new methods. The on-disk protocol (lock file,
+//! stamp, staging) changes only with a new regime of the store using it, never silently.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -286,6 +286,7 @@ impl<'n> Prepared<'n> {
 /// Why some or all names were left as spelled. Renaming less is always sound: a refusal
 /// can cost a cache miss, never a wrong hit.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Refusal {
     /// `name` is both bound and free: no bound name (nor a name derived from one) is
     /// renamed. Loop symbols and scope-locals still are.

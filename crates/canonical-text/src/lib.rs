@@ -217,6 +217,14 @@
 //! table lookup each, and for a renamed one a fixed-size copy of the text before it and a
 //! two-byte tag), the rest comments, directives, the gate and per-kernel set-up (the
 //! [`Names`] filters, the name table, three allocations).
+//!
+//! # Versions
+//!
+//! What a minor version may add: variants of the `#[non_exhaustive]` [`Refusal`] (a new
+//! construct the renamer refuses; a `match` on it needs a `_` arm), new functions and new
+//! fields behind builders. A rule that renames less, keys more or refuses may change the key
+//! an existing text gets: that only costs a miss in a store that kept the old key. A change
+//! that could give two texts of different meaning one key is never made.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

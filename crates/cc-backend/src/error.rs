@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// Why compiling, loading or calling a C kernel failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CcError {
     /// The C compiler could not be started at all (not installed, not executable).
     #[error("could not run the C compiler `{compiler}`")]

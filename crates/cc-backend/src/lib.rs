@@ -179,6 +179,14 @@
 //! assert_eq!(out, [2.0, 3.0]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Versions
+//!
+//! What a minor version may add: variants of the `#[non_exhaustive]` [`CcError`] (a new way a
+//! compile or load is refused; a `match` on it needs a `_` arm), new [`Elem`] kinds only with a
+//! breaking release (signatures are part of keys), and new methods. Anything that can change the
+//! object code of a program is a line of the backend's identity, so it never shares a key with
+//! what an older version compiled.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 

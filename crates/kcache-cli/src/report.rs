@@ -143,7 +143,8 @@ pub(crate) fn stats(
         Found::Index(_) => c.index += 1,
         // The kernel store's directory is shown in its own section, not as foreign.
         Found::Foreign(name) if crate::kernels::is_store(dir, &name) => {}
-        Found::Foreign(_) => c.foreign += 1,
+        // Foreign files, and any kind of item this tool does not know yet.
+        _ => c.foreign += 1,
     })?;
     writeln!(out, "directory: {}", dir.display())?;
     writeln!(out, "regime: {}", schedule_regime_line(dir, &regime))?;

@@ -6,6 +6,7 @@ use cc_backend::CcError;
 
 /// Why the demo could not finish.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DemoError {
     /// No working C compiler: the demo compiles real C (set `CC` to choose one).
     #[error("no working C compiler (the demo compiles real C kernels; install cc or set CC)")]

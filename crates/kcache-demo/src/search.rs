@@ -777,6 +777,7 @@ impl<'t> Session<'t> {
                 ));
             }
             StoreOutcome::Skipped => {}
+            other => self.say(&format!("{}: the disk cache said {other:?}", routine.name)),
         }
         let speedup = baseline.map_or(String::new(), |b| {
             format!(
@@ -840,6 +841,7 @@ impl<'t> Session<'t> {
             let origin = match seed.origin() {
                 SeedOrigin::SameCode { .. } => "the same code".to_string(),
                 SeedOrigin::NearCode { digest, .. } => near_label(routine, digest),
+                other => format!("{other:?}"),
             };
             let candidate = match self.schedules.candidate(seed, subject) {
                 Ok(c) => c,
@@ -889,7 +891,8 @@ impl<'t> Session<'t> {
                         }
                     }
                 }
-                SeedOrigin::NearCode { .. } => {
+                // Near code, and any kind of seed this demo does not know yet.
+                _ => {
                     if !near.contains(&origin) {
                         near.push(origin.clone());
                     }

@@ -4,6 +4,7 @@ use std::fmt;
 
 /// Which step of a program's compile failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Stage {
     /// [`Backend::compile_group`](crate::Backend::compile_group) (the whole path).
     CompileGroup,
@@ -32,6 +33,7 @@ impl fmt::Display for Stage {
 /// failure is answered per kernel ([`KernelError`]).
 /// `E` is the backend's own error, kept typed and reachable through `source()`.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error<E: std::error::Error + 'static> {
     /// The backend's `before_compile` hook failed; nothing was compiled or published.
     #[error("the backend's before_compile hook failed")]
@@ -63,6 +65,7 @@ pub enum Error<E: std::error::Error + 'static> {
 /// variants) has no program. Kernels sharing a key (twins) share one `Arc` of it, and so
 /// do the kernels of one failed program.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum KernelError<E: std::error::Error + 'static> {
     /// The kernel's own unit failed to compile: the failure names this one kernel
     /// (`symbols` holds its representative's symbol) and `source` holds that unit's own

@@ -102,6 +102,14 @@
 //! });
 //! assert_eq!(backend.most.load(Ordering::SeqCst), 1); // three compiles, one at a time
 //! ```
+//!
+//! # Versions
+//!
+//! What a minor version may add: variants of the `#[non_exhaustive]` enums [`Error`],
+//! [`KernelError`], [`Stage`], [`Outcome`](store::Outcome), [`MissReason`](store::MissReason) and
+//! [`NotSaved`](store::NotSaved) (a `match` on them needs a `_` arm), and new functions. A change
+//! of the kernel store's format comes with a new [`REGIME`](store::REGIME) (old entries are swept
+//! or refused, never misread).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

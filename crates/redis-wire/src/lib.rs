@@ -33,6 +33,12 @@
 //!
 //! redis-rs is still used, but only to parse `redis://` / `unix://` URLs (so both levels accept
 //! exactly the URLs they accepted before) and for a script's SHA-1.
+//!
+//! # Versions
+//!
+//! What a minor version may add: variants of the `#[non_exhaustive]` [`WireError`] (a new
+//! refusal; a `match` on it needs a `_` arm) and new commands. No bound in [`Limits`] is raised
+//! by default without a breaking release.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -103,6 +109,7 @@ pub enum Value {
 
 /// Why a command got no usable reply.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WireError {
     /// The URL does not parse, or names a transport this client does not speak (TLS).
     #[error("redis URL: {0}")]

@@ -288,6 +288,7 @@ impl StoreOutcome {
 /// The seed makes a missing timing identity a no-op on purpose (timings of an unknown device
 /// mean nothing); the choice is spelled out here so that it is never made by accident.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Timing {
     /// Timings are measured on this device (and toolchain): it enters every key.
     Known(TimingIdentity),

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 
 /// One component of a cache key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum KeyComponent {
     /// The canonical digest of the code.
     Digest,

@@ -66,6 +66,31 @@
 //! assert_eq!(digest(&done_a), digest(&done_b));
 //! # Ok::<(), schedule_cache::Error>(())
 //! ```
+//!
+//! # Versions
+//!
+//! What a minor version may add: variants of the `#[non_exhaustive]` enums ([`Miss`],
+//! [`Error`], [`KeyComponent`], [`StorePolicy`], [`Timing`], [`SeedOrigin`],
+//! the disk store's [`StoreOutcome`](disk::StoreOutcome), [`Refusal`](disk::Refusal),
+//! [`MissReason`](disk::MissReason) and its inspection enums; a `match` on them needs a `_` arm),
+//! and new functions. A change to what enters a key, or to an entry's format, comes with a new
+//! entry version or store regime, so an old entry is a miss, never a wrong hit.
+//!
+//! A `match` naming every kind of [`Miss`] without a `_` arm does not compile, so a new kind
+//! never silently falls into an arm meant for another:
+//!
+//! ```compile_fail,E0004
+//! use schedule_cache::Miss;
+//! fn retry(m: &Miss) -> bool {
+//!     match m {
+//!         Miss::NoTiming => false,
+//!         Miss::Refused(_) => false,
+//!         Miss::NotFound { .. } => true,
+//!         Miss::OtherComponents { .. } => true,
+//!         Miss::Unreplayable { .. } => true,
+//!     }
+//! }
+//! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 

@@ -128,6 +128,7 @@ pub fn size_free_digest(subject: &Subject<'_>) -> Result<String, Error> {
 
 /// Where a seed came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SeedOrigin {
     /// The same code (same digest), crowned under other key components.
     SameCode {

@@ -306,7 +306,7 @@ mod props {
                     prop_assert!(disk::parse_stamp(&bytes).is_none_or(|v| v > 7));
                     prop_assert_eq!(fs::read(tmp.path().join(STAMP_FILE)).expect("stamp"), bytes);
                 }
-                StoreOutcome::Skipped | StoreOutcome::KeptExisting(_) => prop_assert!(false),
+                other => prop_assert!(false, "{:?}", other),
             }
         }
     }

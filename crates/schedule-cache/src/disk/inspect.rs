@@ -63,6 +63,7 @@ pub struct Inventory {
 
 /// Why an entry file does not verify.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EntryProblem {
     /// Something other than a regular file sits at the entry's name.
     NotAFile,
@@ -105,6 +106,7 @@ fn age_of(meta: &fs::Metadata) -> Duration {
 
 /// One name of a cache directory, as [`scan`] sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Found {
     /// The lock file.
     LockFile,

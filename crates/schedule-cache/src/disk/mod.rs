@@ -317,6 +317,7 @@ impl Stored for crate::placement::PlacementEntry {
 /// What a store did. Only caller mistakes are errors; everything the filesystem or another
 /// process can cause is one of these.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoreOutcome {
     /// The entry was published (it may later be overwritten by a concurrent writer: last
     /// write wins, or under [`StorePolicy::KeepFaster`] a faster one).

@@ -12,6 +12,7 @@ use super::{KeptExisting, Space};
 
 /// Which disk operation an event reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Op {
     /// A `store`.
     Store,
@@ -163,6 +164,7 @@ impl fmt::Display for Refusal {
 
 /// The outcome of one disk operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// A lookup returned an entry.
     Hit,
