@@ -123,18 +123,6 @@ fn compiler_options(config: &Config) -> Vec<String> {
     options
 }
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
-}
-
 fn vector_bytes() -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
@@ -180,10 +168,7 @@ impl<'t> Session<'t> {
             local_memory_bytes: 0,
             extra: BTreeMap::from([("arch".to_string(), std::env::consts::ARCH.to_string())]),
         };
-        let timing = TimingIdentity {
-            device: format!("{} ({cores} cores)", cpu_model()),
-            toolchain: Some(compiler),
-        };
+        let timing = TimingIdentity::this_cpu(Some(compiler));
         // Concurrent runs storing one kernel's winner leave the fastest, not the last.
         let schedules = ScheduleCache::new(ReferenceLanguage, BACKEND_NAME, timing, disk)
             .with_store_policy(StorePolicy::KeepFaster)

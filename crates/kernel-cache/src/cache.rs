@@ -206,6 +206,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<P: Send + Sync + 'static> KernelCache<P> {
     /// A cache of `capacity_bytes`, changeable later with
     /// [`set_capacity`](KernelCache::set_capacity).
+    ///
+    /// Returns an [`Arc`]: one cache is meant to be shared by every resolve and thread of a
+    /// process (the resolve functions take `&Arc<KernelCache<_>>`); clone the `Arc` to share
+    /// it.
     pub fn new(capacity_bytes: u64) -> Arc<Self> {
         Self::build(capacity_bytes, CapacitySource::Fixed)
     }

@@ -80,6 +80,51 @@ pub struct Census {
     pub kernels_failed: u64,
 }
 
+/// Field by field: the census of two scopes (or of two threads) taken together.
+///
+/// ```
+/// use kernel_cache::Census;
+/// let a = Census { kernels_compiled: 2, resolves: 1, ..Census::default() };
+/// let b = Census { kernels_loaded: 3, resolves: 1, ..Census::default() };
+/// let both = a + b;
+/// assert_eq!((both.kernels_compiled, both.kernels_loaded, both.resolves), (2, 3, 2));
+/// ```
+impl std::ops::Add for Census {
+    type Output = Census;
+    fn add(mut self, other: Census) -> Census {
+        self += other;
+        self
+    }
+}
+
+impl std::ops::AddAssign for Census {
+    fn add_assign(&mut self, d: Census) {
+        // Destructured, so a new field cannot be left out of the sum.
+        let Census {
+            kernels_reused,
+            kernels_compiled,
+            programs_compiled,
+            resolves,
+            kernels_loaded,
+            programs_loaded,
+            kernels_failed,
+        } = d;
+        self.kernels_reused += kernels_reused;
+        self.kernels_compiled += kernels_compiled;
+        self.programs_compiled += programs_compiled;
+        self.resolves += resolves;
+        self.kernels_loaded += kernels_loaded;
+        self.programs_loaded += programs_loaded;
+        self.kernels_failed += kernels_failed;
+    }
+}
+
+impl std::iter::Sum for Census {
+    fn sum<I: Iterator<Item = Census>>(iter: I) -> Census {
+        iter.fold(Census::default(), |a, b| a + b)
+    }
+}
+
 thread_local! {
     static STACK: RefCell<Vec<Census>> = const { RefCell::new(Vec::new()) };
 }
@@ -112,13 +157,7 @@ pub fn with_census<R>(f: impl FnOnce() -> R) -> (R, Census) {
 pub(crate) fn note(delta: Census) {
     STACK.with(|s| {
         for c in s.borrow_mut().iter_mut() {
-            c.kernels_reused += delta.kernels_reused;
-            c.kernels_compiled += delta.kernels_compiled;
-            c.programs_compiled += delta.programs_compiled;
-            c.resolves += delta.resolves;
-            c.kernels_loaded += delta.kernels_loaded;
-            c.programs_loaded += delta.programs_loaded;
-            c.kernels_failed += delta.kernels_failed;
+            *c += delta;
         }
     });
 }

@@ -117,6 +117,40 @@ pub struct TimingIdentity {
     pub toolchain: Option<String>,
 }
 
+impl TimingIdentity {
+    /// The identity of the CPU this process runs on, for timings measured on it: the CPU
+    /// model as `/proc/cpuinfo` names it (the architecture where it cannot be read), the
+    /// architecture and the cores this process may use, e.g.
+    /// `"AMD EPYC 7B13 (x86_64, 2 cores)"`; `toolchain` as given. Two machines whose timings
+    /// should not be shared must differ in it: a device string that names nothing (an empty
+    /// one, say) lets every machine's winners share one key.
+    ///
+    /// ```
+    /// use schedule_cache::TimingIdentity;
+    /// let here = TimingIdentity::this_cpu(Some("cc 12.2".into()));
+    /// assert!(here.device.contains(std::env::consts::ARCH));
+    /// assert_eq!(here, TimingIdentity::this_cpu(Some("cc 12.2".into())));
+    /// ```
+    pub fn this_cpu(toolchain: Option<String>) -> TimingIdentity {
+        let arch = std::env::consts::ARCH;
+        let model = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|info| {
+                info.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| arch.to_string());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        TimingIdentity {
+            device: format!("{model} ({arch}, {cores} cores)"),
+            toolchain,
+        }
+    }
+}
+
 /// Everything besides the code that a key depends on.
 #[derive(Clone, Copy, Debug)]
 pub struct KeyInputs<'a> {
