@@ -494,6 +494,17 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
     /// says why (an entry whose schedule cannot be rebuilt is [`Miss::Unreplayable`]: cache
     /// content never fails a run).
     ///
+    /// Why two `Result`s: the outer one is a caller's mistake (`?` passes it on), the inner
+    /// one is the lookup's answer, a hit or a miss that explains itself; a miss is never an
+    /// error, so no store problem can turn into a failed run:
+    ///
+    /// ```text
+    /// match cache.lookup(&code)? {
+    ///     Ok(hit) => use_it(hit.ops),
+    ///     Err(miss) => { eprintln!("{miss}"); search() }
+    /// }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::IncompleteIdentity`] if the code cannot be keyed.
     pub fn lookup<'a>(
