@@ -1062,15 +1062,10 @@ impl<'t> Session<'t> {
                 Ok(ks) => ks,
                 Err(why) => {
                     // Reported and skipped: never measured, never a winner, never a failed run.
-                    let what = if point.len() == routine.space.len() {
-                        point_label(routine, &point)
-                    } else {
-                        "(a seed outside the demo's space)".to_string()
-                    };
-                    let seed = if seeded { " (a seed)" } else { "" };
                     self.say(&format!(
-                        "{}: candidate {what}{seed} SKIPPED: it fails to compile: {why}",
-                        routine.name
+                        "{}: candidate {} SKIPPED: it fails to compile: {why}",
+                        routine.name,
+                        candidate_label(routine, &point, seeded)
                     ));
                     self.failures.push(Failure { seeded, why });
                     continue;
@@ -1078,15 +1073,11 @@ impl<'t> Session<'t> {
             };
             let measurement = self.measure(routine, &keys, &ks, data)?;
             if !measurement.correct {
-                let what = if point.len() == routine.space.len() {
-                    point_label(routine, &point)
-                } else {
-                    "(a seed outside the demo's space)".to_string()
-                };
-                let seed = if seeded { " (a seed)" } else { "" };
                 self.say(&format!(
-                    "{}: candidate {what}{seed} REJECTED: wrong output (max relative error {:.2e})",
-                    routine.name, measurement.error
+                    "{}: candidate {} REJECTED: wrong output (max relative error {:.2e})",
+                    routine.name,
+                    candidate_label(routine, &point, seeded),
+                    measurement.error
                 ));
             }
             tried.push(Tried {
@@ -1394,6 +1385,18 @@ pub(crate) fn median(times: &[f64]) -> Option<f64> {
 }
 
 /// Seconds as milliseconds, for progress lines and the report.
+/// A candidate as the progress lines name it: its point in the routine's space (or that it
+/// is a seed from outside it), marked when it is a seed.
+fn candidate_label(routine: &Routine, point: &[usize], seeded: bool) -> String {
+    let what = if point.len() == routine.space.len() {
+        point_label(routine, point)
+    } else {
+        "(a seed outside the demo's space)".to_string()
+    };
+    let seed = if seeded { " (a seed)" } else { "" };
+    format!("{what}{seed}")
+}
+
 pub(crate) fn ms(seconds: f64) -> String {
     format!("{:.3} ms", seconds * 1e3)
 }

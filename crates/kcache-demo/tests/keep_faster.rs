@@ -2,30 +2,16 @@
 //! stored winner it found but could not use is replaced whatever time it claims: each run a
 //! real `kcache-demo` process with the real C compiler.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
-use test_support::child::stdout_of;
-
+/// A small matmul run without the kernel store (so a stored winner's program is compiled
+/// again, by the test's compiler wrapper).
 fn demo(dir: &Path, extra: &[&str]) -> String {
-    stdout_of(
-        Command::new(env!("CARGO_BIN_EXE_kcache-demo"))
-            .arg("--cache-dir")
-            .arg(dir)
-            .args([
-                "--kernels",
-                "matmul",
-                "--round1",
-                "4",
-                "--round2",
-                "1",
-                "--reps",
-                "1",
-                "--no-kernel-store",
-                "-q",
-            ])
-            .args(extra),
-    )
+    let mut args = vec!["--no-kernel-store"];
+    args.extend_from_slice(extra);
+    common::small_matmul(dir, &args)
 }
 
 /// The schedule entries (`*.ron` files) in `dir`, with their text.

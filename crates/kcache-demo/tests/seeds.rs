@@ -3,37 +3,16 @@
 //! what earlier runs stored, and a seed that no longer applies, or computes a wrong result, is
 //! dropped or rejected, never the winner.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
-use test_support::child::stdout_of;
+use common::line;
 
 /// Runs `kcache-demo` on matmul with a small budget and returns its report (stdout).
 fn demo(dir: &Path, extra: &[&str]) -> String {
-    stdout_of(
-        Command::new(env!("CARGO_BIN_EXE_kcache-demo"))
-            .arg("--cache-dir")
-            .arg(dir)
-            .args([
-                "--kernels",
-                "matmul",
-                "--round1",
-                "6",
-                "--round2",
-                "2",
-                "--reps",
-                "1",
-                "-q",
-            ])
-            .args(extra),
-    )
-}
-
-fn line<'a>(report: &'a str, needle: &str) -> &'a str {
-    report
-        .lines()
-        .find(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{report}"))
+    common::small_matmul(dir, extra)
 }
 
 #[test]
