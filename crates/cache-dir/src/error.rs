@@ -1,7 +1,7 @@
 //! The one error type of the directory protocol.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why a cache directory operation did not happen. Every variant is something the file system,
 /// another process or a hostile directory can cause; a store above this crate turns each into a
@@ -142,11 +142,15 @@ pub enum Error {
         waited: std::time::Duration,
     },
     /// The file system said no.
-    #[error("could not {during}: {source}")]
+    #[error("{}: could not {during}: {source}", path.display())]
     Io {
         /// What the protocol was doing: "open and lock the lock file", "read the regime stamp",
         /// "publish the entry", ….
         during: &'static str,
+        /// The path it was done at: the cache directory, or the entry, file or directory
+        /// component the failing call named (the first directory that could not be created,
+        /// say).
+        path: PathBuf,
         /// The error.
         #[source]
         source: io::Error,
@@ -154,8 +158,12 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn io(during: &'static str) -> impl FnOnce(io::Error) -> Error {
-        move |source| Error::Io { during, source }
+    pub(crate) fn io(during: &'static str, path: &Path) -> impl FnOnce(io::Error) -> Error {
+        move |source| Error::Io {
+            during,
+            path: path.to_path_buf(),
+            source,
+        }
     }
 
     /// Whether this is an I/O error of kind `NotFound` (for example an absent entry).

@@ -284,7 +284,7 @@ impl CacheDir {
                     waited: self.lock_wait,
                 }
             } else {
-                Error::io(during)(e)
+                Error::io(during, &self.dir)(e)
             }
         }
     }
@@ -352,7 +352,8 @@ impl CacheDir {
         let guard = self.open(create, Mode::Shared)?;
         let out = f(&guard);
         if guard.is_lock_free() {
-            let stamp = read_stamp(&self.dir).map_err(Error::io("read the regime stamp"))?;
+            let stamp =
+                read_stamp(&self.dir).map_err(Error::io("read the regime stamp", &self.dir))?;
             if stamp != self.our_stamp() {
                 return Err(Error::StampChanged);
             }
@@ -387,10 +388,9 @@ impl CacheDir {
         if self.private {
             match check_private_dir(&self.dir) {
                 Err(Error::NoDirectory { .. }) => {
-                    return Err(Error::io("open and lock the lock file")(io::Error::new(
-                        io::ErrorKind::NotFound,
-                        "no cache directory",
-                    )));
+                    return Err(Error::io("open and lock the lock file", &self.dir)(
+                        io::Error::new(io::ErrorKind::NotFound, "no cache directory"),
+                    ));
                 }
                 other => other?,
             }
@@ -469,7 +469,7 @@ impl CacheDir {
     /// [`Error::ForeignStore`], [`Error::UnkindedStamp`], [`Error::Unadopted`],
     /// [`Error::MalformedStamp`], or [`Error::Io`] if the stamp or the listing cannot be read.
     pub fn check_adoptable(&self) -> Result<(), Error> {
-        let read = || read_stamp(&self.dir).map_err(Error::io("read the regime stamp"));
+        let read = || read_stamp(&self.dir).map_err(Error::io("read the regime stamp", &self.dir));
         let stamp = read()?;
         if let Some(refusal) = self.refusal(&stamp) {
             return Err(refusal);
@@ -486,7 +486,7 @@ impl CacheDir {
                         ours: self.kind,
                         name: name.chars().take(64).collect(),
                     }),
-                    Err(e) => Err(Error::io("list the directory")(e)),
+                    Err(e) => Err(Error::io("list the directory", &self.dir)(e)),
                 };
             }
             RegimeStamp::Absent => {}
@@ -494,7 +494,7 @@ impl CacheDir {
         let first = match self.first_entry_file() {
             Ok(first) => first,
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Error::io("list the directory")(e)),
+            Err(e) => return Err(Error::io("list the directory", &self.dir)(e)),
         };
         match first {
             Some(name) if read()? == RegimeStamp::Absent => Err(Error::Unadopted {
@@ -572,7 +572,8 @@ impl CacheDir {
                 check_private_dir(&self.dir)?;
             }
         } else if create {
-            retry(|| fs::create_dir_all(&self.dir)).map_err(Error::io("create the directory"))?;
+            retry(|| fs::create_dir_all(&self.dir))
+                .map_err(Error::io("create the directory", &self.dir))?;
         }
         // Before the lock file is created: a directory that is no cache of ours is refused
         // untouched (the check is repeated under the exclusive lock before any stamping).
@@ -616,7 +617,8 @@ impl CacheDir {
                 }
                 Err(e) => return Err(self.lock_error(mode, "open and lock the lock file")(e)),
             };
-            let stamp = read_stamp(&self.dir).map_err(Error::io("read the regime stamp"))?;
+            let stamp =
+                read_stamp(&self.dir).map_err(Error::io("read the regime stamp", &self.dir))?;
             // Another store's directory is left as it was: its files' modes too.
             if let Some(refusal) = self.refusal(&stamp) {
                 return Err(refusal);
@@ -651,7 +653,7 @@ impl CacheDir {
                         self.check_adoptable()?;
                     }
                     self.transition(&stamp)
-                        .map_err(Error::io("sweep entries for a new regime"))?;
+                        .map_err(Error::io("sweep entries for a new regime", &self.dir))?;
                 }
             }
             if held.mode() == Mode::Exclusive {
@@ -774,7 +776,7 @@ impl Guard<'_> {
     /// `IsADirectory` or `InvalidInput` for something that is not a regular file.
     pub fn read(&self, name: &str, max_len: u64) -> Result<Vec<u8>, Error> {
         let path = self.path(name)?;
-        read_regular(&path, max_len).map_err(Error::io("read the entry"))
+        read_regular(&path, max_len).map_err(Error::io("read the entry", &path))
     }
 
     /// Publishes `bytes` as the entry file `name` atomically (`atomicwrites`: staged in a
@@ -788,13 +790,13 @@ impl Guard<'_> {
     pub fn publish(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
         let path = self.path(name)?;
         if self.is_lock_free() {
-            return Err(Error::io("publish the entry")(io::Error::new(
+            return Err(Error::io("publish the entry", &path)(io::Error::new(
                 io::ErrorKind::ReadOnlyFilesystem,
                 "the directory is read-only for this process",
             )));
         }
         publish_file(&path, bytes, self.cache.file_mode(0o666))
-            .map_err(Error::io("publish the entry"))
+            .map_err(Error::io("publish the entry", &path))
     }
 
     /// Appends `bytes` to the file `name` (created with mode `0644` if absent, `0600` in a
@@ -811,7 +813,7 @@ impl Guard<'_> {
     pub fn append(&self, name: &str, bytes: &[u8], max_len: u64) -> Result<(), Error> {
         use std::os::unix::fs::OpenOptionsExt;
         let path = self.path(name)?;
-        let fail = Error::io("append to the file");
+        let fail = Error::io("append to the file", &path);
         if self.is_lock_free() {
             return Err(fail(io::Error::new(
                 io::ErrorKind::ReadOnlyFilesystem,
@@ -857,7 +859,7 @@ impl Guard<'_> {
         match retry(|| fs::remove_file(&path)) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(Error::io("remove the entry")(e)),
+            Err(e) => Err(Error::io("remove the entry", &path)(e)),
         }
     }
 
@@ -869,7 +871,8 @@ impl Guard<'_> {
     /// single items are yielded.
     pub fn entries(&self) -> Result<Entries<'_>, Error> {
         Ok(Entries {
-            listing: fs::read_dir(&self.cache.dir).map_err(Error::io("list the directory"))?,
+            listing: fs::read_dir(&self.cache.dir)
+                .map_err(Error::io("list the directory", &self.cache.dir))?,
             is_entry: self.cache.is_entry,
             _guard: std::marker::PhantomData,
         })
@@ -882,13 +885,15 @@ impl Guard<'_> {
     /// [`Error::Io`] if the hold is not exclusive or the directory cannot be listed.
     pub fn sweep_stale_staging(&self) -> Result<usize, Error> {
         if self.mode() != Mode::Exclusive {
-            return Err(Error::io("sweep stale staging")(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the sweep needs the exclusive lock",
-            )));
+            return Err(Error::io("sweep stale staging", &self.cache.dir)(
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the sweep needs the exclusive lock",
+                ),
+            ));
         }
         staging::sweep_stale(&self.cache.dir, self.cache.stale_staging_after)
-            .map_err(Error::io("list the directory"))
+            .map_err(Error::io("list the directory", &self.cache.dir))
     }
 }
 

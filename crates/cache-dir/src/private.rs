@@ -63,7 +63,7 @@ pub fn check_private_metadata(path: &Path, meta: &fs::Metadata) -> Result<(), Er
 /// # Errors
 /// [`Error::NotPrivate`], or [`Error::Io`] if `path` cannot be stat'ed.
 pub fn check_private(path: &Path) -> Result<(), Error> {
-    let meta = fs::metadata(path).map_err(Error::io("check the owner and mode"))?;
+    let meta = fs::metadata(path).map_err(Error::io("check the owner and mode", path))?;
     check_private_metadata(path, &meta)
 }
 
@@ -87,7 +87,7 @@ pub fn check_private_dir(path: &Path) -> Result<(), Error> {
                 path: path.to_path_buf(),
             });
         }
-        Err(e) => return Err(Error::io("check the store directory")(e)),
+        Err(e) => return Err(Error::io("check the store directory", path)(e)),
     };
     let not_private = |why: String| {
         Err(Error::NotPrivate {
@@ -152,7 +152,7 @@ pub fn create_private_dir(path: &Path) -> Result<(), Error> {
             // link, which `mkdir` would not have followed but every later path would).
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 let t = fs::symlink_metadata(p)
-                    .map_err(Error::io("create the store directory"))?
+                    .map_err(Error::io("create the store directory", p))?
                     .file_type();
                 if !t.is_dir() {
                     return Err(Error::NotPrivate {
@@ -164,7 +164,7 @@ pub fn create_private_dir(path: &Path) -> Result<(), Error> {
                     });
                 }
             }
-            Err(e) => return Err(Error::io("create the store directory")(e)),
+            Err(e) => return Err(Error::io("create the store directory", p)(e)),
         }
     }
     check_private_dir(path)
@@ -177,7 +177,7 @@ pub fn create_private_dir(path: &Path) -> Result<(), Error> {
 pub(crate) fn make_private(path: &Path, file: &File) -> Result<(), Error> {
     let meta = file
         .metadata()
-        .map_err(Error::io("check the owner and mode"))?;
+        .map_err(Error::io("check the owner and mode", path))?;
     let me = current_uid();
     if meta.uid() != me {
         return Err(Error::NotPrivate {
@@ -190,7 +190,7 @@ pub(crate) fn make_private(path: &Path, file: &File) -> Result<(), Error> {
     }
     if meta.mode() & 0o077 != 0 {
         file.set_permissions(fs::Permissions::from_mode(0o600))
-            .map_err(Error::io("make a protocol file private"))?;
+            .map_err(Error::io("make a protocol file private", path))?;
     }
     Ok(())
 }

@@ -523,6 +523,85 @@ fn create_reports_a_group_or_other_writable_directory() {
     }
 }
 
+/// A directory this process cannot create under: a read-only tmpfs mounted for the test when
+/// run as root (root ignores modes), else a parent of mode `0500`. Unmounted on drop.
+struct Unwritable {
+    tmp: tempfile::TempDir,
+    mounted: bool,
+}
+
+impl Unwritable {
+    /// `None` (said on stderr) when root cannot mount (no `CAP_SYS_ADMIN`).
+    fn new() -> Option<Unwritable> {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = fs::metadata("/proc/self").expect("stat").uid() == 0;
+        if !root {
+            fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o500)).expect("chmod");
+            return Some(Unwritable {
+                tmp,
+                mounted: false,
+            });
+        }
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "ro,size=64k", "tmpfs"])
+            .arg(tmp.path())
+            .status();
+        if !matches!(status, Ok(s) if s.success()) {
+            eprintln!("skipped: root could not mount a read-only tmpfs ({status:?})");
+            return None;
+        }
+        Some(Unwritable { tmp, mounted: true })
+    }
+
+    fn path(&self) -> &Path {
+        self.tmp.path()
+    }
+}
+
+impl Drop for Unwritable {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(self.tmp.path()).status();
+        } else {
+            let _ = fs::set_permissions(self.tmp.path(), fs::Permissions::from_mode(0o700));
+        }
+    }
+}
+
+#[test]
+fn create_where_nothing_can_be_created_names_the_directory() {
+    let Some(ro) = Unwritable::new() else { return };
+    for dir in [ro.path().join("kernels"), ro.path().join("a/b/kernels")] {
+        let err = KernelStore::new(&dir)
+            .create()
+            .expect_err("nothing can be created there");
+        let text = err.to_string();
+        assert!(
+            matches!(&err, cache_dir::Error::Io { .. }),
+            "{}: {text}",
+            dir.display()
+        );
+        // The directory the mkdir failed on (the first missing one) and the cause.
+        let first = ro.path().join(
+            dir.strip_prefix(ro.path())
+                .expect("under")
+                .components()
+                .next()
+                .expect("a component"),
+        );
+        assert!(
+            text.contains(&first.display().to_string()),
+            "names {}: {text}",
+            first.display()
+        );
+        assert!(
+            text.contains("Read-only file system") || text.contains("Permission denied"),
+            "says why: {text}"
+        );
+        assert!(!first.exists(), "nothing created: {}", first.display());
+    }
+}
+
 #[test]
 fn the_byte_limit_holds_across_processes_least_recently_used_first() {
     let tmp = tempfile::tempdir().expect("tmp");

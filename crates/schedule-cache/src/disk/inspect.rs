@@ -228,6 +228,7 @@ pub fn entry_version(dir: &Path, entry: &EntryFile) -> Result<u32, EntryProblem>
     let (file, _) = cache_dir::open_listed_regular(&dir.join(&entry.name)).map_err(|e| {
         EntryProblem::Invalid(unreadable(cache_dir::Error::Io {
             during: "read the entry",
+            path: dir.join(&entry.name),
             source: e,
         }))
     })?;
@@ -237,6 +238,7 @@ pub fn entry_version(dir: &Path, entry: &EntryFile) -> Result<u32, EntryProblem>
         .map_err(|e| {
             EntryProblem::Invalid(unreadable(cache_dir::Error::Io {
                 during: "read the entry",
+                path: dir.join(&entry.name),
                 source: e,
             }))
         })?;
@@ -282,6 +284,7 @@ pub fn verify_entry(dir: &Path, entry: &EntryFile) -> Result<String, EntryProble
     let bytes = cache_dir::read_regular(&dir.join(&entry.name), MAX_ENTRY_BYTES).map_err(|e| {
         EntryProblem::Invalid(unreadable(cache_dir::Error::Io {
             during: "read the entry",
+            path: dir.join(&entry.name),
             source: e,
         }))
     })?;

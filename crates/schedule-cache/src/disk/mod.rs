@@ -375,7 +375,7 @@ fn refusal(e: cache_dir::Error) -> Refusal {
             }
         }
         cache_dir::Error::Unadopted { name, .. } => Refusal::Unadopted { name },
-        cache_dir::Error::Io { during, source } => Refusal::io(during, &source),
+        cache_dir::Error::Io { during, source, .. } => Refusal::io(during, &source),
         cache_dir::Error::NoDirectory { .. } => Refusal::Io {
             during: "open the directory",
             kind: io::ErrorKind::NotFound,
