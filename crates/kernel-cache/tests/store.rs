@@ -531,7 +531,8 @@ struct Unwritable {
 }
 
 impl Unwritable {
-    /// `None` (said on stderr) when root cannot mount (no `CAP_SYS_ADMIN`).
+    /// Fails the test when root cannot mount (no `CAP_SYS_ADMIN`): it never passes by
+    /// skipping.
     fn new() -> Option<Unwritable> {
         let tmp = tempfile::tempdir().expect("tmp");
         let root = fs::metadata("/proc/self").expect("stat").uid() == 0;
@@ -546,10 +547,11 @@ impl Unwritable {
             .args(["-t", "tmpfs", "-o", "ro,size=64k", "tmpfs"])
             .arg(tmp.path())
             .status();
-        if !matches!(status, Ok(s) if s.success()) {
-            eprintln!("skipped: root could not mount a read-only tmpfs ({status:?})");
-            return None;
-        }
+        assert!(
+            matches!(status, Ok(s) if s.success()),
+            "root could not mount a read-only tmpfs for this test ({status:?}); run it as root \
+             with CAP_SYS_ADMIN (as CI does) or as an unprivileged user"
+        );
         Some(Unwritable { tmp, mounted: true })
     }
 
