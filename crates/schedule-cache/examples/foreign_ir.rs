@@ -497,7 +497,10 @@ fn main() -> Result<()> {
             );
             let missed = run_self(&["format2", dir]);
             let why = after(&missed, "miss ");
-            assert!(why.ends_with("differ in: format"), "{why}");
+            assert!(
+                why.ends_with("differ in: format (format: tiny-ops-1 → tiny-ops-2)"),
+                "{why}"
+            );
             println!(
                 "saved in one process, replayed in another: {}",
                 after(&saved, "stored ")

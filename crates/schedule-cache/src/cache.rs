@@ -50,7 +50,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::components::{KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity};
+use crate::components::{
+    KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity, key_summary, summary_change,
+};
 use crate::config::{Config, SettingsRegistry};
 use crate::disk::{Lookup, MissReason, Refusal, StoreOutcome, StorePolicy};
 use crate::entry::ScheduleEntry;
@@ -199,6 +201,10 @@ pub enum Miss {
         reason: MissReason,
         /// The components where same-code entries differ, in key order.
         differing: Vec<KeyComponent>,
+        /// What changed in each differing component against the first same-code entry that
+        /// keeps a readable key summary ([`key_summary`]): `(component, "-O2 → -O3")`, in key
+        /// order; empty when no such entry could be read (entries written before summaries).
+        changes: Vec<(KeyComponent, String)>,
     },
     /// An entry sat at the key but was crowned under other full key components (the file
     /// name collided, or the entry was copied by hand): never replayed.
@@ -234,6 +240,7 @@ impl fmt::Display for Miss {
             Miss::NotFound {
                 reason: MissReason::NoEntry { same_digest },
                 differing,
+                changes,
             } if !same_digest.is_empty() => {
                 let n = same_digest.len();
                 let entries = if n == 1 { "entry" } else { "entries" };
@@ -247,7 +254,15 @@ impl fmt::Display for Miss {
                         f,
                         "no entry at this key; the same code has {n} {entries} under keys that differ in: {}",
                         names(differing)
-                    )
+                    )?;
+                    if !changes.is_empty() {
+                        let shown: Vec<String> = changes
+                            .iter()
+                            .map(|(c, change)| format!("{}: {change}", c.name()))
+                            .collect();
+                        write!(f, " ({})", shown.join("; "))?;
+                    }
+                    Ok(())
                 }
             }
             Miss::NotFound { reason, .. } => write!(f, "{reason}"),
@@ -528,11 +543,23 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             Lookup::Skipped => return Ok(Err(Miss::NoTiming)),
             Lookup::Refused(r) => return Ok(Err(Miss::Refused(r))),
             Lookup::Miss(reason) => {
-                let differing = match &reason {
-                    MissReason::NoEntry { same_digest } => differing_siblings(&key, same_digest),
-                    _ => Vec::new(),
+                let (differing, changes) = match &reason {
+                    MissReason::NoEntry { same_digest } => {
+                        let differing = differing_siblings(&key, same_digest);
+                        let changes = if differing.is_empty() {
+                            Vec::new()
+                        } else {
+                            self.changes_against(same_digest, identity.digest(), &differing)
+                        };
+                        (differing, changes)
+                    }
+                    _ => (Vec::new(), Vec::new()),
                 };
-                return Ok(Err(Miss::NotFound { reason, differing }));
+                return Ok(Err(Miss::NotFound {
+                    reason,
+                    differing,
+                    changes,
+                }));
             }
         };
         let differing = entry.key_parts.differing(&parts);
@@ -554,6 +581,43 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             key,
             identity,
         }))
+    }
+
+    /// What changed in `differing` between the first readable same-code entry (of the keys
+    /// `same_digest`) that has a key summary and this cache's own summary. Read-only and best
+    /// effort: an entry that cannot be read, or has no summary, is passed over.
+    fn changes_against(
+        &self,
+        same_digest: &[String],
+        digest: &str,
+        differing: &[KeyComponent],
+    ) -> Vec<(KeyComponent, String)> {
+        let Some(here) = key_summary(&self.inputs()) else {
+            return Vec::new();
+        };
+        for sibling in same_digest {
+            let Ok(key) = CacheKey::new(sibling) else {
+                continue;
+            };
+            let Lookup::Hit(entry) = self
+                .store
+                .probe::<ScheduleEntry<L::SavedOp>>(Some(&key), digest)
+            else {
+                continue;
+            };
+            if entry.key_summary.is_empty() {
+                continue;
+            }
+            return differing
+                .iter()
+                .filter_map(|c| {
+                    let stored = entry.key_summary.iter().find(|(k, _)| k == c)?;
+                    let ours = here.iter().find(|(k, _)| k == c)?;
+                    Some((*c, summary_change(&stored.1, &ours.1)))
+                })
+                .collect();
+        }
+        Vec::new()
     }
 
     /// Saves `ops` (live ops built against `subject`'s code) and publishes them with
@@ -610,7 +674,8 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             saved.clone(),
             measurements.times,
             measurements.baseline,
-        )?;
+        )?
+        .with_key_summary(key_summary(&self.inputs()).unwrap_or_default());
         let outcome = self.store.store_with(Some(&key), &entry, policy)?;
         if outcome.is_stored() {
             // The near-code index (a hint: a store without one, or a lost note, only means
@@ -640,6 +705,7 @@ fn placeholder<Op: Clone>(
         schedule: saved.clone(),
         times: Vec::new(),
         baseline_time: None,
+        key_summary: Vec::new(),
     }
 }
 
@@ -717,7 +783,7 @@ mod tests {
             .expect_err("another format misses");
         assert_eq!(
             miss.to_string(),
-            "no entry at this key; the same code has 1 entry under keys that differ in: format"
+            "no entry at this key; the same code has 1 entry under keys that differ in: format (format: ops-1 → ops-2)"
         );
     }
 

@@ -458,6 +458,121 @@ pub fn key_parts(identity: &CompleteIdentity, inputs: &KeyInputs<'_>) -> Option<
     Some(KeyParts { parts })
 }
 
+/// The most characters a [`key_summary`] value keeps (longer ones are cut, marked `…`).
+pub const SUMMARY_CHARS: usize = 1024;
+
+/// A readable line for each key component but the digest, in key order: what its hash in
+/// [`key_parts`] was computed from, for people (`kcache show`, a miss saying what differed),
+/// never compared by the cache. Settings are `name=value` (`name` alone when unset), limits and
+/// tags as given, control characters turned into spaces, each cut to [`SUMMARY_CHARS`]. `None`
+/// without a timing identity. What a backend puts in its tags and settings is shown as is:
+/// keep secrets out of them (they never belonged in a key's inputs).
+pub fn key_summary(inputs: &KeyInputs<'_>) -> Option<Vec<(KeyComponent, String)>> {
+    let timing = inputs.timing_identity?;
+    let settings = |c: KeyComponent, skip: Option<&str>| -> Vec<String> {
+        inputs
+            .config
+            .component_values(c)
+            .into_iter()
+            .filter(|(n, _)| Some(*n) != skip)
+            .map(|(n, v)| match v {
+                Some(v) => format!("{n}={v}"),
+                None => n.to_string(),
+            })
+            .collect()
+    };
+    let line = |words: Vec<String>| -> String {
+        let joined = words
+            .iter()
+            .filter(|w| !w.is_empty())
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let clean: String = joined
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let clean = clean.split_whitespace().collect::<Vec<_>>().join(" ");
+        if clean.chars().count() > SUMMARY_CHARS {
+            let mut cut: String = clean.chars().take(SUMMARY_CHARS - 1).collect();
+            cut.push('…');
+            cut
+        } else {
+            clean
+        }
+    };
+    let l = inputs.limits;
+    let out = KEY_COMPONENTS
+        .iter()
+        .filter(|&&c| c != KeyComponent::Digest)
+        .map(|&c| {
+            let words = match c {
+                KeyComponent::Digest | KeyComponent::Backend => vec![inputs.backend.to_string()],
+                KeyComponent::Format => vec![inputs.schedule_format.to_string()],
+                KeyComponent::Numerics => settings(c, None),
+                KeyComponent::Codegen => {
+                    let mut w = settings(c, None);
+                    w.push(l.codegen_tag.clone());
+                    w.push(format!(
+                        "threads={} vector={}B local={}B",
+                        l.max_threads, l.vector_bytes, l.local_memory_bytes
+                    ));
+                    w.extend(l.extra.iter().map(|(k, v)| format!("{k}={v}")));
+                    w
+                }
+                KeyComponent::Pool => {
+                    let mut w = settings(c, None);
+                    w.push(l.worker_pool_tag.clone());
+                    w
+                }
+                KeyComponent::Device => {
+                    let mut w = settings(c, None);
+                    w.push(timing.device.clone());
+                    w.extend(timing.toolchain.clone());
+                    w
+                }
+                KeyComponent::Timing => {
+                    let objective = match inputs.objective {
+                        Some(o) => normalize_objective(inputs.backend, o),
+                        None => objective_tag(inputs.backend, inputs.config),
+                    };
+                    let mut w = vec![objective];
+                    w.extend(settings(c, Some(TIMING_SETTING)));
+                    w
+                }
+            };
+            (c, line(words))
+        })
+        .collect();
+    Some(out)
+}
+
+/// What changed in one key component, word by word, between two [`key_summary`] lines:
+/// `"-O2 → -O3"` (the words only the stored line has, then the words only `here` has), or
+/// `"reordered"` when both hold the same words.
+pub fn summary_change(stored: &str, here: &str) -> String {
+    // A word cut by `SUMMARY_CHARS` (ending in `…`) says nothing about a change.
+    let words = |s: &'_ str| -> Vec<String> {
+        s.split_whitespace()
+            .filter(|w| !w.ends_with('…'))
+            .map(str::to_string)
+            .collect()
+    };
+    let (a, b) = (words(stored), words(here));
+    let (a, b): (Vec<&str>, Vec<&str>) = (
+        a.iter().map(String::as_str).collect(),
+        b.iter().map(String::as_str).collect(),
+    );
+    let gone: Vec<&str> = a.iter().copied().filter(|w| !b.contains(w)).collect();
+    let new: Vec<&str> = b.iter().copied().filter(|w| !a.contains(w)).collect();
+    match (gone.is_empty(), new.is_empty()) {
+        (true, true) => "reordered".to_string(),
+        (false, true) => format!("{} → (none)", gone.join(" ")),
+        (true, false) => format!("(none) → {}", new.join(" ")),
+        (false, false) => format!("{} → {}", gone.join(" "), new.join(" ")),
+    }
+}
+
 /// The filename-safe cache key of `identity` under `inputs` ([`KeyParts::key`] of
 /// [`key_parts`]). `None` when the timing identity is unavailable; all cache I/O with `None` is
 /// a no-op.
@@ -603,5 +718,63 @@ mod tests {
         let d = PartEncoding::new().digest();
         assert_eq!(d.len(), 64);
         assert!(d.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn a_summary_change_names_the_words_that_went_and_came() {
+        assert_eq!(summary_change("cc -O2 -fPIC", "cc -O3 -fPIC"), "-O2 → -O3");
+        assert_eq!(
+            summary_change("cc", "cc -ffast-math"),
+            "(none) → -ffast-math"
+        );
+        assert_eq!(summary_change("cc -g", "cc"), "-g → (none)");
+        assert_eq!(summary_change("a b", "b a"), "reordered");
+        // A word cut short by the summary's length cap is no change.
+        assert_eq!(
+            summary_change("cc -O2 -fno-stri…", "cc -O3 -fno-str…"),
+            "-O2 → -O3"
+        );
+    }
+
+    #[test]
+    fn the_key_summary_reads_each_component_on_one_capped_line() {
+        let config = Config::new(crate::config::SettingsRegistry::reference());
+        let limits = Limits {
+            codegen_tag: format!("cc\n-O2\t{}", "x".repeat(3 * SUMMARY_CHARS)),
+            ..Limits::default()
+        };
+        let timing = TimingIdentity {
+            device: "cpu-a".into(),
+            toolchain: Some("gcc 12".into()),
+        };
+        let inputs = KeyInputs {
+            backend: "cc",
+            config: &config,
+            limits: &limits,
+            timing_identity: Some(&timing),
+            objective: None,
+            schedule_format: "ops-1",
+        };
+        let summary = key_summary(&inputs).expect("a timing identity");
+        let get = |c: KeyComponent| &summary.iter().find(|(k, _)| *k == c).expect("component").1;
+        assert_eq!(
+            summary.len(),
+            KEY_COMPONENTS.len() - 1,
+            "every component but the digest"
+        );
+        assert_eq!(get(KeyComponent::Backend), "cc");
+        assert_eq!(get(KeyComponent::Format), "ops-1");
+        assert_eq!(get(KeyComponent::Device), "cpu-a gcc 12");
+        let codegen = get(KeyComponent::Codegen);
+        assert!(
+            codegen.starts_with("cc -O2 x") || codegen.contains(" cc -O2 x"),
+            "{codegen}"
+        );
+        assert!(!codegen.contains(['\n', '\t']), "{codegen}");
+        assert_eq!(codegen.chars().count(), SUMMARY_CHARS);
+        assert!(codegen.ends_with('…'));
+        let mut no_timing = inputs;
+        no_timing.timing_identity = None;
+        assert_eq!(key_summary(&no_timing), None);
     }
 }

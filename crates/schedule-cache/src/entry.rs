@@ -17,7 +17,7 @@ pub trait DiskEntry: Serialize + DeserializeOwned {
 }
 
 use crate::Error;
-use crate::components::KeyParts;
+use crate::components::{KeyComponent, KeyParts};
 use crate::identity::CompleteIdentity;
 use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, of_saved};
 use crate::schedule::SavedRefOp;
@@ -50,6 +50,10 @@ pub struct ScheduleEntry<Op = SavedRefOp> {
     pub times: Vec<f64>,
     /// Measured run time of the unscheduled code, in seconds, if measured.
     pub baseline_time: Option<f64>,
+    /// A readable line per key component (`components::key_summary`), for people only:
+    /// never compared, absent from entries written before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_summary: Vec<(KeyComponent, String)>,
 }
 
 impl<Op> ScheduleEntry<Op> {
@@ -77,7 +81,14 @@ impl<Op> ScheduleEntry<Op> {
             schedule,
             times,
             baseline_time,
+            key_summary: Vec::new(),
         })
+    }
+
+    /// This entry with `summary` as its readable key summary.
+    pub fn with_key_summary(mut self, summary: Vec<(KeyComponent, String)>) -> ScheduleEntry<Op> {
+        self.key_summary = summary;
+        self
     }
 }
 

@@ -497,7 +497,11 @@ fn the_front_door_explains_misses_over_redis_too() {
         matches!(&miss, Miss::NotFound { differing, .. } if differing == &[KeyComponent::Device]),
         "{miss}"
     );
-    assert!(miss.to_string().ends_with("differ in: device"), "{miss}");
+    assert!(
+        miss.to_string()
+            .ends_with("differ in: device (device: gpu-a → gpu-b)"),
+        "{miss}"
+    );
 
     // A directory in front of the server: the shared level's siblings explain the miss.
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -511,7 +515,11 @@ fn the_front_door_explains_misses_over_redis_too() {
         TwoLevel::new(DiskCache::new(tmp.path()), server.store()),
     );
     let miss = both.lookup(&again).expect("lookup").expect_err("miss");
-    assert!(miss.to_string().ends_with("differ in: device"), "{miss}");
+    assert!(
+        miss.to_string()
+            .ends_with("differ in: device (device: gpu-a → gpu-b)"),
+        "{miss}"
+    );
 }
 
 /// Regression: a lookup fetched an entry value of any size (up to Redis's 512 MB) and parsed
