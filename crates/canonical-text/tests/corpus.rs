@@ -196,3 +196,29 @@ fn check_twin(dir: &std::path::Path, i: usize, k: &Kernel, seen: &mut Seen) {
         }
     }
 }
+
+/// The share of renamed twins (twins whose text differs from the kernel's) that keep the
+/// kernel's key, per renderer: what refusals cost on real text. Printed, so a change to
+/// the rules can be compared before and after; it must stay above zero for the renderers
+/// that rename.
+#[test]
+fn share_of_renamed_twins_with_the_kernels_key() {
+    let Some(ks) = kernels() else { return };
+    let mut share = BTreeMap::<&str, (usize, usize)>::new();
+    for k in &ks {
+        let twin = corpus::renamed_twin(k);
+        if twin.text == k.text {
+            continue;
+        }
+        let e = share.entry(k.renderer).or_default();
+        e.1 += 1;
+        e.0 += usize::from(key(&twin) == key(k));
+    }
+    let (eq, all) = share
+        .values()
+        .fold((0, 0), |(a, b), &(x, y)| (a + x, b + y));
+    eprintln!("renamed twins with the kernel's key (equal, twins): {share:?}; all: {eq}/{all}");
+    for r in ["tinygrad", "ocannl"] {
+        assert!(share.get(r).is_some_and(|&(e, _)| e > 0), "{r}: {share:?}");
+    }
+}
