@@ -325,6 +325,19 @@ pub enum Refusal {
         /// What it was.
         what: String,
     },
+    /// An identifier in the reserved namespace (`__x`, `_X`) outside comments and
+    /// literals whose meaning is not known (not on the short allow list of keywords,
+    /// attribute introducers and the built-ins real renderers use): compilers and headers
+    /// define built-ins and macros that observe a spelling or a column (clang's
+    /// `__builtin_COLUMN`, `__builtin_dump_struct`; glibc's `__STRING`, `__CONCAT`). Allow,
+    /// don't deny: nothing is renamed, the key is taken over the exact text, and the
+    /// kernel's own name is kept whole.
+    UnknownReserved {
+        /// Byte offset of the first such identifier.
+        offset: usize,
+        /// The identifier.
+        name: String,
+    },
     /// Names of the text collide in the renamer's name table: one lookup examined more
     /// than 256 slots, which names that are not made to collide do not do in practice.
     /// Nothing is renamed and the key is taken over the exact text (as for
@@ -353,6 +366,10 @@ impl fmt::Display for Refusal {
             Refusal::NameCollisions { offset } => write!(
                 f,
                 "names colliding in the name table at byte {offset}: nothing renamed, key over the exact text"
+            ),
+            Refusal::UnknownReserved { offset, name } => write!(
+                f,
+                "reserved identifier `{name}` of unknown meaning at byte {offset}: nothing renamed, key over the exact text and the whole kernel name"
             ),
             Refusal::SpellingObserved { offset, what } => write!(
                 f,
@@ -1954,6 +1971,10 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
         let refusal = Refusal::SpellingObserved { offset, what };
         return refused(src, kernel_name, &prepared, refusal);
     }
+    if let Some((offset, name)) = crate::phases::unknown_reserved(src) {
+        let refusal = Refusal::UnknownReserved { offset, name };
+        return refused(src, kernel_name, &prepared, refusal);
+    }
     if let (Ok(()), Some(offset)) = (&outcome, r.collisions) {
         let refusal = Refusal::NameCollisions { offset };
         return refused(src, kernel_name, &prepared, refusal);
@@ -2727,6 +2748,61 @@ mod tests {
             said.iter().any(|r| r.contains(what)),
             "{text:?}: {said:?} lacks {what:?}"
         );
+    }
+
+    /// Issue 26, class 2: a reserved identifier of unknown meaning anywhere but in a
+    /// comment or literal keys the kernel over its exact text (clang's column and
+    /// member-name built-ins, glibc's stringifying and pasting macros), while the
+    /// reserved names real renderers use rename as before.
+    #[test]
+    fn unknown_reserved_identifiers_refuse_renaming() {
+        let names = Names::new().with_bound(["n1_x"]);
+        for (text, what) in [
+            (
+                "int c = __builtin_COLUMN(); float n1_x = i1;",
+                "__builtin_COLUMN",
+            ),
+            (
+                "struct s { int i1; } v; __builtin_dump_struct(&v, printf); i2;",
+                "__builtin_dump_struct",
+            ),
+            ("puts(__STRING(n1_x));", "__STRING"),
+            ("int __CONCAT(n1_, x) = i1;", "__CONCAT"),
+            ("puts(__FUNCDNAME__); i1;", "__FUNCDNAME__"),
+            (
+                "#define C __builtin_COLUMN()\nint c = C; i1;",
+                "__builtin_COLUMN",
+            ),
+            (
+                "[[gnu::aligned(__builtin_COLUMN())]] int i1;",
+                "__builtin_COLUMN",
+            ),
+            ("int i1 = _Generic(i2, int: 1);", "_Generic"),
+        ] {
+            assert_refused(text, &names, what);
+        }
+        // Comments and literals observe nothing; known names rename as before.
+        for text in [
+            "/* __builtin_COLUMN */ float n1_x = i1; puts(\"__STRING\");",
+            "_Bool n1_x = __builtin_isnan(i1) ? 0 : 1;",
+            "const char* __tvm_assert_parts[6]; __pool3[i1] = __builtin_nanf(\"\");",
+        ] {
+            let c = canonical_kernel(text, Some("k__seg3"), &names);
+            let unknown = c
+                .refusals()
+                .iter()
+                .any(|r| matches!(r, Refusal::UnknownReserved { .. }));
+            if text.contains("isnan") {
+                // `__builtin_isnan` is not on the allow list: refused.
+                assert!(unknown, "{text:?}");
+            } else {
+                assert!(
+                    !unknown && c.renamed_count() > 0,
+                    "{text:?}: {:?}",
+                    c.refusals()
+                );
+            }
+        }
     }
 
     /// Class 1 of issue 12: phases 1-2 as gcc performs them. Every construct whose

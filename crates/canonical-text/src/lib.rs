@@ -133,6 +133,14 @@
 //!   the macros as whole identifiers, since only an identifier token spelled exactly like
 //!   a macro invokes it (TVM's `__tvm_assert_parts` invokes no `assert`). A macro from a
 //!   header that stringifies or expands to `__func__` must be listed there.
+//! * **Allow, don't deny.** Compilers and headers define more names that observe a
+//!   spelling or a position than any deny list holds (clang's `__builtin_COLUMN` and
+//!   `__builtin_dump_struct`, glibc's `__STRING` and `__CONCAT`), and all of them live in
+//!   the reserved namespace. An identifier spelled `__x` or `_X` outside comments and
+//!   literals that is not on a short allow list of known meaning (C keywords spelled that
+//!   way, the GNU qualifiers, the attribute introducers, and exactly the reserved names
+//!   the real corpus of tinygrad, TVM and OCANNL kernels uses) keys the kernel over its
+//!   exact text with its whole own name ([`Refusal::UnknownReserved`]).
 //!
 //! * **Bounded lookups.** A lookup in the name table examines at most 256 slots; names
 //!   made to collide in it (which no renderer's names do by chance) key the kernel over

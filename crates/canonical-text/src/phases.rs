@@ -226,6 +226,131 @@ fn whole_word(src: &[u8], s: usize, e: usize) -> bool {
     open_before && open_after
 }
 
+/// Identifiers in the implementation's reserved namespace (`__x`, `_X`) whose meaning is
+/// known not to depend on any spelling or position in the text: the C keywords spelled
+/// that way, the GNU qualifier and attribute keywords, and exactly the reserved names the
+/// real kernel corpus (`../shared/corpus`: tinygrad, TVM, OCANNL) uses, in code and in
+/// directives. Any other reserved identifier outside comments and literals keys the
+/// kernel over its exact text ([`unknown_reserved`]): compilers and headers define more
+/// such names than any deny list holds (clang's `__builtin_COLUMN`,
+/// `__builtin_dump_struct`, glibc's `__STRING` and `__CONCAT`).
+pub(crate) const RESERVED_ALLOWED: &[&str] = &[
+    // C keywords and GNU alternate keywords.
+    "_Alignas",
+    "_Alignof",
+    "_Atomic",
+    "_Bool",
+    "_Complex",
+    "_Noreturn",
+    "_Static_assert",
+    "_Thread_local",
+    "__restrict",
+    "__restrict__",
+    "__inline",
+    "__inline__",
+    "__const",
+    "__volatile__",
+    "__signed__",
+    "__extension__",
+    // Attribute introducers: their parenthesized arguments are attribute regions.
+    "__attribute__",
+    "__attribute",
+    "__declspec",
+    // What the corpus uses: tinygrad (clang), OCANNL (C, CUDA, Metal), TVM.
+    "__builtin_bit_cast",
+    "__builtin_inff",
+    "__builtin_nanf",
+    "__builtin_sqrtf",
+    "__builtin_elementwise_fma",
+    "__has_builtin",
+    "__global__",
+    "__half",
+    "__nv_bfloat16",
+    "__int_as_float",
+    "_Float16",
+    "__FLT16_MAX__",
+    "__AVX2__",
+    "__ARM_NEON",
+    "__APPLE__",
+    "__cplusplus",
+];
+
+/// Whether `w` lies in the reserved namespace: `__` then anything, or `_` then an
+/// uppercase letter.
+pub(crate) fn is_reserved_word(w: &[u8]) -> bool {
+    matches!(w, [b'_', b'_', ..] | [b'_', b'A'..=b'Z', ..])
+}
+
+/// Whether reserved identifier `w` has a known meaning: on [`RESERVED_ALLOWED`], or a
+/// name of the families renderers declare themselves and no compiler or C library
+/// defines (TVM's `__tvm_*`, OCANNL Metal's `__pool<N>`, `__pools`, `__pool_slots`).
+pub(crate) fn reserved_allowed(w: &[u8]) -> bool {
+    if RESERVED_ALLOWED.iter().any(|a| a.as_bytes() == w) {
+        return true;
+    }
+    if w.starts_with(b"__tvm_") {
+        return true;
+    }
+    match w.strip_prefix(b"__pool") {
+        Some(rest) => {
+            matches!(rest, b"s" | b"_slots")
+                || (!rest.is_empty() && rest.iter().all(u8::is_ascii_digit))
+        }
+        None => false,
+    }
+}
+
+/// The first identifier in the reserved namespace that is not [`reserved_allowed`],
+/// outside comments and string and character literals (in code, directives and
+/// attributes alike), with its offset. A quick scan for reserved words anywhere comes
+/// first; the lexer is read only if it finds one that is not allowed.
+pub(crate) fn unknown_reserved(src: &[u8]) -> Option<(usize, String)> {
+    let ident = crate::lexer::is_ident_continue;
+    let word_at = |i: usize| &src[i..crate::lexer::ident_end(src, i)];
+    let mut any = false;
+    let mut from = 0;
+    while let Some(k) = memchr::memchr(b'_', &src[from..]) {
+        let i = from + k;
+        if (i == 0 || !ident(src[i - 1])) && is_reserved_word(&src[i..]) {
+            let w = word_at(i);
+            if !reserved_allowed(w) {
+                any = true;
+                break;
+            }
+            from = i + w.len().max(1);
+        } else {
+            from = i + 1;
+        }
+    }
+    if !any {
+        return None;
+    }
+    for t in crate::lexer::Lexer::new(src) {
+        match t.kind {
+            TokenKind::Ident | TokenKind::Preprocessor | TokenKind::Attribute => {
+                let mut i = t.start;
+                while i < t.end {
+                    if ident(src[i]) {
+                        let e = crate::lexer::ident_end(src, i).min(t.end);
+                        let w = &src[i..e];
+                        if (i == t.start || !ident(src[i - 1]))
+                            && is_reserved_word(w)
+                            && !reserved_allowed(w)
+                        {
+                            return Some((i, String::from_utf8_lossy(w).into_owned()));
+                        }
+                        i = e.max(i + 1);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,8 @@ use crate::{Names, canonical_kernel};
 ///   a line end, a trigraph, `__func__`) renames nothing;
 /// * every renamed occurrence (and own-name occurrence) is an identifier token in code,
 ///   or a whole word inside a comment token;
+/// * a text with a reserved identifier (`__x`, `_X`) not on the allow list outside
+///   comments and literals renames nothing;
 /// * a renamed name is renamed at every identifier token in code spelled like it, and
 ///   occurs in no preprocessor line or attribute token as a word, and never as an
 ///   identifier right after `.`, `->` or `::` (comments, white space and
@@ -70,6 +72,11 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
         && let Some(what) = unsafe_bytes(src, &tokens)
     {
         return Some(format!("renamed although the text holds {what}"));
+    }
+    if !spans.is_empty()
+        && let Some(w) = unknown_reserved_word(src, &tokens)
+    {
+        return Some(format!("renamed although the text holds reserved `{w}`"));
     }
     let token_at = |i: usize| token_at(&tokens, i);
     for &(a, b, _) in &spans {
@@ -174,6 +181,26 @@ fn unsafe_bytes(src: &[u8], tokens: &[Token]) -> Option<&'static str> {
         .into_iter()
         .find(|o| hay.contains(o))
         .map(|_| "a spelling observer")
+}
+
+/// The first identifier in the reserved namespace (`__x`, `_X`) that the allow list does
+/// not hold, read word by word from the lexer's identifier, directive and attribute
+/// tokens (comments and literals observe nothing).
+fn unknown_reserved_word(src: &[u8], tokens: &[Token]) -> Option<String> {
+    tokens
+        .iter()
+        .filter(|t| {
+            matches!(
+                t.kind,
+                TokenKind::Ident | TokenKind::Preprocessor | TokenKind::Attribute
+            )
+        })
+        .flat_map(|t| t.bytes(src).split(|&x| !is_ident_continue(x)))
+        .find(|w| {
+            (w.starts_with(b"__") || (w.len() > 1 && w[0] == b'_' && w[1].is_ascii_uppercase()))
+                && !crate::phases::reserved_allowed(w)
+        })
+        .map(|w| String::from_utf8_lossy(w).into_owned())
 }
 
 #[cfg(test)]
