@@ -338,6 +338,18 @@ pub enum Refusal {
         /// The identifier.
         name: String,
     },
+    /// A name that would be renamed (or the kernel's own name) occurs inside a GNU or
+    /// Microsoft attribute (`__attribute__((...))`, `__attribute((...))`,
+    /// `__declspec(...)`), where a word is an attribute's name or argument, as inside
+    /// `[[...]]`: renaming it could change the attribute (`always_inline`, `packed`).
+    /// Nothing is renamed, the key is taken over the exact text, and the kernel's own
+    /// name is kept whole.
+    NameInAttribute {
+        /// Byte offset of the first such occurrence.
+        offset: usize,
+        /// The name.
+        name: String,
+    },
     /// Names of the text collide in the renamer's name table: one lookup examined more
     /// than 256 slots, which names that are not made to collide do not do in practice.
     /// Nothing is renamed and the key is taken over the exact text (as for
@@ -370,6 +382,10 @@ impl fmt::Display for Refusal {
             Refusal::UnknownReserved { offset, name } => write!(
                 f,
                 "reserved identifier `{name}` of unknown meaning at byte {offset}: nothing renamed, key over the exact text and the whole kernel name"
+            ),
+            Refusal::NameInAttribute { offset, name } => write!(
+                f,
+                "`{name}` at byte {offset} is inside a GNU attribute: nothing renamed, key over the exact text and the whole kernel name"
             ),
             Refusal::SpellingObserved { offset, what } => write!(
                 f,
@@ -1980,15 +1996,24 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
         return refused(src, kernel_name, &prepared, refusal);
     }
     match outcome {
-        Ok(()) => Canonical {
-            pinned: pinned_names(&r),
-            encoding: r.out,
-            side: r.side,
-            token_len,
-            renamed_count: r.next as usize,
-            refusals: prepared.refusal.into_iter().collect(),
-            text: OnceLock::new(),
-        },
+        Ok(()) => {
+            let c = Canonical {
+                pinned: pinned_names(&r),
+                encoding: r.out,
+                side: r.side,
+                token_len,
+                renamed_count: r.next as usize,
+                refusals: prepared.refusal.iter().cloned().collect(),
+                text: OnceLock::new(),
+            };
+            match name_in_attribute(src, &c, kernel_name) {
+                Some((offset, name)) => {
+                    let refusal = Refusal::NameInAttribute { offset, name };
+                    refused(src, kernel_name, &prepared, refusal)
+                }
+                None => c,
+            }
+        }
         Err(Ambiguous {
             offset,
             what,
@@ -2005,6 +2030,45 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
             refused(src, kernel_name, &prepared, refusal)
         }
     }
+}
+
+/// The first word inside a GNU or Microsoft attribute region
+/// ([`crate::phases::attribute_regions`]) that `c` renamed, or the kernel's own name when
+/// `c` replaced it by another token; read only when `c` renamed something and the text
+/// spells an attribute introducer.
+fn name_in_attribute(
+    src: &[u8],
+    c: &Canonical,
+    kernel_name: Option<&str>,
+) -> Option<(usize, String)> {
+    let own = kernel_name.filter(|n| kernel_token(n) != *n);
+    if c.renamed_count == 0 && own.is_none() {
+        return None;
+    }
+    if memchr::memmem::find(src, b"__attribute").is_none()
+        && memchr::memmem::find(src, b"__declspec").is_none()
+    {
+        return None;
+    }
+    let renamed: BTreeSet<String> = c.renamed().map(|r| r.into_owned()).collect();
+    let ident = crate::lexer::is_ident_continue;
+    for (s, e) in crate::phases::attribute_regions(src) {
+        let mut i = s;
+        while i < e {
+            if ident(src[i]) {
+                let j = crate::lexer::ident_end(src, i).min(e);
+                if let Ok(w) = std::str::from_utf8(&src[i..j])
+                    && (renamed.contains(w) || own == Some(w))
+                {
+                    return Some((i, w.to_owned()));
+                }
+                i = j.max(i + 1);
+            } else {
+                i += 1;
+            }
+        }
+    }
+    None
 }
 
 /// Starts loading, all at once, what a call reads first from `names` (the sets' nodes
@@ -2803,6 +2867,37 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Issue 26, class 3: GNU and Microsoft attribute syntax is a region like `[[...]]`:
+    /// a name that would be renamed inside one keys the kernel over its exact text.
+    #[test]
+    fn gnu_attributes_are_regions() {
+        let names = Names::new().with_bound(["always_inline", "packed", "noinline", "n1_x"]);
+        for text in [
+            "static inline __attribute__((always_inline)) int f(int always_inline) { return always_inline; }",
+            "struct __attribute((packed)) s { char a; int b; }; int packed = 1;",
+            "__declspec(noinline) int g(int noinline);",
+            "int f(void) __attribute__ /* c */ ((k__seg3));",
+        ] {
+            assert_refused(text, &names, "inside a GNU attribute");
+        }
+        // Asm operands (`: "=r"(x)`) are regions too: any spelling of asm keys the
+        // kernel over its exact text, so nothing inside one is renamed.
+        for text in [
+            "asm volatile(\"add %1, %0\" : \"=r\"(n1_x) : \"r\"(i1));",
+            "__asm(\"\" : \"+r\"(n1_x));",
+            "__asm__ __volatile__(\"\" : : \"r\"(i1) : \"memory\");",
+        ] {
+            assert_refused(text, &names, "asm");
+        }
+        // An attribute without a renamed name inside keeps renaming.
+        let c = canonical_kernel(
+            "typedef float float4 __attribute__((aligned(16),vector_size(16))); float4 n1_x = i1;",
+            Some("k__seg3"),
+            &names,
+        );
+        assert_eq!((c.renamed_count(), c.refusals()), (2, &[][..]));
     }
 
     /// Class 1 of issue 12: phases 1-2 as gcc performs them. Every construct whose

@@ -141,6 +141,12 @@
 //!   way, the GNU qualifiers, the attribute introducers, and exactly the reserved names
 //!   the real corpus of tinygrad, TVM and OCANNL kernels uses) keys the kernel over its
 //!   exact text with its whole own name ([`Refusal::UnknownReserved`]).
+//! * **Attribute regions.** Inside `[[...]]`, `__attribute__((...))`,
+//!   `__attribute((...))` and `__declspec(...)` a word is an attribute's name or
+//!   argument: a bound name spelled like one (`always_inline`, `packed`) is never
+//!   renamed there; a text where renaming would reach into one keys over its exact text
+//!   ([`Refusal::NameInAttribute`]). Asm operands (`asm(... : "=r"(x))`) are never
+//!   renamed either: any spelling of `asm` refuses (above).
 //!
 //! * **Bounded lookups.** A lookup in the name table examines at most 256 slots; names
 //!   made to collide in it (which no renderer's names do by chance) key the kernel over

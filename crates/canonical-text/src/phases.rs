@@ -351,6 +351,65 @@ pub(crate) fn unknown_reserved(src: &[u8]) -> Option<(usize, String)> {
     None
 }
 
+/// The GNU and Microsoft attribute regions of `src` as the lexer reads them: from an
+/// identifier `__attribute__`, `__attribute` or `__declspec` whose next token (white
+/// space and comments skipped) is `(`, to the `)` that balances it (or the end of the
+/// text). Like `[[...]]`, nothing inside one may be renamed: a bound name spelled like an
+/// attribute word (`always_inline`, `packed`, `aligned`) would change the attribute.
+pub(crate) fn attribute_regions(src: &[u8]) -> Vec<(usize, usize)> {
+    let tokens = crate::lexer::tokenize(src);
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < tokens.len() {
+        let t = tokens[k];
+        k += 1;
+        if t.kind != TokenKind::Ident
+            || !matches!(
+                t.bytes(src),
+                b"__attribute__" | b"__attribute" | b"__declspec"
+            )
+        {
+            continue;
+        }
+        let mut j = k;
+        while tokens.get(j).is_some_and(|u| {
+            matches!(
+                u.kind,
+                TokenKind::Whitespace | TokenKind::LineComment | TokenKind::BlockComment
+            )
+        }) {
+            j += 1;
+        }
+        if !tokens
+            .get(j)
+            .is_some_and(|u| u.kind == TokenKind::Punct && u.bytes(src) == b"(")
+        {
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut end = src.len();
+        while let Some(u) = tokens.get(j) {
+            j += 1;
+            if u.kind == TokenKind::Punct {
+                match u.bytes(src) {
+                    b"(" => depth += 1,
+                    b")" => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = u.end;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out.push((t.start, end));
+        k = j;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,8 @@ use crate::{Names, canonical_kernel};
 /// * every renamed occurrence (and own-name occurrence) is an identifier token in code,
 ///   or a whole word inside a comment token;
 /// * a text with a reserved identifier (`__x`, `_X`) not on the allow list outside
-///   comments and literals renames nothing;
+///   comments and literals renames nothing, and no renamed name stands inside a GNU
+///   attribute (`__attribute__((...))`, `__attribute((...))`, `__declspec(...)`);
 /// * a renamed name is renamed at every identifier token in code spelled like it, and
 ///   occurs in no preprocessor line or attribute token as a word, and never as an
 ///   identifier right after `.`, `->` or `::` (comments, white space and
@@ -80,6 +81,15 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
     }
     let token_at = |i: usize| token_at(&tokens, i);
     for &(a, b, _) in &spans {
+        if gnu_attribute_spans(src, &tokens)
+            .iter()
+            .any(|&(s, e)| s <= a && a < e)
+        {
+            return Some(format!(
+                "renamed {:?} at {a} inside a GNU attribute",
+                text.get(a..b)
+            ));
+        }
         let ok = token_at(a).is_some_and(|t| match t.kind {
             TokenKind::Ident => t.start == a && t.end == b,
             TokenKind::LineComment | TokenKind::BlockComment => {
@@ -201,6 +211,54 @@ fn unknown_reserved_word(src: &[u8], tokens: &[Token]) -> Option<String> {
                 && !crate::phases::reserved_allowed(w)
         })
         .map(|w| String::from_utf8_lossy(w).into_owned())
+}
+
+/// The GNU and Microsoft attribute regions, read from the tokens on their own: an
+/// `__attribute__`, `__attribute` or `__declspec` identifier, then (past white space and
+/// comments) a `(`, up to the `)` that balances it or the end of the text.
+fn gnu_attribute_spans(src: &[u8], tokens: &[Token]) -> Vec<(usize, usize)> {
+    let code: Vec<&Token> = tokens
+        .iter()
+        .filter(|t| {
+            !matches!(
+                t.kind,
+                TokenKind::Whitespace | TokenKind::LineComment | TokenKind::BlockComment
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (k, t) in code.iter().enumerate() {
+        let kw = matches!(
+            t.bytes(src),
+            b"__attribute__" | b"__attribute" | b"__declspec"
+        );
+        if t.kind != TokenKind::Ident || !kw {
+            continue;
+        }
+        if code
+            .get(k + 1)
+            .is_none_or(|u| u.kind != TokenKind::Punct || u.bytes(src) != b"(")
+        {
+            continue;
+        }
+        let mut depth = 0i64;
+        let mut end = src.len();
+        for u in &code[k + 1..] {
+            if u.kind == TokenKind::Punct {
+                depth += match u.bytes(src) {
+                    b"(" => 1,
+                    b")" => -1,
+                    _ => 0,
+                };
+                if depth == 0 {
+                    end = u.end;
+                    break;
+                }
+            }
+        }
+        out.push((t.start, end));
+    }
+    out
 }
 
 #[cfg(test)]
