@@ -80,11 +80,12 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
         return Some(format!("renamed although the text holds reserved `{w}`"));
     }
     let token_at = |i: usize| token_at(&tokens, i);
-    for &(a, b, _) in &spans {
-        if gnu_attribute_spans(src, &tokens)
-            .iter()
-            .any(|&(s, e)| s <= a && a < e)
-        {
+    // The own name counts as renamed only where its token differs from it (a segment
+    // index dropped); otherwise its tag stands for the very same spelling.
+    let own_changes = kernel_name.is_some_and(|n| crate::kernel_token(n) != n);
+    let attributes = gnu_attribute_spans(src, &tokens);
+    for &(a, b, number) in &spans {
+        if (number.is_some() || own_changes) && attributes.iter().any(|&(s, e)| s <= a && a < e) {
             return Some(format!(
                 "renamed {:?} at {a} inside a GNU attribute",
                 text.get(a..b)

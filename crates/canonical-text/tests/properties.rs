@@ -398,6 +398,25 @@ proptest! {
         agrees(&s)?;
     }
 
+    /// The same on text holding the reserved namespace (allowed and unknown names), every
+    /// attribute syntax and asm operands, with bound names inside and outside them
+    /// (issue 26, classes 2 and 3).
+    #[test]
+    fn renamer_agrees_with_the_lexer_on_attributes_and_reserved_names(
+        s in "(n_b|n_b_g|i1|x|i1__seg2|always_inline|__attribute__|__attribute|__declspec|\\(\\(|\\)\\)|\\[\\[|\\]\\]|__builtin_COLUMN|__builtin_dump_struct|__STRING|__CONCAT|_Bool|_X|__restrict__|__tvm_a|__pool3|__pool|__FUNCDNAME__|__LINE__|asm|__asm|__asm__|__volatile__|: \"=r\"|[0-9]|[ \n#/*\"',.:;(){}-]){0,100}",
+    ) {
+        agrees(&s)?;
+    }
+
+    /// The same on text built around one attribute region, so that bound names and the
+    /// own name stand inside one often.
+    #[test]
+    fn renamer_agrees_with_the_lexer_around_attribute_regions(
+        s in "(n_b|x|i1|int|;| |=){0,6}(__attribute__|__attribute|__declspec|\\[\\[)( |/\\*c\\*/)?\\(\\(?(n_b|n_b_g|x|i1__seg2|always_inline|aligned|, |\\(|\\)|[0-9]|\"n_b\"){0,8}\\)?\\)?(\\]\\])?(n_b|n_b_g|x|i1__seg2|i1|int|;| |\\{|\\}|\\(|\\)|=){0,20}",
+    ) {
+        agrees(&s)?;
+    }
+
     /// And on arbitrary bytes.
     #[test]
     fn renamer_agrees_with_the_lexer_on_arbitrary_text(s in any::<String>()) {
