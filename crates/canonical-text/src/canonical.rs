@@ -2849,6 +2849,7 @@ mod tests {
         for text in [
             "/* __builtin_COLUMN */ float n1_x = i1; puts(\"__STRING\");",
             "_Bool n1_x = __builtin_isnan(i1) ? 0 : 1;",
+            "const char* f = __FILE__ __DATE__; int n1_x = __LINE__ + i1;",
             "const char* __tvm_assert_parts[6]; __pool3[i1] = __builtin_nanf(\"\");",
         ] {
             let c = canonical_kernel(text, Some("k__seg3"), &names);

@@ -256,6 +256,14 @@ pub(crate) const RESERVED_ALLOWED: &[&str] = &[
     "__attribute__",
     "__attribute",
     "__declspec",
+    // The compile's file, line and time: renaming changes no line, and what the others
+    // expand to is the backend's to fix (cc-backend compiles every unit as `kernel.c`,
+    // dated 1970-01-01, under SOURCE_DATE_EPOCH=0), as the crate documents.
+    "__FILE__",
+    "__LINE__",
+    "__DATE__",
+    "__TIME__",
+    "__TIMESTAMP__",
     // What the corpus uses: tinygrad (clang), OCANNL (C, CUDA, Metal), TVM.
     "__builtin_bit_cast",
     "__builtin_inff",
