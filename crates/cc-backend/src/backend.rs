@@ -48,7 +48,7 @@ const OBJECT_NAME: &str = "kernel.o";
 /// The environment the compiler runs in, besides the caller's: the time the predefined
 /// macros `__DATE__` and `__TIME__` expand to (`SOURCE_DATE_EPOCH`, honoured by gcc 7 and
 /// later and clang 16 and later) and the time zone `__TIMESTAMP__` is written in.
-const COMPILER_ENV: [(&str, &str); 2] = [("SOURCE_DATE_EPOCH", "0"), ("TZ", "UTC0")];
+pub(crate) const COMPILER_ENV: [(&str, &str); 2] = [("SOURCE_DATE_EPOCH", "0"), ("TZ", "UTC0")];
 
 /// The environment variables that decide which files the compiler reads (include
 /// directories, where it finds its own programs, library directories), what it makes of
@@ -324,6 +324,7 @@ impl CcBackend {
             std::env::consts::OS,
             crate::SAVED_FORMAT
         ));
+        crate::observers::register(&identity, &compiler, &input_env);
         Ok(CcBackend {
             identity,
             version,

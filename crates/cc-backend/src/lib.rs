@@ -195,6 +195,7 @@ mod deps;
 mod error;
 mod generate;
 mod image;
+mod observers;
 mod persist;
 mod program;
 mod signature;

@@ -104,6 +104,13 @@ impl Source {
     /// cache may answer one with the other's program, as long as the headers they
     /// include hold the same content (the key does not cover it; see
     /// [`CcBackend`](crate::CcBackend) for what checks it).
+    ///
+    /// For an identity a [`CcBackend`](crate::CcBackend) of this process made, the
+    /// compiler is asked once per prelude and option list which macros of the prelude
+    /// observe spellings or positions (they stringify or paste a parameter, or expand to
+    /// `__LINE__`, `__func__` and their kin, transitively) and which names it declares:
+    /// a text naming such a macro is keyed over its exact text, and a declared name or C
+    /// keyword is never renamed (a bound name equal to one refuses renaming).
     pub fn key(
         &self,
         symbol: &str,
@@ -115,13 +122,16 @@ impl Source {
             "{backend_identity}\nsignature {}",
             self.signature.keyed_form()
         );
-        kernel_key(
-            &self.keyed_text(),
+        let text = self.keyed_text();
+        let names = crate::observers::keyed_names(
+            backend_identity,
+            &self.prelude,
+            options,
+            &text,
             symbol,
             names,
-            options,
-            identity.as_bytes(),
-        )
+        );
+        kernel_key(&text, symbol, &names, options, identity.as_bytes())
     }
 
     /// A batch kernel of this source under `symbol`, keyed by [`key`](Source::key).

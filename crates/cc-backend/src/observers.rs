@@ -1,0 +1,359 @@
+//! What a kernel's prelude makes of names, learned from the compiler itself (issue 26,
+//! class 1): a list of observing macros written by hand is never as large as the real
+//! headers.
+//!
+//! For each backend identity, prelude and option list, the compiler is asked once (run
+//! in `/`, as the backend's other probes are, with the prelude on its standard input):
+//!
+//! * `cc <base flags> <options> -dM -E -x c -` gives the macro table. A macro *observes*
+//!   spellings when its replacement list holds `#` (stringifies a parameter, or pastes
+//!   with `##`), a position or file macro or built-in (`__LINE__`, `__FILE__`,
+//!   `__COUNTER__`, `__func__`, `__builtin_COLUMN`, ...), or, transitively, another
+//!   observing macro's name. Each one the keyed text names is handed to canonical-text
+//!   as an observer ([`Names::observers`]): the kernel is keyed over its exact text.
+//! * `cc <base flags> <options> -E -P -x c -` gives the declarations. Every identifier
+//!   in it (typedefs, tags, functions, their parameters: a superset of what the prelude
+//!   declares), every macro name and every C keyword is a name no kernel may rename: each
+//!   one the keyed text names is added to [`Names::free`], so it is never renamed, and a
+//!   bound name equal to one refuses renaming of all bound names.
+//!
+//! When the compiler cannot preprocess the prelude (a header it cannot find), nothing is
+//! renamed and the kernel's symbol is an observer (its whole name is kept): the compile
+//! fails anyway, and a key then covers the exact text. An identity no [`CcBackend`] of
+//! this process made (a test's made-up string) is keyed with the caller's names as given.
+//!
+//! [`CcBackend`]: crate::CcBackend
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use kernel_cache::Names;
+
+/// C keywords (C23, with the GNU spellings that are not in the reserved namespace):
+/// renaming one changes the program's grammar.
+pub(crate) const C_KEYWORDS: &[&str] = &[
+    "alignas",
+    "alignof",
+    "asm",
+    "auto",
+    "bool",
+    "break",
+    "case",
+    "char",
+    "const",
+    "constexpr",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "nullptr",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "static_assert",
+    "struct",
+    "switch",
+    "thread_local",
+    "true",
+    "typedef",
+    "typeof",
+    "typeof_unqual",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+];
+
+/// Predefined macros and built-ins whose value depends on where they are spelled or on
+/// the spelling of names around them: a macro expanding to one observes a position.
+const POSITION: &[&str] = &[
+    "__LINE__",
+    "__FILE__",
+    "__FILE_NAME__",
+    "__BASE_FILE__",
+    "__COUNTER__",
+    "__INCLUDE_LEVEL__",
+    "__TIMESTAMP__",
+    "__func__",
+    "__FUNCTION__",
+    "__PRETTY_FUNCTION__",
+    "__FUNCDNAME__",
+    "__FUNCSIG__",
+    "__builtin_LINE",
+    "__builtin_FILE",
+    "__builtin_FUNCTION",
+    "__builtin_COLUMN",
+    "__builtin_dump_struct",
+    "__builtin_source_location",
+];
+
+/// What the compiler makes of one prelude under one option list.
+#[derive(Debug, Default)]
+pub(crate) struct PreludeNames {
+    /// Macros whose expansion observes spellings or positions (see the module docs).
+    pub(crate) observers: HashSet<String>,
+    /// Names the prelude (or the compiler) declares or defines, and the C keywords.
+    pub(crate) declared: HashSet<String>,
+}
+
+/// How to run a backend's compiler: its command and [`crate::COMPILER_INPUT_ENV`] as the
+/// backend snapshotted them, and what it said of each (prelude, options) so far.
+#[derive(Debug)]
+struct Probe {
+    compiler: Vec<OsString>,
+    input_env: Vec<(&'static str, Option<OsString>)>,
+    /// `None`: the compiler could not preprocess the prelude.
+    memo: Mutex<HashMap<(String, Vec<String>), Learned>>,
+}
+
+/// What the compiler said of one prelude (`None`: it could not preprocess it).
+type Learned = Option<Arc<PreludeNames>>;
+
+type Registry = Mutex<HashMap<String, Arc<Probe>>>;
+
+fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(Registry::default)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Records how to run the compiler of the backend whose identity is `identity` (the
+/// identity names the command and the environment, so one identity is one compiler).
+pub(crate) fn register(
+    identity: &str,
+    compiler: &[OsString],
+    input_env: &[(&'static str, Option<OsString>)],
+) {
+    lock(registry())
+        .entry(identity.to_owned())
+        .or_insert_with(|| {
+            Arc::new(Probe {
+                compiler: compiler.to_vec(),
+                input_env: input_env.to_vec(),
+                memo: Mutex::default(),
+            })
+        });
+}
+
+/// The names to key a kernel with: `names`, plus (for an identity a backend of this
+/// process registered) the prelude's observing macros and declared names that `text`
+/// (the keyed text: prelude and kernel) spells as words. When the compiler cannot
+/// preprocess the prelude: no name renamed, and `symbol` an observer (its whole name
+/// kept).
+pub(crate) fn keyed_names(
+    identity: &str,
+    prelude: &str,
+    options: &[String],
+    text: &str,
+    symbol: &str,
+    names: &Names,
+) -> Names {
+    let Some(probe) = lock(registry()).get(identity).cloned() else {
+        return names.clone();
+    };
+    let memo_key = (prelude.to_owned(), options.to_vec());
+    let known = lock(&probe.memo).get(&memo_key).cloned();
+    let learned = match known {
+        Some(l) => l,
+        None => {
+            let l = probe.learn(prelude, options).map(Arc::new);
+            lock(&probe.memo).insert(memo_key, l.clone());
+            l
+        }
+    };
+    let Some(learned) = learned else {
+        return Names::new()
+            .with_minted_shapes(false)
+            .with_observers([symbol]);
+    };
+    let mut out = names.clone();
+    let mut free = BTreeSet::new();
+    let mut observers = BTreeSet::new();
+    for w in words(text.as_bytes()) {
+        if learned.observers.contains(w) {
+            observers.insert(w.to_owned());
+        }
+        if learned.declared.contains(w) {
+            free.insert(w.to_owned());
+        }
+    }
+    out.free.extend(free);
+    out.observers.extend(observers);
+    out
+}
+
+/// The identifiers of `src`, read as runs of identifier bytes that do not start with a
+/// digit (over-reading literals and comments only finds more names).
+fn words(src: &[u8]) -> HashSet<&str> {
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut out = HashSet::new();
+    let mut i = 0;
+    while i < src.len() {
+        if ident(src[i]) {
+            let s = i;
+            while i < src.len() && ident(src[i]) {
+                i += 1;
+            }
+            if !src[s].is_ascii_digit()
+                && let Ok(w) = std::str::from_utf8(&src[s..i])
+            {
+                out.insert(w);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+impl Probe {
+    /// Runs the compiler with the prelude on its standard input, in `/`: its standard
+    /// output if it succeeded.
+    fn run(&self, options: &[String], args: &[&str], prelude: &str) -> Option<Vec<u8>> {
+        let (program, program_args) = self.compiler.split_first()?;
+        let mut command = Command::new(program);
+        for (name, value) in &self.input_env {
+            match value {
+                Some(value) => command.env(name, value),
+                None => command.env_remove(name),
+            };
+        }
+        let mut child = command
+            .args(program_args)
+            .envs(crate::backend::COMPILER_ENV)
+            .args(crate::BASE_FLAGS)
+            .args(options)
+            .args(args)
+            .args(["-x", "c", "-"])
+            .current_dir("/")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        // A compiler that stops reading early fails below; a write error says no more.
+        let written = child
+            .stdin
+            .take()
+            .map(|mut stdin| stdin.write_all(prelude.as_bytes()));
+        let output = child.wait_with_output().ok()?;
+        (output.status.success() && matches!(written, Some(Ok(())))).then_some(output.stdout)
+    }
+
+    fn learn(&self, prelude: &str, options: &[String]) -> Option<PreludeNames> {
+        let table = self.run(options, &["-dM", "-E"], prelude)?;
+        let declarations = self.run(options, &["-E", "-P"], prelude)?;
+        let mut learned = analyse_macros(&String::from_utf8_lossy(&table));
+        learned.declared.extend(
+            words(&declarations)
+                .into_iter()
+                .chain(C_KEYWORDS.iter().copied())
+                .map(str::to_owned),
+        );
+        Some(learned)
+    }
+}
+
+/// The observing macros of a `-dM` macro table (see the module docs) and every macro's
+/// name as declared.
+pub(crate) fn analyse_macros(table: &str) -> PreludeNames {
+    // name -> (observes by itself, identifiers of its replacement list)
+    let mut macros: HashMap<&str, (bool, Vec<&str>)> = HashMap::new();
+    for line in table.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("#define ") else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let name_len = rest
+            .bytes()
+            .take_while(|&b| b.is_ascii_alphanumeric() || b == b'_')
+            .count();
+        let (name, after) = rest.split_at(name_len);
+        if name.is_empty() {
+            continue;
+        }
+        // A function-like macro's parameter list follows its name at once.
+        let body = match after.strip_prefix('(') {
+            Some(params) => params.split_once(')').map_or("", |(_, body)| body),
+            None => after,
+        };
+        let idents: Vec<&str> = words(body.as_bytes()).into_iter().collect();
+        let direct = body.contains('#') || idents.iter().any(|w| POSITION.contains(w));
+        macros.insert(name, (direct, idents));
+    }
+    let mut observers: HashSet<String> = macros
+        .iter()
+        .filter(|(_, (direct, _))| *direct)
+        .map(|(n, _)| (*n).to_owned())
+        .collect();
+    // Transitively: a macro whose replacement names an observer observes too.
+    loop {
+        let more: Vec<String> = macros
+            .iter()
+            .filter(|(n, (_, idents))| {
+                !observers.contains(**n) && idents.iter().any(|w| observers.contains(*w))
+            })
+            .map(|(n, _)| (*n).to_owned())
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        observers.extend(more);
+    }
+    PreludeNames {
+        observers,
+        declared: macros.keys().map(|n| (*n).to_owned()).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn observing_macros_are_found_transitively() {
+        let table = "#define S(x) #x\n#define STR(x) S(x)\n#define CAT(a,b) a ## b\n\
+                     #define C64(c) c ## L\n#define HERE() __LINE__\n#define F __func__\n\
+                     #define G(x) (F + x)\n#define ALIAS STR\n#define PLAIN(x) ((x) + 1)\n\
+                     #define ONE 1\n#define __cplusplus_not 2\n";
+        let learned = analyse_macros(table);
+        let mut observers: Vec<&str> = learned.observers.iter().map(String::as_str).collect();
+        observers.sort_unstable();
+        assert_eq!(
+            observers,
+            ["ALIAS", "C64", "CAT", "F", "G", "HERE", "S", "STR"]
+        );
+        for name in ["PLAIN", "ONE", "S", "__cplusplus_not"] {
+            assert!(learned.declared.contains(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn words_skip_numbers() {
+        let mut w: Vec<&str> = words(b"int a1 = 12u + b_2; /* c */").into_iter().collect();
+        w.sort_unstable();
+        assert_eq!(w, ["a1", "b_2", "c", "int"]);
+    }
+}
