@@ -79,6 +79,8 @@ impl Manifest {
         match self {
             Manifest::Compiled { unit_dirs, started } => {
                 let deps = collect(unit_dirs, *started)?;
+                let listed: Vec<String> = deps.iter().map(|d| d.path.clone()).collect();
+                crate::unlisted::in_files(unit_dirs, &listed)?;
                 let witnesses = witnesses(&search()?, &deps, *started)?;
                 Ok((deps, witnesses))
             }

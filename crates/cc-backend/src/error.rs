@@ -167,6 +167,16 @@ pub enum CcError {
         /// The option.
         option: String,
     },
+    /// The compile may have read a file its dependency list does not name (`.incbin`,
+    /// `.include`, `#embed`, `__has_include`, an option naming a file): the program is
+    /// used but not saved, since no later load could see that file change.
+    #[error("the compile may read a file its dependency list does not name ({what}{}): the program is not saved", path.as_ref().map(|p| format!(", in {}", p.display())).unwrap_or_default())]
+    UnlistedInput {
+        /// What reads it.
+        what: String,
+        /// The file holding it, when not the kernel's text or options.
+        path: Option<std::path::PathBuf>,
+    },
     /// A saved program was compiled with options that target the host processor
     /// (`-march=native` and the like) on a machine whose processor they expand to
     /// differently (another model or other features): its code may not run here, so it

@@ -200,6 +200,7 @@ mod persist;
 mod program;
 mod signature;
 mod source;
+mod unlisted;
 mod workdir;
 
 pub use backend::{BASE_FLAGS, COMPILER_INPUT_ENV, CcBackend, PreparedProgram};

@@ -63,6 +63,12 @@ impl PersistentBackend for CcBackend {
     /// than 2 s before, an include directory is relative, or the compiler's search list
     /// (`-E -v`) does not parse.
     ///
+    /// Refused ([`CcError::UnlistedInput`]) when the compile may have read a file its
+    /// dependency list does not name: `.incbin` or `.include` (assembler, through `asm`),
+    /// `#embed` or `__has_embed` in the unit or a header it read, `__has_include` in the
+    /// unit, or an option naming a file (`@file`, profiles, `-Wa,`; see the module
+    /// `unlisted`).
+    ///
     /// Refused too ([`CcError::DependencyOption`]) when an option changes the compiler's
     /// dependency output (`-MMD` and the like): the list of files read may then leave
     /// headers out.
@@ -72,6 +78,7 @@ impl PersistentBackend for CcBackend {
                 option: option.clone(),
             });
         }
+        crate::unlisted::in_options(program.options())?;
         let (deps, witnesses) = program.vouch(|| self.search_dirs(program.options()))?;
         let object = program.bytes()?;
         let mut bytes = Vec::with_capacity(object.len() + 256);

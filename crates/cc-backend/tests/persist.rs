@@ -1196,3 +1196,38 @@ fn a_host_processor_the_compiler_cannot_describe_keeps_the_kernel_out_of_the_sto
     );
     assert!(!store.dir().exists(), "nothing looked up, locked or saved");
 }
+
+/// A file the assembler pulls in with `.incbin` is missing from the compiler's dependency
+/// list: the program is used but never saved (the result says why), so no later resolve
+/// loads a program built from the file's old bytes (issue 26, class 4).
+#[test]
+fn a_program_reading_a_file_the_dependency_list_misses_is_never_saved() {
+    let b = backend();
+    let tmp = tempfile::tempdir().unwrap();
+    let store = KernelStore::new(tmp.path().join("kernels"));
+    let blob = tmp.path().join("blob.bin");
+    let kernel = || {
+        let text = format!(
+            "__asm__(\".pushsection .rodata\\n.globl kc_blob\\n.hidden kc_blob\\nkc_blob:\\n.incbin \\\"{}\\\"\\n.popsection\\n\");\n\
+             extern const unsigned char kc_blob[];\n{}",
+            blob.display(),
+            elementwise_kernel("k", "a[i] * kc_blob[0]")
+        );
+        Source::new(text, Signature::out_a_b_n()).batch_kernel("k", &names(), vec![], b.identity())
+    };
+    for v in [3u8, 5] {
+        fs::write(&blob, [v]).unwrap();
+        settle();
+        let (out, census, events) = resolve_scaled(&b, &store, kernel());
+        assert_eq!(
+            (out, census.kernels_loaded, census.kernels_compiled),
+            (f32::from(v), 0, 1),
+            "answered with a program built from the old file"
+        );
+        assert!(
+            events.iter().any(|e| matches!(&e.outcome,
+                Outcome::NotSaved(NotSaved::Backend(m)) if m.contains(".incbin"))),
+            "{events:?}"
+        );
+    }
+}
