@@ -1,8 +1,11 @@
-//! `cargo xtask soundness [--cases N] [--seed S]`: a long soak of the gcc object-code
-//! oracle (`crates/canonical-text/tests/gcc_oracle.rs`): N adversarial templates (four
-//! kernels and six pairs each) compiled by the real `cc` (one in eight by `clang`, with
-//! Unicode outside and inside literals), in release mode; fails on any
-//! pair with equal keys and different object code, and prints the counts.
+//! `cargo xtask soundness [--cases N] [--seed S] [--cc COMPILER]`: a long soak of the
+//! object-code oracle (`crates/canonical-text/tests/gcc_oracle.rs`): N adversarial
+//! templates (four kernels and six pairs each) compiled by the real `cc`, or the
+//! `--cc` given (`clang`; one template in eight by `clang` whatever it is, with Unicode
+//! outside and inside literals), in release mode; the templates draw from that
+//! compiler's macro table (`-dM -E`), clang's and gcc's spelling and position built-ins,
+//! every attribute syntax and asm operands. Fails on any pair with equal keys and
+//! different object code, and prints the counts.
 
 use crate::cargo_with_env;
 
@@ -10,17 +13,29 @@ use crate::cargo_with_env;
 pub(crate) fn run(rest: &[String]) -> Result<(), String> {
     let mut cases = "2000".to_string();
     let mut seed = None;
+    let mut cc = None;
     let mut it = rest.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--cases" => cases = value(it.next(), "--cases")?,
             "--seed" => seed = Some(value(it.next(), "--seed")?),
-            other => return Err(format!("unknown option {other}: use --cases N [--seed S]")),
+            "--cc" => match it.next() {
+                Some(c) if !c.trim().is_empty() => cc = Some(c.clone()),
+                _ => return Err("--cc needs a compiler".into()),
+            },
+            other => {
+                return Err(format!(
+                    "unknown option {other}: use --cases N [--seed S] [--cc COMPILER]"
+                ));
+            }
         }
     }
     let mut env = vec![("KCACHE_SOUNDNESS_CASES", cases)];
     if let Some(s) = seed {
         env.push(("KCACHE_SOUNDNESS_SEED", s));
+    }
+    if let Some(c) = cc {
+        env.push(("CC", c));
     }
     cargo_with_env(
         &[

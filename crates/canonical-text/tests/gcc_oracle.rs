@@ -19,6 +19,14 @@
 //! external symbol by name, a defined one by section and offset), symbol names aside.
 //! A variant that fails to compile must not share a key with one that compiles.
 //!
+//! The templates also draw (issue 26) from the real preprocessor's macro table (`$CC
+//! -dM -E` over their headers: one-parameter macros applied to owned names, and the
+//! table's observing macros given to the key as cc-backend gives them), from clang's and
+//! gcc's spelling and position built-ins (`__builtin_COLUMN`, `__builtin_dump_struct`,
+//! `__FUNCTION__`, `__STRING`), from every attribute syntax (`__attribute__((...))`,
+//! `__attribute((...))`, `[[...]]`) and from asm operands. `CC=clang` (`cargo xtask
+//! soundness --cc clang`) compiles every template with clang.
+//!
 //! The same objects are keyed a second time by a deliberately naive renamer (renames
 //! every symbol-shaped word, in literals and after `.`/`->` included, and drops the
 //! segment index always): the oracle must find violations there, which shows it can
@@ -283,6 +291,90 @@ const NUMBERS: [&str; 8] = [
     "10u",
 ];
 
+/// The real preprocessor's macro table over the templates' headers (`$CC` or `cc`
+/// `-dM -E`): its function-like macros of one parameter (leaked: read for the whole
+/// run), and the macros that observe spellings or positions as cc-backend finds them (a
+/// `#` in the replacement list, a position or file macro or built-in, or transitively
+/// another observer), which the key is given as observers, as cc-backend gives them.
+struct MacroTable {
+    one_parameter: Vec<&'static str>,
+    observers: BTreeSet<String>,
+}
+
+fn macro_table() -> &'static MacroTable {
+    static TABLE: std::sync::OnceLock<MacroTable> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let mut child = std::process::Command::new(&cc)
+            .args(["-O2", "-dM", "-E", "-x", "c", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("the C compiler `{cc}` runs: {e}"));
+        std::io::Write::write_all(
+            &mut child.stdin.take().unwrap(),
+            b"#include <string.h>\n#include <stdint.h>\n#include <math.h>\n#include <stddef.h>\n#include <stdio.h>\n",
+        )
+        .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{cc} -dM -E");
+        let table = String::from_utf8_lossy(&out.stdout).into_owned();
+        let position = [
+            "__LINE__", "__FILE__", "__FILE_NAME__", "__BASE_FILE__", "__COUNTER__",
+            "__INCLUDE_LEVEL__", "__TIMESTAMP__", "__func__", "__FUNCTION__",
+            "__PRETTY_FUNCTION__", "__builtin_LINE", "__builtin_FILE", "__builtin_FUNCTION",
+            "__builtin_COLUMN", "__builtin_dump_struct",
+        ];
+        let words = |s: &str| -> Vec<String> {
+            s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty() && !w.as_bytes()[0].is_ascii_digit())
+                .map(str::to_owned)
+                .collect()
+        };
+        let mut macros: BTreeMap<String, (bool, Vec<String>)> = BTreeMap::new();
+        let mut one_parameter = Vec::new();
+        for line in table.lines() {
+            let Some(rest) = line.strip_prefix("#define ") else { continue };
+            let n = rest
+                .bytes()
+                .take_while(|&b| b.is_ascii_alphanumeric() || b == b'_')
+                .count();
+            let (name, after) = rest.split_at(n);
+            let body = match after.strip_prefix('(') {
+                Some(p) => {
+                    let (params, body) = p.split_once(')').unwrap_or((p, ""));
+                    if !params.is_empty() && !params.contains(',') && !params.contains("...") {
+                        one_parameter.push(&*Box::leak(name.to_owned().into_boxed_str()));
+                    }
+                    body
+                }
+                None => after,
+            };
+            let ids = words(body);
+            let direct = body.contains('#') || ids.iter().any(|w| position.contains(&w.as_str()));
+            macros.insert(name.to_owned(), (direct, ids));
+        }
+        let mut observers: BTreeSet<String> = macros
+            .iter()
+            .filter(|(_, (d, _))| *d)
+            .map(|(n, _)| n.clone())
+            .collect();
+        loop {
+            let more: Vec<String> = macros
+                .iter()
+                .filter(|(n, (_, ids))| !observers.contains(*n) && ids.iter().any(|w| observers.contains(w)))
+                .map(|(n, _)| n.clone())
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            observers.extend(more);
+        }
+        assert!(!one_parameter.is_empty() && observers.contains("INT64_C"), "{observers:?}");
+        MacroTable { one_parameter, observers }
+    })
+}
+
 /// A random template: a preamble and one kernel function, as tokens. A `clang` template
 /// holds Unicode in literals, and three times in four outside them too.
 fn template(rng: &mut Rng, clang: bool) -> Vec<Tok> {
@@ -312,6 +404,11 @@ fn template(rng: &mut Rng, clang: bool) -> Vec<Tok> {
         // Unicode outside literals only where the template allows it.
         if [22, 23].contains(&kind) && !unicode {
             kind = 24;
+        }
+        // Issue 26's classes: the real macro table, spelling and position built-ins,
+        // every attribute syntax (and asm operands), in any template.
+        if body.rng.chance(6) {
+            kind = 25 + body.rng.below(7);
         }
         let mem = *body.rng.pick(&MEMBERS);
         let lit = *body.rng.pick(&["2.0f", "3.0f", "0.5f", "1e-3f"]);
@@ -506,6 +603,91 @@ fn template(rng: &mut Rng, clang: bool) -> Vec<Tok> {
                     ";",
                 ]);
             }
+            // A one-parameter macro of the real preprocessor's table (`<stdint.h>`'s
+            // pasting constant macros, `<sys/cdefs.h>`'s stringifying ones, ...).
+            25 => {
+                body.needs.insert("table");
+                let m = *body.rng.pick(&macro_table().one_parameter);
+                let arg = *body.rng.pick(&["@L0", "@I0", "@B0", "1"]);
+                body.stmt(&[
+                    "acc", "+=", "(int)", "sizeof", "(", m, "(", arg, ")", ")", ";",
+                ]);
+            }
+            // clang's position and spelling built-ins (gcc 12 has neither: it fails).
+            26 => body.stmt(&[
+                "acc",
+                "+=",
+                "(int)",
+                "@L0",
+                "+",
+                "__builtin_COLUMN",
+                "(",
+                ")",
+                ";",
+            ]),
+            27 => {
+                body.needs.insert("stdio");
+                body.stmt(&[
+                    "__builtin_dump_struct",
+                    "(",
+                    "s",
+                    ",",
+                    "&",
+                    "printf",
+                    ")",
+                    ";",
+                ]);
+            }
+            28 => body.stmt(&[
+                "acc",
+                "+=",
+                "(int)",
+                "sizeof",
+                "(",
+                "__FUNCTION__",
+                ")",
+                "+",
+                "(int)",
+                "sizeof",
+                "(",
+                "__STRING",
+                "(",
+                "@L1",
+                ")",
+                ")",
+                ";",
+            ]),
+            // Attribute syntaxes, with owned names inside and beside them.
+            29 => {
+                let attr = *body.rng.pick(&[
+                    "__attribute__((aligned(16)))",
+                    "__attribute((unused))",
+                    "[[gnu::unused]]",
+                    "__attribute__((aligned(sizeof(@L0))))",
+                    "__attribute__ ((__aligned__(8),unused))",
+                ]);
+                body.stmt(&[
+                    "{", "int", attr, "@I0", "=", "acc", ";", "acc", "=", "@I0", "+", "1", ";", "}",
+                ]);
+            }
+            30 => {
+                body.needs.insert("helper");
+                let attr = *body.rng.pick(&[
+                    "__attribute__((noinline))",
+                    "__attribute((always_inline))",
+                    "__attribute__((cold))",
+                ]);
+                body.stmt(&[
+                    "acc", "+=", "(", "(", "int", "(", "*", ")", "(", "int", ")", ")", "@H", ")",
+                    "(", "acc", ")", ";",
+                ]);
+                body.needs.insert(attr);
+            }
+            // Asm operands naming owned names.
+            31 => body.stmt(&[
+                "__asm__", "volatile", "(", "\"\"", ":", "\"+r\"", "(", "acc", ")", ":", "\"r\"",
+                "(", "@I0", ")", ")", ";",
+            ]),
             _ => body.stmt(&["acc", "+=", "(int)", "(", "@L1", "*", "@L0", ")", ";"]),
         }
     }
@@ -529,6 +711,14 @@ fn template(rng: &mut Rng, clang: bool) -> Vec<Tok> {
     b.toks.push(Tok::Fixed(
         "struct S { int x; int i1; int i2; float v1_t; };\n".into(),
     ));
+    if needs.contains("table") {
+        b.toks.push(Tok::Fixed(
+            "#include <stdint.h>\n#include <math.h>\n#include <stddef.h>\n".into(),
+        ));
+    }
+    if needs.contains("stdio") {
+        b.toks.push(Tok::Fixed("#include <stdio.h>\n".into()));
+    }
     if needs.contains("str") {
         let s = space(&mut b);
         b.toks.push(Tok::Fixed(format!("{s}#define STR(a) #a\n")));
@@ -539,9 +729,14 @@ fn template(rng: &mut Rng, clang: bool) -> Vec<Tok> {
             .push(Tok::Fixed(format!("{s}#define CAT(a, b) a##b\n")));
     }
     if needs.contains("helper") {
+        let attr = needs
+            .iter()
+            .find(|n| n.contains("attribute"))
+            .copied()
+            .unwrap_or("");
         b.stmt(&[
-            "static", "int", "@H", "(", "int", "a", ")", "{", "return", "a", "*", "3", "+", "1",
-            ";", "}",
+            attr, "static", "int", "@H", "(", "int", "a", ")", "{", "return", "a", "*", "3", "+",
+            "1", ";", "}",
         ]);
     }
     b.stmt(&[
@@ -780,7 +975,10 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
     ];
     let mut done = Vec::new();
     for (k, (text, naming)) in variants.iter().enumerate() {
-        let c = canonical_kernel(text, Some(&naming.spell(Role::Own)), &naming.names());
+        let names = naming
+            .names()
+            .with_observers(macro_table().observers.iter().cloned());
+        let c = canonical_kernel(text, Some(&naming.spell(Role::Own)), &names);
         if !c.refusals().is_empty() {
             st.refused += 1;
         }
@@ -929,5 +1127,72 @@ fn unicode_white_space_does_not_hide_names_from_the_key() {
         );
         let key = |t: &str| canonical_kernel(t, None, &Names::new()).key(&[]);
         assert_ne!(key(a), key(b), "{a:?} {b:?}");
+    }
+}
+
+/// Regression (issue 26): one pair per class that the audit found, each compiled by the
+/// compiler that tells it apart (clang for its built-ins, gcc and clang otherwise); the
+/// pair had one key while the object code differs. Reserved names of unknown meaning
+/// (`__builtin_COLUMN`, `__builtin_dump_struct`, `__STRING`) refuse renaming, a name
+/// inside a GNU attribute refuses, and a pasting macro of the real table (`INT64_C`) is
+/// an observer as the table says.
+#[test]
+fn issue_26_classes_are_told_apart_by_the_compilers() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = |bound: &[&str]| {
+        Names::new()
+            .with_bound(bound.iter().copied())
+            .with_observers(macro_table().observers.iter().cloned())
+    };
+    let cases: [(&[&str], &str, &str, &str); 5] = [
+        (
+            &["clang"],
+            "int k(int n1_w) { return n1_w + __builtin_COLUMN(); }\n",
+            "int k(int n12_w) { return n12_w + __builtin_COLUMN(); }\n",
+            "",
+        ),
+        (
+            &["clang"],
+            "int printf(const char *, ...);\nstruct s { int n1_w; };\nvoid k(struct s *p) { __builtin_dump_struct(p, &printf); }\n",
+            "int printf(const char *, ...);\nstruct s { int n12_w; };\nvoid k(struct s *p) { __builtin_dump_struct(p, &printf); }\n",
+            "",
+        ),
+        (
+            &["cc", "clang"],
+            "#include <string.h>\nint k(int n1_w) { return (int)sizeof(__STRING(n1_w)) + n1_w; }\n",
+            "#include <string.h>\nint k(int n12_w) { return (int)sizeof(__STRING(n12_w)) + n12_w; }\n",
+            "",
+        ),
+        (
+            &["cc", "clang"],
+            "#include <stdint.h>\nlong xL = 10, yL = 20;\nlong k(void) { long x = 1; return INT64_C(x) + x; }\n",
+            "#include <stdint.h>\nlong xL = 10, yL = 20;\nlong k(void) { long y = 1; return INT64_C(y) + y; }\n",
+            "x y",
+        ),
+        (
+            &["cc", "clang"],
+            "__attribute__((noinline)) static int h(int a) { return a * 3; }\nint k(int noinline) { return h(noinline); }\n",
+            "__attribute__((n1_w)) static int h(int a) { return a * 3; }\nint k(int n1_w) { return h(n1_w); }\n",
+            "noinline n1_w",
+        ),
+    ];
+    for (n, (compilers, a, b, bound)) in cases.iter().enumerate() {
+        let bound: Vec<&str> = if bound.is_empty() {
+            vec!["n1_w", "n12_w"]
+        } else {
+            bound.split(' ').collect()
+        };
+        let key = |t: &str| canonical_kernel(t, Some("k"), &names(&bound)).key(&[]);
+        assert_ne!(key(a), key(b), "{a:?} {b:?}");
+        for cc in *compilers {
+            let (oa, ob) = (
+                object_code::compile_with(cc, dir.path(), 2 * n, a),
+                object_code::compile_with(cc, dir.path(), 2 * n + 1, b),
+            );
+            assert!(
+                oa.is_some() && ob.is_some() && oa != ob,
+                "{cc} compiles both and tells them apart: {a:?} {b:?}"
+            );
+        }
     }
 }
