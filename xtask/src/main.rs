@@ -16,7 +16,8 @@
 //!   `BENCH <name> <ratio> <unit> <min>-<max> load <lo>-<hi> quiet <n>` line per figure
 //!   (see [`mod@bench`]).
 //! - `demo [ARGS…]`: the end-to-end autotuning demo (`kcache-demo`), arguments passed on.
-//! - `soundness [--cases N] [--seed S]`: a long soak of the gcc object-code oracle.
+//! - `soundness [--cases N] [--seed S] [--cc COMPILER]`: a long soak of the object-code
+//!   oracle (gcc, or the compiler given: clang).
 //! - `fuzz TARGET|all [--seconds N]`: coverage-guided fuzzing (see [`fuzz`]).
 
 mod bench;
@@ -36,7 +37,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench [--quick] [--scale] [--rounds N] [--only NAME,…]
                             the BENCH figures
   demo [ARGS…]              the autotuning demo (`cargo xtask demo --help` lists its flags)
-  soundness [--cases N] [--seed S]
+  soundness [--cases N] [--seed S] [--cc COMPILER]
                             a long soak of the gcc object-code oracle
   fuzz TARGET|all [--seconds N]
                             coverage-guided fuzzing";
