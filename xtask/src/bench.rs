@@ -179,6 +179,20 @@ const FIGURES: &[Figure] = &[
     )
     .at_most(0.6),
     Figure::printed(
+        "cold_compile_64_vs_one_file",
+        "cc-backend",
+        "cold_compile",
+        "cc -O2 -shared -fPIC of one file holding the same 64 kernels, prelude once (kcache: one program, fresh process, empty store)",
+    )
+    .at_most(1.1),
+    Figure::printed(
+        "cold_compile_64_split2_vs_one_file",
+        "cc-backend",
+        "cold_compile",
+        "the same one-file compile (kcache: the split driver, 2 programs on 2 cores)",
+    )
+    .at_most(0.6),
+    Figure::printed(
         "kernel_store_load_64",
         "kernel-cache",
         "store_load",

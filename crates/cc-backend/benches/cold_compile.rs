@@ -1,0 +1,164 @@
+//! `cold_compile_64_vs_one_file` and `cold_compile_64_split2_vs_one_file` (printed figures,
+//! see `xtask/src/bench.rs`): kcache resolving 64 distinct realistic kernels in a fresh
+//! process with an empty kernel store (one program; then split into 2 programs compiled
+//! concurrently), against `cc -O2 -shared -fPIC` of one file holding the same 64 kernels
+//! with the prelude once.
+//!
+//! The bench re-runs itself as a worker process per kcache measurement, which times only
+//! its resolve call (the kernel store's save included); the baseline is the compiler's
+//! process, timed from spawn to exit. The three are run in a rotating order so no side
+//! always runs first. With `--bench` it prints
+//! `FIGURE cold_compile_64_vs_one_file <whole s> <one file s>` and
+//! `FIGURE cold_compile_64_split2_vs_one_file <split s> <one file s>`; without (as `cargo
+//! xtask test` runs it) it does the same with 8 kernels and checks that each kcache run
+//! compiled every kernel and the one file compiled.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use cc_backend::{CcBackend, DEFAULT_PRELUDE, Signature, Source, realistic_kernel};
+use kernel_cache::store::KernelStore;
+use kernel_cache::{
+    BatchKernel, KernelCache, Names, Split, resolve_split_with_store, resolve_with_store,
+    with_census,
+};
+
+const ROLE: &str = "KCACHE_COLD_BENCH_ROLE";
+
+fn symbol(i: u64) -> String {
+    format!("fused_{i}")
+}
+
+fn text(i: u64) -> String {
+    realistic_kernel(&symbol(i), 5000 + i)
+}
+
+fn batch(backend: &CcBackend, n: u64) -> Vec<BatchKernel<Source>> {
+    let names = Names::new().with_bound(["out", "a", "b", "n"]);
+    (0..n)
+        .map(|i| {
+            Source::new(text(i), Signature::out_a_b_n()).batch_kernel(
+                &symbol(i),
+                &names,
+                vec![],
+                backend.identity(),
+            )
+        })
+        .collect()
+}
+
+/// A worker: resolves `n` kernels with an empty store at `dir`, as one program (`whole`)
+/// or split into 2; prints `SECONDS <s> COMPILED <kernels>`.
+fn worker(role: &str, dir: &Path, n: u64) {
+    let backend = CcBackend::new()
+        .expect("a C compiler")
+        .with_split(Split::new(2, 1));
+    let b = batch(&backend, n);
+    let store = KernelStore::new(dir);
+    let cache = KernelCache::new(1 << 30);
+    let start = Instant::now();
+    let (out, census) = with_census(|| {
+        if role == "whole" {
+            resolve_with_store(&cache, Some(&store), &b, &backend)
+        } else {
+            resolve_split_with_store(&cache, Some(&store), &b, &backend)
+        }
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    out.expect("resolve");
+    println!("SECONDS {seconds:.6} COMPILED {}", census.kernels_compiled);
+}
+
+fn spawn(role: &str, dir: &Path, n: u64) -> f64 {
+    let out = Command::new(std::env::current_exe().expect("bench binary"))
+        .env(ROLE, role)
+        .env("KCACHE_COLD_BENCH_DIR", dir)
+        .env("KCACHE_COLD_BENCH_N", n.to_string())
+        .output()
+        .expect("spawn worker");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "worker {role} failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("SECONDS "))
+        .unwrap_or_else(|| panic!("worker {role} printed nothing: {stdout}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let compiled: u64 = w[3].parse().expect("compiled");
+    assert_eq!(compiled, n, "worker {role}: every kernel is compiled");
+    w[1].parse().expect("seconds")
+}
+
+/// `cc -O2 -shared -fPIC` of one file: the prelude once, then the `n` kernels.
+fn one_file(dir: &Path, n: u64) -> f64 {
+    let mut c = DEFAULT_PRELUDE.to_string();
+    for i in 0..n {
+        c.push_str(&text(i));
+    }
+    let file = dir.join("all.c");
+    std::fs::write(&file, c).expect("write the one file");
+    let command = std::env::var("CC")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or_else(|| "cc".to_string());
+    let mut words = command.split_whitespace();
+    let program = words.next().expect("a compiler command");
+    let start = Instant::now();
+    let out = Command::new(program)
+        .args(words)
+        .args(["-O2", "-shared", "-fPIC", "-o"])
+        .arg(dir.join("all.so"))
+        .arg(&file)
+        .arg("-lm")
+        .output()
+        .expect("run the compiler");
+    let seconds = start.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    seconds
+}
+
+fn main() {
+    if let Ok(role) = std::env::var(ROLE) {
+        let dir = std::env::var("KCACHE_COLD_BENCH_DIR").expect("dir");
+        let n = std::env::var("KCACHE_COLD_BENCH_N")
+            .expect("n")
+            .parse()
+            .expect("n");
+        worker(&role, Path::new(&dir), n);
+        return;
+    }
+    let bench = std::env::args().any(|a| a == "--bench");
+    let n = if bench { 64 } else { 8 };
+    let tmp = tempfile::tempdir().expect("tmp");
+    // The rotation: which side runs first changes with the second of the clock, so
+    // interleaved rounds of `cargo xtask bench` start each side first in turn.
+    let first = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() % 3);
+    let (mut whole, mut split, mut file) = (0.0, 0.0, 0.0);
+    for step in 0..3 {
+        let dir = tmp.path().join(format!("run{step}"));
+        std::fs::create_dir(&dir).expect("mkdir");
+        match (first + step) % 3 {
+            0 => whole = spawn("whole", &dir.join("kernels"), n),
+            1 => split = spawn("split", &dir.join("kernels"), n),
+            _ => file = one_file(&dir, n),
+        }
+    }
+    if bench {
+        println!("FIGURE cold_compile_{n}_vs_one_file {whole:.6} {file:.6}");
+        println!("FIGURE cold_compile_{n}_split2_vs_one_file {split:.6} {file:.6}");
+    } else {
+        println!(
+            "cold compile of {n} kernels: whole {whole:.3} s, split in 2 {split:.3} s, one file {file:.3} s"
+        );
+    }
+}
