@@ -75,6 +75,15 @@ pub const COMPILER_INPUT_ENV: [&str; 9] = [
 /// those compiled under it).
 const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own directory, dated 1970-01-01; SOURCE_DATE_EPOCH=0; TZ=UTC0";
 
+/// What [`CcBackend`]'s identity says of the merged unit (see [`merge`](crate::merge)):
+/// kernels that provably cannot affect each other share one translation unit, whose object
+/// code may differ from their own units' (gcc may fold identical kernels into one), so
+/// programs compiled under this rule never meet those compiled before it.
+const MERGED: &str = "merged: kernels of a program with a standard-header prelude, plain options and a text that is one void definition without directive share one unit kernel.c (prototypes and entries, prelude, each text after #line of its own unit's line); a failed merged compile falls back to one unit each";
+
+/// The directory of a program's merged unit (not a C identifier: never a kernel's).
+const MERGED_DIR: &str = ".merged";
+
 /// A kernel-cache backend that compiles C kernels with the system C compiler.
 ///
 /// Each program is one shared object: every kernel is compiled by `cc -O2 -shared -fPIC
@@ -189,6 +198,8 @@ pub struct CcBackend {
     kernels_compiled: AtomicU64,
     /// Translation units the compiler was run on (`cc -c`), whether they compiled or not.
     units_compiled: AtomicU64,
+    /// Merged units the compiler was run on, whether they compiled or not.
+    merged_compiled: AtomicU64,
     /// [`CcBackend::host_target`] per option list, once computed.
     host_targets: Mutex<HashMap<Vec<String>, [u8; 32]>>,
     /// [`CcBackend::search_dirs`] per option list, once computed.
@@ -231,8 +242,12 @@ pub struct PreparedProgram {
     dir: tempfile::TempDir,
     /// The checked work directory holding `dir`.
     work: Arc<WorkDir>,
-    /// Each kernel's directory (holding its unit, [`UNIT_NAME`]), in kernel order.
+    /// Each kernel's directory (holding its unit, [`UNIT_NAME`]), in kernel order; after
+    /// the compile, the directories of the units linked (the merged one first, if any).
     unit_dirs: Vec<PathBuf>,
+    /// The merged unit's directory and the positions of the kernels it holds (at least
+    /// two), if any kernels are merged (see [`merge`](crate::merge)).
+    merged: Option<(PathBuf, Vec<usize>)>,
     so_path: PathBuf,
     options: Vec<String>,
     kernels: Vec<(String, Signature)>,
@@ -307,7 +322,7 @@ impl CcBackend {
             .map(|&name| (name, var(name)))
             .collect();
         let mut identity = format!(
-            "{command}\n{version}\n{}\n{REPRODUCIBLE}\nlink {}",
+            "{command}\n{version}\n{}\n{REPRODUCIBLE}\n{MERGED}\nlink {}",
             BASE_FLAGS.join(" "),
             LINK_FLAGS.join(" ")
         );
@@ -338,6 +353,7 @@ impl CcBackend {
             search_lists: Mutex::default(),
             kernels_compiled: AtomicU64::new(0),
             units_compiled: AtomicU64::new(0),
+            merged_compiled: AtomicU64::new(0),
         })
     }
 
@@ -429,6 +445,13 @@ impl CcBackend {
         &self.version
     }
 
+    /// Merged units (see [`CcBackend`]'s merged unit) this backend has run the compiler on
+    /// so far, whether they compiled or not (a failed one is followed by one unit compile
+    /// per kernel it held, counted by [`units_compiled`](CcBackend::units_compiled)).
+    pub fn merged_compiles(&self) -> u64 {
+        self.merged_compiled.load(Ordering::Relaxed)
+    }
+
     /// Programs this backend has compiled (successfully or not) so far.
     pub fn programs_compiled(&self) -> u64 {
         self.programs_compiled.load(Ordering::Relaxed)
@@ -480,21 +503,38 @@ impl CcBackend {
             .prefix("kcache-cc-")
             .tempdir_in(work.path())
             .map_err(io(work.path()))?;
-        let mut unit_dirs = Vec::with_capacity(kernels.len());
-        for (symbol, source) in kernels {
-            // Symbols are C identifiers: safe, distinct directory names.
-            let unit_dir = dir.path().join(symbol);
-            std::fs::create_dir(&unit_dir).map_err(io(&unit_dir))?;
+        // A unit `kernel.c` in a directory of its own, dated 1970-01-01.
+        let write_unit = |unit_dir: &Path, text: &str| -> Result<(), CcError> {
+            std::fs::create_dir(unit_dir).map_err(io(unit_dir))?;
             let c_path = unit_dir.join(UNIT_NAME);
-            std::fs::write(&c_path, source.translation_unit(symbol)).map_err(io(&c_path))?;
+            std::fs::write(&c_path, text).map_err(io(&c_path))?;
             std::fs::File::options()
                 .write(true)
                 .open(&c_path)
                 .and_then(|f| f.set_modified(std::time::SystemTime::UNIX_EPOCH))
-                .map_err(io(&c_path))?;
+                .map_err(io(&c_path))
+        };
+        let mut unit_dirs = Vec::with_capacity(kernels.len());
+        for (symbol, source) in kernels {
+            // Symbols are C identifiers: safe, distinct directory names.
+            let unit_dir = dir.path().join(symbol);
+            write_unit(&unit_dir, &source.translation_unit(symbol))?;
             unit_dirs.push(unit_dir);
         }
+        let include_env_set = self
+            .input_env
+            .iter()
+            .any(|(name, value)| value.is_some() && crate::merge::INCLUDE_ENV.contains(name));
+        let members = crate::merge::mergeable(kernels, options, include_env_set);
+        let merged = if members.is_empty() {
+            None
+        } else {
+            let merged_dir = dir.path().join(MERGED_DIR);
+            write_unit(&merged_dir, &crate::merge::merged_unit(kernels, &members))?;
+            Some((merged_dir, members))
+        };
         Ok(PreparedProgram {
+            merged,
             so_path: dir.path().join("program.so"),
             dir,
             work,
@@ -660,17 +700,40 @@ impl CcBackend {
         // Before the compiler reads anything: a file modified from here on may not be
         // what it read (see `deps`).
         let started = SystemTime::now();
+        let unit = |dir: &Path| -> Result<std::process::Output, CcError> {
+            compiler()?
+                .args(["-MD", "-MF", DEP_FILE, "-c", "-o", OBJECT_NAME, UNIT_NAME])
+                .current_dir(dir)
+                .output()
+                .map_err(spawn_error)
+        };
+        // The merged unit first: when it compiles, its kernels need no unit of their own;
+        // when it fails, every kernel is compiled alone (its own diagnostics, never a
+        // program the merge made).
+        let mut linked = Vec::with_capacity(prepared.kernels.len());
+        let mut alone: Vec<bool> = vec![true; prepared.kernels.len()];
+        if let Some((merged_dir, members)) = &prepared.merged {
+            let output = unit(merged_dir)?;
+            self.merged_compiled.fetch_add(1, Ordering::Relaxed);
+            if output.status.success() {
+                linked.push(merged_dir.clone());
+                for &m in members {
+                    alone[m] = false;
+                }
+            }
+        }
         let mut failures = Vec::new();
         for (position, (unit_dir, (symbol, _))) in
             prepared.unit_dirs.iter().zip(&prepared.kernels).enumerate()
         {
-            let output = compiler()?
-                .args(["-MD", "-MF", DEP_FILE, "-c", "-o", OBJECT_NAME, UNIT_NAME])
-                .current_dir(unit_dir)
-                .output()
-                .map_err(spawn_error)?;
+            if !alone[position] {
+                continue;
+            }
+            let output = unit(unit_dir)?;
             self.units_compiled.fetch_add(1, Ordering::Relaxed);
-            if !output.status.success() {
+            if output.status.success() {
+                linked.push(unit_dir.clone());
+            } else {
                 let error = failed(output, vec![symbol.clone()]);
                 if !each {
                     return Err(error);
@@ -678,18 +741,17 @@ impl CcBackend {
                 failures.push((position, error));
             }
         }
+        prepared.unit_dirs = linked;
         if !failures.is_empty() {
             if failures.len() == prepared.kernels.len() {
                 return Ok(failures);
             }
             // Only the units that compiled are linked: the program holds exactly them.
-            let kept: Vec<bool> = (0..prepared.kernels.len())
-                .map(|p| !failures.iter().any(|(q, _)| *q == p))
-                .collect();
-            let mut it = kept.iter();
-            prepared.unit_dirs.retain(|_| *it.next().unwrap_or(&false));
-            let mut it = kept.iter();
-            prepared.kernels.retain(|_| *it.next().unwrap_or(&false));
+            let mut position = 0;
+            prepared.kernels.retain(|_| {
+                position += 1;
+                !failures.iter().any(|(q, _)| *q == position - 1)
+            });
         }
         let output = compiler()?
             .args(LINK_FLAGS)

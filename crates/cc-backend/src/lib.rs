@@ -195,6 +195,7 @@ mod deps;
 mod error;
 mod generate;
 mod image;
+mod merge;
 mod observers;
 mod persist;
 mod program;
