@@ -79,7 +79,7 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// kernels that provably cannot affect each other share one translation unit, whose object
 /// code may differ from their own units' (gcc may fold identical kernels into one), so
 /// programs compiled under this rule never meet those compiled before it.
-const MERGED: &str = "merged: kernels of a program with a standard-header prelude, plain options and a text that is one void definition without directive share one unit kernel.c (prototypes and entries, prelude, each text after #line of its own unit's line); a failed merged compile falls back to one unit each";
+const MERGED: &str = "merged: kernels of a program with a standard-header prelude, plain options and a text that is one void definition without directive share units kernel.c of at most 16 kernels, in kernel order, balanced (prototypes and entries, prelude, each text after #line of its own unit's line); a failed merged compile falls back to one unit each";
 
 /// The directory of a program's merged unit (not a C identifier: never a kernel's).
 const MERGED_DIR: &str = ".merged";
@@ -235,19 +235,23 @@ pub(crate) fn dependency_option(options: &[String]) -> Option<&String> {
 }
 
 /// A program between [`SplitBackend::prepare`] and [`SplitBackend::finish`]: its
-/// directory, with the translation units written and (after compile) the shared object
-/// built.
+/// directory, with the translation units written (a merged kernel's own unit only if its
+/// merged unit fails) and (after compile) the shared object built.
 #[derive(Debug)]
 pub struct PreparedProgram {
     dir: tempfile::TempDir,
     /// The checked work directory holding `dir`.
     work: Arc<WorkDir>,
-    /// Each kernel's directory (holding its unit, [`UNIT_NAME`]), in kernel order; after
-    /// the compile, the directories of the units linked (the merged one first, if any).
+    /// Each kernel's directory (holding its unit, [`UNIT_NAME`], once written), in kernel
+    /// order; after the compile, the directories of the units linked (the merged ones
+    /// first, if any).
     unit_dirs: Vec<PathBuf>,
-    /// The merged unit's directory and the positions of the kernels it holds (at least
-    /// two), if any kernels are merged (see [`merge`](crate::merge)).
-    merged: Option<(PathBuf, Vec<usize>)>,
+    /// The unit text of each kernel whose own unit is not written yet (those in a merged
+    /// unit: written only if that unit fails), in kernel order.
+    pending: Vec<Option<String>>,
+    /// Each merged unit's directory and the positions of the kernels it holds (at least
+    /// two each; see [`merge`](crate::merge)), in kernel order.
+    merged: Vec<(PathBuf, Vec<usize>)>,
     so_path: PathBuf,
     options: Vec<String>,
     kernels: Vec<(String, Signature)>,
@@ -503,38 +507,37 @@ impl CcBackend {
             .prefix("kcache-cc-")
             .tempdir_in(work.path())
             .map_err(io(work.path()))?;
-        // A unit `kernel.c` in a directory of its own, dated 1970-01-01.
-        let write_unit = |unit_dir: &Path, text: &str| -> Result<(), CcError> {
-            std::fs::create_dir(unit_dir).map_err(io(unit_dir))?;
-            let c_path = unit_dir.join(UNIT_NAME);
-            std::fs::write(&c_path, text).map_err(io(&c_path))?;
-            std::fs::File::options()
-                .write(true)
-                .open(&c_path)
-                .and_then(|f| f.set_modified(std::time::SystemTime::UNIX_EPOCH))
-                .map_err(io(&c_path))
-        };
-        let mut unit_dirs = Vec::with_capacity(kernels.len());
-        for (symbol, source) in kernels {
-            // Symbols are C identifiers: safe, distinct directory names.
-            let unit_dir = dir.path().join(symbol);
-            write_unit(&unit_dir, &source.translation_unit(symbol))?;
-            unit_dirs.push(unit_dir);
-        }
         let include_env_set = self
             .input_env
             .iter()
             .any(|(name, value)| value.is_some() && crate::merge::INCLUDE_ENV.contains(name));
         let members = crate::merge::mergeable(kernels, options, include_env_set);
-        let merged = if members.is_empty() {
-            None
-        } else {
-            let merged_dir = dir.path().join(MERGED_DIR);
-            write_unit(&merged_dir, &crate::merge::merged_unit(kernels, &members))?;
-            Some((merged_dir, members))
-        };
+        let mut merged = Vec::new();
+        for (n, group) in crate::merge::merged_groups(&members)
+            .into_iter()
+            .enumerate()
+        {
+            let merged_dir = dir.path().join(format!("{MERGED_DIR}{n}"));
+            write_unit(&merged_dir, &crate::merge::merged_unit(kernels, &group))?;
+            merged.push((merged_dir, group));
+        }
+        let mut unit_dirs = Vec::with_capacity(kernels.len());
+        let mut pending = Vec::with_capacity(kernels.len());
+        for (position, (symbol, source)) in kernels.iter().enumerate() {
+            // Symbols are C identifiers: safe, distinct directory names.
+            let unit_dir = dir.path().join(symbol);
+            let text = source.translation_unit(symbol);
+            if members.contains(&position) {
+                pending.push(Some(text));
+            } else {
+                write_unit(&unit_dir, &text)?;
+                pending.push(None);
+            }
+            unit_dirs.push(unit_dir);
+        }
         Ok(PreparedProgram {
             merged,
+            pending,
             so_path: dir.path().join("program.so"),
             dir,
             work,
@@ -663,9 +666,11 @@ impl CcBackend {
         Ok(output)
     }
 
-    /// Compiles `prepared`'s units and links them. Strict (`each` false): the first unit
-    /// that fails stops the compile and is the error (no later unit is compiled). Per unit
-    /// (`each` true): every unit is compiled once; those that fail are returned with their
+    /// Compiles `prepared`'s units and links them. The merged units are compiled first,
+    /// concurrently (a failed one is no error: its kernels are compiled alone). Strict
+    /// (`each` false): the kernels' own units in kernel order, the first unit that fails
+    /// stops the compile and is the error (no later unit is compiled). Per unit (`each`
+    /// true): every unit is compiled once, concurrently; those that fail are returned with their
     /// own diagnostics (positions in the program's kernel order) and removed from
     /// `prepared`, and the others are linked into the shared object (no link when every
     /// unit failed). An `Err` is the whole program's failure (the compiler could not be
@@ -707,38 +712,63 @@ impl CcBackend {
                 .output()
                 .map_err(spawn_error)
         };
-        // The merged unit first: when it compiles, its kernels need no unit of their own;
-        // when it fails, every kernel is compiled alone (its own diagnostics, never a
-        // program the merge made).
+        // The merged units first, concurrently (each compile is a process of its own that
+        // reads only its unit): when one compiles, its kernels need no unit of their own;
+        // when it fails, each of its kernels is compiled alone (its own diagnostics, never
+        // a program the merge made).
         let mut linked = Vec::with_capacity(prepared.kernels.len());
         let mut alone: Vec<bool> = vec![true; prepared.kernels.len()];
-        if let Some((merged_dir, members)) = &prepared.merged {
-            let output = unit(merged_dir)?;
+        let merged_outputs = crate::merge::concurrently(prepared.merged.len(), |n| {
+            let output = unit(&prepared.merged[n].0);
             self.merged_compiled.fetch_add(1, Ordering::Relaxed);
-            if output.status.success() {
+            output
+        });
+        for ((merged_dir, members), output) in prepared.merged.iter().zip(merged_outputs) {
+            if output?.status.success() {
                 linked.push(merged_dir.clone());
                 for &m in members {
                     alone[m] = false;
                 }
             }
         }
-        let mut failures = Vec::new();
-        for (position, (unit_dir, (symbol, _))) in
-            prepared.unit_dirs.iter().zip(&prepared.kernels).enumerate()
-        {
-            if !alone[position] {
-                continue;
+        // A merged kernel compiled alone gets its own unit now.
+        for (position, text) in prepared.pending.iter_mut().enumerate() {
+            if alone[position]
+                && let Some(text) = text.take()
+            {
+                write_unit(&prepared.unit_dirs[position], &text)?;
             }
-            let output = unit(unit_dir)?;
-            self.units_compiled.fetch_add(1, Ordering::Relaxed);
+        }
+        let alone: Vec<usize> = (0..prepared.kernels.len()).filter(|&p| alone[p]).collect();
+        let mut failures = Vec::new();
+        let mut record = |position: usize, output: std::process::Output| -> Result<(), CcError> {
             if output.status.success() {
-                linked.push(unit_dir.clone());
+                linked.push(prepared.unit_dirs[position].clone());
             } else {
-                let error = failed(output, vec![symbol.clone()]);
+                let error = failed(output, vec![prepared.kernels[position].0.clone()]);
                 if !each {
                     return Err(error);
                 }
                 failures.push((position, error));
+            }
+            Ok(())
+        };
+        if each {
+            // Every unit is compiled once whatever the others do: concurrently.
+            let outputs = crate::merge::concurrently(alone.len(), |i| {
+                let output = unit(&prepared.unit_dirs[alone[i]]);
+                self.units_compiled.fetch_add(1, Ordering::Relaxed);
+                output
+            });
+            for (&position, output) in alone.iter().zip(outputs) {
+                record(position, output?)?;
+            }
+        } else {
+            // Strict: in kernel order, no unit compiled after the first that fails.
+            for &position in &alone {
+                let output = unit(&prepared.unit_dirs[position])?;
+                self.units_compiled.fetch_add(1, Ordering::Relaxed);
+                record(position, output)?;
             }
         }
         prepared.unit_dirs = linked;
@@ -792,6 +822,23 @@ impl CcBackend {
             prepared.options,
         )
     }
+}
+
+/// Writes `text` as the unit [`UNIT_NAME`] in the new directory `unit_dir`, dated
+/// 1970-01-01.
+fn write_unit(unit_dir: &Path, text: &str) -> Result<(), CcError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CcError::Io { path, source }
+    };
+    std::fs::create_dir(unit_dir).map_err(io(unit_dir))?;
+    let c_path = unit_dir.join(UNIT_NAME);
+    std::fs::write(&c_path, text).map_err(io(&c_path))?;
+    std::fs::File::options()
+        .write(true)
+        .open(&c_path)
+        .and_then(|f| f.set_modified(std::time::SystemTime::UNIX_EPOCH))
+        .map_err(io(&c_path))
 }
 
 /// The bytes of the linker's output `path` (in a fresh directory of the checked work

@@ -277,6 +277,69 @@ pub(crate) fn mergeable(
     chosen
 }
 
+/// The most kernels one merged unit holds: a program's merged kernels are cut, in kernel
+/// order, into `ceil(n / MERGED_UNIT_KERNELS)` units of sizes differing by at most one
+/// ([`merged_groups`]), so a program's merged units can be compiled concurrently. The cut
+/// depends on nothing but the kernels (never on the machine's cores): one program's
+/// kernels always make the same units.
+pub(crate) const MERGED_UNIT_KERNELS: usize = 16;
+
+/// `members` (positions, in kernel order) cut into merged units (see
+/// [`MERGED_UNIT_KERNELS`]): the first `n % units` units hold one kernel more. Every unit
+/// holds at least two kernels when `members` does; empty for empty `members`.
+pub(crate) fn merged_groups(members: &[usize]) -> Vec<Vec<usize>> {
+    let units = members.len().div_ceil(MERGED_UNIT_KERNELS);
+    if units == 0 {
+        return Vec::new();
+    }
+    let (size, extra) = (members.len() / units, members.len() % units);
+    let mut rest = members;
+    (0..units)
+        .map(|u| {
+            let (unit, after) = rest.split_at(size + usize::from(u < extra));
+            rest = after;
+            unit.to_vec()
+        })
+        .collect()
+}
+
+/// `f(0)`, …, `f(n - 1)`, in that order, computed on up to as many threads as the machine
+/// has cores (each index taken once, in increasing order).
+pub(crate) fn concurrently<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(n);
+    if threads <= 1 {
+        return (0..n).map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, T)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            break mine;
+                        }
+                        mine.push((i, f(i)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, t)| t).collect()
+}
+
 /// The merged translation unit of `members` (positions in `kernels`): every prototype and
 /// entry, the (shared) prelude, then each text after `#line <its line in its own unit>
 /// "kernel.c"`.
@@ -337,6 +400,39 @@ mod tests {
         ] {
             assert_eq!(text_mergeable(bad, "k"), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn merged_groups_are_balanced_runs_of_at_most_sixteen() {
+        assert!(merged_groups(&[]).is_empty());
+        let sizes = |n: usize| -> Vec<usize> {
+            let members: Vec<usize> = (0..n).map(|i| i * 2).collect();
+            let groups = merged_groups(&members);
+            assert_eq!(groups.concat(), members, "{n}: every member once, in order");
+            groups.iter().map(Vec::len).collect()
+        };
+        assert_eq!(sizes(2), [2]);
+        assert_eq!(sizes(16), [16]);
+        assert_eq!(sizes(17), [9, 8]);
+        assert_eq!(sizes(33), [11, 11, 11]);
+        assert_eq!(sizes(64), [16, 16, 16, 16]);
+        for n in 2..200 {
+            assert!(
+                sizes(n)
+                    .iter()
+                    .all(|&s| (2..=MERGED_UNIT_KERNELS).contains(&s))
+            );
+        }
+    }
+
+    #[test]
+    fn concurrently_answers_in_order() {
+        let got = concurrently(50, |i| {
+            std::thread::sleep(std::time::Duration::from_micros((50 - i as u64) * 20));
+            i * i
+        });
+        assert_eq!(got, (0..50).map(|i| i * i).collect::<Vec<_>>());
+        assert!(concurrently(0, |i| i).is_empty());
     }
 
     #[test]
