@@ -5,7 +5,10 @@
 //! outside and inside literals), in release mode; the templates draw from that
 //! compiler's macro table (`-dM -E`), clang's and gcc's spelling and position built-ins,
 //! every attribute syntax and asm operands. Fails on any pair with equal keys and
-//! different object code, and prints the counts.
+//! different object code, and prints the counts. Then the merged unit's oracle
+//! (`crates/cc-backend/tests/merged_oracle.rs`): N / 10 generated programs (at least one)
+//! whose kernels, merged where the rule allows, must compute bit for bit what each computes
+//! alone.
 
 use crate::cargo_with_env;
 
@@ -30,7 +33,11 @@ pub(crate) fn run(rest: &[String]) -> Result<(), String> {
             }
         }
     }
-    let mut env = vec![("KCACHE_SOUNDNESS_CASES", cases)];
+    let programs = (cases.parse::<u64>().unwrap_or(0) / 10).max(1).to_string();
+    let mut env = vec![
+        ("KCACHE_SOUNDNESS_CASES", cases),
+        ("KCACHE_MERGED_ORACLE_PROGRAMS", programs),
+    ];
     if let Some(s) = seed {
         env.push(("KCACHE_SOUNDNESS_SEED", s));
     }
@@ -45,6 +52,19 @@ pub(crate) fn run(rest: &[String]) -> Result<(), String> {
             "canonical-text",
             "--test",
             "gcc_oracle",
+            "--",
+            "--nocapture",
+        ],
+        &env,
+    )?;
+    cargo_with_env(
+        &[
+            "test",
+            "--release",
+            "-p",
+            "cc-backend",
+            "--test",
+            "merged_oracle",
             "--",
             "--nocapture",
         ],
