@@ -79,7 +79,7 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// kernels that provably cannot affect each other share one translation unit, whose object
 /// code may differ from their own units' (gcc may fold identical kernels into one), so
 /// programs compiled under this rule never meet those compiled before it.
-const MERGED: &str = "merged: kernels of a program with a standard-header prelude, plain options and a text that is one void definition without directive share units kernel.c of at most 16 kernels, in kernel order, balanced (prototypes and entries, prelude, each text after #line of its own unit's line); a failed merged compile falls back to one unit each";
+const MERGED: &str = "merged: kernels of a program with a standard-header prelude, plain options and a text that is one void definition without directive share units kernel.c of at most 32 kernels, in kernel order, balanced (prototypes and entries, prelude, each text after #line of its own unit's line); a failed merged compile falls back to one unit each";
 
 /// The directory of a program's merged unit (not a C identifier: never a kernel's).
 const MERGED_DIR: &str = ".merged";

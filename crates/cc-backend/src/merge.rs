@@ -282,7 +282,7 @@ pub(crate) fn mergeable(
 /// ([`merged_groups`]), so a program's merged units can be compiled concurrently. The cut
 /// depends on nothing but the kernels (never on the machine's cores): one program's
 /// kernels always make the same units.
-pub(crate) const MERGED_UNIT_KERNELS: usize = 16;
+pub(crate) const MERGED_UNIT_KERNELS: usize = 32;
 
 /// `members` (positions, in kernel order) cut into merged units (see
 /// [`MERGED_UNIT_KERNELS`]): the first `n % units` units hold one kernel more. Every unit
@@ -403,7 +403,7 @@ mod tests {
     }
 
     #[test]
-    fn merged_groups_are_balanced_runs_of_at_most_sixteen() {
+    fn merged_groups_are_balanced_runs_of_at_most_thirty_two() {
         assert!(merged_groups(&[]).is_empty());
         let sizes = |n: usize| -> Vec<usize> {
             let members: Vec<usize> = (0..n).map(|i| i * 2).collect();
@@ -412,10 +412,10 @@ mod tests {
             groups.iter().map(Vec::len).collect()
         };
         assert_eq!(sizes(2), [2]);
-        assert_eq!(sizes(16), [16]);
-        assert_eq!(sizes(17), [9, 8]);
-        assert_eq!(sizes(33), [11, 11, 11]);
-        assert_eq!(sizes(64), [16, 16, 16, 16]);
+        assert_eq!(sizes(32), [32]);
+        assert_eq!(sizes(33), [17, 16]);
+        assert_eq!(sizes(65), [22, 22, 21]);
+        assert_eq!(sizes(64), [32, 32]);
         for n in 2..200 {
             assert!(
                 sizes(n)

@@ -2,7 +2,7 @@
 //! bit what it computes in a program of its own** (a program of one kernel is never
 //! merged: its own unit is the reference).
 //!
-//! A generator writes programs of 2 to 34 kernels mixing what may be merged (block-scope
+//! A generator writes programs of 2 to 70 kernels mixing what may be merged (block-scope
 //! statics, typedefs, tags and enumerators of the same names in every kernel, `__LINE__`
 //! and `__FILE__` at varying lines, braces and companion names inside string literals,
 //! `<math.h>` calls, realistic kernels) with what must not reach a companion if it were
@@ -117,7 +117,7 @@ fn kernels_compute_in_a_program_what_they_compute_alone() {
     let backend = CcBackend::new().expect("a C compiler is installed");
     let (mut kernels, mut merged_units, mut alone_units, mut compared) = (0u64, 0, 0, 0u64);
     for p in 0..programs {
-        let count = 2 + rng.below(33usize);
+        let count = 2 + rng.below(69usize);
         let symbols: Vec<String> = (0..count).map(|i| format!("k{p}_{i}")).collect();
         let sources: Vec<(String, Source)> = (0..count)
             .map(|i| {
