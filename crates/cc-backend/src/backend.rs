@@ -76,7 +76,7 @@ pub const COMPILER_INPUT_ENV: [&str; 9] = [
 const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own directory, dated 1970-01-01; SOURCE_DATE_EPOCH=0; TZ=UTC0";
 
 /// What [`CcBackend`]'s identity says of the merged unit (see [`merge`](crate::merge)):
-/// kernels that provably cannot affect each other share one translation unit, whose object
+/// kernels that provably cannot affect each other share merged units, whose object
 /// code may differ from their own units' (gcc may fold identical kernels into one), so
 /// programs compiled under this rule never meet those compiled before it.
 const MERGED: &str = "merged: kernels of a program with a standard-header prelude, plain options and a text that is one void definition without directive share units kernel.c of at most 32 kernels, in kernel order, balanced (prototypes and entries, prelude, each text after #line of its own unit's line); a failed merged compile falls back to one unit each";
@@ -97,7 +97,11 @@ const MERGED_DIR: &str = ".merged";
 /// kernel is its own
 /// translation unit (see [`Source`]), so no preprocessor state, `static` or `#pragma`
 /// of one kernel reaches another, and a kernel means the same whichever companions it
-/// is compiled beside. The compiler is `$CC` when set (split on white space: a command
+/// is compiled beside. The one exception keeps that promise: kernels that provably cannot
+/// affect each other (see the `merge` module: a standard-header prelude, options that only
+/// change code, a text that is one `void` definition with no directive, naming no other
+/// kernel) share merged units `kernel.c` (each in a directory of its own) of at most 32,
+/// compiled concurrently; a merged unit that fails falls back to one unit per kernel. The compiler is `$CC` when set (split on white space: a command
 /// and its leading arguments), else `cc`.
 ///
 /// **The bytes run are the bytes compiled.** On Linux the linker's output is read once

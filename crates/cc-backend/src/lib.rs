@@ -8,7 +8,12 @@
 //! the [`Extent`] it must hold at least, and scalars of those types). Each kernel is
 //! compiled as a translation unit of its own, behind the prototype its signature
 //! implies (so a definition of another C type fails to compile) and a generated
-//! uniform-ABI entry; one compiler command compiles a program's units and links them
+//! uniform-ABI entry, except that kernels which provably cannot affect each other (a
+//! prelude of C standard headers only, options that only change code, a text that is one
+//! `void` definition of its symbol with no directive and naming no other kernel) share
+//! merged units of at most 32, compiled concurrently, falling back to a unit each when
+//! one fails ([`CcBackend::merged_compiles`] counts them; the rule is part of the
+//! identity); one compiler command compiles a program's units and links them
 //! into one shared object (`cc -O2 -shared -fPIC`, or `$CC`), loaded with `libloading`
 //! (`RTLD_NOW`) and weighed by its size. On Linux it is loaded from a sealed memory file
 //! holding the bytes read once from the linker's output (or given to
