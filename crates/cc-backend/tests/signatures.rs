@@ -450,6 +450,35 @@ fn a_define_in_one_kernel_never_reaches_a_companion() {
             run_abn(&s.program, &s.symbol)
         );
     }
+
+    // Companions that would share a merged unit but for the definer's directive: the
+    // definition never reaches the user, whichever comes first.
+    let k = |s: &str, before: &str| {
+        let text = format!(
+            "{before}void {s}(float *out, const float *a, const float *b, int n) {{ \
+             for (int i = 0; i < n; ++i) out[i] = expf(a[i]) + b[i]; }}\n"
+        );
+        (s.to_string(), Source::new(text, Signature::out_a_b_n()))
+    };
+    let (definer, user) = (k("definer", "#define expf(x) (x)\n"), k("user", ""));
+    let alone = Arc::new(b.compile_program(&[(&user.0, &user.1)], &[]).unwrap());
+    let want: Vec<f32> = [(1.0f32, 10.0f32), (2.0, 20.0), (3.0, 30.0)]
+        .iter()
+        .map(|(a, b)| a.exp() + b)
+        .collect();
+    for pair in [[&definer, &user], [&user, &definer]] {
+        let together = Arc::new(
+            b.compile_program(&[(&pair[0].0, &pair[0].1), (&pair[1].0, &pair[1].1)], &[])
+                .unwrap(),
+        );
+        assert_eq!(run_abn(&together, "user"), run_abn(&alone, "user"));
+        let got = run_abn(&together, "user");
+        assert!(
+            got.iter().zip(&want).all(|(g, w)| (g - w).abs() < 1e-3),
+            "{got:?}"
+        );
+        assert_eq!(run_abn(&together, "definer"), [11.0, 22.0, 33.0]);
+    }
 }
 
 #[test]
