@@ -6,30 +6,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 
 use cc_backend::{Arg, CcBackend, CcError, CcProgram, Signature, Source, realistic_kernel};
+use common::run_abn;
 use kernel_cache::{KernelCache, Names, resolve};
 
 fn backend() -> CcBackend {
     CcBackend::new().expect("a C compiler is installed")
-}
-
-fn run_abn(program: &Arc<CcProgram>, symbol: &str) -> Vec<f32> {
-    let a = [1.0f32, 2.0, 3.0];
-    let b = [10.0f32, 20.0, 30.0];
-    let mut out = [0.0f32; 3];
-    program
-        .kernel(symbol)
-        .unwrap()
-        .call(&mut [
-            Arg::F32Mut(&mut out),
-            Arg::F32(&a),
-            Arg::F32(&b),
-            Arg::I32Scalar(3),
-        ])
-        .unwrap();
-    out.to_vec()
 }
 
 const HEAD: &str = "(float *out, const float *a, const float *b, int n)";

@@ -3,9 +3,12 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 
 use cc_backend::{Arg, CcBackend, CcError, CcProgram, Elem, Extent, Signature, Source};
+use common::run_abn;
 use kernel_cache::{
     BatchKernel, KernelCache, Names, PersistentBackend, Split, resolve_split, with_split_override,
 };
@@ -399,23 +402,6 @@ fn define_pair() -> [(String, Source); 2] {
         ),
         ("user".into(), Source::new(user, Signature::out_a_b_n())),
     ]
-}
-
-fn run_abn(program: &Arc<CcProgram>, symbol: &str) -> Vec<f32> {
-    let a = [1.0f32, 2.0, 3.0];
-    let b = [10.0f32, 20.0, 30.0];
-    let mut out = [0.0f32; 3];
-    program
-        .kernel(symbol)
-        .unwrap()
-        .call(&mut [
-            Arg::F32Mut(&mut out),
-            Arg::F32(&a),
-            Arg::F32(&b),
-            Arg::I32Scalar(3),
-        ])
-        .unwrap();
-    out.to_vec()
 }
 
 #[test]
