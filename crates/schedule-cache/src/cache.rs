@@ -584,8 +584,10 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
     }
 
     /// What changed in `differing` between the first readable same-code entry (of the keys
-    /// `same_digest`) that has a key summary and this cache's own summary. Read-only and best
-    /// effort: an entry that cannot be read, or has no summary, is passed over.
+    /// `same_digest`) that has a key summary and this cache's own summary. Best effort: an
+    /// entry that cannot be read, or has no summary, is passed over. Each sibling read is a
+    /// probe like any lookup's (counted as one; over a [`TwoLevel`](crate::store::TwoLevel)
+    /// store a shared hit is back-filled into the local level, a valid entry either way).
     fn changes_against(
         &self,
         same_digest: &[String],
