@@ -61,6 +61,15 @@ fn farm(server: &Server, secret: &str) -> FarmLevel {
         .with_timeouts(Duration::from_millis(500), Duration::from_secs(2))
 }
 
+/// The farm's keys of one kind (`blob` or `entry`) under the default prefix, at the store's
+/// regime segment (`kernels2`; the farm unit test pins the segment to `kernels<REGIME>`).
+fn farm_keys(raw: &mut redis::Connection, kind: &str) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg(format!("kcache:kernels2:{kind}:*"))
+        .query(raw)
+        .expect("keys")
+}
+
 #[test]
 fn one_machines_compile_serves_another_and_is_back_filled() {
     let server = Server::start();
@@ -114,15 +123,8 @@ fn machines_of_two_processors_on_one_farm_each_get_their_own_program() {
         assert_eq!(shared, 3, "{name}: {events:?}");
     }
     let mut raw = raw(&server).expect("raw");
-    let count = |pattern: &str, raw: &mut redis::Connection| {
-        redis::cmd("KEYS")
-            .arg(pattern)
-            .query::<Vec<String>>(raw)
-            .expect("keys")
-            .len()
-    };
-    assert_eq!(count("kcache:kernels2:entry:*", &mut raw), 6);
-    assert_eq!(count("kcache:kernels2:blob:*", &mut raw), 2);
+    assert_eq!(farm_keys(&mut raw, "entry").len(), 6);
+    assert_eq!(farm_keys(&mut raw, "blob").len(), 2);
 }
 
 #[test]
@@ -140,10 +142,7 @@ fn an_unsigned_mis_signed_or_tampered_value_is_a_miss() {
 
     // Tampered blob bytes under the old MAC, then an unsigned blob.
     let mut raw = raw(&server).expect("raw");
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("kcache:kernels2:blob:*")
-        .query(&mut raw)
-        .expect("keys");
+    let keys: Vec<String> = farm_keys(&mut raw, "blob");
     assert_eq!(keys.len(), 1);
     let value: Vec<u8> = redis::cmd("GET")
         .arg(&keys[0])
@@ -179,10 +178,7 @@ fn a_tampered_entry_is_a_bad_signature_miss_too() {
     let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
     resolve(&a);
     let mut raw = raw(&server).expect("raw");
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("kcache:kernels2:entry:*")
-        .query(&mut raw)
-        .expect("keys");
+    let keys: Vec<String> = farm_keys(&mut raw, "entry");
     assert!(!keys.is_empty());
     for key in &keys {
         let mut value: Vec<u8> = redis::cmd("GET").arg(key).query(&mut raw).expect("get");
@@ -231,10 +227,7 @@ fn a_value_past_the_cap_is_refused_without_being_fetched() {
     let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
     resolve(&a);
     let mut raw = raw(&server).expect("raw");
-    let keys = |pattern: &str, raw: &mut redis::Connection| -> Vec<String> {
-        redis::cmd("KEYS").arg(pattern).query(raw).expect("keys")
-    };
-    let blob_keys = keys("kcache:kernels2:blob:*", &mut raw);
+    let blob_keys = farm_keys(&mut raw, "blob");
     assert_eq!(blob_keys.len(), 1);
     // A blob of 8 MiB, for a store whose blobs are capped at 1 MiB.
     redis::cmd("SET")
@@ -254,7 +247,7 @@ fn a_value_past_the_cap_is_refused_without_being_fetched() {
         "{events:?}"
     );
     // An entry of 1 MiB (a local entry is at most 4 KiB).
-    for key in keys("kcache:kernels2:entry:*", &mut raw) {
+    for key in farm_keys(&mut raw, "entry") {
         redis::cmd("SET")
             .arg(&key)
             .arg(vec![b'y'; 1 << 20])
@@ -279,10 +272,7 @@ fn a_bad_blob_value_is_repaired_by_the_next_save() {
     let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
     resolve(&a);
     let mut raw = raw(&server).expect("raw");
-    let blob_keys: Vec<String> = redis::cmd("KEYS")
-        .arg("kcache:kernels2:blob:*")
-        .query(&mut raw)
-        .expect("keys");
+    let blob_keys: Vec<String> = farm_keys(&mut raw, "blob");
     assert_eq!(blob_keys.len(), 1);
     redis::cmd("SET")
         .arg(&blob_keys[0])
@@ -421,10 +411,7 @@ fn a_blob_past_the_farm_cap_is_refused_whatever_the_store_allows() {
     let a = KernelStore::new(tmp.path().join("a")).with_farm(farm(&server, "farm secret"));
     resolve(&a);
     let mut raw = raw(&server).expect("raw");
-    let blob_keys: Vec<String> = redis::cmd("KEYS")
-        .arg("kcache:kernels2:blob:*")
-        .query(&mut raw)
-        .expect("keys");
+    let blob_keys: Vec<String> = farm_keys(&mut raw, "blob");
     assert_eq!(blob_keys.len(), 1);
     redis::cmd("SET")
         .arg(&blob_keys[0])
@@ -468,10 +455,7 @@ fn a_blob_past_the_farm_cap_is_not_pushed() {
         "{events:?}"
     );
     let mut raw = raw(&server).expect("raw");
-    let blobs: Vec<String> = redis::cmd("KEYS")
-        .arg("kcache:kernels2:blob:*")
-        .query(&mut raw)
-        .expect("keys");
+    let blobs: Vec<String> = farm_keys(&mut raw, "blob");
     assert!(blobs.is_empty(), "{blobs:?}");
     // Saved locally all the same.
     let (census, _) = resolve(&KernelStore::new(tmp.path().join("a")));
