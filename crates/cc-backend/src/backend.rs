@@ -73,13 +73,13 @@ pub const COMPILER_INPUT_ENV: [&str; 9] = [
 /// What [`CcBackend`]'s identity says of how it makes a program depend on nothing but
 /// its keyed parts (part of every key: programs compiled before this rule never meet
 /// those compiled under it).
-const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own directory, dated 1970-01-01; SOURCE_DATE_EPOCH=0; TZ=UTC0";
+const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own directory, dated 1970-01-01, the text after #line 1 \"kernel.c\"; SOURCE_DATE_EPOCH=0; TZ=UTC0";
 
 /// What [`CcBackend`]'s identity says of the merged unit (see [`merge`](crate::merge)):
 /// kernels that provably cannot affect each other share merged units, whose object
 /// code may differ from their own units' (gcc may fold identical kernels into one), so
 /// programs compiled under this rule never meet those compiled before it.
-const MERGED: &str = "merged: kernels of a program with a standard-header prelude, plain options and a text that is one void definition without directive share units kernel.c of at most 32 kernels, in kernel order, balanced (prototypes and entries, prelude, each text after #line of its own unit's line); a failed merged compile falls back to one unit each";
+const MERGED: &str = "merged: kernels of a program with a standard-header prelude, plain options and a text that is one void definition without directive share units kernel.c of at most 32 kernels, in kernel order, balanced (prototypes and entries, prelude, each text after #line 1); a failed merged compile falls back to one unit each";
 
 /// The directory of a program's merged unit (not a C identifier: never a kernel's).
 const MERGED_DIR: &str = ".merged";

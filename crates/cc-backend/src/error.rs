@@ -19,8 +19,10 @@ pub enum CcError {
     /// printed. Each kernel is compiled on its own (as `kernel.c`), so a unit that does
     /// not compile is reported with its one kernel in `symbols` and that unit's
     /// diagnostics only; a failed link names every kernel it linked. (A compiler probe,
-    /// `-E -v` or `-E -###`, that fails names none.) The display shows the diagnostics'
-    /// first lines; the field holds them all.
+    /// `-E -v` or `-E -###`, that fails names none.) A diagnostic's line number is the
+    /// line of the kernel's text (`kernel.c:3:12` is its third line; the prelude's lines
+    /// come before line 1). The display shows the diagnostics' first lines; the field
+    /// holds them all.
     #[error(
         "the C compiler failed ({status}) on kernels {symbols:?}:\n{}",
         first_lines(stderr)

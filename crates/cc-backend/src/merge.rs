@@ -23,8 +23,9 @@
 //! another name) is then scoped to its own function, and nothing is at file scope but the
 //! kernels' prototypes, entries and definitions. The unit puts every prototype and entry
 //! first (before the prelude, as a kernel's own unit does), then the prelude, then each
-//! text after a `#line` directive giving it the line it has in its own unit, in the file
-//! `kernel.c`: `__LINE__`, `__FILE__` and an `assert`'s message are those of its own unit.
+//! text after the `#line 1 "kernel.c"` its own unit has too: `__LINE__`, `__FILE__`, an
+//! `assert`'s message and a diagnostic's line number are those of its own unit (the
+//! line in the kernel's text).
 //! When in doubt, a kernel is compiled alone.
 
 use crate::source::Source;
@@ -341,8 +342,8 @@ pub(crate) fn concurrently<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> 
 }
 
 /// The merged translation unit of `members` (positions in `kernels`): every prototype and
-/// entry, the (shared) prelude, then each text after `#line <its line in its own unit>
-/// "kernel.c"`.
+/// entry, the (shared) prelude, then each text after `#line 1 "kernel.c"`, as in its
+/// own unit.
 pub(crate) fn merged_unit(kernels: &[(&str, &Source)], members: &[usize]) -> String {
     let mut unit = String::new();
     for &m in members {
@@ -357,12 +358,9 @@ pub(crate) fn merged_unit(kernels: &[(&str, &Source)], members: &[usize]) -> Str
         unit.push('\n');
     }
     for &m in members {
-        let (symbol, source) = kernels[m];
-        let own = source.translation_unit(symbol);
-        let before = &own[..own.len() - source.text.len()];
-        let line = before.bytes().filter(|&c| c == b'\n').count() + 1;
-        unit.push_str(&format!("#line {line} \"{}\"\n", crate::backend::UNIT_NAME));
-        unit.push_str(&source.text);
+        unit.push_str(crate::source::TEXT_LINE);
+        unit.push('\n');
+        unit.push_str(&kernels[m].1.text);
         unit.push('\n');
     }
     unit

@@ -10,12 +10,20 @@ use crate::signature::Signature;
 /// kernels use.
 pub const DEFAULT_PRELUDE: &str = "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n";
 
+/// The directive ahead of every kernel text in a unit (its own or a merged one): the
+/// text's first line is line 1 of `kernel.c`, so a compiler diagnostic's line number
+/// (`kernel.c:3:12: error: ...` in [`CcError::Compiler`]) is the line of the kernel's
+/// text, whatever the prelude and the generated lines before it, and `__LINE__` in a
+/// text means the same line in every unit.
+pub(crate) const TEXT_LINE: &str = "#line 1 \"kernel.c\"";
+
 /// One kernel as the backend compiles it: its own translation unit.
 ///
 /// The translation unit is, line by line: the prototype of the kernel's
 /// [`Signature`] under its symbol, the generated uniform-ABI entry (both one line, and
 /// written with compiler-predefined types, so they need no header), then `prelude`, a
-/// newline, and `text`. Nothing of another kernel is in it: a `#define`, a `static`
+/// newline, `#line 1 "kernel.c"` and `text`: the compiler's diagnostics number lines
+/// as the text does (line 1 is the text's first line). Nothing of another kernel is in it: a `#define`, a `static`
 /// helper or a `#pragma` of one kernel never reaches another, whichever kernels share a
 /// program.
 ///
@@ -85,13 +93,16 @@ impl Source {
         format!("{}\n{}", self.prelude, self.text)
     }
 
-    /// The translation unit the backend compiles for kernel `symbol`.
+    /// The translation unit the backend compiles for kernel `symbol`: prototype, entry,
+    /// prelude, then the text after [`TEXT_LINE`], so the compiler's line numbers (and
+    /// `__LINE__`) are the text's own.
     pub(crate) fn translation_unit(&self, symbol: &str) -> String {
         format!(
-            "{}\n{}\n{}",
+            "{}\n{}\n{}\n{TEXT_LINE}\n{}",
             self.signature.prototype(symbol),
             self.signature.entry(symbol),
-            self.keyed_text()
+            self.prelude,
+            self.text
         )
     }
 

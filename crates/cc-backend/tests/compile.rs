@@ -85,6 +85,37 @@ fn option_lists_reach_the_compiler() {
 }
 
 #[test]
+fn diagnostics_number_the_lines_of_the_kernel_text() {
+    // The error is on the text's third line, whatever the prelude and generated lines
+    // before it; the same line alone (as its own unit) and beside a companion that
+    // shares a merged unit with it (a failed merged compile falls back to own units).
+    let text = "void bad(float *out, const float *a, const float *b, int n) {\n\
+                for (int i = 0; i < n; ++i)\n\
+                out[i] = a[i] +;\n\
+                }";
+    let bad = abn(text);
+    let long_prelude = abn(text).with_prelude(
+        "#include <math.h>\n#include <stdint.h>\n#include <stddef.h>\n#include <string.h>\n",
+    );
+    let good = abn(elementwise_kernel("good", "a[i]"));
+    for (kernels, what) in [
+        (vec![("bad", &bad)], "alone"),
+        (vec![("bad", &long_prelude)], "with a longer prelude"),
+        (vec![("good", &good), ("bad", &bad)], "beside a companion"),
+    ] {
+        match backend().compile_program(&kernels, &[]) {
+            Err(CcError::Compiler {
+                stderr, symbols, ..
+            }) => {
+                assert_eq!(symbols, ["bad"], "{what}");
+                assert!(stderr.contains("kernel.c:3:"), "{what}: {stderr}");
+            }
+            other => panic!("{what}: unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn leading_compiler_arguments_are_kept() {
     let b = CcBackend::with_compiler("cc -DSHIFT=2").unwrap();
     let k = abn(elementwise_kernel("k", "a[i] * (float)SHIFT"));
