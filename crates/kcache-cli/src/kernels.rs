@@ -1,6 +1,6 @@
-//! The kernel store's lines of `kcache stats` and `kcache gc --max-size`: the persistent
-//! store of compiled programs kept at `<DIR>/kernels` (where `kcache-demo` puts it), as
-//! `ccache -s` shows its cache.
+//! The kernel store's lines of `kcache stats`, `kcache verify` and `kcache gc --max-size`:
+//! the persistent store of compiled programs kept at `<DIR>/kernels` (where `kcache-demo`
+//! puts it), as `ccache -s` shows its cache.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,11 +36,13 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
         kind: STORE_KIND.into(),
         version: REGIME,
     };
+    writeln!(out, "kernel store: {}", kernels.display())?;
     if stamp != current {
-        writeln!(out, "kernel store: {}", kernels.display())?;
-        let adoption = KernelStore::new(&kernels).check_adoptable();
-        let line = crate::report::regime_line(&stamp, STORE_KIND, REGIME, adoption);
-        writeln!(out, "  regime: {line}; not opened")?;
+        writeln!(
+            out,
+            "  regime: {}; not opened",
+            regime_line(&kernels, &stamp)
+        )?;
         return Ok(());
     }
     let s = KernelStore::new(&kernels)
@@ -55,7 +57,6 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
     } else {
         100.0 * c.hits as f64 / looked
     };
-    writeln!(out, "kernel store: {}", kernels.display())?;
     writeln!(out, "  entries: {} (programs {})", s.entries, s.blobs)?;
     writeln!(out, "  bytes: {}", s.bytes)?;
     // Each counter says what it counts: lookups count kernels (a program of eight kernels
@@ -70,6 +71,63 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
         c.removed_bad
     )?;
     Ok(())
+}
+
+/// The kernel store's regime line (the refusal's own message names the path, which the
+/// section's header already shows: it is given without it).
+fn regime_line(kernels: &Path, stamp: &RegimeStamp) -> String {
+    let adoption = KernelStore::new(kernels).check_adoptable().map_err(|e| {
+        let message = e.to_string();
+        let prefix = format!("{}: ", kernels.display());
+        message
+            .strip_prefix(&prefix)
+            .map_or_else(|| message.clone(), str::to_string)
+    });
+    crate::report::regime_line(stamp, STORE_KIND, REGIME, adoption)
+}
+
+/// The kernel store section of `kcache verify DIR` (nothing if `DIR/kernels` is absent):
+/// every blob and entry checked as a lookup would check it, read-only
+/// ([`KernelStore::verify`]), one line per problem. A store whose stamp is not this
+/// build's is not opened (an open would sweep an older one): a stamp every open refuses
+/// is a problem, an older or newer regime is reported and not checked. Returns the number
+/// of problems.
+pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<usize, Failure> {
+    let kernels = store_dir(dir);
+    if !kernels.is_dir() {
+        return Ok(0);
+    }
+    let stamp = cache_dir::read_stamp(&kernels)
+        .map_err(|e| format!("kernel store {}: regime stamp: {e}", kernels.display()))?;
+    let current = RegimeStamp::Kind {
+        kind: STORE_KIND.into(),
+        version: REGIME,
+    };
+    if stamp != current {
+        let refused = KernelStore::new(&kernels).check_adoptable().is_err();
+        writeln!(
+            out,
+            "kernel store {}: regime {}; not checked",
+            kernels.display(),
+            regime_line(&kernels, &stamp)
+        )?;
+        return Ok(usize::from(refused));
+    }
+    let v = KernelStore::new(&kernels)
+        .verify()
+        .map_err(|e| format!("kernel store {}: {e}", kernels.display()))?;
+    for (name, why) in &v.problems {
+        writeln!(out, "kernels/{name}: {why}")?;
+    }
+    writeln!(
+        out,
+        "verified kernel store {}: {} entries, {} programs: {} problem(s)",
+        kernels.display(),
+        v.entries,
+        v.blobs,
+        v.problems.len()
+    )?;
+    Ok(v.problems.len())
 }
 
 /// `kcache gc DIR --max-size SIZE`: trims `DIR/kernels` to `max` bytes, least recently

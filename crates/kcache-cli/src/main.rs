@@ -5,6 +5,8 @@
 //! kcache stats DIR                      entries, bytes, regime, stale staging, unreadable entries
 //!                                       (and the kernel store at DIR/kernels: entries, bytes, hits and misses (kernels), saves and evictions (programs))
 //! kcache verify DIR                     every entry parses, is current, and its digest heads its key
+//!                                       (and the kernel store at DIR/kernels: every program hashes
+//!                                       to its name, every entry's program holds its kernel)
 //! kcache gc DIR [--older-than D]        remove stale staging (and entries published D ago or more)
 //!        [--max-size S]                 trim the kernel store at DIR/kernels to S bytes (LRU first)
 //! kcache canon FILE.c [--name K] [--bound a,b] [--free c] [--keep d] [--part P]... [--key-only]
@@ -58,7 +60,10 @@ enum Command {
         stale_after: Duration,
     },
     /// Check every entry: it parses as its space's entry type at this build's version, and the
-    /// digest it records is the first `-`-separated component of its key.
+    /// digest it records is the first `-`-separated component of its key. Then the kernel store
+    /// at DIR/kernels, read-only: every program blob hashes to its name and parses, every entry
+    /// names a blob that holds its symbol and lists its kernel (a store of another regime is
+    /// not opened; a stamp every open refuses is a problem).
     Verify {
         /// The cache directory.
         dir: PathBuf,
@@ -167,7 +172,15 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Stats { dir, stale_after } => report::stats(&mut out, &dir, stale_after)
             .and_then(|code| kernels::stats(&mut out, &dir).map(|()| code)),
-        Command::Verify { dir } => report::verify(&mut out, &dir),
+        Command::Verify { dir } => report::verify(&mut out, &dir).and_then(|code| {
+            kernels::verify(&mut out, &dir).map(|problems| {
+                if problems == 0 {
+                    code
+                } else {
+                    ExitCode::from(1)
+                }
+            })
+        }),
         Command::Gc {
             dir,
             older_than,

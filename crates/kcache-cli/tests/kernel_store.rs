@@ -1,4 +1,4 @@
-//! `kcache stats` and `kcache gc --max-size` on a real kernel store at `DIR/kernels`, filled
+//! `kcache stats`, `kcache verify` and `kcache gc --max-size` on a real kernel store at `DIR/kernels`, filled
 //! by real resolves in this process and read by the real binary.
 
 mod common;
@@ -153,13 +153,13 @@ fn stats_never_sweeps_a_kernel_store_of_another_regime() {
             )],
         ),
         (
-            // Another store's stamp: refused by name, both kinds and the path in the line.
+            // Another store's stamp: refused by name, both kinds in the line (the path is
+            // the section's header, not repeated in the line).
             "kcache-schedule-store 2\n".to_string(),
             vec![
                 format!("  regime: kcache-schedule-store 2{refused}"),
-                "is a kcache-schedule-store directory".into(),
+                "this directory is a kcache-schedule-store directory".into(),
                 format!("not a {kind} directory"),
-                kernels.display().to_string(),
             ],
         ),
         (
@@ -178,6 +178,13 @@ fn stats_never_sweeps_a_kernel_store_of_another_regime() {
             stamp
         );
         assert!(out.status.success(), "{text}");
+        let header = format!("kernel store: {}", kernels.display());
+        assert!(text.lines().any(|l| l == header), "{text}");
+        assert_eq!(
+            text.matches(&kernels.display().to_string()).count(),
+            1,
+            "the store's path once: {text}"
+        );
         assert!(
             text.lines().any(|l| l.starts_with("  regime: ")
                 && l.ends_with("; not opened")
@@ -221,4 +228,57 @@ fn stats_never_sweeps_a_kernel_store_of_another_regime() {
     );
     assert!(!dir.join("cache.lock").exists(), "stats created nothing");
     assert_eq!(listing(&kernels), before, "stats changed the store");
+}
+
+/// `kcache verify` checks the kernel store too: a damaged or deleted program is a problem
+/// (it said "0 problems" with every blob deleted), and nothing is changed.
+#[test]
+fn verify_checks_the_kernel_store() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    let kernels = store_with_one_program(dir);
+    let d = dir.to_str().expect("utf-8");
+    let out = kcache(&["verify", d]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("verified kernel store ")
+            && text.ends_with(": 1 entries, 1 programs: 0 problem(s)\n"),
+        "{text}"
+    );
+    let blob = std::fs::read_dir(&kernels)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("b-"))
+        })
+        .expect("a blob");
+    let mut bytes = std::fs::read(&blob).expect("read");
+    bytes.push(b'!');
+    std::fs::write(&blob, &bytes).expect("damage");
+    let out = kcache(&["verify", d]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("does not hash to its name"), "{text}");
+    assert!(text.contains(": 2 problem(s)"), "blob and entry: {text}");
+    assert_eq!(
+        std::fs::read(&blob).expect("still there"),
+        bytes,
+        "verify changed it"
+    );
+    std::fs::remove_file(&blob).expect("delete");
+    let out = kcache(&["verify", d]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("is absent") && text.contains(": 1 problem(s)"),
+        "{text}"
+    );
+    // A stamp every open refuses is a problem; it is not checked further.
+    std::fs::write(kernels.join("regime.stamp"), "kcache-schedule-store 2\n").expect("stamp");
+    let out = kcache(&["verify", d]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("not checked"), "{text}");
 }

@@ -1255,3 +1255,102 @@ fn a_host_part_the_backend_cannot_tell_compiles_without_the_store() {
         "nothing to look up, lock or save: the directory is not even made"
     );
 }
+
+#[test]
+fn verify_reports_what_a_lookup_would_refuse_and_changes_nothing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    let store = KernelStore::new(&dir);
+    save(&store, &batch(300, 2, "v"));
+    let before_first = names(&dir, "k-");
+    let clean = store.verify().expect("verify");
+    assert_eq!((clean.entries, clean.blobs), (2, 1), "{clean:?}");
+    assert!(clean.problems.is_empty(), "{clean:?}");
+    // A second program whose blob is then damaged: its blob and its entry are problems.
+    let before = names(&dir, "k-");
+    save(&store, &batch(400, 1, "w"));
+    let second_entry = names(&dir, "k-")
+        .into_iter()
+        .find(|n| !before.contains(n))
+        .expect("the second program's entry");
+    let second_blob = names(&dir, "b-")
+        .into_iter()
+        .find(|b| fs::read(dir.join(b)).is_ok_and(|bytes| contains(&bytes, b"w_400")))
+        .expect("the second program's blob");
+    let mut bytes = fs::read(dir.join(&second_blob)).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::write(dir.join(&second_blob), &bytes).expect("damage");
+    // A malformed entry, and an entry of the first program pointed at the second's blob.
+    fs::write(dir.join(format!("k-{}", "e".repeat(64))), b"not an entry").expect("write");
+    fs::set_permissions(
+        dir.join(format!("k-{}", "e".repeat(64))),
+        fs::Permissions::from_mode(0o600),
+    )
+    .expect("chmod");
+    // An entry of the first program rewritten to name a third program's (sound) blob.
+    let before = names(&dir, "b-");
+    save(&store, &batch(500, 1, "x"));
+    let third_blob = names(&dir, "b-")
+        .into_iter()
+        .find(|b| !before.contains(b))
+        .expect("the third program's blob");
+    let swapped = names(&dir, "k-")
+        .into_iter()
+        .find(|n| before_first.contains(n))
+        .expect("an entry of the first program");
+    let text = fs::read_to_string(dir.join(&swapped)).expect("read");
+    let blob_line = text
+        .lines()
+        .find(|l| l.starts_with("blob "))
+        .expect("blob line");
+    let forged = text.replace(blob_line, &format!("blob {}", &third_blob[2..]));
+    fs::write(dir.join(&swapped), forged).expect("swap");
+    let listing = |dir: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut all: Vec<(String, Vec<u8>)> = fs::read_dir(dir)
+            .expect("list")
+            .map(|e| e.expect("item"))
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name, fs::read(e.path()).expect("read"))
+            })
+            .filter(|(name, _)| name.starts_with("k-") || name.starts_with("b-"))
+            .collect();
+        all.sort();
+        all
+    };
+    let files_before = listing(&dir);
+    let v = store.verify().expect("verify");
+    assert_eq!((v.entries, v.blobs), (5, 3), "{v:?}");
+    let flagged: Vec<&str> = v.problems.iter().map(|(n, _)| n.as_str()).collect();
+    let mut expected = vec![
+        second_blob.as_str(),
+        second_entry.as_str(),
+        swapped.as_str(),
+    ];
+    let malformed = format!("k-{}", "e".repeat(64));
+    expected.push(&malformed);
+    expected.sort_unstable();
+    assert_eq!(flagged, expected, "{v:?}");
+    for (name, why) in &v.problems {
+        let want = if name.starts_with("b-") {
+            "does not hash to its name"
+        } else if *name == malformed {
+            "malformed entry"
+        } else if *name == swapped {
+            "does not hold `v_30"
+        } else {
+            "does not hash to its name"
+        };
+        assert!(why.contains(want), "{name}: {why}");
+    }
+    assert_eq!(listing(&dir), files_before, "verify changed the store");
+    // A lookup agrees: the third program is found, and of the first program's two kernels
+    // exactly the one whose entry was swapped is a miss.
+    assert!(store.probe("file-backend 1", "key-500").is_ok());
+    let missed = (300..302)
+        .filter(|i| store.probe("file-backend 1", &format!("key-{i}")).is_err())
+        .count();
+    assert_eq!(missed, 1);
+}

@@ -79,6 +79,7 @@ mod counters;
 mod farm;
 mod format;
 mod record;
+mod verify;
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -104,6 +105,7 @@ pub use farm::{
 };
 use format::{CompiledFor, EntryRecord, entry_digest, host_text, identity_digest, sha256_hex};
 pub use record::{MissReason, NotSaved, Outcome, StoreEvent, record};
+pub use verify::Verified;
 
 /// The store's regime version (`cache-dir`'s stamp): what entry and blob names mean and
 /// what their files hold. A change of either format requires a bump; a newer build's
