@@ -730,7 +730,7 @@ impl<'t> Session<'t> {
         let subject = Subject::new(&winner.built.code).with_placements(&placements);
         let identity = subject.identity().map_err(|e| schedule_error(routine, e))?;
         let mut measurements = Measurements::new(winner.measurement.times.clone());
-        measurements.baseline = baseline;
+        measurements.baseline_time = baseline;
         let policy = if self.unusable_stored.contains(routine.name) {
             StorePolicy::LastWriteWins
         } else {

@@ -135,13 +135,21 @@ impl<'a, C: LoopCode> From<&'a C> for Subject<'a> {
     }
 }
 
-/// What a run measured for a stored schedule.
+/// What a run measured for a stored schedule: stored as the entry's
+/// [`times`](ScheduleEntry::times) and [`baseline_time`](ScheduleEntry::baseline_time),
+/// under the same names.
+///
+/// ```
+/// use schedule_cache::Measurements;
+/// let m = Measurements::new(vec![2.1e-5, 2.0e-5]).with_baseline_time(5.9e-5);
+/// assert_eq!(m.baseline_time, Some(5.9e-5)); // read back from a hit's entry by the same name
+/// ```
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Measurements {
     /// Run times of the scheduled code, in seconds, in measurement order.
     pub times: Vec<f64>,
     /// Run time of the unscheduled code, in seconds, if measured.
-    pub baseline: Option<f64>,
+    pub baseline_time: Option<f64>,
 }
 
 impl Measurements {
@@ -149,14 +157,24 @@ impl Measurements {
     pub fn new(times: Vec<f64>) -> Measurements {
         Measurements {
             times,
-            baseline: None,
+            baseline_time: None,
         }
     }
 
-    /// With the unscheduled code's run time.
-    pub fn with_baseline(mut self, seconds: f64) -> Measurements {
-        self.baseline = Some(seconds);
+    /// With the unscheduled code's run time, in seconds (the entry's
+    /// [`baseline_time`](ScheduleEntry::baseline_time)).
+    pub fn with_baseline_time(mut self, seconds: f64) -> Measurements {
+        self.baseline_time = Some(seconds);
         self
+    }
+
+    /// The former name of [`with_baseline_time`](Measurements::with_baseline_time).
+    #[deprecated(
+        since = "0.1.0",
+        note = "renamed `with_baseline_time`, as the entry reads it back"
+    )]
+    pub fn with_baseline(self, seconds: f64) -> Measurements {
+        self.with_baseline_time(seconds)
     }
 }
 
@@ -675,7 +693,7 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             parts,
             saved.clone(),
             measurements.times,
-            measurements.baseline,
+            measurements.baseline_time,
         )?
         .with_key_summary(key_summary(&self.inputs()).unwrap_or_default());
         let outcome = self.store.store_with(Some(&key), &entry, policy)?;
@@ -763,7 +781,7 @@ mod tests {
             .store(
                 &code,
                 &s.ops,
-                Measurements::new(vec![1e-6]).with_baseline(2e-6),
+                Measurements::new(vec![1e-6]).with_baseline_time(2e-6),
             )
             .expect("store");
         assert!(p.outcome.is_stored());

@@ -103,7 +103,22 @@ pub struct Limits {
     pub vector_bytes: u32,
     /// Fast local memory per kernel, in bytes.
     pub local_memory_bytes: u64,
-    /// Further backend-specific limits.
+    /// Further backend-specific limits, and the home of an adopter's **tuning context**:
+    /// what its search tuned for besides the code and the device, such as a shape bucket
+    /// (`"shape_bucket" => "64-127"`) or a batch class. Each pair enters the codegen
+    /// component, so a winner tuned for one bucket is never replayed for another, and a
+    /// miss names the pair itself, first on the codegen line: `differ in: codegen (codegen:
+    /// shape_bucket=64-127 → shape_bucket=128-255)`. A value the code's digest already
+    /// covers (a static extent) need not be here.
+    ///
+    /// ```
+    /// use schedule_cache::Limits;
+    /// let limits = Limits {
+    ///     extra: [("shape_bucket".to_string(), "64-127".to_string())].into(),
+    ///     ..Limits::default()
+    /// };
+    /// # let _ = limits;
+    /// ```
     pub extra: BTreeMap<String, String>,
 }
 
@@ -511,13 +526,15 @@ pub fn key_summary(inputs: &KeyInputs<'_>) -> Option<Vec<(KeyComponent, String)>
                 KeyComponent::Format => vec![inputs.schedule_format.to_string()],
                 KeyComponent::Numerics => settings(c, None),
                 KeyComponent::Codegen => {
+                    // The adopter's pairs (its tuning context) first: a long codegen tag
+                    // cut by the line's cap never hides them.
                     let mut w = settings(c, None);
+                    w.extend(l.extra.iter().map(|(k, v)| format!("{k}={v}")));
                     w.push(l.codegen_tag.clone());
                     w.push(format!(
                         "threads={} vector={}B local={}B",
                         l.max_threads, l.vector_bytes, l.local_memory_bytes
                     ));
-                    w.extend(l.extra.iter().map(|(k, v)| format!("{k}={v}")));
                     w
                 }
                 KeyComponent::Pool => {
@@ -776,5 +793,53 @@ mod tests {
         let mut no_timing = inputs;
         no_timing.timing_identity = None;
         assert_eq!(key_summary(&no_timing), None);
+    }
+
+    #[test]
+    fn a_shape_bucket_in_the_limits_changes_the_key_and_a_miss_names_it() {
+        let config = Config::new(crate::config::SettingsRegistry::reference());
+        let timing = TimingIdentity {
+            device: "cpu-a".into(),
+            toolchain: None,
+        };
+        let limits = |bucket: &str| Limits {
+            // A codegen tag long enough to be cut by the summary's cap.
+            codegen_tag: format!("cc -O2 {}", "-fflag ".repeat(SUMMARY_CHARS)),
+            extra: [("shape_bucket".to_string(), bucket.to_string())].into(),
+            ..Limits::default()
+        };
+        let (small, large) = (limits("64-127"), limits("128-255"));
+        let inputs = |l| KeyInputs {
+            backend: "cc",
+            config: &config,
+            limits: l,
+            timing_identity: Some(&timing),
+            objective: None,
+            schedule_format: "ops-1",
+        };
+        struct Empty;
+        impl crate::LoopCode for Empty {
+            fn walk(&self, _: &mut dyn crate::Visitor) {}
+        }
+        let code = crate::canonicalize(&Empty, &[], &BTreeMap::new(), true)
+            .into_complete()
+            .expect("complete");
+        let (a, b) = (
+            cache_key(&code, &inputs(&small)).expect("key"),
+            cache_key(&code, &inputs(&large)).expect("key"),
+        );
+        assert_eq!(key_differences(&a, &b), Some(vec![KeyComponent::Codegen]));
+        let line = |l| {
+            key_summary(&inputs(l))
+                .expect("summary")
+                .into_iter()
+                .find(|(c, _)| *c == KeyComponent::Codegen)
+                .expect("codegen")
+                .1
+        };
+        assert_eq!(
+            summary_change(&line(&small), &line(&large)),
+            "shape_bucket=64-127 → shape_bucket=128-255"
+        );
     }
 }
