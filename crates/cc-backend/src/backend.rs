@@ -722,10 +722,20 @@ impl CcBackend {
         // a program the merge made).
         let mut linked = Vec::with_capacity(prepared.kernels.len());
         let mut alone: Vec<bool> = vec![true; prepared.kernels.len()];
-        let merged_outputs = crate::merge::concurrently(prepared.merged.len(), |n| {
-            let output = unit(&prepared.merged[n].0);
-            self.merged_compiled.fetch_add(1, Ordering::Relaxed);
-            output
+        // Beside them, the include search list a save to a kernel store reads
+        // (`search_dirs`: one `-E -v` probe per option list, kept), so a cold resolve does
+        // not run it after the link. Its error is not reported here: the save asks again.
+        let merged_outputs = std::thread::scope(|scope| {
+            if !lock(&self.search_lists).contains_key(&options) {
+                scope.spawn(|| {
+                    let _ = self.search_dirs(&options);
+                });
+            }
+            crate::merge::concurrently(prepared.merged.len(), |n| {
+                let output = unit(&prepared.merged[n].0);
+                self.merged_compiled.fetch_add(1, Ordering::Relaxed);
+                output
+            })
         });
         for ((merged_dir, members), output) in prepared.merged.iter().zip(merged_outputs) {
             if output?.status.success() {

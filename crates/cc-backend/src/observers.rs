@@ -263,8 +263,17 @@ impl Probe {
     }
 
     fn learn(&self, prelude: &str, options: &[String]) -> Option<PreludeNames> {
-        let table = self.run(options, &["-dM", "-E"], prelude)?;
-        let declarations = self.run(options, &["-E", "-P"], prelude)?;
+        // Two independent runs of the preprocessor, concurrently: they are on the path of
+        // a fresh process's first key.
+        let (table, declarations) = std::thread::scope(|scope| {
+            let table = scope.spawn(|| self.run(options, &["-dM", "-E"], prelude));
+            let declarations = self.run(options, &["-E", "-P"], prelude);
+            let table = table
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (table, declarations)
+        });
+        let (table, declarations) = (table?, declarations?);
         let mut learned = analyse_macros(&String::from_utf8_lossy(&table));
         learned.declared.extend(
             words(&declarations)
