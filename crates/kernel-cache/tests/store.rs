@@ -1267,34 +1267,22 @@ fn verify_reports_what_a_lookup_would_refuse_and_changes_nothing() {
     assert_eq!((clean.entries, clean.blobs), (2, 1), "{clean:?}");
     assert!(clean.problems.is_empty(), "{clean:?}");
     // A second program whose blob is then damaged: its blob and its entry are problems.
-    let before = names(&dir, "k-");
+    let before = (names(&dir, "k-"), names(&dir, "b-"));
     save(&store, &batch(400, 1, "w"));
-    let second_entry = names(&dir, "k-")
-        .into_iter()
-        .find(|n| !before.contains(n))
-        .expect("the second program's entry");
-    let second_blob = names(&dir, "b-")
-        .into_iter()
-        .find(|b| fs::read(dir.join(b)).is_ok_and(|bytes| contains(&bytes, b"w_400")))
-        .expect("the second program's blob");
+    let second_entry = added(&dir, "k-", &before.0);
+    let second_blob = added(&dir, "b-", &before.1);
     let mut bytes = fs::read(dir.join(&second_blob)).expect("read");
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     fs::write(dir.join(&second_blob), &bytes).expect("damage");
-    // A malformed entry, and an entry of the first program pointed at the second's blob.
-    fs::write(dir.join(format!("k-{}", "e".repeat(64))), b"not an entry").expect("write");
-    fs::set_permissions(
-        dir.join(format!("k-{}", "e".repeat(64))),
-        fs::Permissions::from_mode(0o600),
-    )
-    .expect("chmod");
+    // A malformed entry.
+    let malformed = format!("k-{}", "e".repeat(64));
+    fs::write(dir.join(&malformed), b"not an entry").expect("write");
+    fs::set_permissions(dir.join(&malformed), fs::Permissions::from_mode(0o600)).expect("chmod");
     // An entry of the first program rewritten to name a third program's (sound) blob.
     let before = names(&dir, "b-");
     save(&store, &batch(500, 1, "x"));
-    let third_blob = names(&dir, "b-")
-        .into_iter()
-        .find(|b| !before.contains(b))
-        .expect("the third program's blob");
+    let third_blob = added(&dir, "b-", &before);
     let swapped = names(&dir, "k-")
         .into_iter()
         .find(|n| before_first.contains(n))
@@ -1329,7 +1317,6 @@ fn verify_reports_what_a_lookup_would_refuse_and_changes_nothing() {
         second_entry.as_str(),
         swapped.as_str(),
     ];
-    let malformed = format!("k-{}", "e".repeat(64));
     expected.push(&malformed);
     expected.sort_unstable();
     assert_eq!(flagged, expected, "{v:?}");
@@ -1353,4 +1340,14 @@ fn verify_reports_what_a_lookup_would_refuse_and_changes_nothing() {
         .filter(|i| store.probe("file-backend 1", &format!("key-{i}")).is_err())
         .count();
     assert_eq!(missed, 1);
+}
+
+/// The one name with `prefix` in `dir` that is not in `before`.
+fn added(dir: &Path, prefix: &str, before: &[String]) -> String {
+    let new: Vec<String> = names(dir, prefix)
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    new[0].clone()
 }
