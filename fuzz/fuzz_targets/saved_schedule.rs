@@ -2,8 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use reference_ir::schedule::SavedRefOp;
 use schedule_cache::SavedSchedule;
-use schedule_cache::schedule::SavedRefOp;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

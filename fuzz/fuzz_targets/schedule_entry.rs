@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
+use reference_ir::schedule::SavedRefOp;
 use schedule_cache::disk::{DiskCache, Space};
 use schedule_cache::placement::{PlacementEntry, Shipped};
 use schedule_cache::{CacheKey, ScheduleEntry};
@@ -32,6 +33,6 @@ fuzz_target!(|data: &[u8]| {
     let cache = DiskCache::new(dir);
     std::fs::write(dir.join(Space::Schedule.file_name(key)), data).expect("write");
     std::fs::write(dir.join(Space::Placement.file_name(key)), data).expect("write");
-    let _ = cache.probe::<ScheduleEntry>(Some(key), "d");
+    let _ = cache.probe::<ScheduleEntry<SavedRefOp>>(Some(key), "d");
     let _ = cache.probe::<PlacementEntry>(Some(key), "d");
 });

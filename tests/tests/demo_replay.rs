@@ -167,11 +167,11 @@ fn an_unusable_cache_directory_is_a_refusal_not_a_failed_run() {
 
 /// Rewrites the entry at `key` in `dir` through the disk store itself (valid RON, right
 /// digest, same key components) with `ops` as its saved schedule.
-fn rewrite_ops(dir: &Path, key: &str, ops: Vec<schedule_cache::schedule::SavedRefOp>) {
+fn rewrite_ops(dir: &Path, key: &str, ops: Vec<reference_ir::schedule::SavedRefOp>) {
     let key = schedule_cache::CacheKey::new(key).expect("key");
     let digest = key.as_str().split('-').next().expect("digest").to_string();
     let store = disk::DiskCache::new(dir);
-    let mut entry: schedule_cache::ScheduleEntry =
+    let mut entry: schedule_cache::ScheduleEntry<reference_ir::schedule::SavedRefOp> =
         store.lookup(Some(&key), &digest).expect("entry");
     entry.schedule.ops = ops;
     assert!(store.store(Some(&key), &entry).expect("store").is_stored());
@@ -179,8 +179,8 @@ fn rewrite_ops(dir: &Path, key: &str, ops: Vec<schedule_cache::schedule::SavedRe
 
 #[test]
 fn a_stored_winner_that_does_not_apply_is_a_miss_searched_and_replaced() {
+    use reference_ir::schedule::SavedRefOp;
     use schedule_cache::SymRef;
-    use schedule_cache::schedule::SavedRefOp;
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("cache");
     let options = small(&dir, &["chain"]);
@@ -220,8 +220,8 @@ fn a_stored_winner_that_does_not_apply_is_a_miss_searched_and_replaced() {
 
 #[test]
 fn a_stored_winner_too_deep_or_too_large_to_replay_is_a_miss_not_a_crash_or_a_long_compile() {
+    use reference_ir::schedule::SavedRefOp;
     use schedule_cache::SymRef;
-    use schedule_cache::schedule::SavedRefOp;
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("cache");
     let options = small(&dir, &["chain"]);

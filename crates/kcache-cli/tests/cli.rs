@@ -319,8 +319,8 @@ fn show_prints_one_entry_by_key_or_prefix_and_key_only_prints_its_key() {
 
 #[test]
 fn show_reads_a_schedule_entry_of_the_front_door_and_never_blocks_on_a_fifo() {
-    use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-    use schedule_cache::schedule::{ReferenceLanguage, Schedule};
+    use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+    use reference_ir::schedule::{ReferenceLanguage, Schedule};
     use schedule_cache::store::CacheStore;
     use schedule_cache::{Measurements, ScheduleCache, TimingIdentity};
 

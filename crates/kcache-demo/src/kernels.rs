@@ -1,4 +1,4 @@
-//! The kernels the demo tunes, each as loop code in schedule-cache's reference IR, a
+//! The kernels the demo tunes, each as loop code in the reference IR (crate reference-ir), a
 //! reference implementation in Rust, and a small schedule space.
 //!
 //! Every [`Routine::build`] call builds the code afresh, so every candidate gets fresh
@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
+use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode, UnOp};
+use reference_ir::schedule::Schedule;
 use schedule_cache::identity::NodeId;
-use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode, UnOp};
-use schedule_cache::schedule::Schedule;
 
 /// Which of the demo's three buffers (`out`, `a`, `b`, each of [`Routine::len`]
 /// elements) a tensor node lives in; a kernel's parameters are its nodes, each passed
@@ -632,7 +632,7 @@ mod tests {
         }
     }
 
-    /// Two fresh builds of one schedule render (with schedule-cache's renderer, minted
+    /// Two fresh builds of one schedule render (with reference-ir's renderer, minted
     /// names) other names but the same kernel keys; another schedule gives another key.
     /// Checked over every routine's first points.
     #[test]
@@ -640,8 +640,8 @@ mod tests {
         use canonical_text::segment_kernel_name;
         use cc_backend::{Signature, Source};
         use kernel_cache::Names;
+        use reference_ir::render::{Naming, render, segments, signature_of};
         use schedule_cache::config::{Config, SettingsRegistry};
-        use schedule_cache::render::{Naming, render, segments, signature_of};
         let config = Config::new(SettingsRegistry::reference());
         let render_all = |r: &Routine, point: &[usize], first: usize| {
             let built = (r.build)();

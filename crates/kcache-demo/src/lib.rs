@@ -2,9 +2,9 @@
 //! every kcache crate, and replays its winners from disk on the next run.
 //!
 //! [`run`] tunes a few kernels (a matrix product, a fused elementwise chain, a row
-//! reduction and a two-segment softmax). Each kernel is loop code in schedule-cache's
-//! reference IR; candidate schedules (split, reorder, unroll, vectorize, hoist) are
-//! applied to freshly built code and rendered to C by schedule-cache's renderer with the
+//! reduction and a two-segment softmax). Each kernel is loop code in the
+//! reference IR (crate reference-ir); candidate schedules (split, reorder, unroll, vectorize, hoist) are
+//! applied to freshly built code and rendered to C by reference-ir's renderer with the
 //! names a real renderer mints (`i<id>` loop symbols, `v<id>_…` locals, `n<id>_<label>`
 //! nodes, `<routine>__seg<i>` segment kernels), one kernel per segment whose parameters
 //! are the segment's tensor nodes (a real C signature: `float *` or `const float *`, each
@@ -268,8 +268,7 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         let legal = search::legal_points(r).len();
         let candidates = options.round1.max(1).min(legal) + options.round2.min(legal);
         cold_search_candidates += candidates;
-        cold_search_kernels +=
-            candidates * schedule_cache::render::segments(&(r.build)().code).len();
+        cold_search_kernels += candidates * reference_ir::render::segments(&(r.build)().code).len();
     }
     if options.progress {
         eprintln!(

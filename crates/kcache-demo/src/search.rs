@@ -12,13 +12,13 @@ use kernel_cache::{
     BatchKernel, KernelCache, Names, Split, resolve_split_each_with_store, with_census,
 };
 use memo_cache::{Key, KeyBuilder, Table, Value, try_fetch_or_put};
-use schedule_cache::disk::{StoreOutcome, StorePolicy};
-use schedule_cache::identity::{NodeId, Placement};
-use schedule_cache::ir::Precision;
-use schedule_cache::render::{
+use reference_ir::ir::Precision;
+use reference_ir::render::{
     Naming, Param as RenderParam, ParamKind, Rendered, render, segments, signature_of,
 };
-use schedule_cache::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
+use reference_ir::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
+use schedule_cache::disk::{StoreOutcome, StorePolicy};
+use schedule_cache::identity::{NodeId, Placement};
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
     CompleteIdentity, Config, Limits, Measurements, Miss, Registry, SavedSchedule, ScheduleCache,
@@ -230,7 +230,7 @@ impl<'t> Session<'t> {
     fn render_batch(
         &self,
         routine: &Routine,
-        codes: &[(&Built, &schedule_cache::ir::Code)],
+        codes: &[(&Built, &reference_ir::ir::Code)],
         batch: &mut Batch,
         max_c_bytes: Option<usize>,
     ) -> Result<Vec<Vec<usize>>, DemoError> {
@@ -952,7 +952,7 @@ impl<'t> Session<'t> {
                     .map_err(|e| schedule_error(routine, e))?,
             );
         }
-        let codes: Vec<(&Built, &schedule_cache::ir::Code)> =
+        let codes: Vec<(&Built, &reference_ir::ir::Code)> =
             vec![(&s.built, &scheduled[0]), (&c.built, &scheduled[1])];
         let cold_median = c.measurement.median;
         let mut batch = Batch::default();
@@ -1040,7 +1040,7 @@ impl<'t> Session<'t> {
         data: &Data,
         tried: &mut Vec<Tried>,
     ) -> Result<(), DemoError> {
-        let codes: Vec<(&Built, &schedule_cache::ir::Code)> =
+        let codes: Vec<(&Built, &reference_ir::ir::Code)> =
             fresh.iter().map(|f| (&f.built, &f.code)).collect();
         let mut batch = Batch::default();
         let owners = self.render_batch(routine, &codes, &mut batch, None)?;
@@ -1139,7 +1139,7 @@ fn point_of(
     routine: &Routine,
     legal: &[Vec<usize>],
     built: &Built,
-    ops: &[schedule_cache::schedule::RefOp],
+    ops: &[reference_ir::schedule::RefOp],
 ) -> Option<Vec<usize>> {
     let placements = Session::placements(built);
     let identity = Subject::new(&built.code)
@@ -1211,8 +1211,8 @@ fn memo_key(routine: &Routine, keys: &[&str], kernels: &[Bound], reps: usize, se
 /// A routine's winner found on disk and replayed on fresh code.
 pub(crate) struct Replay {
     built: Built,
-    code: schedule_cache::ir::Code,
-    entry: ScheduleEntry,
+    code: reference_ir::ir::Code,
+    entry: ScheduleEntry<SavedRefOp>,
     key: String,
     describe: String,
 }
@@ -1232,7 +1232,7 @@ struct Fresh {
     point: Vec<usize>,
     built: Built,
     schedule: Schedule,
-    code: schedule_cache::ir::Code,
+    code: reference_ir::ir::Code,
     seeded: bool,
 }
 

@@ -1,6 +1,6 @@
-//! A worked adoption of schedule-cache by a backend with its own loop IR (not the crate's
-//! reference IR): a tiny loop language implementing [`LoopCode`], a schedule language of one
-//! op (tile a loop) implementing [`ScheduleLanguage`], and the [`ScheduleCache`] front door
+//! A worked adoption of schedule-cache by a backend with its own loop IR (not the reference
+//! IR of the reference-ir crate): a tiny loop language implementing [`LoopCode`], a schedule
+//! language of one op (tile a loop) implementing [`ScheduleLanguage`], and the [`ScheduleCache`] front door
 //! saving a tuned schedule in one process and replaying it in another.
 //!
 //! Run it with `cargo run -p schedule-cache --example foreign_ir`: with no arguments it creates

@@ -12,37 +12,65 @@
 //! ([`crate::canonicalize`], [`crate::cache_key`], [`crate::to_saved`], [`crate::of_saved`],
 //! [`crate::disk`]) stay for callers who need them.
 //!
+//! The crate docs' one-loop IR (`Fill`) and one-op language (`Unroll`), hidden here:
+//!
 //! ```
-//! use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-//! use schedule_cache::schedule::{ReferenceLanguage, Schedule};
+//! # use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
+//! # use schedule_cache::saved::{Replayer, Resolver};
+//! # use schedule_cache::{Error, ScheduleLanguage, SymRef};
+//! # use std::sync::atomic::{AtomicU64, Ordering};
+//! # struct Fill { var: u64, out: u64, value: f64 }
+//! # impl LoopCode for Fill {
+//! #     fn walk(&self, v: &mut dyn Visitor) {
+//! #         v.open("loop");
+//! #         v.int(64);
+//! #         v.loop_binder(SymId(self.var));
+//! #         v.open("fill");
+//! #         v.node(NodeId(self.out), &NodeAttrs::new(&[64], "f32"));
+//! #         v.symbol(SymId(self.var));
+//! #         v.float(self.value);
+//! #         v.close();
+//! #         v.close();
+//! #     }
+//! # }
+//! # struct Unroll;
+//! # impl ScheduleLanguage for Unroll {
+//! #     type Op = SymId;
+//! #     type SavedOp = SymRef;
+//! #     fn save_op(&self, op: &SymId, refs: &mut Resolver<'_>) -> Result<SymRef, Error> {
+//! #         refs.sym(*op)
+//! #     }
+//! #     fn minted(&self, _: &SymId) -> Vec<(String, SymId)> {
+//! #         Vec::new()
+//! #     }
+//! #     fn build_op(&self, saved: &SymRef, refs: &mut Replayer<'_>) -> Result<SymId, Error> {
+//! #         refs.sym(saved)
+//! #     }
+//! # }
+//! # fn fresh() -> u64 {
+//! #     static NEXT: AtomicU64 = AtomicU64::new(1);
+//! #     NEXT.fetch_add(1, Ordering::Relaxed)
+//! # }
 //! use schedule_cache::store::CacheStore;
 //! use schedule_cache::{Measurements, ScheduleCache, TimingIdentity};
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let store = CacheStore::disk(tmp.path().join("cache"));
 //! let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
-//! let cache = ScheduleCache::new(ReferenceLanguage, "cc", timing, store)
-//!     .with_schedule_format("reference-ops-1");
+//! let cache = ScheduleCache::new(Unroll, "cc", timing, store).with_schedule_format("unroll-1");
 //!
-//! let build = || {
-//!     let i = Symbol::fresh("i");
-//!     let y = TensorNode::new("y", &[64], Precision::F32);
-//!     let body = vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(2.0))];
-//!     (Code::new(vec![Stmt::for_(&i, 0, 64, body)]), i)
-//! };
-//! let (code, i) = build();
+//! let build = || Fill { var: fresh(), out: fresh(), value: 2.0 };
+//! let code = build();
 //! let miss = cache.lookup(&code)?.expect_err("an empty cache misses");
 //! assert_eq!(miss.to_string(), "no cache directory");
 //!
-//! let mut sched = Schedule::new();
-//! sched.split(&i, 8);
-//! let stored = cache.store(&code, &sched.ops, Measurements::new(vec![1.0e-6]))?;
+//! let stored = cache.store(&code, &[SymId(code.var)], Measurements::new(vec![1.0e-6]))?;
 //! assert!(stored.outcome.is_stored());
 //!
 //! // Another compile (in practice, another process): fresh ids, same code.
-//! let (again, _) = build();
+//! let again = build();
 //! let hit = cache.lookup(&again)?.expect("stored above");
-//! assert_eq!(hit.ops.len(), 1);
+//! assert_eq!(hit.ops, [SymId(again.var)]);
 //! assert_eq!(hit.entry.times, [1.0e-6]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -355,50 +383,13 @@ impl From<TimingIdentity> for Timing {
 /// still replayed only on code of the stored digest, so what another regime costs is a
 /// schedule tuned for other conditions, never one for other code.
 ///
-/// **Rendering with the reference renderer.** [`render`](crate::render::render) reads its
-/// settings (`large_models`, `buffer_aliasing`, `debug_log_from_routines`) through a
-/// [`Config`], and the default configuration declares none of them: set there, they would
-/// change the C without changing the key (each read is only logged as undeclared). Give the
-/// cache `Config::new(SettingsRegistry::reference())` (with your values) and render with
-/// [`config`](ScheduleCache::config): then every setting the renderer reads enters the
-/// codegen component. [`digest_completeness`](crate::config::digest_completeness) checks
-/// that in a test.
-///
-/// ```
-/// use schedule_cache::config::{digest_completeness, Config, SettingsRegistry};
-/// use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-/// use schedule_cache::render::{render, signature_of, Naming};
-/// use schedule_cache::schedule::ReferenceLanguage;
-/// use schedule_cache::store::CacheStore;
-/// use schedule_cache::{ScheduleCache, TimingIdentity};
-///
-/// let tmp = tempfile::tempdir()?;
-/// let i = Symbol::fresh("i");
-/// let y = TensorNode::new("y", &[64], Precision::F32);
-/// let body = vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(1.0))];
-/// let code = Code::new(vec![Stmt::for_(&i, 0, 64, body)]);
-/// let cache = |config: Config| {
-///     let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
-///     ScheduleCache::new(ReferenceLanguage, "cc", timing, CacheStore::disk(tmp.path()))
-///         .with_config(config)
-/// };
-/// let params = signature_of(&code, &[]);
-/// let c_text = |config: &Config| render(&code, "k", &params, Naming::Minted, config);
-///
-/// // The default registry: 64-bit indices change the C but not the key.
-/// let default = || Config::new(SettingsRegistry::new());
-/// let (narrow, wide) = (cache(default()), cache(default().with("large_models", "true")));
-/// assert!(digest_completeness(wide.config(), c_text).is_err()); // undeclared reads
-/// assert!(c_text(wide.config())?.text.contains("int64_t"));
-/// assert_eq!(narrow.key(&code)?, wide.key(&code)?);
-///
-/// // The reference registry: every setting the renderer reads is in the key.
-/// let reference = || Config::new(SettingsRegistry::reference());
-/// let (narrow, wide) = (cache(reference()), cache(reference().with("large_models", "true")));
-/// assert!(digest_completeness(wide.config(), c_text)?.is_ok());
-/// assert_ne!(narrow.key(&code)?, wide.key(&code)?);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
+/// **A renderer's settings.** A renderer that reads settings through a [`Config`] must find
+/// each declared in the cache's [`SettingsRegistry`] (give the cache that configuration with
+/// [`with_config`](ScheduleCache::with_config) and render with
+/// [`config`](ScheduleCache::config)): an undeclared setting would change the code without
+/// changing the key (each read is only logged as undeclared).
+/// [`digest_completeness`](crate::config::digest_completeness) checks that in a test; the
+/// reference-ir crate's `render` module shows it for its renderer.
 pub struct ScheduleCache<L, S = CacheStore> {
     lang: L,
     backend: String,
@@ -751,14 +742,10 @@ pub fn differing_siblings(key: &CacheKey, same_digest: &[String]) -> Vec<KeyComp
 mod tests {
     use super::*;
     use crate::config::{Relevance, SettingDecl};
-    use crate::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-    use crate::schedule::{ReferenceLanguage, Schedule};
+    use crate::test_ir::{Code, Stmt, Unroll, fresh, one_loop};
 
-    fn build() -> (Code, Symbol) {
-        let i = Symbol::fresh("i");
-        let y = TensorNode::new("y", &[64], Precision::F32);
-        let body = vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(2.0))];
-        (Code::new(vec![Stmt::for_(&i, 0, 64, body)]), i)
+    fn build() -> (Code, SymId) {
+        one_loop()
     }
 
     fn timing() -> TimingIdentity {
@@ -768,19 +755,17 @@ mod tests {
         }
     }
 
-    fn cache(dir: &std::path::Path, format: &str) -> ScheduleCache<ReferenceLanguage> {
-        ScheduleCache::new(ReferenceLanguage, "cc", timing(), CacheStore::disk(dir))
+    fn cache(dir: &std::path::Path, format: &str) -> ScheduleCache<Unroll> {
+        ScheduleCache::new(Unroll, "cc", timing(), CacheStore::disk(dir))
             .with_schedule_format(format)
     }
 
-    fn store_split(c: &ScheduleCache<ReferenceLanguage>) {
+    fn store_unroll(c: &ScheduleCache<Unroll>) {
         let (code, i) = build();
-        let mut s = Schedule::new();
-        s.split(&i, 8);
         let p = c
             .store(
                 &code,
-                &s.ops,
+                &[i],
                 Measurements::new(vec![1e-6]).with_baseline_time(2e-6),
             )
             .expect("store");
@@ -790,7 +775,7 @@ mod tests {
     #[test]
     fn a_stored_schedule_replays_and_another_format_misses_with_the_reason() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        store_split(&cache(tmp.path(), "ops-1"));
+        store_unroll(&cache(tmp.path(), "ops-1"));
         let (code, _) = build();
         let hit = cache(tmp.path(), "ops-1")
             .lookup(&code)
@@ -818,7 +803,7 @@ mod tests {
         .expect("declare");
         let with =
             |v: &str| cache(tmp.path(), "").with_config(Config::new(reg.clone()).with("unroll", v));
-        store_split(&with("4"));
+        store_unroll(&with("4"));
         let (code, _) = build();
         let miss = with("8").lookup(&code).expect("lookup").expect_err("miss");
         assert!(
@@ -832,7 +817,7 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let a = cache(tmp.path(), "ops-1");
         let b = cache(tmp.path(), "ops-2");
-        store_split(&a);
+        store_unroll(&a);
         let (code, _) = build();
         // Copy a's entry to b's key by hand (what a file-name collision would look like).
         let (ka, kb) = (
@@ -864,7 +849,7 @@ mod tests {
     fn an_entry_that_cannot_be_replayed_is_a_miss_not_an_error() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let c = cache(tmp.path(), "ops-1");
-        store_split(&c);
+        store_unroll(&c);
         let (code, _) = build();
         let key = c.key(&code).expect("key").expect("timing");
         let path = tmp.path().join(format!("{key}.ron"));
@@ -913,17 +898,15 @@ mod tests {
     fn without_a_timing_identity_nothing_is_keyed_or_written() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let c = ScheduleCache::new(
-            ReferenceLanguage,
+            Unroll,
             "cc",
             Timing::Unavailable,
             CacheStore::disk(tmp.path().join("c")),
         );
         assert_eq!(c.timing_identity(), None);
         let (code, i) = build();
-        let mut s = Schedule::new();
-        s.split(&i, 8);
         let p = c
-            .store(&code, &s.ops, Measurements::default())
+            .store(&code, &[i], Measurements::default())
             .expect("store");
         assert_eq!((p.outcome, p.key), (StoreOutcome::Skipped, None));
         let miss = c.lookup(&code).expect("lookup").expect_err("miss");
@@ -936,14 +919,14 @@ mod tests {
         assert!(!tmp.path().join("c").exists());
         // With a timing identity the same calls key and write.
         let known = ScheduleCache::new(
-            ReferenceLanguage,
+            Unroll,
             "cc",
             timing(),
             CacheStore::disk(tmp.path().join("c")),
         );
         assert_eq!(known.timing_identity(), Some(&timing()));
         let p = known
-            .store(&code, &s.ops, Measurements::default())
+            .store(&code, &[i], Measurements::default())
             .expect("store");
         assert!(p.outcome.is_stored() && p.key.is_some(), "{p:?}");
     }
@@ -951,11 +934,17 @@ mod tests {
     #[test]
     fn an_incomplete_identity_is_an_error_that_says_why() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let i = Symbol::fresh("i");
-        let stray = Symbol::fresh("n");
-        let y = TensorNode::new("y", &[64], Precision::F32);
-        let body = vec![Stmt::set(&y, vec![Index::var(&stray)], Expr::Const(2.0))];
-        let code = Code::new(vec![Stmt::for_(&i, 0, 64, body)]);
+        let (i, stray) = (SymId(fresh()), SymId(fresh()));
+        let fill = Stmt::Fill {
+            out: NodeId(fresh()),
+            at: stray,
+            value: 2.0,
+        };
+        let code = Code(vec![Stmt::Loop {
+            var: i,
+            extent: 64,
+            body: vec![fill],
+        }]);
         let err = cache(tmp.path(), "").lookup(&code).expect_err("incomplete");
         assert!(err.to_string().contains("unbound symbol"), "{err}");
     }

@@ -20,7 +20,6 @@ use crate::Error;
 use crate::components::{KeyComponent, KeyParts};
 use crate::identity::CompleteIdentity;
 use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, of_saved};
-use crate::schedule::SavedRefOp;
 
 /// The payload format version of [`ScheduleEntry`]. Bumped when the canonical rendering or the
 /// saved-schedule format changes (an old entry is then ignored by lookup). Independent of the
@@ -34,10 +33,10 @@ pub const ENTRY_VERSION: u32 = 2;
 /// One cached schedule, as stored on disk (RON): the winning schedule of the code named by
 /// `digest`, the key parts it was crowned under, and its measured times.
 ///
-/// `Op` is the backend's saved op type (the reference language's by default); tools that only
+/// `Op` is the backend's saved op type ([`ScheduleLanguage::SavedOp`]); tools that only
 /// inspect entries can use `ron::Value`.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ScheduleEntry<Op = SavedRefOp> {
+pub struct ScheduleEntry<Op> {
     /// The format version ([`ENTRY_VERSION`] when written by this build).
     pub version: u32,
     /// The code digest (equal to `schedule.digest`).

@@ -163,7 +163,7 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The C renderer cannot render the code (see [`render`](crate::render::render)).
+    /// A C renderer cannot render the code (reference-ir's `render::render` returns it).
     #[error("cannot render to C: {0}")]
     Render(String),
 }

@@ -21,50 +21,76 @@
 //! with [`to_saved`] (symbols become [`SymRef`]s, nodes canonical indices), serialized as RON,
 //! and replayed against another compile of the same code with [`of_saved`], which refuses a
 //! different digest. Only a [`CompleteIdentity`] produces a [`cache_key`], built from the
-//! [`KEY_COMPONENTS`] in order. The crate ships a reference loop IR ([`ir`]) and schedule
-//! language ([`schedule`]). [`walk_check`] checks an adopter's [`LoopCode`] walk in a test: it
-//! mutates each piece of the code and reports a mutation that leaves the digest unchanged.
+//! [`KEY_COMPONENTS`] in order. [`walk_check`] checks an adopter's [`LoopCode`] walk in a
+//! test: it mutates each piece of the code and reports a mutation that leaves the digest
+//! unchanged. The reference loop IR, its schedule language and C renderer are the
+//! `reference-ir` crate's; this crate knows only the two traits.
+//!
+//! An adopter's IR of one loop, `for i in 0..64 { out[i] = value }`, and a schedule language
+//! of one op (unroll a loop), through the front door:
 //!
 //! ```
-//! use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-//! use schedule_cache::schedule::{ReferenceLanguage, Schedule, apply_ops};
-//! use schedule_cache::{canonicalize, of_saved, to_saved, Registry, SavedSchedule};
-//! use std::collections::BTreeMap;
+//! use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
+//! use schedule_cache::saved::{Replayer, Resolver};
+//! use schedule_cache::store::CacheStore;
+//! use schedule_cache::{Error, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity};
+//! use std::sync::atomic::{AtomicU64, Ordering};
 //!
-//! // `for i in 0..64 { y[i] = x[i] * 2 }`, built twice with different ids and labels.
-//! let build = |tag: &str| {
-//!     let i = Symbol::fresh("i");
-//!     let x = TensorNode::new(&format!("x{tag}"), &[64], Precision::F32);
-//!     let y = TensorNode::new(&format!("y{tag}"), &[64], Precision::F32);
-//!     let value = Expr::bin(
-//!         schedule_cache::ir::BinOp::Mul,
-//!         Expr::get(&x, vec![Index::var(&i)]),
-//!         Expr::Const(2.0),
-//!     );
-//!     let body = vec![Stmt::set(&y, vec![Index::var(&i)], value)];
-//!     (Code::new(vec![Stmt::for_(&i, 0, 64, body)]), i)
-//! };
-//! let (code_a, i_a) = build("a");
-//! let (code_b, _) = build("b");
-//! let id_a = canonicalize(&code_a, &[], &BTreeMap::new(), true);
-//! let id_b = canonicalize(&code_b, &[], &BTreeMap::new(), true);
-//! assert_eq!(id_a.digest(), id_b.digest());
+//! /// The IR: `var` and `out` are this process's ids (fresh on every build).
+//! struct Fill { var: u64, out: u64, value: f64 }
+//! impl LoopCode for Fill {
+//!     fn walk(&self, v: &mut dyn Visitor) {
+//!         v.open("loop");
+//!         v.int(64);
+//!         v.loop_binder(SymId(self.var));
+//!         v.open("fill");
+//!         v.node(NodeId(self.out), &NodeAttrs::new(&[64], "f32"));
+//!         v.symbol(SymId(self.var));
+//!         v.float(self.value);
+//!         v.close();
+//!         v.close();
+//!     }
+//! }
+//! /// The schedule language: an op unrolls the loop of its symbol.
+//! struct Unroll;
+//! impl ScheduleLanguage for Unroll {
+//!     type Op = SymId;
+//!     type SavedOp = SymRef;
+//!     fn save_op(&self, op: &SymId, refs: &mut Resolver<'_>) -> Result<SymRef, Error> {
+//!         refs.sym(*op)
+//!     }
+//!     fn minted(&self, _: &SymId) -> Vec<(String, SymId)> {
+//!         Vec::new()
+//!     }
+//!     fn build_op(&self, saved: &SymRef, refs: &mut Replayer<'_>) -> Result<SymId, Error> {
+//!         refs.sym(saved)
+//!     }
+//! }
+//! fn fresh() -> u64 {
+//!     static NEXT: AtomicU64 = AtomicU64::new(1);
+//!     NEXT.fetch_add(1, Ordering::Relaxed)
+//! }
 //!
-//! // Tune on A: split i by 8 and vectorize the inner loop; save as RON.
-//! let mut sched = Schedule::new();
-//! let (_outer, inner) = sched.split(&i_a, 8);
-//! sched.vectorize(&inner);
-//! let (saved, _) = to_saved(&ReferenceLanguage, &Registry::new(&id_a), &sched.ops)?;
-//! let text = saved.to_ron()?;
+//! let tmp = tempfile::tempdir()?;
+//! let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
+//! let cache = ScheduleCache::new(Unroll, "cc", timing, CacheStore::disk(tmp.path()))
+//!     .with_schedule_format("unroll-1");
 //!
-//! // Replay on B (in practice: another process).
-//! let saved = SavedSchedule::from_ron(&text)?;
-//! let (ops, _) = of_saved(&ReferenceLanguage, &saved, &id_b)?;
-//! let done_a = sched.apply(&code_a)?;
-//! let done_b = apply_ops(&ops, &code_b)?;
-//! let digest = |c: &Code| canonicalize(c, &[], &BTreeMap::new(), true).digest().to_owned();
-//! assert_eq!(digest(&done_a), digest(&done_b));
-//! # Ok::<(), schedule_cache::Error>(())
+//! // Tune (here: decide to unroll `i`), measure, store.
+//! let code = Fill { var: fresh(), out: fresh(), value: 2.0 };
+//! let stored = cache.store(&code, &[SymId(code.var)], Measurements::new(vec![1.0e-6]))?;
+//! assert!(stored.outcome.is_stored());
+//!
+//! // Another compile (in practice, another process): fresh ids, same code: a hit, replayed
+//! // onto this compile's symbol.
+//! let again = Fill { var: fresh(), out: fresh(), value: 2.0 };
+//! let hit = cache.lookup(&again)?.expect("stored above");
+//! assert_eq!(hit.ops, [SymId(again.var)]);
+//!
+//! // Other code (another value) misses.
+//! let other = Fill { var: fresh(), out: fresh(), value: 3.0 };
+//! assert!(cache.lookup(&other)?.is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Versions
@@ -101,16 +127,15 @@ pub mod disk;
 pub mod entry;
 pub mod error;
 pub mod identity;
-pub mod ir;
 pub mod key;
 pub mod placement;
 #[cfg(feature = "redis")]
 pub mod redis_store;
-pub mod render;
 pub mod saved;
-pub mod schedule;
 pub mod seeds;
 pub mod store;
+#[cfg(test)]
+mod test_ir;
 pub mod walk_check;
 
 pub use cache::{Hit, Measurements, Miss, Published, ScheduleCache, Subject, Timing};

@@ -11,8 +11,8 @@
 //! absurd number of ops; through the front door such an entry is a
 //! [`Miss::Unreplayable`](crate::Miss::Unreplayable). The cap bounds how many ops, not what
 //! they build: a language whose ops nest the code (a split, a tile) must bound the nesting
-//! its walks recurse through, as the reference language does
-//! ([`MAX_NEST_DEPTH`](crate::schedule::MAX_NEST_DEPTH)) and `examples/foreign_ir.rs` does
+//! its walks recurse through, as the reference language does (reference-ir's
+//! `schedule::MAX_NEST_DEPTH`) and `examples/foreign_ir.rs` does
 //! for its own IR; else 4096 splits by 1 nest the code 4096 loops deep.
 
 use crate::Error;
@@ -361,16 +361,20 @@ pub fn of_saved<L: ScheduleLanguage>(
 mod tests {
     use super::*;
     use crate::identity::canonicalize;
-    use crate::ir::{Code, Stmt, Symbol};
+    use crate::test_ir::{Code, Stmt, fresh};
 
-    fn two_loops() -> (Identity, Symbol, Symbol) {
-        let (i, j) = (Symbol::fresh("i"), Symbol::fresh("j"));
-        let code = Code::new(vec![Stmt::for_(
-            &i,
-            0,
-            4,
-            vec![Stmt::for_(&j, 0, 4, vec![])],
-        )]);
+    fn two_loops() -> (Identity, SymId, SymId) {
+        let (i, j) = (SymId(fresh()), SymId(fresh()));
+        let inner = Stmt::Loop {
+            var: j,
+            extent: 4,
+            body: vec![],
+        };
+        let code = Code(vec![Stmt::Loop {
+            var: i,
+            extent: 4,
+            body: vec![inner],
+        }]);
         (canonicalize(&code, &[], &BTreeMap::new(), true), i, j)
     }
 
@@ -378,21 +382,21 @@ mod tests {
     fn registry_resolves_bases_and_records_minted_symbols_with_continuing_indices() {
         let (id, i, j) = two_loops();
         let mut reg = Registry::new(&id);
-        assert_eq!(reg.resolve(&SymRef::Base(0)), Some(i.id()));
-        assert_eq!(reg.resolve(&SymRef::Base(1)), Some(j.id()));
+        assert_eq!(reg.resolve(&SymRef::Base(0)), Some(i));
+        assert_eq!(reg.resolve(&SymRef::Base(1)), Some(j));
         assert_eq!(reg.resolve(&SymRef::Base(2)), None);
-        let m = Symbol::fresh("m");
-        reg.record(vec![("outer".into(), m.id())]).expect("fresh");
+        let m = SymId(fresh());
+        reg.record(vec![("outer".into(), m)]).expect("fresh");
         reg.record(vec![]).expect("nothing minted");
         assert_eq!(reg.recorded(), 2);
         let r = SymRef::Minted {
             op: 0,
             role: "outer".into(),
         };
-        assert_eq!(reg.resolve(&r), Some(m.id()));
+        assert_eq!(reg.resolve(&r), Some(m));
         // Not fresh: an existing binder, or the same symbol again.
-        assert!(reg.record(vec![("x".into(), i.id())]).is_err());
-        assert!(reg.record(vec![("x".into(), m.id())]).is_err());
+        assert!(reg.record(vec![("x".into(), i)]).is_err());
+        assert!(reg.record(vec![("x".into(), m)]).is_err());
     }
 
     #[test]

@@ -28,31 +28,36 @@
 //! [`LoopCode`]'s docs.
 //!
 //! ```
-//! use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+//! use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
 //! use schedule_cache::walk_check::WalkCheck;
+//! use std::sync::atomic::{AtomicU64, Ordering};
 //!
-//! // for i in 0..64 { y[i] = x[i] * 3 }
-//! fn build() -> Code {
-//!     let i = Symbol::fresh("i");
-//!     let (x, y) = (TensorNode::new("x", &[64], Precision::F32), TensorNode::new("y", &[64], Precision::F32));
-//!     let value = Expr::bin(BinOp::Mul, Expr::get(&x, vec![Index::var(&i)]), Expr::Const(3.0));
-//!     Code::new(vec![Stmt::for_(&i, 0, 64, vec![Stmt::set(&y, vec![Index::var(&i)], value)])])
+//! /// `for i in 0..extent { y[i] = x[i] <op> k }`, with this process's ids.
+//! #[derive(Clone)]
+//! struct Scale { i: u64, x: u64, y: u64, extent: i64, op: &'static str, k: f64 }
+//! impl LoopCode for Scale {
+//!     fn walk(&self, v: &mut dyn Visitor) {
+//!         v.open("loop");
+//!         v.int(self.extent);
+//!         v.loop_binder(SymId(self.i));
+//!         v.open(self.op);
+//!         v.node(NodeId(self.y), &NodeAttrs::new(&[64], "f32"));
+//!         v.node(NodeId(self.x), &NodeAttrs::new(&[64], "f32"));
+//!         v.symbol(SymId(self.i));
+//!         v.float(self.k);
+//!         v.close();
+//!         v.close();
+//!     }
 //! }
-//! fn body(c: &mut Code) -> &mut schedule_cache::ir::Loop {
-//!     match &mut c.body[0] { Stmt::For(l) => l, _ => unreachable!() }
+//! fn build() -> Scale {
+//!     static NEXT: AtomicU64 = AtomicU64::new(1);
+//!     let mut fresh = || NEXT.fetch_add(1, Ordering::Relaxed);
+//!     Scale { i: fresh(), x: fresh(), y: fresh(), extent: 64, op: "mul", k: 3.0 }
 //! }
 //! let report = WalkCheck::new(build)
-//!     .mutation("loop extent", |c| body(c).to = 65)
-//!     .mutation("scalar constant", |c| {
-//!         if let Stmt::Set { value: Expr::Binary(_, _, k), .. } = &mut body(c).body[0] {
-//!             **k = Expr::Const(4.0);
-//!         }
-//!     })
-//!     .mutation("operator", |c| {
-//!         if let Stmt::Set { value: Expr::Binary(op, _, _), .. } = &mut body(c).body[0] {
-//!             *op = BinOp::Add;
-//!         }
-//!     })
+//!     .mutation("loop extent", |c| c.extent = 65)
+//!     .mutation("scalar constant", |c| c.k = 4.0)
+//!     .mutation("operator", |c| c.op = "add")
 //!     .run();
 //! assert!(report.is_ok(), "{report}");
 //! assert_eq!(report.mutations_checked(), 3);

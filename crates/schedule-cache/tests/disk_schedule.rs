@@ -1,12 +1,13 @@
-//! The disk store with real schedule entries built by the crate's own pipeline (reference IR,
-//! canonical identity, saved schedule, key parts), next to placement entries at the same key.
+//! The disk store with real schedule entries built by the full pipeline (the reference-ir
+//! crate's IR, canonical identity, saved schedule, key parts), next to placement entries at the
+//! same key.
 
 use std::collections::BTreeMap;
 
+use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+use reference_ir::schedule::{ReferenceLanguage, SavedRefOp, Schedule};
 use schedule_cache::disk::{self, DiskCache, Lookup, MissReason, Space, StoreOutcome};
-use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use schedule_cache::placement::{PlacementEntry, Shipped};
-use schedule_cache::schedule::{ReferenceLanguage, Schedule};
 use schedule_cache::{
     CompleteIdentity, Config, KeyComponent, KeyInputs, Limits, Registry, ScheduleEntry,
     SettingsRegistry, TimingIdentity, cache_key, canonicalize, key_parts, to_saved,
@@ -50,7 +51,7 @@ impl World {
 }
 
 /// Builds a loop nest, a split schedule for it and the schedule entry crowned under `inputs`.
-fn entry(inputs: &KeyInputs<'_>) -> (CompleteIdentity, ScheduleEntry) {
+fn entry(inputs: &KeyInputs<'_>) -> (CompleteIdentity, ScheduleEntry<SavedRefOp>) {
     let i = Symbol::fresh("i");
     let y = TensorNode::new("y", &[64], Precision::F32);
     let code = Code::new(vec![Stmt::for_(
@@ -83,7 +84,8 @@ fn a_schedule_entry_round_trips_and_replays() {
         StoreOutcome::Stored
     );
     assert!(tmp.path().join(format!("{key}.ron")).is_file());
-    let back: ScheduleEntry = disk::lookup(tmp.path(), Some(&key), id.digest()).expect("hit");
+    let back: ScheduleEntry<SavedRefOp> =
+        disk::lookup(tmp.path(), Some(&key), id.digest()).expect("hit");
     assert_eq!(back, e);
     let (ops, _) = back.replay(&ReferenceLanguage, &id).expect("replay");
     assert_eq!(ops.len(), 1);
@@ -113,7 +115,7 @@ fn no_timing_identity_means_no_key_and_no_disk_io() {
         StoreOutcome::Skipped
     );
     assert_eq!(
-        disk::lookup::<ScheduleEntry>(&dir, key.as_ref(), id.digest()),
+        disk::lookup::<ScheduleEntry<SavedRefOp>>(&dir, key.as_ref(), id.digest()),
         None
     );
     assert!(!dir.exists());
@@ -133,7 +135,10 @@ fn schedule_and_placement_spaces_share_keys_without_colliding() {
     assert_eq!(disk::lookup(tmp.path(), Some(&key), id.digest()), Some(p));
     // A regime transition sweeps both spaces.
     let next = DiskCache::new(tmp.path()).with_regime(disk::CACHE_REGIME_VERSION + 1);
-    assert_eq!(next.lookup::<ScheduleEntry>(Some(&key), id.digest()), None);
+    assert_eq!(
+        next.lookup::<ScheduleEntry<SavedRefOp>>(Some(&key), id.digest()),
+        None
+    );
     assert_eq!(next.lookup::<PlacementEntry>(Some(&key), id.digest()), None);
 }
 
@@ -150,14 +155,16 @@ fn a_miss_under_another_objective_is_explained_by_the_differing_component() {
     let wanted = key_parts(&id, &queued).expect("parts");
     let wanted_key = wanted.key().expect("key");
     assert_ne!(wanted_key, stored_key);
-    let got = DiskCache::new(tmp.path()).probe::<ScheduleEntry>(Some(&wanted_key), id.digest());
+    let got = DiskCache::new(tmp.path())
+        .probe::<ScheduleEntry<SavedRefOp>>(Some(&wanted_key), id.digest());
     let Lookup::Miss(MissReason::NoEntry { same_digest }) = got else {
         panic!("{got:?}")
     };
     assert_eq!(same_digest, vec![stored_key.as_str().to_owned()]);
     // The sibling's recorded key parts say which component made the difference.
     let sibling = schedule_cache::CacheKey::new(&same_digest[0]).expect("key");
-    let found: ScheduleEntry = disk::lookup(tmp.path(), Some(&sibling), id.digest()).expect("hit");
+    let found: ScheduleEntry<SavedRefOp> =
+        disk::lookup(tmp.path(), Some(&sibling), id.digest()).expect("hit");
     assert_eq!(
         found.key_parts.differing(&wanted),
         vec![KeyComponent::Timing]

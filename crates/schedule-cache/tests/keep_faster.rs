@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 #[cfg(feature = "redis")]
 use redis_support::ServerExt as _;
 
+use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+use reference_ir::schedule::{ReferenceLanguage, Schedule};
 use schedule_cache::disk::{KeptExisting, StoreOutcome, StorePolicy};
-use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-use schedule_cache::schedule::{ReferenceLanguage, Schedule};
 use schedule_cache::store::{CacheStore, Store};
 use schedule_cache::{Measurements, ScheduleCache, TimingIdentity};
 

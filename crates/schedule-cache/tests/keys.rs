@@ -3,8 +3,9 @@
 #![allow(clippy::unwrap_used)]
 
 use proptest::prelude::*;
+use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+use reference_ir::schedule::SavedRefOp;
 use schedule_cache::config::{REFERENCE_SETTINGS, TIMING_SETTING};
-use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use schedule_cache::{
     CacheKey, CompleteIdentity, Config, DiskEntry, ENTRY_VERSION, Error, HINT_DIGITS,
     KEY_COMPONENTS, KeyComponent, KeyInputs, Limits, Registry, Relevance, ScheduleEntry,
@@ -351,10 +352,10 @@ fn schedule_entries_round_trip_and_check_their_digest() {
     let id = canonicalize(&code, &[], &BTreeMap::new(), true)
         .into_complete()
         .unwrap();
-    let mut s = schedule_cache::schedule::Schedule::new();
+    let mut s = reference_ir::schedule::Schedule::new();
     s.split(&i, 4);
     let (saved, _) = to_saved(
-        &schedule_cache::schedule::ReferenceLanguage,
+        &reference_ir::schedule::ReferenceLanguage,
         &Registry::new(&id),
         &s.ops,
     )
@@ -364,17 +365,20 @@ fn schedule_entries_round_trip_and_check_their_digest() {
     let entry =
         ScheduleEntry::new(&id, parts, saved.clone(), vec![1.5e-6, 1.25e-6], Some(3e-6)).unwrap();
     assert_eq!(entry.version(), ENTRY_VERSION);
-    assert_eq!(<ScheduleEntry as DiskEntry>::VERSION, ENTRY_VERSION);
+    assert_eq!(
+        <ScheduleEntry<SavedRefOp> as DiskEntry>::VERSION,
+        ENTRY_VERSION
+    );
     assert_eq!(DiskEntry::digest(&entry), id.digest());
     let text = ron::ser::to_string_pretty(&entry, Default::default()).unwrap();
-    let back: ScheduleEntry = ron::from_str(&text).unwrap();
+    let back: ScheduleEntry<SavedRefOp> = ron::from_str(&text).unwrap();
     assert_eq!(back, entry);
     // Tools can read any entry without knowing the op type.
     let generic: ScheduleEntry<ron::Value> = ron::from_str(&text).unwrap();
     assert_eq!(generic.digest, entry.digest);
     // Replay checks the digest.
     let (ops, _) = back
-        .replay(&schedule_cache::schedule::ReferenceLanguage, &id)
+        .replay(&reference_ir::schedule::ReferenceLanguage, &id)
         .unwrap();
     assert_eq!(ops.len(), 1);
     let other = {
@@ -385,7 +389,7 @@ fn schedule_entries_round_trip_and_check_their_digest() {
             .unwrap()
     };
     assert!(matches!(
-        back.replay(&schedule_cache::schedule::ReferenceLanguage, &other),
+        back.replay(&reference_ir::schedule::ReferenceLanguage, &other),
         Err(Error::DigestMismatch { .. })
     ));
     assert!(matches!(
@@ -572,7 +576,7 @@ fn every_accepted_declaration_changes_the_key_in_its_component() {
 /// into a directory stamped as the doc says, is a hit of the front door.
 #[test]
 fn the_disk_format_worked_example_matches_the_code() {
-    use schedule_cache::schedule::ReferenceLanguage;
+    use reference_ir::schedule::ReferenceLanguage;
     use schedule_cache::store::CacheStore;
     use schedule_cache::{ScheduleCache, canonicalize};
 

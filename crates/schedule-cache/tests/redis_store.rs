@@ -453,8 +453,8 @@ fn a_configured_disk_then_redis_store_shares_winners_between_directories() {
 /// the keys the server lists for the same code.
 #[test]
 fn the_front_door_explains_misses_over_redis_too() {
-    use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-    use schedule_cache::schedule::{ReferenceLanguage, Schedule};
+    use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+    use reference_ir::schedule::{ReferenceLanguage, Schedule};
     use schedule_cache::{KeyComponent, Measurements, Miss, ScheduleCache, TimingIdentity};
 
     let server = redis_support::Server::start();

@@ -2,9 +2,9 @@
 //! `ScheduleCache::candidate` rebuilds, and what it refuses.
 #![allow(clippy::unwrap_used)]
 
+use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+use reference_ir::schedule::{ReferenceLanguage, Schedule, apply_ops};
 use schedule_cache::disk::{DiskCache, Lookup, StoreOutcome, StorePolicy, Stored};
-use schedule_cache::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-use schedule_cache::schedule::{ReferenceLanguage, Schedule, apply_ops};
 use schedule_cache::store::{NearIndexError, Store};
 use schedule_cache::{
     CacheKey, Error, KeyComponent, Limits, Measurements, ScheduleCache, SeedOrigin, TimingIdentity,
@@ -22,7 +22,7 @@ fn build(n: usize, extra: bool) -> (Code, Symbol) {
         &y,
         vec![at()],
         Expr::bin(
-            schedule_cache::ir::BinOp::Mul,
+            reference_ir::ir::BinOp::Mul,
             Expr::get(&x, vec![at()]),
             Expr::Const(2.0),
         ),

@@ -11,10 +11,10 @@
 //! nesting level, so a saved schedule from anywhere (a cache entry of thousands of splits
 //! by 1) cannot nest the code deep enough to overflow the stack of the process replaying it.
 
-use crate::Error;
-use crate::identity::{NodeId, SymId};
 use crate::ir::{Access, Code, Expr, Index, Loop, LoopKind, Stmt, Symbol};
-use crate::saved::{Replayer, Resolver, ScheduleLanguage, SymRef};
+use schedule_cache::Error;
+use schedule_cache::identity::{NodeId, SymId};
+use schedule_cache::saved::{Replayer, Resolver, ScheduleLanguage, SymRef};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -105,7 +105,7 @@ pub enum SavedRefOp {
     },
 }
 
-/// The reference schedule language, for [`crate::to_saved`] / [`crate::of_saved`].
+/// The reference schedule language, for [`schedule_cache::to_saved`] / [`schedule_cache::of_saved`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReferenceLanguage;
 

@@ -5,9 +5,9 @@
 //! `REPLAY_CHILD_DIR` set, running only `replay_child`.
 #![allow(clippy::unwrap_used)]
 
+use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+use reference_ir::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
 use schedule_cache::identity::{NodeId, Placement};
-use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-use schedule_cache::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
 use schedule_cache::{Identity, Registry, SavedSchedule, canonicalize, of_saved, to_saved};
 use std::collections::BTreeMap;
 use std::path::Path;

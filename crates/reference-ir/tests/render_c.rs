@@ -6,9 +6,9 @@
 mod common;
 
 use canonical_text::{Names, canonical_kernel};
-use schedule_cache::ir::{Code, Symbol};
-use schedule_cache::render::{Naming, Rendered, render, signature_of};
-use schedule_cache::schedule::{ReferenceLanguage, apply_ops};
+use reference_ir::ir::{Code, Symbol};
+use reference_ir::render::{Naming, Rendered, render, signature_of};
+use reference_ir::schedule::{ReferenceLanguage, apply_ops};
 use schedule_cache::{
     Config, Registry, SettingsRegistry, canonicalize, digest_completeness, of_saved, to_saved,
 };

@@ -10,13 +10,13 @@
 //! and fails, instead of dying with it.
 #![allow(clippy::unwrap_used)]
 
-use schedule_cache::config::{Config, SettingsRegistry};
-use schedule_cache::disk;
-use schedule_cache::ir::{BinOp, Code, Expr, Index, LoopKind, Precision, Stmt, Symbol, TensorNode};
-use schedule_cache::render::{MAX_RENDER_BYTES, Naming, render, segments, signature_of};
-use schedule_cache::schedule::{
+use reference_ir::ir::{BinOp, Code, Expr, Index, LoopKind, Precision, Stmt, Symbol, TensorNode};
+use reference_ir::render::{MAX_RENDER_BYTES, Naming, render, segments, signature_of};
+use reference_ir::schedule::{
     MAX_NEST_DEPTH, RefOp, ReferenceLanguage, SavedRefOp, Schedule, apply_ops,
 };
+use schedule_cache::config::{Config, SettingsRegistry};
+use schedule_cache::disk;
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
     Error, MAX_SAVED_OPS, Measurements, Registry, SavedSchedule, ScheduleCache, ScheduleEntry,

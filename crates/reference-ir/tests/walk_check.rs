@@ -2,12 +2,12 @@
 //! walks that leave a piece out (or leak ids) are caught.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use schedule_cache::config::{Config, SettingsRegistry};
-use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-use schedule_cache::ir::{
+use reference_ir::ir::{
     BinOp, Code, Expr, Index, Loop, LoopKind, Precision, Stmt, Symbol, TensorNode, UnOp,
 };
-use schedule_cache::render::{Naming, render, signature_of};
+use reference_ir::render::{Naming, render, signature_of};
+use schedule_cache::config::{Config, SettingsRegistry};
+use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
 use schedule_cache::walk_check::{WalkCheck, WalkProblem};
 
 /// Reference-IR code with a runtime size `n` (a static index: a parameter of the rendered

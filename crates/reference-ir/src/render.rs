@@ -1,9 +1,9 @@
 //! The C renderer for the reference IR: one C function per [`Code`], its signature and
 //! naming policy chosen by the caller ([`render`]).
 //!
-//! It is a code generator in the sense of [`crate::config`]: every setting it reads goes
+//! It is a code generator in the sense of [`schedule_cache::config`]: every setting it reads goes
 //! through [`Config::get`], and each is declared in
-//! [`REFERENCE_SETTINGS`](crate::config::REFERENCE_SETTINGS): `large_models` (64-bit indices),
+//! [`REFERENCE_SETTINGS`](schedule_cache::config::REFERENCE_SETTINGS): `large_models` (64-bit indices),
 //! `buffer_aliasing` (no `restrict` when buffers may alias) and `debug_log_from_routines`
 //! (a log line on entry).
 //!
@@ -23,8 +23,8 @@
 //!
 //! ```
 //! use schedule_cache::config::{Config, SettingsRegistry};
-//! use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-//! use schedule_cache::render::{Naming, render, signature_of};
+//! use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+//! use reference_ir::render::{Naming, render, signature_of};
 //!
 //! let i = Symbol::fresh("i");
 //! let x = TensorNode::new("x", &[8], Precision::F32);
@@ -42,16 +42,60 @@
 //! assert_eq!(k.params.len(), 2);
 //! # Ok::<(), schedule_cache::Error>(())
 //! ```
+//!
+//! **Keying the settings.** The default [`SettingsRegistry`](schedule_cache::SettingsRegistry)
+//! declares none of the renderer's settings: set there, they would change the C without
+//! changing the key (each read is only logged as undeclared). Give a
+//! [`ScheduleCache`](schedule_cache::ScheduleCache) `Config::new(SettingsRegistry::reference())`
+//! (with your values) and render with its `config()`: then every setting the renderer reads
+//! enters the codegen component.
+//! [`digest_completeness`](schedule_cache::config::digest_completeness) checks that in a test.
+//!
+//! ```
+//! use schedule_cache::config::{digest_completeness, Config, SettingsRegistry};
+//! use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+//! use reference_ir::render::{render, signature_of, Naming};
+//! use reference_ir::schedule::ReferenceLanguage;
+//! use schedule_cache::store::CacheStore;
+//! use schedule_cache::{ScheduleCache, TimingIdentity};
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let i = Symbol::fresh("i");
+//! let y = TensorNode::new("y", &[64], Precision::F32);
+//! let body = vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(1.0))];
+//! let code = Code::new(vec![Stmt::for_(&i, 0, 64, body)]);
+//! let cache = |config: Config| {
+//!     let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
+//!     ScheduleCache::new(ReferenceLanguage, "cc", timing, CacheStore::disk(tmp.path()))
+//!         .with_config(config)
+//! };
+//! let params = signature_of(&code, &[]);
+//! let c_text = |config: &Config| render(&code, "k", &params, Naming::Minted, config);
+//!
+//! // The default registry: 64-bit indices change the C but not the key.
+//! let default = || Config::new(SettingsRegistry::new());
+//! let (narrow, wide) = (cache(default()), cache(default().with("large_models", "true")));
+//! assert!(digest_completeness(wide.config(), c_text).is_err()); // undeclared reads
+//! assert!(c_text(wide.config())?.text.contains("int64_t"));
+//! assert_eq!(narrow.key(&code)?, wide.key(&code)?);
+//!
+//! // The reference registry: every setting the renderer reads is in the key.
+//! let reference = || Config::new(SettingsRegistry::reference());
+//! let (narrow, wide) = (cache(reference()), cache(reference().with("large_models", "true")));
+//! assert!(digest_completeness(wide.config(), c_text)?.is_ok());
+//! assert_ne!(narrow.key(&code)?, wide.key(&code)?);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::config::Config;
-use crate::error::Error;
-use crate::identity::SymId;
 use crate::ir::{
     BinOp, Code, Expr, Index, Loop, LoopKind, Precision, Stmt, Symbol, TensorNode, UnOp,
 };
+use schedule_cache::config::Config;
+use schedule_cache::error::Error;
+use schedule_cache::identity::SymId;
 
 /// Unrolled loops of at most this many iterations are emitted as copies.
 pub const UNROLL_COPIES_MAX: i64 = 16;
@@ -241,7 +285,7 @@ struct Renderer<'a> {
     /// Loop symbols replaced by constants (inside unrolled copies).
     env: BTreeMap<SymId, i64>,
     /// The node parameters, by id, with their names.
-    nodes: BTreeMap<crate::identity::NodeId, (String, &'a TensorNode)>,
+    nodes: BTreeMap<schedule_cache::identity::NodeId, (String, &'a TensorNode)>,
     /// The precision of every local declared so far.
     locals: BTreeMap<SymId, Precision>,
     owned: Vec<String>,
@@ -643,8 +687,8 @@ pub fn segments(code: &Code) -> Vec<Code> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::config::{SettingsRegistry, digest_completeness};
     use crate::ir::{Expr, Index};
+    use schedule_cache::config::{SettingsRegistry, digest_completeness};
 
     fn copy_code() -> (Code, Symbol, TensorNode, TensorNode) {
         let i = Symbol::fresh("i");

@@ -7,7 +7,7 @@ mod common;
 
 use common::{MUTATIONS, Mutation, build, gen_schedule, gen_shape, hoistable_base, mutate};
 use proptest::prelude::*;
-use schedule_cache::schedule::{ReferenceLanguage, SavedRefOp, apply_ops};
+use reference_ir::schedule::{ReferenceLanguage, SavedRefOp, apply_ops};
 use schedule_cache::{Identity, Registry, SavedSchedule, canonicalize, of_saved, to_saved};
 
 fn ident(b: &common::Built, with_placements: bool) -> Identity {

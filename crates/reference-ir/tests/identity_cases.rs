@@ -4,8 +4,8 @@
 
 mod common;
 
-use schedule_cache::ir::{BinOp, Code, Expr, Index, LoopKind, Precision, Stmt, Symbol, TensorNode};
-use schedule_cache::schedule::{RefOp, ReferenceLanguage, SavedRefOp, Schedule};
+use reference_ir::ir::{BinOp, Code, Expr, Index, LoopKind, Precision, Stmt, Symbol, TensorNode};
+use reference_ir::schedule::{RefOp, ReferenceLanguage, SavedRefOp, Schedule};
 use schedule_cache::{
     Error, Lineage, NodeId, Placement, Registry, SavedSchedule, SymRef, canonicalize,
     canonicalize_source, of_saved, to_saved,
@@ -115,7 +115,7 @@ fn incomplete_identities_still_round_trip_in_process() {
     let (saved, _) = to_saved(&ReferenceLanguage, &Registry::new(&id), &s.ops).unwrap();
     let (ops, _) = of_saved(&ReferenceLanguage, &saved, &id).unwrap();
     let a = s.apply(&code).unwrap();
-    let b = schedule_cache::schedule::apply_ops(&ops, &code).unwrap();
+    let b = reference_ir::schedule::apply_ops(&ops, &code).unwrap();
     assert_eq!(
         canonicalize(&a, &[], &no_placements(), true).digest(),
         canonicalize(&b, &[], &no_placements(), true).digest()
@@ -430,7 +430,7 @@ fn tile_is_two_splits_and_an_interchange() {
     let (twin, ..) = matvec();
     let tid = canonicalize(&twin, &[], &no_placements(), true);
     let (ops, _) = of_saved(&ReferenceLanguage, &saved, &tid).unwrap();
-    let twin_done = schedule_cache::schedule::apply_ops(&ops, &twin).unwrap();
+    let twin_done = reference_ir::schedule::apply_ops(&ops, &twin).unwrap();
     let a = canonicalize(&done, &[], &no_placements(), true);
     let b = canonicalize(&twin_done, &[], &no_placements(), true);
     assert_eq!(a.explain_difference(&b), None);

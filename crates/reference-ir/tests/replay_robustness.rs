@@ -5,7 +5,7 @@
 mod common;
 
 use proptest::prelude::*;
-use schedule_cache::schedule::{ReferenceLanguage, SavedRefOp, apply_ops};
+use reference_ir::schedule::{ReferenceLanguage, SavedRefOp, apply_ops};
 use schedule_cache::{Error, SavedSchedule, SymRef, canonicalize, of_saved};
 
 fn sym_ref() -> impl Strategy<Value = SymRef> {

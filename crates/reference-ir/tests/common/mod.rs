@@ -3,9 +3,9 @@
 //! random valid schedules over built code.
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode, UnOp};
+use reference_ir::schedule::{RefOp, Schedule};
 use schedule_cache::identity::{NodeId, Placement};
-use schedule_cache::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode, UnOp};
-use schedule_cache::schedule::{RefOp, Schedule};
 use std::collections::BTreeMap;
 
 /// A small deterministic PRNG (test-support's xorshift64*), so a shape is a pure function of
