@@ -129,7 +129,7 @@ pub struct DemoOptions {
     /// the winners of the others (same loop nest, other extents).
     pub size: Option<usize>,
     /// Compiler options added after the demo's own (`-O3`, `-march=native`): they enter
-    /// the codegen key component, so winners crowned under other options are misses, and
+    /// the codegen key component, so winners stored under other options are misses, and
     /// seeds.
     pub extra_options: Vec<String>,
     /// Start each search from the seeds the schedule cache offers after a miss (winners of
@@ -224,7 +224,7 @@ pub fn kernel_names() -> Vec<&'static str> {
 /// `fresh` is asked to clear a directory holding foreign files (nothing is changed); others
 /// as documented on [`DemoError`]. A disk
 /// cache that cannot be written is not an error (the winner is a future miss), and no
-/// cache content is: a stored winner that cannot be used (refused or unreadable, crowned
+/// cache content is: a stored winner that cannot be used (refused or unreadable, stored
 /// under other key components, not replayable on the code, with more ops than the demo
 /// replays, not applying to it, rendering to more C than the demo compiles, or computing
 /// a wrong result when run) is a miss whose reason the report gives; the

@@ -34,7 +34,7 @@ pub struct KernelReport {
     pub baseline_seconds: Option<f64>,
     /// Median time of the winner measured in this run, in seconds.
     pub best_seconds: f64,
-    /// When replayed: the winner's median time stored by the search that crowned it.
+    /// When replayed: the winner's median time stored by the search that picked it.
     pub stored_best_seconds: Option<f64>,
     /// The winning schedule in words (loops and nodes named by their labels).
     pub schedule: String,

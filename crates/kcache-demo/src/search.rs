@@ -33,7 +33,7 @@ use crate::keys::{KeyMode, verbatim_key};
 use crate::report::{ColdComparison, KernelReport, Origin, Seeding, Totals, count};
 
 /// Bumped whenever the renderer's output changes for the same code: it enters the
-/// codegen key component, so winners crowned under another renderer never replay.
+/// codegen key component, so winners stored under another renderer never replay.
 const RENDERER_VERSION: &str = "schedule-cache-render-minted-2";
 
 /// The backend name in disk keys.
@@ -1548,7 +1548,7 @@ mod tests {
     /// Two candidates of one routine whose kernels are the same text (so the same kernel
     /// keys) but whose parameters are bound to other buffers are two measurements: the
     /// memo table never answers one with the other's (a wrong hit would report a wrong
-    /// candidate correct, and could crown it). Real renders, compiles and runs.
+    /// candidate correct, and could pick it as the winner). Real renders, compiles and runs.
     #[test]
     fn candidates_differing_only_in_bindings_are_measured_apart() {
         let tmp = tempfile::tempdir().unwrap();

@@ -6,9 +6,9 @@ mod common;
 
 use reference_ir::ir::{BinOp, Code, Expr, Index, LoopKind, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::schedule::{RefOp, ReferenceLanguage, SavedRefOp, Schedule};
+use schedule_cache::identity::{Lineage, canonicalize_source};
 use schedule_cache::{
-    Error, Lineage, NodeId, Placement, Registry, SavedSchedule, SymRef, canonicalize,
-    canonicalize_source, of_saved, to_saved,
+    Error, NodeId, Placement, Registry, SavedSchedule, SymRef, canonicalize, of_saved, to_saved,
 };
 use std::collections::BTreeMap;
 

@@ -252,7 +252,7 @@ pub enum Miss {
         /// order; empty when no such entry could be read (entries written before summaries).
         changes: Vec<(KeyComponent, String)>,
     },
-    /// An entry sat at the key but was crowned under other full key components (the file
+    /// An entry sat at the key but was stored under other full key components (the file
     /// name collided, or the entry was copied by hand): never replayed.
     OtherComponents {
         /// The components that differ, in key order.
@@ -314,7 +314,7 @@ impl fmt::Display for Miss {
             Miss::NotFound { reason, .. } => write!(f, "{reason}"),
             Miss::OtherComponents { differing } => write!(
                 f,
-                "the entry at this key was crowned under other key components ({})",
+                "the entry at this key was stored under other key components ({})",
                 names(differing)
             ),
             Miss::Unreplayable { error } => {
@@ -513,7 +513,7 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
     }
 
     /// Looks `subject` up and, on a hit, replays the stored schedule on it. The entry must be
-    /// of the current version, saved for the subject's digest, crowned under the same full
+    /// of the current version, saved for the subject's digest, stored under the same full
     /// key components and replayable on the subject's code; anything else is a [`Miss`] that
     /// says why (an entry whose schedule cannot be rebuilt is [`Miss::Unreplayable`]: cache
     /// content never fails a run).

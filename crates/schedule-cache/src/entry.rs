@@ -31,7 +31,7 @@ use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, of_saved};
 pub const ENTRY_VERSION: u32 = 2;
 
 /// One cached schedule, as stored on disk (RON): the winning schedule of the code named by
-/// `digest`, the key parts it was crowned under, and its measured times.
+/// `digest`, the key parts it was stored under, and its measured times.
 ///
 /// `Op` is the backend's saved op type ([`ScheduleLanguage::SavedOp`]); tools that only
 /// inspect entries can use `ron::Value`.
@@ -41,7 +41,7 @@ pub struct ScheduleEntry<Op> {
     pub version: u32,
     /// The code digest (equal to `schedule.digest`).
     pub digest: String,
-    /// The key components the entry was crowned under, in key order (explains a miss).
+    /// The key components the entry was stored under, in key order (explains a miss).
     pub key_parts: KeyParts,
     /// The saved schedule.
     pub schedule: SavedSchedule<Op>,
@@ -56,7 +56,7 @@ pub struct ScheduleEntry<Op> {
 }
 
 impl<Op> ScheduleEntry<Op> {
-    /// An entry for `schedule`, saved against `identity`, crowned under `key_parts`.
+    /// An entry for `schedule`, saved against `identity`, stored under `key_parts`.
     ///
     /// # Errors
     /// [`Error::DigestMismatch`] if the schedule was saved against another identity.

@@ -6,6 +6,14 @@
 //! in which every backend-specific name has been replaced by its number, so two processes that
 //! build the same code with different symbol ids, node ids and labels get the same
 //! [`Identity::digest`].
+//!
+//! **Whose concepts.** [`LoopCode`], [`Visitor`], [`canonicalize`] and [`Placement`] (where
+//! a tensor node lives: local scratch and a device buffer generate different kernels) are
+//! for every adopter. [`canonicalize_source`], [`Lineage`] and [`LineageTag`] key a
+//! compiler's *placement decision problem* (OCANNL decides per tensor node whether it is
+//! virtual, local or materialized, from the raw code and the lowering's lineage): an
+//! adopter without such a decision never needs them, and they are not re-exported at the
+//! crate's top level.
 
 use crate::Error;
 use std::collections::{BTreeMap, BTreeSet};

@@ -148,9 +148,12 @@ pub use config::{Config, Relevance, SettingDecl, SettingsRegistry, digest_comple
 pub use disk::{KeptExisting, StorePolicy};
 pub use entry::{DiskEntry, ENTRY_VERSION, ScheduleEntry};
 pub use error::Error;
+// The placement decision problem (`identity::{canonicalize_source, Lineage, LineageTag}`) is
+// one compiler's concept (a lowering that decides where tensor nodes live): it stays in its
+// module, off the front.
 pub use identity::{
-    CompleteIdentity, Identity, IdentityKind, Lineage, LineageTag, LoopCode, NodeAttrs, NodeId,
-    Placement, SymId, Visitor, canonicalize, canonicalize_source,
+    CompleteIdentity, Identity, IdentityKind, LoopCode, NodeAttrs, NodeId, Placement, SymId,
+    Visitor, canonicalize,
 };
 pub use key::CacheKey;
 pub use saved::{

@@ -4,7 +4,7 @@
 //!
 //! A [`Seed`] is a saved schedule found for
 //!
-//! - **the same code** (the same digest) crowned under other key components ([`SeedOrigin::SameCode`]:
+//! - **the same code** (the same digest) stored under other key components ([`SeedOrigin::SameCode`]:
 //!   another codegen environment, toolchain, numerics policy, pool, device, objective or
 //!   schedule format), from the store's sibling index; or
 //! - **near code** ([`SeedOrigin::NearCode`]): code with the same loop-nest structure and other
@@ -130,7 +130,7 @@ pub fn size_free_digest(subject: &Subject<'_>) -> Result<String, Error> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SeedOrigin {
-    /// The same code (same digest), crowned under other key components.
+    /// The same code (same digest), stored under other key components.
     SameCode {
         /// The components its key differs in from the caller's, in key order.
         differing: Vec<KeyComponent>,

@@ -50,7 +50,7 @@ impl World {
     }
 }
 
-/// Builds a loop nest, a split schedule for it and the schedule entry crowned under `inputs`.
+/// Builds a loop nest, a split schedule for it and the schedule entry stored under `inputs`.
 fn entry(inputs: &KeyInputs<'_>) -> (CompleteIdentity, ScheduleEntry<SavedRefOp>) {
     let i = Symbol::fresh("i");
     let y = TensorNode::new("y", &[64], Precision::F32);
