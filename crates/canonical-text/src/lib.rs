@@ -244,11 +244,20 @@
 
 mod canonical;
 mod encoding;
+mod interner;
+mod key;
 pub mod lexer;
+mod names;
 mod phases;
 pub mod reference;
+mod refusal;
+mod rename;
+mod scan;
 
-pub use canonical::{Canonical, Derivation, Names, Refusal, canonical_kernel};
+pub use canonical::canonical_kernel;
+pub use key::Canonical;
+pub use names::{Derivation, Names};
+pub use refusal::Refusal;
 
 use sha2::{Digest, Sha256};
 
