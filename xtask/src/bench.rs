@@ -163,7 +163,7 @@ const FIGURES: &[Figure] = &[
         "canonical_key_corpus_names",
         "canonical-text",
         "canonical",
-        "SHA-256 of the same bytes (the real corpus, each kernel's Names built from its declared names in the loop)",
+        "SHA-256 of the same bytes (the real corpus, each kernel keyed with its declared names inside the loop, through a NameScope)",
     )
     .at_most(5.0),
     Figure::criterion(

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use crate::interner::{Slot, name_key};
 use crate::kernel_token;
 use crate::key::{Canonical, raw};
-use crate::names::{Names, Prepared};
+use crate::names::{NameScope, Names, Prepared};
 use crate::refusal::Refusal;
 use crate::rename::{Ambiguous, Renamer, pinned_names, redo};
 
@@ -73,9 +73,31 @@ use crate::rename::{Ambiguous, Renamer, pinned_names, redo};
 ///
 /// Never panics, whatever the text.
 pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) -> Canonical {
+    warm(names, text.as_bytes(), kernel_name);
+    canonical_prepared(text, kernel_name, &Prepared::new(names))
+}
+
+impl NameScope {
+    /// [`canonical_kernel`] of `text` with the scope's names and `bound`, the names the
+    /// renderer declared in this kernel (see [`Names::bound`] for which those are): the
+    /// same [`Canonical`] as with a [`Names`] holding both (see [`NameScope`]).
+    ///
+    /// Never panics, whatever the text.
+    pub fn canonical_kernel<S: AsRef<str>>(
+        &self,
+        text: &str,
+        kernel_name: Option<&str>,
+        bound: &[S],
+    ) -> Canonical {
+        let bound: Vec<&str> = bound.iter().map(AsRef::as_ref).collect();
+        canonical_prepared(text, kernel_name, &self.prepared(&bound))
+    }
+}
+
+/// [`canonical_kernel`] given what the call prepared from its names.
+fn canonical_prepared(text: &str, kernel_name: Option<&str>, prepared: &Prepared<'_>) -> Canonical {
     let src = text.as_bytes();
-    warm(names, src, kernel_name);
-    let prepared = Prepared::new(names);
+    let names = prepared.names;
     let bound_ok = prepared.refusal.is_none();
 
     let own = kernel_name.map(str::as_bytes);
@@ -88,16 +110,16 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
     // the spelling observers, both over the whole text. The scan also tells whether the
     // text holds any byte phases 1-2 may refuse (`Masks::gate`); when it holds none, the
     // first gate's full search is skipped, since it could only answer `None`.
-    let mut r = Renamer::new(src, &prepared, bound_ok, own, token_bytes, &[]);
+    let mut r = Renamer::new(src, prepared, bound_ok, own, token_bytes, &[]);
     let mut outcome = r.run();
     if outcome.is_ok() && r.redo && r.collisions.is_none() {
-        (r, outcome) = redo(r, src, &prepared, bound_ok, own, token_bytes);
+        (r, outcome) = redo(r, src, prepared, bound_ok, own, token_bytes);
     }
     if !r.gate_clear
         && let Some((offset, what)) = crate::phases::untokenizable(src)
     {
         let refusal = Refusal::AmbiguousLexing { offset, what };
-        return refused(src, kernel_name, &prepared, refusal);
+        return refused(src, kernel_name, prepared, refusal);
     }
     if let Some((offset, what)) = crate::phases::spelling_observer(
         src,
@@ -105,7 +127,7 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
         names.observers.contains(crate::phases::DEFAULT_OBSERVER),
     ) {
         let refusal = Refusal::SpellingObserved { offset, what };
-        return refused(src, kernel_name, &prepared, refusal);
+        return refused(src, kernel_name, prepared, refusal);
     }
     // The scan met every identifier in code, directives and attributes: once it read the
     // whole text, its first reserved one of unknown meaning is the answer of the
@@ -120,11 +142,11 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
     };
     if let Some((offset, name)) = reserved {
         let refusal = Refusal::UnknownReserved { offset, name };
-        return refused(src, kernel_name, &prepared, refusal);
+        return refused(src, kernel_name, prepared, refusal);
     }
     if let (Ok(()), Some(offset)) = (&outcome, r.collisions) {
         let refusal = Refusal::NameCollisions { offset };
-        return refused(src, kernel_name, &prepared, refusal);
+        return refused(src, kernel_name, prepared, refusal);
     }
     match outcome {
         Ok(()) => {
@@ -140,7 +162,7 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
             match name_in_attribute(src, &r, &c, kernel_name) {
                 Some((offset, name)) => {
                     let refusal = Refusal::NameInAttribute { offset, name };
-                    refused(src, kernel_name, &prepared, refusal)
+                    refused(src, kernel_name, prepared, refusal)
                 }
                 None => c,
             }
@@ -158,7 +180,7 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
             } else {
                 Refusal::AmbiguousLexing { offset, what }
             };
-            refused(src, kernel_name, &prepared, refusal)
+            refused(src, kernel_name, prepared, refusal)
         }
     }
 }

@@ -11,6 +11,8 @@
 //! * [`lexer`] tokenizes C, CUDA and Metal C-like text over bytes and never panics.
 //! * [`canonical_kernel`] renames the owned names to canonical tokens numbered by first
 //!   occurrence and returns a [`Canonical`] whose [`Canonical::key`] is the cache key.
+//! * [`NameScope`] prepares the names a renderer's kernels share once, and keys each
+//!   kernel with its declared names as borrowed strings (no [`Names`] built per kernel).
 //! * [`digest_of_parts`] is the length-prefixed SHA-256 digest every kcache key uses.
 //! * [`segment_kernel_name`] and [`kernel_token`] name fissioned segment kernels and
 //!   strip their positional index.
@@ -256,7 +258,7 @@ mod scan;
 
 pub use canonical::canonical_kernel;
 pub use key::Canonical;
-pub use names::{Derivation, Names};
+pub use names::{Derivation, NameScope, Names};
 pub use refusal::Refusal;
 
 use sha2::{Digest, Sha256};

@@ -196,9 +196,37 @@ impl NameFilter {
     }
 }
 
-/// What one call needs from [`Names`], computed once per call.
+/// The filters over a [`Names`]' keep and free names: computed once per call, or once
+/// per [`NameScope`].
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Filters {
+    /// Keep and free names.
+    pub(crate) kept: NameFilter,
+    pub(crate) free: NameFilter,
+}
+
+impl Filters {
+    pub(crate) fn new(names: &Names) -> Self {
+        let mut f = Filters::default();
+        for n in &names.keep {
+            f.kept.add(n.as_bytes());
+        }
+        for n in &names.free {
+            f.kept.add(n.as_bytes());
+            f.free.add(n.as_bytes());
+        }
+        f
+    }
+}
+
+/// What one call needs from [`Names`] (and, for a [`NameScope`] call, the kernel's own
+/// bound names), computed once per call.
 pub(crate) struct Prepared<'n> {
     pub(crate) names: &'n Names,
+    /// Bound names given besides `names.bound` (a [`NameScope`] call's), as given.
+    pub(crate) extra: &'n [&'n str],
+    /// `extra` sorted, only where derivations need to look names up in it.
+    pub(crate) extra_sorted: Vec<&'n str>,
     /// Keep and free names.
     pub(crate) kept: NameFilter,
     pub(crate) bound: NameFilter,
@@ -207,38 +235,71 @@ pub(crate) struct Prepared<'n> {
 
 impl<'n> Prepared<'n> {
     pub(crate) fn new(names: &'n Names) -> Self {
-        let mut kept = NameFilter::default();
-        let mut free = NameFilter::default();
-        for n in &names.keep {
-            kept.add(n.as_bytes());
-        }
-        for n in &names.free {
-            kept.add(n.as_bytes());
-            free.add(n.as_bytes());
-        }
+        Prepared::with(names, Filters::new(names), &[])
+    }
+
+    /// The bound names are those of `names` and `extra`: the refusal is that of a
+    /// [`Names`] holding both (the least offending name, as the first of a sorted set).
+    pub(crate) fn with(names: &'n Names, filters: Filters, extra: &'n [&'n str]) -> Self {
+        let Filters { kept, free } = filters;
         let mut bound = NameFilter::default();
-        let mut meets = None;
-        let mut reserved = None;
-        for n in &names.bound {
+        let mut meets: Option<&str> = None;
+        let mut reserved: Option<&str> = None;
+        for n in names
+            .bound
+            .iter()
+            .map(String::as_str)
+            .chain(extra.iter().copied())
+        {
             bound.add(n.as_bytes());
-            if meets.is_none() && free.may_contain(n.as_bytes()) && names.free.contains(n) {
+            if free.may_contain(n.as_bytes())
+                && meets.is_none_or(|m| n < m)
+                && names.free.contains(n)
+            {
                 meets = Some(n);
             }
-            if reserved.is_none() && is_reserved(n) {
+            if is_reserved(n) && reserved.is_none_or(|r| n < r) {
                 reserved = Some(n);
             }
         }
         let refusal = match (meets, reserved) {
-            (Some(name), _) => Some(Refusal::BoundMeetsFree { name: name.clone() }),
-            (None, Some(name)) => Some(Refusal::ReservedBoundName { name: name.clone() }),
+            (Some(name), _) => Some(Refusal::BoundMeetsFree {
+                name: name.to_owned(),
+            }),
+            (None, Some(name)) => Some(Refusal::ReservedBoundName {
+                name: name.to_owned(),
+            }),
             (None, None) => None,
         };
+        let mut extra_sorted = Vec::new();
+        if !names.derivations.is_empty() && !extra.is_empty() {
+            extra_sorted = extra.to_vec();
+            extra_sorted.sort_unstable();
+        }
         Prepared {
             names,
+            extra,
+            extra_sorted,
             kept,
             bound,
             refusal,
         }
+    }
+
+    /// Every bound name (`names.bound`, then the extra ones; a name may come twice).
+    pub(crate) fn bound_names(&self) -> impl Iterator<Item = &'n str> + 'n {
+        let names: &'n Names = self.names;
+        let extra: &'n [&'n str] = self.extra;
+        names
+            .bound
+            .iter()
+            .map(String::as_str)
+            .chain(extra.iter().copied())
+    }
+
+    /// How many bound names [`Self::bound_names`] gives.
+    pub(crate) fn bound_len(&self) -> usize {
+        self.names.bound.len() + self.extra.len()
     }
 
     /// Whether `name` is a keep or free name.
@@ -256,7 +317,65 @@ impl<'n> Prepared<'n> {
 
     #[inline(never)]
     pub(crate) fn is_bound(&self, name: &str) -> bool {
-        self.bound.may_contain(name.as_bytes()) && self.names.bound.contains(name)
+        self.bound.may_contain(name.as_bytes())
+            && (self.names.bound.contains(name) || self.extra_sorted.binary_search(&name).is_ok())
+    }
+}
+
+/// The names one renderer's kernels share, prepared once: a [`Names`] without the
+/// per-kernel bound names, whose [`NameScope::canonical_kernel`] takes each kernel's
+/// declared names as borrowed strings. Keying a kernel this way gives the [`Canonical`](crate::Canonical)
+/// (key, text, refusals, pinned names) that [`canonical_kernel`](crate::canonical_kernel) gives with a [`Names`]
+/// holding the scope's names and the kernel's bound names, without building that
+/// `Names` (a `String` and a set node per name) for every kernel.
+///
+/// ```
+/// use canonical_text::{canonical_kernel, NameScope, Names};
+///
+/// // Once per renderer: what every kernel shares (here the default observers and a
+/// // free name), without bound names.
+/// let scope = NameScope::new(Names::new().with_free(["expf"]));
+/// let text = "void E_4(float* data0, const float* data1) { data0[0] = expf(data1[0]); }";
+/// // Per kernel: the names the renderer declared in it.
+/// let declared = ["data0", "data1"];
+/// let c = scope.canonical_kernel(text, Some("E_4"), &declared);
+/// assert_eq!(c.renamed_count(), 2);
+/// // The same as building the whole `Names` for the kernel.
+/// let names = Names::new().with_free(["expf"]).with_bound(declared);
+/// assert_eq!(c.key(&[b"-O2"]), canonical_kernel(text, Some("E_4"), &names).key(&[b"-O2"]));
+/// ```
+///
+/// Only which of some names made to collide in the renamer's table refuse renaming
+/// ([`Refusal::NameCollisions`]) may depend on the order and repetition of the declared
+/// names; either way is sound.
+#[derive(Clone)]
+pub struct NameScope {
+    names: Names,
+    filters: Filters,
+}
+
+impl std::fmt::Debug for NameScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NameScope")
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NameScope {
+    /// Prepares `names` (its bound names, if any, count for every kernel) for many calls.
+    pub fn new(names: Names) -> Self {
+        let filters = Filters::new(&names);
+        NameScope { names, filters }
+    }
+
+    /// The names every kernel of this scope shares.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    pub(crate) fn prepared<'n>(&'n self, extra: &'n [&'n str]) -> Prepared<'n> {
+        Prepared::with(&self.names, self.filters, extra)
     }
 }
 

@@ -95,7 +95,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         first.add_scan(b'i');
         first.add_scan(b'v');
         if bound_ok {
-            for b in &names.bound {
+            for b in prepared.bound_names() {
                 first.add_name(b.as_bytes());
             }
         }
@@ -106,7 +106,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 None => {
                     first.add(b'i');
                     if bound_ok {
-                        for b in &names.bound {
+                        for b in prepared.bound_names() {
                             first.add_name(b.as_bytes());
                         }
                     }
@@ -115,13 +115,13 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         }
         // Sized for the names known now and some the text adds (a kernel with ~200 bound
         // names grew the table three times, rehashing every name each time).
-        let known = if bound_ok { names.bound.len() } else { 0 } + pinned.len() + 1;
+        let known = if bound_ok { prepared.bound_len() } else { 0 } + pinned.len() + 1;
         let mut map = Interner::with_capacity(known + 16);
         let mut set = Ok(());
         if bound_ok {
             // Bound names (unless kept) are renamable: known before the text is read, so
             // meeting one costs a single lookup.
-            for b in &names.bound {
+            for b in prepared.bound_names() {
                 let b = b.as_bytes();
                 if !b.is_empty() && !prepared.is_kept(b) {
                     set = set.and(map.set(b, whole_name_key(b), Slot::Bound));
