@@ -379,3 +379,56 @@ pub(crate) fn find_trigraph(bytes: &[u8]) -> Option<usize> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_scan_agrees_with_the_portable_one() {
+        let mut firsts = Vec::new();
+        for bytes in [&b""[..], b"iv", b"ivnl", b"ivnlx"] {
+            let mut f = FirstBytes::default();
+            for &b in bytes {
+                f.add(b);
+            }
+            firsts.push(f);
+        }
+        // Every byte value in every lane, then pseudo-random blocks biased to C text.
+        let mut blocks: Vec<[u8; 64]> = (0..4)
+            .map(|k| std::array::from_fn(|i| (64 * k + i) as u8))
+            .collect();
+        let alphabet = b"iv_nl$0a9zAZ\"#%'&[]\\/?*. \n\x80\xff";
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..2000 {
+            blocks.push(std::array::from_fn(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x & 3 == 0 {
+                    (x >> 8) as u8
+                } else {
+                    alphabet[(x >> 8) as usize % alphabet.len()]
+                }
+            }));
+        }
+        for f in &firsts {
+            for block in &blocks {
+                let masks = classify64(block, f);
+                assert_eq!(masks, classify64_portable(block, f));
+                // `under` is exactly the `_` bytes.
+                for (i, &b) in block.iter().enumerate() {
+                    assert_eq!((masks.under >> i) & 1 == 1, b == b'_', "{b:#x}");
+                }
+                // The scan's white space is the look-back table's.
+                for (i, &b) in block.iter().enumerate() {
+                    assert_eq!(
+                        (masks.space >> i) & 1 == 1,
+                        BEFORE[b as usize] == B_SPACE,
+                        "{b:#x}"
+                    );
+                }
+            }
+        }
+    }
+}
