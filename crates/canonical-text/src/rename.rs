@@ -95,9 +95,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         first.add_scan(b'i');
         first.add_scan(b'v');
         if bound_ok {
-            for b in prepared.bound_names() {
-                first.add_name(b.as_bytes());
-            }
+            prepared.each_bound(|b| first.add_name(b.as_bytes()));
         }
         for d in &names.derivations {
             match d.prefix.as_bytes().first() {
@@ -106,9 +104,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 None => {
                     first.add(b'i');
                     if bound_ok {
-                        for b in prepared.bound_names() {
-                            first.add_name(b.as_bytes());
-                        }
+                        prepared.each_bound(|b| first.add_name(b.as_bytes()));
                     }
                 }
             }
@@ -121,12 +117,12 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         if bound_ok {
             // Bound names (unless kept) are renamable: known before the text is read, so
             // meeting one costs a single lookup.
-            for b in prepared.bound_names() {
+            prepared.each_bound(|b| {
                 let b = b.as_bytes();
                 if !b.is_empty() && !prepared.is_kept(b) {
                     set = set.and(map.set(b, whole_name_key(b), Slot::Bound));
                 }
-            }
+            });
         }
         for p in pinned {
             if !p.is_empty() {
@@ -411,9 +407,6 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     /// [`Self::after_member_operator`].
     #[inline(always)]
     pub(crate) fn ident(&mut self, s: usize, e: usize, before: u64, base: usize) {
-        if self.src[s] == b'_' {
-            self.underscore_word(s, e, None);
-        }
         // Names starting with `i` or `v` that are no symbol or scope-local are looked up
         // all the same: that is cheaper than telling them apart, and they are kept.
         // Unless the scan takes every identifier start, it only finds names in `look`.
@@ -428,14 +421,14 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         }
     }
 
-    /// Notes the identifier `src[s..e]` starting with `_`, met in code (not in a comment,
-    /// literal, directive or attribute): an attribute introducer (`__attribute__`,
-    /// `__attribute`, `__declspec`) is recorded in [`Self::attributes`], and the first
-    /// reserved identifier of unknown meaning in [`Self::reserved`]. With `floor` (a word
-    /// the scan met only for this), letters inside a preprocessing number (`1.__x`,
-    /// `1e+__x`) are first ruled out, as [`Self::word`] rules them out for the others.
+    /// Notes the identifier-like run `src[s..e]` starting with `_`, met in code (not in a
+    /// comment, literal, directive or attribute): unless it lies inside a preprocessing
+    /// number (`1.__x`, `1e+__x`; `floor` as for [`in_number`], which [`Self::word`]
+    /// rules out the same way), an attribute introducer (`__attribute__`, `__attribute`,
+    /// `__declspec`) is recorded in [`Self::attributes`], and the first reserved
+    /// identifier of unknown meaning in [`Self::reserved`]. Changes nothing else.
     #[inline(never)]
-    pub(crate) fn underscore_word(&mut self, s: usize, e: usize, floor: Option<usize>) {
+    pub(crate) fn underscore_word(&mut self, s: usize, e: usize, floor: usize) {
         let src = self.src;
         let w = &src[s..e];
         if !crate::phases::is_reserved_word(w) {
@@ -445,8 +438,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         if !introducer && (self.reserved.is_some() || crate::phases::reserved_allowed(w)) {
             return;
         }
-        if let Some(floor) = floor
-            && s > 0
+        if s > 0
             && BEFORE[src[s - 1] as usize] & B_NUMBER != 0
             && number_around(src, floor, s - 1).is_some()
         {
@@ -734,21 +726,22 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 let i = events.trailing_zeros();
                 let pos = base + i as usize;
                 let word = (starts >> i) & 1 != 0;
-                if (reserved_starts >> i) & 1 != 0 {
-                    // Nothing changes here: the scan goes on as if the word were not met.
-                    if pos >= self.comment_until {
-                        let run = (!cont >> i).trailing_zeros();
-                        let e = if i + run < 64 {
-                            pos + run as usize
-                        } else {
-                            ident_end(src, base + 64)
-                        };
-                        self.underscore_word(pos, e, Some(p.max(self.comment_until)));
-                    }
-                    events &= events - 1;
-                    continue;
-                }
                 if !word {
+                    if (reserved_starts >> i) & 1 != 0 {
+                        // Nothing changes here: the scan goes on as if the word were not
+                        // met.
+                        if pos >= self.comment_until {
+                            let run = (!cont >> i).trailing_zeros();
+                            let e = if i + run < 64 {
+                                pos + run as usize
+                            } else {
+                                ident_end(src, base + 64)
+                            };
+                            self.underscore_word(pos, e, p.max(self.comment_until));
+                        }
+                        events &= events - 1;
+                        continue;
+                    }
                     // Bytes that start nothing here (`[` not before `[`, `/` not before
                     // `/` or `*`, `?` not before `?`, `%` not before `:`, `&`) are
                     // passed over. None of them can lie inside a preprocessing number,
@@ -779,7 +772,11 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 self.done = p;
                 p = if word {
                     let before = !space & ((1u64 << i) - 1);
-                    self.word(pos, run_end(), before, base)?
+                    let e = run_end();
+                    if (under >> i) & 1 != 0 {
+                        self.underscore_word(pos, e, p);
+                    }
+                    self.word(pos, e, before, base)?
                 } else {
                     self.special(pos)?
                 };
