@@ -2,14 +2,17 @@
 //! of the same bytes: `canonical_key_1mib` (kernels of about 1 KiB declaring three bound
 //! names, OCANNL style) and `canonical_key_bound200` (kernels of about 8 KiB declaring
 //! about 200 names each, all passed as bound, as tinygrad's C renderer declares them);
-//! and `canonical_key_corpus`, the real kernel corpus (tinygrad, TVM, OCANNL) beside the
-//! project.
+//! `canonical_key_corpus`, the real kernel corpus (tinygrad, TVM, OCANNL) beside the
+//! project; and `canonical_key_corpus_names`, the same corpus with each kernel's declared
+//! names handed over inside the timed loop, as a backend keys it: through a `NameScope`
+//! prepared once (`subject`), and, for comparison, through a whole `Names` built for each
+//! kernel (`names_per_kernel`).
 use std::hint::black_box;
 
 #[path = "../tests/support/corpus.rs"]
 mod corpus;
 
-use canonical_text::{Names, canonical_kernel};
+use canonical_text::{NameScope, Names, canonical_kernel};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sha2::{Digest, Sha256};
 
@@ -227,5 +230,62 @@ fn bench_corpus(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, bench_bound200, bench_corpus);
+/// The real corpus as a backend keys it: for each kernel, the names its renderer declared
+/// (tinygrad's `params`, `locals` and `ranges`; OCANNL's node arrays; none for TVM) handed
+/// over inside the timed loop, then its key; against SHA-256 of the same bytes.
+/// Without the corpus the group says so and measures nothing.
+fn bench_corpus_names(c: &mut Criterion) {
+    let Some(dir) = corpus::dir() else {
+        eprintln!(
+            "canonical_key_corpus_names: SKIPPED, the kernel corpus is not at ../shared/corpus"
+        );
+        return;
+    };
+    // Each kernel with its declared names as the renderer holds them: plain strings.
+    let ks: Vec<(String, Option<String>, Vec<String>)> = corpus::load(&dir)
+        .into_iter()
+        .map(|k| (k.text, k.name, k.names.bound.into_iter().collect()))
+        .collect();
+    let bytes: usize = ks.iter().map(|(t, _, _)| t.len()).sum();
+    let mut g = c.benchmark_group("canonical_key_corpus_names");
+    g.throughput(Throughput::Bytes(bytes as u64));
+    // The renderers' shared names (here the default ones), prepared once.
+    let scope = NameScope::new(Names::new());
+    g.bench_function("subject", |bch| {
+        bch.iter(|| {
+            for (text, name, declared) in &ks {
+                let canon = scope.canonical_kernel(black_box(text), name.as_deref(), declared);
+                black_box(canon.key(&[b"-O3"]));
+            }
+        })
+    });
+    // The same through a whole `Names` built for each kernel.
+    g.bench_function("names_per_kernel", |bch| {
+        bch.iter(|| {
+            for (text, name, declared) in &ks {
+                let names = Names::new().with_bound(declared.iter().map(String::as_str));
+                let canon = canonical_kernel(black_box(text), name.as_deref(), &names);
+                black_box(canon.key(&[b"-O3"]));
+            }
+        })
+    });
+    g.bench_function("baseline", |bch| {
+        bch.iter(|| {
+            let mut h = Sha256::new();
+            for (text, _, _) in &ks {
+                h.update(black_box(text.as_bytes()));
+            }
+            black_box(h.finalize())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    bench,
+    bench_bound200,
+    bench_corpus,
+    bench_corpus_names
+);
 criterion_main!(benches);

@@ -181,6 +181,17 @@ impl<'a> Lexer<'a> {
             line_start: true,
         }
     }
+
+    /// A lexer at byte `pos` of `src`, which must start an identifier the lexer reads
+    /// there (not at a line start, since the identifier is no white space): from there it
+    /// reads the tokens a lexer from the start of `src` reads.
+    pub(crate) fn at(src: &'a [u8], pos: usize) -> Self {
+        Lexer {
+            src,
+            pos,
+            line_start: false,
+        }
+    }
 }
 
 #[inline(always)]

@@ -364,40 +364,55 @@ pub(crate) fn unknown_reserved(src: &[u8]) -> Option<(usize, String)> {
 /// space and comments skipped) is `(`, to the `)` that balances it (or the end of the
 /// text). Like `[[...]]`, nothing inside one may be renamed: a bound name spelled like an
 /// attribute word (`always_inline`, `packed`, `aligned`) would change the attribute.
+///
+/// The reference for [`attribute_regions_at`], which lexes only from the introducers.
+#[cfg(test)]
 pub(crate) fn attribute_regions(src: &[u8]) -> Vec<(usize, usize)> {
-    let tokens = crate::lexer::tokenize(src);
-    let mut out = Vec::new();
-    let mut k = 0;
-    while k < tokens.len() {
-        let t = tokens[k];
-        k += 1;
-        if t.kind != TokenKind::Ident
-            || !matches!(
-                t.bytes(src),
-                b"__attribute__" | b"__attribute" | b"__declspec"
-            )
-        {
+    let starts: Vec<usize> = crate::lexer::tokenize(src)
+        .iter()
+        .filter(|t| {
+            t.kind == TokenKind::Ident
+                && matches!(
+                    t.bytes(src),
+                    b"__attribute__" | b"__attribute" | b"__declspec"
+                )
+        })
+        .map(|t| t.start)
+        .collect();
+    attribute_regions_at(src, &starts)
+}
+
+/// The attribute regions (see `attribute_regions`, the reference in the tests) given where the introducer identifiers the lexer reads in code
+/// start (`introducers`, ascending: what the renamer's scan met). Each region is found by
+/// lexing from its introducer only, which reads the tokens the lexer reads from the start
+/// of the text (an identifier starts a token and is not at a line start); an introducer
+/// inside an earlier region starts none.
+pub(crate) fn attribute_regions_at(src: &[u8], introducers: &[usize]) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for &at in introducers {
+        if out.last().is_some_and(|&(_, end)| at < end) {
             continue;
         }
-        let mut j = k;
-        while tokens.get(j).is_some_and(|u| {
+        let mut tokens = crate::lexer::Lexer::at(src, at);
+        // The introducer itself.
+        if tokens.next().is_none() {
+            continue;
+        }
+        let mut next = tokens.next();
+        while next.is_some_and(|u| {
             matches!(
                 u.kind,
                 TokenKind::Whitespace | TokenKind::LineComment | TokenKind::BlockComment
             )
         }) {
-            j += 1;
+            next = tokens.next();
         }
-        if !tokens
-            .get(j)
-            .is_some_and(|u| u.kind == TokenKind::Punct && u.bytes(src) == b"(")
-        {
+        if !next.is_some_and(|u| u.kind == TokenKind::Punct && u.bytes(src) == b"(") {
             continue;
         }
-        let mut depth = 0usize;
+        let mut depth = 1usize;
         let mut end = src.len();
-        while let Some(u) = tokens.get(j) {
-            j += 1;
+        for u in tokens {
             if u.kind == TokenKind::Punct {
                 match u.bytes(src) {
                     b"(" => depth += 1,
@@ -412,8 +427,7 @@ pub(crate) fn attribute_regions(src: &[u8]) -> Vec<(usize, usize)> {
                 }
             }
         }
-        out.push((t.start, end));
-        k = j;
+        out.push((at, end));
     }
     out
 }

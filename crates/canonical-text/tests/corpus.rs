@@ -59,6 +59,24 @@ fn every_corpus_kernel_agrees_with_the_lexer() {
     eprintln!("kernels (with renamed names): {renamed:?}");
 }
 
+/// Every corpus kernel and its renamed twin key alike through a `NameScope` handed the
+/// kernel's declared names and through a whole `Names` holding them.
+#[test]
+fn corpus_kernels_key_alike_through_a_name_scope() {
+    let Some(ks) = kernels() else { return };
+    let scope = canonical_text::NameScope::new(canonical_text::Names::new());
+    for k in &ks {
+        for k in [k, &corpus::renamed_twin(k)] {
+            let declared: Vec<&str> = k.names.bound.iter().map(String::as_str).collect();
+            let got = scope.canonical_kernel(&k.text, k.name.as_deref(), &declared);
+            let want = canonical_kernel(&k.text, k.name.as_deref(), &k.names);
+            assert_eq!(got.key(&[b"-O2"]), want.key(&[b"-O2"]), "{}", k.label);
+            assert_eq!(got.refusals(), want.refusals(), "{}", k.label);
+            assert_eq!(got.pinned(), want.pinned(), "{}", k.label);
+        }
+    }
+}
+
 #[test]
 fn renamed_corpus_twins_share_a_key_and_changed_kernels_do_not() {
     let Some(ks) = kernels() else { return };

@@ -423,3 +423,50 @@ proptest! {
         agrees(&s)?;
     }
 }
+
+/// What a [`Canonical`] tells, all of it.
+fn everything(c: &Canonical) -> (String, String, Vec<String>, usize, Option<String>) {
+    (
+        c.key(&[b"-O3"]),
+        format!("{:?}", c.refusals()),
+        c.pinned().to_vec(),
+        c.renamed_count(),
+        c.kernel_token().map(str::to_owned),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+    /// A [`NameScope`](canonical_text::NameScope) call with a kernel's declared names (in
+    /// any order, repeated, some also free, some reserved) gives what
+    /// [`canonical_kernel`] gives with a `Names` holding the scope's names and those:
+    /// key, refusals, pinned names, renamed count, kernel token.
+    #[test]
+    fn a_name_scope_keys_as_the_whole_names_do(
+        k in kernel(),
+        a in naming(),
+        shared in proptest::collection::vec(0usize..ROLES, 0..3),
+        declared in proptest::collection::vec(0usize..ROLES + 3, 0..8),
+        derive in any::<bool>(),
+    ) {
+        let text = render(&k, &a);
+        let spell = |i: usize| match i {
+            i if i < ROLES => a.bound(i),
+            i if i == ROLES => "f_a".to_owned(),   // also free
+            i if i == ROLES + 1 => "__n1".to_owned(), // reserved
+            _ => "absent_name".to_owned(),
+        };
+        let mut base = Names::new().with_free(FREE).with_keep(KEEP);
+        if derive {
+            base = base.with_derivation("", "_grad");
+        }
+        base = base.with_bound(shared.iter().map(|&i| spell(i)));
+        let declared: Vec<String> = declared.iter().map(|&i| spell(i)).collect();
+        let whole = base.clone().with_bound(declared.iter().cloned());
+        let scope = canonical_text::NameScope::new(base);
+        let own = a.kernel_name();
+        let got = scope.canonical_kernel(&text, Some(&own), &declared);
+        let want = canonical_kernel(&text, Some(&own), &whole);
+        prop_assert_eq!(everything(&got), everything(&want), "{:?}", text);
+    }
+}

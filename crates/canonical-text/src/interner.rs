@@ -1,0 +1,250 @@
+//! The renamer's name table: names borrowed from the text, looked up by a key read in
+//! whole words ([`name_key`]), in an open-addressing table whose lookups are bounded
+//! ([`PROBE_LIMIT`]).
+
+/// How a distinct name is treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    Renamed(u32),
+    /// A bound name not met yet: renamed (numbered) where it is first met.
+    Bound,
+    Verbatim,
+    Own,
+    /// Renamable, but occurs where nothing is renamed: kept as spelled everywhere.
+    Pinned,
+}
+
+/// The first `l <= 8` bytes of `buf[s..]` as a little-endian word, zero-padded.
+/// `buf[s..s + l]` must be in bounds.
+#[inline(always)]
+pub(crate) fn load(buf: &[u8], s: usize, l: usize) -> u64 {
+    if l == 0 {
+        return 0;
+    }
+    match buf.get(s..s + 8) {
+        Some(c) => {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            let w = u64::from_le_bytes(a);
+            if l >= 8 {
+                w
+            } else {
+                w & ((1u64 << (8 * l)) - 1)
+            }
+        }
+        None => {
+            let mut w = 0u64;
+            for (i, &b) in buf[s..s + l].iter().enumerate() {
+                w |= u64::from(b) << (8 * i);
+            }
+            w
+        }
+    }
+}
+
+/// A name's lookup key: its first 16 bytes as two words, and a hash of all of it.
+#[derive(Clone, Copy)]
+pub(crate) struct NameKey {
+    pub(crate) w0: u64,
+    pub(crate) w1: u64,
+    pub(crate) hash: u64,
+}
+
+pub(crate) const K1: u64 = 0x9E37_79B9_7F4A_7C15;
+pub(crate) const K2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+
+/// The key of `buf[s..e]` (`s < e <= buf.len()`); may read (and mask off) bytes of `buf`
+/// past `e`, which is what makes it fast.
+#[inline(always)]
+pub(crate) fn name_key(buf: &[u8], s: usize, e: usize) -> NameKey {
+    /// For a name of `l` bytes (`l` at most 16), the masks of its bytes in the first
+    /// two words (a table: no branch on the length).
+    static LOW: [(u64, u64); 17] = {
+        let mut t = [(0u64, 0u64); 17];
+        let mut l = 1;
+        while l <= 16 {
+            t[l] = if l >= 8 {
+                (
+                    u64::MAX,
+                    if l == 16 {
+                        u64::MAX
+                    } else {
+                        (1u64 << (8 * (l - 8))) - 1
+                    },
+                )
+            } else {
+                ((1u64 << (8 * l)) - 1, 0)
+            };
+            l += 1;
+        }
+        t
+    };
+    let len = e - s;
+    let (w0, w1) = match buf.get(s..s + 16) {
+        Some(c) => {
+            let mut a = [0u8; 8];
+            let mut b = [0u8; 8];
+            a.copy_from_slice(&c[..8]);
+            b.copy_from_slice(&c[8..]);
+            let (m0, m1) = LOW[len.min(16)];
+            (u64::from_le_bytes(a) & m0, u64::from_le_bytes(b) & m1)
+        }
+        None => {
+            let w1 = if len > 8 {
+                load(buf, s + 8, (len - 8).min(8))
+            } else {
+                0
+            };
+            (load(buf, s, len.min(8)), w1)
+        }
+    };
+    let mut h = (w0 ^ (len as u64).rotate_left(40)).wrapping_mul(K1) ^ w1.wrapping_mul(K2);
+    let mut i = s + 16;
+    while i < e {
+        h = (h.rotate_left(23) ^ load(buf, i, (e - i).min(8))).wrapping_mul(K1);
+        i += 8;
+    }
+    NameKey { w0, w1, hash: h }
+}
+
+/// [`name_key`] of a whole name, out of line: for the paths that run once per name
+/// (setting up, pinning), so the hot scan stays small.
+#[inline(never)]
+pub(crate) fn whole_name_key(name: &[u8]) -> NameKey {
+    // A short name is copied into a zero-padded buffer first, so the key is read in
+    // whole words (`name_key` masks off the padding) rather than byte by byte.
+    if name.len() < 16 {
+        let mut padded = [0u8; 16];
+        padded[..name.len()].copy_from_slice(name);
+        return name_key(&padded, 0, name.len());
+    }
+    name_key(name, 0, name.len())
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct Entry<'a> {
+    pub(crate) w0: u64,
+    pub(crate) w1: u64,
+    pub(crate) name: &'a [u8],
+    pub(crate) slot: Slot,
+}
+
+/// How many slots one lookup examines at most. Linear probing at a load of at most
+/// one half examines a handful; a lookup that needs more meets names that collide, by
+/// construction in all but astronomically rare cases, and renaming is refused
+/// ([`Refusal::NameCollisions`](crate::Refusal::NameCollisions)) rather than spending time quadratic in the names.
+pub(crate) const PROBE_LIMIT: usize = 256;
+
+/// A lookup examined [`PROBE_LIMIT`] slots without an answer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Collisions;
+
+/// An open-addressing table from names (borrowed from the text) to their slots.
+pub(crate) struct Interner<'a> {
+    pub(crate) table: Vec<Option<Entry<'a>>>,
+    pub(crate) len: usize,
+    /// `64 - log2(table.len())`: a hash shifted right by it is an index.
+    pub(crate) shift: u32,
+}
+
+impl<'a> Interner<'a> {
+    /// A table that holds `n` names without growing (at least 64 slots).
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        // At most half full: `grow` runs when `len * 2` passes the length.
+        let slots = (2 * n + 2).next_power_of_two().max(64);
+        Interner {
+            table: vec![None; slots],
+            len: 0,
+            shift: 64 - slots.trailing_zeros(),
+        }
+    }
+
+    /// The index holding `name`, or the free index where it would go; or
+    /// [`Collisions`] after [`PROBE_LIMIT`] slots.
+    #[inline(always)]
+    pub(crate) fn probe(&self, name: &[u8], k: NameKey) -> Result<(usize, bool), Collisions> {
+        let mask = self.table.len() - 1;
+        // The hash's top bits are its best mixed (a product's top bits depend on all
+        // of the factors' bits): they are the index, with no further mixing.
+        let mut i = (k.hash >> self.shift) as usize & mask;
+        let holds = |e: &Entry<'_>| {
+            e.w0 == k.w0
+                && e.w1 == k.w1
+                && e.name.len() == name.len()
+                && (name.len() <= 16 || e.name == name)
+        };
+        // The first slot answers most lookups: only the walk on counts its steps.
+        match &self.table[i] {
+            None => return Ok((i, false)),
+            Some(e) if holds(e) => return Ok((i, true)),
+            Some(_) => {}
+        }
+        for _ in 1..PROBE_LIMIT {
+            i = (i + 1) & mask;
+            match &self.table[i] {
+                None => return Ok((i, false)),
+                Some(e) if holds(e) => return Ok((i, true)),
+                Some(_) => {}
+            }
+        }
+        Err(Collisions)
+    }
+
+    #[inline(always)]
+    pub(crate) fn get(&self, name: &[u8], k: NameKey) -> Result<Option<Slot>, Collisions> {
+        Ok(match self.probe(name, k)? {
+            (i, true) => self.table[i].map(|e| e.slot),
+            _ => None,
+        })
+    }
+
+    /// Sets the slot of `name` (inserting it if new).
+    #[inline(never)]
+    pub(crate) fn set(&mut self, name: &'a [u8], k: NameKey, slot: Slot) -> Result<(), Collisions> {
+        let (i, found) = self.probe(name, k)?;
+        self.set_at(i, found, name, k, slot);
+        Ok(())
+    }
+
+    /// [`Self::set`] given what [`Self::probe`] said.
+    #[inline(always)]
+    pub(crate) fn set_at(&mut self, i: usize, found: bool, name: &'a [u8], k: NameKey, slot: Slot) {
+        if found {
+            if let Some(e) = &mut self.table[i] {
+                e.slot = slot;
+            }
+            return;
+        }
+        self.table[i] = Some(Entry {
+            w0: k.w0,
+            w1: k.w1,
+            name,
+            slot,
+        });
+        self.len += 1;
+        if self.len * 2 > self.table.len() {
+            self.grow();
+        }
+    }
+
+    pub(crate) fn grow(&mut self) {
+        let bigger = vec![None; self.table.len() * 2];
+        let old = std::mem::replace(&mut self.table, bigger);
+        self.shift -= 1;
+        let mask = self.table.len() - 1;
+        for e in old.into_iter().flatten() {
+            // The names are distinct: each goes to the first free slot from its index
+            // (one exists: the table is at most half full).
+            let k = whole_name_key(e.name);
+            let mut i = (k.hash >> self.shift) as usize & mask;
+            while self.table[i].is_some() {
+                i = (i + 1) & mask;
+            }
+            self.table[i] = Some(e);
+        }
+    }
+
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry<'a>> {
+        self.table.iter().flatten()
+    }
+}

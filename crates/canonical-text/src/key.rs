@@ -1,0 +1,205 @@
+//! The key a kernel is cached under: [`Canonical`], its tagged encoding, and the
+//! versioned SHA-256 over it ([`Canonical::key`](crate::Canonical::key)).
+
+use std::sync::OnceLock;
+
+use sha2::{Digest, Sha256};
+
+use crate::Refusal;
+use crate::encoding as enc;
+
+/// Domain separation and format version of [`Canonical::key`](crate::Canonical::key). Bump on any change of the
+/// encoding or of the renaming rules, so no key of an old format can equal a new one.
+/// History: v1 -- first format (text runs as length-prefixed elements); v2 -- text kept
+/// verbatim, renamed and own names as tag bytes UTF-8 never uses; v3 -- phases 1-2
+/// refusals (splices, lone CR, `$`, NUL, digit separators anywhere), spelling observers
+/// (`__func__`, `asm`, `#`/`##` macros, `assert`) key the exact text with the whole own
+/// name, members across comments ending in white space are no longer renamed; v4 -- a
+/// `$` inside a string or character literal no longer refuses renaming (one anywhere
+/// else still does), and an observing macro (`assert`) refuses only as a whole
+/// identifier, not inside a longer word (`__tvm_assert_parts`); v5 -- a byte from 0x80
+/// outside string and character literals refuses renaming (clang reads U+00A0 and other
+/// Unicode spaces as white space: `i1 -\u{a0}i2` and `\u{a0}assert(i1)` were renamed).
+/// Its length part and it fill exactly one SHA-256 block, so each key starts from a
+/// hash state computed once ([`key_prefix`]).
+pub(crate) const KEY_DOMAIN: &[u8] = b"kcache canonical-text v5 -- the key of a kernel encoding";
+const _: () = assert!(8 + KEY_DOMAIN.len() == 64);
+
+/// The SHA-256 state after the length-prefixed [`KEY_DOMAIN`].
+pub(crate) fn key_prefix() -> &'static Sha256 {
+    static PREFIX: OnceLock<Sha256> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let mut h = Sha256::new();
+        h.update(crate::part_len(KEY_DOMAIN.len()));
+        h.update(KEY_DOMAIN);
+        h
+    })
+}
+
+/// The kernel text a key is taken over: one kernel's tokens with the names it owns
+/// renamed. See [`canonical_kernel`](crate::canonical_kernel).
+#[derive(Clone, Debug)]
+pub struct Canonical {
+    pub(crate) encoding: Vec<u8>,
+    /// The kernel token (its first `token_len` bytes, if a kernel name was given), then
+    /// the renamed names in number order, each as its length (LEB128) and its bytes.
+    pub(crate) side: Vec<u8>,
+    pub(crate) token_len: Option<usize>,
+    pub(crate) renamed_count: usize,
+    pub(crate) refusals: Vec<Refusal>,
+    pub(crate) pinned: Vec<String>,
+    pub(crate) text: OnceLock<String>,
+}
+
+impl PartialEq for Canonical {
+    fn eq(&self, other: &Self) -> bool {
+        self.kernel_token() == other.kernel_token() && self.encoding == other.encoding
+    }
+}
+
+impl Eq for Canonical {}
+
+impl Canonical {
+    /// The human-readable canonical text: the kernel text as written, with renamed
+    /// names spelled `ocannl_k<n>` and the kernel's own name spelled as its
+    /// [`kernel_token`](crate::kernel_token). Built on first use. Equal keys give equal texts, but not the
+    /// other way round: a free identifier spelled `ocannl_k0` looks like a renamed one
+    /// here, while the key tells them apart.
+    pub fn text(&self) -> &str {
+        self.text
+            .get_or_init(|| enc::render(&self.encoding, self.kernel_token().unwrap_or("")))
+    }
+
+    /// The cache key: lowercase hex SHA-256 over the format version, the kernel token,
+    /// the canonical [`encoding`](Self::encoding) and `extra_parts` (for example the
+    /// compiler options), each length-prefixed as in [`digest_of_parts`](crate::digest_of_parts).
+    ///
+    /// Equal keys mean: same extra parts, same kernel token, and kernel texts equal up to
+    /// a consistent renaming of the names each one owns.
+    pub fn key(&self, extra_parts: &[&[u8]]) -> String {
+        // What `digest_of_parts` of [KEY_DOMAIN, token part, encoding, extra parts..]
+        // hashes, without gathering the parts first; short parts and length prefixes are
+        // gathered in `head` and handed over at once.
+        let mut h = key_prefix().clone();
+        let mut head = Gather::default();
+        match self.token_bytes() {
+            Some(t) => {
+                head.put(&crate::part_len(1 + t.len()), &mut h);
+                head.put(b"K", &mut h);
+                head.put(t, &mut h);
+            }
+            None => {
+                head.put(&crate::part_len(1), &mut h);
+                head.put(b"N", &mut h);
+            }
+        }
+        head.put(&crate::part_len(self.encoding.len()), &mut h);
+        head.flush(&mut h);
+        h.update(&self.encoding);
+        for p in extra_parts {
+            head.put(&crate::part_len(p.len()), &mut h);
+            head.put(p, &mut h);
+        }
+        head.flush(&mut h);
+        crate::hex_lower(&h.finalize())
+    }
+
+    /// The byte stream the key is taken over: the kernel's bytes as written, each
+    /// occurrence of a renamed name or of the own name replaced by a tag (a prefix code:
+    /// see the crate docs). Useful to compare two kernels byte by byte.
+    pub fn encoding(&self) -> &[u8] {
+        &self.encoding
+    }
+
+    /// The kernel token that replaced the kernel's own name, if a name was given.
+    pub fn kernel_token(&self) -> Option<&str> {
+        // The token was copied from a `&str` at a char boundary, so this never fails.
+        self.token_bytes()
+            .map(|t| std::str::from_utf8(t).unwrap_or_default())
+    }
+
+    fn token_bytes(&self) -> Option<&[u8]> {
+        self.token_len
+            .map(|l| self.side.get(..l).unwrap_or_default())
+    }
+
+    /// The renamed names in number order: the `n`th one became `ocannl_k<n>`.
+    pub fn renamed(&self) -> impl Iterator<Item = std::borrow::Cow<'_, str>> + '_ {
+        let mut at = self.token_len.unwrap_or(0);
+        (0..self.renamed_count).map(move |_| {
+            let name = enc::read_varint(&self.side, &mut at)
+                .and_then(|len| self.side.get(at..at.checked_add(len)?))
+                .unwrap_or_default();
+            at += name.len();
+            String::from_utf8_lossy(name)
+        })
+    }
+
+    /// How many distinct names were renamed.
+    pub fn renamed_count(&self) -> usize {
+        self.renamed_count
+    }
+
+    /// Why renaming was refused, in part or in whole; empty if it was not.
+    pub fn refusals(&self) -> &[Refusal] {
+        &self.refusals
+    }
+
+    /// Names that would have been renamed but also occur where nothing is renamed (after
+    /// `.`, `->` or `::`, in a preprocessor line or an attribute), so they are kept as
+    /// spelled everywhere; sorted.
+    pub fn pinned(&self) -> &[String] {
+        &self.pinned
+    }
+}
+
+/// Short pieces of a hash input gathered into one update.
+pub(crate) struct Gather {
+    pub(crate) buf: [u8; 128],
+    pub(crate) len: usize,
+}
+
+impl Default for Gather {
+    fn default() -> Self {
+        Gather {
+            buf: [0; 128],
+            len: 0,
+        }
+    }
+}
+
+impl Gather {
+    /// Appends `bytes` to the input of `h` (through the buffer if they fit).
+    pub(crate) fn put(&mut self, bytes: &[u8], h: &mut Sha256) {
+        match self.buf.get_mut(self.len..self.len + bytes.len()) {
+            Some(room) => {
+                room.copy_from_slice(bytes);
+                self.len += bytes.len();
+            }
+            None => {
+                self.flush(h);
+                h.update(bytes);
+            }
+        }
+    }
+
+    pub(crate) fn flush(&mut self, h: &mut Sha256) {
+        h.update(&self.buf[..self.len]);
+        self.len = 0;
+    }
+}
+
+/// The canonical form that renames nothing: the exact text, and the kernel's own name
+/// whole (its segment index included) as the kernel token, since what refused may
+/// observe it.
+pub(crate) fn raw(src: &[u8], kernel_name: Option<&str>, refusals: Vec<Refusal>) -> Canonical {
+    Canonical {
+        encoding: src.to_vec(),
+        side: kernel_name.map(str::as_bytes).unwrap_or_default().to_vec(),
+        token_len: kernel_name.map(str::len),
+        renamed_count: 0,
+        refusals,
+        pinned: Vec::new(),
+        text: OnceLock::new(),
+    }
+}

@@ -1,0 +1,408 @@
+//! What the renderer says about a kernel's names ([`Names`], [`Derivation`]), and what
+//! one call prepares from it ([`Prepared`]): the filters and the bound-name refusal.
+
+use std::collections::BTreeSet;
+
+use crate::Refusal;
+
+/// A derivation template: the emitter derives the name `prefix + base + suffix` from a
+/// base name (a bound name, a loop symbol, or digits).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Derivation {
+    /// Text before the base name.
+    pub prefix: String,
+    /// Text after the base name.
+    pub suffix: String,
+}
+
+impl Derivation {
+    /// The template `prefix + base + suffix`.
+    pub fn new(prefix: impl Into<String>, suffix: impl Into<String>) -> Self {
+        Derivation {
+            prefix: prefix.into(),
+            suffix: suffix.into(),
+        }
+    }
+
+    /// The base of `name` under this template, if `name` is `prefix + base + suffix`
+    /// with a non-empty base.
+    pub(crate) fn base<'n>(&self, name: &'n str) -> Option<&'n str> {
+        let rest = name.strip_prefix(self.prefix.as_str())?;
+        let base = rest.strip_suffix(self.suffix.as_str())?;
+        (!base.is_empty()).then_some(base)
+    }
+}
+
+/// What the renderer knows about a kernel's names: which ones the kernel binds (and may
+/// therefore be renamed) and which ones it must keep.
+///
+/// # Contract: a renamed name is declared by the kernel text itself
+///
+/// Renaming is sound only for names whose meaning the kernel gives them: a parameter,
+/// or a local it declares, in `text` (the text handed to [`canonical_kernel`](crate::canonical_kernel), which
+/// for cc-backend includes the prelude). Two kernels whose texts differ only in renamed
+/// names get one key, so a name the kernel merely *uses* must never be renamed: a called
+/// function, a global, a macro or a type from a header. List in [`Names::bound`](crate::Names::bound) only
+/// names your renderer declared in that kernel; if it also listed the functions it calls, a
+/// kernel calling `sqrtf` and its copy calling `expf` would share a key, and one is answered with the other's
+/// code (a wrong hit). Leaving a declared name out is always safe: it is keyed as
+/// spelled, which costs a miss when a twin spells it otherwise, never a wrong hit.
+///
+/// Besides the names listed here, two name shapes are renamed *without being listed*
+/// (they are how OCANNL's renderer spells its loop symbols and scope-locals): `i`
+/// followed by digits (`i12`) and `v`, digits, `_`, anything (`v3_acc`). A renderer that
+/// uses such a name for anything the kernel does not declare (a helper `v2_load` from a
+/// header, a global `i0`) must list it in [`Names::keep`](crate::Names::keep) (or [`Names::free`](crate::Names::free)), or turn
+/// the shapes off ([`Names::with_minted_shapes`](crate::Names::with_minted_shapes)`(false)`: then only listed names are
+/// renamed).
+///
+/// `Names` says nothing about the kernel's own name, which is handled by the
+/// `kernel_name` argument of [`canonical_kernel`](crate::canonical_kernel).
+#[derive(Clone, Debug)]
+pub struct Names {
+    /// Names the kernel declares for its tensor nodes (parameters, locals), bare or
+    /// disambiguated. Renamed, unless renaming is refused (see [`canonical_kernel`](crate::canonical_kernel)).
+    /// Each must be declared by the kernel text wherever it occurs in it (see the
+    /// contract above): listing a name the kernel only uses makes kernels that differ in
+    /// it share a key. A listed name that occurs in the text neither itself nor through
+    /// a name [`Names::derivations`](crate::Names::derivations) derive from it leaves the key as it is, unless it
+    /// refuses renaming (a reserved name, or one also free: see [`Refusal`]).
+    pub bound: BTreeSet<String>,
+    /// Names the kernel refers to from outside. Never renamed; a bound name that is also
+    /// free refuses renaming of all bound names.
+    pub free: BTreeSet<String>,
+    /// Names never renamed, whatever they look like (builtins, vendor names).
+    pub keep: BTreeSet<String>,
+    /// Templates of the emitter's own derived names. Every name a template matches
+    /// (with a base in `bound`, a loop symbol, or digits) is renamed, so it too must be
+    /// declared by the kernel text (see the contract above).
+    pub derivations: Vec<Derivation>,
+    /// Macros from headers that observe the spelling of their arguments or of the
+    /// enclosing function (they stringify `#x`, paste `a##b`, or expand to `__func__`).
+    /// Wherever one of these occurs in the text as a whole identifier (not inside a longer
+    /// word or number; even in a comment or literal), nothing is renamed
+    /// ([`Refusal::SpellingObserved`]). Default: `assert`. Macros
+    /// *defined in the text* with `#` or `##` are found without being listed here.
+    pub observers: BTreeSet<String>,
+    /// Whether names of OCANNL's minted shapes (`i` and digits; `v`, digits, `_`,
+    /// anything) are renamed without being listed (default `true`). With `false`, only
+    /// [`Names::bound`](crate::Names::bound) names (and names [`Names::derivations`](crate::Names::derivations) derive from them or from
+    /// digits) are renamed: the safe setting for a renderer whose texts may use such
+    /// names for something the kernel does not declare.
+    pub minted_shapes: bool,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Names {
+            bound: BTreeSet::new(),
+            free: BTreeSet::new(),
+            keep: BTreeSet::new(),
+            derivations: Vec::new(),
+            observers: BTreeSet::from([crate::phases::DEFAULT_OBSERVER.to_owned()]),
+            minted_shapes: true,
+        }
+    }
+}
+
+impl Names {
+    /// No names: only loop symbols and scope-locals are renamed; `assert` is the one
+    /// observing macro.
+    pub fn new() -> Self {
+        Names::default()
+    }
+
+    /// Sets [`Names::minted_shapes`](crate::Names::minted_shapes): whether `i12` and `v3_acc` shaped names are renamed
+    /// without being listed.
+    pub fn with_minted_shapes(mut self, on: bool) -> Self {
+        self.minted_shapes = on;
+        self
+    }
+
+    /// Adds bound names.
+    pub fn with_bound<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        add_all(&mut self.bound, names);
+        self
+    }
+
+    /// Adds free names.
+    pub fn with_free<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        add_all(&mut self.free, names);
+        self
+    }
+
+    /// Adds names to keep.
+    pub fn with_keep<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        add_all(&mut self.keep, names);
+        self
+    }
+
+    /// Adds macros that observe spellings (see [`Names::observers`](crate::Names::observers)).
+    pub fn with_observers<S: Into<String>>(mut self, names: impl IntoIterator<Item = S>) -> Self {
+        add_all(&mut self.observers, names);
+        self
+    }
+
+    /// Adds the derivation template `prefix + base + suffix`.
+    pub fn with_derivation(mut self, prefix: impl Into<String>, suffix: impl Into<String>) -> Self {
+        self.derivations.push(Derivation::new(prefix, suffix));
+        self
+    }
+
+    /// Why bound names may not be renamed, if they may not: the first bound name that is
+    /// also free, else the first bound name in the reserved namespace.
+    pub fn bound_refusal(&self) -> Option<Refusal> {
+        Prepared::new(self).refusal
+    }
+}
+
+/// Adds `names` to `set`. Into an empty set (the usual case: a fresh [`Names`] per kernel)
+/// the names are collected and the set built from them at once (`BTreeSet`'s
+/// `FromIterator` sorts, then builds the tree bottom-up), which costs a fraction of
+/// inserting them one by one; the set is the same either way.
+fn add_all<S: Into<String>>(set: &mut BTreeSet<String>, names: impl IntoIterator<Item = S>) {
+    let names = names.into_iter().map(Into::into);
+    if set.is_empty() {
+        *set = names.collect();
+    } else {
+        set.extend(names);
+    }
+}
+
+/// A 256-bit filter over (first byte, last byte, length) of a set of names: a name not
+/// in the filter is surely not in the set, so most lookups skip the set itself.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct NameFilter([u64; 4]);
+
+impl NameFilter {
+    #[inline(always)]
+    pub(crate) fn slot(name: &[u8]) -> Option<usize> {
+        let (&first, &last) = (name.first()?, name.last()?);
+        Some(
+            (usize::from(first).wrapping_mul(31) + usize::from(last).wrapping_mul(7) + name.len())
+                & 255,
+        )
+    }
+
+    pub(crate) fn add(&mut self, name: &[u8]) {
+        if let Some(s) = Self::slot(name) {
+            self.0[s >> 6] |= 1 << (s & 63);
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn may_contain(&self, name: &[u8]) -> bool {
+        Self::slot(name).is_some_and(|s| (self.0[s >> 6] >> (s & 63)) & 1 != 0)
+    }
+}
+
+/// The filters over a [`Names`]' keep and free names: computed once per call, or once
+/// per [`NameScope`].
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Filters {
+    /// Keep and free names.
+    pub(crate) kept: NameFilter,
+    pub(crate) free: NameFilter,
+}
+
+impl Filters {
+    pub(crate) fn new(names: &Names) -> Self {
+        let mut f = Filters::default();
+        for n in &names.keep {
+            f.kept.add(n.as_bytes());
+        }
+        for n in &names.free {
+            f.kept.add(n.as_bytes());
+            f.free.add(n.as_bytes());
+        }
+        f
+    }
+}
+
+/// What one call needs from [`Names`] (and, for a [`NameScope`] call, the kernel's own
+/// bound names), computed once per call.
+pub(crate) struct Prepared<'n> {
+    pub(crate) names: &'n Names,
+    /// Bound names given besides `names.bound` (a [`NameScope`] call's), as given.
+    pub(crate) extra: &'n [&'n str],
+    /// `extra` sorted, only where derivations need to look names up in it.
+    pub(crate) extra_sorted: Vec<&'n str>,
+    /// Keep and free names.
+    pub(crate) kept: NameFilter,
+    pub(crate) bound: NameFilter,
+    pub(crate) refusal: Option<Refusal>,
+}
+
+impl<'n> Prepared<'n> {
+    pub(crate) fn new(names: &'n Names) -> Self {
+        Prepared::with(names, Filters::new(names), &[])
+    }
+
+    /// The bound names are those of `names` and `extra`: the refusal is that of a
+    /// [`Names`] holding both (the least offending name, as the first of a sorted set).
+    pub(crate) fn with(names: &'n Names, filters: Filters, extra: &'n [&'n str]) -> Self {
+        let Filters { kept, free } = filters;
+        let mut bound = NameFilter::default();
+        let mut meets: Option<&'n str> = None;
+        let mut reserved: Option<&'n str> = None;
+        let mut note = |n: &'n str| {
+            bound.add(n.as_bytes());
+            if free.may_contain(n.as_bytes())
+                && meets.is_none_or(|m| n < m)
+                && names.free.contains(n)
+            {
+                meets = Some(n);
+            }
+            if is_reserved(n) && reserved.is_none_or(|r| n < r) {
+                reserved = Some(n);
+            }
+        };
+        for n in &names.bound {
+            note(n);
+        }
+        for &n in extra {
+            note(n);
+        }
+        let refusal = match (meets, reserved) {
+            (Some(name), _) => Some(Refusal::BoundMeetsFree {
+                name: name.to_owned(),
+            }),
+            (None, Some(name)) => Some(Refusal::ReservedBoundName {
+                name: name.to_owned(),
+            }),
+            (None, None) => None,
+        };
+        let mut extra_sorted = Vec::new();
+        if !names.derivations.is_empty() && !extra.is_empty() {
+            extra_sorted = extra.to_vec();
+            extra_sorted.sort_unstable();
+        }
+        Prepared {
+            names,
+            extra,
+            extra_sorted,
+            kept,
+            bound,
+            refusal,
+        }
+    }
+
+    /// Calls `f` with every bound name: `names.bound`, then the extra ones (a name may
+    /// come twice). Two plain loops rather than a chained iterator, which the set-up
+    /// paths inline less well.
+    #[inline(always)]
+    pub(crate) fn each_bound(&self, mut f: impl FnMut(&'n str)) {
+        let names: &'n Names = self.names;
+        for b in &names.bound {
+            f(b);
+        }
+        for &b in self.extra {
+            f(b);
+        }
+    }
+
+    /// How many bound names [`Self::each_bound`] gives.
+    pub(crate) fn bound_len(&self) -> usize {
+        self.names.bound.len() + self.extra.len()
+    }
+
+    /// Whether `name` is a keep or free name.
+    #[inline(always)]
+    pub(crate) fn is_kept(&self, name: &[u8]) -> bool {
+        self.kept.may_contain(name) && self.in_kept(name)
+    }
+
+    /// [`Self::is_kept`] past its filter, out of line (the sets' searches are large).
+    #[inline(never)]
+    pub(crate) fn in_kept(&self, name: &[u8]) -> bool {
+        std::str::from_utf8(name)
+            .is_ok_and(|s| self.names.keep.contains(s) || self.names.free.contains(s))
+    }
+
+    #[inline(never)]
+    pub(crate) fn is_bound(&self, name: &str) -> bool {
+        self.bound.may_contain(name.as_bytes())
+            && (self.names.bound.contains(name) || self.extra_sorted.binary_search(&name).is_ok())
+    }
+}
+
+/// The names one renderer's kernels share, prepared once: a [`Names`] without the
+/// per-kernel bound names, whose [`NameScope::canonical_kernel`] takes each kernel's
+/// declared names as borrowed strings. Keying a kernel this way gives the [`Canonical`](crate::Canonical)
+/// (key, text, refusals, pinned names) that [`canonical_kernel`](crate::canonical_kernel) gives with a [`Names`]
+/// holding the scope's names and the kernel's bound names, without building that
+/// `Names` (a `String` and a set node per name) for every kernel.
+///
+/// ```
+/// use canonical_text::{canonical_kernel, NameScope, Names};
+///
+/// // Once per renderer: what every kernel shares (here the default observers and a
+/// // free name), without bound names.
+/// let scope = NameScope::new(Names::new().with_free(["expf"]));
+/// let text = "void E_4(float* data0, const float* data1) { data0[0] = expf(data1[0]); }";
+/// // Per kernel: the names the renderer declared in it.
+/// let declared = ["data0", "data1"];
+/// let c = scope.canonical_kernel(text, Some("E_4"), &declared);
+/// assert_eq!(c.renamed_count(), 2);
+/// // The same as building the whole `Names` for the kernel.
+/// let names = Names::new().with_free(["expf"]).with_bound(declared);
+/// assert_eq!(c.key(&[b"-O2"]), canonical_kernel(text, Some("E_4"), &names).key(&[b"-O2"]));
+/// ```
+///
+/// Only which of some names made to collide in the renamer's table refuse renaming
+/// ([`Refusal::NameCollisions`]) may depend on the order and repetition of the declared
+/// names; either way is sound.
+#[derive(Clone)]
+pub struct NameScope {
+    names: Names,
+    filters: Filters,
+}
+
+impl std::fmt::Debug for NameScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NameScope")
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NameScope {
+    /// Prepares `names` (its bound names, if any, count for every kernel) for many calls.
+    pub fn new(names: Names) -> Self {
+        let filters = Filters::new(&names);
+        NameScope { names, filters }
+    }
+
+    /// The names every kernel of this scope shares.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    pub(crate) fn prepared<'n>(&'n self, extra: &'n [&'n str]) -> Prepared<'n> {
+        Prepared::with(&self.names, self.filters, extra)
+    }
+}
+
+/// `__x` or `_X`: the C implementation's reserved namespace.
+pub(crate) fn is_reserved(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() >= 2 && b[0] == b'_' && (b[1] == b'_' || b[1].is_ascii_uppercase())
+}
+
+/// A loop or static-index symbol: `i` then one or more digits.
+pub(crate) fn is_symbol(name: &[u8]) -> bool {
+    name.len() >= 2 && name[0] == b'i' && name[1..].iter().all(u8::is_ascii_digit)
+}
+
+/// A scope-local: `v`, one or more digits, `_`, anything.
+pub(crate) fn is_scope_local(name: &[u8]) -> bool {
+    if name.first() != Some(&b'v') {
+        return false;
+    }
+    let digits = name[1..].iter().take_while(|b| b.is_ascii_digit()).count();
+    digits > 0 && name.get(1 + digits) == Some(&b'_')
+}
+
+pub(crate) fn all_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}

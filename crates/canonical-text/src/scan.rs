@@ -1,0 +1,434 @@
+//! The 64-byte block scan: [`classify64`] tells of each byte whether it continues an
+//! identifier, may start a name needing a look, may start something special (a literal,
+//! comment, directive, attribute, trigraph), is white space, or is one the phases 1-2
+//! gate may refuse; and the small look-back rules the renamer applies to what it meets
+//! (preprocessing numbers, digit separators, trigraphs).
+
+use crate::lexer::{ident_end, is_ident_continue, literal_end, number_end};
+
+/// [`BEFORE`] flags: whitespace.
+pub(crate) const B_SPACE: u8 = 1;
+/// [`BEFORE`] flags: `.`, `>`, `:` (may end a member operator).
+pub(crate) const B_MEMBER: u8 = 2;
+/// [`BEFORE`] flags: `+`, `-` (may be the sign of an exponent).
+pub(crate) const B_SIGN: u8 = 4;
+/// [`BEFORE`] flags: `.`, `+`, `-` (may lie inside a preprocessing number).
+pub(crate) const B_NUMBER: u8 = 16;
+
+/// What a byte before an identifier may tell about it (table lookups instead of
+/// branchy matches in the hot loop).
+pub(crate) static BEFORE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b' ' as usize] = B_SPACE;
+    t[b'\t' as usize] = B_SPACE;
+    t[b'\n' as usize] = B_SPACE;
+    t[b'\r' as usize] = B_SPACE;
+    t[0x0b] = B_SPACE;
+    t[0x0c] = B_SPACE;
+    t[b'.' as usize] = B_MEMBER | B_NUMBER;
+    t[b'>' as usize] = B_MEMBER;
+    t[b':' as usize] = B_MEMBER;
+    t[b'+' as usize] = B_SIGN | B_NUMBER;
+    t[b'-' as usize] = B_SIGN | B_NUMBER;
+    t
+};
+
+/// For a byte that [`crate::rename::Renamer::run`] may pass over: the next bytes that would make it
+/// start something (`0x100`: none; bytes not listed are never passed over).
+pub(crate) static PASS_UNLESS: [(bool, u16, u16); 256] = {
+    let mut t = [(false, 0x100u16, 0x100u16); 256];
+    t[b'[' as usize] = (true, b'[' as u16, b'[' as u16);
+    t[b'/' as usize] = (true, b'/' as u16, b'*' as u16);
+    t[b'?' as usize] = (true, b'?' as u16, b'?' as u16);
+    t[b'%' as usize] = (true, b':' as u16, b':' as u16);
+    t[b'&' as usize] = (true, 0x100, 0x100);
+    t
+};
+
+/// The mask of bit positions `i` with `base + i >= p`.
+#[inline(always)]
+pub(crate) fn from(p: usize, base: usize) -> u64 {
+    let d = p.saturating_sub(base);
+    if d >= 64 { 0 } else { u64::MAX << d }
+}
+
+/// A set of bytes.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ByteSet([u64; 4]);
+
+impl ByteSet {
+    pub(crate) fn insert(&mut self, b: u8) {
+        self.0[usize::from(b >> 6)] |= 1 << (b & 63);
+    }
+
+    #[inline(always)]
+    pub(crate) fn contains(&self, b: u8) -> bool {
+        (self.0[usize::from(b >> 6)] >> (b & 63)) & 1 != 0
+    }
+}
+
+/// First bytes of names that need a look: a table, and for the vectorized scan up to
+/// four of them (unused slots 0, which starts no identifier) or `all` if there are
+/// more.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct FirstBytes {
+    pub(crate) table: ByteSet,
+    pub(crate) bytes: [u8; 4],
+    pub(crate) len: usize,
+    pub(crate) all: bool,
+}
+
+impl FirstBytes {
+    /// Adds `b` as the first byte of names that need a look.
+    pub(crate) fn add(&mut self, b: u8) {
+        self.table.insert(b);
+        self.add_scan(b);
+    }
+
+    /// Adds `b` to the scan only: the names starting with it are told by their shape
+    /// (symbols `i<digits>`, scope-locals `v<digits>_`), not by the table.
+    pub(crate) fn add_scan(&mut self, b: u8) {
+        if b == 0 || self.bytes[..self.len].contains(&b) {
+            return;
+        }
+        if self.len == self.bytes.len() {
+            self.all = true;
+        } else {
+            self.bytes[self.len] = b;
+            self.len += 1;
+        }
+    }
+
+    pub(crate) fn add_name(&mut self, name: &[u8]) {
+        if let Some(&b) = name.first() {
+            self.add(b);
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn contains(&self, b: u8) -> bool {
+        self.table.contains(b)
+    }
+}
+
+/// What [`classify64`] tells of 64 bytes: bit `i` of each mask is about byte `i`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Masks {
+    /// Bytes that continue an identifier: letters, digits, `_` and bytes from 0x80.
+    /// (`$` outside literals is refused by the phases 1-2 gate, see [`crate::phases`];
+    /// here it is special, and refused if met.)
+    pub(crate) cont: u64,
+    /// Identifier start bytes that may begin a name needing a look (see [`FirstBytes`]).
+    pub(crate) cand: u64,
+    /// Bytes that may start a literal, comment, preprocessor line, attribute, trigraph
+    /// or stray backslash (`"` `#` `%` `'` `[` `\\` `/` `?`), or is refused (`$`), and
+    /// harmlessly `&`.
+    pub(crate) special: u64,
+    /// White space (` `, `\t`, `\n`, `\v`, `\f`, `\r`: [`B_SPACE`] in [`BEFORE`]).
+    pub(crate) space: u64,
+    /// Bytes without which [`crate::phases::untokenizable`] refuses nothing: control
+    /// bytes other than `\t` and `\n` (NUL, `\r`), bytes from 0x80, `\\` and `$`.
+    pub(crate) gate: u64,
+    /// `?` (two in a row may start a trigraph, which the gate also refuses).
+    pub(crate) quest: u64,
+    /// `_`: the identifiers starting with one are the reserved ones the renamer checks
+    /// ([`crate::phases::reserved_allowed`]) whether or not they need a look.
+    pub(crate) under: u64,
+}
+
+/// The [`Masks`] of 64 bytes. On x86-64, SSE2 compares 16 bytes at a time and
+/// `movemask` gathers the results.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn classify64(block: &[u8; 64], first: &FirstBytes) -> Masks {
+    use safe_arch::{
+        add_i8_m128i, bitand_m128i, bitandnot_m128i, bitor_m128i, cmp_eq_mask_i8_m128i,
+        cmp_lt_mask_i8_m128i, m128i, move_mask_i8_m128i, set_splat_i8_m128i,
+    };
+    let splat = |b: u8| set_splat_i8_m128i(b as i8);
+    // Bytes in `lo..=hi` (both below 0x80): shifted to the bottom of the signed range.
+    let in_range = |v: m128i, lo: u8, hi: u8| {
+        let shifted = add_i8_m128i(v, splat(0x80u8.wrapping_sub(lo)));
+        cmp_lt_mask_i8_m128i(shifted, splat(0x80 + (hi - lo + 1)))
+    };
+    let eq = |v: m128i, b: u8| cmp_eq_mask_i8_m128i(v, splat(b));
+    let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
+    let f = first.bytes;
+    let all = splat(if first.all { 0xff } else { 0 });
+    let (mut cont, mut either, mut space) = (0u64, 0u64, 0u64);
+    let (mut gate, mut quest, mut under) = (0u64, 0u64, 0u64);
+    for (k, chunk) in block.chunks_exact(16).enumerate() {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(chunk);
+        let v = m128i::from(a);
+        // Letters, `_`, and bytes from 0x80 (negative as signed bytes).
+        let is_under = eq(v, b'_');
+        let is_start = bitor_m128i(
+            bitor_m128i(in_range(bitor_m128i(v, splat(0x20)), b'a', b'z'), is_under),
+            cmp_lt_mask_i8_m128i(v, splat(0)),
+        );
+        let is_cont = bitor_m128i(is_start, in_range(v, b'0', b'9'));
+        let in_first = bitor_m128i(
+            bitor_m128i(eq(v, f[0]), eq(v, f[1])),
+            bitor_m128i(eq(v, f[2]), eq(v, f[3])),
+        );
+        let is_cand = bitand_m128i(is_start, bitor_m128i(all, in_first));
+        let is_special = bitor_m128i(
+            bitor_m128i(in_range(v, b'"', b'\''), in_range(v, b'[', b'\\')),
+            bitor_m128i(eq(v, b'/'), eq(v, b'?')),
+        );
+        // White space: ` `, and `\t` `\n` `\v` `\f` `\r`.
+        let is_space = bitor_m128i(in_range(v, 0x09, 0x0d), eq(v, b' '));
+        // Below 0x20 as signed bytes: the control bytes and the bytes from 0x80.
+        let low_or_high = cmp_lt_mask_i8_m128i(v, splat(0x20));
+        let is_gate = bitor_m128i(
+            bitandnot_m128i(bitor_m128i(eq(v, b'\t'), eq(v, b'\n')), low_or_high),
+            bitor_m128i(eq(v, b'\\'), eq(v, b'$')),
+        );
+        cont |= bits(is_cont) << (16 * k);
+        either |= bits(bitor_m128i(is_cand, is_special)) << (16 * k);
+        space |= bits(is_space) << (16 * k);
+        gate |= bits(is_gate) << (16 * k);
+        quest |= bits(eq(v, b'?')) << (16 * k);
+        under |= bits(is_under) << (16 * k);
+    }
+    // No special byte continues an identifier, and candidates do: one mask tells both.
+    Masks {
+        cont,
+        cand: either & cont,
+        special: either & !cont,
+        space,
+        gate,
+        quest,
+        under,
+    }
+}
+
+/// [`classify64`] in portable code: plain byte comparisons (which the compiler
+/// vectorizes) and a multiply that gathers eight high bits at a time.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline(always)]
+pub(crate) fn classify64_portable(block: &[u8; 64], first: &FirstBytes) -> Masks {
+    let f = first.bytes;
+    let mut space = [0u8; 64];
+    let mut cont = [0u8; 64];
+    let mut either = [0u8; 64];
+    let mut gate = [0u8; 64];
+    let mut quest = [0u8; 64];
+    let mut under = [0u8; 64];
+    for i in 0..64 {
+        let b = block[i];
+        let l = b | 0x20;
+        let is_start = (l.wrapping_sub(b'a') < 26) | (b == b'_') | (b >= 0x80);
+        let is_cont = is_start | (b.wrapping_sub(b'0') < 10);
+        let in_first = (b == f[0]) | (b == f[1]) | (b == f[2]) | (b == f[3]);
+        let is_cand = is_start & (first.all | in_first);
+        // `"` `#` `$` `%` `'` (and, harmlessly, `&`); `[` `\\`; `/`; `?`.
+        let is_sp =
+            (b.wrapping_sub(b'"') < 6) | (b.wrapping_sub(b'[') < 2) | (b == b'/') | (b == b'?');
+        cont[i] = if is_cont { 0x80 } else { 0 };
+        either[i] = if is_cand | is_sp { 0x80 } else { 0 };
+        space[i] = if b == b' ' || b.wrapping_sub(0x09) < 5 {
+            0x80
+        } else {
+            0
+        };
+        let is_gate =
+            ((b < 0x20) & (b != b'\t') & (b != b'\n')) | (b >= 0x80) | (b == b'\\') | (b == b'$');
+        gate[i] = if is_gate { 0x80 } else { 0 };
+        quest[i] = if b == b'?' { 0x80 } else { 0 };
+        under[i] = if b == b'_' { 0x80 } else { 0 };
+    }
+    let space = gather_high_bits(&space);
+    // No special byte continues an identifier, and candidates do: two gathers tell all
+    // three masks apart.
+    let cont = gather_high_bits(&cont);
+    let either = gather_high_bits(&either);
+    Masks {
+        cont,
+        cand: either & cont,
+        special: either & !cont,
+        space,
+        gate: gather_high_bits(&gate),
+        quest: gather_high_bits(&quest),
+        under: gather_high_bits(&under),
+    }
+}
+
+/// Bit `i` of the result is the high bit of `f[i]` (every byte is 0 or 0x80).
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline(always)]
+pub(crate) fn gather_high_bits(f: &[u8; 64]) -> u64 {
+    let mut m = 0u64;
+    for (k, chunk) in f.chunks_exact(8).enumerate() {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(a);
+        m |= (w.wrapping_mul(0x0002_0408_1020_4081) >> 56) << (8 * k);
+    }
+    m
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+use classify64_portable as classify64;
+
+/// [`classify64`] of the 64 bytes from `base` (bytes past the end count as spaces).
+#[inline(always)]
+pub(crate) fn block_masks(src: &[u8], base: usize, first: &FirstBytes) -> Masks {
+    match src
+        .get(base..base + 64)
+        .and_then(|b| <&[u8; 64]>::try_from(b).ok())
+    {
+        Some(block) => classify64(block, first),
+        None => {
+            let mut block = [b' '; 64];
+            let rest = &src[base.min(src.len())..];
+            block[..rest.len()].copy_from_slice(rest);
+            classify64(&block, first)
+        }
+    }
+}
+
+/// Whether byte `i` lies inside a preprocessing number as the lexer reads it. Lexes
+/// forward, by the lexer's rules, from the nearest earlier byte that must end a token
+/// (and no earlier than `floor`, the end of the last token handled, which if after `i`
+/// was an identifier).
+pub(crate) fn in_number(src: &[u8], floor: usize, i: usize) -> bool {
+    number_around(src, floor, i).is_some()
+}
+
+/// The end of the preprocessing number holding byte `i`, if one does (see
+/// [`in_number`]).
+pub(crate) fn number_around(src: &[u8], floor: usize, i: usize) -> Option<usize> {
+    // Byte `i` ends a token already handled: an identifier, not a number.
+    if i < floor {
+        return None;
+    }
+    let mut j = i;
+    while j > floor
+        && (is_ident_continue(src[j - 1]) || matches!(src[j - 1], b'.' | b'\'' | b'+' | b'-'))
+    {
+        j -= 1;
+    }
+    while j <= i {
+        let b = src[j];
+        if b.is_ascii_digit() || (b == b'.' && src.get(j + 1).is_some_and(u8::is_ascii_digit)) {
+            let e = number_end(src, j + 1);
+            if e > i {
+                return Some(e);
+            }
+            j = e;
+        } else if is_ident_continue(b) {
+            j = ident_end(src, j + 1);
+        } else if b == b'\'' {
+            let e = literal_end(src, j);
+            if e > i {
+                return None;
+            }
+            j = e;
+        } else {
+            j += 1;
+        }
+    }
+    None
+}
+
+/// What [`quote_after_word`] refuses.
+pub(crate) const DIGIT_SEPARATOR: &str =
+    "a `'` after a number or a name other than `L`, `u`, `U` (a digit separator in some dialects)";
+
+/// Whether the `'` at `i` follows a byte of an identifier or preprocessing number (or a
+/// `.`) other than a whole encoding prefix `L`, `u` or `U`: a digit separator in C23 and
+/// C++14, a character literal in gnu17, and `u8'x'` is one character literal in C23
+/// and two tokens in gnu17.
+pub(crate) fn quote_after_word(src: &[u8], i: usize) -> bool {
+    let Some(&prev) = i.checked_sub(1).and_then(|q| src.get(q)) else {
+        return false;
+    };
+    if !(is_ident_continue(prev) || prev == b'.') {
+        return false;
+    }
+    let mut s = i;
+    while s > 0 && is_ident_continue(src[s - 1]) {
+        s -= 1;
+    }
+    let prefix = &src[s..i];
+    let before = s.checked_sub(1).map(|q| src[q]);
+    !(matches!(prefix, b"L" | b"u" | b"U")
+        && before.is_none_or(|b| !(b == b'.' || is_ident_continue(b))))
+}
+
+/// Whether a trigraph (`??` then one of `=/'()!<>-`) starts at `i`.
+pub(crate) fn trigraph_at(bytes: &[u8], i: usize) -> bool {
+    bytes.get(i) == Some(&b'?')
+        && bytes.get(i + 1) == Some(&b'?')
+        && matches!(
+            bytes.get(i + 2),
+            Some(b'=' | b'/' | b'\'' | b'(' | b')' | b'!' | b'<' | b'>' | b'-')
+        )
+}
+
+pub(crate) fn find_trigraph(bytes: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(k) = memchr::memchr(b'?', &bytes[from..]) {
+        let i = from + k;
+        if trigraph_at(bytes, i) {
+            return Some(i);
+        }
+        from = i + 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_scan_agrees_with_the_portable_one() {
+        let mut firsts = Vec::new();
+        for bytes in [&b""[..], b"iv", b"ivnl", b"ivnlx"] {
+            let mut f = FirstBytes::default();
+            for &b in bytes {
+                f.add(b);
+            }
+            firsts.push(f);
+        }
+        // Every byte value in every lane, then pseudo-random blocks biased to C text.
+        let mut blocks: Vec<[u8; 64]> = (0..4)
+            .map(|k| std::array::from_fn(|i| (64 * k + i) as u8))
+            .collect();
+        let alphabet = b"iv_nl$0a9zAZ\"#%'&[]\\/?*. \n\x80\xff";
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..2000 {
+            blocks.push(std::array::from_fn(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x & 3 == 0 {
+                    (x >> 8) as u8
+                } else {
+                    alphabet[(x >> 8) as usize % alphabet.len()]
+                }
+            }));
+        }
+        for f in &firsts {
+            for block in &blocks {
+                let masks = classify64(block, f);
+                assert_eq!(masks, classify64_portable(block, f));
+                // `under` is exactly the `_` bytes.
+                for (i, &b) in block.iter().enumerate() {
+                    assert_eq!((masks.under >> i) & 1 == 1, b == b'_', "{b:#x}");
+                }
+                // The scan's white space is the look-back table's.
+                for (i, &b) in block.iter().enumerate() {
+                    assert_eq!(
+                        (masks.space >> i) & 1 == 1,
+                        BEFORE[b as usize] == B_SPACE,
+                        "{b:#x}"
+                    );
+                }
+            }
+        }
+    }
+}
