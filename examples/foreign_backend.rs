@@ -21,11 +21,11 @@
 //! `// kcache-glue: end`; `cargo xtask tidy` counts it (at most 150 non-blank lines) and
 //! checks that no line outside names a kcache crate.
 //!
-//! **The kernel's own name.** A kernel key keeps the kernel's own name except for a
-//! segment index (`<routine>__seg<N>`, see `canonical_text::kernel_token`), so the renderer
-//! mints its kernel names in that shape (`axpb__seg1207`). A name minted another way
-//! (`k_17`) would be keyed as spelled: the replaying process, whose counter differs, would
-//! miss the stored program and compile it again (never a wrong hit).
+//! **The kernel's own name.** The renderer mints its kernel names with a counter
+//! (`axpb_1207`) and says so (`Names::with_minted_kernel_names("_")`): the counter is then
+//! not part of the key, as a `<routine>__seg<N>` index is not. Without that declaration the
+//! name would be keyed as spelled: the replaying process, whose counter differs, would miss
+//! the stored program and compile it again (never a wrong hit).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -295,7 +295,7 @@ fn render(code: &Kernel) -> Rendered {
             .clone()
     };
     let (y, x) = (mint(code.y.id, "b"), mint(code.x.id, "b"));
-    let name = format!("axpb__seg{}", fresh());
+    let name = format!("axpb_{}", fresh());
     let mut text = format!("void {name}(float *restrict {y}, const float *restrict {x}) {{\n");
     stmts(&mut text, &code.body, 1, &mut mint);
     text.push_str("}\n");
@@ -423,7 +423,9 @@ fn compile(k: &Kcache, rendered: &[Rendered]) -> Res<(Vec<Outcome<CcProgram, CcE
                 .buffer_mut(y, Elem::F32, Extent::fixed(N))
                 .buffer(x, Elem::F32, Extent::fixed(N));
             let options = vec!["-O2".into(), "-ffp-contract=off".into()];
-            let names = Names::new().with_bound([y, x]);
+            let names = Names::new()
+                .with_bound([y, x])
+                .with_minted_kernel_names("_");
             Source::new(r.text.clone(), signature).batch_kernel(
                 &r.name,
                 &names,

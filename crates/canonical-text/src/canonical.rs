@@ -6,7 +6,6 @@
 use std::sync::OnceLock;
 
 use crate::interner::{Slot, name_key};
-use crate::kernel_token;
 use crate::key::{Canonical, raw};
 use crate::names::{NameScope, Names, Prepared};
 use crate::refusal::Refusal;
@@ -14,14 +13,16 @@ use crate::rename::{Ambiguous, Renamer, pinned_names, redo};
 
 /// The canonical form of one kernel's C-like `text`: the names the kernel owns renamed
 /// to canonical tokens numbered by first occurrence, and its own name (`kernel_name`,
-/// when given) replaced by its [`kernel_token`].
+/// when given) replaced by its kernel token ([`Names::kernel_token`]).
 ///
 /// **The kernel's own name** (`kernel_name`: the name `text` defines the kernel under)
 /// stays part of the key except for a segment index: `step__seg3` and `step__seg7`
 /// (see [`segment_kernel_name`](crate::segment_kernel_name)) share a key, while names
 /// numbered any other way do not (tinygrad's `E_4` and its deduplicated `E_4n1` get
-/// different keys: a miss, never a wrong hit). With `None`, the text's function names
-/// are treated like any other name.
+/// different keys: a miss, never a wrong hit), unless the renderer declared how it mints
+/// its kernel names ([`Names::with_minted_kernel_names`]: with `"_"`, `relu_17` and
+/// `relu_18` share a key). With `None`, the text's function names are treated like any
+/// other name.
 ///
 /// **Renamed** (each distinct name to its own number, in order of first occurrence,
 /// comments included):
@@ -101,7 +102,7 @@ fn canonical_prepared(text: &str, kernel_name: Option<&str>, prepared: &Prepared
     let bound_ok = prepared.refusal.is_none();
 
     let own = kernel_name.map(str::as_bytes);
-    let token = kernel_name.map(kernel_token);
+    let token = kernel_name.map(|n| names.kernel_token(n));
     let token_bytes = token.map(str::as_bytes).unwrap_or_default();
     let token_len = token.map(str::len);
 
@@ -195,7 +196,7 @@ pub(crate) fn name_in_attribute(
     c: &Canonical,
     kernel_name: Option<&str>,
 ) -> Option<(usize, String)> {
-    let own = kernel_name.filter(|n| kernel_token(n) != *n);
+    let own = kernel_name.filter(|n| c.kernel_token() != Some(*n));
     if c.renamed_count == 0 && own.is_none() {
         return None;
     }

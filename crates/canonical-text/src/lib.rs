@@ -47,7 +47,9 @@
 //! a function, global or macro the kernel only uses must not be listed (see the
 //! contract on [`Names`]; listing one would give kernels calling different functions one
 //! key). Pass the name the text defines the kernel under as `kernel_name`; it stays in
-//! the key except for a [`segment_kernel_name`] index. Put everything else that changes
+//! the key except for a [`segment_kernel_name`] index, or the counter of a renderer that
+//! mints kernel names its own way and says how ([`Names::with_minted_kernel_names`]: with
+//! `"_"`, `E_16_3` and `E_16_4` share a key). Put everything else that changes
 //! the compiled code (compiler options, target, compiler version) in the key's extra
 //! parts, or use `kernel_cache::kernel_key`, which adds the options and a backend
 //! identity.
@@ -74,7 +76,8 @@
 //! assert_eq!(key("E_16", &a), key("E_16", &b)); // renamed twins: one key
 //! let c = render("E_16", ["data0", "data1"], "ridx0", "acc0", "expf");
 //! assert_ne!(key("E_16", &a), key("E_16", &c)); // another function: another key
-//! // The kernel's own name counts (only a `__seg<N>` index is dropped): a miss, not a hit.
+//! // The kernel's own name counts (only a `__seg<N>` index, or a declared counter, is
+//! // dropped): a miss, not a hit.
 //! let d = render("E_16n1", ["data0", "data1"], "ridx0", "acc0", "sqrtf");
 //! assert_ne!(key("E_16", &a), key("E_16n1", &d));
 //! ```

@@ -90,6 +90,14 @@ pub struct Names {
     /// digits) are renamed: the safe setting for a renderer whose texts may use such
     /// names for something the kernel does not declare.
     pub minted_shapes: bool,
+    /// How the renderer mints its kernels' own names, when not as
+    /// [`segment_kernel_name`](crate::segment_kernel_name) does: the separator before a
+    /// counter (`Some("_")` for `foo_17`). A kernel name `<stem><separator><digits>` then
+    /// loses its digits in the key, as a segment index does (`foo_17` and `foo_18` give the
+    /// token `foo_`), so renders that differ only in the counter share a key. `None`
+    /// (the default): only a `__seg<digits>` index is dropped. See
+    /// [`Names::kernel_token`].
+    pub minted_kernel_separator: Option<String>,
 }
 
 impl Default for Names {
@@ -101,6 +109,7 @@ impl Default for Names {
             derivations: Vec::new(),
             observers: BTreeSet::from([crate::phases::DEFAULT_OBSERVER.to_owned()]),
             minted_shapes: true,
+            minted_kernel_separator: None,
         }
     }
 }
@@ -117,6 +126,51 @@ impl Names {
     pub fn with_minted_shapes(mut self, on: bool) -> Self {
         self.minted_shapes = on;
         self
+    }
+
+    /// Sets [`Names::minted_kernel_separator`](crate::Names::minted_kernel_separator): the
+    /// renderer names its kernels `<stem><separator><counter>`, and the counter is not part of
+    /// the key.
+    ///
+    /// ```
+    /// use canonical_text::{canonical_kernel, Names};
+    /// let names = Names::new().with_bound(["out"]).with_minted_kernel_names("_");
+    /// let a = canonical_kernel("void relu_17(float *out) { out[0] = 0; }", Some("relu_17"), &names);
+    /// let b = canonical_kernel("void relu_18(float *out) { out[0] = 0; }", Some("relu_18"), &names);
+    /// assert_eq!(a.key(&[]), b.key(&[]));
+    /// assert_eq!(a.kernel_token(), Some("relu_"));
+    /// // The stem still counts: another routine is another key.
+    /// let c = canonical_kernel("void gelu_17(float *out) { out[0] = 0; }", Some("gelu_17"), &names);
+    /// assert_ne!(a.key(&[]), c.key(&[]));
+    /// // Without the declaration the counter is part of the name, and of the key.
+    /// let plain = Names::new().with_bound(["out"]);
+    /// let d = canonical_kernel("void relu_18(float *out) { out[0] = 0; }", Some("relu_18"), &plain);
+    /// assert_eq!(d.kernel_token(), Some("relu_18"));
+    /// ```
+    pub fn with_minted_kernel_names(mut self, separator: impl Into<String>) -> Self {
+        self.minted_kernel_separator = Some(separator.into());
+        self
+    }
+
+    /// What a kernel's own name contributes to its key under these names: `name` without
+    /// the counter after [`Names::minted_kernel_separator`](crate::Names::minted_kernel_separator)
+    /// when it ends in the separator and at least one digit after a non-empty stem,
+    /// otherwise [`kernel_token`](crate::kernel_token) (a `__seg<digits>` index dropped).
+    pub fn kernel_token<'a>(&self, name: &'a str) -> &'a str {
+        if let Some(separator) = self
+            .minted_kernel_separator
+            .as_deref()
+            .filter(|s| !s.is_empty())
+        {
+            let b = name.as_bytes();
+            let digits = b.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+            let end = b.len() - digits;
+            if digits > 0 && end > separator.len() && b[..end].ends_with(separator.as_bytes()) {
+                // `end` follows an ASCII digit run's start: a char boundary.
+                return name.get(..end).unwrap_or(name);
+            }
+        }
+        crate::kernel_token(name)
     }
 
     /// Adds bound names.

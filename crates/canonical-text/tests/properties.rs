@@ -55,6 +55,9 @@ struct Naming {
     sym: Vec<u32>,
     local: Vec<u32>,
     own_index: u32,
+    /// The kernel's own name minted as `step_<n>` under `Names::with_minted_kernel_names("_")`
+    /// instead of as the segment name `step__seg<n>`.
+    minted: bool,
 }
 
 impl Naming {
@@ -62,14 +65,32 @@ impl Naming {
         format!("n{}_w", self.bound[k])
     }
     fn kernel_name(&self) -> String {
-        format!("step__seg{}", self.own_index)
+        if self.minted {
+            format!("step_{}", self.own_index)
+        } else {
+            format!("step__seg{}", self.own_index)
+        }
+    }
+    /// The kernel token of every [`Naming::kernel_name`] of this scheme.
+    fn token(&self) -> &'static str {
+        if self.minted { "step_" } else { "step__seg" }
     }
     fn names(&self) -> Names {
-        Names::new()
+        let names = Names::new()
             .with_bound((0..ROLES).map(|k| self.bound(k)))
             .with_free(FREE)
             .with_keep(KEEP)
-            .with_derivation("", "_grad")
+            .with_derivation("", "_grad");
+        if self.minted {
+            names.with_minted_kernel_names("_")
+        } else {
+            names
+        }
+    }
+    /// The same spellings with the own name minted by `minted`'s scheme.
+    fn scheme(mut self, minted: bool) -> Naming {
+        self.minted = minted;
+        self
     }
     fn spell(&self, p: &Piece) -> String {
         match p {
@@ -153,6 +174,7 @@ fn naming() -> impl Strategy<Value = Naming> {
             sym,
             local,
             own_index,
+            minted: false,
         }
     })
 }
@@ -180,7 +202,10 @@ proptest! {
     /// (1) A consistent renaming of bound names, symbols, scope-locals, derived names
     /// and the segment index gives the same key and the same canonical text.
     #[test]
-    fn consistent_renaming_keeps_the_key(k in kernel(), a in naming(), b in naming()) {
+    fn consistent_renaming_keeps_the_key(
+        k in kernel(), a in naming(), b in naming(), minted in any::<bool>(),
+    ) {
+        let (a, b) = (a.scheme(minted), b.scheme(minted));
         let (ca, cb) = (canon(&k, &a), canon(&k, &b));
         prop_assert_eq!(ca.text(), cb.text());
         prop_assert_eq!(ca.key(&[b"-O3"]), cb.key(&[b"-O3"]));
@@ -192,7 +217,9 @@ proptest! {
     #[test]
     fn changing_anything_not_owned_changes_the_key(
         k in kernel(), a in naming(), at in any::<prop::sample::Index>(), d in 0usize..8,
+        minted in any::<bool>(),
     ) {
+        let a = a.scheme(minted);
         let candidates: Vec<usize> =
             (0..k.len()).filter(|&i| mutate(&k[i].0, d).is_some()).collect();
         prop_assume!(!candidates.is_empty());
@@ -227,7 +254,9 @@ proptest! {
     #[test]
     fn free_name_spelled_like_a_canonical_token_is_told_apart(
         k in kernel(), a in naming(), at in any::<prop::sample::Index>(),
+        minted in any::<bool>(),
     ) {
+        let a = a.scheme(minted);
         let renamable: Vec<usize> = (0..k.len()).filter(|&i| k[i].0.renamable()).collect();
         prop_assume!(!renamable.is_empty());
         let p = renamable[at.index(renamable.len())];
@@ -248,7 +277,7 @@ proptest! {
         let cc = canonical_kernel(&changed, Some(&a.kernel_name()), &names);
         prop_assert_ne!(cc.key(&[]), c.key(&[]), "{} vs {}", text, changed);
         // The own name's token is told apart from an identifier spelled like it too.
-        let own_like = text.replace(&a.kernel_name(), "step__seg");
+        let own_like = text.replace(&a.kernel_name(), a.token());
         let co = canonical_kernel(&own_like, Some(&a.kernel_name()), &a.names());
         if own_like != text {
             prop_assert_ne!(co.key(&[]), c.key(&[]));
@@ -468,5 +497,29 @@ proptest! {
         let got = scope.canonical_kernel(&text, Some(&own), &declared);
         let want = canonical_kernel(&text, Some(&own), &whole);
         prop_assert_eq!(everything(&got), everything(&want), "{:?}", text);
+    }
+}
+
+proptest! {
+    /// (M) Under a minted-name declaration only the counter after the separator is dropped:
+    /// another separator, no separator, or digits not right after the separator keep the
+    /// name whole, another stem keeps its stem, and none of them shares a key with
+    /// `step_<n>`.
+    #[test]
+    fn only_the_minted_counter_leaves_the_key(
+        k in kernel(), a in naming(), n in 0u32..1000, m in 0u32..1000,
+        other in prop::sample::select(vec!["stop_", "step-", "step", "step_x", "_"]),
+    ) {
+        let names = a.clone().scheme(true).names();
+        let text = |own: &str| render(&k, &a).replace(&a.clone().scheme(true).kernel_name(), own);
+        let key = |own: &str| canonical_kernel(&text(own), Some(own), &names).key(&[]);
+        let (x, y) = (format!("step_{n}"), format!("step_{m}"));
+        prop_assert_eq!(key(&x), key(&y));
+        let odd = if other == "step" { format!("step{n}") } else { format!("{other}{n}") };
+        prop_assume!(!text(&x).contains(&odd));
+        prop_assert_ne!(key(&x), key(&odd), "{} vs {}", x, odd);
+        // Another stem drops its counter too; every other form is kept whole.
+        let token = if other == "stop_" { "stop_" } else { odd.as_str() };
+        prop_assert_eq!(names.kernel_token(&odd), token);
     }
 }
