@@ -302,12 +302,12 @@ mod tests {
     fn symbols_are_renamed_by_first_occurrence() {
         assert_eq!(
             plain("for (int i12 = 0; i12 < n; ++i12) x[i7] = i12 + i7;"),
-            "for (int ocannl_k0 = 0; ocannl_k0 < n; ++ocannl_k0) x[ocannl_k1] = ocannl_k0 + ocannl_k1;"
+            "for (int kc0 = 0; kc0 < n; ++kc0) x[kc1] = kc0 + kc1;"
         );
         // Not symbols: `i` alone, `i` then non-digits, keywords.
         assert_eq!(
             plain("int i; i1x; ix2; if (i0) ;"),
-            "int i; i1x; ix2; if (ocannl_k0) ;"
+            "int i; i1x; ix2; if (kc0) ;"
         );
         let c = canon("i9 + i3 + i9", &Names::new());
         assert_eq!(c.renamed().collect::<Vec<_>>(), ["i9", "i3"]);
@@ -318,7 +318,7 @@ mod tests {
     fn scope_locals_are_renamed_suffix_included() {
         assert_eq!(
             plain("float v3_acc = v12_ + v3_acc * v3_accum; v3acc; v_3; vx_1;"),
-            "float ocannl_k0 = ocannl_k1 + ocannl_k0 * ocannl_k2; v3acc; v_3; vx_1;"
+            "float kc0 = kc1 + kc0 * kc2; v3acc; v_3; vx_1;"
         );
     }
 
@@ -329,10 +329,7 @@ mod tests {
             .with_free(["n_17"])
             .with_keep(["i5", "v1_keep"]);
         let c = canon("out[i5] = n17_weights[i6] * n_17 + v1_keep + v2_x;", &names);
-        assert_eq!(
-            c.text(),
-            "ocannl_k0[i5] = ocannl_k1[ocannl_k2] * n_17 + v1_keep + ocannl_k3;"
-        );
+        assert_eq!(c.text(), "kc0[i5] = kc1[kc2] * n_17 + v1_keep + kc3;");
         assert!(c.refusals().is_empty());
         // A bound name differs from a longer identifier containing it.
         assert_eq!(canon("outer + out_", &names).text(), "outer + out_");
@@ -350,13 +347,13 @@ mod tests {
                 &names
             )
             .text(),
-            "ocannl_k0 + ocannl_k1 + ocannl_k2 + tmp_foo + tmp_ + foo_grad + ocannl_k3"
+            "kc0 + kc1 + kc2 + tmp_foo + tmp_ + foo_grad + kc3"
         );
         // Without the base bound, a derived name stays.
         let unbound = Names::new().with_derivation("", "_grad");
         assert_eq!(
             canon("n1_x_grad + i3_grad", &unbound).text(),
-            "n1_x_grad + ocannl_k0"
+            "n1_x_grad + kc0"
         );
     }
 
@@ -364,17 +361,11 @@ mod tests {
     fn members_and_qualified_names_are_never_renamed_and_pin_the_name() {
         let names = Names::new().with_bound(["n1_x"]);
         let c = canon("s.v3_acc + p->i12 + ns::n1_x + s . i4 + i5", &names);
-        assert_eq!(
-            c.text(),
-            "s.v3_acc + p->i12 + ns::n1_x + s . i4 + ocannl_k0"
-        );
+        assert_eq!(c.text(), "s.v3_acc + p->i12 + ns::n1_x + s . i4 + kc0");
         // A name that also occurs as a member is kept as spelled everywhere, even where
         // it was met first in a renaming position.
         let c = canon("i1 + v3_acc + s.v3_acc + i2 + v3_acc", &names);
-        assert_eq!(
-            c.text(),
-            "ocannl_k0 + v3_acc + s.v3_acc + ocannl_k1 + v3_acc"
-        );
+        assert_eq!(c.text(), "kc0 + v3_acc + s.v3_acc + kc1 + v3_acc");
         assert_eq!(c.pinned(), ["v3_acc"]);
         // Across a comment.
         assert_eq!(plain("s. /* c */ i1 + i1"), "s. /* c */ i1 + i1");
@@ -388,14 +379,11 @@ mod tests {
         );
         assert_eq!(
             c.text(),
-            "#define TILE 64\n#pragma omp parallel for private(i3)\nfor (i3 = 0; i3 < TILE; i3++) ocannl_k0 += i4;\n  #  if  i4\n#endif"
+            "#define TILE 64\n#pragma omp parallel for private(i3)\nfor (i3 = 0; i3 < TILE; i3++) kc0 += i4;\n  #  if  i4\n#endif"
         );
         assert_eq!(c.pinned(), ["i3", "i4"]);
         // `#` not first on its line is an operator; `%:` is a digraph introducer.
-        assert_eq!(
-            plain("x # i1\n%:define i2\ni2"),
-            "x # ocannl_k0\n%:define i2\ni2"
-        );
+        assert_eq!(plain("x # i1\n%:define i2\ni2"), "x # kc0\n%:define i2\ni2");
         // A block comment before `#` keeps it first on its line.
         assert_eq!(plain("/* c */ #define i1\ni1"), "/* c */ #define i1\ni1");
     }
@@ -408,7 +396,7 @@ mod tests {
         );
         assert_eq!(
             c.text(),
-            "device float *ocannl_k0 [[buffer(0)]], uint ocannl_k1 [[thread_position_in_grid]], a[ocannl_k2[ocannl_k3]] [[x(i5)]] i5"
+            "device float *kc0 [[buffer(0)]], uint kc1 [[thread_position_in_grid]], a[kc2[kc3]] [[x(i5)]] i5"
         );
         assert_eq!(c.pinned(), ["i5"]);
     }
@@ -417,19 +405,19 @@ mod tests {
     fn literals_are_kept_without_pinning() {
         assert_eq!(
             plain(r#"printf("i1 %d\n", i1); c = 'i'; s = u8"v1_x"; t = L'\''; i1"#),
-            r#"printf("i1 %d\n", ocannl_k0); c = 'i'; s = u8"v1_x"; t = L'\''; ocannl_k0"#
+            r#"printf("i1 %d\n", kc0); c = 'i'; s = u8"v1_x"; t = L'\''; kc0"#
         );
         // An unterminated literal ends at the line's end.
-        assert_eq!(plain("\"i1\ni1"), "\"i1\nocannl_k0");
+        assert_eq!(plain("\"i1\ni1"), "\"i1\nkc0");
     }
 
     #[test]
     fn numbers_are_kept() {
         // Letters inside a preprocessing number are no names.
-        assert_eq!(plain("0...i1 + i2 [[x]]"), "0...i1 + ocannl_k0 [[x]]");
+        assert_eq!(plain("0...i1 + i2 [[x]]"), "0...i1 + kc0 [[x]]");
         assert_eq!(
             plain("x = 1.5e+3f + 0x1fu + .5 + i1 + 1e+i2 + 1.i3 + 0x1p-i4 + i2 + i3 + i4"),
-            "x = 1.5e+3f + 0x1fu + .5 + ocannl_k0 + 1e+i2 + 1.i3 + 0x1p-i4 + ocannl_k1 + ocannl_k2 + ocannl_k3"
+            "x = 1.5e+3f + 0x1fu + .5 + kc0 + 1e+i2 + 1.i3 + 0x1p-i4 + kc1 + kc2 + kc3"
         );
     }
 
@@ -442,17 +430,14 @@ mod tests {
         );
         assert_eq!(
             c.text(),
-            "/* sum of ocannl_k0 over ocannl_k1 */ ocannl_k2 += ocannl_k0[ocannl_k1]; // ocannl_k1 again, s.ocannl_k1\n"
+            "/* sum of kc0 over kc1 */ kc2 += kc0[kc1]; // kc1 again, s.kc1\n"
         );
         // Renaming in comments is consistent: a comment mentioning another symbol
         // gives another key.
         assert_ne!(key("i1; // i1", &names), key("i1; // i2", &names));
         assert_eq!(key("i1; // i1", &names), key("i7; // i7", &names));
         // A comment's words count for first occurrence.
-        assert_eq!(
-            plain("/* i2 */ i1 + i2"),
-            "/* ocannl_k0 */ ocannl_k1 + ocannl_k0"
-        );
+        assert_eq!(plain("/* i2 */ i1 + i2"), "/* kc0 */ kc1 + kc0");
     }
 
     #[test]
@@ -508,7 +493,7 @@ mod tests {
             .with_free(["sqrtf"])
             .with_derivation("", "_grad");
         let c = canon("n1_x = sqrtf(n1_x_grad) + i3_grad + i3;", &names);
-        assert_eq!(c.text(), "n1_x = sqrtf(n1_x_grad) + ocannl_k0 + ocannl_k1;");
+        assert_eq!(c.text(), "n1_x = sqrtf(n1_x_grad) + kc0 + kc1;");
         assert_eq!(
             c.refusals(),
             [Refusal::BoundMeetsFree {
@@ -532,7 +517,7 @@ mod tests {
             let names = Names::new().with_bound(["n1_x", reserved]);
             let text = format!("{reserved} n1_x = i1;");
             let c = canon(&text, &names);
-            assert_eq!(c.text(), format!("{reserved} n1_x = ocannl_k0;"));
+            assert_eq!(c.text(), format!("{reserved} n1_x = kc0;"));
             assert_eq!(
                 c.refusals(),
                 [Refusal::ReservedBoundName {
@@ -542,7 +527,7 @@ mod tests {
         }
         // `_x` (lowercase) and `x__y` are not reserved.
         let c = canon("_x + x__y", &Names::new().with_bound(["_x", "x__y"]));
-        assert_eq!(c.text(), "ocannl_k0 + ocannl_k1");
+        assert_eq!(c.text(), "kc0 + kc1");
         assert!(c.refusals().is_empty());
     }
 
@@ -579,8 +564,8 @@ mod tests {
 
     #[test]
     fn free_identifier_spelled_like_a_canonical_token_is_told_apart() {
-        let names = Names::new().with_free(["ocannl_k0"]);
-        let a = canon("x = i1 + ocannl_k0;", &names);
+        let names = Names::new().with_free(["kc0"]);
+        let a = canon("x = i1 + kc0;", &names);
         let b = canon("x = i1 + i1;", &names);
         assert_eq!(a.text(), b.text());
         assert_ne!(a.key(&[]), b.key(&[]));
@@ -633,16 +618,13 @@ mod tests {
             let c = canon(&text, &Names::new());
             assert_eq!(
                 c.text(),
-                format!(
-                    "{}ocannl_k0 + ocannl_k1 + s.i3 + ocannl_k0",
-                    " ".repeat(pad)
-                ),
+                format!("{}kc0 + kc1 + s.i3 + kc0", " ".repeat(pad)),
                 "pad {pad}"
             );
         }
         let long = format!("v1_{} + i1", "x".repeat(200));
-        assert_eq!(plain(&long), "ocannl_k0 + ocannl_k1");
-        assert_eq!(plain("i1"), "ocannl_k0");
+        assert_eq!(plain(&long), "kc0 + kc1");
+        assert_eq!(plain("i1"), "kc0");
         assert_eq!(plain(""), "");
     }
 
@@ -716,10 +698,7 @@ mod tests {
         let text = "n1[i1] = \"€ żółw 🙂\" + '\u{a0}' + n1;";
         let c = canonical_kernel(text, None, &names);
         assert!(c.refusals().is_empty(), "{:?}", c.refusals());
-        assert_eq!(
-            c.text(),
-            "ocannl_k0[ocannl_k1] = \"€ żółw 🙂\" + '\u{a0}' + ocannl_k0;"
-        );
+        assert_eq!(c.text(), "kc0[kc1] = \"€ żółw 🙂\" + '\u{a0}' + kc0;");
         // Tag bytes only where names were replaced: three renamed occurrences.
         let tags = c.encoding().iter().filter(|&&b| b >= enc::OWN).count();
         assert_eq!(tags, 3);
@@ -1056,7 +1035,7 @@ mod tests {
         assert_eq!(c.renamed_count(), 2);
         assert!(
             c.text()
-                .starts_with("s = \"i1 $ \\\"$\"; c = '$'; w = L\"$\"; ocannl_k0")
+                .starts_with("s = \"i1 $ \\\"$\"; c = '$'; w = L\"$\"; kc0")
         );
         // Encoding prefixes stay literals; a quote after other bytes is plain.
         let c = canon("x = L'a' + u'b' + U'c' + (i1)'d';", &names);
@@ -1072,7 +1051,7 @@ mod tests {
         assert!(a.refusals().is_empty());
         assert_eq!(
             a.text(),
-            "x = ocannl_k0;\r\n// ocannl_k0\r\n#define N 4\r\nocannl_k1 = ocannl_k0;\r\n"
+            "x = kc0;\r\n// kc0\r\n#define N 4\r\nkc1 = kc0;\r\n"
         );
         // CRLF and LF texts differ (a `\r` is a byte of the text).
         assert_ne!(
@@ -1143,10 +1122,7 @@ mod tests {
             .with_minted_shapes(false);
         let a = canon("y = v2_load(n1_x) + i0 + i0_grad + n1_x_grad;", &listed);
         let b = canon("y = v3_load(n1_x) + i0 + i0_grad + n1_x_grad;", &listed);
-        assert_eq!(
-            a.text(),
-            "y = v2_load(ocannl_k0) + i0 + i0_grad + ocannl_k1;"
-        );
+        assert_eq!(a.text(), "y = v2_load(kc0) + i0 + i0_grad + kc1;");
         assert_ne!(a.key(&[]), b.key(&[]));
         assert_eq!(
             canon("y = v2_load(x);", &Names::new()).key(&[]),
@@ -1182,7 +1158,7 @@ mod tests {
         let text: String = (0..5000).map(|k| format!("i{k} + ")).collect();
         let c = canon(&text, &Names::new());
         assert_eq!(c.renamed_count(), 5000);
-        assert!(c.text().ends_with("ocannl_k4999 + "));
+        assert!(c.text().ends_with("kc4999 + "));
     }
 
     /// Names that differ only in a late byte (`cast10`..`cast99` differ in their fifth

@@ -59,10 +59,10 @@ pub(crate) fn read_varint(enc: &[u8], i: &mut usize) -> Option<usize> {
 
 /// How the `n`th renamed name is spelled in the human-readable text.
 pub(crate) fn canonical_name(n: usize) -> String {
-    format!("ocannl_k{n}")
+    format!("kc{n}")
 }
 
-/// Renders an encoding as text: text bytes as written, renamed names as `ocannl_k<n>`,
+/// Renders an encoding as text: text bytes as written, renamed names as `kc<n>`,
 /// the kernel's own name as `token`. Stops quietly at anything it cannot decode (never
 /// panics).
 pub(crate) fn render(enc: &[u8], token: &str) -> String {
@@ -140,7 +140,7 @@ mod tests {
         e.push(OWN);
         push_renamed(&mut e, 255);
         e.extend_from_slice("é;".as_bytes());
-        assert_eq!(render(&e, "k__seg"), "a ocannl_k3k__segocannl_k255é;");
+        assert_eq!(render(&e, "k__seg"), "a kc3k__segkc255é;");
         for enc in [
             &[RENAMED][..],
             &[RENAMED, 0x80],

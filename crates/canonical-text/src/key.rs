@@ -61,9 +61,9 @@ impl Eq for Canonical {}
 
 impl Canonical {
     /// The human-readable canonical text: the kernel text as written, with renamed
-    /// names spelled `ocannl_k<n>` and the kernel's own name spelled as its
+    /// names spelled `kc<n>` and the kernel's own name spelled as its
     /// [`kernel_token`](crate::kernel_token). Built on first use. Equal keys give equal texts, but not the
-    /// other way round: a free identifier spelled `ocannl_k0` looks like a renamed one
+    /// other way round: a free identifier spelled `kc0` looks like a renamed one
     /// here, while the key tells them apart.
     pub fn text(&self) -> &str {
         self.text
@@ -123,7 +123,7 @@ impl Canonical {
             .map(|l| self.side.get(..l).unwrap_or_default())
     }
 
-    /// The renamed names in number order: the `n`th one became `ocannl_k<n>`.
+    /// The renamed names in number order: the `n`th one became `kc<n>`.
     pub fn renamed(&self) -> impl Iterator<Item = std::borrow::Cow<'_, str>> + '_ {
         let mut at = self.token_len.unwrap_or(0);
         (0..self.renamed_count).map(move |_| {

@@ -31,7 +31,7 @@
 //! // Same kernel up to its own bindings and the segment index: same key.
 //! assert_eq!(ka.key(&[b"-O3"]), kb.key(&[b"-O3"]));
 //! assert_eq!(ka.text(), kb.text());
-//! assert!(ka.text().starts_with("void step__seg(float *ocannl_k0"));
+//! assert!(ka.text().starts_with("void step__seg(float *kc0"));
 //! // Different compiler options: different key.
 //! assert_ne!(ka.key(&[b"-O3"]), ka.key(&[b"-O2"]));
 //! // A different operator: different key.
@@ -91,7 +91,7 @@
 //! text is UTF-8, in which these two bytes never occur. So:
 //!
 //! * **No confusion between renamed and kept names.** A name kept as spelled stays its
-//!   own bytes, a renamed one is a tag: a free identifier spelled `ocannl_k0` (or spelled
+//!   own bytes, a renamed one is a tag: a free identifier spelled `kc0` (or spelled
 //!   like the kernel token) can never be read as a renamed one.
 //! * **No shifting of boundaries.** The encoding is a prefix code (a text byte, or a tag
 //!   then a self-delimiting LEB128 number), so it decodes uniquely and no concatenation of

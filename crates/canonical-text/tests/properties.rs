@@ -6,7 +6,7 @@ use canonical_text::lexer::{TokenKind, tokenize};
 use canonical_text::{Canonical, Names, canonical_kernel};
 use proptest::prelude::*;
 
-const FREE: [&str; 5] = ["f_a", "f_b", "ocannl_k0", "ocannl_k1", "step__seg"];
+const FREE: [&str; 5] = ["f_a", "f_b", "kc0", "kc1", "step__seg"];
 const KEEP: [&str; 4] = ["sqrtf", "fmaxf", "i999", "v9_keep"];
 const MEMBER_OPS: [&str; 3] = [".", "->", "::"];
 const MEMBERS: [&str; 3] = ["x", "len", "data"];
@@ -263,7 +263,7 @@ proptest! {
         let c = canon(&k, &a);
         let spelled = a.spell(&k[p].0);
         let n = c.renamed().position(|r| r == spelled).unwrap();
-        let token = format!("ocannl_k{n}");
+        let token = format!("kc{n}");
         let text = render(&k, &a);
         // Replace the p-th piece's spelling by the token, keeping everything else.
         let mut changed = String::new();
@@ -349,11 +349,11 @@ fn key_is_pinned() {
     let c = canonical_kernel(&text, Some("step__seg3"), &names);
     assert_eq!(
         c.text(),
-        "/* relu over ocannl_k0 */\n#define TILE 64\n\
-         void step__seg(const float *restrict ocannl_k0, float *restrict ocannl_k1) {\n\
-         \x20 for (int ocannl_k2 = 0; ocannl_k2 < TILE; ++ocannl_k2) {\n\
-         \x20   float ocannl_k3 = ocannl_k0[ocannl_k2];\n\
-         \x20   ocannl_k1[ocannl_k2] = ocannl_k3 > 0.0f ? ocannl_k3 : 0.0f; // max(ocannl_k3, 0)\n\
+        "/* relu over kc0 */\n#define TILE 64\n\
+         void step__seg(const float *restrict kc0, float *restrict kc1) {\n\
+         \x20 for (int kc2 = 0; kc2 < TILE; ++kc2) {\n\
+         \x20   float kc3 = kc0[kc2];\n\
+         \x20   kc1[kc2] = kc3 > 0.0f ? kc3 : 0.0f; // max(kc3, 0)\n\
          \x20 }\n}\n"
     );
     assert_eq!(c.key(&[b"-O3"]), PINNED_KEY);

@@ -276,7 +276,7 @@ pub(crate) fn canon(
     let renamed: Vec<String> = canonical
         .renamed()
         .enumerate()
-        .map(|(i, n)| format!("ocannl_k{i}={n}"))
+        .map(|(i, n)| format!("kc{i}={n}"))
         .collect();
     writeln!(out, "renamed: {}", renamed.join(" "))?;
     if !canonical.pinned().is_empty() {

@@ -250,7 +250,7 @@ fn canon_prints_the_library_text_and_key() {
     let want = format!("{}\nkey: {}\n", c.text(), c.key(&[b"-O3"]));
     let s = stdout(&o);
     assert!(s.starts_with(&want), "{s}");
-    assert!(s.contains("ocannl_k0=n17_w"), "{s}");
+    assert!(s.contains("kc0=n17_w"), "{s}");
     // A bound name that is also free: renaming of bound names is refused, and said so.
     let refused = kcache(&["canon", file, "--bound", "n17_w", "--free", "n17_w"]);
     assert_prints(&refused, "refusal: ");
