@@ -9,12 +9,12 @@
 //!                                       to its name, every entry's program holds its kernel)
 //! kcache gc DIR [--older-than D]        remove stale staging (and entries published D ago or more)
 //!        [--max-size S]                 trim the kernel store at DIR/kernels to S bytes (LRU first)
-//! kcache canon FILE.c [--name K] [--bound a,b] [--free c] [--keep d] [--part P]... [--key-only]
+//! kcache canon FILE.c [--name K [--minted SEP]] [--bound a,b] [--free c] [--keep d] [--part P]... [--key-only]
 //! kcache show DIR KEY [--space S] [--key-only] [--all]
 //!                                       one entry (KEY: a key or an unambiguous prefix, such as
 //!                                       the code digest): where it is, whether it verifies, its text;
 //!                                       --all: every entry the prefix matches
-//! kcache key FILE.c --symbol K [--option OPT]... [--bound a,b] [--free c] [--keep d]
+//! kcache key FILE.c --symbol K [--minted SEP] [--option OPT]... [--bound a,b] [--free c] [--keep d]
 //!        [--identity ID | --identity-file F]   the kernel-cache key (kernel_cache::kernel_key)
 //! ```
 //!
@@ -91,6 +91,10 @@ enum Command {
         /// The kernel's own name (a segment name `<routine>__seg<i>` loses its index).
         #[arg(long)]
         name: Option<String>,
+        /// The renderer mints kernel names `<stem><SEP><counter>`: the counter leaves the key
+        /// (`Names::with_minted_kernel_names`).
+        #[arg(long, value_name = "SEP")]
+        minted: Option<String>,
         /// Names the kernel binds for its tensor nodes (renamed), comma-separated.
         #[arg(long, value_delimiter = ',')]
         bound: Vec<String>,
@@ -137,6 +141,10 @@ enum Command {
         /// The kernel's own name, its symbol (a segment name `<routine>__seg<i>` loses its index).
         #[arg(long)]
         symbol: String,
+        /// The renderer mints kernel names `<stem><SEP><counter>`: the counter leaves the key
+        /// (`Names::with_minted_kernel_names`).
+        #[arg(long, value_name = "SEP")]
+        minted: Option<String>,
         /// A compiler option, repeated in order (a compiler reads flags in order); may start
         /// with `-`.
         #[arg(long = "option", allow_hyphen_values = true)]
@@ -195,6 +203,7 @@ fn main() -> ExitCode {
         Command::Canon {
             file,
             name,
+            minted,
             bound,
             free,
             keep,
@@ -205,6 +214,10 @@ fn main() -> ExitCode {
                 .with_bound(bound)
                 .with_free(free)
                 .with_keep(keep);
+            let names = match minted {
+                Some(separator) => names.with_minted_kernel_names(separator),
+                None => names,
+            };
             report::canon(&mut out, &file, name.as_deref(), &names, &part, key_only)
         }
         Command::Show {
@@ -217,6 +230,7 @@ fn main() -> ExitCode {
         Command::Key {
             file,
             symbol,
+            minted,
             options,
             bound,
             free,
@@ -228,6 +242,10 @@ fn main() -> ExitCode {
                 .with_bound(bound)
                 .with_free(free)
                 .with_keep(keep);
+            let names = match minted {
+                Some(separator) => names.with_minted_kernel_names(separator),
+                None => names,
+            };
             let inputs = key::KeyInputs {
                 file: &file,
                 symbol: &symbol,

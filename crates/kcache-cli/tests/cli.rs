@@ -256,6 +256,35 @@ fn canon_prints_the_library_text_and_key() {
     assert_prints(&refused, "refusal: ");
     let only = canon(&["--key-only"]);
     assert_eq!(stdout(&only), format!("{}\n", c.key(&[b"-O3"])));
+    // A counter-minted kernel name: with --minted its counter leaves the key, as the
+    // library's Names::with_minted_kernel_names does; without, it stays.
+    let minted = |name: &str, more: &[&str]| {
+        fs::write(tmp.path().join("m.c"), src.replace("step__seg3", name)).expect("write");
+        let m = tmp.path().join("m.c");
+        let args = [
+            "canon",
+            m.to_str().expect("utf8"),
+            "--name",
+            name,
+            "--key-only",
+        ];
+        stdout(&kcache(&[&args[..], more].concat()))
+    };
+    assert_eq!(
+        minted("relu_17", &["--minted", "_"]),
+        minted("relu_18", &["--minted", "_"])
+    );
+    assert_ne!(minted("relu_17", &[]), minted("relu_18", &[]));
+    let names = canonical_text::Names::new().with_minted_kernel_names("_");
+    let lib = canonical_text::canonical_kernel(
+        &src.replace("step__seg3", "relu_17"),
+        Some("relu_17"),
+        &names,
+    );
+    assert_eq!(
+        minted("relu_17", &["--minted", "_"]),
+        format!("{}\n", lib.key(&[]))
+    );
 }
 
 #[test]
@@ -443,6 +472,27 @@ fn key_prints_the_kernel_cache_key() {
         &kernel_cache::Names::new(),
         &["-O2".to_string(), "-g".to_string()],
         b"cc",
+    );
+    assert_eq!(stdout(&out), format!("{expected}\n"));
+    // `--minted _`: the key of a counter-minted name is the library's under
+    // `Names::with_minted_kernel_names("_")`.
+    let file = dir.path().join("relu_17.c");
+    fs::write(&file, text.replace("step__seg3", "relu_17")).expect("write");
+    let out = kcache(&[
+        "key",
+        file.to_str().expect("utf8"),
+        "--symbol",
+        "relu_17",
+        "--minted",
+        "_",
+    ]);
+    let names = kernel_cache::Names::new().with_minted_kernel_names("_");
+    let expected = kernel_cache::kernel_key(
+        &text.replace("step__seg3", "relu_17"),
+        "relu_17",
+        &names,
+        &[],
+        b"",
     );
     assert_eq!(stdout(&out), format!("{expected}\n"));
     // Both identities at once, or a missing file, is a usage error, not a key.
