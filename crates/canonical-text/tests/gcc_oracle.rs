@@ -58,7 +58,7 @@ enum Role {
     Stem(usize),
     /// A bound parameter `n<n>_w`.
     Bound(usize),
-    /// The kernel's own name `k__seg<n>`.
+    /// The kernel's own name `k__seg<n>` (or `k_<n>`, minted).
     Own,
 }
 
@@ -81,6 +81,9 @@ struct Naming {
     local: [u32; 2],
     bound: [u32; 2],
     own: u32,
+    /// The own name minted `k_<n>` under `Names::with_minted_kernel_names("_")` instead of
+    /// `k__seg<n>` (a renamed twin keeps its renderer's scheme).
+    minted: bool,
 }
 
 impl Naming {
@@ -105,6 +108,8 @@ impl Naming {
             local: [local[0], local[1]],
             bound: [bound[0], bound[1]],
             own: rng.below(3) as u32 + 1,
+            // From an id already drawn: the seeds' template sequence stays as it was.
+            minted: sym[0] % 2 == 0,
         }
     }
     /// The renamed twin: every id moved by one bijection (collisions kept), another
@@ -118,7 +123,13 @@ impl Naming {
             local: [local[0], local[1]],
             bound: [bound[0], bound[1]],
             own: rng.below(3) as u32 + 1,
+            minted: self.minted,
         }
+    }
+
+    /// What the own name's spelling keeps in the key.
+    fn token(&self) -> &'static str {
+        if self.minted { "k_" } else { "k__seg" }
     }
 
     fn spell(&self, r: Role) -> String {
@@ -127,11 +138,17 @@ impl Naming {
             Role::Local(k) => format!("v{}_t", self.local[k]),
             Role::Stem(k) => format!("v{}", self.local[k]),
             Role::Bound(k) => format!("n{}_w", self.bound[k]),
-            Role::Own => format!("k__seg{}", self.own),
+            Role::Own => format!("{}{}", self.token(), self.own),
         }
     }
     fn names(&self) -> Names {
-        Names::new().with_bound([self.spell(Role::Bound(0)), self.spell(Role::Bound(1))])
+        let names =
+            Names::new().with_bound([self.spell(Role::Bound(0)), self.spell(Role::Bound(1))]);
+        if self.minted {
+            names.with_minted_kernel_names("_")
+        } else {
+            names
+        }
     }
 }
 
@@ -851,7 +868,7 @@ fn naive_key(text: &str, naming: &Naming) -> String {
                 let n = *map.entry(w.to_owned()).or_insert(n);
                 out.push_str(&format!("\u{1}{n}\u{1}"));
             } else if w == naming.spell(Role::Own) {
-                out.push_str("k__seg");
+                out.push_str(naming.token());
             } else {
                 out.push_str(w);
             }
@@ -1061,6 +1078,7 @@ fn the_oracle_catches_a_naive_renamer() {
             local: [1, 2],
             bound: [1, 2],
             own,
+            minted: false,
         }
     };
     let mut naive_violations = 0;
