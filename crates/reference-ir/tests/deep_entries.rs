@@ -204,19 +204,13 @@ fn in_child_within(case: &str, limit_kib: Option<u64>) -> String {
             sh
         }
     };
-    let out = command
-        .args(["--exact", "deep_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, format!("{case}:{}", dir.path().display()))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{case}: the child died ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    // A child that died (a stack overflow aborts it) fails here, showing its command (the
+    // case is in its environment), status and output.
+    test_support::child::stdout_of(
+        command
+            .args(["--exact", "deep_child", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, format!("{case}:{}", dir.path().display())),
+    )
 }
 
 fn outcome(stdout: &str) -> &str {
