@@ -15,7 +15,9 @@
 
 use std::path::Path;
 use std::process::Command;
+
 use std::time::Instant;
+use test_support::child::Worker;
 
 use cc_backend::{CcBackend, DEFAULT_PRELUDE, Signature, Source, realistic_kernel};
 use kernel_cache::store::KernelStore;
@@ -24,7 +26,8 @@ use kernel_cache::{
     with_census,
 };
 
-const ROLE: &str = "KCACHE_COLD_BENCH_ROLE";
+/// The variables that make this binary a worker (see `test_support::child::Worker`).
+const PREFIX: &str = "KCACHE_COLD_BENCH";
 
 fn symbol(i: u64) -> String {
     format!("fused_{i}")
@@ -71,22 +74,7 @@ fn worker(role: &str, dir: &Path, n: u64) {
 }
 
 fn spawn(role: &str, dir: &Path, n: u64) -> f64 {
-    let out = Command::new(std::env::current_exe().expect("bench binary"))
-        .env(ROLE, role)
-        .env("KCACHE_COLD_BENCH_DIR", dir)
-        .env("KCACHE_COLD_BENCH_N", n.to_string())
-        .output()
-        .expect("spawn worker");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "worker {role} failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("SECONDS "))
-        .unwrap_or_else(|| panic!("worker {role} printed nothing: {stdout}"));
+    let line = Worker::run(PREFIX, role, dir, n);
     let w: Vec<&str> = line.split_whitespace().collect();
     let compiled: u64 = w[3].parse().expect("compiled");
     assert_eq!(compiled, n, "worker {role}: every kernel is compiled");
@@ -126,13 +114,8 @@ fn one_file(dir: &Path, n: u64) -> f64 {
 }
 
 fn main() {
-    if let Ok(role) = std::env::var(ROLE) {
-        let dir = std::env::var("KCACHE_COLD_BENCH_DIR").expect("dir");
-        let n = std::env::var("KCACHE_COLD_BENCH_N")
-            .expect("n")
-            .parse()
-            .expect("n");
-        worker(&role, Path::new(&dir), n);
+    if let Some(w) = Worker::assigned(PREFIX) {
+        worker(&w.role, &w.dir, w.n);
         return;
     }
     let bench = std::env::args().any(|a| a == "--bench");

@@ -10,14 +10,16 @@
 //! compiled nothing.
 
 use std::path::Path;
-use std::process::Command;
+
 use std::time::Instant;
+use test_support::child::Worker;
 
 use cc_backend::{CcBackend, Signature, Source, realistic_kernel};
 use kernel_cache::store::KernelStore;
 use kernel_cache::{BatchKernel, KernelCache, Names, resolve_split_with_store, with_census};
 
-const ROLE: &str = "KCACHE_STORE_BENCH_ROLE";
+/// The variables that make this binary a worker (see `test_support::child::Worker`).
+const PREFIX: &str = "KCACHE_STORE_BENCH";
 
 fn batch(backend: &CcBackend, n: u64) -> Vec<BatchKernel<Source>> {
     let names = Names::new().with_bound(["out", "a", "b", "n"]);
@@ -53,18 +55,7 @@ fn worker(role: &str, dir: &Path, n: u64) {
 }
 
 fn spawn(role: &str, dir: &Path, n: u64) -> (f64, u64, u64) {
-    let out = Command::new(std::env::current_exe().expect("bench binary"))
-        .env(ROLE, role)
-        .env("KCACHE_STORE_BENCH_DIR", dir)
-        .env("KCACHE_STORE_BENCH_N", n.to_string())
-        .output()
-        .expect("spawn worker");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "worker {role} failed: {stdout}");
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("SECONDS "))
-        .unwrap_or_else(|| panic!("worker {role} printed nothing: {stdout}"));
+    let line = Worker::run(PREFIX, role, dir, n);
     let w: Vec<&str> = line.split_whitespace().collect();
     (
         w[1].parse().expect("seconds"),
@@ -74,13 +65,8 @@ fn spawn(role: &str, dir: &Path, n: u64) -> (f64, u64, u64) {
 }
 
 fn main() {
-    if let Ok(role) = std::env::var(ROLE) {
-        let dir = std::env::var("KCACHE_STORE_BENCH_DIR").expect("dir");
-        let n = std::env::var("KCACHE_STORE_BENCH_N")
-            .expect("n")
-            .parse()
-            .expect("n");
-        worker(&role, Path::new(&dir), n);
+    if let Some(w) = Worker::assigned(PREFIX) {
+        worker(&w.role, &w.dir, w.n);
         return;
     }
     let bench = std::env::args().any(|a| a == "--bench");

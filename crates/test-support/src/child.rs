@@ -116,3 +116,48 @@ mod tests {
         assert_eq!(line(&out, "GOT "), "GOT 17");
     }
 }
+
+/// A bench that re-runs itself as worker processes (a fresh process per measurement): the
+/// worker's role, directory and size, passed in the variables `<prefix>_ROLE`, `_DIR` and `_N`.
+#[derive(Clone, Debug)]
+pub struct Worker {
+    /// What the worker does (the bench's own names).
+    pub role: String,
+    /// The directory it works in.
+    pub dir: std::path::PathBuf,
+    /// How many kernels.
+    pub n: u64,
+}
+
+impl Worker {
+    /// This process's assignment, if it was started as a worker by [`Worker::run`].
+    pub fn assigned(prefix: &str) -> Option<Worker> {
+        let role = std::env::var(format!("{prefix}_ROLE")).ok()?;
+        let var = |name: &str| {
+            std::env::var(format!("{prefix}_{name}"))
+                .unwrap_or_else(|_| panic!("a worker without {prefix}_{name}"))
+        };
+        Some(Worker {
+            role,
+            dir: var("DIR").into(),
+            n: var("N").parse().expect("a worker's N is a number"),
+        })
+    }
+
+    /// Runs this executable as worker `role` over `dir` with size `n`; returns the line of
+    /// its output that starts with `SECONDS ` (panics, showing its output, when it fails or
+    /// prints none).
+    pub fn run(prefix: &str, role: &str, dir: &std::path::Path, n: u64) -> String {
+        let stdout = stdout_of(
+            Command::new(std::env::current_exe().expect("the bench binary"))
+                .env(format!("{prefix}_ROLE"), role)
+                .env(format!("{prefix}_DIR"), dir)
+                .env(format!("{prefix}_N"), n.to_string()),
+        );
+        stdout
+            .lines()
+            .find(|l| l.starts_with("SECONDS "))
+            .unwrap_or_else(|| panic!("worker {role} printed nothing: {stdout}"))
+            .to_string()
+    }
+}
