@@ -322,6 +322,30 @@ fn a_program_saved_by_one_process_is_loaded_by_another_without_a_compile() {
     assert_eq!(stats.counters.saves, 1);
 }
 
+#[test]
+fn a_program_for_many_kernels_saves_every_entry_and_another_process_loads_them_all() {
+    // 40 kernels: past the count from which a save publishes its entries from several
+    // threads at once.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("kernels");
+    let first = resolve_in_child(&dir, 0, 40, "a");
+    assert_eq!(field(&first, "compiles"), "1", "{first}");
+    let stats = KernelStore::new(&dir).stats().expect("stats");
+    assert_eq!((stats.entries, stats.blobs), (40, 1));
+    // Every staging directory was removed: only blobs, entries, locks and protocol files.
+    let names: Vec<String> = fs::read_dir(&dir)
+        .expect("list")
+        .map(|e| e.expect("item").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.starts_with('.')),
+        "staging left behind: {names:?}"
+    );
+    let second = resolve_in_child(&dir, 0, 40, "a");
+    assert_eq!(field(&second, "compiles"), "0", "{second}");
+    assert_eq!(field(&second, "loaded"), "40");
+}
+
 fn only_blob(dir: &Path) -> PathBuf {
     let blobs: Vec<PathBuf> = fs::read_dir(dir)
         .expect("list")

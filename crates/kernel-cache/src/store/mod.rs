@@ -733,10 +733,7 @@ impl KernelStore {
             } else {
                 publish_private(guard, &blob_name, &file)?;
             }
-            for (entry, bytes) in &entries {
-                publish_private(guard, &format!("k-{entry}"), bytes)?;
-            }
-            Ok(())
+            publish_entries(guard, &entries)
         };
         match self.open(true, write) {
             Ok(Ok(())) => Ok(Written {
@@ -1047,6 +1044,45 @@ fn read_private_file(path: &Path, max: u64) -> Result<(File, Vec<u8>), MissReaso
 /// private: the staged file is created `0600` on its descriptor before the rename).
 fn publish_private(guard: &Guard<'_>, name: &str, bytes: &[u8]) -> Result<(), cache_dir::Error> {
     guard.publish(name, bytes)
+}
+
+/// At most this many threads publish one save's entries.
+const PUBLISH_THREADS: usize = 8;
+
+/// Publishes each `(entry digest, bytes)` as `k-<digest>` ([`publish_private`]: staged,
+/// fsynced, renamed, directory fsynced). A publication waits on the disk, not the CPU,
+/// and a program compiled for many kernels has as many entries: from
+/// `2 * PUBLISH_THREADS` entries on they are published by up to [`PUBLISH_THREADS`]
+/// threads at once, so their `fsync`s overlap (the file system commits them together)
+/// rather than queue one after another. Each entry is still published on its own,
+/// atomically: a crash leaves any subset of them, each whole. Returns the first error
+/// met (in entry order); a panic in a thread propagates.
+fn publish_entries(
+    guard: &Guard<'_>,
+    entries: &[(String, Vec<u8>)],
+) -> Result<(), cache_dir::Error> {
+    let one =
+        |(entry, bytes): &(String, Vec<u8>)| publish_private(guard, &format!("k-{entry}"), bytes);
+    if entries.len() < 2 * PUBLISH_THREADS {
+        return entries.iter().try_for_each(one);
+    }
+    let chunk = entries.len().div_ceil(PUBLISH_THREADS);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = entries
+            .chunks(chunk)
+            .map(|part| s.spawn(move || part.iter().try_for_each(one)))
+            .collect();
+        let mut first = Ok(());
+        for w in workers {
+            let outcome = w
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            if first.is_ok() {
+                first = outcome;
+            }
+        }
+        first
+    })
 }
 
 /// Reports that the backend could not save a program.
