@@ -111,14 +111,45 @@ pub(crate) fn name_key(buf: &[u8], s: usize, e: usize) -> NameKey {
 /// (setting up, pinning), so the hot scan stays small.
 #[inline(never)]
 pub(crate) fn whole_name_key(name: &[u8]) -> NameKey {
-    // A short name is copied into a zero-padded buffer first, so the key is read in
-    // whole words (`name_key` masks off the padding) rather than byte by byte.
-    if name.len() < 16 {
-        let mut padded = [0u8; 16];
-        padded[..name.len()].copy_from_slice(name);
-        return name_key(&padded, 0, name.len());
+    let len = name.len();
+    if len >= 16 {
+        return name_key(name, 0, len);
     }
-    name_key(name, 0, name.len())
+    // A short name's two words read from the name itself, in loads that overlap rather
+    // than past its end (copying it into a zero-padded buffer first made each key wait
+    // for the copy's stores).
+    let (w0, w1) = short_words(name);
+    let h = (w0 ^ (len as u64).rotate_left(40)).wrapping_mul(K1) ^ w1.wrapping_mul(K2);
+    NameKey { w0, w1, hash: h }
+}
+
+/// The first two little-endian words of `name` (shorter than 16 bytes), zero-padded:
+/// [`name_key`]'s `w0` and `w1`.
+#[inline(always)]
+fn short_words(name: &[u8]) -> (u64, u64) {
+    let len = name.len();
+    let word = |at: usize| -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&name[at..at + 8]);
+        u64::from_le_bytes(a)
+    };
+    let half = |at: usize| -> u64 {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(&name[at..at + 4]);
+        u64::from(u32::from_le_bytes(a))
+    };
+    match len {
+        // Bytes 8.. of the name are the last 8 bytes shifted down past those before 8.
+        9..=15 => (word(0), word(len - 8) >> (8 * (16 - len))),
+        8 => (word(0), 0),
+        // Two 4-byte loads that overlap (agreeing where they do).
+        4..=7 => (half(0) | half(len - 4) << (8 * (len - 4)), 0),
+        1..=3 => {
+            let b = |i: usize| u64::from(name[i]) << (8 * i);
+            (b(0) | b(len / 2) | b(len - 1), 0)
+        }
+        _ => (0, 0),
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -246,5 +277,40 @@ impl<'a> Interner<'a> {
 
     pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry<'a>> {
         self.table.iter().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whole_name_has_the_key_it_has_inside_a_longer_buffer() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for len in 0..40 {
+            for _ in 0..50 {
+                let buf: Vec<u8> = (0..len + 24)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        (x >> 24) as u8
+                    })
+                    .collect();
+                let name = &buf[3..3 + len];
+                let whole = whole_name_key(name);
+                if len == 0 {
+                    assert_eq!((whole.w0, whole.w1), (0, 0));
+                    continue;
+                }
+                for k in [name_key(&buf, 3, 3 + len), name_key(name, 0, len)] {
+                    assert_eq!(
+                        (whole.w0, whole.w1, whole.hash),
+                        (k.w0, k.w1, k.hash),
+                        "{len}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -94,9 +94,6 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         let mut first = FirstBytes::default();
         first.add_scan(b'i');
         first.add_scan(b'v');
-        if bound_ok {
-            prepared.each_bound(|b| first.add_name(b.as_bytes()));
-        }
         for d in &names.derivations {
             match d.prefix.as_bytes().first() {
                 Some(&c) => first.add(c),
@@ -116,9 +113,11 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         let mut set = Ok(());
         if bound_ok {
             // Bound names (unless kept) are renamable: known before the text is read, so
-            // meeting one costs a single lookup.
+            // meeting one costs a single lookup. One pass gives the scan their first
+            // bytes and the table their slots.
             prepared.each_bound(|b| {
                 let b = b.as_bytes();
+                first.add_name(b);
                 if !b.is_empty() && !prepared.is_kept(b) {
                     set = set.and(map.set(b, whole_name_key(b), Slot::Bound));
                 }
