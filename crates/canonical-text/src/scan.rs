@@ -68,12 +68,12 @@ impl ByteSet {
 }
 
 /// First bytes of names that need a look: a table, and for the vectorized scan up to
-/// four of them (unused slots 0, which starts no identifier) or `all` if there are
+/// eight of them (unused slots 0, which starts no identifier) or `all` if there are
 /// more.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct FirstBytes {
     pub(crate) table: ByteSet,
-    pub(crate) bytes: [u8; 4],
+    pub(crate) bytes: [u8; 8],
     pub(crate) len: usize,
     pub(crate) all: bool,
 }
@@ -169,8 +169,14 @@ pub(crate) fn classify64(block: &[u8; 64], first: &FirstBytes) -> Masks {
         );
         let is_cont = bitor_m128i(is_start, in_range(v, b'0', b'9'));
         let in_first = bitor_m128i(
-            bitor_m128i(eq(v, f[0]), eq(v, f[1])),
-            bitor_m128i(eq(v, f[2]), eq(v, f[3])),
+            bitor_m128i(
+                bitor_m128i(eq(v, f[0]), eq(v, f[1])),
+                bitor_m128i(eq(v, f[2]), eq(v, f[3])),
+            ),
+            bitor_m128i(
+                bitor_m128i(eq(v, f[4]), eq(v, f[5])),
+                bitor_m128i(eq(v, f[6]), eq(v, f[7])),
+            ),
         );
         let is_cand = bitand_m128i(is_start, bitor_m128i(all, in_first));
         let is_special = bitor_m128i(
@@ -221,7 +227,7 @@ pub(crate) fn classify64_portable(block: &[u8; 64], first: &FirstBytes) -> Masks
         let l = b | 0x20;
         let is_start = (l.wrapping_sub(b'a') < 26) | (b == b'_') | (b >= 0x80);
         let is_cont = is_start | (b.wrapping_sub(b'0') < 10);
-        let in_first = (b == f[0]) | (b == f[1]) | (b == f[2]) | (b == f[3]);
+        let in_first = f.contains(&b);
         let is_cand = is_start & (first.all | in_first);
         // `"` `#` `$` `%` `'` (and, harmlessly, `&`); `[` `\\`; `/`; `?`.
         let is_sp =
@@ -387,7 +393,14 @@ mod tests {
     #[test]
     fn block_scan_agrees_with_the_portable_one() {
         let mut firsts = Vec::new();
-        for bytes in [&b""[..], b"iv", b"ivnl", b"ivnlx"] {
+        for bytes in [
+            &b""[..],
+            b"iv",
+            b"ivnl",
+            b"ivnlx",
+            b"ivnlxdaR",
+            b"ivnlxdaRc",
+        ] {
             let mut f = FirstBytes::default();
             for &b in bytes {
                 f.add(b);
