@@ -799,6 +799,50 @@ impl Guard<'_> {
             .map_err(Error::io("publish the entry", &path))
     }
 
+    /// Publishes each `(name, bytes)` as [`Guard::publish`] does, in order, with one fsync of
+    /// the directory after the last rename instead of one per file (in a private store; in
+    /// another each is [`Guard::publish`]ed). Each file is fsynced before its rename, so from
+    /// that rename on its name holds the whole new file; when this returns, every rename is
+    /// durable. A crash before then may leave any subset of them published, each whole.
+    ///
+    /// # Errors
+    /// As [`Guard::publish`], for the first entry that fails; the entries before it stay
+    /// published (their renames are made durable first), the ones after it are not written.
+    pub fn publish_all(&self, entries: &[(&str, &[u8])]) -> Result<(), Error> {
+        let mode = self.cache.file_mode(0o666);
+        if mode & 0o077 != 0 {
+            return entries
+                .iter()
+                .try_for_each(|(name, bytes)| self.publish(name, bytes));
+        }
+        let mut first = Ok(());
+        for (name, bytes) in entries {
+            let path = match self.path(name) {
+                Ok(path) => path,
+                Err(e) => {
+                    first = Err(e);
+                    break;
+                }
+            };
+            if self.is_lock_free() {
+                first = Err(Error::io("publish the entry", &path)(io::Error::new(
+                    io::ErrorKind::ReadOnlyFilesystem,
+                    "the directory is read-only for this process",
+                )));
+                break;
+            }
+            if let Err(e) = rename_private_into_place(&path, bytes, mode) {
+                first = Err(Error::io("publish the entry", &path)(e));
+                break;
+            }
+        }
+        let dir = &self.cache.dir;
+        fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(Error::io("publish the entry", dir))?;
+        first
+    }
+
     /// Appends `bytes` to the file `name` (created with mode `0644` if absent, `0600` in a
     /// private store) in one `write`
     /// with `O_APPEND`, so concurrent appenders of short records (up to a page) never
@@ -922,6 +966,13 @@ pub fn publish_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 }
 
 fn publish_private_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let parent = rename_private_into_place(path, bytes, mode)?;
+    fs::File::open(parent)?.sync_all()
+}
+
+/// [`publish_private_file`] but the directory's fsync: staged privately, fsynced, renamed
+/// to `path`; returns the directory, whose fsync makes the rename durable.
+fn rename_private_into_place<'p>(path: &'p Path, bytes: &[u8], mode: u32) -> io::Result<&'p Path> {
     use std::os::unix::fs::DirBuilderExt;
     use std::sync::atomic::{AtomicU64, Ordering};
     static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -959,12 +1010,11 @@ fn publish_private_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> 
         retry(|| f.write_all(bytes))?;
         f.sync_all()?;
         drop(f);
-        fs::rename(&staged, parent.join(name))?;
-        fs::File::open(parent)?.sync_all()
+        fs::rename(&staged, parent.join(name))
     })();
     let _ = fs::remove_file(&staged);
     let _ = fs::remove_dir(&staging);
-    written
+    written.map(|()| parent)
 }
 
 /// The total of file sizes `lens` (lengths as the file system reports them), stopping at

@@ -41,6 +41,64 @@ fn with_guard<R>(f: impl FnOnce(&Guard<'_>) -> R) -> (tempfile::TempDir, R) {
 }
 
 #[test]
+fn publish_all_publishes_in_order_and_stops_at_the_first_refusal() {
+    for private in [false, true] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("cache");
+        let cache = CacheDir::new(&dir, "test-store", 1, is_entry);
+        let cache = if private {
+            cache.with_private_files()
+        } else {
+            cache
+        };
+        let entries: Vec<(String, Vec<u8>)> = (0..5)
+            .map(|i| (format!("e{i}.entry"), vec![b'a' + i as u8; 10 + i]))
+            .collect();
+        let all: Vec<(&str, &[u8])> = entries
+            .iter()
+            .map(|(n, b)| (n.as_str(), b.as_slice()))
+            .collect();
+        cache
+            .with_shared(true, |g| g.publish_all(&all))
+            .expect("open")
+            .expect("publish");
+        for (name, bytes) in &entries {
+            assert_eq!(&fs::read(dir.join(name)).expect("read"), bytes, "{name}");
+        }
+        // A name the directory refuses, third of four: the two before it are published,
+        // the one after it is not written, and the refusal is the error.
+        let bad: Vec<(&str, &[u8])> = vec![
+            ("f0.entry", b"x"),
+            ("f1.entry", b"y"),
+            ("../f2.entry", b"z"),
+            ("f3.entry", b"w"),
+        ];
+        let out = cache
+            .with_shared(true, |g| g.publish_all(&bad))
+            .expect("open");
+        assert!(matches!(out, Err(Error::InvalidName { .. })), "{out:?}");
+        assert_eq!(fs::read(dir.join("f1.entry")).expect("f1"), b"y");
+        assert!(!dir.join("f3.entry").exists());
+        // No staging directory is left behind.
+        let left: Vec<String> = fs::read_dir(&dir)
+            .expect("list")
+            .map(|e| e.expect("item").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".atomicwrite"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        if private {
+            for (name, _) in &entries {
+                let mode = fs::metadata(dir.join(name))
+                    .expect("meta")
+                    .permissions()
+                    .mode();
+                assert_eq!(mode & 0o777, 0o600, "{name}");
+            }
+        }
+    }
+}
+
+#[test]
 fn append_writes_nothing_to_a_file_that_holds_its_cap() {
     let (_tmp, ()) = with_guard(|g| {
         let full = g.dir().join("full.keys");

@@ -1049,28 +1049,34 @@ fn publish_private(guard: &Guard<'_>, name: &str, bytes: &[u8]) -> Result<(), ca
 /// At most this many threads publish one save's entries.
 const PUBLISH_THREADS: usize = 8;
 
-/// Publishes each `(entry digest, bytes)` as `k-<digest>` ([`publish_private`]: staged,
-/// fsynced, renamed, directory fsynced). A publication waits on the disk, not the CPU,
-/// and a program compiled for many kernels has as many entries: from
-/// `2 * PUBLISH_THREADS` entries on they are published by up to [`PUBLISH_THREADS`]
-/// threads at once, so their `fsync`s overlap (the file system commits them together)
-/// rather than queue one after another. Each entry is still published on its own,
-/// atomically: a crash leaves any subset of them, each whole. Returns the first error
-/// met (in entry order); a panic in a thread propagates.
+/// Publishes each `(entry digest, bytes)` as `k-<digest>`, each file staged, fsynced and
+/// renamed on its own ([`Guard::publish_all`]: one directory fsync per run of entries
+/// rather than one per entry). A publication waits on the disk, not the CPU, and a
+/// program compiled for many kernels has as many entries: from `2 * PUBLISH_THREADS`
+/// entries on they are published in runs by up to [`PUBLISH_THREADS`] threads at once,
+/// so their `fsync`s overlap (the file system commits them together) rather than queue.
+/// Each entry is atomic on its own: a crash leaves any subset of them, each whole.
+/// Returns the first error met (in entry order); a panic in a thread propagates.
 fn publish_entries(
     guard: &Guard<'_>,
     entries: &[(String, Vec<u8>)],
 ) -> Result<(), cache_dir::Error> {
-    let one =
-        |(entry, bytes): &(String, Vec<u8>)| publish_private(guard, &format!("k-{entry}"), bytes);
-    if entries.len() < 2 * PUBLISH_THREADS {
-        return entries.iter().try_for_each(one);
+    let named: Vec<(String, &[u8])> = entries
+        .iter()
+        .map(|(entry, bytes)| (format!("k-{entry}"), bytes.as_slice()))
+        .collect();
+    let run = |part: &[(String, &[u8])]| {
+        let part: Vec<(&str, &[u8])> = part.iter().map(|(n, b)| (n.as_str(), *b)).collect();
+        guard.publish_all(&part)
+    };
+    if named.len() < 2 * PUBLISH_THREADS {
+        return run(&named);
     }
-    let chunk = entries.len().div_ceil(PUBLISH_THREADS);
+    let chunk = named.len().div_ceil(PUBLISH_THREADS);
     std::thread::scope(|s| {
-        let workers: Vec<_> = entries
+        let workers: Vec<_> = named
             .chunks(chunk)
-            .map(|part| s.spawn(move || part.iter().try_for_each(one)))
+            .map(|part| s.spawn(move || run(part)))
             .collect();
         let mut first = Ok(());
         for w in workers {
