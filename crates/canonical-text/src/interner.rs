@@ -279,38 +279,3 @@ impl<'a> Interner<'a> {
         self.table.iter().flatten()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_whole_name_has_the_key_it_has_inside_a_longer_buffer() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        for len in 0..40 {
-            for _ in 0..50 {
-                let buf: Vec<u8> = (0..len + 24)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        (x >> 24) as u8
-                    })
-                    .collect();
-                let name = &buf[3..3 + len];
-                let whole = whole_name_key(name);
-                if len == 0 {
-                    assert_eq!((whole.w0, whole.w1), (0, 0));
-                    continue;
-                }
-                for k in [name_key(&buf, 3, 3 + len), name_key(name, 0, len)] {
-                    assert_eq!(
-                        (whole.w0, whole.w1, whole.hash),
-                        (k.w0, k.w1, k.hash),
-                        "{len}"
-                    );
-                }
-            }
-        }
-    }
-}
