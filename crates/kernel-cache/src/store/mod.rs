@@ -1056,7 +1056,8 @@ const PUBLISH_THREADS: usize = 8;
 /// entries on they are published in runs by up to [`PUBLISH_THREADS`] threads at once,
 /// so their `fsync`s overlap (the file system commits them together) rather than queue.
 /// Each entry is atomic on its own: a crash leaves any subset of them, each whole.
-/// Returns the first error met (in entry order); a panic in a thread propagates.
+/// Returns the first error met (in entry order); a panic in a thread propagates, and a
+/// run whose thread cannot be spawned is published on the calling thread.
 fn publish_entries(
     guard: &Guard<'_>,
     entries: &[(String, Vec<u8>)],
@@ -1074,15 +1075,23 @@ fn publish_entries(
     }
     let chunk = named.len().div_ceil(PUBLISH_THREADS);
     std::thread::scope(|s| {
+        // A run whose thread cannot be spawned is published on this thread instead.
         let workers: Vec<_> = named
             .chunks(chunk)
-            .map(|part| s.spawn(move || run(part)))
+            .map(|part| {
+                std::thread::Builder::new()
+                    .spawn_scoped(s, move || run(part))
+                    .map_err(|_| part)
+            })
             .collect();
         let mut first = Ok(());
         for w in workers {
-            let outcome = w
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let outcome = match w {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                Err(part) => run(part),
+            };
             if first.is_ok() {
                 first = outcome;
             }
