@@ -25,7 +25,9 @@
 //!
 //! The machine is shared: each round records the one-minute load average as it starts
 //! (`/proc/loadavg`), and each figure prints the range it ran under and how many of its
-//! rounds ran quiet (load at most [`QUIET_LOAD`]), with their median ratio.
+//! rounds ran quiet (load at most [`QUIET_LOAD`]), with their median ratio. `--settle S`
+//! waits before each round, up to S seconds, for the load average to fall to
+//! [`QUIET_LOAD`] (a round leaves it near 1 on its own).
 //!
 //! Figures marked `scale` (a million entries, a hundred thousand files: slow) run in a full
 //! run and with `--scale`, not in a plain `--quick` run. `--only a,b` keeps the figures
@@ -505,6 +507,9 @@ struct Options {
     /// Rounds a cheap binary may get (see the module doc).
     max_rounds: usize,
     only: Vec<String>,
+    /// `--settle S`: before each round, wait up to S seconds for the load average to
+    /// fall to [`QUIET_LOAD`].
+    settle: Option<f64>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -514,6 +519,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         rounds: 0,
         max_rounds: 0,
         only: Vec::new(),
+        settle: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -527,6 +533,15 @@ fn parse(args: &[String]) -> Result<Options, String> {
                     .ok()
                     .filter(|&n| n > 0)
                     .ok_or_else(|| format!("--rounds {n}: not a positive number"))?;
+            }
+            "--settle" => {
+                let n = it.next().ok_or("--settle needs a number of seconds")?;
+                let s = n
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .ok_or_else(|| format!("--settle {n}: not a number of seconds"))?;
+                o.settle = Some(s);
             }
             "--only" => {
                 let names = it.next().ok_or("--only needs names")?;
@@ -608,6 +623,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
             let (total, last) = spent.get(&(*package, *bench)).copied().unwrap_or_default();
             if round >= o.rounds && total + last > budget {
                 continue;
+            }
+            if let Some(max) = o.settle {
+                settle(max);
             }
             let t0 = Instant::now();
             let load = load_average();
@@ -814,6 +832,17 @@ struct Measured {
 /// A round is *quiet* when the one-minute load average at its start is at most this: less
 /// than one core of a two-core machine busy with anything else.
 const QUIET_LOAD: f64 = 1.0;
+
+/// Waits (polling each second) until the one-minute load average is at most
+/// [`QUIET_LOAD`], or `max` seconds passed, or it cannot be read: a round then starts after
+/// the load the previous round left (one core busy for its length) has decayed, when
+/// nothing else keeps the machine busy.
+fn settle(max: f64) {
+    let start = Instant::now();
+    while load_average() > QUIET_LOAD && start.elapsed().as_secs_f64() < max {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
 
 /// The one-minute load average (`NaN` where `/proc/loadavg` cannot be read).
 fn load_average() -> f64 {
@@ -1042,6 +1071,14 @@ mod tests {
         assert_eq!((three.rounds, three.max_rounds), (3, 3));
         assert!(parse(&args("--rounds 0")).is_err());
         assert!(parse(&args("--frobnicate")).is_err());
+        assert_eq!(
+            parse(&args("--settle 30")).expect("parse").settle,
+            Some(30.0)
+        );
+        assert_eq!(three.settle, None);
+        for bad in ["--settle", "--settle -1", "--settle x", "--settle inf"] {
+            assert!(parse(&args(bad)).is_err(), "{bad}");
+        }
         let only = parse(&args("--only memo_hit,disk_lookup")).expect("parse");
         let names: Vec<&str> = selected(&only).iter().map(|f| f.name).collect();
         assert_eq!(
