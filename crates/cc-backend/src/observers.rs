@@ -26,6 +26,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -113,6 +114,72 @@ pub(crate) struct PreludeNames {
     pub(crate) observers: HashSet<String>,
     /// Names the prelude (or the compiler) declares or defines, and the C keywords.
     pub(crate) declared: HashSet<String>,
+    /// Once [`PreludeNames::sealed`]: each name of `observers` and `declared`, with which
+    /// of the two hold it ([`OBSERVER`], [`DECLARED`]), under a fast hash: a kernel's
+    /// every word is looked up once.
+    index: Option<HashMap<String, u8, BuildHasherDefault<WordHash>>>,
+}
+
+/// [`PreludeNames::index`]: the name is an observer.
+const OBSERVER: u8 = 1;
+/// [`PreludeNames::index`]: the name is declared.
+const DECLARED: u8 = 2;
+
+impl PreludeNames {
+    /// These names with their index built (after the last change to the sets).
+    pub(crate) fn sealed(mut self) -> Self {
+        let mut index: HashMap<String, u8, BuildHasherDefault<WordHash>> = HashMap::default();
+        for n in &self.observers {
+            *index.entry(n.clone()).or_default() |= OBSERVER;
+        }
+        for n in &self.declared {
+            *index.entry(n.clone()).or_default() |= DECLARED;
+        }
+        self.index = Some(index);
+        self
+    }
+
+    /// Which of `observers` ([`OBSERVER`]) and `declared` ([`DECLARED`]) hold `word`.
+    fn kinds(&self, word: &str) -> u8 {
+        match &self.index {
+            Some(index) => index.get(word).copied().unwrap_or(0),
+            None => {
+                (u8::from(self.observers.contains(word)) * OBSERVER)
+                    | (u8::from(self.declared.contains(word)) * DECLARED)
+            }
+        }
+    }
+}
+
+/// A fast hash for short names, eight bytes per multiply. The index it serves is built
+/// from what the compiler printed and only looked up with a kernel's words (never grown by
+/// them), so a text cannot make its lookups slow by choosing colliding names beyond what
+/// the index already holds.
+#[derive(Default)]
+struct WordHash(u64);
+
+impl Hasher for WordHash {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            h = (h ^ u64::from_le_bytes(a)).wrapping_mul(K).rotate_left(31);
+        }
+        let rest = chunks.remainder();
+        let mut a = [0u8; 8];
+        a[..rest.len()].copy_from_slice(rest);
+        h = (h ^ u64::from_le_bytes(a) ^ ((rest.len() as u64) << 59))
+            .wrapping_mul(K)
+            .rotate_left(31);
+        self.0 = h;
+    }
 }
 
 /// How to run a backend's compiler: its command and [`crate::COMPILER_INPUT_ENV`] as the
@@ -188,20 +255,50 @@ pub(crate) fn keyed_names(
             .with_minted_shapes(false)
             .with_observers([symbol]);
     };
+    let (free, observers) = spelled(&learned, text);
     let mut out = names.clone();
-    let mut free = BTreeSet::new();
-    let mut observers = BTreeSet::new();
-    for w in words(text.as_bytes()) {
-        if learned.observers.contains(w) {
-            observers.insert(w.to_owned());
-        }
-        if learned.declared.contains(w) {
-            free.insert(w.to_owned());
-        }
-    }
     out.free.extend(free);
     out.observers.extend(observers);
     out
+}
+
+/// The declared names and the observers of `learned` that `text` spells as words (see
+/// [`words`]): each word is read where it stands and looked up once in the index.
+fn spelled(learned: &PreludeNames, text: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (mut free, mut observers) = (BTreeSet::new(), BTreeSet::new());
+    for_each_word(text, |w| {
+        let kinds = learned.kinds(w);
+        if kinds & OBSERVER != 0 && !observers.contains(w) {
+            observers.insert(w.to_owned());
+        }
+        if kinds & DECLARED != 0 && !free.contains(w) {
+            free.insert(w.to_owned());
+        }
+    });
+    (free, observers)
+}
+
+/// Calls `f` with each word of `text` as [`words`] reads them, in order, repeats included.
+fn for_each_word<'t>(text: &'t str, mut f: impl FnMut(&'t str)) {
+    let src = text.as_bytes();
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut i = 0;
+    while i < src.len() {
+        if ident(src[i]) {
+            let s = i;
+            while i < src.len() && ident(src[i]) {
+                i += 1;
+            }
+            // ASCII bytes bound the word: both ends are character boundaries.
+            if !src[s].is_ascii_digit()
+                && let Some(w) = text.get(s..i)
+            {
+                f(w);
+            }
+        } else {
+            i += 1;
+        }
+    }
 }
 
 /// The identifiers of `src`, read as runs of identifier bytes that do not start with a
@@ -281,7 +378,7 @@ impl Probe {
                 .chain(C_KEYWORDS.iter().copied())
                 .map(str::to_owned),
         );
-        Some(learned)
+        Some(learned.sealed())
     }
 }
 
@@ -334,6 +431,7 @@ pub(crate) fn analyse_macros(table: &str) -> PreludeNames {
     PreludeNames {
         observers,
         declared: macros.keys().map(|n| (*n).to_owned()).collect(),
+        index: None,
     }
 }
 
@@ -356,6 +454,43 @@ mod tests {
         );
         for name in ["PLAIN", "ONE", "S", "__cplusplus_not"] {
             assert!(learned.declared.contains(name), "{name}");
+        }
+    }
+
+    /// The reference: every distinct word ([`words`]) looked up in both sets.
+    fn spelled_naive(learned: &PreludeNames, text: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+        let (mut free, mut observers) = (BTreeSet::new(), BTreeSet::new());
+        for w in words(text.as_bytes()) {
+            if learned.observers.contains(w) {
+                observers.insert(w.to_owned());
+            }
+            if learned.declared.contains(w) {
+                free.insert(w.to_owned());
+            }
+        }
+        (free, observers)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn spelled_words_are_the_naive_ones(
+            text in proptest::collection::vec(proptest::prelude::any::<char>(), 0..200),
+            picks in proptest::collection::vec(0usize..12, 0..40),
+        ) {
+            // Words from a small vocabulary (so many are in the sets), glued with any
+            // characters: every byte class, multi-byte characters included.
+            let vocab = ["expf", "x", "S", "a1", "_Z", "float", "n_3", "STR", "é", "1e", "tanhf", "F"];
+            let mut t = String::new();
+            for (k, c) in text.iter().enumerate() {
+                t.push(*c);
+                if let Some(&p) = picks.get(k) {
+                    t.push_str(vocab[p]);
+                }
+            }
+            let mut learned = analyse_macros("#define S(x) #x\n#define F(x) S(x)\n#define x 1\n");
+            learned.declared.extend(["expf", "float", "a1", "_Z", "tanhf"].map(String::from));
+            let sealed = learned.sealed();
+            proptest::prop_assert_eq!(spelled(&sealed, &t), spelled_naive(&sealed, &t));
         }
     }
 
