@@ -117,7 +117,7 @@ pub(crate) struct PreludeNames {
     /// Once [`PreludeNames::sealed`]: each name of `observers` and `declared`, with which
     /// of the two hold it ([`OBSERVER`], [`DECLARED`]), under a fast hash: a kernel's
     /// every word is looked up once.
-    index: Option<HashMap<String, u8, BuildHasherDefault<WordHash>>>,
+    index: Option<HashMap<Box<[u8]>, u8, BuildHasherDefault<WordHash>>>,
 }
 
 /// [`PreludeNames::index`]: the name is an observer.
@@ -128,22 +128,25 @@ const DECLARED: u8 = 2;
 impl PreludeNames {
     /// These names with their index built (after the last change to the sets).
     pub(crate) fn sealed(mut self) -> Self {
-        let mut index: HashMap<String, u8, BuildHasherDefault<WordHash>> = HashMap::default();
+        let mut index: HashMap<Box<[u8]>, u8, BuildHasherDefault<WordHash>> = HashMap::default();
         for n in &self.observers {
-            *index.entry(n.clone()).or_default() |= OBSERVER;
+            *index.entry(n.as_bytes().into()).or_default() |= OBSERVER;
         }
         for n in &self.declared {
-            *index.entry(n.clone()).or_default() |= DECLARED;
+            *index.entry(n.as_bytes().into()).or_default() |= DECLARED;
         }
         self.index = Some(index);
         self
     }
 
     /// Which of `observers` ([`OBSERVER`]) and `declared` ([`DECLARED`]) hold `word`.
-    fn kinds(&self, word: &str) -> u8 {
+    fn kinds(&self, word: &[u8]) -> u8 {
         match &self.index {
             Some(index) => index.get(word).copied().unwrap_or(0),
             None => {
+                let Ok(word) = std::str::from_utf8(word) else {
+                    return 0;
+                };
                 (u8::from(self.observers.contains(word)) * OBSERVER)
                     | (u8::from(self.declared.contains(word)) * DECLARED)
             }
@@ -266,21 +269,27 @@ pub(crate) fn keyed_names(
 /// [`words`]): each word is read where it stands and looked up once in the index.
 fn spelled(learned: &PreludeNames, text: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let (mut free, mut observers) = (BTreeSet::new(), BTreeSet::new());
-    for_each_word(text, |w| {
+    for_each_word(text.as_bytes(), |w| {
         let kinds = learned.kinds(w);
-        if kinds & OBSERVER != 0 && !observers.contains(w) {
-            observers.insert(w.to_owned());
+        if kinds == 0 {
+            return;
         }
-        if kinds & DECLARED != 0 && !free.contains(w) {
-            free.insert(w.to_owned());
+        // A word is ASCII: always UTF-8.
+        let w = String::from_utf8_lossy(w);
+        if kinds & OBSERVER != 0 && !observers.contains(w.as_ref()) {
+            observers.insert(w.clone().into_owned());
+        }
+        if kinds & DECLARED != 0 && !free.contains(w.as_ref()) {
+            free.insert(w.into_owned());
         }
     });
     (free, observers)
 }
 
-/// Calls `f` with each word of `text` as [`words`] reads them, in order, repeats included.
-fn for_each_word<'t>(text: &'t str, mut f: impl FnMut(&'t str)) {
-    let src = text.as_bytes();
+/// Calls `f` with each identifier of `src`, in order, repeats included: runs of identifier
+/// bytes that do not start with a digit (over-reading literals and comments only finds
+/// more names).
+fn for_each_word<'t>(src: &'t [u8], mut f: impl FnMut(&'t [u8])) {
     let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let mut i = 0;
     while i < src.len() {
@@ -289,11 +298,8 @@ fn for_each_word<'t>(text: &'t str, mut f: impl FnMut(&'t str)) {
             while i < src.len() && ident(src[i]) {
                 i += 1;
             }
-            // ASCII bytes bound the word: both ends are character boundaries.
-            if !src[s].is_ascii_digit()
-                && let Some(w) = text.get(s..i)
-            {
-                f(w);
+            if !src[s].is_ascii_digit() {
+                f(&src[s..i]);
             }
         } else {
             i += 1;
@@ -301,27 +307,14 @@ fn for_each_word<'t>(text: &'t str, mut f: impl FnMut(&'t str)) {
     }
 }
 
-/// The identifiers of `src`, read as runs of identifier bytes that do not start with a
-/// digit (over-reading literals and comments only finds more names).
+/// The distinct words of `src` ([`for_each_word`]).
 fn words(src: &[u8]) -> HashSet<&str> {
-    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let mut out = HashSet::new();
-    let mut i = 0;
-    while i < src.len() {
-        if ident(src[i]) {
-            let s = i;
-            while i < src.len() && ident(src[i]) {
-                i += 1;
-            }
-            if !src[s].is_ascii_digit()
-                && let Ok(w) = std::str::from_utf8(&src[s..i])
-            {
-                out.insert(w);
-            }
-        } else {
-            i += 1;
+    for_each_word(src, |w| {
+        if let Ok(w) = std::str::from_utf8(w) {
+            out.insert(w);
         }
-    }
+    });
     out
 }
 
