@@ -114,10 +114,11 @@ pub(crate) struct PreludeNames {
     pub(crate) observers: HashSet<String>,
     /// Names the prelude (or the compiler) declares or defines, and the C keywords.
     pub(crate) declared: HashSet<String>,
-    /// Once [`PreludeNames::sealed`]: each name of `observers` and `declared`, with which
-    /// of the two hold it ([`OBSERVER`], [`DECLARED`]), under a fast hash: a kernel's
-    /// every word is looked up once.
-    index: Option<HashMap<Box<[u8]>, u8, BuildHasherDefault<WordHash>>>,
+    /// Each name of `observers` and `declared`, with which of the two hold it
+    /// ([`OBSERVER`], [`DECLARED`]), under a fast hash: a kernel's every word is looked up
+    /// once. Built from the two sets at the first lookup (they are complete by then: a
+    /// `PreludeNames` is shared, behind an `Arc`, only once learned).
+    index: OnceLock<HashMap<Box<[u8]>, u8, BuildHasherDefault<WordHash>>>,
 }
 
 /// [`PreludeNames::index`]: the name is an observer.
@@ -126,31 +127,20 @@ const OBSERVER: u8 = 1;
 const DECLARED: u8 = 2;
 
 impl PreludeNames {
-    /// These names with their index built (after the last change to the sets).
-    pub(crate) fn sealed(mut self) -> Self {
-        let mut index: HashMap<Box<[u8]>, u8, BuildHasherDefault<WordHash>> = HashMap::default();
-        for n in &self.observers {
-            *index.entry(n.as_bytes().into()).or_default() |= OBSERVER;
-        }
-        for n in &self.declared {
-            *index.entry(n.as_bytes().into()).or_default() |= DECLARED;
-        }
-        self.index = Some(index);
-        self
-    }
-
     /// Which of `observers` ([`OBSERVER`]) and `declared` ([`DECLARED`]) hold `word`.
     fn kinds(&self, word: &[u8]) -> u8 {
-        match &self.index {
-            Some(index) => index.get(word).copied().unwrap_or(0),
-            None => {
-                let Ok(word) = std::str::from_utf8(word) else {
-                    return 0;
-                };
-                (u8::from(self.observers.contains(word)) * OBSERVER)
-                    | (u8::from(self.declared.contains(word)) * DECLARED)
+        let index = self.index.get_or_init(|| {
+            let mut index: HashMap<Box<[u8]>, u8, BuildHasherDefault<WordHash>> =
+                HashMap::default();
+            for n in &self.observers {
+                *index.entry(n.as_bytes().into()).or_default() |= OBSERVER;
             }
-        }
+            for n in &self.declared {
+                *index.entry(n.as_bytes().into()).or_default() |= DECLARED;
+            }
+            index
+        });
+        index.get(word).copied().unwrap_or(0)
     }
 }
 
@@ -371,7 +361,7 @@ impl Probe {
                 .chain(C_KEYWORDS.iter().copied())
                 .map(str::to_owned),
         );
-        Some(learned.sealed())
+        Some(learned)
     }
 }
 
@@ -424,7 +414,7 @@ pub(crate) fn analyse_macros(table: &str) -> PreludeNames {
     PreludeNames {
         observers,
         declared: macros.keys().map(|n| (*n).to_owned()).collect(),
-        index: None,
+        index: OnceLock::new(),
     }
 }
 
@@ -482,8 +472,7 @@ mod tests {
             }
             let mut learned = analyse_macros("#define S(x) #x\n#define F(x) S(x)\n#define x 1\n");
             learned.declared.extend(["expf", "float", "a1", "_Z", "tanhf"].map(String::from));
-            let sealed = learned.sealed();
-            proptest::prop_assert_eq!(spelled(&sealed, &t), spelled_naive(&sealed, &t));
+            proptest::prop_assert_eq!(spelled(&learned, &t), spelled_naive(&learned, &t));
         }
     }
 
