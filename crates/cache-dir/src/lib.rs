@@ -808,34 +808,22 @@ impl Guard<'_> {
     /// # Errors
     /// As [`Guard::publish`], for the first entry that fails; the entries before it stay
     /// published (their renames are made durable first), the ones after it are not written.
-    pub fn publish_all(&self, entries: &[(&str, &[u8])]) -> Result<(), Error> {
+    pub fn publish_all<N: AsRef<str>, B: AsRef<[u8]>>(
+        &self,
+        entries: &[(N, B)],
+    ) -> Result<(), Error> {
         let mode = self.cache.file_mode(0o666);
-        if mode & 0o077 != 0 {
+        if mode & 0o077 != 0 || self.is_lock_free() {
             return entries
                 .iter()
-                .try_for_each(|(name, bytes)| self.publish(name, bytes));
+                .try_for_each(|(name, bytes)| self.publish(name.as_ref(), bytes.as_ref()));
         }
-        let mut first = Ok(());
-        for (name, bytes) in entries {
-            let path = match self.path(name) {
-                Ok(path) => path,
-                Err(e) => {
-                    first = Err(e);
-                    break;
-                }
-            };
-            if self.is_lock_free() {
-                first = Err(Error::io("publish the entry", &path)(io::Error::new(
-                    io::ErrorKind::ReadOnlyFilesystem,
-                    "the directory is read-only for this process",
-                )));
-                break;
-            }
-            if let Err(e) = rename_private_into_place(&path, bytes, mode) {
-                first = Err(Error::io("publish the entry", &path)(e));
-                break;
-            }
-        }
+        let first = entries.iter().try_for_each(|(name, bytes)| {
+            let path = self.path(name.as_ref())?;
+            rename_private_into_place(&path, bytes.as_ref(), mode)
+                .map(|_| ())
+                .map_err(Error::io("publish the entry", &path))
+        });
         let dir = &self.cache.dir;
         fs::File::open(dir)
             .and_then(|d| d.sync_all())

@@ -56,7 +56,7 @@ fn child() {
         .with_shared(true, |g| {
             g.publish("b.entry", b"two")?;
             g.publish("b.entry", b"two again")?;
-            g.publish_all(&[("c.entry", b"three"), ("d.entry", b"four")])?;
+            g.publish_all(&[("c.entry", &b"three"[..]), ("d.entry", &b"four"[..])])?;
             g.append("hint.keys", b"b\n", 1 << 16)
         })
         .expect("open")

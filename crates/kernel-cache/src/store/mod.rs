@@ -1066,10 +1066,7 @@ fn publish_entries(
         .iter()
         .map(|(entry, bytes)| (format!("k-{entry}"), bytes.as_slice()))
         .collect();
-    let run = |part: &[(String, &[u8])]| {
-        let part: Vec<(&str, &[u8])> = part.iter().map(|(n, b)| (n.as_str(), *b)).collect();
-        guard.publish_all(&part)
-    };
+    let run = |part: &[(String, &[u8])]| guard.publish_all(part);
     if named.len() < 2 * PUBLISH_THREADS {
         return run(&named);
     }
