@@ -208,6 +208,11 @@ pub struct CcBackend {
     host_targets: Mutex<HashMap<Vec<String>, [u8; 32]>>,
     /// [`CcBackend::search_dirs`] per option list, once computed.
     search_lists: Mutex<HashMap<Vec<String>, Arc<Vec<String>>>>,
+    /// Held while [`CcBackend::search_dirs`] runs its probe, so that concurrent callers
+    /// for one option list (the programs of a split resolve) run it once.
+    search_probe: Mutex<()>,
+    /// Include search probes run (`-E -v`), for tests.
+    search_probes: AtomicU64,
 }
 
 /// Locks a mutex whose data (a memo of finished computations) stays consistent across a
@@ -359,6 +364,8 @@ impl CcBackend {
             programs_compiled: AtomicU64::new(0),
             host_targets: Mutex::default(),
             search_lists: Mutex::default(),
+            search_probe: Mutex::default(),
+            search_probes: AtomicU64::new(0),
             kernels_compiled: AtomicU64::new(0),
             units_compiled: AtomicU64::new(0),
             merged_compiled: AtomicU64::new(0),
@@ -582,11 +589,17 @@ impl CcBackend {
     /// Run in `/`, never in the work directory, which is not checked here: a relative
     /// program prefix in the options (`-B./`) would have the compiler run programs found
     /// there (a relative search directory is refused at the save anyway). Computed once
-    /// per option list.
+    /// per option list: a caller that finds the probe running waits for its answer (an
+    /// error is not kept: the next caller probes again).
     pub(crate) fn search_dirs(&self, options: &[String]) -> Result<Arc<Vec<String>>, CcError> {
         if let Some(known) = lock(&self.search_lists).get(options) {
             return Ok(known.clone());
         }
+        let _probing = lock(&self.search_probe);
+        if let Some(known) = lock(&self.search_lists).get(options) {
+            return Ok(known.clone());
+        }
+        self.search_probes.fetch_add(1, Ordering::Relaxed);
         let output = self.probe(
             options,
             &["-E", "-v", "-o", "/dev/null"],
@@ -989,6 +1002,32 @@ mod tests {
         let backend = CcBackend::new().unwrap().with_work_dir(work.path());
         let _ = backend.search_dirs(&["-B./".to_string()]);
         assert!(!marker.exists(), "the probe ran the work directory's cc1");
+    }
+
+    /// Concurrent callers for one option list (the programs of a split resolve, each
+    /// asking beside its compile) run the include search probe once and get one answer;
+    /// another option list is probed on its own.
+    #[test]
+    fn concurrent_include_search_callers_probe_once() {
+        let backend = CcBackend::new().unwrap();
+        let options = vec!["-O2".to_string()];
+        let start = std::sync::Barrier::new(4);
+        let lists: Vec<Arc<Vec<String>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        backend.search_dirs(&options).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(backend.search_probes.load(Ordering::Relaxed), 1);
+        assert!(lists.iter().all(|l| Arc::ptr_eq(l, &lists[0])));
+        assert!(!lists[0].is_empty(), "the compiler searches some directory");
+        backend.search_dirs(&["-O1".to_string()]).unwrap();
+        assert_eq!(backend.search_probes.load(Ordering::Relaxed), 2);
     }
 
     #[test]
