@@ -132,7 +132,8 @@ pub trait Backend {
 /// [`compile`](SplitBackend::compile) (for the per-kernel resolves,
 /// [`compile_each`](SplitBackend::compile_each)) on a thread of its own (the first on the
 /// calling thread), and [`finish`](SplitBackend::finish) again on the calling thread, in
-/// batch order, after every compile has returned.
+/// batch order, each program's once its own compile and every earlier program's have
+/// returned (later programs may still be compiling).
 pub trait SplitBackend: Backend + Sync {
     /// A program between prepare and finish.
     type Prepared: Send;

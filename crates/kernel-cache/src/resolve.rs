@@ -252,7 +252,7 @@ pub fn resolve_split_each_with_store<B: SplitBackend + PersistentBackend>(
     backend: &B,
 ) -> EachResult<B> {
     let level = store.map(|store| StoreLevel::new(store, backend));
-    let level = level.as_ref().map(|l| l as &dyn Persist<B::Program>);
+    let level = level.as_ref().map(|l| l as &SharedPersist<'_, B::Program>);
     split_drive(cache, batch, backend, level, Mode::Each)
 }
 
@@ -323,7 +323,7 @@ pub fn resolve_split_with_store<B: SplitBackend + PersistentBackend>(
     backend: &B,
 ) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
     let level = store.map(|store| StoreLevel::new(store, backend));
-    let level = level.as_ref().map(|l| l as &dyn Persist<B::Program>);
+    let level = level.as_ref().map(|l| l as &SharedPersist<'_, B::Program>);
     split_drive(cache, batch, backend, level, Mode::Strict).map(strict)
 }
 
@@ -346,6 +346,9 @@ trait Persist<P> {
     /// Saves a program compiled under `options` in `took` for its `(key, symbol)`s.
     fn save(&self, program: &P, options: &[String], kernels: &[(&str, &str)], took: Duration);
 }
+
+/// A persistent level the programs of a split resolve save to from threads of their own.
+type SharedPersist<'a, P> = dyn Persist<P> + Sync + 'a;
 
 struct StoreLevel<'a, B> {
     store: &'a KernelStore,
@@ -484,30 +487,39 @@ fn split_drive<B: SplitBackend>(
     cache: &KernelCache<B::Program>,
     batch: &[BatchKernel<B::Source>],
     backend: &B,
-    level: Option<&dyn Persist<B::Program>>,
+    level: Option<&SharedPersist<'_, B::Program>>,
     mode: Mode,
 ) -> EachResult<B> {
-    drive(cache, batch, backend, level, |groups, answers, census| {
-        SPLIT_CAPABLE.fetch_add(1, Ordering::Relaxed);
-        let split = current_split_override().unwrap_or_else(|| backend.split());
-        let programs: Vec<OptionGroup<'_>> = groups
-            .iter()
-            .flat_map(|(options, reps)| {
-                chunks(programs_for(split, reps.len()), reps)
-                    .into_iter()
-                    .map(move |run| (*options, run.to_vec()))
-            })
-            .collect();
-        if programs.len() == groups.len() {
-            compile_whole(cache, batch, backend, level, mode, groups, answers, census)
-        } else {
-            CONCURRENT_RESOLVES.fetch_add(1, Ordering::Relaxed);
-            CONCURRENT_PROGRAMS.fetch_add(programs.len() as u64, Ordering::Relaxed);
-            compile_concurrent(
-                cache, batch, backend, level, mode, programs, answers, census,
-            )
-        }
-    })
+    let unshared = level.map(|l| l as &dyn Persist<B::Program>);
+    drive(
+        cache,
+        batch,
+        backend,
+        unshared,
+        |groups, answers, census| {
+            SPLIT_CAPABLE.fetch_add(1, Ordering::Relaxed);
+            let split = current_split_override().unwrap_or_else(|| backend.split());
+            let programs: Vec<OptionGroup<'_>> = groups
+                .iter()
+                .flat_map(|(options, reps)| {
+                    chunks(programs_for(split, reps.len()), reps)
+                        .into_iter()
+                        .map(move |run| (*options, run.to_vec()))
+                })
+                .collect();
+            if programs.len() == groups.len() {
+                compile_whole(
+                    cache, batch, backend, unshared, mode, groups, answers, census,
+                )
+            } else {
+                CONCURRENT_RESOLVES.fetch_add(1, Ordering::Relaxed);
+                CONCURRENT_PROGRAMS.fetch_add(programs.len() as u64, Ordering::Relaxed);
+                compile_concurrent(
+                    cache, batch, backend, level, mode, programs, answers, census,
+                )
+            }
+        },
+    )
 }
 
 /// An option list and the batch indices of the representatives compiled under it.
@@ -723,6 +735,22 @@ fn publish<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
     answers: &mut Answers<P, E>,
     census: &mut Census,
 ) {
+    let program = publish_in_memory(cache, group, idxs, compiled, answers, census);
+    if let Some(level) = level {
+        level.save(&program, group.options, &save_list(group), took);
+    }
+}
+
+/// Publishes `compiled` as one group in the memory cache and answers its
+/// representatives; returns the program.
+fn publish_in_memory<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
+    cache: &KernelCache<P>,
+    group: &Group<'_, S>,
+    idxs: &[usize],
+    compiled: Compiled<P>,
+    answers: &mut Answers<P, E>,
+    census: &mut Census,
+) -> Arc<P> {
     let program = Arc::new(compiled.program);
     let mut entries = Vec::with_capacity(idxs.len());
     for (&i, kernel) in idxs.iter().zip(&group.kernels) {
@@ -733,14 +761,16 @@ fn publish<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
     cache.publish(entries, compiled.weight);
     census.programs_compiled += 1;
     census.kernels_compiled += idxs.len() as u64;
-    if let Some(level) = level {
-        let kernels: Vec<(&str, &str)> = group
-            .kernels
-            .iter()
-            .map(|k| (k.key.as_str(), k.symbol.as_str()))
-            .collect();
-        level.save(&program, group.options, &kernels, took);
-    }
+    program
+}
+
+/// The `(key, symbol)`s a save of `group`'s program is for.
+fn save_list<'a, S>(group: &Group<'a, S>) -> Vec<(&'a str, &'a str)> {
+    group
+        .kernels
+        .iter()
+        .map(|k| (k.key.as_str(), k.symbol.as_str()))
+        .collect()
 }
 
 /// Records the kernels of `group` (batch indices `idxs`) that failed alone, each with a
@@ -866,6 +896,9 @@ enum Slot<T, E> {
     Panicked(Box<dyn Any + Send>),
 }
 
+/// A value handed from thread to thread, taken (`None` left) once.
+type Taken<T> = Mutex<Option<T>>;
+
 /// What a compile thread returned: `None` when there was nothing to compile (prepare
 /// failed), else the kernels that failed alone or the program's error; or the panic it
 /// raised.
@@ -876,7 +909,7 @@ fn compile_concurrent<B: SplitBackend>(
     cache: &KernelCache<B::Program>,
     batch: &[BatchKernel<B::Source>],
     backend: &B,
-    level: Option<&dyn Persist<B::Program>>,
+    level: Option<&SharedPersist<'_, B::Program>>,
     mode: Mode,
     programs: Vec<OptionGroup<'_>>,
     answers: &mut Answers<B::Program, B::Error>,
@@ -888,118 +921,156 @@ fn compile_concurrent<B: SplitBackend>(
         .enumerate()
         .map(|(index, (options, idxs))| (group_of(batch, index, n_programs, options, &idxs), idxs))
         .collect();
-    let slots: Vec<Mutex<Slot<B::Prepared, B::Error>>> = groups
+    // Each slot is taken (`None` left) when its program is finished.
+    let slots: Vec<Taken<Slot<B::Prepared, B::Error>>> = groups
         .iter()
         .map(|(group, _)| {
-            Mutex::new(
+            Mutex::new(Some(
                 match catch_unwind(AssertUnwindSafe(|| backend.prepare(group))) {
                     Ok(Ok(prepared)) => Slot::Ready(prepared),
                     Ok(Err(e)) => Slot::Failed(Stage::Prepare, e),
                     Err(panic) => Slot::Panicked(panic),
                 },
-            )
+            ))
         })
         .collect();
     let took: Vec<Mutex<Duration>> = groups.iter().map(|_| Mutex::new(Duration::ZERO)).collect();
     let run = |j: usize| -> Ran<B::Error> {
         let mut slot = lock(&slots[j]);
         let started = Instant::now();
-        let out = match &mut *slot {
-            Slot::Ready(prepared) => Some(match mode {
+        let out = match slot.as_mut() {
+            Some(Slot::Ready(prepared)) => Some(match mode {
                 Mode::Strict => backend.compile(prepared).map(|()| Vec::new()),
                 Mode::Each => backend.compile_each(prepared),
             }),
-            Slot::Failed(..) | Slot::Panicked(_) => None,
+            Some(Slot::Failed(..) | Slot::Panicked(_)) | None => None,
         };
         *lock(&took[j]) = started.elapsed();
         out
     };
-    let joined: Vec<Joined<B::Error>> = thread::scope(|scope| {
+
+    // The first failure in batch order, error or panic, is what a strict resolve
+    // reports; a per-kernel resolve answers errors per kernel and resumes the first panic.
+    let mut first: Option<Failure<B::Error>> = None;
+    let mut later_panics = 0;
+    // A panic of a save, resumed once every program is finished.
+    let mut save_panic: Option<Box<dyn Any + Send>> = None;
+    thread::scope(|scope| {
         let run = &run;
-        let handles: Vec<_> = (1..n_programs)
+        let mut handles = (1..n_programs)
             .map(|j| {
                 thread::Builder::new()
                     .name(format!("kcache-compile-{j}"))
                     .spawn_scoped(scope, move || run(j))
                     .ok()
             })
-            .collect();
-        let mut joined = vec![catch_unwind(AssertUnwindSafe(|| run(0)))];
-        for (j, handle) in (1..n_programs).zip(handles) {
-            joined.push(match handle {
-                Some(handle) => handle.join(),
-                // The thread could not be spawned: compile it here instead.
-                None => catch_unwind(AssertUnwindSafe(|| run(j))),
-            });
-        }
-        joined
-    });
-
-    // The first failure in batch order, error or panic, is what a strict resolve
-    // reports; a per-kernel resolve answers errors per kernel and resumes the first panic.
-    let mut first: Option<Failure<B::Error>> = None;
-    let mut later_panics = 0;
-    for (j, ((slot, joined), (group, idxs))) in
-        slots.into_iter().zip(joined).zip(&groups).enumerate()
-    {
-        let slot = slot.into_inner().unwrap_or_else(|e| e.into_inner());
-        // A panic of prepare, compile or finish takes its place in batch order as an
-        // error does.
-        let mut panicked = |panic: Box<dyn Any + Send>| {
-            if first.is_some() {
-                later_panics += 1;
+            .collect::<Vec<_>>()
+            .into_iter();
+        let mut saves = Vec::new();
+        // Programs are finished in batch order on this thread, each once its own
+        // compile and every earlier one's have returned (the later ones may still be
+        // compiling); each save to the persistent level runs on a thread of its own
+        // meanwhile.
+        for (j, (group, idxs)) in groups.iter().enumerate() {
+            let handle = if j == 0 {
+                None
             } else {
-                first = Some(Failure::Panic(panic));
-            }
-            None
-        };
-        // The failing step, its error and the batch indices of the kernels it fails.
-        let failure = match (slot, joined) {
-            (Slot::Panicked(panic), _) | (_, Err(panic)) => panicked(panic),
-            (Slot::Failed(stage, e), _) => Some((stage, e, idxs.clone())),
-            (Slot::Ready(_), Ok(Some(Err(e)))) => Some((Stage::Compile, e, idxs.clone())),
-            (Slot::Ready(prepared), Ok(out)) => {
-                let failed = match out {
-                    Some(Ok(failed)) => failed,
-                    _ => Vec::new(),
-                };
-                let rest = fail_units(group, idxs, Stage::Compile, failed, answers, census);
-                if rest.is_empty() {
-                    // Every kernel failed alone: nothing to finish.
-                    None
+                handles.next().flatten()
+            };
+            let joined: Joined<B::Error> = match handle {
+                Some(handle) => handle.join(),
+                // The first program, or a thread that could not be spawned: compiled
+                // here.
+                _ => catch_unwind(AssertUnwindSafe(|| run(j))),
+            };
+            let slot = lock(&slots[j]).take();
+            // A panic of prepare, compile or finish takes its place in batch order as an
+            // error does.
+            let mut panicked = |panic: Box<dyn Any + Send>| {
+                if first.is_some() {
+                    later_panics += 1;
                 } else {
-                    let held = group_of(batch, group.index, n_programs, group.options, &rest);
-                    match catch_unwind(AssertUnwindSafe(|| backend.finish(prepared))) {
-                        Ok(Ok(compiled)) => {
-                            let took = *lock(&took[j]);
-                            publish(cache, level, &held, &rest, compiled, took, answers, census);
-                            None
+                    first = Some(Failure::Panic(panic));
+                }
+                None
+            };
+            // The failing step, its error and the batch indices of the kernels it fails.
+            let failure = match (slot, joined) {
+                (Some(Slot::Panicked(panic)), _) | (_, Err(panic)) => panicked(panic),
+                (Some(Slot::Failed(stage, e)), _) => Some((stage, e, idxs.clone())),
+                (Some(Slot::Ready(_)), Ok(Some(Err(e)))) => Some((Stage::Compile, e, idxs.clone())),
+                // Taken only here, once.
+                (None, Ok(_)) => None,
+                (Some(Slot::Ready(prepared)), Ok(out)) => {
+                    let failed = match out {
+                        Some(Ok(failed)) => failed,
+                        _ => Vec::new(),
+                    };
+                    let rest = fail_units(group, idxs, Stage::Compile, failed, answers, census);
+                    if rest.is_empty() {
+                        // Every kernel failed alone: nothing to finish.
+                        None
+                    } else {
+                        let held = group_of(batch, group.index, n_programs, group.options, &rest);
+                        match catch_unwind(AssertUnwindSafe(|| backend.finish(prepared))) {
+                            Ok(Ok(compiled)) => {
+                                let took = *lock(&took[j]);
+                                let program = publish_in_memory(
+                                    cache, &held, &rest, compiled, answers, census,
+                                );
+                                if let Some(level) = level {
+                                    let kernels = save_list(&held);
+                                    let options = group.options;
+                                    let task = {
+                                        let program = Arc::clone(&program);
+                                        let kernels = kernels.clone();
+                                        move || level.save(&program, options, &kernels, took)
+                                    };
+                                    match thread::Builder::new()
+                                        .name(format!("kcache-save-{j}"))
+                                        .spawn_scoped(scope, task)
+                                    {
+                                        Ok(handle) => saves.push(handle),
+                                        // No thread: the save runs here, never lost.
+                                        Err(_) => level.save(&program, options, &kernels, took),
+                                    }
+                                }
+                                None
+                            }
+                            Ok(Err(e)) => Some((Stage::Finish, e, rest)),
+                            Err(panic) => panicked(panic),
                         }
-                        Ok(Err(e)) => Some((Stage::Finish, e, rest)),
-                        Err(panic) => panicked(panic),
+                    }
+                }
+            };
+            let Some((stage, source, failing)) = failure else {
+                continue;
+            };
+            let failure = CompileFailure {
+                stage,
+                program: group.index,
+                programs: n_programs,
+                symbols: failing.iter().map(|&i| batch[i].symbol.clone()).collect(),
+                source,
+                later_panics: 0,
+            };
+            match mode {
+                Mode::Each => fail_all(&failing, KernelError::Program(failure), answers, census),
+                Mode::Strict => {
+                    if first.is_none() {
+                        first = Some(Failure::Error(failure));
                     }
                 }
             }
-        };
-        let Some((stage, source, failing)) = failure else {
-            continue;
-        };
-        let failure = CompileFailure {
-            stage,
-            program: group.index,
-            programs: n_programs,
-            symbols: failing.iter().map(|&i| batch[i].symbol.clone()).collect(),
-            source,
-            later_panics: 0,
-        };
-        match mode {
-            Mode::Each => fail_all(&failing, KernelError::Program(failure), answers, census),
-            Mode::Strict => {
-                if first.is_none() {
-                    first = Some(Failure::Error(failure));
-                }
+        }
+        for handle in saves {
+            if let Err(panic) = handle.join() {
+                save_panic.get_or_insert(panic);
             }
         }
+    });
+    if let Some(panic) = save_panic {
+        resume_unwind(panic);
     }
     match first {
         None => Ok(()),
@@ -1254,6 +1325,148 @@ mod tests {
                 program: text,
             })
         }
+    }
+
+    /// A persistent level that records the programs saved to it (a program here is its
+    /// one kernel's text); its save of `panics_on` panics.
+    #[derive(Default)]
+    struct Saves {
+        saved: Mutex<Vec<String>>,
+        changed: std::sync::Condvar,
+        panics_on: Option<&'static str>,
+    }
+
+    impl Persist<String> for Saves {
+        fn find(&self, keys: &[Keyed<'_>]) -> Vec<Option<(Arc<String>, u64, String)>> {
+            keys.iter().map(|_| None).collect()
+        }
+        fn lock(&self, _keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool) {
+            (Box::new(()), false)
+        }
+        fn save(&self, program: &String, _: &[String], _: &[(&str, &str)], _: Duration) {
+            if self.panics_on == Some(program.as_str()) {
+                panic!("the save of {program} panics");
+            }
+            lock(&self.saved).push(program.clone());
+            self.changed.notify_all();
+        }
+    }
+
+    /// A split backend, one kernel per program (as [`Faulty`] without faults), whose
+    /// compile of `t1` waits (at most a minute) for the save of `t0`'s program to `saves`,
+    /// if any.
+    struct WaitsForSave<'a> {
+        saves: Option<&'a Saves>,
+        saw_first_saved: std::sync::atomic::AtomicBool,
+    }
+
+    impl Backend for WaitsForSave<'_> {
+        type Source = String;
+        type Program = String;
+        type Error = Refused;
+        fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<String>, Refused> {
+            Ok(Compiled {
+                weight: 1,
+                program: g.kernels[0].source.clone(),
+            })
+        }
+    }
+
+    impl SplitBackend for WaitsForSave<'_> {
+        type Prepared = String;
+        fn split(&self) -> Split {
+            Split::new(8, 1)
+        }
+        fn prepare(&self, group: &Group<'_, String>) -> Result<String, Refused> {
+            Ok(group.kernels[0].source.clone())
+        }
+        fn compile(&self, text: &mut String) -> Result<(), Refused> {
+            if let Some(saves) = self.saves
+                && text == "t1"
+            {
+                let saved = lock(&saves.saved);
+                let (saved, _) = saves
+                    .changed
+                    .wait_timeout_while(saved, Duration::from_secs(60), |s| {
+                        !s.iter().any(|p| p == "t0")
+                    })
+                    .unwrap_or_else(|e| e.into_inner());
+                let seen = saved.iter().any(|p| p == "t0");
+                self.saw_first_saved.store(seen, Ordering::SeqCst);
+            }
+            Ok(())
+        }
+        fn finish(&self, text: String) -> Result<Compiled<String>, Refused> {
+            Ok(Compiled {
+                weight: 1,
+                program: text,
+            })
+        }
+    }
+
+    fn texts(n: usize) -> Vec<BatchKernel<String>> {
+        (0..n)
+            .map(|i| BatchKernel {
+                key: format!("k{i}"),
+                options: vec![],
+                symbol: format!("s{i}"),
+                source: format!("t{i}"),
+            })
+            .collect()
+    }
+
+    /// A split resolve finishes and saves each program once its own compile (and every
+    /// earlier one's) returned, while later programs still compile: the save of the
+    /// first program is seen from the second's compile. Every program is saved and
+    /// answered.
+    #[test]
+    fn a_program_is_saved_while_a_later_one_still_compiles() {
+        let saves = Saves::default();
+        let backend = WaitsForSave {
+            saves: Some(&saves),
+            saw_first_saved: Default::default(),
+        };
+        let batch = texts(3);
+        let cache = KernelCache::new(1 << 20);
+        let answers = split_drive(&cache, &batch, &backend, Some(&saves), Mode::Strict)
+            .map(strict)
+            .unwrap();
+        assert!(
+            backend.saw_first_saved.load(Ordering::SeqCst),
+            "the first program was not saved while the second compiled"
+        );
+        let mut saved = lock(&saves.saved).clone();
+        saved.sort();
+        assert_eq!(saved, ["t0", "t1", "t2"]);
+        for (a, k) in answers.iter().zip(&batch) {
+            assert_eq!(a.program.as_str(), k.source);
+        }
+    }
+
+    /// A panic in a save (run on a thread of its own) reaches the caller, after every
+    /// program was finished and published.
+    #[test]
+    fn a_panic_in_a_save_reaches_the_caller() {
+        let saves = Saves {
+            panics_on: Some("t0"),
+            ..Saves::default()
+        };
+        let backend = WaitsForSave {
+            saves: None,
+            saw_first_saved: Default::default(),
+        };
+        let batch = texts(3);
+        let cache = KernelCache::new(1 << 20);
+        let out = catch_unwind(AssertUnwindSafe(|| {
+            split_drive(&cache, &batch, &backend, Some(&saves), Mode::Strict)
+        }));
+        assert!(out.is_err(), "the save's panic reaches the caller");
+        for k in &batch {
+            assert!(cache.find(&k.key).is_some(), "{} was published", k.key);
+        }
+        let mut saved = lock(&saves.saved).clone();
+        saved.sort();
+        assert_eq!(saved, ["t1", "t2"]);
     }
 
     /// A panic in `prepare` or `finish` takes its place in batch order as one in
