@@ -142,6 +142,16 @@ pub trait SplitBackend: Backend + Sync {
     /// [`with_split_override`](crate::with_split_override)).
     fn split(&self) -> Split;
 
+    /// What compiling `source` costs, relative to the batch's other kernels (for example
+    /// its length): an option list's kernels are cut into programs of the sizes a cut by
+    /// count gives, balanced by this cost ([`balanced`](crate::balanced)). The default, 1
+    /// for every kernel, cuts them into contiguous runs ([`chunks`](crate::chunks)). Never
+    /// changes what a kernel compiles to, only which program holds it.
+    fn compile_cost(&self, source: &Self::Source) -> u64 {
+        let _ = source;
+        1
+    }
+
     /// Gets `group` ready to compile (for example writes its source file).
     fn prepare(&self, group: &Group<'_, Self::Source>) -> Result<Self::Prepared, Self::Error>;
 

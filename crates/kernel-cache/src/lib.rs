@@ -133,7 +133,9 @@ pub use census::{Census, with_census};
 pub use cold::with_cold_caches;
 pub use error::{CompileFailure, Error, KernelError, Stage};
 pub use key::kernel_key;
-pub use partition::{Split, chunks, current_split_override, programs_for, with_split_override};
+pub use partition::{
+    Split, balanced, chunks, current_split_override, programs_for, with_split_override,
+};
 pub use resolve::{
     CompileRecord, EachResult, Outcome, Outcomes, compile_record, resolve, resolve_each,
     resolve_each_with_store, resolve_split, resolve_split_each, resolve_split_each_with_store,

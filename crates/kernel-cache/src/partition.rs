@@ -1,5 +1,5 @@
 //! How a batch's kernels are cut into programs: [`Split`], [`programs_for`],
-//! [`chunks`], and the test override [`with_split_override`].
+//! [`chunks`], [`balanced`], and the test override [`with_split_override`].
 
 use std::cell::Cell;
 
@@ -61,6 +61,55 @@ pub fn chunks<T>(k: usize, idxs: &[T]) -> Vec<&[T]> {
     (0..k)
         .map(|t| &idxs[bound(t)..bound(t + 1)])
         .filter(|run| !run.is_empty())
+        .collect()
+}
+
+/// `items` cut into `k` groups of the sizes [`chunks`] gives (as many groups, lengths
+/// differing by at most one), balanced by `cost`: each item, costliest first (ties in
+/// `items` order), joins the group of least total cost (ties: the earlier group) among
+/// those not yet full. Each group keeps its items in `items` order, and the groups are
+/// ordered by their first item. When every item costs the same the groups are exactly
+/// [`chunks`]' contiguous runs.
+///
+/// Used where groups compile concurrently: the slowest group is the wait, and a group
+/// never holds more items than a count cut would give it (a backend may bound its units
+/// by count, as cc-backend's merged units are). On the greedy cut, the costliest and the
+/// cheapest group differ by at most the largest single cost (checked by a property
+/// test, not proven).
+///
+/// ```
+/// use kernel_cache::balanced;
+/// let cost = |&i: &u64| i;
+/// assert_eq!(balanced(2, &[9, 1, 1, 9], cost), vec![vec![9, 1], vec![1, 9]]);
+/// // Equal costs: the contiguous runs of `chunks`.
+/// assert_eq!(balanced(2, &[4, 4, 4], cost), vec![vec![4], vec![4, 4]]);
+/// ```
+pub fn balanced<T: Clone>(k: usize, items: &[T], cost: impl Fn(&T) -> u64) -> Vec<Vec<T>> {
+    let costs: Vec<u64> = items.iter().map(&cost).collect();
+    let runs = chunks(k, items);
+    if costs.windows(2).all(|w| w[0] == w[1]) {
+        return runs.into_iter().map(<[T]>::to_vec).collect();
+    }
+    let room: Vec<usize> = runs.iter().map(|r| r.len()).collect();
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&p| (std::cmp::Reverse(costs[p]), p));
+    let mut groups: Vec<Vec<usize>> = room.iter().map(|&r| Vec::with_capacity(r)).collect();
+    let mut load = vec![0u64; room.len()];
+    for p in order {
+        let open = (0..groups.len()).filter(|&g| groups[g].len() < room[g]);
+        // Some group has room: the sizes add up to the item count.
+        if let Some(g) = open.min_by_key(|&g| (load[g], g)) {
+            groups[g].push(p);
+            load[g] = load[g].saturating_add(costs[p]);
+        }
+    }
+    for g in &mut groups {
+        g.sort_unstable();
+    }
+    groups.sort_by_key(|g| g.first().copied());
+    groups
+        .into_iter()
+        .map(|g| g.into_iter().map(|p| items[p].clone()).collect())
         .collect()
 }
 
@@ -161,6 +210,43 @@ mod tests {
             if let (Some(lo), Some(hi)) = (runs.iter().map(|r| r.len()).min(), runs.iter().map(|r| r.len()).max()) {
                 prop_assert!(hi - lo <= 1);
             }
+        }
+
+        /// `balanced` holds every item once, in groups of `chunks`' sizes, each in item
+        /// order and ordered by first item; equal costs give `chunks`' runs; the
+        /// costliest and cheapest groups differ by at most the largest cost.
+        #[test]
+        fn balanced_groups_cover_with_chunk_sizes_and_balance(
+            k in 0usize..8,
+            costs in proptest::collection::vec(
+                prop_oneof![0u64..4, 0u64..1000, Just(u64::MAX / 64)],
+                0..40,
+            ),
+        ) {
+            let items: Vec<usize> = (0..costs.len()).collect();
+            let groups = balanced(k, &items, |&i| costs[i]);
+            let runs = chunks(k, &items);
+            let mut sizes: Vec<usize> = groups.iter().map(Vec::len).collect();
+            let mut want: Vec<usize> = runs.iter().map(|r| r.len()).collect();
+            sizes.sort_unstable();
+            want.sort_unstable();
+            prop_assert_eq!(sizes, want);
+            let mut all: Vec<usize> = groups.iter().flatten().copied().collect();
+            all.sort_unstable();
+            prop_assert_eq!(&all, &items);
+            for g in &groups {
+                prop_assert!(g.windows(2).all(|w| w[0] < w[1]));
+            }
+            prop_assert!(groups.windows(2).all(|w| w[0][0] < w[1][0]));
+            let loads: Vec<u64> = groups.iter().map(|g| g.iter().map(|&i| costs[i]).sum()).collect();
+            if let (Some(lo), Some(hi), Some(top)) =
+                (loads.iter().min(), loads.iter().max(), costs.iter().max())
+            {
+                prop_assert!(hi - lo <= *top, "loads {:?}", loads);
+            }
+            let same = balanced(k, &items, |_| 7);
+            let runs: Vec<Vec<usize>> = runs.iter().map(|r| r.to_vec()).collect();
+            prop_assert_eq!(same, runs);
         }
 
         #[test]

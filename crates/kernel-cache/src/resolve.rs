@@ -15,7 +15,7 @@ use crate::backend::{
 use crate::cache::{KernelCache, Resolved, lock};
 use crate::census::{self, Census};
 use crate::error::{CompileFailure, Error, KernelError, Stage};
-use crate::partition::{chunks, current_split_override, programs_for};
+use crate::partition::{balanced, current_split_override, programs_for};
 use crate::store::{HostPart, KernelStore, MissReason};
 
 /// What split-capable backends have compiled in this process, as counters.
@@ -455,16 +455,20 @@ impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
 
 /// [`resolve`] for a backend that can split its compiles.
 ///
-/// Each option list's representatives are cut into
-/// [`programs_for`]`(split, n)` contiguous [`chunks`], where `split` is
-/// [`current_split_override`] or else the backend's [`split`](SplitBackend::split).
+/// Each option list's representatives are cut into [`programs_for`]`(split, n)`
+/// programs of [`chunks`]' sizes, [`balanced`] by the backend's
+/// [`compile_cost`](SplitBackend::compile_cost) (contiguous runs when every kernel costs
+/// the same), where `split` is [`current_split_override`] or else the backend's
+/// [`split`](SplitBackend::split).
 /// When no option list is cut, the compile is [`resolve`]'s, through
 /// [`compile_group`](Backend::compile_group). When any is, every program of the batch
 /// (numbered in batch order, `n_groups` counting them all) is
 /// [prepared](SplitBackend::prepare), then [compiled](SplitBackend::compile) at once -
 /// the first on the calling thread, the others on threads of their own, every one
-/// joined before this returns - still under the lock; then each that succeeded is
-/// [finished](SplitBackend::finish) and published in batch order, and the first
+/// joined before this returns - still under the lock; each that succeeded is
+/// [finished](SplitBackend::finish) and published in batch order, as soon as its own
+/// compile and every earlier program's have returned (later ones may still be
+/// compiling), and the first
 /// failure in batch order - an error or a panic, of `prepare`, `compile` or `finish` -
 /// is what the call reports: a panic is resumed on the calling thread after the
 /// successful programs were published; an error is returned, with
@@ -502,9 +506,10 @@ fn split_drive<B: SplitBackend>(
             let programs: Vec<OptionGroup<'_>> = groups
                 .iter()
                 .flat_map(|(options, reps)| {
-                    chunks(programs_for(split, reps.len()), reps)
+                    let cost = |&i: &usize| backend.compile_cost(&batch[i].source);
+                    balanced(programs_for(split, reps.len()), reps, cost)
                         .into_iter()
-                        .map(move |run| (*options, run.to_vec()))
+                        .map(move |program| (*options, program))
                 })
                 .collect();
             if programs.len() == groups.len() {
@@ -1094,7 +1099,7 @@ mod tests {
     //! The driver's bookkeeping, checked with a backend that "compiles" a group into the
     //! list of its kernels' texts (so every answer can be checked against its source).
     use super::*;
-    use crate::partition::{Split, with_split_override};
+    use crate::partition::{Split, chunks, with_split_override};
     use proptest::prelude::*;
 
     /// A program: the option list it was compiled under and its `(symbol, source)`s.
@@ -1113,6 +1118,8 @@ mod tests {
     struct Lister {
         compiles: Mutex<Vec<(Vec<String>, Vec<String>)>>,
         split: Option<Split>,
+        /// A kernel's compile cost is its text's length (else 1).
+        costs_by_length: bool,
     }
 
     impl Lister {
@@ -1195,6 +1202,13 @@ mod tests {
         type Prepared = Pending;
         fn split(&self) -> Split {
             self.split.unwrap_or(Split::WHOLE)
+        }
+        fn compile_cost(&self, source: &String) -> u64 {
+            if self.costs_by_length {
+                source.len() as u64
+            } else {
+                1
+            }
         }
         fn prepare(&self, group: &Group<'_, String>) -> Result<Self::Prepared, Refused> {
             Ok(self.pending(group))
@@ -1324,6 +1338,38 @@ mod tests {
                 weight: 1,
                 program: text,
             })
+        }
+    }
+
+    /// A split resolve cuts an option list's kernels into programs balanced by the
+    /// backend's compile costs (two costly kernels apart, beside a cheap one each), of
+    /// the sizes a cut by count gives, each in batch order; contiguous runs when the
+    /// costs are equal.
+    #[test]
+    fn split_programs_are_balanced_by_compile_cost() {
+        let batch: Vec<BatchKernel<String>> = ["heavyheavy0", "heavyheavy1", "l2", "l3", "l4"]
+            .iter()
+            .enumerate()
+            .map(|(i, text)| BatchKernel {
+                key: format!("k{i}"),
+                options: vec![],
+                symbol: format!("s{i}"),
+                source: text.to_string(),
+            })
+            .collect();
+        for (by_length, want) in [
+            (true, vec![vec!["s0", "s2"], vec!["s1", "s3", "s4"]]),
+            (false, vec![vec!["s0", "s1"], vec!["s2", "s3", "s4"]]),
+        ] {
+            let lister = Lister {
+                split: Some(Split::new(2, 1)),
+                costs_by_length: by_length,
+                ..Lister::default()
+            };
+            resolve_split(&KernelCache::new(1 << 20), &batch, &lister).unwrap();
+            let compiled: Vec<Vec<String>> =
+                lock(&lister.compiles).iter().map(|c| c.1.clone()).collect();
+            assert_eq!(compiled, want, "costs by length: {by_length}");
         }
     }
 
