@@ -79,7 +79,7 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// kernels that provably cannot affect each other share merged units, whose object
 /// code may differ from their own units' (gcc may fold identical kernels into one), so
 /// programs compiled under this rule never meet those compiled before it.
-const MERGED: &str = "merged: kernels of a program with a standard-header prelude, plain options and a text that is one void definition without directive share units kernel.c of at most 32 kernels, in kernel order, balanced (prototypes and entries, prelude, each text after #line 1); a failed merged compile falls back to one unit each";
+const MERGED: &str = "merged: kernels of a program with a standard-header prelude, plain options and a text that is one void definition without directive share units kernel.c of at most 32 kernels, sizes as an even cut by count, balanced by text length (costliest first into the lightest unit with room; each unit in kernel order) (prototypes and entries, prelude, each text after #line 1); a failed merged compile falls back to one unit each";
 
 /// The directory of a program's merged unit (not a C identifier: never a kernel's).
 const MERGED_DIR: &str = ".merged";
@@ -524,7 +524,8 @@ impl CcBackend {
             .any(|(name, value)| value.is_some() && crate::merge::INCLUDE_ENV.contains(name));
         let members = crate::merge::mergeable(kernels, options, include_env_set);
         let mut merged = Vec::new();
-        for (n, group) in crate::merge::merged_groups(&members)
+        let length = |m: usize| kernels[m].1.text.len() as u64;
+        for (n, group) in crate::merge::merged_groups(&members, length)
             .into_iter()
             .enumerate()
         {
@@ -934,6 +935,12 @@ impl SplitBackend for CcBackend {
 
     fn split(&self) -> Split {
         self.split
+    }
+
+    /// The length of the kernel's text (its prelude is compiled once per unit whatever
+    /// the cut).
+    fn compile_cost(&self, source: &Source) -> u64 {
+        source.text.len() as u64
     }
 
     fn prepare(&self, group: &Group<'_, Source>) -> Result<PreparedProgram, CcError> {

@@ -278,30 +278,24 @@ pub(crate) fn mergeable(
     chosen
 }
 
-/// The most kernels one merged unit holds: a program's merged kernels are cut, in kernel
-/// order, into `ceil(n / MERGED_UNIT_KERNELS)` units of sizes differing by at most one
-/// ([`merged_groups`]), so a program's merged units can be compiled concurrently. The cut
+/// The most kernels one merged unit holds: a program's merged kernels are cut into
+/// `ceil(n / MERGED_UNIT_KERNELS)` units of sizes differing by at most one, balanced by
+/// the length of their texts ([`merged_groups`]), so a program's merged units can be
+/// compiled concurrently and the longest takes about as long as the others. The cut
 /// depends on nothing but the kernels (never on the machine's cores): one program's
 /// kernels always make the same units.
 pub(crate) const MERGED_UNIT_KERNELS: usize = 32;
 
 /// `members` (positions, in kernel order) cut into merged units (see
-/// [`MERGED_UNIT_KERNELS`]): the first `n % units` units hold one kernel more. Every unit
-/// holds at least two kernels when `members` does; empty for empty `members`.
-pub(crate) fn merged_groups(members: &[usize]) -> Vec<Vec<usize>> {
+/// [`MERGED_UNIT_KERNELS`]) by [`kernel_cache::balanced`] over `cost` (a kernel's text
+/// length): each unit in kernel order, the units ordered by their first member. Every
+/// unit holds at least two kernels when `members` does; empty for empty `members`.
+pub(crate) fn merged_groups(members: &[usize], cost: impl Fn(usize) -> u64) -> Vec<Vec<usize>> {
     let units = members.len().div_ceil(MERGED_UNIT_KERNELS);
     if units == 0 {
         return Vec::new();
     }
-    let (size, extra) = (members.len() / units, members.len() % units);
-    let mut rest = members;
-    (0..units)
-        .map(|u| {
-            let (unit, after) = rest.split_at(size + usize::from(u < extra));
-            rest = after;
-            unit.to_vec()
-        })
-        .collect()
+    kernel_cache::balanced(units, members, |&m| cost(m))
 }
 
 /// `f(0)`, …, `f(n - 1)`, in that order, computed on up to as many threads as the machine
@@ -401,18 +395,36 @@ mod tests {
     }
 
     #[test]
-    fn merged_groups_are_balanced_runs_of_at_most_thirty_two() {
-        assert!(merged_groups(&[]).is_empty());
-        let sizes = |n: usize| -> Vec<usize> {
+    fn merged_groups_are_balanced_units_of_at_most_thirty_two() {
+        assert!(merged_groups(&[], |_| 1).is_empty());
+        // Kernel `m` costs `m % 7` (lengths vary), or 1.
+        let units = |n: usize, varied: bool| -> Vec<Vec<usize>> {
             let members: Vec<usize> = (0..n).map(|i| i * 2).collect();
-            let groups = merged_groups(&members);
-            assert_eq!(groups.concat(), members, "{n}: every member once, in order");
-            groups.iter().map(Vec::len).collect()
+            let cost = |m: usize| if varied { (m % 7) as u64 } else { 1 };
+            let groups = merged_groups(&members, cost);
+            let mut all = groups.concat();
+            all.sort_unstable();
+            assert_eq!(all, members, "{n}: every member once");
+            for g in &groups {
+                assert!(g.windows(2).all(|w| w[0] < w[1]), "{n}: in kernel order");
+            }
+            let loads: Vec<u64> = groups
+                .iter()
+                .map(|g| g.iter().map(|&m| cost(m)).sum())
+                .collect();
+            let spread = loads.iter().max().expect("a unit") - loads.iter().min().expect("a unit");
+            assert!(spread <= 6, "{n}: loads {loads:?}");
+            groups
+        };
+        let sizes = |n: usize| -> Vec<usize> {
+            let mut s: Vec<usize> = units(n, true).iter().map(Vec::len).collect();
+            s.sort_unstable();
+            s
         };
         assert_eq!(sizes(2), [2]);
         assert_eq!(sizes(32), [32]);
-        assert_eq!(sizes(33), [17, 16]);
-        assert_eq!(sizes(65), [22, 22, 21]);
+        assert_eq!(sizes(33), [16, 17]);
+        assert_eq!(sizes(65), [21, 22, 22]);
         assert_eq!(sizes(64), [32, 32]);
         for n in 2..200 {
             assert!(
@@ -420,6 +432,9 @@ mod tests {
                     .iter()
                     .all(|&s| (2..=MERGED_UNIT_KERNELS).contains(&s))
             );
+            // Equal lengths: contiguous runs.
+            let members: Vec<usize> = (0..n).map(|i| i * 2).collect();
+            assert_eq!(units(n, false).concat(), members);
         }
     }
 
