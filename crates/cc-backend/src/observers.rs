@@ -24,6 +24,7 @@
 //!
 //! [`CcBackend`]: crate::CcBackend
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -181,8 +182,9 @@ impl Hasher for WordHash {
 struct Probe {
     compiler: Vec<OsString>,
     input_env: Vec<(&'static str, Option<OsString>)>,
-    /// `None`: the compiler could not preprocess the prelude.
-    memo: Mutex<HashMap<(String, Vec<String>), Learned>>,
+    /// Per prelude, then per option list (two levels, so a lookup borrows both instead
+    /// of copying the prelude).
+    memo: Mutex<HashMap<String, HashMap<Vec<String>, Learned>>>,
 }
 
 /// What the compiler said of one prelude (`None`: it could not preprocess it).
@@ -222,37 +224,49 @@ pub(crate) fn register(
 /// (the keyed text: prelude and kernel) spells as words. When the compiler cannot
 /// preprocess the prelude: no name renamed, and `symbol` an observer (its whole name
 /// kept).
-pub(crate) fn keyed_names(
+pub(crate) fn keyed_names<'n>(
     identity: &str,
     prelude: &str,
     options: &[String],
     text: &str,
     symbol: &str,
-    names: &Names,
-) -> Names {
+    names: &'n Names,
+) -> Cow<'n, Names> {
     let Some(probe) = lock(registry()).get(identity).cloned() else {
-        return names.clone();
+        return Cow::Borrowed(names);
     };
-    let memo_key = (prelude.to_owned(), options.to_vec());
-    let known = lock(&probe.memo).get(&memo_key).cloned();
+    let known = lock(&probe.memo)
+        .get(prelude)
+        .and_then(|by_options| by_options.get(options))
+        .cloned();
     let learned = match known {
         Some(l) => l,
         None => {
             let l = probe.learn(prelude, options).map(Arc::new);
-            lock(&probe.memo).insert(memo_key, l.clone());
+            lock(&probe.memo)
+                .entry(prelude.to_owned())
+                .or_default()
+                .insert(options.to_vec(), l.clone());
             l
         }
     };
     let Some(learned) = learned else {
-        return Names::new()
-            .with_minted_shapes(false)
-            .with_observers([symbol]);
+        return Cow::Owned(
+            Names::new()
+                .with_minted_shapes(false)
+                .with_observers([symbol]),
+        );
     };
     let (free, observers) = spelled(&learned, text);
+    if free.iter().all(|f| names.free.contains(f))
+        && observers.iter().all(|o| names.observers.contains(o))
+    {
+        return Cow::Borrowed(names);
+    }
     let mut out = names.clone();
     out.free.extend(free);
     out.observers.extend(observers);
-    out
+    Cow::Owned(out)
 }
 
 /// The declared names and the observers of `learned` that `text` spells as words (see
