@@ -75,7 +75,7 @@ use crate::rename::{Ambiguous, Renamer, pinned_names, redo};
 /// Never panics, whatever the text.
 pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) -> Canonical {
     warm(names, text.as_bytes(), kernel_name);
-    canonical_prepared(text, kernel_name, &Prepared::new(names))
+    canonical_prepared(text, kernel_name, &Prepared::deferred(names))
 }
 
 impl NameScope {
@@ -112,6 +112,12 @@ fn canonical_prepared(text: &str, kernel_name: Option<&str>, prepared: &Prepared
     // text holds any byte phases 1-2 may refuse (`Masks::gate`); when it holds none, the
     // first gate's full search is skipped, since it could only answer `None`.
     let mut r = Renamer::new(src, prepared, bound_ok, own, token_bytes, &[]);
+    if let Some(refusal) = r.bound_refusal.take() {
+        // The bound names the preparation left unread refuse renaming: again, with
+        // them checked (then nothing is left unread).
+        drop(r);
+        return canonical_prepared(text, kernel_name, &prepared.settled(Some(refusal)));
+    }
     let mut outcome = r.run();
     if outcome.is_ok() && r.redo && r.collisions.is_none() {
         (r, outcome) = redo(r, src, prepared, bound_ok, own, token_bytes);
@@ -786,6 +792,56 @@ mod tests {
         src.iter().all(|&b| {
             !(b < 0x20 && b != b'\t' && b != b'\n') && b < 0x80 && b != b'\\' && b != b'$'
         }) && !src.windows(2).any(|w| w == b"??")
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        /// A call that leaves the bound names to the renamer's pass
+        /// ([`Prepared::deferred`], what `canonical_kernel` does) gives what one that
+        /// checks them first ([`Prepared::new`]) gives: key, text, refusals, pinned and
+        /// renamed names. Bound, free and kept names drawn from one vocabulary (names
+        /// both bound and free, reserved names, the own name, empty), with and without a
+        /// derivation, over texts spelling them.
+        #[test]
+        fn deferring_the_bound_names_to_the_renamer_changes_nothing(
+            bound in proptest::collection::vec(0usize..12, 0..8),
+            free in proptest::collection::vec(0usize..12, 0..4),
+            keep in proptest::collection::vec(0usize..12, 0..3),
+            derive in proptest::bool::ANY,
+            words in proptest::collection::vec(0usize..12, 0..30),
+            seps in proptest::collection::vec(
+                proptest::sample::select(vec![" ", "(", ") ", "->", ".", " = ", ";\n", "/* ", " */", "\"", "#x\n"]),
+                30,
+            ),
+        ) {
+            const VOCAB: [&str; 12] = [
+                "x", "n1_x", "i3", "v2_a", "__r", "_R", "sqrtf", "k", "data0", "y_grad", "", "i",
+            ];
+            let pick = |v: &[usize]| v.iter().map(|&i| VOCAB[i]).collect::<Vec<_>>();
+            let mut names = Names::new()
+                .with_bound(pick(&bound))
+                .with_free(pick(&free))
+                .with_keep(pick(&keep));
+            if derive {
+                names = names.with_derivation("", "_grad");
+            }
+            let mut text = String::from("void k(float *x) { ");
+            for (w, sep) in words.iter().zip(&seps) {
+                text.push_str(VOCAB[*w]);
+                text.push_str(sep);
+            }
+            text.push('}');
+            let deferred = canonical_kernel(&text, Some("k"), &names);
+            let eager = canonical_prepared(&text, Some("k"), &Prepared::new(&names));
+            proptest::prop_assert_eq!(deferred.key(&[b"o"]), eager.key(&[b"o"]), "{:?}", text);
+            proptest::prop_assert_eq!(deferred.text(), eager.text());
+            proptest::prop_assert_eq!(deferred.refusals(), eager.refusals());
+            proptest::prop_assert_eq!(deferred.pinned(), eager.pinned());
+            proptest::prop_assert_eq!(
+                deferred.renamed().collect::<Vec<_>>(),
+                eager.renamed().collect::<Vec<_>>()
+            );
+        }
     }
 
     proptest::proptest! {

@@ -283,41 +283,49 @@ pub(crate) struct Prepared<'n> {
     pub(crate) extra_sorted: Vec<&'n str>,
     /// Keep and free names.
     pub(crate) kept: NameFilter,
+    /// Free names.
+    pub(crate) free: NameFilter,
     pub(crate) bound: NameFilter,
     pub(crate) refusal: Option<Refusal>,
+    /// `names.bound` was not read here (`refusal` is `None` for now): the renamer's one
+    /// pass over the bound names ([`crate::rename::Renamer::new`]) checks them with a
+    /// [`BoundCheck`], and a call whose check finds a refusal starts again from
+    /// [`Prepared::settled`]. Only without derivations and extra names (`bound` is then
+    /// never read).
+    pub(crate) deferred: bool,
 }
 
-impl<'n> Prepared<'n> {
-    pub(crate) fn new(names: &'n Names) -> Self {
-        Prepared::with(names, Filters::new(names), &[])
+/// The bound-name refusal of some bound names, noted one by one: the least name also
+/// free, else the least name in the reserved namespace.
+pub(crate) struct BoundCheck<'n> {
+    meets: Option<&'n str>,
+    reserved: Option<&'n str>,
+}
+
+impl<'n> BoundCheck<'n> {
+    pub(crate) fn new() -> Self {
+        BoundCheck {
+            meets: None,
+            reserved: None,
+        }
     }
 
-    /// The bound names are those of `names` and `extra`: the refusal is that of a
-    /// [`Names`] holding both (the least offending name, as the first of a sorted set).
-    pub(crate) fn with(names: &'n Names, filters: Filters, extra: &'n [&'n str]) -> Self {
-        let Filters { kept, free } = filters;
-        let mut bound = NameFilter::default();
-        let mut meets: Option<&'n str> = None;
-        let mut reserved: Option<&'n str> = None;
-        let mut note = |n: &'n str| {
-            bound.add(n.as_bytes());
-            if free.may_contain(n.as_bytes())
-                && meets.is_none_or(|m| n < m)
-                && names.free.contains(n)
-            {
-                meets = Some(n);
-            }
-            if is_reserved(n) && reserved.is_none_or(|r| n < r) {
-                reserved = Some(n);
-            }
-        };
-        for n in &names.bound {
-            note(n);
+    /// Notes the bound name `n` (`free`: the filter over `names.free`).
+    #[inline(always)]
+    pub(crate) fn note(&mut self, n: &'n str, free: &NameFilter, names: &Names) {
+        if free.may_contain(n.as_bytes())
+            && self.meets.is_none_or(|m| n < m)
+            && names.free.contains(n)
+        {
+            self.meets = Some(n);
         }
-        for &n in extra {
-            note(n);
+        if is_reserved(n) && self.reserved.is_none_or(|r| n < r) {
+            self.reserved = Some(n);
         }
-        let refusal = match (meets, reserved) {
+    }
+
+    pub(crate) fn refusal(&self) -> Option<Refusal> {
+        match (self.meets, self.reserved) {
             (Some(name), _) => Some(Refusal::BoundMeetsFree {
                 name: name.to_owned(),
             }),
@@ -325,7 +333,67 @@ impl<'n> Prepared<'n> {
                 name: name.to_owned(),
             }),
             (None, None) => None,
+        }
+    }
+}
+
+impl<'n> Prepared<'n> {
+    pub(crate) fn new(names: &'n Names) -> Self {
+        Prepared::with(names, Filters::new(names), &[])
+    }
+
+    /// [`Prepared::new`], but without derivations `names.bound` is left to the renamer's
+    /// pass (see the `deferred` field): the bound names are read once per
+    /// call instead of twice.
+    pub(crate) fn deferred(names: &'n Names) -> Self {
+        let filters = Filters::new(names);
+        if !names.derivations.is_empty() {
+            return Prepared::with(names, filters, &[]);
+        }
+        Prepared {
+            names,
+            extra: &[],
+            extra_sorted: Vec::new(),
+            kept: filters.kept,
+            free: filters.free,
+            bound: NameFilter::default(),
+            refusal: None,
+            deferred: true,
+        }
+    }
+
+    /// This call's preparation with `names.bound` checked: `refusal` is what the
+    /// renamer's [`BoundCheck`] found (as [`Prepared::with`] would have).
+    pub(crate) fn settled(&self, refusal: Option<Refusal>) -> Prepared<'n> {
+        Prepared {
+            names: self.names,
+            extra: self.extra,
+            extra_sorted: self.extra_sorted.clone(),
+            kept: self.kept,
+            free: self.free,
+            bound: self.bound,
+            refusal,
+            deferred: false,
+        }
+    }
+
+    /// The bound names are those of `names` and `extra`: the refusal is that of a
+    /// [`Names`] holding both (the least offending name, as the first of a sorted set).
+    pub(crate) fn with(names: &'n Names, filters: Filters, extra: &'n [&'n str]) -> Self {
+        let Filters { kept, free } = filters;
+        let mut bound = NameFilter::default();
+        let mut check = BoundCheck::new();
+        let mut note = |n: &'n str| {
+            bound.add(n.as_bytes());
+            check.note(n, &free, names);
         };
+        for n in &names.bound {
+            note(n);
+        }
+        for &n in extra {
+            note(n);
+        }
+        let refusal = check.refusal();
         let mut extra_sorted = Vec::new();
         if !names.derivations.is_empty() && !extra.is_empty() {
             extra_sorted = extra.to_vec();
@@ -336,8 +404,10 @@ impl<'n> Prepared<'n> {
             extra,
             extra_sorted,
             kept,
+            free,
             bound,
             refusal,
+            deferred: false,
         }
     }
 

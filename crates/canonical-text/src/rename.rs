@@ -3,13 +3,14 @@
 //! those met where nothing is renamed. Held equal to the lexer's reading by
 //! [`crate::reference`] (property tests, the differential fuzzer).
 
+use crate::Refusal;
 use crate::encoding::{self as enc, push_renamed};
 use crate::interner::{Collisions, Entry, Interner, NameKey, Slot, name_key, whole_name_key};
 use crate::lexer::{
     attribute_end, block_comment_end, ident_end, is_ident_continue, is_ident_start,
     line_comment_end, literal_end, preprocessor_end,
 };
-use crate::names::{Names, Prepared, all_digits, is_scope_local, is_symbol};
+use crate::names::{BoundCheck, Names, Prepared, all_digits, is_scope_local, is_symbol};
 use crate::scan::*;
 
 /// Something that makes the tokenization dialect-dependent, or observes a spelling
@@ -79,6 +80,10 @@ pub(crate) struct Renamer<'a, 'n> {
     /// met in code start, in order: the GNU and Microsoft attribute regions start at
     /// those followed by `(` ([`crate::phases::attribute_regions_at`]).
     pub(crate) attributes: Vec<usize>,
+    /// The bound-name refusal this pass found in names the preparation left unread
+    /// ([`Prepared`]'s `deferred`): the call starts again from
+    /// [`Prepared::settled`], since these names were entered as renamable.
+    pub(crate) bound_refusal: Option<Refusal>,
 }
 
 impl<'a, 'n: 'a> Renamer<'a, 'n> {
@@ -111,12 +116,17 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         let known = if bound_ok { prepared.bound_len() } else { 0 } + pinned.len() + 1;
         let mut map = Interner::with_capacity(known + 16);
         let mut set = Ok(());
+        let mut check = BoundCheck::new();
         if bound_ok {
             // Bound names (unless kept) are renamable: known before the text is read, so
             // meeting one costs a single lookup. One pass gives the scan their first
-            // bytes and the table their slots.
-            prepared.each_bound(|b| {
-                let b = b.as_bytes();
+            // bytes and the table their slots (and, when the preparation left them
+            // unread, checks them for the bound-name refusal).
+            prepared.each_bound(|name| {
+                if prepared.deferred {
+                    check.note(name, &prepared.free, names);
+                }
+                let b = name.as_bytes();
                 first.add_name(b);
                 if !b.is_empty() && !prepared.is_kept(b) {
                     set = set.and(map.set(b, whole_name_key(b), Slot::Bound));
@@ -174,6 +184,11 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             reserved: None,
             complete: false,
             attributes: Vec::new(),
+            bound_refusal: if prepared.deferred {
+                check.refusal()
+            } else {
+                None
+            },
         }
     }
 
