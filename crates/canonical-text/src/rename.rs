@@ -122,16 +122,21 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             // meeting one costs a single lookup. One pass gives the scan their first
             // bytes and the table their slots (and, when the preparation left them
             // unread, checks them for the bound-name refusal).
-            prepared.each_bound(|name| {
-                if prepared.deferred {
-                    check.note(name, &prepared.free, names);
-                }
-                let b = name.as_bytes();
+            let mut enter = |b: &'a [u8]| {
                 first.add_name(b);
                 if !b.is_empty() && !prepared.is_kept(b) {
                     set = set.and(map.set(b, whole_name_key(b), Slot::Bound));
                 }
-            });
+            };
+            // Two loops, so the usual one has no check in it.
+            if prepared.deferred {
+                prepared.each_bound(|name| {
+                    check.note(name, &prepared.free, names);
+                    enter(name.as_bytes());
+                });
+            } else {
+                prepared.each_bound(|name| enter(name.as_bytes()));
+            }
         }
         for p in pinned {
             if !p.is_empty() {
