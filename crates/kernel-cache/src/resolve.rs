@@ -1308,15 +1308,32 @@ mod tests {
         }
     }
 
+    /// Kernels `k<i>` / `s<i>` of texts `t<i>`, no options.
+    fn texts(n: usize) -> Vec<BatchKernel<String>> {
+        (0..n)
+            .map(|i| BatchKernel {
+                key: format!("k{i}"),
+                options: vec![],
+                symbol: format!("s{i}"),
+                source: format!("t{i}"),
+            })
+            .collect()
+    }
+
+    /// A program of one kernel: its text (the test backends' programs here).
+    fn first_text(g: &Group<'_, String>) -> Compiled<String> {
+        Compiled {
+            weight: 1,
+            program: g.kernels[0].source.clone(),
+        }
+    }
+
     impl Backend for Faulty {
         type Source = String;
         type Program = String;
         type Error = Refused;
         fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<String>, Refused> {
-            Ok(Compiled {
-                weight: 1,
-                program: g.kernels[0].source.clone(),
-            })
+            Ok(first_text(g))
         }
     }
 
@@ -1411,10 +1428,7 @@ mod tests {
         type Program = String;
         type Error = Refused;
         fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<String>, Refused> {
-            Ok(Compiled {
-                weight: 1,
-                program: g.kernels[0].source.clone(),
-            })
+            Ok(first_text(g))
         }
     }
 
@@ -1448,17 +1462,6 @@ mod tests {
                 program: text,
             })
         }
-    }
-
-    fn texts(n: usize) -> Vec<BatchKernel<String>> {
-        (0..n)
-            .map(|i| BatchKernel {
-                key: format!("k{i}"),
-                options: vec![],
-                symbol: format!("s{i}"),
-                source: format!("t{i}"),
-            })
-            .collect()
     }
 
     /// A split resolve finishes and saves each program once its own compile (and every
@@ -1521,14 +1524,7 @@ mod tests {
     /// is published either way.
     #[test]
     fn a_panic_in_prepare_or_finish_waits_for_its_turn_in_batch_order() {
-        let batch: Vec<BatchKernel<String>> = (0..4)
-            .map(|i| BatchKernel {
-                key: format!("k{i}"),
-                options: vec![],
-                symbol: format!("s{i}"),
-                source: format!("t{i}"),
-            })
-            .collect();
+        let batch = texts(4);
         let cases = [
             vec![
                 ("t0", Fault::Fail(Stage::Prepare)),
@@ -1593,14 +1589,7 @@ mod tests {
     /// after that (a later error no longer hides it).
     #[test]
     fn per_kernel_split_answers_each_failing_program_and_resumes_panics() {
-        let batch: Vec<BatchKernel<String>> = (0..4)
-            .map(|i| BatchKernel {
-                key: format!("k{i}"),
-                options: vec![],
-                symbol: format!("s{i}"),
-                source: format!("t{i}"),
-            })
-            .collect();
+        let batch = texts(4);
         for stage in [Stage::Prepare, Stage::Compile, Stage::Finish] {
             let cache = KernelCache::new(1 << 20);
             let backend = Faulty {
