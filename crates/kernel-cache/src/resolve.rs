@@ -456,7 +456,7 @@ impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
 /// [`resolve`] for a backend that can split its compiles.
 ///
 /// Each option list's representatives are cut into [`programs_for`]`(split, n)`
-/// programs of [`chunks`]' sizes, [`balanced`] by the backend's
+/// programs of [`chunks`](crate::chunks)' sizes, [`balanced`] by the backend's
 /// [`compile_cost`](SplitBackend::compile_cost) (contiguous runs when every kernel costs
 /// the same), where `split` is [`current_split_override`] or else the backend's
 /// [`split`](SplitBackend::split).
