@@ -923,6 +923,55 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(5000))]
+        /// The scan [`Renamer::run`] runs here (AVX2 on the machines this is built and
+        /// tested on) ends as the baseline one does: the same outcome, encoding, renamed
+        /// and pinned names, collisions, and what the gates read from it. Texts of every
+        /// byte class the scan tells apart (names that need a look or not, every special
+        /// byte alone and paired, member operators, numbers, comments, directives,
+        /// literals, non-ASCII, control bytes), long enough to cross blocks.
+        #[test]
+        fn the_avx2_scan_ends_as_the_baseline_scan_does(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "i1", "i22", "v3_x", "n1_x", "x", "k__seg1", "int", "void", "_X", "__x",
+                    "__attribute__((", "aligned", "R\"", "u8'", "L'", "1e+", "0x1p-", "1.", ".",
+                    "->", "::", ":", ">", "+", "-", "[", "[[", "]]", "/", "//", "/*", "*/", "*",
+                    "?", "??", "%", "%:", "&", "#", "#define S(a) #a\n", "\"", "'", "\\", "$",
+                    " ", "  ", "\n", "\t", "\r", "\x0b", "\0", "\x01", "é", "(", ")", ";",
+                    "{", "}", "=", ",", "0", "123",
+                ]),
+                0..160,
+            ),
+            names_pick in 0usize..3,
+            own in proptest::bool::ANY,
+        ) {
+            let text: String = pieces.concat();
+            let src = text.as_bytes();
+            let names = match names_pick {
+                0 => Names::new(),
+                1 => Names::new().with_bound(["n1_x", "x", "_b"]).with_free(["int"]),
+                _ => Names::new().with_bound(["n1_x", "x"]).with_derivation("n", "_x"),
+            };
+            let prepared = Prepared::new(&names);
+            let bound_ok = prepared.refusal.is_none();
+            let own = own.then_some(&b"k__seg1"[..]);
+            let mut a = Renamer::new(src, &prepared, bound_ok, own, b"k__seg", &[]);
+            let mut b = Renamer::new(src, &prepared, bound_ok, own, b"k__seg", &[]);
+            let outcome = |r: Result<(), Ambiguous>| r.err().map(|e| (e.offset, e.what, e.observer));
+            proptest::prop_assert_eq!(outcome(a.run()), outcome(b.run_baseline()), "{:?}", text);
+            proptest::prop_assert_eq!(&a.out, &b.out, "{:?}", text);
+            proptest::prop_assert_eq!(&a.side, &b.side);
+            proptest::prop_assert_eq!(
+                (a.next, a.pinned_count, a.redo, a.collisions, a.complete, a.gate_clear),
+                (b.next, b.pinned_count, b.redo, b.collisions, b.complete, b.gate_clear)
+            );
+            proptest::prop_assert_eq!((a.reserved, &a.attributes), (b.reserved, &b.attributes));
+            proptest::prop_assert_eq!(pinned_names(&a), pinned_names(&b));
+        }
+    }
+
     #[test]
     fn the_scan_sees_a_double_question_mark_split_across_blocks() {
         for at in [0, 1, 62, 63, 64, 126, 127] {

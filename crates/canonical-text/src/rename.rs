@@ -704,7 +704,28 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     /// renaming (by their first byte) and the bytes that may start something special;
     /// everything else (other names, numbers, operators, whitespace) is kept as written
     /// without being looked at again.
+    ///
+    /// Where the CPU has AVX2 ([`avx2`]), the whole scan is compiled for it and classifies
+    /// with [`classify64_avx2`]; elsewhere with [`classify64`]. Both give the same masks,
+    /// so the same result.
     pub(crate) fn run(&mut self) -> Result<(), Ambiguous> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(simd) = avx2() {
+            return pulp::Simd::vectorize(simd, ScanAvx2 { r: self, simd });
+        }
+        self.scan(Baseline)
+    }
+
+    /// [`Self::run`] with the baseline block scan whatever the CPU has, for tests that
+    /// hold the AVX2 scan to it.
+    #[cfg(test)]
+    pub(crate) fn run_baseline(&mut self) -> Result<(), Ambiguous> {
+        self.scan(Baseline)
+    }
+
+    /// [`Self::run`]'s scan, with `classify` telling the bytes of each block apart.
+    #[inline(always)]
+    fn scan<C: Classify>(&mut self, classify: C) -> Result<(), Ambiguous> {
         let src = self.src;
         let n = src.len();
         // Everything before `p` is handled.
@@ -728,7 +749,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 gate,
                 quest,
                 under,
-            } = block_masks(src, base, &first);
+            } = block_masks(src, base, &first, &classify);
             // The second `?` of each `??`, this block's first one after the last block's.
             gated |= gate | (quest & ((quest << 1) | quest_carry));
             quest_carry = quest >> 63;
@@ -765,10 +786,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                     // `/` or `*`, `?` not before `?`, `%` not before `:`, `&`) are
                     // passed over. None of them can lie inside a preprocessing number,
                     // so the look-back rules are the same without them.
+                    // (A classifier that `PASSES` left them out of `special`.)
                     let b1 = u16::from(src.get(pos + 1).copied().unwrap_or(0));
-                    let (pass, n1, n2) = PASS_UNLESS[src[pos] as usize];
-                    let nothing = pass & (b1 != n1) & (b1 != n2);
-                    if nothing {
+                    if !C::PASSES && passed_over(src[pos], b1) {
                         events &= events - 1;
                         continue;
                     }
@@ -808,6 +828,25 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         self.gate_clear = gated == 0 && self.complete;
         self.out.extend_from_slice(&src[self.chunk_start.min(n)..]);
         Ok(())
+    }
+}
+
+/// [`Renamer::run`]'s scan compiled for AVX2 (`pulp` calls [`pulp::WithSimd::with_simd`]
+/// inside a function with the target's features, where everything it inlines is
+/// compiled with them).
+#[cfg(target_arch = "x86_64")]
+struct ScanAvx2<'r, 'a, 'n> {
+    r: &'r mut Renamer<'a, 'n>,
+    simd: pulp::x86::V3,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<'a, 'n: 'a> pulp::WithSimd for ScanAvx2<'_, 'a, 'n> {
+    type Output = Result<(), Ambiguous>;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _: S) -> Self::Output {
+        self.r.scan(Avx2(self.simd))
     }
 }
 
