@@ -59,7 +59,7 @@ pub(crate) const K2: u64 = 0xC2B2_AE3D_27D4_EB4F;
 pub(crate) fn name_key(buf: &[u8], s: usize, e: usize) -> NameKey {
     /// For a name of `l` bytes (`l` at most 16), the masks of its bytes in the first
     /// two words (a table: no branch on the length).
-    static LOW: [(u64, u64); 17] = {
+    const LOW: [(u64, u64); 17] = {
         let mut t = [(0u64, 0u64); 17];
         let mut l = 1;
         while l <= 16 {

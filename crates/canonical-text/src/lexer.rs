@@ -140,7 +140,7 @@ const fn class_table() -> [u8; 256] {
 static CLASS: [u8; 256] = class_table();
 
 /// Bytes that may continue an identifier.
-static IDENT_CONTINUE: [bool; 256] = {
+const IDENT_CONTINUE: [bool; 256] = {
     let mut t = [false; 256];
     let mut i = 0;
     while i < 256 {

@@ -16,8 +16,10 @@ pub(crate) const B_SIGN: u8 = 4;
 pub(crate) const B_NUMBER: u8 = 16;
 
 /// What a byte before an identifier may tell about it (table lookups instead of
-/// branchy matches in the hot loop).
-pub(crate) static BEFORE: [u8; 256] = {
+/// branchy matches in the hot loop). A `const`, as the scan's other tables are, not a
+/// `static`: in a position-independent executable a `static` of another codegen unit is
+/// reached through the global offset table, one more dependent load per lookup.
+pub(crate) const BEFORE: [u8; 256] = {
     let mut t = [0u8; 256];
     t[b' ' as usize] = B_SPACE;
     t[b'\t' as usize] = B_SPACE;
@@ -35,7 +37,7 @@ pub(crate) static BEFORE: [u8; 256] = {
 
 /// For a byte that [`crate::rename::Renamer::run`] may pass over: the next bytes that would make it
 /// start something (`0x100`: none; bytes not listed are never passed over).
-pub(crate) static PASS_UNLESS: [(bool, u16, u16); 256] = {
+pub(crate) const PASS_UNLESS: [(bool, u16, u16); 256] = {
     let mut t = [(false, 0x100u16, 0x100u16); 256];
     t[b'[' as usize] = (true, b'[' as u16, b'[' as u16);
     t[b'/' as usize] = (true, b'/' as u16, b'*' as u16);
