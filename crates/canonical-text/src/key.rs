@@ -3,10 +3,9 @@
 
 use std::sync::OnceLock;
 
-use sha2::{Digest, Sha256};
-
 use crate::Refusal;
 use crate::encoding as enc;
+use crate::sha::BlockHasher;
 
 /// Domain separation and format version of [`Canonical::key`](crate::Canonical::key). Bump on any change of the
 /// encoding or of the renaming rules, so no key of an old format can equal a new one.
@@ -21,18 +20,19 @@ use crate::encoding as enc;
 /// outside string and character literals refuses renaming (clang reads U+00A0 and other
 /// Unicode spaces as white space: `i1 -\u{a0}i2` and `\u{a0}assert(i1)` were renamed).
 /// Its length part and it fill exactly one SHA-256 block, so each key starts from a
-/// hash state computed once ([`key_prefix`]).
+/// hash state computed once ([`key_state`]).
 pub(crate) const KEY_DOMAIN: &[u8] = b"kcache canonical-text v5 -- the key of a kernel encoding";
 const _: () = assert!(8 + KEY_DOMAIN.len() == 64);
 
-/// The SHA-256 state after the length-prefixed [`KEY_DOMAIN`].
-pub(crate) fn key_prefix() -> &'static Sha256 {
-    static PREFIX: OnceLock<Sha256> = OnceLock::new();
-    PREFIX.get_or_init(|| {
-        let mut h = Sha256::new();
-        h.update(crate::part_len(KEY_DOMAIN.len()));
-        h.update(KEY_DOMAIN);
-        h
+/// The SHA-256 state after the length-prefixed [`KEY_DOMAIN`] (one whole block).
+pub(crate) fn key_state() -> [u32; 8] {
+    static STATE: OnceLock<[u32; 8]> = OnceLock::new();
+    *STATE.get_or_init(|| {
+        let mut block = [0u8; 64];
+        let (len, domain) = block.split_at_mut(8);
+        len.copy_from_slice(&crate::part_len(KEY_DOMAIN.len()));
+        domain.copy_from_slice(KEY_DOMAIN);
+        crate::sha::state_after(&block)
     })
 }
 
@@ -78,30 +78,27 @@ impl Canonical {
     /// a consistent renaming of the names each one owns.
     pub fn key(&self, extra_parts: &[&[u8]]) -> String {
         // What `digest_of_parts` of [KEY_DOMAIN, token part, encoding, extra parts..]
-        // hashes, without gathering the parts first; short parts and length prefixes are
-        // gathered in `head` and handed over at once.
-        let mut h = key_prefix().clone();
-        let mut head = Gather::default();
+        // hashes, without gathering the parts first, from the state after the domain's
+        // block.
+        let mut h = BlockHasher::resume(key_state(), 1);
         match self.token_bytes() {
             Some(t) => {
-                head.put(&crate::part_len(1 + t.len()), &mut h);
-                head.put(b"K", &mut h);
-                head.put(t, &mut h);
+                h.update(&crate::part_len(1 + t.len()));
+                h.update(b"K");
+                h.update(t);
             }
             None => {
-                head.put(&crate::part_len(1), &mut h);
-                head.put(b"N", &mut h);
+                h.update(&crate::part_len(1));
+                h.update(b"N");
             }
         }
-        head.put(&crate::part_len(self.encoding.len()), &mut h);
-        head.flush(&mut h);
+        h.update(&crate::part_len(self.encoding.len()));
         h.update(&self.encoding);
         for p in extra_parts {
-            head.put(&crate::part_len(p.len()), &mut h);
-            head.put(p, &mut h);
+            h.update(&crate::part_len(p.len()));
+            h.update(p);
         }
-        head.flush(&mut h);
-        crate::hex_lower(&h.finalize())
+        crate::hex_lower(&h.finish())
     }
 
     /// The byte stream the key is taken over: the kernel's bytes as written, each
@@ -150,42 +147,6 @@ impl Canonical {
     /// spelled everywhere; sorted.
     pub fn pinned(&self) -> &[String] {
         &self.pinned
-    }
-}
-
-/// Short pieces of a hash input gathered into one update.
-pub(crate) struct Gather {
-    pub(crate) buf: [u8; 128],
-    pub(crate) len: usize,
-}
-
-impl Default for Gather {
-    fn default() -> Self {
-        Gather {
-            buf: [0; 128],
-            len: 0,
-        }
-    }
-}
-
-impl Gather {
-    /// Appends `bytes` to the input of `h` (through the buffer if they fit).
-    pub(crate) fn put(&mut self, bytes: &[u8], h: &mut Sha256) {
-        match self.buf.get_mut(self.len..self.len + bytes.len()) {
-            Some(room) => {
-                room.copy_from_slice(bytes);
-                self.len += bytes.len();
-            }
-            None => {
-                self.flush(h);
-                h.update(bytes);
-            }
-        }
-    }
-
-    pub(crate) fn flush(&mut self, h: &mut Sha256) {
-        h.update(&self.buf[..self.len]);
-        self.len = 0;
     }
 }
 

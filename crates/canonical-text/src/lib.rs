@@ -302,6 +302,7 @@ pub mod reference;
 mod refusal;
 mod rename;
 mod scan;
+mod sha;
 
 pub use canonical::canonical_kernel;
 pub use key::Canonical;
