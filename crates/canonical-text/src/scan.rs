@@ -139,6 +139,30 @@ pub(crate) struct Masks {
     pub(crate) under: u64,
 }
 
+impl Masks {
+    /// The masks from `either`, the candidates and special bytes together: no special
+    /// byte continues an identifier, and candidates do, so `cont` tells them apart.
+    #[inline(always)]
+    pub(crate) fn split(
+        cont: u64,
+        either: u64,
+        space: u64,
+        gate: u64,
+        quest: u64,
+        under: u64,
+    ) -> Masks {
+        Masks {
+            cont,
+            cand: either & cont,
+            special: either & !cont,
+            space,
+            gate,
+            quest,
+            under,
+        }
+    }
+}
+
 /// The [`Masks`] of 64 bytes. On x86-64, SSE2 compares 16 bytes at a time and
 /// `movemask` gathers the results.
 #[cfg(target_arch = "x86_64")]
@@ -201,16 +225,7 @@ pub(crate) fn classify64(block: &[u8; 64], first: &FirstBytes) -> Masks {
         quest |= bits(eq(v, b'?')) << (16 * k);
         under |= bits(is_under) << (16 * k);
     }
-    // No special byte continues an identifier, and candidates do: one mask tells both.
-    Masks {
-        cont,
-        cand: either & cont,
-        special: either & !cont,
-        space,
-        gate,
-        quest,
-        under,
-    }
+    Masks::split(cont, either, space, gate, quest, under)
 }
 
 /// The AVX2 instructions, when this CPU has them (x86-64-v3, detected once): then
@@ -243,16 +258,7 @@ pub(crate) fn classify64_avx2(simd: pulp::x86::V3, window: &[u8; 65], first: &Fi
     let join = |i: usize| u64::from(lo[i]) | (u64::from(hi[i]) << 32);
     let (cont, either, space) = (join(0), join(1), join(2));
     let (gate, quest, under) = (join(3), join(4), join(5));
-    // As in `classify64`: one mask tells candidates and special bytes apart.
-    Masks {
-        cont,
-        cand: either & cont,
-        special: either & !cont,
-        space,
-        gate,
-        quest,
-        under,
-    }
+    Masks::split(cont, either, space, gate, quest, under)
 }
 
 /// [`classify64_avx2`]'s masks of the 32 bytes `v` (`v1`: the bytes after each): `cont`,
@@ -437,16 +443,14 @@ pub(crate) fn classify64_portable(block: &[u8; 64], first: &FirstBytes) -> Masks
     // No special byte continues an identifier, and candidates do: two gathers tell all
     // three masks apart.
     let cont = gather_high_bits(&cont);
-    let either = gather_high_bits(&either);
-    Masks {
+    Masks::split(
         cont,
-        cand: either & cont,
-        special: either & !cont,
+        gather_high_bits(&either),
         space,
-        gate: gather_high_bits(&gate),
-        quest: gather_high_bits(&quest),
-        under: gather_high_bits(&under),
-    }
+        gather_high_bits(&gate),
+        gather_high_bits(&quest),
+        gather_high_bits(&under),
+    )
 }
 
 /// Bit `i` of the result is the high bit of `f[i]` (every byte is 0 or 0x80).
