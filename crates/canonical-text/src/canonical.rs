@@ -940,11 +940,11 @@ mod tests {
                     "->", "::", ":", ">", "+", "-", "[", "[[", "]]", "/", "//", "/*", "*/", "*",
                     "?", "??", "%", "%:", "&", "#", "#define S(a) #a\n", "\"", "'", "\\", "$",
                     " ", "  ", "\n", "\t", "\r", "\x0b", "\0", "\x01", "é", "(", ")", ";",
-                    "{", "}", "=", ",", "0", "123",
+                    "{", "}", "=", ",", "0", "123", "a1", "c1", "f1", "b",
                 ]),
                 0..160,
             ),
-            names_pick in 0usize..3,
+            names_pick in 0usize..4,
             own in proptest::bool::ANY,
         ) {
             let text: String = pieces.concat();
@@ -952,7 +952,10 @@ mod tests {
             let names = match names_pick {
                 0 => Names::new(),
                 1 => Names::new().with_bound(["n1_x", "x", "_b"]).with_free(["int"]),
-                _ => Names::new().with_bound(["n1_x", "x"]).with_derivation("n", "_x"),
+                2 => Names::new().with_bound(["n1_x", "x"]).with_derivation("n", "_x"),
+                // More first bytes than the scan compares against: every identifier
+                // start is met (`FirstBytes::all`).
+                _ => Names::new().with_bound(["a1", "b1", "c1", "d1", "e1", "f1", "n1_x", "x", "_b"]),
             };
             let prepared = Prepared::new(&names);
             let bound_ok = prepared.refusal.is_none();
