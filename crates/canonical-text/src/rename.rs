@@ -706,8 +706,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     /// without being looked at again.
     ///
     /// Where the CPU has AVX2 ([`avx2`]), the whole scan is compiled for it and classifies
-    /// with [`classify64_avx2`]; elsewhere with [`classify64`]. Both give the same masks,
-    /// so the same result.
+    /// with [`classify64_avx2`]; elsewhere with [`classify64`]. Both give the same masks
+    /// (the AVX2 ones without the special bytes the loop would pass over), so the same
+    /// result (`the_avx2_scan_ends_as_the_baseline_scan_does`).
     pub(crate) fn run(&mut self) -> Result<(), Ambiguous> {
         #[cfg(target_arch = "x86_64")]
         if let Some(simd) = avx2() {
