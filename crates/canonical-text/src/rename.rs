@@ -788,8 +788,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                     // passed over. None of them can lie inside a preprocessing number,
                     // so the look-back rules are the same without them.
                     // (A classifier that `PASSES` left them out of `special`.)
-                    let b1 = u16::from(src.get(pos + 1).copied().unwrap_or(0));
-                    if !C::PASSES && passed_over(src[pos], b1) {
+                    if !C::PASSES
+                        && passed_over(src[pos], src.get(pos + 1).map_or(0, |&b| b.into()))
+                    {
                         events &= events - 1;
                         continue;
                     }

@@ -510,9 +510,10 @@ impl Classify for Avx2 {
     }
 }
 
-/// Whether the special byte `b` starts nothing when `next` follows it (`0x100`: the
-/// text ends): `[` not before `[`, `/` not before `/` or `*`, `?` not before `?`, `%`
-/// not before `:`, and `&` ([`PASS_UNLESS`]). The scan passes over them.
+/// Whether the special byte `b` starts nothing when `next` follows it (`0` where the text
+/// ends; the AVX2 scan reads a space there, which no rule tells from `0`): `[` not before
+/// `[`, `/` not before `/` or `*`, `?` not before `?`, `%` not before `:`, and `&`
+/// ([`PASS_UNLESS`]). The scan passes over them.
 #[inline(always)]
 pub(crate) fn passed_over(b: u8, next: u16) -> bool {
     let (pass, n1, n2) = PASS_UNLESS[b as usize];
