@@ -717,15 +717,17 @@ mod tests {
         // table of up to 1024 slots, so the 258th one examines more than `PROBE_LIMIT`
         // slots. Without the limit each new one would walk all the others (time
         // quadratic in the names); with it the kernel is keyed raw.
-        let target = whole_name_key(b"ibbbbbbb").hash >> 54;
+        // They start `i` and a digit, so the scan looks each up (it keeps an `i` name
+        // without a digit after the `i` without one, when no listed name starts so).
+        let target = whole_name_key(b"i0bbbbbb").hash >> 54;
         let mut names = Vec::new();
         let mut n = 0u64;
         while names.len() < 300 {
             // Letters that spell no spelling observer (`asm`, `ifunc`, ...).
             const LETTERS: &[u8; 16] = b"bcdeghjklmnopqrt";
-            let mut name = *b"ibbbbbbb";
+            let mut name = *b"i0bbbbbb";
             let mut m = n;
-            for b in name[1..].iter_mut() {
+            for b in name[2..].iter_mut() {
                 *b = LETTERS[(m % 16) as usize];
                 m /= 16;
             }
@@ -936,6 +938,7 @@ mod tests {
             pieces in proptest::collection::vec(
                 proptest::sample::select(vec![
                     "i1", "i22", "v3_x", "n1_x", "x", "k__seg1", "int", "void", "_X", "__x",
+                    "i", "v", "ix", "vy", "v3",
                     "__attribute__((", "aligned", "R\"", "u8'", "L'", "1e+", "0x1p-", "1.", ".",
                     "->", "::", ":", ">", "+", "-", "[", "[[", "]]", "/", "//", "/*", "*/", "*",
                     "?", "??", "%", "%:", "&", "#", "#define S(a) #a\n", "\"", "'", "\\", "$",
@@ -944,7 +947,7 @@ mod tests {
                 ]),
                 0..160,
             ),
-            names_pick in 0usize..4,
+            names_pick in 0usize..5,
             own in proptest::bool::ANY,
         ) {
             let text: String = pieces.concat();
@@ -953,6 +956,9 @@ mod tests {
                 0 => Names::new(),
                 1 => Names::new().with_bound(["n1_x", "x", "_b"]).with_free(["int"]),
                 2 => Names::new().with_bound(["n1_x", "x"]).with_derivation("n", "_x"),
+                // Listed names starting with `i` and `v`: every name starting so needs
+                // a look, not only those of the minted shapes.
+                3 => Names::new().with_bound(["ix", "vy"]),
                 // More first bytes than the scan compares against: every identifier
                 // start is met (`FirstBytes::all`).
                 _ => Names::new().with_bound(["a1", "b1", "c1", "d1", "e1", "f1", "n1_x", "x", "_b"]),

@@ -426,9 +426,10 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     /// [`Self::after_member_operator`].
     #[inline(always)]
     pub(crate) fn ident(&mut self, s: usize, e: usize, before: u64, base: usize) {
-        // Names starting with `i` or `v` that are no symbol or scope-local are looked up
-        // all the same: that is cheaper than telling them apart, and they are kept.
-        // Unless the scan takes every identifier start, it only finds names in `look`.
+        // Names starting with `i` or `v` (with a digit after it) that are no symbol or
+        // scope-local are looked up all the same: that is cheaper than telling them
+        // apart, and they are kept. Unless the scan takes every identifier start, it only
+        // finds names in `look`.
         if self.first.all && !self.look.contains(self.src[s]) {
             return;
         }
@@ -707,8 +708,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     ///
     /// Where the CPU has AVX2 ([`avx2`]), the whole scan is compiled for it and classifies
     /// with [`classify64_avx2`]; elsewhere with [`classify64`]. Both give the same masks
-    /// (the AVX2 ones without the special bytes the loop would pass over), so the same
-    /// result (`the_avx2_scan_ends_as_the_baseline_scan_does`).
+    /// (the AVX2 ones without the special bytes and the shape-only names the loop would
+    /// pass over: see [`Classify::PASSES`]), so the same result
+    /// (`the_avx2_scan_ends_as_the_baseline_scan_does`).
     pub(crate) fn run(&mut self) -> Result<(), Ambiguous> {
         #[cfg(target_arch = "x86_64")]
         if let Some(simd) = avx2() {
@@ -767,6 +769,22 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 let i = events.trailing_zeros();
                 let pos = base + i as usize;
                 let word = (starts >> i) & 1 != 0;
+                // A name whose first byte needs a look only by the name's shape, with no
+                // digit after it, is kept without one (a classifier that `PASSES` left
+                // it out of `cand`): no bound, pinned, own or derived name starts with
+                // that byte (`Self::new` adds their first bytes whole), so only a symbol
+                // `i<digits>` or a scope-local `v<digits>_` starting with it may be
+                // renamed or pinned, and both have a digit there. Looked up, it would be
+                // kept as spelled: entered in the name table as such, which only a
+                // lookup meeting `PROBE_LIMIT` (astronomically rare) could tell.
+                if word
+                    && !C::PASSES
+                    && first.shape_only(src[pos])
+                    && !src.get(pos + 1).is_some_and(u8::is_ascii_digit)
+                {
+                    events &= events - 1;
+                    continue;
+                }
                 if !word {
                     if (reserved_starts >> i) & 1 != 0 {
                         // Nothing changes here: the scan goes on as if the word were not

@@ -71,25 +71,33 @@ impl ByteSet {
 
 /// First bytes of names that need a look: a table, and for the vectorized scan up to
 /// eight of them (unused slots 0, which starts no identifier) or `all` if there are
-/// more.
+/// more; and up to two first bytes whose names need a look only by their shape
+/// (`shapes`: the symbols `i<digits>` and scope-locals `v<digits>_`), which only
+/// a name with a digit after its first byte has.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct FirstBytes {
     pub(crate) table: ByteSet,
     pub(crate) bytes: [u8; 8],
     pub(crate) len: usize,
     pub(crate) all: bool,
+    /// Bytes added by [`FirstBytes::add_scan`] and not by [`FirstBytes::add`] (unused
+    /// slots 0); never in `bytes`.
+    pub(crate) shapes: [u8; 2],
 }
 
 impl FirstBytes {
     /// Adds `b` as the first byte of names that need a look.
     pub(crate) fn add(&mut self, b: u8) {
         self.table.insert(b);
-        self.add_scan(b);
+        for s in &mut self.shapes {
+            if *s == b {
+                *s = 0;
+            }
+        }
+        self.add_byte(b);
     }
 
-    /// Adds `b` to the scan only: the names starting with it are told by their shape
-    /// (symbols `i<digits>`, scope-locals `v<digits>_`), not by the table.
-    pub(crate) fn add_scan(&mut self, b: u8) {
+    fn add_byte(&mut self, b: u8) {
         if b == 0 || self.bytes[..self.len].contains(&b) {
             return;
         }
@@ -98,6 +106,19 @@ impl FirstBytes {
         } else {
             self.bytes[self.len] = b;
             self.len += 1;
+        }
+    }
+
+    /// Adds `b` to the scan only: the names starting with it are told by their shape
+    /// (symbols `i<digits>`, scope-locals `v<digits>_`), not by the table, so only
+    /// those with a digit after `b` need a look (unless `b` is also [`FirstBytes::add`]ed).
+    pub(crate) fn add_scan(&mut self, b: u8) {
+        if b == 0 || self.shapes.contains(&b) || self.bytes[..self.len].contains(&b) {
+            return;
+        }
+        match self.shapes.iter_mut().find(|s| **s == 0) {
+            Some(s) => *s = b,
+            None => self.add_byte(b),
         }
     }
 
@@ -111,6 +132,13 @@ impl FirstBytes {
     pub(crate) fn contains(&self, b: u8) -> bool {
         self.table.contains(b)
     }
+
+    /// Whether names starting with `b` need a look only by their shape: then only one
+    /// with a digit after `b` does (the scan passes over the others).
+    #[inline(always)]
+    pub(crate) fn shape_only(&self, b: u8) -> bool {
+        b != 0 && (self.shapes[0] == b || self.shapes[1] == b)
+    }
 }
 
 /// What [`classify64`] tells of 64 bytes: bit `i` of each mask is about byte `i`.
@@ -121,6 +149,8 @@ pub(crate) struct Masks {
     /// here it is special, and refused if met.)
     pub(crate) cont: u64,
     /// Identifier start bytes that may begin a name needing a look (see [`FirstBytes`]).
+    /// A classifier whose [`Classify::PASSES`] is set leaves out those of
+    /// [`FirstBytes::shapes`] with no digit after them.
     pub(crate) cand: u64,
     /// Bytes that may start a literal, comment, preprocessor line, attribute, trigraph
     /// or stray backslash (`"` `#` `%` `'` `[` `\\` `/` `?`), or is refused (`$`), and
@@ -181,6 +211,7 @@ pub(crate) fn classify64(block: &[u8; 64], first: &FirstBytes) -> Masks {
     let eq = |v: m128i, b: u8| cmp_eq_mask_i8_m128i(v, splat(b));
     let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
     let f = first.bytes;
+    let [s0, s1] = first.shapes;
     let all = splat(if first.all { 0xff } else { 0 });
     let (mut cont, mut either, mut space) = (0u64, 0u64, 0u64);
     let (mut gate, mut quest, mut under) = (0u64, 0u64, 0u64);
@@ -205,7 +236,8 @@ pub(crate) fn classify64(block: &[u8; 64], first: &FirstBytes) -> Masks {
                 bitor_m128i(eq(v, f[6]), eq(v, f[7])),
             ),
         );
-        let is_cand = bitand_m128i(is_start, bitor_m128i(all, in_first));
+        let in_shapes = bitor_m128i(eq(v, s0), eq(v, s1));
+        let is_cand = bitand_m128i(is_start, bitor_m128i(bitor_m128i(all, in_first), in_shapes));
         let is_special = bitor_m128i(
             bitor_m128i(in_range(v, b'"', b'\''), in_range(v, b'[', b'\\')),
             bitor_m128i(eq(v, b'/'), eq(v, b'?')),
@@ -238,7 +270,8 @@ pub(crate) fn avx2() -> Option<pulp::x86::V3> {
 
 /// [`classify64`] with AVX2, of `window`'s first 64 bytes: the same compares 32 bytes
 /// at a time, and one `movemask` per 32 bytes; and, since each byte's next one is at
-/// hand, without the special bytes [`passed_over`] (see [`Classify`]). Held to the
+/// hand, without the special bytes [`passed_over`] nor the candidates of
+/// [`FirstBytes::shapes`] with no digit after them (see [`Classify`]). Held to the
 /// portable masks by `block_scan_agrees_with_the_portable_one` and the property test
 /// beside it. Inlined only into code that `simd` vectorizes (its helpers are functions,
 /// not closures: a closure is compiled without the target's features, and the
@@ -249,11 +282,12 @@ pub(crate) fn classify64_avx2(simd: pulp::x86::V3, window: &[u8; 65], first: &Fi
     use avx2_ops::*;
     let f = first.bytes;
     let all = splat(simd, if first.all { 0xff } else { 0 });
-    let lo = classify32_avx2(simd, load32(window, 0), load32(window, 1), f, all);
+    let shapes = first.shapes;
+    let lo = classify32_avx2(simd, load32(window, 0), load32(window, 1), f, shapes, all);
     // Opaque to the optimizer: seeing both halves' compares at once, LLVM joined the
     // two `movemask`s into one 64-lane mask, which AVX2 has no instruction for; it
     // built it byte by byte, and the scan ran 1.6 times slower.
-    let hi = classify32_avx2(simd, load32(window, 32), load32(window, 33), f, all)
+    let hi = classify32_avx2(simd, load32(window, 32), load32(window, 33), f, shapes, all)
         .map(std::hint::black_box);
     let join = |i: usize| u64::from(lo[i]) | (u64::from(hi[i]) << 32);
     let (cont, either, space) = (join(0), join(1), join(2));
@@ -263,7 +297,7 @@ pub(crate) fn classify64_avx2(simd: pulp::x86::V3, window: &[u8; 65], first: &Fi
 
 /// [`classify64_avx2`]'s masks of the 32 bytes `v` (`v1`: the bytes after each): `cont`,
 /// `either`, `space`, `gate`, `quest`, `under` (as in [`classify64`], with no byte
-/// [`passed_over`] in `either`).
+/// [`passed_over`] in `either`, nor a byte of `shapes` with no digit after it).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn classify32_avx2(
@@ -271,6 +305,7 @@ fn classify32_avx2(
     v: avx2_ops::V,
     v1: avx2_ops::V,
     f: [u8; 8],
+    shapes: [u8; 2],
     all: avx2_ops::V,
 ) -> [u32; 6] {
     use avx2_ops::*;
@@ -300,7 +335,14 @@ fn classify32_avx2(
             or(s, eq(s, v, f[6]), eq(s, v, f[7])),
         ),
     );
-    let is_cand = and(s, is_start, or(s, all, in_first));
+    // A name starting with a byte of `shapes` needs a look only with a digit after it.
+    let in_shapes = or(s, eq(s, v, shapes[0]), eq(s, v, shapes[1]));
+    let shaped = and(s, in_shapes, in_range(s, v1, b'0', b'9'));
+    let is_cand = and(
+        s,
+        is_start,
+        or(s, or(s, andnot(s, in_shapes, all), in_first), shaped),
+    );
     let is_quest = eq(s, v, b'?');
     let is_slash = eq(s, v, b'/');
     let is_special = or(
@@ -421,7 +463,7 @@ pub(crate) fn classify64_portable(block: &[u8; 64], first: &FirstBytes) -> Masks
         let l = b | 0x20;
         let is_start = (l.wrapping_sub(b'a') < 26) | (b == b'_') | (b >= 0x80);
         let is_cont = is_start | (b.wrapping_sub(b'0') < 10);
-        let in_first = f.contains(&b);
+        let in_first = f.contains(&b) || first.shape_only(b);
         let is_cand = is_start & (first.all | in_first);
         // `"` `#` `$` `%` `'` (and, harmlessly, `&`); `[` `\\`; `/`; `?`.
         let is_sp =
@@ -471,10 +513,10 @@ pub(crate) fn gather_high_bits(f: &[u8; 64]) -> u64 {
 use classify64_portable as classify64;
 
 /// A way to compute the [`Masks`] of a block: every one gives [`classify64_portable`]'s
-/// masks, except that one with [`Classify::PASSES`] leaves the bytes [`passed_over`] out
-/// of `special`.
+/// masks, except that one with [`Classify::PASSES`] leaves out what the scan passes over.
 pub(crate) trait Classify {
-    /// `special` holds no byte [`passed_over`] (else it holds them all).
+    /// `special` holds no byte [`passed_over`], and `cand` no byte of
+    /// [`FirstBytes::shapes`] without a digit after it (else both hold them all).
     const PASSES: bool;
 
     /// The masks of `window`'s first 64 bytes (`window[64]` is the byte after them).
@@ -652,15 +694,46 @@ mod tests {
     }
 
     /// `masks` as a classifier that [`Classify::PASSES`] gives them: without the special
-    /// bytes [`passed_over`] (`next` follows the block), read byte by byte.
-    fn passing(mut masks: Masks, block: &[u8; 64], next: u8) -> Masks {
+    /// bytes [`passed_over`] nor the candidates of `first`'s shapes with no digit after
+    /// them (`next` follows the block), read byte by byte.
+    fn passing(mut masks: Masks, block: &[u8; 64], next: u8, first: &FirstBytes) -> Masks {
         for (i, &b) in block.iter().enumerate() {
             let after = block.get(i + 1).copied().unwrap_or(next);
             if passed_over(b, u16::from(after)) {
                 masks.special &= !(1 << i);
             }
+            if first.shape_only(b) && !after.is_ascii_digit() {
+                masks.cand &= !(1 << i);
+            }
         }
         masks
+    }
+
+    #[test]
+    fn a_byte_added_whole_is_no_shape() {
+        let mut f = FirstBytes::default();
+        f.add_scan(b'i');
+        f.add_scan(b'v');
+        assert!(f.shape_only(b'i') && f.shape_only(b'v') && !f.shape_only(0));
+        assert!(!f.contains(b'i') && f.len == 0);
+        // Added whole (a listed name starts with it): every name starting so needs a
+        // look.
+        f.add(b'i');
+        assert!(!f.shape_only(b'i') && f.shape_only(b'v') && f.contains(b'i'));
+        assert_eq!(f.bytes[..f.len], [b'i']);
+        // And stays whole if added to the scan again.
+        f.add_scan(b'i');
+        assert!(!f.shape_only(b'i'));
+        // A third shape byte has no slot: it needs a look whatever follows it, and
+        // stays so when it is added to the scan again after a slot is freed.
+        f.add_scan(b'x');
+        f.add_scan(b'y');
+        assert!(f.shape_only(b'x') && !f.shape_only(b'y'));
+        assert_eq!(f.bytes[..f.len], [b'i', b'y']);
+        f.add(b'x');
+        f.add_scan(b'y');
+        assert!(!f.shape_only(b'x') && !f.shape_only(b'y'));
+        assert_eq!(f.shapes, [0, b'v']);
     }
 
     /// This machine runs the AVX2 scan (the bench and CI machines have it): the property
@@ -691,18 +764,32 @@ mod tests {
                 ],
                 64,
             ),
-            next in proptest::sample::select(b"[/*?:% x\0\xff".to_vec()),
-            firsts in proptest::collection::vec(proptest::num::u8::ANY, 0..10),
+            next in proptest::sample::select(b"[/*?:% x\0\xff05i".to_vec()),
+            firsts in proptest::collection::vec(
+                (
+                    proptest::bool::ANY,
+                    proptest::prop_oneof![
+                        proptest::num::u8::ANY,
+                        proptest::sample::select(b"iv_nx0".to_vec()),
+                    ],
+                ),
+                0..12,
+            ),
         ) {
             let block: [u8; 64] = block.try_into().unwrap_or([b' '; 64]);
+            // First bytes added whole or to the scan only (as shapes), in any order.
             let mut f = FirstBytes::default();
-            for b in firsts {
-                f.add(b);
+            for (whole, b) in firsts {
+                if whole {
+                    f.add(b);
+                } else {
+                    f.add_scan(b);
+                }
             }
             let want = classify64_portable(&block, &f);
             proptest::prop_assert_eq!(classify64(&block, &f), want);
             if let Some(avx2) = classify_avx2_if_here(&block, next, &f) {
-                proptest::prop_assert_eq!(avx2, passing(want, &block, next));
+                proptest::prop_assert_eq!(avx2, passing(want, &block, next, &f));
             }
         }
     }
@@ -720,6 +807,14 @@ mod tests {
         ] {
             let mut f = FirstBytes::default();
             for &b in bytes {
+                f.add(b);
+            }
+            firsts.push(f);
+            // `i` and `v` as shapes, as the renamer adds them, then the rest whole.
+            let mut f = FirstBytes::default();
+            f.add_scan(b'i');
+            f.add_scan(b'v');
+            for &b in bytes.get(2..).unwrap_or_default() {
                 f.add(b);
             }
             firsts.push(f);
@@ -746,8 +841,8 @@ mod tests {
             for block in &blocks {
                 let masks = classify64(block, f);
                 assert_eq!(masks, classify64_portable(block, f));
-                for next in [b' ', b'[', b'/', b'*', b'?', b':'] {
-                    let want = passing(masks, block, next);
+                for next in [b' ', b'[', b'/', b'*', b'?', b':', b'7'] {
+                    let want = passing(masks, block, next, f);
                     assert_eq!(want, classify_avx2_if_here(block, next, f).unwrap_or(want));
                 }
                 // `under` is exactly the `_` bytes.
