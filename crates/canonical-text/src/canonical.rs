@@ -712,6 +712,29 @@ mod tests {
     }
 
     #[test]
+    fn renamed_names_of_every_length_are_listed_whole() {
+        // The renamer copies a name of at most 16 bytes with 16 bytes of the text after
+        // it, then cuts the copy back: every length, at the text's end and inside it.
+        for len in 2..=40 {
+            let name = format!("i{}", "7".repeat(len - 1));
+            for text in [
+                name.clone(),
+                format!("x = {name}"),
+                format!("{name} = 1; /* padding past sixteen bytes */"),
+                format!("a = {name} + {name} + i1"),
+            ] {
+                let c = canonical_kernel(&text, None, &Names::new());
+                let want: &[&str] = if text.ends_with("i1") {
+                    &[&name, "i1"]
+                } else {
+                    &[&name]
+                };
+                assert_eq!(c.renamed().collect::<Vec<_>>(), want, "{text:?}");
+            }
+        }
+    }
+
+    #[test]
     fn names_made_to_collide_refuse_renaming() {
         // Names whose hashes share their top 10 bits: they share a home slot in every
         // table of up to 1024 slots, so the 258th one examines more than `PROBE_LIMIT`

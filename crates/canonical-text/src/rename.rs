@@ -239,12 +239,12 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             match self.map.table[i] {
                 Some(Entry {
                     slot: Slot::Bound, ..
-                }) => self.number(i, true, name, k),
+                }) => self.number(i, true, s, e, k),
                 Some(entry) => entry.slot,
                 None => Slot::Verbatim,
             }
         } else {
-            self.new_slot(i, name, k)
+            self.new_slot(i, s, e, k)
         }
     }
 
@@ -257,25 +257,42 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         Slot::Verbatim
     }
 
-    /// The slot of a name met for the first time, not in the table (its free index `i`).
+    /// The slot of the name `src[s..e]`, met for the first time, not in the table (its
+    /// free index `i`).
     #[cold]
-    pub(crate) fn new_slot(&mut self, i: usize, name: &'a [u8], k: NameKey) -> Slot {
+    pub(crate) fn new_slot(&mut self, i: usize, s: usize, e: usize, k: NameKey) -> Slot {
+        let name = &self.src[s..e];
         if self.renamable(name) {
-            self.number(i, false, name, k)
+            self.number(i, false, s, e, k)
         } else {
             self.map.set_at(i, false, name, k, Slot::Verbatim);
             Slot::Verbatim
         }
     }
 
-    /// Gives the renamable `name`, met for the first time, the next number (`i` and
-    /// `found` as [`Interner::probe`] said).
+    /// Gives the renamable name `src[s..e]`, met for the first time, the next number
+    /// (`i` and `found` as [`Interner::probe`] said).
     #[cold]
-    pub(crate) fn number(&mut self, i: usize, found: bool, name: &'a [u8], k: NameKey) -> Slot {
+    pub(crate) fn number(&mut self, i: usize, found: bool, s: usize, e: usize, k: NameKey) -> Slot {
+        let src = self.src;
+        let name = &src[s..e];
         let n = self.next;
         self.next += 1;
-        enc::push_varint(&mut self.side, name.len());
-        self.side.extend_from_slice(name);
+        // Common case in one fixed-size copy (no call to `memcpy`): a name of at most 16
+        // bytes, its length in one byte (as `push_varint` writes it), then 16 bytes of
+        // the text from the name, cut back to the name.
+        let len = name.len();
+        if len <= 16
+            && let Some(window) = src.get(s..s + 16)
+        {
+            let at = self.side.len() + 1 + len;
+            self.side.push(len as u8);
+            self.side.extend_from_slice(window);
+            self.side.truncate(at);
+        } else {
+            enc::push_varint(&mut self.side, len);
+            self.side.extend_from_slice(name);
+        }
         let slot = Slot::Renamed(n);
         self.map.set_at(i, found, name, k, slot);
         slot
