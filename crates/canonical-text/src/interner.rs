@@ -2,6 +2,8 @@
 //! whole words ([`name_key`]), in an open-addressing table whose lookups are bounded
 //! ([`PROBE_LIMIT`]).
 
+use std::cell::Cell;
+
 /// How a distinct name is treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Slot {
@@ -170,6 +172,36 @@ pub(crate) const PROBE_LIMIT: usize = 256;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Collisions;
 
+/// The largest name table a thread keeps for its next call (in slots: 80 KiB), so that
+/// a call that met many names does not hold their memory for good.
+const SPARE_SLOTS: usize = 2048;
+
+thread_local! {
+    /// The table of this thread's last [`Interner`], emptied, for the next one: a call
+    /// allocates and frees none (a table of a 1 KiB kernel is 2.5 KiB, above glibc's
+    /// per-thread cache), and its memory is warm.
+    static SPARE: Cell<Vec<Option<Entry<'static>>>> = const { Cell::new(Vec::new()) };
+}
+
+/// An empty table for entries of another lifetime, in the same allocation: the standard
+/// library collects a `vec::IntoIter` mapped to elements of the same size in place
+/// (and would allocate anew if it did not; either way no entry crosses, since there is
+/// none).
+fn retyped<'b>(mut table: Vec<Option<Entry<'_>>>) -> Vec<Option<Entry<'b>>> {
+    table.clear();
+    table.into_iter().map(|_| None).collect()
+}
+
+impl Drop for Interner<'_> {
+    /// Hands the emptied table to the thread's next [`Interner`] (see [`SPARE`]).
+    fn drop(&mut self) {
+        let table = std::mem::take(&mut self.table);
+        if table.capacity() <= SPARE_SLOTS {
+            SPARE.with(|spare| spare.set(retyped(table)));
+        }
+    }
+}
+
 /// An open-addressing table from names (borrowed from the text) to their slots.
 pub(crate) struct Interner<'a> {
     pub(crate) table: Vec<Option<Entry<'a>>>,
@@ -183,8 +215,10 @@ impl<'a> Interner<'a> {
     pub(crate) fn with_capacity(n: usize) -> Self {
         // At most half full: `grow` runs when `len * 2` passes the length.
         let slots = (2 * n + 2).next_power_of_two().max(64);
+        let mut table = retyped(SPARE.with(Cell::take));
+        table.resize(slots, None);
         Interner {
-            table: vec![None; slots],
+            table,
             len: 0,
             shift: 64 - slots.trailing_zeros(),
         }
@@ -277,5 +311,36 @@ impl<'a> Interner<'a> {
 
     pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry<'a>> {
         self.table.iter().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_reuses_its_last_table_emptied() {
+        let text = b"i1 i2 i3";
+        let mut a = Interner::with_capacity(5);
+        for (s, e) in [(0, 2), (3, 5), (6, 8)] {
+            let name = &text[s..e];
+            assert!(a.set(name, whole_name_key(name), Slot::Verbatim).is_ok());
+        }
+        let at = a.table.as_ptr() as usize;
+        drop(a);
+        // The next table is the same allocation, with no entry left in it.
+        let b = Interner::with_capacity(5);
+        assert_eq!(b.table.as_ptr() as usize, at);
+        assert_eq!(b.table.len(), 64);
+        assert!(b.table.iter().all(Option::is_none));
+        assert!(matches!(b.get(b"i1", whole_name_key(b"i1")), Ok(None)));
+        drop(b);
+        // A larger one than that is allocated, and kept only up to `SPARE_SLOTS`.
+        let big = Interner::with_capacity(SPARE_SLOTS);
+        assert!(big.table.len() > SPARE_SLOTS);
+        drop(big);
+        let c = Interner::with_capacity(5);
+        assert!(c.table.capacity() <= SPARE_SLOTS);
+        assert_eq!(c.table.len(), 64);
     }
 }
