@@ -197,7 +197,8 @@ impl Drop for Interner<'_> {
     fn drop(&mut self) {
         let table = std::mem::take(&mut self.table);
         if table.capacity() <= SPARE_SLOTS {
-            SPARE.with(|spare| spare.set(retyped(table)));
+            // Gone in the thread's teardown: the table is freed instead.
+            let _ = SPARE.try_with(|spare| spare.set(retyped(table)));
         }
     }
 }
@@ -215,7 +216,8 @@ impl<'a> Interner<'a> {
     pub(crate) fn with_capacity(n: usize) -> Self {
         // At most half full: `grow` runs when `len * 2` passes the length.
         let slots = (2 * n + 2).next_power_of_two().max(64);
-        let mut table = retyped(SPARE.with(Cell::take));
+        // (`try_with`: during the thread's teardown the spare may be gone already.)
+        let mut table = retyped(SPARE.try_with(Cell::take).unwrap_or_default());
         table.resize(slots, None);
         Interner {
             table,
@@ -317,6 +319,32 @@ impl<'a> Interner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Keys a kernel from a thread-local's destructor, after the spare table may be
+    /// gone: no panic, the same key as anywhere else.
+    #[test]
+    fn a_call_in_a_thread_teardown_needs_no_spare() {
+        struct KeysOnDrop(std::sync::mpsc::Sender<String>);
+        impl Drop for KeysOnDrop {
+            fn drop(&mut self) {
+                let c = crate::canonical_kernel("i1 = i2;", None, &crate::Names::new());
+                let _ = self.0.send(c.key(&[]));
+            }
+        }
+        thread_local! {
+            static LATE: std::cell::RefCell<Option<KeysOnDrop>> = const { std::cell::RefCell::new(None) };
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            // `LATE` is made (and its destructor registered) before the spare table, so
+            // it is destroyed after it: thread-local destructors run in reverse order.
+            LATE.with(|late| *late.borrow_mut() = Some(KeysOnDrop(tx)));
+            let _ = crate::canonical_kernel("i1;", None, &crate::Names::new());
+        });
+        assert!(worker.join().is_ok());
+        let want = crate::canonical_kernel("i1 = i2;", None, &crate::Names::new()).key(&[]);
+        assert_eq!(rx.recv().ok(), Some(want));
+    }
 
     #[test]
     fn a_thread_reuses_its_last_table_emptied() {
