@@ -53,9 +53,17 @@ pub fn no_hang<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'st
 pub struct Rng(pub u64);
 
 impl Rng {
-    /// A generator seeded with `seed` (made odd: xorshift's state must not be 0).
+    /// A generator seeded with `seed`. The seed is mixed first (splitmix64's finalizer),
+    /// so every two seeds start distinct, unrelated streams: made odd as it was
+    /// (xorshift's state must not be 0), seeds 2k and 2k + 1 gave one stream, and
+    /// nearby seeds correlated first numbers.
     pub fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
+        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        // The finalizer is a bijection: only one seed maps to 0.
+        Rng(if z == 0 { 0x9e37_79b9_7f4a_7c15 } else { z })
     }
 
     /// A generator seeded from `$KCACHE_TEST_SEED` if set, else from the clock and the pid;
@@ -159,5 +167,20 @@ mod tests {
         assert_eq!((a.below(0u64), a.below(-3i32)), (0, 0));
         assert!((0..1000).all(|_| (-2..=5).contains(&a.range(-2, 5))));
         assert_eq!(a.range(4, 4), 4);
+    }
+
+    #[test]
+    fn neighbouring_seeds_start_different_streams() {
+        // Seeds 2k and 2k + 1 once gave one stream (the seed was only made odd).
+        let first = |seed: u64| {
+            let mut r = Rng::new(seed);
+            (0..4).map(|_| r.next_u64()).collect::<Vec<_>>()
+        };
+        let streams: std::collections::BTreeSet<_> = (0..64).map(first).collect();
+        assert_eq!(streams.len(), 64);
+        let firsts: std::collections::BTreeSet<_> = (7000..7100).map(|s| first(s)[0]).collect();
+        assert_eq!(firsts.len(), 100);
+        // Nonzero state for every seed, 0 included.
+        assert_ne!(Rng::new(0).0, 0);
     }
 }
