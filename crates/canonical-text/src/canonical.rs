@@ -713,8 +713,9 @@ mod tests {
 
     #[test]
     fn renamed_names_of_every_length_are_listed_whole() {
-        // The renamer copies a name of at most 16 bytes with 16 bytes of the text after
-        // it, then cuts the copy back: every length, at the text's end and inside it.
+        // The renamer lists a name of at most 16 bytes by copying 16 bytes of the text
+        // from it, then cutting the copy back: every length, at the text's end and
+        // inside it.
         for len in 2..=40 {
             let name = format!("i{}", "7".repeat(len - 1));
             for text in [
@@ -740,8 +741,9 @@ mod tests {
         // table of up to 1024 slots, so the 258th one examines more than `PROBE_LIMIT`
         // slots. Without the limit each new one would walk all the others (time
         // quadratic in the names); with it the kernel is keyed raw.
-        // They start `i` and a digit, so the scan looks each up (it keeps an `i` name
-        // without a digit after the `i` without one, when no listed name starts so).
+        // They start with `i` and a digit, so the scan looks each one up (when no listed
+        // name starts with `i`, it keeps an `i` name with no digit after the `i` as
+        // written, without a lookup).
         let target = whole_name_key(b"i0bbbbbb").hash >> 54;
         let mut names = Vec::new();
         let mut n = 0u64;
