@@ -796,8 +796,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 // lookup meeting `PROBE_LIMIT` (astronomically rare) could tell.
                 if word
                     && !C::PASSES
-                    && first.shape_only(src[pos])
-                    && !src.get(pos + 1).is_some_and(u8::is_ascii_digit)
+                    && first.shape_passed_over(src[pos], src.get(pos + 1).map_or(0, |&b| b))
                 {
                     events &= events - 1;
                     continue;

@@ -139,6 +139,14 @@ impl FirstBytes {
     pub(crate) fn shape_only(&self, b: u8) -> bool {
         b != 0 && (self.shapes[0] == b || self.shapes[1] == b)
     }
+
+    /// Whether the scan passes over a name starting with `b` when `next` follows `b`
+    /// (`0` where the text ends): `b` is [`Self::shape_only`] and `next` no digit. A
+    /// classifier that [`Classify::PASSES`] leaves such names out of `cand`.
+    #[inline(always)]
+    pub(crate) fn shape_passed_over(&self, b: u8, next: u8) -> bool {
+        self.shape_only(b) && !next.is_ascii_digit()
+    }
 }
 
 /// What [`classify64`] tells of 64 bytes: bit `i` of each mask is about byte `i`.
@@ -702,7 +710,7 @@ mod tests {
             if passed_over(b, u16::from(after)) {
                 masks.special &= !(1 << i);
             }
-            if first.shape_only(b) && !after.is_ascii_digit() {
+            if first.shape_passed_over(b, after) {
                 masks.cand &= !(1 << i);
             }
         }
