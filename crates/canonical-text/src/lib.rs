@@ -346,6 +346,25 @@ pub use refusal::Refusal;
 
 use sha2::{Digest, Sha256};
 
+/// Where the token reading of [`lexer`] stops being exact for `src` under every dialect a
+/// C compiler accepts, and what starts there: a line splice (a backslash, optional blanks,
+/// then a line end or the end of the text), a trigraph, a carriage return not followed by
+/// `\n`, a NUL byte, a `$` or a non-ASCII byte outside a literal, and the other
+/// constructs canonical keys refuse for the same reason; `None` when [`lexer::tokenize`]
+/// reads `src` exactly as the compiler's translation phases 1-3 do.
+///
+/// This is the gate every canonical key passes first; another crate that judges text by
+/// its tokens (cc-backend's merged unit) asks it too, so both read text alike.
+///
+/// ```
+/// assert_eq!(canonical_text::inexact_reading(b"int a = 1; // ok\n"), None);
+/// assert!(canonical_text::inexact_reading(b"// hidden \\ \nint b;").is_some());
+/// ```
+pub fn inexact_reading(src: &[u8]) -> Option<(usize, &'static str)> {
+    phases::untokenizable(src)
+}
+
+
 /// The lowercase hex SHA-256 (64 characters) of `parts`, each part prefixed by its length
 /// as a little-endian `u64`.
 ///

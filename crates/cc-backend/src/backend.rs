@@ -18,7 +18,7 @@ use crate::deps::{DEP_FILE, Manifest};
 use crate::error::CcError;
 use crate::image::Image;
 use crate::program::CcProgram;
-use crate::signature::{ENTRY_SUFFIX, Signature};
+use crate::signature::Signature;
 use crate::source::Source;
 use crate::workdir::WorkDir;
 
@@ -31,11 +31,22 @@ pub const BASE_FLAGS: &[&str] = &["-O2", "-shared", "-fPIC"];
 /// goes through the dynamic loader, which binds it to the first definition of the name in
 /// the process's global scope: a kernel named `free` or `getpid` would have libc's function
 /// called with the kernel's arguments. Part of [`CcBackend::identity`].
+///
+/// `-Wl,-z,defs` makes a reference nothing defines a link error, so a kernel calling an
+/// undefined function (a misspelt one, or a companion kernel's, which is local to its own
+/// object: see [`CcBackend`]) fails at its program's link, where it is told apart from its
+/// companions, never at the loader.
 pub(crate) const LINK_FLAGS: &[&str] = if cfg!(target_vendor = "apple") {
     &[]
 } else {
-    &["-Wl,-Bsymbolic"]
+    &["-Wl,-Bsymbolic", "-Wl,-z,defs"]
 };
+
+/// The variables naming where a compiler, assembler, linker or `objcopy` writes its own
+/// temporaries (gcc's assembly between `cc1` and `as`, collect2's files): every such
+/// process of the backend gets all three set to a private directory of the checked work
+/// directory, whatever the process's own environment says.
+pub(crate) const TMP_ENV: [&str; 3] = ["TMPDIR", "TMP", "TEMP"];
 
 /// The file name of every translation unit, each in a directory of its own (the
 /// compiler's working directory when it compiles that unit), so `__FILE__` is the same
@@ -79,10 +90,38 @@ const REPRODUCIBLE: &str = "reproducible: each unit kernel.c in its own director
 /// kernels that provably cannot affect each other share merged units, whose object
 /// code may differ from their own units' (gcc may fold identical kernels into one), so
 /// programs compiled under this rule never meet those compiled before it.
-const MERGED: &str = "merged: kernels of a program with a standard-header prelude, plain options and a text that is one void definition without directive share units kernel.c of at most 32 kernels, sizes as an even cut by count, balanced by text length (costliest first into the lightest unit with room; each unit in kernel order) (prototypes and entries, prelude, each text after #line 1); a failed merged compile falls back to one unit each";
+const MERGED: &str = "merged 2: kernels of a program with a standard-header prelude, plain options, a text whose words are allowed keywords, plain names, built-ins or macros expanding to those, and whose preprocessed tokens (cc -E) are one void definition calling only the prelude's functions and built-ins, declaring no function, with no directive, attribute or asm, share units kernel.c of at most 32 kernels, sizes as an even cut by count, balanced by text length (costliest first into the lightest unit with room; each unit in kernel order) (prototypes and entries, prelude, each text after #line 1); a failed merged compile falls back to one unit each";
 
 /// The directory of a program's merged unit (not a C identifier: never a kernel's).
 const MERGED_DIR: &str = ".merged";
+
+/// The directory of the unit the merge check preprocesses (not a C identifier).
+const CHECK_DIR: &str = ".mergecheck";
+
+/// What [`CcBackend`]'s identity says of link-level isolation and the compiler's
+/// temporaries (programs compiled before this rule never meet those compiled under it).
+const ISOLATED: &str = "isolated: every symbol of a unit's object but its kernels' entries made local by objcopy --keep-global-symbol before the link (-z defs); a kernel whose own link fails is reported alone; TMPDIR, TMP and TEMP of every toolchain process the program's private compile directory";
+
+/// The `objcopy` to localize objects with and the first line of its `--version`: the
+/// first of `objcopy` and `llvm-objcopy` on the `PATH` that answers; `None` on Apple
+/// targets (whose objects are not ELF) or when neither answers (then every compile fails
+/// with [`CcError::Spawn`] naming `objcopy`).
+fn find_objcopy() -> Option<(OsString, String)> {
+    if cfg!(target_vendor = "apple") {
+        return None;
+    }
+    ["objcopy", "llvm-objcopy"].into_iter().find_map(|name| {
+        let output = Command::new(name).arg("--version").output().ok()?;
+        output.status.success().then(|| {
+            let version = String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string();
+            (OsString::from(name), version)
+        })
+    })
+}
 
 /// A kernel-cache backend that compiles C kernels with the system C compiler.
 ///
@@ -189,6 +228,9 @@ const MERGED_DIR: &str = ".merged";
 #[derive(Debug)]
 pub struct CcBackend {
     compiler: Vec<OsString>,
+    /// The `objcopy` that makes every symbol of a unit's object but its kernels' entries
+    /// local (see [`CcBackend`]); `None` on Apple targets, where there is none.
+    objcopy: Option<OsString>,
     /// [`COMPILER_INPUT_ENV`] as it was when the backend was made (`None`: unset).
     input_env: Vec<(&'static str, Option<OsString>)>,
     work_dir: PathBuf,
@@ -255,12 +297,14 @@ pub struct PreparedProgram {
     /// order; after the compile, the directories of the units linked (the merged ones
     /// first, if any).
     unit_dirs: Vec<PathBuf>,
-    /// The unit text of each kernel whose own unit is not written yet (those in a merged
-    /// unit: written only if that unit fails), in kernel order.
+    /// The unit text of each kernel whose own unit is not written yet (the merge
+    /// candidates: written only if the kernel is not merged or its merged unit fails), in
+    /// kernel order.
     pending: Vec<Option<String>>,
-    /// Each merged unit's directory and the positions of the kernels it holds (at least
-    /// two each; see [`merge`](crate::merge)), in kernel order.
-    merged: Vec<(PathBuf, Vec<usize>)>,
+    /// The merge candidates ([`merge::candidates`](crate::merge::candidates)): their
+    /// positions and sources, in kernel order; the compile step checks what the compiler
+    /// makes of them and cuts the merged units.
+    candidates: Vec<(usize, Source)>,
     so_path: PathBuf,
     options: Vec<String>,
     kernels: Vec<(String, Signature)>,
@@ -276,9 +320,10 @@ pub(crate) fn is_c_identifier(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Checks a kernel symbol: a C identifier that is not a generated entry's.
+/// Checks a kernel symbol: a C identifier holding no generated symbol's
+/// [`RESERVED_INFIX`](crate::signature::RESERVED_INFIX) (`__kcache_`).
 pub(crate) fn check_symbol(symbol: &str) -> Result<(), CcError> {
-    if is_c_identifier(symbol) && !symbol.ends_with(ENTRY_SUFFIX) {
+    if is_c_identifier(symbol) && !symbol.contains(crate::signature::RESERVED_INFIX) {
         Ok(())
     } else {
         Err(CcError::InvalidSymbol(symbol.to_string()))
@@ -334,11 +379,15 @@ impl CcBackend {
             .iter()
             .map(|&name| (name, var(name)))
             .collect();
+        let objcopy = find_objcopy();
         let mut identity = format!(
-            "{command}\n{version}\n{}\n{REPRODUCIBLE}\n{MERGED}\nlink {}",
+            "{command}\n{version}\n{}\n{REPRODUCIBLE}\n{MERGED}\nlink {}\n{ISOLATED}",
             BASE_FLAGS.join(" "),
             LINK_FLAGS.join(" ")
         );
+        if let Some((_, objcopy_version)) = &objcopy {
+            identity.push_str(&format!("\nobjcopy {objcopy_version}"));
+        }
         for (name, value) in &input_env {
             if let Some(value) = value {
                 identity.push_str(&format!("\nenv {name}={:?}", value));
@@ -352,13 +401,15 @@ impl CcBackend {
             std::env::consts::OS,
             crate::SAVED_FORMAT
         ));
-        crate::observers::register(&identity, &compiler, &input_env);
+        let work_dir = std::env::temp_dir();
+        crate::observers::register(&identity, &compiler, &input_env, &work_dir);
         Ok(CcBackend {
+            objcopy: objcopy.map(|(program, _)| program),
             identity,
             version,
             compiler,
             input_env,
-            work_dir: std::env::temp_dir(),
+            work_dir,
             work: Mutex::default(),
             split: Split::new(cores, 8),
             programs_compiled: AtomicU64::new(0),
@@ -394,6 +445,12 @@ impl CcBackend {
     pub fn with_work_dir(mut self, dir: impl Into<PathBuf>) -> CcBackend {
         self.work_dir = dir.into();
         self.work = Mutex::default();
+        crate::observers::register(
+            &self.identity,
+            &self.compiler,
+            &self.input_env,
+            &self.work_dir,
+        );
         self
     }
 
@@ -522,17 +579,13 @@ impl CcBackend {
             .input_env
             .iter()
             .any(|(name, value)| value.is_some() && crate::merge::INCLUDE_ENV.contains(name));
-        let members = crate::merge::mergeable(kernels, options, include_env_set);
-        let mut merged = Vec::new();
-        let length = |m: usize| kernels[m].1.text.len() as u64;
-        for (n, group) in crate::merge::merged_groups(&members, length)
-            .into_iter()
-            .enumerate()
-        {
-            let merged_dir = dir.path().join(format!("{MERGED_DIR}{n}"));
-            write_unit(&merged_dir, &crate::merge::merged_unit(kernels, &group))?;
-            merged.push((merged_dir, group));
-        }
+        let members = crate::merge::candidates(kernels, options, include_env_set, |prelude| {
+            crate::observers::learned(&self.identity, prelude, options).flatten()
+        });
+        let candidates = members
+            .iter()
+            .map(|&m| (m, kernels[m].1.clone()))
+            .collect();
         let mut unit_dirs = Vec::with_capacity(kernels.len());
         let mut pending = Vec::with_capacity(kernels.len());
         for (position, (symbol, source)) in kernels.iter().enumerate() {
@@ -548,7 +601,7 @@ impl CcBackend {
             unit_dirs.push(unit_dir);
         }
         Ok(PreparedProgram {
-            merged,
+            candidates,
             pending,
             so_path: dir.path().join("program.so"),
             dir,
@@ -629,9 +682,10 @@ impl CcBackend {
     }
 
     /// The compiler command every compile, link and probe starts with: the command and its
-    /// own arguments, [`COMPILER_INPUT_ENV`] as the backend found it, [`COMPILER_ENV`] and
+    /// own arguments, [`COMPILER_INPUT_ENV`] as the backend found it, [`COMPILER_ENV`],
+    /// [`TMP_ENV`] naming `tmp` (a private directory of the checked work directory) and
     /// [`BASE_FLAGS`].
-    fn base_command(&self) -> Result<Command, CcError> {
+    fn base_command(&self, tmp: &Path) -> Result<Command, CcError> {
         let (program, program_args) =
             self.compiler.split_first().ok_or_else(|| CcError::Spawn {
                 compiler: self.command_line(),
@@ -647,6 +701,7 @@ impl CcBackend {
         command
             .args(program_args)
             .envs(COMPILER_ENV)
+            .envs(TMP_ENV.map(|name| (name, tmp)))
             .args(BASE_FLAGS);
         Ok(command)
     }
@@ -662,8 +717,9 @@ impl CcBackend {
         dir: &Path,
     ) -> Result<std::process::Output, CcError> {
         let command_line = || self.command_line();
+        let work = self.work()?;
         let output = self
-            .base_command()?
+            .base_command(work.path())?
             .envs(env.iter().copied())
             .args(options)
             .args(args)
@@ -684,15 +740,26 @@ impl CcBackend {
         Ok(output)
     }
 
-    /// Compiles `prepared`'s units and links them. The merged units are compiled first,
-    /// concurrently (a failed one is no error: its kernels are compiled alone). Strict
-    /// (`each` false): the kernels' own units in kernel order, the first unit that fails
-    /// stops the compile and is the error (no later unit is compiled). Per unit (`each`
-    /// true): every unit is compiled once, concurrently; those that fail are returned with their
-    /// own diagnostics (positions in the program's kernel order) and removed from
-    /// `prepared`, and the others are linked into the shared object (no link when every
-    /// unit failed). An `Err` is the whole program's failure (the compiler could not be
-    /// started, the link failed).
+    /// Compiles `prepared`'s units and links them.
+    ///
+    /// First the merge candidates are checked on what the compiler makes of them (one
+    /// `-E` of the prelude and their texts: [`merge::mergeable_after_expansion`]), those
+    /// that pass are cut into merged units, and the merged units are compiled,
+    /// concurrently (a failed one is no error: its kernels are compiled alone). Every
+    /// object compiled has every symbol but its kernels' entries made local
+    /// ([`CcBackend::localize`]) before the link. Strict (`each` false): the kernels' own
+    /// units in kernel order, the first unit that fails stops the compile and is the
+    /// error (no later unit is compiled), and a failed link is the error. Per unit (`each`
+    /// true): every unit is compiled once, concurrently; those that fail are returned with
+    /// their own diagnostics (positions in the program's kernel order) and removed from
+    /// `prepared`; when the link of the others fails, each object is linked alone, a kernel
+    /// whose own unit does not link fails alone with that link's diagnostics (the kernels
+    /// of a merged unit that does not link are compiled alone first), and the others are
+    /// linked (no link when every unit failed). An `Err` is the whole program's failure
+    /// (the compiler could not be started, the link failed in strict mode, or it failed
+    /// although every object links alone).
+    ///
+    /// [`merge::mergeable_after_expansion`]: crate::merge::mergeable_after_expansion
     fn run_compiler(
         &self,
         prepared: &mut PreparedProgram,
@@ -705,36 +772,76 @@ impl CcBackend {
             compiler: self.command_line(),
             source,
         };
-        // Each unit compiled in its own directory (so it is `kernel.c` to the compiler
-        // wherever it is), then one link of the objects into one shared object.
         let failed = |output: std::process::Output, symbols: Vec<String>| CcError::Compiler {
             status: output.status.to_string(),
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
             symbols,
         };
-        // The compiler with its environment, base flags and the group's options: what
-        // every unit's compile and the link start with.
+        // Every toolchain process writes its temporaries in the program's own directory
+        // (fresh, private, in the checked work directory).
+        let tmp = prepared.dir.path().to_path_buf();
         let options = prepared.options.clone();
         let compiler = || -> Result<Command, CcError> {
-            let mut command = self.base_command()?;
+            let mut command = self.base_command(&tmp)?;
             command.args(&options);
             Ok(command)
         };
         // Before the compiler reads anything: a file modified from here on may not be
         // what it read (see `deps`).
         let started = SystemTime::now();
-        let unit = |dir: &Path| -> Result<std::process::Output, CcError> {
-            compiler()?
+        let kernel_symbols: Vec<String> =
+            prepared.kernels.iter().map(|(symbol, _)| symbol.clone()).collect();
+        let program_dir = prepared.dir.path().to_path_buf();
+        let so_path = prepared.so_path.clone();
+        let symbols = |members: &[usize]| -> Vec<String> {
+            members.iter().map(|&m| kernel_symbols[m].clone()).collect()
+        };
+        // One unit's compile, then its object's isolation: `Some` error when the unit
+        // failed (its diagnostics name its kernels).
+        let unit = |dir: &Path, members: &[usize]| -> Result<Option<CcError>, CcError> {
+            let output = compiler()?
                 .args(["-MD", "-MF", DEP_FILE, "-c", "-o", OBJECT_NAME, UNIT_NAME])
                 .current_dir(dir)
                 .output()
-                .map_err(spawn_error)
+                .map_err(spawn_error)?;
+            if !output.status.success() {
+                return Ok(Some(failed(output, symbols(members))));
+            }
+            self.isolate(&dir.join(OBJECT_NAME), &symbols(members), &tmp)
         };
+        // Which candidates merge: what the compiler's preprocessor makes of them.
+        let members = self.merge_check(prepared, &compiler)?;
+        let mut merged: Vec<(PathBuf, Vec<usize>)> = Vec::new();
+        {
+            let sources: Vec<(&str, &Source)> = prepared
+                .candidates
+                .iter()
+                .map(|(m, source)| (prepared.kernels[*m].0.as_str(), source))
+                .collect();
+            // `members` are positions in the program; `sources` is indexed by candidate.
+            let index = |m: usize| {
+                prepared
+                    .candidates
+                    .iter()
+                    .position(|(c, _)| *c == m)
+                    .unwrap_or(0)
+            };
+            let length = |m: usize| prepared.candidates[index(m)].1.text.len() as u64;
+            for (n, group) in crate::merge::merged_groups(&members, length)
+                .into_iter()
+                .enumerate()
+            {
+                let local: Vec<usize> = group.iter().map(|&m| index(m)).collect();
+                let merged_dir = prepared.dir.path().join(format!("{MERGED_DIR}{n}"));
+                write_unit(&merged_dir, &crate::merge::merged_unit(&sources, &local))?;
+                merged.push((merged_dir, group));
+            }
+        }
         // The merged units first, concurrently (each compile is a process of its own that
         // reads only its unit): when one compiles, its kernels need no unit of their own;
         // when it fails, each of its kernels is compiled alone (its own diagnostics, never
         // a program the merge made).
-        let mut linked = Vec::with_capacity(prepared.kernels.len());
+        let mut linked: Vec<(PathBuf, Vec<usize>)> = Vec::with_capacity(prepared.kernels.len());
         let mut alone: Vec<bool> = vec![true; prepared.kernels.len()];
         // Beside them, the include search list a save to a kernel store reads
         // (`search_dirs`: one `-E -v` probe per option list, kept), so a cold resolve does
@@ -745,88 +852,249 @@ impl CcBackend {
                     let _ = self.search_dirs(&options);
                 });
             }
-            crate::merge::concurrently(prepared.merged.len(), |n| {
-                let output = unit(&prepared.merged[n].0);
+            crate::merge::concurrently(merged.len(), |n| {
+                let output = unit(&merged[n].0, &merged[n].1);
                 self.merged_compiled.fetch_add(1, Ordering::Relaxed);
                 output
             })
         });
-        for ((merged_dir, members), output) in prepared.merged.iter().zip(merged_outputs) {
-            if output?.status.success() {
-                linked.push(merged_dir.clone());
-                for &m in members {
+        for ((merged_dir, members), output) in merged.into_iter().zip(merged_outputs) {
+            if output?.is_none() {
+                for &m in &members {
                     alone[m] = false;
                 }
-            }
-        }
-        // A merged kernel compiled alone gets its own unit now.
-        for (position, text) in prepared.pending.iter_mut().enumerate() {
-            if alone[position]
-                && let Some(text) = text.take()
-            {
-                write_unit(&prepared.unit_dirs[position], &text)?;
+                linked.push((merged_dir, members));
             }
         }
         let alone: Vec<usize> = (0..prepared.kernels.len()).filter(|&p| alone[p]).collect();
         let mut failures = Vec::new();
-        let mut record = |position: usize, output: std::process::Output| -> Result<(), CcError> {
-            if output.status.success() {
-                linked.push(prepared.unit_dirs[position].clone());
-            } else {
-                let error = failed(output, vec![prepared.kernels[position].0.clone()]);
-                if !each {
-                    return Err(error);
-                }
-                failures.push((position, error));
-            }
-            Ok(())
+        self.compile_alone(prepared, &alone, each, &unit, &mut linked, &mut failures)?;
+        // The link; per unit, a failure is told apart by linking each object alone.
+        let link = |objects: &[&Path], out: &Path| -> Result<std::process::Output, CcError> {
+            compiler()?
+                .args(LINK_FLAGS)
+                .arg("-o")
+                .arg(out)
+                .args(objects)
+                .arg("-lm")
+                .current_dir(&program_dir)
+                .output()
+                .map_err(spawn_error)
         };
-        if each {
-            // Every unit is compiled once whatever the others do: concurrently.
-            let outputs = crate::merge::concurrently(alone.len(), |i| {
-                let output = unit(&prepared.unit_dirs[alone[i]]);
-                self.units_compiled.fetch_add(1, Ordering::Relaxed);
-                output
+        loop {
+            if linked.is_empty() {
+                break;
+            }
+            let objects: Vec<PathBuf> = linked.iter().map(|(d, _)| d.join(OBJECT_NAME)).collect();
+            let objects: Vec<&Path> = objects.iter().map(PathBuf::as_path).collect();
+            let output = link(&objects, &so_path)?;
+            if output.status.success() {
+                break;
+            }
+            let everyone: Vec<String> = linked
+                .iter()
+                .flat_map(|(_, members)| members.iter().map(|&m| prepared.kernels[m].0.clone()))
+                .collect();
+            if !each {
+                return Err(failed(output, everyone));
+            }
+            let alone_outputs = crate::merge::concurrently(objects.len(), |n| {
+                link(&[objects[n]], &program_dir.join(format!("link-check-{n}.so")))
             });
-            for (&position, output) in alone.iter().zip(outputs) {
-                record(position, output?)?;
+            let mut next = Vec::with_capacity(linked.len());
+            let mut again = Vec::new();
+            let failed_before = failures.len();
+            for ((dir, members), alone_output) in linked.drain(..).zip(alone_outputs) {
+                let alone_output = alone_output?;
+                if alone_output.status.success() {
+                    next.push((dir, members));
+                } else if let [position] = members[..] {
+                    // A kernel's own unit (a merged one holds at least two).
+                    let symbol = prepared.kernels[position].0.clone();
+                    failures.push((position, failed(alone_output, vec![symbol])));
+                } else {
+                    // A merged unit that does not link alone: its kernels, each alone.
+                    again.extend(members);
+                }
             }
-        } else {
-            // Strict: in kernel order, no unit compiled after the first that fails.
-            for &position in &alone {
-                let output = unit(&prepared.unit_dirs[position])?;
-                self.units_compiled.fetch_add(1, Ordering::Relaxed);
-                record(position, output)?;
+            if again.is_empty() && failures.len() == failed_before {
+                // Every object links alone, yet not together.
+                return Err(failed(output, everyone));
             }
+            linked = next;
+            again.sort_unstable();
+            self.compile_alone(prepared, &again, each, &unit, &mut linked, &mut failures)?;
         }
-        prepared.unit_dirs = linked;
+        // The directories of the units linked, merged ones first.
+        prepared.unit_dirs = linked.iter().map(|(d, _)| d.clone()).collect();
         if !failures.is_empty() {
+            failures.sort_by_key(|(p, _)| *p);
             if failures.len() == prepared.kernels.len() {
                 return Ok(failures);
             }
-            // Only the units that compiled are linked: the program holds exactly them.
+            // Only the units that compiled and link are in the program: it holds exactly
+            // them.
             let mut position = 0;
             prepared.kernels.retain(|_| {
                 position += 1;
                 !failures.iter().any(|(q, _)| *q == position - 1)
             });
         }
-        let output = compiler()?
-            .args(LINK_FLAGS)
-            .arg("-o")
-            .arg(&prepared.so_path)
-            .args(prepared.unit_dirs.iter().map(|d| d.join(OBJECT_NAME)))
-            .arg("-lm")
-            .current_dir(prepared.dir.path())
-            .output()
-            .map_err(spawn_error)?;
-        if output.status.success() {
-            prepared.started = Some(started);
-            Ok(failures)
-        } else {
-            let symbols = prepared.kernels.iter().map(|(s, _)| s.clone()).collect();
-            Err(failed(output, symbols))
+        prepared.started = Some(started);
+        Ok(failures)
+    }
+
+    /// Compiles the own units of the kernels at `positions` (writing those not written
+    /// yet) and adds those that compiled to `linked`. Per unit (`each`): concurrently,
+    /// every failure added to `failures`; strict: in order, the first failure returned.
+    fn compile_alone(
+        &self,
+        prepared: &mut PreparedProgram,
+        positions: &[usize],
+        each: bool,
+        unit: &(dyn Fn(&Path, &[usize]) -> Result<Option<CcError>, CcError> + Sync),
+        linked: &mut Vec<(PathBuf, Vec<usize>)>,
+        failures: &mut Vec<(usize, CcError)>,
+    ) -> Result<(), CcError> {
+        for &position in positions {
+            if let Some(text) = prepared.pending[position].take() {
+                write_unit(&prepared.unit_dirs[position], &text)?;
+            }
         }
+        if each {
+            // Every unit is compiled once whatever the others do: concurrently.
+            let outputs = crate::merge::concurrently(positions.len(), |i| {
+                let output = unit(&prepared.unit_dirs[positions[i]], &[positions[i]]);
+                self.units_compiled.fetch_add(1, Ordering::Relaxed);
+                output
+            });
+            for (&position, output) in positions.iter().zip(outputs) {
+                match output? {
+                    None => linked.push((prepared.unit_dirs[position].clone(), vec![position])),
+                    Some(error) => failures.push((position, error)),
+                }
+            }
+        } else {
+            // Strict: in kernel order, no unit compiled after the first that fails.
+            for &position in positions {
+                let output = unit(&prepared.unit_dirs[position], &[position])?;
+                self.units_compiled.fetch_add(1, Ordering::Relaxed);
+                if let Some(error) = output {
+                    return Err(error);
+                }
+                linked.push((prepared.unit_dirs[position].clone(), vec![position]));
+            }
+        }
+        Ok(())
+    }
+
+    /// The merge candidates of `prepared` that pass the check on the compiler's own
+    /// preprocessing (see [`merge`](crate::merge)): none when fewer than two are
+    /// candidates, when fewer than two pass, or when the preprocessor fails.
+    fn merge_check(
+        &self,
+        prepared: &PreparedProgram,
+        compiler: &dyn Fn() -> Result<Command, CcError>,
+    ) -> Result<Vec<usize>, CcError> {
+        if prepared.candidates.len() < 2 {
+            return Ok(Vec::new());
+        }
+        let sources: Vec<(&str, &Source)> = prepared
+            .candidates
+            .iter()
+            .map(|(m, source)| (prepared.kernels[*m].0.as_str(), source))
+            .collect();
+        let all: Vec<usize> = (0..sources.len()).collect();
+        let check_dir = prepared.dir.path().join(CHECK_DIR);
+        write_unit(&check_dir, &crate::merge::check_unit(&sources, &all))?;
+        let output = compiler()?
+            .args(["-E", UNIT_NAME])
+            .current_dir(&check_dir)
+            .output()
+            .map_err(|source| CcError::Spawn {
+                compiler: self.command_line(),
+                source,
+            })?;
+        if !output.status.success() {
+            return Ok(Vec::new());
+        }
+        let Some(facts) = crate::observers::learned(
+            &self.identity,
+            &prepared.candidates[0].1.prelude,
+            &prepared.options,
+        )
+        .flatten() else {
+            return Ok(Vec::new());
+        };
+        let passed =
+            crate::merge::mergeable_after_expansion(&sources, &all, &output.stdout, &facts.merge);
+        if passed.len() < 2 {
+            return Ok(Vec::new());
+        }
+        Ok(passed.iter().map(|&i| prepared.candidates[i].0).collect())
+    }
+
+    /// Isolates the object of a unit holding kernels `symbols` from every other object of
+    /// its program, before the link: a reference to a symbol the backend generates that
+    /// the unit does not define (another kernel's entry or exported function) refuses the
+    /// unit ([`CcError::ReservedReference`]); then `objcopy` (temporaries in `tmp`)
+    /// renames each kernel's function to its exported name
+    /// ([`KERNEL_SUFFIX`](crate::signature::KERNEL_SUFFIX)) and makes every symbol local
+    /// but those and the entries. So no other object can bind to anything of it: a
+    /// companion's call of a function it defines (a fast `expf`) finds the C library's, a
+    /// call of a companion kernel by its symbol finds nothing and fails the link (`-z
+    /// defs`). `Some` error when the unit is refused; nothing is done on Apple targets.
+    fn isolate(
+        &self,
+        object: &Path,
+        symbols: &[String],
+        tmp: &Path,
+    ) -> Result<Option<CcError>, CcError> {
+        if cfg!(target_vendor = "apple") {
+            return Ok(None);
+        }
+        let bytes = std::fs::read(object).map_err(|source| CcError::Io {
+            path: object.to_path_buf(),
+            source,
+        })?;
+        if let Some(symbol) = undefined_kernel(&bytes, symbols) {
+            return Ok(Some(CcError::UndefinedKernel { symbol }));
+        }
+        if let Some(name) = reserved_reference(&bytes) {
+            return Ok(Some(CcError::ReservedReference {
+                symbols: symbols.to_vec(),
+                name,
+            }));
+        }
+        let objcopy = self
+            .objcopy
+            .as_deref()
+            .unwrap_or(std::ffi::OsStr::new("objcopy"));
+        let mut command = Command::new(objcopy);
+        for symbol in symbols {
+            let exported = crate::signature::exported_symbol(symbol);
+            command
+                .arg(format!("--redefine-sym={symbol}={exported}"))
+                .arg(format!("--keep-global-symbol={exported}"))
+                .arg(format!(
+                    "--keep-global-symbol={}",
+                    crate::signature::entry_symbol(symbol)
+                ));
+        }
+        let output = command
+            .arg(object)
+            .envs(TMP_ENV.map(|name| (name, tmp)))
+            .current_dir(tmp)
+            .output()
+            .map_err(|source| CcError::Spawn {
+                compiler: objcopy.to_string_lossy().into_owned(),
+                source,
+            })?;
+        Ok((!output.status.success()).then(|| CcError::Compiler {
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            symbols: symbols.to_vec(),
+        }))
     }
 
     /// Loads the linker's output: its bytes read once (see [`read_object`]) into an
@@ -867,6 +1135,33 @@ fn write_unit(unit_dir: &Path, text: &str) -> Result<(), CcError> {
         .open(&c_path)
         .and_then(|f| f.set_modified(std::time::SystemTime::UNIX_EPOCH))
         .map_err(io(&c_path))
+}
+
+/// The first of the kernels `symbols` that the object `bytes` does not define as a
+/// global symbol (its text names its function otherwise, makes it `static`, or defines
+/// nothing); an object that does not parse is left to the link.
+fn undefined_kernel(bytes: &[u8], symbols: &[String]) -> Option<String> {
+    use object::{Object as _, ObjectSymbol as _};
+    let file = object::File::parse(bytes).ok()?;
+    let defined: std::collections::HashSet<&str> = file
+        .symbols()
+        .filter(|s| s.is_definition() && s.is_global())
+        .filter_map(|s| s.name().ok())
+        .collect();
+    symbols.iter().find(|s| !defined.contains(s.as_str())).cloned()
+}
+
+/// The first symbol an object (`bytes`) refers to without defining it whose name holds
+/// [`RESERVED_INFIX`](crate::signature::RESERVED_INFIX); an object that does not parse
+/// is left to the link.
+fn reserved_reference(bytes: &[u8]) -> Option<String> {
+    use object::{Object as _, ObjectSymbol as _};
+    let file = object::File::parse(bytes).ok()?;
+    file.symbols()
+        .filter(|s| s.is_undefined())
+        .filter_map(|s| s.name().ok())
+        .find(|name| name.contains(crate::signature::RESERVED_INFIX))
+        .map(str::to_owned)
 }
 
 /// The bytes of the linker's output `path` (in a fresh directory of the checked work

@@ -36,6 +36,19 @@ pub enum CcError {
         /// empty for a failed probe.
         symbols: Vec<String>,
     },
+    /// The object of kernels `symbols` refers to `name`, a symbol the backend generates
+    /// for a kernel (its entry `…__kcache_entry` or its exported function
+    /// `…__kcache_kernel`) that its own unit does not define: it would call a companion
+    /// kernel of its program, which a kernel never does (it means the same whichever
+    /// companions share its program). The unit is not linked; as a per-kernel outcome it
+    /// fails alone.
+    #[error("kernels {symbols:?} refer to `{name}`, a symbol the backend generates for another kernel")]
+    ReservedReference {
+        /// The kernels of the unit (one, or a merged unit's).
+        symbols: Vec<String>,
+        /// The symbol referred to.
+        name: String,
+    },
     /// Reading or writing a file of the work directory failed.
     #[error("I/O error on {path}")]
     Io {
@@ -58,9 +71,10 @@ pub enum CcError {
         /// Why it is refused.
         why: String,
     },
-    /// A kernel's symbol is not a C identifier (`[A-Za-z_][A-Za-z0-9_]*`), or ends in
-    /// `__kcache_entry` (the suffix of the generated entries).
-    #[error("`{0}` is not a C identifier not ending in `__kcache_entry`; it cannot name a kernel")]
+    /// A kernel's symbol is not a C identifier (`[A-Za-z_][A-Za-z0-9_]*`), or holds
+    /// `__kcache_` (what the symbols the backend generates for a kernel hold: its entry
+    /// `…__kcache_entry`, its exported function `…__kcache_kernel`).
+    #[error("`{0}` is not a C identifier without `__kcache_`; it cannot name a kernel")]
     InvalidSymbol(String),
     /// Two kernels of one program have one symbol.
     #[error("two kernels of one program are named `{0}`")]

@@ -28,6 +28,11 @@
 //! line in the kernel's text).
 //! When in doubt, a kernel is compiled alone.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use canonical_text::lexer::{TokenKind, tokenize};
+
 use crate::source::Source;
 
 /// The headers a mergeable prelude may include (C standard headers declaring functions,
@@ -96,180 +101,493 @@ pub(crate) fn options_mergeable(options: &[String]) -> bool {
     })
 }
 
-/// The identifiers of `text` if it is a single definition `void <symbol>(…) { … }` with
-/// nothing else at file scope and none of the tokens the module docs exclude; `None`
-/// otherwise (also for an unterminated comment, string or brace).
-pub(crate) fn text_mergeable(text: &str, symbol: &str) -> Option<Vec<String>> {
-    let b = text.as_bytes();
-    if !text.is_ascii() || b.contains(&b'#') || b.contains(&b'$') || has_splice(b) {
-        return None;
+/// Keywords a merged text may spell: each one's meaning stays inside the function that
+/// spells it (a block-scope `static` is a new object of that function, a block-scope
+/// `typedef` or tag is that block's). Every C keyword not listed here (`extern`,
+/// `inline`, `asm`, `_Noreturn` and the GNU spellings of the last three, which reach the
+/// file-scope entity a block-scope declaration names or the assembler's state) keeps a
+/// kernel out of a merged unit.
+const ALLOWED_KEYWORDS: &[&str] = &[
+    // Types, qualifiers, storage inside a block.
+    "void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "_Bool",
+    "bool", "_Complex", "const", "volatile", "restrict", "static", "register", "auto",
+    "struct", "union", "enum", "typedef", "_Atomic", "_Alignas", "alignas", "_Thread_local",
+    "thread_local", "constexpr", "typeof", "typeof_unqual",
+    // Statements and operators.
+    "if", "else", "for", "while", "do", "switch", "case", "default", "break", "continue",
+    "return", "goto", "sizeof", "_Alignof", "alignof", "_Static_assert", "static_assert",
+    "_Generic", "true", "false", "nullptr",
+    // GNU spellings of the same.
+    "__restrict", "__restrict__", "__const", "__const__", "__volatile", "__volatile__",
+    "__signed", "__signed__", "__extension__", "__typeof", "__typeof__", "__alignof",
+    "__alignof__", "__real", "__real__", "__imag", "__imag__", "__label__", "__int128",
+    "_Float16", "_Float32", "_Float64", "_Float128", "_Float32x", "_Float64x",
+    // The function's own name, and the text's own line in `kernel.c`: the same in a merged
+    // unit as in the kernel's own (each text follows `#line 1 "kernel.c"` in both).
+    "__func__", "__FUNCTION__", "__PRETTY_FUNCTION__", "__LINE__", "__FILE__",
+];
+
+/// Keywords that name a type, or qualify one: what a cast's parentheses may hold.
+const TYPE_KEYWORDS: &[&str] = &[
+    "void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "_Bool",
+    "bool", "_Complex", "const", "volatile", "restrict", "_Atomic", "__restrict",
+    "__restrict__", "__const", "__const__", "__volatile", "__volatile__", "__signed",
+    "__signed__", "__int128", "_Float16", "_Float32", "_Float64", "_Float128", "_Float32x",
+    "_Float64x",
+];
+
+/// Whether `w` is in the implementation's reserved namespace (`__x`, `_X`).
+fn reserved(w: &[u8]) -> bool {
+    w.starts_with(b"__") || (w.len() > 1 && w[0] == b'_' && w[1].is_ascii_uppercase())
+}
+
+/// Whether a merged text may spell the word `w` (after its macros are expanded): a keyword
+/// of [`ALLOWED_KEYWORDS`], a built-in function of the compiler (`__builtin_…`: evaluated
+/// where it is called), or any other name that is neither a C keyword nor reserved.
+pub(crate) fn word_allowed(w: &[u8]) -> bool {
+    let Ok(s) = std::str::from_utf8(w) else {
+        return false;
+    };
+    if ALLOWED_KEYWORDS.contains(&s) {
+        return true;
     }
-    if text.contains("%:") || text.contains("??") {
-        return None;
+    if s.len() > "__builtin_".len() && s.starts_with("__builtin_") {
+        return true;
     }
-    // Top-level shape, token by token: `void` symbol `(` … `)` `{` … `}` end.
-    #[derive(PartialEq)]
-    enum At {
-        Void,
-        Symbol,
-        Open,
-        Params,
-        Body,
-        Done,
-    }
-    let mut at = At::Void;
-    let mut depth = 0usize; // parentheses in Params, braces in Body
-    let mut idents = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c.is_ascii_whitespace() {
-            i += 1;
-            continue;
-        }
-        if b[i..].starts_with(b"/*") {
-            let end = text[i + 2..].find("*/")?;
-            i += 2 + end + 2;
-            continue;
-        }
-        if b[i..].starts_with(b"//") {
-            i = text[i..].find('\n').map_or(b.len(), |e| i + e);
-            continue;
-        }
-        if c == b'"' || c == b'\'' {
-            if at != At::Body {
-                return None;
+    !reserved(w) && !crate::observers::C_KEYWORDS.contains(&s)
+}
+
+/// What the compiler says of one prelude under one option list that decides which texts
+/// may share a merged unit: learned from its macro table (`-dM -E`) and its preprocessed
+/// declarations (`-E -P`), with the observers (see [`crate::observers`]).
+#[derive(Debug, Default)]
+pub(crate) struct PreludeFacts {
+    /// Every macro name of the table (the prelude's, the options' and the compiler's).
+    macros: HashSet<String>,
+    /// The macros a merged text may name: every word of the replacement list, but the
+    /// macro's own parameters, is [`word_allowed`] or such a macro, transitively.
+    safe_macros: HashSet<String>,
+    /// The functions the prelude declares at file scope (a name followed by `(` outside
+    /// any bracket of its preprocessed text): what a merged text may call.
+    functions: HashSet<String>,
+    /// The type names the prelude declares (the names a file-scope `typedef` ends on):
+    /// what a cast in a merged text may name.
+    typedefs: HashSet<String>,
+}
+
+impl PreludeFacts {
+    /// The facts of a macro `table` (`-dM -E`) and the prelude's preprocessed
+    /// `declarations` (`-E -P`).
+    pub(crate) fn learn(table: &str, declarations: &[u8]) -> PreludeFacts {
+        // name -> the words of its replacement list that are not its parameters.
+        let mut bodies: HashMap<&str, Vec<&str>> = HashMap::new();
+        for line in table.lines() {
+            let Some(rest) = line.trim_start().strip_prefix("#define ") else {
+                continue;
+            };
+            let rest = rest.trim_start();
+            let name_len = rest
+                .bytes()
+                .take_while(|&b| b.is_ascii_alphanumeric() || b == b'_')
+                .count();
+            let (name, after) = rest.split_at(name_len);
+            if name.is_empty() {
+                continue;
             }
-            let mut j = i + 1;
-            loop {
-                match b.get(j)? {
-                    b'\\' => j += 2,
-                    b'\n' => return None,
-                    &q if q == c => break,
-                    _ => j += 1,
+            let (params, body) = match after.strip_prefix('(') {
+                Some(p) => p.split_once(')').unwrap_or(("", "")),
+                None => ("", after),
+            };
+            let params: Vec<&str> = params
+                .split(',')
+                .map(|p| p.trim_matches([' ', '\t']))
+                .collect();
+            let words: Vec<&str> = crate::observers::words(body.as_bytes())
+                .into_iter()
+                .filter(|w| !params.contains(w) && !matches!(*w, "__VA_ARGS__" | "__VA_OPT__"))
+                .collect();
+            bodies.insert(name, words);
+        }
+        // Every macro is safe until one of its words is neither allowed nor a safe macro.
+        let mut safe: HashSet<&str> = bodies.keys().copied().collect();
+        loop {
+            let unsafe_now: Vec<&str> = safe
+                .iter()
+                .copied()
+                .filter(|name| {
+                    bodies[name].iter().any(|w| {
+                        if bodies.contains_key(w) {
+                            !safe.contains(w)
+                        } else {
+                            !word_allowed(w.as_bytes())
+                        }
+                    })
+                })
+                .collect();
+            if unsafe_now.is_empty() {
+                break;
+            }
+            for name in unsafe_now {
+                safe.remove(name);
+            }
+        }
+        let (functions, typedefs) = declared_functions_and_types(declarations);
+        PreludeFacts {
+            macros: bodies.keys().map(|n| (*n).to_owned()).collect(),
+            safe_macros: safe.into_iter().map(str::to_owned).collect(),
+            functions,
+            typedefs,
+        }
+    }
+}
+
+/// The functions and type names a preprocessed prelude declares (see [`PreludeFacts`]):
+/// words followed by `(` outside any bracket, and words right before `;` or `,` outside any
+/// bracket after a `typedef`. Reserved words are left out (a merged text may not spell
+/// them anyway).
+fn declared_functions_and_types(src: &[u8]) -> (HashSet<String>, HashSet<String>) {
+    let tokens = significant(src);
+    let (mut functions, mut typedefs) = (HashSet::new(), HashSet::new());
+    let mut depth = 0usize;
+    let mut in_typedef = false;
+    for (i, &(kind, t)) in tokens.iter().enumerate() {
+        let next = tokens.get(i + 1).map(|&(_, n)| n);
+        match (kind, t) {
+            (TokenKind::Punct, b"(" | b"[" | b"{") => depth += 1,
+            (TokenKind::Punct, b")" | b"]" | b"}") => depth = depth.saturating_sub(1),
+            (TokenKind::Punct, b";") if depth == 0 => in_typedef = false,
+            (TokenKind::Ident, b"typedef") if depth == 0 => in_typedef = true,
+            (TokenKind::Ident, w) if depth == 0 && !reserved(w) => {
+                let name = String::from_utf8_lossy(w).into_owned();
+                if next == Some(b"(") {
+                    functions.insert(name);
+                } else if in_typedef && matches!(next, Some(b";" | b",")) {
+                    typedefs.insert(name);
                 }
             }
-            i = j + 1;
-            continue;
+            _ => {}
         }
-        if c.is_ascii_alphabetic() || c == b'_' {
-            let start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
+    }
+    (functions, typedefs)
+}
+
+/// The tokens of `src` that are neither white space nor comments, with their kinds.
+fn significant(src: &[u8]) -> Vec<(TokenKind, &[u8])> {
+    tokenize(src)
+        .into_iter()
+        .filter(|t| {
+            !matches!(
+                t.kind,
+                TokenKind::Whitespace | TokenKind::LineComment | TokenKind::BlockComment
+            )
+        })
+        .map(|t| (t.kind, t.bytes(src)))
+        .collect()
+}
+
+/// Punctuators a merged text may not hold: a directive's `#` and `##`, and the digraphs
+/// (which would spell them, or brackets the shape check reads by their usual spelling).
+const REFUSED_PUNCT: &[&[u8]] = &[b"#", b"##", b"%:", b"%:%:", b"<:", b":>", b"<%", b"%>"];
+
+/// Whether the text of a kernel, as written, may go into a merged unit (the first of the
+/// two checks; the second, [`expanded_mergeable`], reads what the compiler made of it):
+/// the lexer reads it exactly as the compiler does (no splice in any form, no lone carriage
+/// return, trigraph, NUL, `$` or byte outside ASCII: [`canonical_text::inexact_reading`]),
+/// every comment and literal is closed, it holds no directive, attribute, digraph or byte
+/// that starts no token, and each word is a macro of `facts` that is safe to expand (see
+/// [`PreludeFacts`]) or, when no macro has that name, [`word_allowed`].
+///
+/// So nothing in the text changes the preprocessor's state (no directive, no `_Pragma`
+/// however reached, no `__COUNTER__`): what the compiler reads of each text in a merged
+/// unit is what it reads of it alone.
+pub(crate) fn text_mergeable(text: &str, facts: &PreludeFacts) -> bool {
+    let src = text.as_bytes();
+    if canonical_text::inexact_reading(src).is_some() {
+        return false;
+    }
+    tokenize(src).iter().all(|t| {
+        let b = t.bytes(src);
+        match t.kind {
+            TokenKind::Whitespace | TokenKind::Number | TokenKind::LineComment => true,
+            TokenKind::BlockComment => b.len() >= 4 && b.ends_with(b"*/"),
+            TokenKind::Str | TokenKind::Char => {
+                let quote = if t.kind == TokenKind::Str { b'"' } else { b'\'' };
+                let open = b.iter().position(|&c| c == quote);
+                open.is_some_and(|o| b.len() >= o + 2 && b.ends_with(&[quote]))
+                    && !b.contains(&b'\n')
             }
-            let word = &text[start..i];
-            if matches!(
-                word,
-                "_Pragma"
-                    | "__COUNTER__"
-                    | "asm"
-                    | "__asm"
-                    | "__asm__"
-                    | "__attribute__"
-                    | "__attribute"
-                    | "__declspec"
-            ) {
-                return None;
-            }
-            match at {
-                At::Void if word == "void" => at = At::Symbol,
-                At::Symbol if word == symbol => at = At::Open,
-                At::Params | At::Body => idents.push(word.to_string()),
-                _ => return None,
-            }
-            continue;
+            TokenKind::Punct => !REFUSED_PUNCT.contains(&b),
+            TokenKind::Ident => match std::str::from_utf8(b) {
+                Ok(w) if facts.macros.contains(w) => facts.safe_macros.contains(w),
+                _ => word_allowed(b),
+            },
+            TokenKind::Preprocessor | TokenKind::Attribute | TokenKind::Other => false,
         }
-        if c.is_ascii_digit() || c == b'.' {
-            // A number (a pp-number may hold letters and signs after e/p).
-            if at != At::Body && at != At::Params {
-                return None;
-            }
-            i += 1;
-            while i < b.len()
-                && (b[i].is_ascii_alphanumeric()
-                    || b[i] == b'_'
-                    || b[i] == b'.'
-                    || ((b[i] == b'+' || b[i] == b'-')
-                        && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P')))
-            {
-                i += 1;
-            }
-            continue;
-        }
-        match (&at, c) {
-            (At::Open, b'(') => {
-                at = At::Params;
-                depth = 1;
-            }
-            (At::Params, b'(') => depth += 1,
-            (At::Params, b')') => {
+    })
+}
+
+/// Whether the tokens the compiler's preprocessor made of one text (`expanded`: its part
+/// of the `-E` output, without line markers) are exactly one definition `void <symbol>(…)
+/// { … }` whose meaning cannot depend on a companion, judged by what is allowed:
+///
+/// - every word is [`word_allowed`] (no `extern`, `inline`, `asm`, `_Noreturn`,
+///   attribute, `_Pragma` or other reserved name but the compiler's built-ins);
+/// - no directive (`#pragma` included), digraph, `[[` or byte that starts no token;
+/// - a word right before `(` is a keyword, a built-in, or a function `facts` says the
+///   prelude declares: the text calls nothing else, and declares no function (a
+///   block-scope function declaration names the file-scope function, and an attribute or
+///   type it gives reaches every companion's calls);
+/// - a `)` right before `(` closes a cast (a type of keywords, the prelude's type names,
+///   tags, `*` and brackets): so no parenthesized function declarator, `T (f)(int)`;
+/// - the parameter list holds no brace, the body's braces balance and nothing follows it.
+pub(crate) fn expanded_mergeable(expanded: &[u8], symbol: &str, facts: &PreludeFacts) -> bool {
+    let tokens = significant(expanded);
+    let text_of = |i: usize| tokens.get(i).map(|&(_, t)| t);
+    // The shape: `void` symbol `(` params `)` `{` body `}`, nothing after.
+    if text_of(0) != Some(b"void")
+        || text_of(1) != Some(symbol.as_bytes())
+        || text_of(2) != Some(b"(")
+    {
+        return false;
+    }
+    let mut depth = 0usize;
+    let mut params_end = None;
+    for (i, &(_, t)) in tokens.iter().enumerate().skip(2) {
+        match t {
+            b"(" => depth += 1,
+            b")" => {
                 depth -= 1;
                 if depth == 0 {
-                    at = At::Body;
+                    params_end = Some(i);
+                    break;
                 }
             }
-            (At::Params, b'{' | b'}' | b';') => return None,
-            (At::Params, _) => {}
-            (At::Body, b'{') => depth += 1,
-            (At::Body, b'}') => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    at = At::Done;
-                }
-            }
-            (At::Body, _) if depth == 0 => return None,
-            (At::Body, _) => {}
-            _ => return None,
+            b"{" | b"}" | b";" => return false,
+            _ => {}
         }
-        i += 1;
     }
-    (at == At::Done).then_some(idents)
+    let Some(params_end) = params_end else {
+        return false;
+    };
+    if text_of(params_end + 1) != Some(b"{") {
+        return false;
+    }
+    let mut braces = 0usize;
+    let mut closed = false;
+    for (i, &(_, t)) in tokens.iter().enumerate().skip(params_end + 1) {
+        match t {
+            b"{" => braces += 1,
+            b"}" => {
+                braces -= 1;
+                if braces == 0 {
+                    if i + 1 != tokens.len() {
+                        return false;
+                    }
+                    closed = true;
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    if !closed {
+        return false;
+    }
+    // Every token, from the parameters on.
+    tokens.iter().enumerate().skip(2).all(|(i, &(kind, t))| match kind {
+        TokenKind::Whitespace
+        | TokenKind::LineComment
+        | TokenKind::BlockComment
+        | TokenKind::Number
+        | TokenKind::Str
+        | TokenKind::Char => true,
+        TokenKind::Punct => {
+            !REFUSED_PUNCT.contains(&t)
+                && !(t == b"[" && text_of(i + 1) == Some(b"["))
+                && !(t == b")" && text_of(i + 1) == Some(b"(") && !closes_cast(&tokens, i, facts))
+        }
+        TokenKind::Ident => {
+            word_allowed(t) && (text_of(i + 1) != Some(b"(") || callable(t, facts))
+        }
+        TokenKind::Preprocessor | TokenKind::Attribute | TokenKind::Other => false,
+    })
 }
 
-/// Whether `b` holds a line splice (a backslash ending a line).
-fn has_splice(b: &[u8]) -> bool {
-    b.windows(2).any(|w| w == b"\\\n") || b.windows(3).any(|w| w == b"\\\r\n")
+/// Whether a merged text may put `(` right after the word `w`: a keyword (its own
+/// grammar, judged with the other rules), a built-in, or a function the prelude declares.
+fn callable(w: &[u8], facts: &PreludeFacts) -> bool {
+    let Ok(s) = std::str::from_utf8(w) else {
+        return false;
+    };
+    crate::observers::C_KEYWORDS.contains(&s)
+        || ALLOWED_KEYWORDS.contains(&s)
+        || s.starts_with("__builtin_")
+        || facts.functions.contains(s)
 }
 
-/// The positions of the kernels of a program (`(symbol, source)` in order, one option
-/// list) that are compiled as one merged unit: those passing [`text_mergeable`] with a
-/// [`prelude_mergeable`] prelude equal to the others', none naming another kernel of the
-/// program. Empty unless at least two qualify, or when the options or `include_env_set`
-/// (a variable of [`INCLUDE_ENV`] set) rule merging out.
-pub(crate) fn mergeable(
+/// Whether the `)` at `close` ends a cast: what lies between it and its `(` is only type
+/// keywords, the prelude's type names, tags (a word after `struct`, `union` or `enum`),
+/// `*`, brackets and numbers.
+fn closes_cast(tokens: &[(TokenKind, &[u8])], close: usize, facts: &PreludeFacts) -> bool {
+    let mut depth = 0usize;
+    let mut i = close;
+    loop {
+        let (kind, t) = tokens[i];
+        match t {
+            b")" => depth += 1,
+            b"(" => {
+                depth -= 1;
+                if depth == 0 {
+                    return true;
+                }
+            }
+            b"*" | b"[" | b"]" => {}
+            _ if kind == TokenKind::Number => {}
+            _ if kind == TokenKind::Ident => {
+                let s = std::str::from_utf8(t).unwrap_or("");
+                let tag = i > 0 && matches!(tokens[i - 1].1, b"struct" | b"union" | b"enum");
+                if !(TYPE_KEYWORDS.contains(&s)
+                    || matches!(s, "struct" | "union" | "enum")
+                    || facts.typedefs.contains(s)
+                    || tag)
+                {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+        if i == 0 {
+            return false;
+        }
+        i -= 1;
+    }
+}
+
+/// The file name each candidate text follows in the unit [`check_unit`] writes, so its
+/// part of the preprocessed output can be told apart (never a unit's: only the check
+/// preprocesses it).
+fn region_name(n: usize) -> String {
+    format!("kcache-merge-{n}")
+}
+
+/// The unit the merge check preprocesses: the prelude, then each text of `candidates`
+/// (positions in `kernels`) after a `#line` naming it ([`region_name`]).
+pub(crate) fn check_unit(kernels: &[(&str, &Source)], candidates: &[usize]) -> String {
+    let mut unit = String::new();
+    if let Some(&first) = candidates.first() {
+        unit.push_str(&kernels[first].1.prelude);
+        unit.push('\n');
+    }
+    for (n, &m) in candidates.iter().enumerate() {
+        unit.push_str(&format!("#line 1 \"{}\"\n", region_name(n)));
+        unit.push_str(&kernels[m].1.text);
+        unit.push('\n');
+    }
+    unit
+}
+
+/// The candidates (positions in `kernels`, as given to [`check_unit`]) whose part of the
+/// preprocessor's output `preprocessed` (`-E` of that unit, line markers kept) is
+/// [`expanded_mergeable`]. A part holding any other line starting with `#` than a line
+/// marker (a `#pragma` the expansion made), or missing, is refused.
+pub(crate) fn mergeable_after_expansion(
+    kernels: &[(&str, &Source)],
+    candidates: &[usize],
+    preprocessed: &[u8],
+    facts: &PreludeFacts,
+) -> Vec<usize> {
+    let names: Vec<String> = (0..candidates.len()).map(region_name).collect();
+    let mut parts: Vec<Option<Vec<u8>>> = vec![None; candidates.len()];
+    let mut refused = vec![false; candidates.len()];
+    let mut current: Option<usize> = None;
+    for line in preprocessed.split(|&b| b == b'\n') {
+        let trimmed = line.trim_ascii_start();
+        if trimmed.first() == Some(&b'#') {
+            // A line marker: `# <line> "<file>" <flags>`.
+            let rest = trimmed[1..].trim_ascii_start();
+            if rest.first().is_some_and(u8::is_ascii_digit) {
+                let file = rest
+                    .iter()
+                    .position(|&b| b == b'"')
+                    .and_then(|q| {
+                        let after = &rest[q + 1..];
+                        after.iter().position(|&b| b == b'"').map(|e| &after[..e])
+                    })
+                    .unwrap_or(b"");
+                current = names.iter().position(|n| n.as_bytes() == file);
+            } else if let Some(c) = current {
+                refused[c] = true;
+            }
+            continue;
+        }
+        if let Some(c) = current {
+            let part = parts[c].get_or_insert_with(Vec::new);
+            part.extend_from_slice(line);
+            part.push(b'\n');
+        }
+    }
+    candidates
+        .iter()
+        .enumerate()
+        .filter(|&(n, &m)| {
+            !refused[n]
+                && parts[n]
+                    .as_deref()
+                    .is_some_and(|p| expanded_mergeable(p, kernels[m].0, facts))
+        })
+        .map(|(_, &m)| m)
+        .collect()
+}
+
+/// The kernels of a program (`(symbol, source)` in order, one option list) that may go
+/// into merged units before the compiler expanded them: those whose prelude is
+/// [`prelude_mergeable`] and equal to the others', whose text is [`text_mergeable`] under
+/// `facts` (what the compiler said of that prelude and options; `None`: it could not
+/// preprocess it, and nothing merges) and names no other kernel of the program nor any
+/// generated entry. Empty unless at least two qualify, or when the options or
+/// `include_env_set` (a variable of [`INCLUDE_ENV`] set) rule merging out.
+pub(crate) fn candidates(
     kernels: &[(&str, &Source)],
     options: &[String],
     include_env_set: bool,
+    facts: impl Fn(&str) -> Option<Arc<crate::observers::PreludeNames>>,
 ) -> Vec<usize> {
     if include_env_set || !options_mergeable(options) || kernels.len() < 2 {
         return Vec::new();
     }
-    let symbols: std::collections::HashSet<&str> = kernels.iter().map(|(s, _)| *s).collect();
+    let symbols: HashSet<&str> = kernels.iter().map(|(s, _)| *s).collect();
     // A definition naming a kernel (`-Dk2=fused_2`) could reach a companion through it.
     let defines_a_kernel = options.iter().any(|o| {
         o.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .any(|w| symbols.contains(w) || w.ends_with(crate::signature::ENTRY_SUFFIX))
+            .any(|w| symbols.contains(w) || w.contains(crate::signature::RESERVED_INFIX))
     });
     if defines_a_kernel {
         return Vec::new();
     }
+    let Some(prelude) = kernels
+        .iter()
+        .map(|(_, s)| s.prelude.as_str())
+        .find(|p| prelude_mergeable(p))
+    else {
+        return Vec::new();
+    };
+    let Some(learned) = facts(prelude) else {
+        return Vec::new();
+    };
     let mut chosen: Vec<usize> = Vec::new();
-    let mut prelude: Option<&str> = None;
     for (position, (symbol, source)) in kernels.iter().enumerate() {
-        if !prelude_mergeable(&source.prelude) || prelude.is_some_and(|p| p != source.prelude) {
+        if source.prelude != prelude || !text_mergeable(&source.text, &learned.merge) {
             continue;
         }
-        let Some(idents) = text_mergeable(&source.text, symbol) else {
-            continue;
-        };
-        let names_another = idents.iter().any(|w| {
-            (w != symbol && symbols.contains(w.as_str()))
-                || w.ends_with(crate::signature::ENTRY_SUFFIX)
-        });
+        let names_another = crate::observers::words(source.text.as_bytes())
+            .into_iter()
+            .any(|w| {
+                (w != *symbol && symbols.contains(w))
+                    || w.contains(crate::signature::RESERVED_INFIX)
+            });
         if names_another {
             continue;
         }
-        prelude.get_or_insert(&source.prelude);
         chosen.push(position);
     }
     if chosen.len() < 2 {
@@ -364,34 +682,112 @@ pub(crate) fn merged_unit(kernels: &[(&str, &Source)], members: &[usize]) -> Str
 mod tests {
     use super::*;
 
+    /// A small prelude's facts: a safe macro, macros reaching `_Pragma`, an asm label and
+    /// `__COUNTER__` (directly or through another), a function and two type names.
+    fn facts() -> PreludeFacts {
+        PreludeFacts::learn(
+            "#define ONE 1\n#define TWICE(x) ((x) + (x))\n#define ISNAN(x) __builtin_isnan (x)\n\
+             #define WARN(m) _Pragma(#m)\n#define LOUD(x) WARN(x) x\n#define REDIR(n) n __asm__(\"other\")\n\
+             #define CNT __COUNTER__\n#define C64(c) c ## L\n",
+            b"extern float expf (float __x) __attribute__ ((__nothrow__));\n\
+              typedef float float_t;\ntypedef struct { int a; } pair_t;\n",
+        )
+    }
+
     #[test]
     fn texts_that_may_merge_and_those_that_may_not() {
-        let ok = "void k(float *o, int n) { /* } */ for (int i = 0; i < n; ++i) o[i] = 1.5e+3f; \"}\"; }\n// end\n";
-        assert_eq!(
-            text_mergeable(ok, "k").map(|v| v.contains(&"o".to_string())),
-            Some(true)
-        );
+        let f = facts();
+        let ok = "void k(float *o, int n) { /* } */ for (int i = 0; i < n; ++i) o[i] = ONE + \
+                  TWICE(1.5e+3f) + ISNAN(o[i]) + C64(1); \"}\"; __LINE__; }\n// end\n";
+        assert!(text_mergeable(ok, &f));
         for bad in [
             "#define X 1\nvoid k(void) {}",
             "void k(void) { _Pragma(\"GCC optimize(\\\"O0\\\")\") }",
-            "static int c; void k(void) { c++; }",
-            "void k(void) { } int x;",
-            "void k(void) { } void k2(void) { }",
-            "typedef int T; void k(void) { }",
+            "void k(void) { LOUD(1); }",
+            "void k(void) { WARN(x); }",
+            "void k(void) { int REDIR(x); }",
+            "void k(void) { int a = CNT; }",
+            "void k(void) { int a = __COUNTER__; }",
+            "void k(void) { asm(\"nop\"); }",
+            "void k(void) { extern float expf(float); }",
+            "void k(void) { _Noreturn void f(void); }",
+            "void k(void) { inline int f(void); }",
+            "__attribute__((noinline)) void k(void) { }",
+            "void k(void) { [[gnu::const]] float expf(float); }",
+            "void k(void) { /* ",
+            "void k(void) { \"x }",
+            "void k(void) %: ",
+            "void k(void) <% %>",
+            "void k(void) { int a = 1 \\\n; }",
+            "void k(void) { int a = 1; } // x \\ \n int b;",
+            "void k(void) { int a = 1; } // x\rint b;",
+            "void k(void) { int a = 1; } \\",
+            "void k(void) { int a = 1; } ??=",
+        ] {
+            assert!(!text_mergeable(bad, &f), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn what_the_compiler_made_of_a_text_merges_only_as_one_void_definition() {
+        let f = facts();
+        let ok = [
+            "void k(float *o, int n) { for (int i = 0; i < n; ++i) o[i] = expf((float)(o[i])); }",
+            "void k(float *o) { static float acc; typedef int T; struct S { T x; }; o[0] = (float_t)(acc) + sizeof(struct S) + __builtin_sqrtf(2.0f); }",
+            "void k(float *o) { float a[2][2] = {{0}}; o[0] = a[1][0] + (pair_t *)(0) == 0; }",
+            "void k(void) { if (1) { } else { } }",
+        ];
+        for t in ok {
+            assert!(expanded_mergeable(t.as_bytes(), "k", &f), "{t}");
+        }
+        for bad in [
             "void j(void) { }",
             "int k(void) { return 0; }",
-            "void k(void) { asm(\"nop\"); }",
-            "void k(void) { int a = __COUNTER__; }",
-            "void k(struct s { int x; } *p) { }",
-            "void k(void) { ",
-            "void k(void) { /* ",
+            "void k(void) { } int x;",
+            "void k(void) { } void k2(void) { }",
             "void k(void) { } }",
-            "void k(void) %: ",
-            "void k(void) { int a = 1 \\\n; }",
-            "__attribute__((noinline)) void k(void) { }",
+            "void k(void) {",
+            "void k(struct s { int x; } *p) { }",
+            "void k(void) { double foo(double); }",
+            "void k(void) { double (foo)(double); }",
+            "void k(void) { float y = undeclared(1.0f); }",
+            "void k(void) { float (*fp)(float) = 0; }",
+            "void k(void) { k(); }",
+            "void k(void) { extern int e; }",
+            "void k(void) { __asm__(\"nop\"); }",
+            "void k(void) { int x __attribute__((aligned(8))); }",
+            "void k(void) { [[gnu::unused]] int x; }",
+            "void k(void) { int x; x = __COUNTER__; }",
         ] {
-            assert_eq!(text_mergeable(bad, "k"), None, "{bad}");
+            assert!(!expanded_mergeable(bad.as_bytes(), "k", &f), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_prelude_facts_are_read_from_the_compiler_output() {
+        let f = facts();
+        assert!(f.functions.contains("expf"));
+        assert!(f.typedefs.contains("float_t") && f.typedefs.contains("pair_t"));
+        for safe in ["ONE", "TWICE", "ISNAN", "C64"] {
+            assert!(f.safe_macros.contains(safe), "{safe}");
+        }
+        for unsafe_ in ["WARN", "LOUD", "REDIR", "CNT"] {
+            assert!(f.macros.contains(unsafe_) && !f.safe_macros.contains(unsafe_), "{unsafe_}");
+        }
+    }
+
+    #[test]
+    fn parts_of_the_preprocessed_unit_are_told_apart_by_their_line_markers() {
+        let f = facts();
+        let sig = crate::Signature::new();
+        let a = Source::new("void a(void) { }", sig.clone());
+        let b = Source::new("void b(void) { }", sig.clone());
+        let c = Source::new("void c(void) { }", sig);
+        let kernels = [("a", &a), ("b", &b), ("c", &c)];
+        let out = b"# 1 \"kernel.c\"\nint prelude;\n# 1 \"kcache-merge-0\"\nvoid a(void) {\n# 1 \"kcache-merge-0\" 3 4\n}\n\
+                    # 1 \"kcache-merge-1\"\nvoid b(void) {\n#pragma GCC optimize(\"O0\")\n}\n";
+        // `a` passes; `b` holds a pragma; `c` has no part.
+        assert_eq!(mergeable_after_expansion(&kernels, &[0, 1, 2], out, &f), [0]);
     }
 
     #[test]

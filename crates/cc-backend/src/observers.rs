@@ -29,6 +29,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsString;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -120,6 +121,8 @@ pub(crate) struct PreludeNames {
     /// once. Built from the two sets at the first lookup (they are complete by then: a
     /// `PreludeNames` is shared, behind an `Arc`, only once learned).
     index: OnceLock<HashMap<Box<[u8]>, u8, BuildHasherDefault<WordHash>>>,
+    /// What decides which texts may share a merged unit (see [`crate::merge`]).
+    pub(crate) merge: crate::merge::PreludeFacts,
 }
 
 /// [`PreludeNames::index`]: the name is an observer.
@@ -182,13 +185,17 @@ impl Hasher for WordHash {
 struct Probe {
     compiler: Vec<OsString>,
     input_env: Vec<(&'static str, Option<OsString>)>,
+    /// The work directory of the backend that registered the identity last: checked (as
+    /// [`WorkDir::check`] does) before each probe, whose compiler gets it (or the private
+    /// directory the check makes in it) as `TMPDIR`, `TMP` and `TEMP`.
+    work_dir: Mutex<PathBuf>,
     /// Per prelude, then per option list (two levels, so a lookup borrows both instead
     /// of copying the prelude).
     memo: Mutex<HashMap<String, HashMap<Vec<String>, Learned>>>,
 }
 
 /// What the compiler said of one prelude (`None`: it could not preprocess it).
-type Learned = Option<Arc<PreludeNames>>;
+pub(crate) type Learned = Option<Arc<PreludeNames>>;
 
 type Registry = Mutex<HashMap<String, Arc<Probe>>>;
 
@@ -203,20 +210,30 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Records how to run the compiler of the backend whose identity is `identity` (the
 /// identity names the command and the environment, so one identity is one compiler).
+///
+/// `work_dir` is where the probes' compiler may write temporaries (see
+/// [`Probe::work_dir`]); a later registration of the same identity only replaces it.
 pub(crate) fn register(
     identity: &str,
     compiler: &[OsString],
     input_env: &[(&'static str, Option<OsString>)],
+    work_dir: &Path,
 ) {
-    lock(registry())
-        .entry(identity.to_owned())
-        .or_insert_with(|| {
-            Arc::new(Probe {
-                compiler: compiler.to_vec(),
-                input_env: input_env.to_vec(),
-                memo: Mutex::default(),
-            })
-        });
+    let mut registry = lock(registry());
+    match registry.get(identity) {
+        Some(probe) => *lock(&probe.work_dir) = work_dir.to_path_buf(),
+        None => {
+            registry.insert(
+                identity.to_owned(),
+                Arc::new(Probe {
+                    compiler: compiler.to_vec(),
+                    input_env: input_env.to_vec(),
+                    work_dir: Mutex::new(work_dir.to_path_buf()),
+                    memo: Mutex::default(),
+                }),
+            );
+        }
+    }
 }
 
 /// The names to key a kernel with: `names`, plus (for an identity a backend of this
@@ -232,23 +249,8 @@ pub(crate) fn keyed_names<'n>(
     symbol: &str,
     names: &'n Names,
 ) -> Cow<'n, Names> {
-    let Some(probe) = lock(registry()).get(identity).cloned() else {
+    let Some(learned) = learned(identity, prelude, options) else {
         return Cow::Borrowed(names);
-    };
-    let known = lock(&probe.memo)
-        .get(prelude)
-        .and_then(|by_options| by_options.get(options))
-        .cloned();
-    let learned = match known {
-        Some(l) => l,
-        None => {
-            let l = probe.learn(prelude, options).map(Arc::new);
-            lock(&probe.memo)
-                .entry(prelude.to_owned())
-                .or_default()
-                .insert(options.to_vec(), l.clone());
-            l
-        }
     };
     let Some(learned) = learned else {
         return Cow::Owned(
@@ -267,6 +269,28 @@ pub(crate) fn keyed_names<'n>(
     out.free.extend(free);
     out.observers.extend(observers);
     Cow::Owned(out)
+}
+
+/// What the compiler of the backend whose identity is `identity` makes of `prelude` under
+/// `options`, asked once and kept: `None` for an identity no backend of this process
+/// registered, `Some(None)` when the compiler could not preprocess the prelude.
+pub(crate) fn learned(identity: &str, prelude: &str, options: &[String]) -> Option<Learned> {
+    let probe = lock(registry()).get(identity).cloned()?;
+    let known = lock(&probe.memo)
+        .get(prelude)
+        .and_then(|by_options| by_options.get(options))
+        .cloned();
+    Some(match known {
+        Some(l) => l,
+        None => {
+            let l = probe.learn(prelude, options).map(Arc::new);
+            lock(&probe.memo)
+                .entry(prelude.to_owned())
+                .or_default()
+                .insert(options.to_vec(), l.clone());
+            l
+        }
+    })
 }
 
 /// The declared names and the observers of `learned` that `text` spells as words (see
@@ -312,7 +336,7 @@ fn for_each_word<'t>(src: &'t [u8], mut f: impl FnMut(&'t [u8])) {
 }
 
 /// The distinct words of `src` ([`for_each_word`]).
-fn words(src: &[u8]) -> HashSet<&str> {
+pub(crate) fn words(src: &[u8]) -> HashSet<&str> {
     let mut out = HashSet::new();
     for_each_word(src, |w| {
         if let Ok(w) = std::str::from_utf8(w) {
@@ -323,9 +347,9 @@ fn words(src: &[u8]) -> HashSet<&str> {
 }
 
 impl Probe {
-    /// Runs the compiler with the prelude on its standard input, in `/`: its standard
-    /// output if it succeeded.
-    fn run(&self, options: &[String], args: &[&str], prelude: &str) -> Option<Vec<u8>> {
+    /// Runs the compiler with the prelude on its standard input, in `/`, with `tmp` as its
+    /// temporary directory: its standard output if it succeeded.
+    fn run(&self, options: &[String], args: &[&str], prelude: &str, tmp: &Path) -> Option<Vec<u8>> {
         let (program, program_args) = self.compiler.split_first()?;
         let mut command = Command::new(program);
         for (name, value) in &self.input_env {
@@ -337,6 +361,7 @@ impl Probe {
         let mut child = command
             .args(program_args)
             .envs(crate::backend::COMPILER_ENV)
+            .envs(crate::backend::TMP_ENV.map(|name| (name, tmp)))
             .args(crate::BASE_FLAGS)
             .args(options)
             .args(args)
@@ -357,18 +382,26 @@ impl Probe {
     }
 
     fn learn(&self, prelude: &str, options: &[String]) -> Option<PreludeNames> {
+        // The compiler's temporaries go where no other user can reach them; a work
+        // directory that fails the check teaches nothing (nothing is renamed, nothing
+        // merged).
+        let work_dir = lock(&self.work_dir).clone();
+        let work = crate::workdir::WorkDir::check(&work_dir).ok()?;
+        let tmp = work.path();
         // Two independent runs of the preprocessor, concurrently: they are on the path of
         // a fresh process's first key.
         let (table, declarations) = std::thread::scope(|scope| {
-            let table = scope.spawn(|| self.run(options, &["-dM", "-E"], prelude));
-            let declarations = self.run(options, &["-E", "-P"], prelude);
+            let table = scope.spawn(|| self.run(options, &["-dM", "-E"], prelude, tmp));
+            let declarations = self.run(options, &["-E", "-P"], prelude, tmp);
             let table = table
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (table, declarations)
         });
         let (table, declarations) = (table?, declarations?);
-        let mut learned = analyse_macros(&String::from_utf8_lossy(&table));
+        let table = String::from_utf8_lossy(&table);
+        let mut learned = analyse_macros(&table);
+        learned.merge = crate::merge::PreludeFacts::learn(&table, &declarations);
         learned.declared.extend(
             words(&declarations)
                 .into_iter()
@@ -429,6 +462,7 @@ pub(crate) fn analyse_macros(table: &str) -> PreludeNames {
         observers,
         declared: macros.keys().map(|n| (*n).to_owned()).collect(),
         index: OnceLock::new(),
+        merge: crate::merge::PreludeFacts::default(),
     }
 }
 

@@ -12,7 +12,7 @@ use libloading::os::unix::{Library as UnixLibrary, RTLD_LOCAL, RTLD_NOW};
 use crate::deps::{Dep, Manifest, Witness};
 use crate::error::CcError;
 use crate::image::Image;
-use crate::signature::{Arg, Signature, entry_symbol};
+use crate::signature::{Arg, Signature, entry_symbol, exported_symbol};
 use crate::workdir::WorkDir;
 
 /// The C type of every generated entry: `void entry(void *const *args)`.
@@ -70,10 +70,7 @@ impl CcProgram {
         manifest: Manifest,
         options: Vec<String>,
     ) -> Result<CcProgram, CcError> {
-        check_defined(
-            &image.bytes()?,
-            kernels.iter().map(|(symbol, _)| symbol.as_str()),
-        )?;
+        check_defined(&image.bytes()?, kernels.iter().map(|(symbol, _)| symbol.as_str()))?;
         let library = open(image.path())?;
         let (symbols, signatures) = kernels.into_iter().unzip();
         let program = CcProgram {
@@ -139,16 +136,18 @@ impl CcProgram {
         })
     }
 
-    /// The address of `symbol` in the library, never dereferenced here.
+    /// The address of kernel `symbol`'s function in the library (exported under
+    /// [`exported_symbol`]), never dereferenced here.
     #[allow(unsafe_code)]
     fn address(&self, symbol: &str) -> Result<*const c_void, CcError> {
+        let exported = exported_symbol(symbol);
         // SAFETY: the symbol is looked up as an opaque address (`*const c_void` is the
         // data-pointer type `dlsym` returns); nothing is read or called through it here.
         // A `Kernel` holding it also holds `self`, so the library outlives the copy.
-        let found = unsafe { self.library.get::<*const c_void>(symbol.as_bytes()) };
+        let found = unsafe { self.library.get::<*const c_void>(exported.as_bytes()) };
         match found {
             Ok(f) => Ok(*f),
-            Err(source) => Err(self.missing(symbol, source)),
+            Err(source) => Err(self.missing(&exported, source)),
         }
     }
 
@@ -203,9 +202,10 @@ impl CcProgram {
     }
 }
 
-/// Checks that the shared object `bytes` defines each of `symbols` itself: a definition
-/// (a function or data, not an undefined reference) in its dynamic symbol table, the table
-/// the loader answers `dlsym` from. An object that does not parse as ELF (another format
+/// Checks that the shared object `bytes` defines, for each kernel of `symbols`, its
+/// exported function ([`exported_symbol`]) and its entry itself: a definition (a function
+/// or data, not an undefined reference) in its dynamic symbol table, the table the loader
+/// answers `dlsym` from. An object that does not parse as ELF (another format
 /// than the system's) is left to the loader.
 fn check_defined<'a>(bytes: &[u8], symbols: impl Iterator<Item = &'a str>) -> Result<(), CcError> {
     use object::{Object as _, ObjectSymbol as _};
@@ -218,7 +218,8 @@ fn check_defined<'a>(bytes: &[u8], symbols: impl Iterator<Item = &'a str>) -> Re
         .filter_map(|s| s.name_bytes().ok())
         .collect();
     for symbol in symbols {
-        if !defined.contains(symbol.as_bytes()) {
+        let (exported, entry) = (exported_symbol(symbol), entry_symbol(symbol));
+        if !defined.contains(exported.as_bytes()) || !defined.contains(entry.as_bytes()) {
             return Err(CcError::UndefinedKernel {
                 symbol: symbol.to_string(),
             });

@@ -576,6 +576,27 @@ pub(crate) fn entry_symbol(symbol: &str) -> String {
 /// The suffix of a generated entry's symbol.
 pub(crate) const ENTRY_SUFFIX: &str = "__kcache_entry";
 
+/// What every symbol the backend generates for a kernel holds (the entry's
+/// [`ENTRY_SUFFIX`], the exported function's [`KERNEL_SUFFIX`]): no kernel's own symbol
+/// may hold it, and a unit that refers to such a symbol it does not define is refused
+/// ([`CcError::ReservedReference`](crate::CcError::ReservedReference)).
+pub(crate) const RESERVED_INFIX: &str = "__kcache_";
+
+/// The suffix of the name a kernel's own function is exported under from its program (on
+/// ELF targets, where every other symbol of a unit is made local before the link): the
+/// kernel's symbol itself is local, so no companion's reference can bind to it.
+pub(crate) const KERNEL_SUFFIX: &str = "__kcache_kernel";
+
+/// The name kernel `symbol`'s own function is exported under ([`KERNEL_SUFFIX`]; the
+/// symbol itself on Apple targets, whose objects are not localized).
+pub(crate) fn exported_symbol(symbol: &str) -> String {
+    if cfg!(target_vendor = "apple") {
+        symbol.to_string()
+    } else {
+        format!("{symbol}{KERNEL_SUFFIX}")
+    }
+}
+
 /// One argument of a safe [`Kernel::call`](crate::Kernel::call): a buffer (shared for
 /// a `const` pointer parameter, exclusive for a written one) or a scalar value. Its
 /// kind must be exactly the parameter's.

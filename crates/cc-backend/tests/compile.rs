@@ -234,14 +234,19 @@ fn a_kernel_named_like_a_libc_function_must_be_defined_by_its_text() {
     );
 }
 
+/// An undefined function is a link error (`-z defs`) naming the kernel, never a program
+/// the loader refuses (or, lazily bound, a crash at the call).
 #[test]
-fn a_kernel_calling_an_undefined_function_fails_to_load() {
+fn a_kernel_calling_an_undefined_function_fails_to_link() {
     let text = abn(
         "void nowhere_defined_fn(void);\nvoid k(float *out, const float *a, const float *b, int n) { nowhere_defined_fn(); }",
     );
     let err = backend().compile_program(&[("k", &text)], &[]).unwrap_err();
-    assert!(matches!(err, CcError::Load { .. }), "{err}");
-    // The display says why: the loader's message names the missing function.
+    assert!(
+        matches!(err, CcError::Compiler { ref symbols, .. } if symbols == &["k".to_string()]),
+        "{err}"
+    );
+    // The display says why: the linker's message names the missing function.
     assert!(err.to_string().contains("nowhere_defined_fn"), "{err}");
 }
 

@@ -320,14 +320,13 @@ fn a_failed_merged_unit_falls_back_to_one_unit_each() {
     assert_eq!(run_abn(&program, "g2"), [11.0, 22.0, 33.0]);
 }
 
-/// The merged unit is part of the backend's identity (so of every key and of the kernel
-/// store's identity): programs of the two modes never meet.
+/// The merged unit's rule and the link's isolation are part of the backend's identity (so
+/// of every key and of the kernel store's identity): programs compiled under another rule
+/// never meet these.
 #[test]
 fn the_merged_unit_is_in_the_identity() {
-    assert!(
-        backend()
-            .identity()
-            .lines()
-            .any(|l| l.starts_with("merged: "))
-    );
+    let identity = backend().identity().to_string();
+    assert!(identity.lines().any(|l| l.starts_with("merged 2: ")), "{identity}");
+    assert!(identity.lines().any(|l| l.starts_with("isolated: ")), "{identity}");
+    assert!(identity.lines().any(|l| l.starts_with("objcopy ")), "{identity}");
 }
