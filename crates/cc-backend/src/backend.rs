@@ -128,20 +128,38 @@ fn find_objcopy() -> Option<(OsString, String)> {
 /// Each program is one shared object: every kernel is compiled by `cc -O2 -shared -fPIC
 /// <options> -MD -MF kernel.d -c -o kernel.o kernel.c` in a directory of its own (the
 /// compiler lists in `kernel.d` the headers it read), then the objects are
-/// linked by `cc -O2 -shared -fPIC <options> -Wl,-Bsymbolic -o program.so <objects> -lm`
-/// (`-Bsymbolic`: a kernel named like a function the process has, `free`, is still the one
-/// its entry calls; not on Apple targets, whose linker binds so already), all in a
+/// linked by `cc -O2 -shared -fPIC <options> -Wl,-Bsymbolic -Wl,-z,defs -o program.so
+/// <objects> -lm` (`-Bsymbolic`: a kernel named like a function the process has, `free`,
+/// is still the one its entry calls; `-z defs`: a reference nothing defines is a link
+/// error; neither on Apple targets, whose linker binds so already), all in a
 /// fresh directory of the work directory (removed when the program is dropped; the work
-/// directory is checked first, see [`CcBackend::with_work_dir`]): every
-/// kernel is its own
-/// translation unit (see [`Source`]), so no preprocessor state, `static` or `#pragma`
-/// of one kernel reaches another, and a kernel means the same whichever companions it
-/// is compiled beside. The one exception keeps that promise: kernels that provably cannot
-/// affect each other (see the `merge` module: a standard-header prelude, options that only
-/// change code, a text that is one `void` definition with no directive, naming no other
-/// kernel) share merged units `kernel.c` (each in a directory of its own) of at most 32,
-/// compiled concurrently; a merged unit that fails falls back to one unit per kernel. The compiler is `$CC` when set (split on white space: a command
-/// and its leading arguments), else `cc`.
+/// directory is checked first, see [`CcBackend::with_work_dir`]). The compiler is `$CC`
+/// when set (split on white space: a command and its leading arguments), else `cc`.
+///
+/// **A kernel means the same whichever companions share its program.**
+/// - Every kernel is its own translation unit (see [`Source`]), so no preprocessor state,
+///   `static`, `#pragma` or declaration of one kernel reaches another. The one exception
+///   keeps that promise: kernels that provably cannot affect each other (the `merge`
+///   module's allow list, judged on the text's tokens, the compiler's macro table and its
+///   own preprocessing of the text: a standard-header prelude, options that only change
+///   code, one `void` definition calling only the prelude's functions and built-ins, no
+///   directive, pragma, attribute, asm or declaration reaching file scope) share merged
+///   units `kernel.c` (each in a directory of its own) of at most 32, compiled
+///   concurrently; a merged unit that fails to compile or link falls back to one unit per
+///   kernel.
+/// - Before the link, `objcopy` renames each kernel's function to `<symbol>__kcache_kernel`
+///   and makes every symbol of the object local but those and the entries
+///   (`<symbol>__kcache_entry`): a function one text defines (a renderer's fast `expf`)
+///   never serves a companion's call, and a call of a companion kernel by its symbol finds
+///   nothing and fails the link. A unit that refers to a generated symbol it does not
+///   define is refused ([`CcError::ReservedReference`]). Through the per-kernel resolves
+///   a unit that does not link is told apart by linking each object alone: it fails alone
+///   with the linker's diagnostics, and its companions are linked and returned.
+/// - Every compiler, assembler, linker and `objcopy` process runs with `TMPDIR`, `TMP`
+///   and `TEMP` naming the program's own fresh directory (private, in the checked work
+///   directory), so nothing the toolchain writes between its steps (gcc's assembly
+///   between `cc1` and `as`) is reachable by another user, whatever the process's own
+///   `TMPDIR` is.
 ///
 /// **The bytes run are the bytes compiled.** On Linux the linker's output is read once
 /// (opened without following a link) into a memory file sealed against any change

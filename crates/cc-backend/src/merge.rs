@@ -2,8 +2,9 @@
 //! one translation unit (the prelude parsed once, one compiler process), instead of one
 //! unit each.
 //!
-//! A kernel is merged only when every part of the unit it shares is one whose meaning does
-//! not depend on what else the unit holds ([`mergeable`]):
+//! The rule says what is allowed, never what is denied, and reads text as the compiler
+//! does. A kernel is merged only when every part of the unit it shares is one whose
+//! meaning does not depend on what else the unit holds:
 //!
 //! - **the prelude** is nothing but `#include <h>` lines of C standard headers
 //!   ([`STANDARD_HEADERS`]; no helper, no macro, no object of the caller's that two kernels
@@ -13,20 +14,34 @@
 //!   ([`options_mergeable`]: `-O…`, `-f…` but plugins, `-m…`, `-std=…`, `-W…` but `-Wp,`,
 //!   `-w`, `-g…`, `-DNAME[=value]` without `#`, `_Pragma` or `__COUNTER__`, `-UNAME`,
 //!   `-pedantic…`); `-include`, `-I` and anything else keep every kernel in its own unit;
-//! - **the text** is a single definition `void <symbol>(<parameters>) { <body> }` and
-//!   nothing else at file scope ([`text_mergeable`]): no `#`, `%:` or `??` anywhere (no
-//!   directive, digraph or trigraph), no `_Pragma`, `__COUNTER__`, `asm` or attribute, no
-//!   `$` or byte outside ASCII, no brace in the parameter list, and no identifier naming
-//!   another kernel of the program or any generated entry (`…__kcache_entry`).
+//! - **the text as written** ([`text_mergeable`]) is read exactly by canonical-text's
+//!   lexer (its phases gate, [`canonical_text::inexact_reading`], refuses every splice,
+//!   lone carriage return and trigraph), every comment and literal closes, it holds no
+//!   directive, attribute or digraph, and each of its words is an allowed keyword, a
+//!   plain name, a built-in, or a macro of the compiler's table for this prelude and these
+//!   options (`-dM -E`) whose replacement spells only such words, transitively
+//!   ([`PreludeFacts`]): so nothing in it can change the preprocessor's state (no
+//!   `_Pragma` or `__COUNTER__` however reached), and no text names another kernel of the
+//!   program or a generated symbol (`…__kcache_`);
+//! - **the text as the compiler reads it** ([`expanded_mergeable`], over its part of one
+//!   `cc -E` of the prelude and every candidate): exactly one definition
+//!   `void <symbol>(…) { … }`, every word allowed (no `extern`, `inline`, `asm`,
+//!   `_Noreturn`, attribute, pragma in any spelling), calling only keywords, built-ins and
+//!   the functions the prelude declares, and declaring no function (no `f(`, no `(f)(`
+//!   of another name: a block-scope function declaration names the file-scope entity).
 //!
-//! Whatever a body declares (a `static`, a `typedef`, a tag, a block-scope declaration of
-//! another name) is then scoped to its own function, and nothing is at file scope but the
-//! kernels' prototypes, entries and definitions. The unit puts every prototype and entry
-//! first (before the prelude, as a kernel's own unit does), then the prelude, then each
-//! text after the `#line 1 "kernel.c"` its own unit has too: `__LINE__`, `__FILE__`, an
-//! `assert`'s message and a diagnostic's line number are those of its own unit (the
-//! line in the kernel's text).
-//! When in doubt, a kernel is compiled alone.
+//! Whatever a body then declares (a `static`, a `typedef`, a tag, a local) is scoped to its
+//! own function, and nothing is at file scope but the kernels' prototypes, entries and
+//! definitions. The unit puts every prototype and entry first (before the prelude, as a
+//! kernel's own unit does), then the prelude, then each text after the `#line 1
+//! "kernel.c"` its own unit has too: `__LINE__`, `__FILE__`, an `assert`'s message and a
+//! diagnostic's line number are those of its own unit (the line in the kernel's text).
+//! When in doubt, a kernel is compiled alone; a merged unit that fails to compile or to
+//! link falls back to one unit per kernel.
+//!
+//! What the link adds (see [`CcBackend`](crate::CcBackend)): every object, merged or not,
+//! exports only its kernels' entries and functions under generated names, so no
+//! definition of one unit serves another's reference.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
