@@ -484,8 +484,9 @@ impl CcBackend {
     }
 
     /// What identifies this backend's output: the compiler command, the first line of
-    /// its `--version`, the base flags, its reproducible-compile rule, the link's own
-    /// flags (`-Wl,-Bsymbolic` but on Apple targets), the settings of
+    /// its `--version`, the base flags, its reproducible-compile rule, its merged-unit
+    /// rule, the link's own flags (`-Wl,-Bsymbolic -Wl,-z,defs` but on Apple targets), its
+    /// isolation rule and the first line of its `objcopy`'s `--version`, the settings of
     /// [`COMPILER_INPUT_ENV`] it found (see [`CcBackend`]), the target architecture and
     /// OS, and [`SAVED_FORMAT`](crate::SAVED_FORMAT), one per line in that order. Put it
     /// in every key (see [`kernel_cache::kernel_key`]) so kernels compiled by another
