@@ -364,7 +364,6 @@ pub fn inexact_reading(src: &[u8]) -> Option<(usize, &'static str)> {
     phases::untokenizable(src)
 }
 
-
 /// The lowercase hex SHA-256 (64 characters) of `parts`, each part prefixed by its length
 /// as a little-endian `u64`.
 ///

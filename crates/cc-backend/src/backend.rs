@@ -95,6 +95,10 @@ const MERGED: &str = "merged 2: kernels of a program with a standard-header prel
 /// The directory of a program's merged unit (not a C identifier: never a kernel's).
 const MERGED_DIR: &str = ".merged";
 
+/// One unit's compile and isolation (in [`CcBackend::run_compiler`]): given the unit's
+/// directory and the positions of its kernels, `Some` error when the unit failed.
+type UnitCompile<'a> = dyn Fn(&Path, &[usize]) -> Result<Option<CcError>, CcError> + Sync + 'a;
+
 /// The directory of the unit the merge check preprocesses (not a C identifier).
 const CHECK_DIR: &str = ".mergecheck";
 
@@ -601,10 +605,7 @@ impl CcBackend {
         let members = crate::merge::candidates(kernels, options, include_env_set, |prelude| {
             crate::observers::learned(&self.identity, prelude, options).flatten()
         });
-        let candidates = members
-            .iter()
-            .map(|&m| (m, kernels[m].1.clone()))
-            .collect();
+        let candidates = members.iter().map(|&m| (m, kernels[m].1.clone())).collect();
         let mut unit_dirs = Vec::with_capacity(kernels.len());
         let mut pending = Vec::with_capacity(kernels.len());
         for (position, (symbol, source)) in kernels.iter().enumerate() {
@@ -808,8 +809,11 @@ impl CcBackend {
         // Before the compiler reads anything: a file modified from here on may not be
         // what it read (see `deps`).
         let started = SystemTime::now();
-        let kernel_symbols: Vec<String> =
-            prepared.kernels.iter().map(|(symbol, _)| symbol.clone()).collect();
+        let kernel_symbols: Vec<String> = prepared
+            .kernels
+            .iter()
+            .map(|(symbol, _)| symbol.clone())
+            .collect();
         let program_dir = prepared.dir.path().to_path_buf();
         let so_path = prepared.so_path.clone();
         let symbols = |members: &[usize]| -> Vec<String> {
@@ -918,7 +922,10 @@ impl CcBackend {
                 return Err(failed(output, everyone));
             }
             let alone_outputs = crate::merge::concurrently(objects.len(), |n| {
-                link(&[objects[n]], &program_dir.join(format!("link-check-{n}.so")))
+                link(
+                    &[objects[n]],
+                    &program_dir.join(format!("link-check-{n}.so")),
+                )
             });
             let mut next = Vec::with_capacity(linked.len());
             let mut again = Vec::new();
@@ -971,7 +978,7 @@ impl CcBackend {
         prepared: &mut PreparedProgram,
         positions: &[usize],
         each: bool,
-        unit: &(dyn Fn(&Path, &[usize]) -> Result<Option<CcError>, CcError> + Sync),
+        unit: &UnitCompile<'_>,
         linked: &mut Vec<(PathBuf, Vec<usize>)>,
         failures: &mut Vec<(usize, CcError)>,
     ) -> Result<(), CcError> {
@@ -1167,7 +1174,10 @@ fn undefined_kernel(bytes: &[u8], symbols: &[String]) -> Option<String> {
         .filter(|s| s.is_definition() && s.is_global())
         .filter_map(|s| s.name().ok())
         .collect();
-    symbols.iter().find(|s| !defined.contains(s.as_str())).cloned()
+    symbols
+        .iter()
+        .find(|s| !defined.contains(s.as_str()))
+        .cloned()
 }
 
 /// The first symbol an object (`bytes`) refers to without defining it whose name holds

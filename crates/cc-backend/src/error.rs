@@ -42,7 +42,9 @@ pub enum CcError {
     /// kernel of its program, which a kernel never does (it means the same whichever
     /// companions share its program). The unit is not linked; as a per-kernel outcome it
     /// fails alone.
-    #[error("kernels {symbols:?} refer to `{name}`, a symbol the backend generates for another kernel")]
+    #[error(
+        "kernels {symbols:?} refer to `{name}`, a symbol the backend generates for another kernel"
+    )]
     ReservedReference {
         /// The kernels of the unit (one, or a merged unit's).
         symbols: Vec<String>,

@@ -124,30 +124,125 @@ pub(crate) fn options_mergeable(options: &[String]) -> bool {
 /// kernel out of a merged unit.
 const ALLOWED_KEYWORDS: &[&str] = &[
     // Types, qualifiers, storage inside a block.
-    "void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "_Bool",
-    "bool", "_Complex", "const", "volatile", "restrict", "static", "register", "auto",
-    "struct", "union", "enum", "typedef", "_Atomic", "_Alignas", "alignas", "_Thread_local",
-    "thread_local", "constexpr", "typeof", "typeof_unqual",
+    "void",
+    "char",
+    "short",
+    "int",
+    "long",
+    "float",
+    "double",
+    "signed",
+    "unsigned",
+    "_Bool",
+    "bool",
+    "_Complex",
+    "const",
+    "volatile",
+    "restrict",
+    "static",
+    "register",
+    "auto",
+    "struct",
+    "union",
+    "enum",
+    "typedef",
+    "_Atomic",
+    "_Alignas",
+    "alignas",
+    "_Thread_local",
+    "thread_local",
+    "constexpr",
+    "typeof",
+    "typeof_unqual",
     // Statements and operators.
-    "if", "else", "for", "while", "do", "switch", "case", "default", "break", "continue",
-    "return", "goto", "sizeof", "_Alignof", "alignof", "_Static_assert", "static_assert",
-    "_Generic", "true", "false", "nullptr",
+    "if",
+    "else",
+    "for",
+    "while",
+    "do",
+    "switch",
+    "case",
+    "default",
+    "break",
+    "continue",
+    "return",
+    "goto",
+    "sizeof",
+    "_Alignof",
+    "alignof",
+    "_Static_assert",
+    "static_assert",
+    "_Generic",
+    "true",
+    "false",
+    "nullptr",
     // GNU spellings of the same.
-    "__restrict", "__restrict__", "__const", "__const__", "__volatile", "__volatile__",
-    "__signed", "__signed__", "__extension__", "__typeof", "__typeof__", "__alignof",
-    "__alignof__", "__real", "__real__", "__imag", "__imag__", "__label__", "__int128",
-    "_Float16", "_Float32", "_Float64", "_Float128", "_Float32x", "_Float64x",
+    "__restrict",
+    "__restrict__",
+    "__const",
+    "__const__",
+    "__volatile",
+    "__volatile__",
+    "__signed",
+    "__signed__",
+    "__extension__",
+    "__typeof",
+    "__typeof__",
+    "__alignof",
+    "__alignof__",
+    "__real",
+    "__real__",
+    "__imag",
+    "__imag__",
+    "__label__",
+    "__int128",
+    "_Float16",
+    "_Float32",
+    "_Float64",
+    "_Float128",
+    "_Float32x",
+    "_Float64x",
     // The function's own name, and the text's own line in `kernel.c`: the same in a merged
     // unit as in the kernel's own (each text follows `#line 1 "kernel.c"` in both).
-    "__func__", "__FUNCTION__", "__PRETTY_FUNCTION__", "__LINE__", "__FILE__",
+    "__func__",
+    "__FUNCTION__",
+    "__PRETTY_FUNCTION__",
+    "__LINE__",
+    "__FILE__",
 ];
 
 /// Keywords that name a type, or qualify one: what a cast's parentheses may hold.
 const TYPE_KEYWORDS: &[&str] = &[
-    "void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "_Bool",
-    "bool", "_Complex", "const", "volatile", "restrict", "_Atomic", "__restrict",
-    "__restrict__", "__const", "__const__", "__volatile", "__volatile__", "__signed",
-    "__signed__", "__int128", "_Float16", "_Float32", "_Float64", "_Float128", "_Float32x",
+    "void",
+    "char",
+    "short",
+    "int",
+    "long",
+    "float",
+    "double",
+    "signed",
+    "unsigned",
+    "_Bool",
+    "bool",
+    "_Complex",
+    "const",
+    "volatile",
+    "restrict",
+    "_Atomic",
+    "__restrict",
+    "__restrict__",
+    "__const",
+    "__const__",
+    "__volatile",
+    "__volatile__",
+    "__signed",
+    "__signed__",
+    "__int128",
+    "_Float16",
+    "_Float32",
+    "_Float64",
+    "_Float128",
+    "_Float32x",
     "_Float64x",
 ];
 
@@ -326,7 +421,11 @@ pub(crate) fn text_mergeable(text: &str, facts: &PreludeFacts) -> bool {
             TokenKind::Whitespace | TokenKind::Number | TokenKind::LineComment => true,
             TokenKind::BlockComment => b.len() >= 4 && b.ends_with(b"*/"),
             TokenKind::Str | TokenKind::Char => {
-                let quote = if t.kind == TokenKind::Str { b'"' } else { b'\'' };
+                let quote = if t.kind == TokenKind::Str {
+                    b'"'
+                } else {
+                    b'\''
+                };
                 let open = b.iter().position(|&c| c == quote);
                 open.is_some_and(|o| b.len() >= o + 2 && b.ends_with(&[quote]))
                     && !b.contains(&b'\n')
@@ -409,23 +508,28 @@ pub(crate) fn expanded_mergeable(expanded: &[u8], symbol: &str, facts: &PreludeF
         return false;
     }
     // Every token, from the parameters on.
-    tokens.iter().enumerate().skip(2).all(|(i, &(kind, t))| match kind {
-        TokenKind::Whitespace
-        | TokenKind::LineComment
-        | TokenKind::BlockComment
-        | TokenKind::Number
-        | TokenKind::Str
-        | TokenKind::Char => true,
-        TokenKind::Punct => {
-            !REFUSED_PUNCT.contains(&t)
-                && !(t == b"[" && text_of(i + 1) == Some(b"["))
-                && !(t == b")" && text_of(i + 1) == Some(b"(") && !closes_cast(&tokens, i, facts))
-        }
-        TokenKind::Ident => {
-            word_allowed(t) && (text_of(i + 1) != Some(b"(") || callable(t, facts))
-        }
-        TokenKind::Preprocessor | TokenKind::Attribute | TokenKind::Other => false,
-    })
+    tokens
+        .iter()
+        .enumerate()
+        .skip(2)
+        .all(|(i, &(kind, t))| match kind {
+            TokenKind::Whitespace
+            | TokenKind::LineComment
+            | TokenKind::BlockComment
+            | TokenKind::Number
+            | TokenKind::Str
+            | TokenKind::Char => true,
+            TokenKind::Punct => {
+                let attribute = t == b"[" && text_of(i + 1) == Some(b"[");
+                let call_of_parenthesized =
+                    t == b")" && text_of(i + 1) == Some(b"(") && !closes_cast(&tokens, i, facts);
+                !(REFUSED_PUNCT.contains(&t) || attribute || call_of_parenthesized)
+            }
+            TokenKind::Ident => {
+                word_allowed(t) && (text_of(i + 1) != Some(b"(") || callable(t, facts))
+            }
+            TokenKind::Preprocessor | TokenKind::Attribute | TokenKind::Other => false,
+        })
 }
 
 /// Whether a merged text may put `(` right after the word `w`: a keyword (its own
@@ -787,7 +891,10 @@ mod tests {
             assert!(f.safe_macros.contains(safe), "{safe}");
         }
         for unsafe_ in ["WARN", "LOUD", "REDIR", "CNT"] {
-            assert!(f.macros.contains(unsafe_) && !f.safe_macros.contains(unsafe_), "{unsafe_}");
+            assert!(
+                f.macros.contains(unsafe_) && !f.safe_macros.contains(unsafe_),
+                "{unsafe_}"
+            );
         }
     }
 
@@ -802,7 +909,10 @@ mod tests {
         let out = b"# 1 \"kernel.c\"\nint prelude;\n# 1 \"kcache-merge-0\"\nvoid a(void) {\n# 1 \"kcache-merge-0\" 3 4\n}\n\
                     # 1 \"kcache-merge-1\"\nvoid b(void) {\n#pragma GCC optimize(\"O0\")\n}\n";
         // `a` passes; `b` holds a pragma; `c` has no part.
-        assert_eq!(mergeable_after_expansion(&kernels, &[0, 1, 2], out, &f), [0]);
+        assert_eq!(
+            mergeable_after_expansion(&kernels, &[0, 1, 2], out, &f),
+            [0]
+        );
     }
 
     #[test]

@@ -70,7 +70,10 @@ impl CcProgram {
         manifest: Manifest,
         options: Vec<String>,
     ) -> Result<CcProgram, CcError> {
-        check_defined(&image.bytes()?, kernels.iter().map(|(symbol, _)| symbol.as_str()))?;
+        check_defined(
+            &image.bytes()?,
+            kernels.iter().map(|(symbol, _)| symbol.as_str()),
+        )?;
         let library = open(image.path())?;
         let (symbols, signatures) = kernels.into_iter().unzip();
         let program = CcProgram {

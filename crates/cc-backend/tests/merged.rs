@@ -326,7 +326,16 @@ fn a_failed_merged_unit_falls_back_to_one_unit_each() {
 #[test]
 fn the_merged_unit_is_in_the_identity() {
     let identity = backend().identity().to_string();
-    assert!(identity.lines().any(|l| l.starts_with("merged 2: ")), "{identity}");
-    assert!(identity.lines().any(|l| l.starts_with("isolated: ")), "{identity}");
-    assert!(identity.lines().any(|l| l.starts_with("objcopy ")), "{identity}");
+    assert!(
+        identity.lines().any(|l| l.starts_with("merged 2: ")),
+        "{identity}"
+    );
+    assert!(
+        identity.lines().any(|l| l.starts_with("isolated: ")),
+        "{identity}"
+    );
+    assert!(
+        identity.lines().any(|l| l.starts_with("objcopy ")),
+        "{identity}"
+    );
 }
