@@ -101,8 +101,9 @@ impl CcProgram {
 
     /// The path the shared object was loaded from: on Linux `/proc/self/fd/N`, the sealed
     /// memory file holding its bytes (valid while the program lives; closed when it is
-    /// dropped and its library unloaded); elsewhere a file of its own in the work
-    /// directory (removed when the program is dropped).
+    /// dropped and its library unloaded); without `/proc` and elsewhere a file of its own
+    /// in a private directory of the work directory (removed when the program is
+    /// dropped).
     pub fn path(&self) -> &Path {
         self.image.path()
     }
