@@ -560,6 +560,19 @@ mod tests {
         drop(program);
         assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
 
+        // No memory file either: the same named file.
+        crate::image::NO_MEMORY_FILE.set(true);
+        let image = image_of(&add);
+        crate::image::NO_MEMORY_FILE.set(false);
+        let image = image.unwrap();
+        assert_eq!(
+            image.path().parent().unwrap().parent().unwrap(),
+            work.path()
+        );
+        assert_eq!(image.bytes().unwrap(), add);
+        drop(image);
+        assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
+
         // A resident library keeps its name: the directory stays.
         let resident = resident_object("a[i] * b[i]");
         let image = image_of(&resident).unwrap();

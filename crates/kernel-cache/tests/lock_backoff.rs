@@ -270,7 +270,7 @@ fn the_back_off_is_what_saves_the_waits_and_ends_with_the_holder() {
     let (naive_timeouts, _) = timeouts(&naive, "n", 5);
     assert_eq!(naive_timeouts, 5, "no back-off: a wait per resolve");
 
-    let interval = Duration::from_millis(1500);
+    let interval = Duration::from_secs(3);
     let store = KernelStore::new(&dir)
         .with_lock_wait(wait)
         .with_lock_backoff(interval);
