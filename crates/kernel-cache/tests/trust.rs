@@ -295,9 +295,9 @@ fn a_stopped_exclusive_holder_costs_a_resolve_its_bound_not_a_hang() {
 
 /// A process holding `cache.lock` shared (`flock(1)`, in a process group of its own) and
 /// stopped with `SIGSTOP`, while a resolve compiles and saves programs past the store's
-/// byte limit: the resolve returns (its answers right) after at most its lock wait per
-/// operation; the eviction it could not do is reported as `LockTimedOut`, the programs were
-/// saved. Once the holder is gone a trim brings the store under its limit. (With the
+/// byte limit: the resolve returns (its answers right) after at most its lock wait; the
+/// eviction it could not do is reported as `LockTimedOut` (later ones, the store backing
+/// off, as `LockSkipped`), the programs were saved (a shared lock is free at once). Once the holder is gone a trim brings the store under its limit. (With the
 /// blocking `flock` of before, the eviction's exclusive lock never came and the test failed
 /// at its hang bound.)
 #[test]
