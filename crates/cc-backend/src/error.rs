@@ -73,6 +73,17 @@ pub enum CcError {
         /// Why it is refused.
         why: String,
     },
+    /// This system lacks what loading a program needs, whatever the program's bytes: `lacks`
+    /// says what (no memory file and no usable work directory; `/proc` not mounted, so the
+    /// loader cannot read a file by descriptor, and no file of the work directory can take
+    /// its place; a work directory on a file system mounted `noexec`). Nothing was loaded;
+    /// a saved program that meets it stays in the store
+    /// ([`PersistentBackend::keeps_saved`](kernel_cache::PersistentBackend::keeps_saved)).
+    #[error("cannot load a program here: {lacks}")]
+    Environment {
+        /// What the system lacks, said plainly.
+        lacks: String,
+    },
     /// A kernel's symbol is not a C identifier (`[A-Za-z_][A-Za-z0-9_]*`), or holds
     /// `__kcache_` (what the symbols the backend generates for a kernel hold: its entry
     /// `…__kcache_entry`, its exported function `…__kcache_kernel`).

@@ -2,7 +2,6 @@
 //! loader maps exactly the bytes that were compiled or verified, whatever happens to any
 //! path of the file system.
 
-#[cfg(target_os = "linux")]
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -23,18 +22,20 @@ use crate::error::CcError;
 /// library under that path; if it does, the descriptor is leaked, so the number and the
 /// path are never reused in this process.
 ///
-/// **Other targets**: a file created (`O_CREAT | O_EXCL`, mode 0600, links never
-/// followed) under a fresh name in a fresh directory of the checked work directory (see
-/// [`crate::workdir`]), loaded by path: the path is new to the loader, and only this user
-/// (or root) can change it, but its bytes are not sealed.
+/// **Without `/proc`** (Linux) **and on other targets**: a file created (`O_CREAT |
+/// O_EXCL`, mode 0600, links never followed) under a fresh name in a fresh private
+/// directory (0700, checked) of the checked work directory (see [`crate::workdir`]), read
+/// back through its descriptor and compared with the bytes, loaded by path: the path is new
+/// to the loader, and only this user (or root) can change it, but its bytes are not sealed.
+/// The directory goes with the image, unless its library stays loaded.
 #[derive(Debug)]
 pub(crate) struct Image {
-    /// The sealed memory file (`None` once leaked). Linux only.
-    #[cfg(target_os = "linux")]
+    /// The descriptor holding the bytes: the sealed memory file, the unnamed file, or the
+    /// named file of the fallback (`None` once leaked).
     file: Option<File>,
-    /// The file's directory, removed with the image. Other targets only.
-    #[cfg(not(target_os = "linux"))]
-    _dir: tempfile::TempDir,
+    /// The named file's private directory, removed with the image; `None` when the loader
+    /// reads the bytes through `/proc/self/fd/N`.
+    dir: Option<tempfile::TempDir>,
     path: PathBuf,
     size: u64,
 }
@@ -49,76 +50,104 @@ impl Image {
     /// where the system makes none (no `memfd_create`, or executable memory files
     /// forbidden: `vm.memfd_noexec` 2), an unnamed file (`O_TMPFILE`, or created `O_EXCL`
     /// and unlinked at once) of the checked work directory `work` gives, which only this
-    /// process's descriptor can write (not sealed).
+    /// process's descriptor can write (not sealed). Either is loaded as `/proc/self/fd/N`,
+    /// after checking that this path leads to that very file (the same device and inode).
     ///
-    /// Errors with [`CcError::Io`] (naming the memory file) when neither can be made or
-    /// written (too many open files, no memory, a file-size limit).
+    /// **Without `/proc`** (not mounted, or the path leads elsewhere or is refused), the
+    /// bytes go to a named file instead, as on other targets ([`named_file`]): a new file
+    /// (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600) in a fresh private directory (0700,
+    /// checked to be this user's and reachable by nobody else) of the checked work
+    /// directory, read back through its descriptor and compared with `bytes` before it is
+    /// loaded by path. Only this user (or root) can change it between that check and the
+    /// load.
+    ///
+    /// Errors with [`CcError::Environment`] saying what the system lacks (a memory file,
+    /// `/proc`, a usable work directory, one not mounted `noexec`) when no way of loading
+    /// is left; the bytes are not at fault.
     #[cfg(target_os = "linux")]
     pub(crate) fn new(
         bytes: &[u8],
         work: impl FnOnce() -> Result<PathBuf, CcError>,
     ) -> Result<Image, CcError> {
+        // The work directory, asked for at most once (its error as a message).
+        let mut work = Some(work);
+        let mut known: Option<Result<PathBuf, String>> = None;
+        let mut work_dir = move || -> Result<PathBuf, String> {
+            if let Some(work) = work.take() {
+                known = Some(work().map_err(|e| error_chain(&e)));
+            }
+            known
+                .clone()
+                .unwrap_or_else(|| Err("no work directory".into()))
+        };
+        let environment = |lacks: String| CcError::Environment { lacks };
         let file = match sealed_memory_file(bytes) {
             Ok(file) => file,
-            Err(error) => match work().ok().and_then(|dir| unnamed_file(bytes, &dir).ok()) {
-                Some(file) => file,
-                None => return Err(error),
-            },
+            Err(memfd) => {
+                let memfd = error_chain(&memfd);
+                let dir = work_dir().map_err(|e| {
+                    environment(format!(
+                        "no memory file can hold the program ({memfd}), and the work \
+                         directory cannot be used ({e})"
+                    ))
+                })?;
+                unnamed_file(bytes, &dir).map_err(|e| {
+                    environment(format!(
+                        "no memory file can hold the program ({memfd}), and no file of the \
+                         work directory {} can ({})",
+                        dir.display(),
+                        error_chain(&e)
+                    ))
+                })?
+            }
         };
         let path = PathBuf::from(format!(
             "/proc/self/fd/{}",
             std::os::fd::AsRawFd::as_raw_fd(&file)
         ));
-        Ok(Image {
-            file: Some(file),
-            path,
-            size: bytes.len() as u64,
+        let no_proc = match reaches(&path, &file) {
+            Ok(()) => {
+                return Ok(Image {
+                    file: Some(file),
+                    dir: None,
+                    path,
+                    size: bytes.len() as u64,
+                });
+            }
+            Err(why) => why,
+        };
+        drop(file);
+        let dir = work_dir().map_err(|e| {
+            environment(format!(
+                "{no_proc}, and the work directory cannot hold the program's file instead ({e})"
+            ))
+        })?;
+        named_file(bytes, &dir).map_err(|e| match e {
+            CcError::Environment { lacks } => environment(format!("{no_proc}, and {lacks}")),
+            e => environment(format!(
+                "{no_proc}, and the work directory {} cannot hold the program's file instead \
+                 ({})",
+                dir.display(),
+                error_chain(&e)
+            )),
         })
     }
 
     /// An image holding `bytes`, ready to load from [`Image::path`]: a new file in a new
-    /// directory of `work` (the checked work directory).
+    /// directory of `work` (the checked work directory), see [`named_file`].
     ///
-    /// Errors with [`CcError::Io`] when the directory or file cannot be made or written.
+    /// Errors with [`CcError::Io`] when the directory or file cannot be made or written,
+    /// [`CcError::Environment`] when its file system is mounted `noexec`.
     #[cfg(not(target_os = "linux"))]
     pub(crate) fn new(
         bytes: &[u8],
         work: impl FnOnce() -> Result<PathBuf, CcError>,
     ) -> Result<Image, CcError> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        use std::sync::atomic::{AtomicU64, Ordering};
-
-        // A name no other load of this process used: the loader answers a path it loaded
-        // and has not unloaded with that library.
-        static LOADS: AtomicU64 = AtomicU64::new(0);
-        let work = work()?;
-        let dir = tempfile::Builder::new()
-            .prefix("kcache-cc-loaded-")
-            .tempdir_in(&work)
-            .map_err(io(&work))?;
-        let path = dir.path().join(format!(
-            "program-{}-{}.so",
-            std::process::id(),
-            LOADS.fetch_add(1, Ordering::Relaxed)
-        ));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&path)
-            .map_err(io(&path))?;
-        file.write_all(bytes).map_err(io(&path))?;
-        Ok(Image {
-            _dir: dir,
-            path,
-            size: bytes.len() as u64,
-        })
+        named_file(bytes, &work()?)
     }
 
     /// The path to give the loader: `/proc/self/fd/N` on Linux (valid while the image
-    /// lives), the file's path elsewhere.
+    /// lives), the named file's path without `/proc` and elsewhere.
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
@@ -128,32 +157,148 @@ impl Image {
         self.size
     }
 
-    /// The bytes held: on Linux read back from the sealed memory file, so exactly the
-    /// bytes the loader mapped.
+    /// The bytes held, read back through the image's descriptor: on Linux with `/proc`,
+    /// from the sealed memory file, so exactly the bytes the loader mapped.
     pub(crate) fn bytes(&self) -> Result<Vec<u8>, CcError> {
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::fs::FileExt;
-            let file = self.file.as_ref().ok_or_else(|| {
-                io(&self.path)(std::io::Error::other("the memory file was released"))
-            })?;
-            let len = usize::try_from(self.size)
-                .map_err(|_| io(&self.path)(std::io::Error::other("the program is too large")))?;
-            let mut bytes = vec![0u8; len];
-            file.read_exact_at(&mut bytes, 0).map_err(io(&self.path))?;
-            Ok(bytes)
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            std::fs::read(&self.path).map_err(io(&self.path))
-        }
+        use std::os::unix::fs::FileExt;
+        let file = self.file.as_ref().ok_or_else(|| {
+            io(&self.path)(std::io::Error::other("the program's file was released"))
+        })?;
+        let len = usize::try_from(self.size)
+            .map_err(|_| io(&self.path)(std::io::Error::other("the program is too large")))?;
+        let mut bytes = vec![0u8; len];
+        file.read_exact_at(&mut bytes, 0).map_err(io(&self.path))?;
+        Ok(bytes)
     }
+}
+
+/// An error and its sources, on one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut next = error.source();
+    while let Some(e) = next {
+        message.push_str(": ");
+        message.push_str(&e.to_string());
+        next = e.source();
+    }
+    message
+}
+
+/// Whether the loader, given `path` (`/proc/self/fd/N`), opens `file`: the path must
+/// lead to the same device and inode. Otherwise what the system lacks, said plainly.
+#[cfg(target_os = "linux")]
+fn reaches(path: &Path, file: &File) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    #[cfg(test)]
+    if NO_PROC.get() {
+        return Err(format!(
+            "{} cannot be opened (no /proc in this test)",
+            path.display()
+        ));
+    }
+    let held = file
+        .metadata()
+        .map_err(|e| format!("the program's file cannot be examined ({e})"))?;
+    match std::fs::metadata(path) {
+        Ok(at) if (at.dev(), at.ino()) == (held.dev(), held.ino()) => Ok(()),
+        Ok(_) => Err(format!(
+            "{} does not lead to the program's file (is /proc the proc file system?)",
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "{} cannot be opened ({e}): the loader needs /proc mounted to read a file \
+             by descriptor",
+            path.display()
+        )),
+    }
+}
+
+/// An image of `bytes` in a named file: a fresh directory of `work` (mode 0700, checked
+/// after creation to be a directory of this user's that nobody else can reach), a new file
+/// in it (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600, under a name no other load of this
+/// process used: the loader answers a path it loaded and has not unloaded with that
+/// library), written, then read back through its descriptor and compared with `bytes`,
+/// and checked to be the regular file at its path (same device and inode). A file system
+/// mounted `noexec` is refused ([`CcError::Environment`]): the loader could not map it.
+fn named_file(bytes: &[u8], work: &Path) -> Result<Image, CcError> {
+    use std::io::Write;
+    use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static LOADS: AtomicU64 = AtomicU64::new(0);
+    let dir = tempfile::Builder::new()
+        .prefix("kcache-cc-loaded-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(work)
+        .map_err(io(work))?;
+    let meta = std::fs::symlink_metadata(dir.path()).map_err(io(dir.path()))?;
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(CcError::WorkDir {
+            path: dir.path().to_path_buf(),
+            why: format!(
+                "the directory made for a program's file is not a private directory of uid \
+                 {me} (uid {}, mode {:o})",
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        });
+    }
+    let path = dir.path().join(format!(
+        "program-{}-{}.so",
+        std::process::id(),
+        LOADS.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
+        .open(&path)
+        .map_err(io(&path))?;
+    file.write_all(bytes).map_err(io(&path))?;
+    let held = file.metadata().map_err(io(&path))?;
+    let at = std::fs::symlink_metadata(&path).map_err(io(&path))?;
+    let mut back = vec![0u8; bytes.len()];
+    file.read_exact_at(&mut back, 0).map_err(io(&path))?;
+    if !at.is_file()
+        || (at.dev(), at.ino()) != (held.dev(), held.ino())
+        || held.len() != bytes.len() as u64
+        || back != bytes
+    {
+        return Err(io(&path)(std::io::Error::other(
+            "the program's file does not hold what was written to it",
+        )));
+    }
+    drop(back);
+    let flags = rustix::fs::fstatvfs(&file)
+        .map_err(|e| io(&path)(e.into()))?
+        .f_flag;
+    if flags.contains(rustix::fs::StatVfsMountFlags::NOEXEC) {
+        return Err(CcError::Environment {
+            lacks: format!(
+                "the work directory {} is on a file system mounted noexec: the loader cannot \
+                 map a program from it",
+                work.display()
+            ),
+        });
+    }
+    Ok(Image {
+        file: Some(file),
+        dir: Some(dir),
+        path,
+        size: bytes.len() as u64,
+    })
 }
 
 #[cfg(test)]
 thread_local! {
     /// Set by a test: this thread's images take the fallback (no memory file).
     pub(crate) static NO_MEMORY_FILE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set by a test: this thread's images find no `/proc` (a named file of the work
+    /// directory).
+    pub(crate) static NO_PROC: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// A memory file holding `bytes`, sealed against any change.
@@ -207,8 +352,11 @@ impl Drop for Image {
     fn drop(&mut self) {
         if still_loaded(&self.path) {
             // The loader still answers this path with the library: the number must never
-            // name another memory file of this process.
+            // name another memory file of this process, nor the name another file.
             std::mem::forget(self.file.take());
+            if let Some(dir) = self.dir.take() {
+                let _ = dir.keep();
+            }
         }
     }
 }

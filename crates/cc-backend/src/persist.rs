@@ -127,7 +127,9 @@ impl PersistentBackend for CcBackend {
     /// copies the shared object's bytes into a sealed memory file of its own (Linux; no
     /// file of the work directory, nor any other path, is written or read; where the
     /// system makes no executable memory file, an unnamed file of the checked work
-    /// directory, which only this process can write) and loads it
+    /// directory, which only this process can write; where `/proc` is not mounted, a new
+    /// file of a fresh private directory of the checked work directory, read back and
+    /// compared, or else [`CcError::Environment`] saying what the system lacks) and loads it
     /// from there with `RTLD_NOW`, checking every kernel and entry symbol: the bytes run
     /// are exactly the bytes given, whoever can write the temporary directory. On other
     /// targets it writes them to a new file in a fresh directory of the checked work
@@ -217,12 +219,20 @@ impl PersistentBackend for CcBackend {
             return Err(CcError::OtherHost { options });
         }
         // Linux: a sealed memory file, no work directory needed (unless the system makes
-        // no memory file); elsewhere a new file of the checked work directory.
-        let image = Image::new(object, || self.work().map(|work| work.path().to_path_buf()))?;
+        // no memory file or has no `/proc`); elsewhere a new file of the checked work
+        // directory, which the program keeps alive (a private subdirectory of a shared
+        // one goes with its last holder).
+        let mut work = None;
+        let image = Image::new(object, || {
+            let checked = self.work()?;
+            let path = checked.path().to_path_buf();
+            work = Some(checked);
+            Ok(path)
+        })?;
         let program = CcProgram::load(
             image,
             None,
-            None,
+            work,
             kernels,
             Manifest::Loaded(deps, witnesses),
             options,
@@ -249,17 +259,23 @@ impl PersistentBackend for CcBackend {
         }
     }
 
-    /// Keeps the saved program for an I/O error (making or writing the memory file, or on
-    /// other targets the file of the work directory, the shared object is loaded from: no
-    /// memory, a file-size limit, too many open files; or a work directory refused,
-    /// [`CcError::WorkDir`], on those targets) and for a program compiled for another
+    /// Keeps the saved program when the failure is this process's environment's, not the
+    /// program's: an I/O error (making or writing the memory file, or the file of the work
+    /// directory, the shared object is loaded from: no memory, a file-size limit, too many
+    /// open files), a work directory refused ([`CcError::WorkDir`]), a system that lacks
+    /// what loading needs ([`CcError::Environment`]: no `/proc` and no usable work
+    /// directory, a `noexec` work directory); and for a program compiled for another
     /// processor ([`CcError::OtherHost`]: it still serves the machines it was compiled
-    /// for, in a store several share); every other load error (a header changed, the
-    /// include search finds another header, malformed bytes, a loader refusal) removes it.
+    /// for, in a store several share). Every other load error (a header changed, the
+    /// include search finds another header, malformed bytes, a loader refusal of a file
+    /// it could read) removes it.
     fn keeps_saved(&self, error: &CcError) -> bool {
         matches!(
             error,
-            CcError::Io { .. } | CcError::WorkDir { .. } | CcError::OtherHost { .. }
+            CcError::Io { .. }
+                | CcError::WorkDir { .. }
+                | CcError::Environment { .. }
+                | CcError::OtherHost { .. }
         )
     }
 }

@@ -101,8 +101,9 @@ impl CcProgram {
 
     /// The path the shared object was loaded from: on Linux `/proc/self/fd/N`, the sealed
     /// memory file holding its bytes (valid while the program lives; closed when it is
-    /// dropped and its library unloaded); elsewhere a file of its own in the work
-    /// directory (removed when the program is dropped).
+    /// dropped and its library unloaded); without `/proc` and elsewhere a file of its own
+    /// in a private directory of the work directory (removed when the program is
+    /// dropped).
     pub fn path(&self) -> &Path {
         self.image.path()
     }
@@ -243,8 +244,11 @@ fn open(path: &Path) -> Result<libloading::Library, CcError> {
     // bytes are trusted input of a safe function. The crate's contract (see `Source`) is
     // that kernel sources are trusted C without initialisers or finalisers with
     // requirements. On Linux `path` is `/proc/self/fd/N` of a sealed memory file holding
-    // those bytes (`Image`): what the loader maps is what was checked, and nothing can
-    // change it afterwards; elsewhere a new file of the checked work directory.
+    // those bytes (`Image`, which checked the path leads to that file): what the loader
+    // maps is what was checked, and nothing can change it afterwards; without `/proc`, and
+    // elsewhere, a new file (`O_EXCL|O_NOFOLLOW`, 0600) of a fresh 0700 directory of the
+    // checked work directory, read back through its descriptor and compared with those
+    // bytes, which only this user (or root) could change since.
     // `RTLD_NOW` resolves every reference at load time, so a kernel calling an undefined
     // function is an error here rather than a crash at call time. The memory file is new
     // (so no loaded library has its inode), and no library the loader still holds was
@@ -516,6 +520,91 @@ mod tests {
         crate::image::NO_MEMORY_FILE.set(false);
         let err = refused.unwrap_err().to_string();
         assert!(err.contains("memfd:kcache-cc-program"), "{err}");
+    }
+
+    /// Without `/proc` a program is loaded from a named file of its own: a fresh directory
+    /// of the work directory, mode 0700, holding one file, mode 0600, with exactly the
+    /// bytes given; its own code runs, the bytes a save takes are those loaded, and the
+    /// directory goes with the program (but stays while a resident library holds its name).
+    /// Without a work directory either, the error says what the system lacks.
+    #[test]
+    fn without_proc_a_private_named_file_of_the_work_directory_serves() {
+        use std::os::unix::fs::PermissionsExt;
+        let source = Source::new(
+            elementwise_kernel("k", "a[i] + b[i]"),
+            Signature::out_a_b_n(),
+        );
+        let add = CcBackend::new()
+            .unwrap()
+            .compile_program(&[("k", &source)], &[])
+            .unwrap()
+            .bytes()
+            .unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let image_of = |bytes: &[u8]| {
+            crate::image::NO_PROC.set(true);
+            let image = Image::new(bytes, || Ok(work.path().to_path_buf()));
+            crate::image::NO_PROC.set(false);
+            image
+        };
+        let image = image_of(&add).unwrap();
+        let path = image.path().to_path_buf();
+        let dir = path.parent().unwrap().to_path_buf();
+        assert_eq!(dir.parent().unwrap(), work.path(), "{path:?}");
+        let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!((mode(&dir), mode(&path)), (0o700, 0o600));
+        assert_eq!(std::fs::read(&path).unwrap(), add);
+        let kernels = vec![("k".to_string(), Signature::out_a_b_n())];
+        let manifest = Manifest::Loaded(Vec::new(), Vec::new());
+        let program =
+            Arc::new(CcProgram::load(image, None, None, kernels, manifest, Vec::new()).unwrap());
+        assert_eq!(program.path(), path);
+        assert_eq!(run(&program), 5.0);
+        assert_eq!(program.bytes().unwrap(), add);
+        drop(program);
+        assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
+
+        // No memory file either: the same named file.
+        crate::image::NO_MEMORY_FILE.set(true);
+        let image = image_of(&add);
+        crate::image::NO_MEMORY_FILE.set(false);
+        let image = image.unwrap();
+        assert_eq!(
+            image.path().parent().unwrap().parent().unwrap(),
+            work.path()
+        );
+        assert_eq!(image.bytes().unwrap(), add);
+        drop(image);
+        assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
+
+        // A resident library keeps its name: the directory stays.
+        let resident = resident_object("a[i] * b[i]");
+        let image = image_of(&resident).unwrap();
+        let dir = image.path().parent().unwrap().to_path_buf();
+        let kernels = vec![("k".to_string(), Signature::out_a_b_n())];
+        let manifest = Manifest::Loaded(Vec::new(), Vec::new());
+        let program =
+            Arc::new(CcProgram::load(image, None, None, kernels, manifest, Vec::new()).unwrap());
+        assert_eq!(run(&program), 6.0);
+        drop(program);
+        assert!(dir.is_dir(), "the resident library's directory was removed");
+
+        // No work directory either: what the system lacks.
+        crate::image::NO_PROC.set(true);
+        let refused = Image::new(&add, || {
+            Err(CcError::WorkDir {
+                path: work.path().to_path_buf(),
+                why: "test".into(),
+            })
+        });
+        crate::image::NO_PROC.set(false);
+        let err = refused.unwrap_err();
+        let shown = err.to_string();
+        assert!(matches!(err, CcError::Environment { .. }), "{shown}");
+        assert!(
+            shown.contains("/proc") && shown.contains("work directory"),
+            "{shown}"
+        );
     }
 
     /// On the compile path the bytes loaded, weighed and saved are the linker's output as

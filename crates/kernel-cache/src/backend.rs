@@ -274,11 +274,14 @@ pub trait PersistentBackend: Backend {
     }
 
     /// Whether the saved program stays in the store after [`load`](PersistentBackend::load)
-    /// failed with `error`: `true` when the failure belongs to this moment or this machine
-    /// (an I/O error such as a full disk, a program compiled for another processor in a
-    /// store several machines share), so the blob may still load later or elsewhere;
-    /// `false` (the default) when it can never load again (a header it was compiled from
-    /// changed, malformed bytes), so the store removes it. Either way the lookup is a miss
+    /// failed with `error`: `true` when the failure belongs to this moment, this machine or
+    /// this process's environment rather than to the program's bytes (an I/O error such as
+    /// a full disk; a system lacking what loading needs, such as `/proc` not mounted in this
+    /// process's mount namespace; a program compiled for another processor in a store
+    /// several machines share), so the blob may still load later or elsewhere; `false`
+    /// (the default) when it can never load again (a header it was compiled from changed,
+    /// malformed bytes), so the store removes it. When in doubt, `true`: a kept blob costs
+    /// only disk, a removed one a compile in every process that shares the store. Either way the lookup is a miss
     /// and the resolve compiles; the blob kept is evicted by the size limit once nothing
     /// names it.
     fn keeps_saved(&self, error: &Self::Error) -> bool {

@@ -78,6 +78,17 @@ pub struct Census {
     /// alone or with their whole program. A strict resolve counts none: its failure is
     /// the call's error.
     pub kernels_failed: u64,
+    /// Waits for a kernel store's lock (`cache.lock` or the counters' lock) that reached
+    /// their bound: each cost at most what was left of its resolve's lock wait, so a
+    /// resolve's timeouts together cost at most one lock wait
+    /// ([`KernelStore::with_lock_wait`](crate::store::KernelStore::with_lock_wait)).
+    pub store_lock_timeouts: u64,
+    /// Kernel store operations (a lookup, a save, an eviction, a counters update) whose
+    /// lock was held and was not waited for, so they were given up at once: the store was
+    /// backing off after a lock timeout
+    /// ([`KernelStore::with_lock_backoff`](crate::store::KernelStore::with_lock_backoff)),
+    /// or the resolve's lock wait was used up.
+    pub store_lock_skips: u64,
 }
 
 /// Field by field: the census of two scopes (or of two threads) taken together.
@@ -108,6 +119,8 @@ impl std::ops::AddAssign for Census {
             kernels_loaded,
             programs_loaded,
             kernels_failed,
+            store_lock_timeouts,
+            store_lock_skips,
         } = d;
         self.kernels_reused += kernels_reused;
         self.kernels_compiled += kernels_compiled;
@@ -116,6 +129,8 @@ impl std::ops::AddAssign for Census {
         self.kernels_loaded += kernels_loaded;
         self.programs_loaded += programs_loaded;
         self.kernels_failed += kernels_failed;
+        self.store_lock_timeouts += store_lock_timeouts;
+        self.store_lock_skips += store_lock_skips;
     }
 }
 

@@ -345,13 +345,17 @@ trait Persist<P> {
     fn lock(&self, keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool);
     /// Saves a program compiled under `options` in `took` for its `(key, symbol)`s.
     fn save(&self, program: &P, options: &[String], kernels: &[(&str, &str)], took: Duration);
+    /// What this resolve's waits for the level's locks came to: `(timed out, given up at
+    /// once while backing off)`.
+    fn lock_counts(&self) -> (u64, u64);
 }
 
 /// A persistent level the programs of a split resolve save to from threads of their own.
 type SharedPersist<'a, P> = dyn Persist<P> + Sync + 'a;
 
 struct StoreLevel<'a, B> {
-    store: &'a KernelStore,
+    /// The store, for this resolve: its lock waits draw on one budget.
+    store: KernelStore,
     backend: &'a B,
     identity: String,
     /// The backend's host part per option list, asked once in this resolve (an error as
@@ -362,7 +366,7 @@ struct StoreLevel<'a, B> {
 impl<'a, B: PersistentBackend> StoreLevel<'a, B> {
     fn new(store: &'a KernelStore, backend: &'a B) -> Self {
         StoreLevel {
-            store,
+            store: store.for_resolve(),
             backend,
             identity: backend.identity(),
             hosts: Mutex::default(),
@@ -450,6 +454,10 @@ impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
             Ok(saved) => self.store.save(&self.identity, host, &saved, kernels, took),
             Err(e) => crate::store::note_save_failure(kernels, &e.to_string()),
         }
+    }
+
+    fn lock_counts(&self) -> (u64, u64) {
+        self.store.lock_counts()
     }
 }
 
@@ -643,6 +651,12 @@ where
         }
         Ok(())
     }));
+    if let Some(level) = level {
+        // Every save is done (a split resolve joins its save threads before it returns).
+        let (timeouts, skips) = level.lock_counts();
+        census.store_lock_timeouts += timeouts;
+        census.store_lock_skips += skips;
+    }
     cache.count(reused, n - reused);
     census::note(census);
     match outcome {
@@ -1405,6 +1419,9 @@ mod tests {
         }
         fn lock(&self, _keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool) {
             (Box::new(()), false)
+        }
+        fn lock_counts(&self) -> (u64, u64) {
+            (0, 0)
         }
         fn save(&self, program: &String, _: &[String], _: &[(&str, &str)], _: Duration) {
             if self.panics_on == Some(program.as_str()) {

@@ -252,9 +252,10 @@ fn a_symbolic_link_at_the_store_path_is_refused() {
 
 /// A process holding `cache.lock` **exclusively** (as an evicting or collecting process
 /// does) and stopped: a resolve's lookup gives up after the lock wait (a `Refused` miss
-/// saying so), it compiles, its save gives up too (`NotSaved(Refused)`), and its answers
-/// are right: a stopped holder costs the resolve its bounds, not a hang. (With the
-/// blocking `flock` of before, the lookup never returned.)
+/// saying so), it compiles, its save gives up without waiting (`NotSaved(Refused)`: the
+/// resolve's lock wait is used up and the store backs off), and its answers are right: a
+/// stopped holder costs the resolve its bound, not a hang. (With the blocking `flock` of
+/// before, the lookup never returned.)
 #[test]
 fn a_stopped_exclusive_holder_costs_a_resolve_its_bound_not_a_hang() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -287,16 +288,16 @@ fn a_stopped_exclusive_holder_costs_a_resolve_its_bound_not_a_hang() {
     );
     assert!(
         events.iter().any(|e| matches!(&e.outcome,
-            Outcome::NotSaved(NotSaved::Refused(why)) if why.contains("gave up after waiting"))),
+            Outcome::NotSaved(NotSaved::Refused(why)) if why.contains("not waited for"))),
         "{events:?}"
     );
 }
 
 /// A process holding `cache.lock` shared (`flock(1)`, in a process group of its own) and
 /// stopped with `SIGSTOP`, while a resolve compiles and saves programs past the store's
-/// byte limit: the resolve returns (its answers right) after at most its lock wait per
-/// operation; the eviction it could not do is reported as `LockTimedOut`, the programs were
-/// saved. Once the holder is gone a trim brings the store under its limit. (With the
+/// byte limit: the resolve returns (its answers right) after at most its lock wait; the
+/// eviction it could not do is reported as `LockTimedOut` (later ones, the store backing
+/// off, as `LockSkipped`), the programs were saved (a shared lock is free at once). Once the holder is gone a trim brings the store under its limit. (With the
 /// blocking `flock` of before, the eviction's exclusive lock never came and the test failed
 /// at its hang bound.)
 #[test]

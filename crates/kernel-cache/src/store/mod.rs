@@ -26,8 +26,12 @@
 //!   symbol: an entry pointed at another kernel's blob is [`MissReason::WrongBlob`]);
 //!   `docs/disk-format.md` ("Threat model") says who may write what;
 //! * **never waits without bound** on another process: the directory's lock and the
-//!   counters' lock are waited for at most [`KernelStore::with_lock_wait`], compile locks
-//!   at most `compile_wait`;
+//!   counters' lock are waited for at most [`KernelStore::with_lock_wait`] **in all per
+//!   resolve** (one budget that every lock wait of the resolve draws from), compile locks
+//!   at most `compile_wait`; after a lock wait timed out, the store **backs off**
+//!   ([`KernelStore::with_lock_backoff`]): for that interval its locks are only tried, never
+//!   waited for, by every clone and thread of the store, then one caller waits again, so a
+//!   holder that never lets go costs one bounded wait per interval, not one per operation;
 //! * **is bounded**: `max_bytes` (blobs and entries), least-recently-used blobs evicted
 //!   first across processes (a hit sets the blob's modification time: one `futimens`),
 //!   and a minimum compile time below which nothing is saved;
@@ -82,13 +86,15 @@ mod record;
 mod verify;
 
 use std::collections::HashMap;
+use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use cache_dir::{CacheDir, Guard};
+use cache_dir::{CacheDir, Guard, Mode};
 
 #[cfg(doc)]
 use crate::backend::PersistentBackend;
@@ -136,6 +142,10 @@ pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 /// How long a resolve waits, by default, for another process compiling the same key.
 pub const DEFAULT_COMPILE_WAIT: Duration = Duration::from_secs(300);
 
+/// How long, by default, a store's locks are only tried, not waited for, after a lock wait
+/// timed out ([`KernelStore::with_lock_backoff`]).
+pub const DEFAULT_LOCK_BACKOFF: Duration = Duration::from_secs(300);
+
 /// How often a waiting resolve retries a held compile lock.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -182,9 +192,69 @@ pub struct KernelStore {
     compile_wait: Duration,
     /// Counts made while the directory did not exist yet.
     pending: Arc<Mutex<Counters>>,
+    /// How long the locks are only tried after a lock wait timed out.
+    lock_backoff: Duration,
+    /// The back-off, shared by every clone of the store.
+    backoff: Arc<Mutex<Backoff>>,
+    /// The resolve this handle serves ([`KernelStore::for_resolve`]), if any: its share of
+    /// lock waits and what its waits came to.
+    session: Option<Arc<Session>>,
     /// The shared level on a Redis server, if any.
     #[cfg(feature = "redis")]
     farm: Option<Arc<FarmLevel>>,
+}
+
+/// The back-off after a lock wait that timed out (the farm's pause after a dead server is
+/// the model): until `until`, the store's locks are only tried.
+#[derive(Debug, Default)]
+struct Backoff {
+    /// `None`: not backing off. `Some(None)`: for good (an interval past what the clock
+    /// counts). `Some(Some(t))`: until `t`.
+    until: Option<Option<Instant>>,
+    /// When the wait that started it timed out.
+    since: Option<Instant>,
+}
+
+/// One resolve's share of the store's lock waits ([`KernelStore::for_resolve`]).
+#[derive(Debug)]
+struct Session {
+    /// What is left of the resolve's lock wait: every lock wait of the resolve draws on it.
+    budget: Mutex<Duration>,
+    /// Lock waits of the resolve that reached their bound.
+    timeouts: AtomicU64,
+    /// Store operations of the resolve given up at once: the store backing off, or the
+    /// budget used up.
+    skips: AtomicU64,
+}
+
+/// How a store operation may take a lock: how long it may wait, and why.
+#[derive(Clone, Copy, Debug)]
+struct Attempt {
+    /// The longest wait.
+    wait: Duration,
+    /// The store is backing off: the lock is only tried (`wait` is zero).
+    backing_off: bool,
+    /// The back-off's interval passed and this caller is the one that waits again.
+    retry: bool,
+}
+
+/// Why a store operation under the store's lock did nothing.
+#[derive(Debug)]
+enum Denied {
+    /// The directory protocol's refusal (a lock wait that timed out among them).
+    Dir(cache_dir::Error),
+    /// The lock was not free at once and was not waited for (the store backing off after a
+    /// lock wait timed out, or the resolve's lock wait used up): the operation was given up.
+    NotWaited(String),
+}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Denied::Dir(e) => e.fmt(f),
+            Denied::NotWaited(why) => f.write_str(why),
+        }
+    }
 }
 
 /// A verified blob as a lookup keeps it: the program, and the kernels it was compiled for.
@@ -213,12 +283,20 @@ pub(crate) struct CompileLocks {
 }
 
 /// A store operation's refusal, as a miss reason.
-fn refused(e: &cache_dir::Error) -> MissReason {
+fn refused(e: &Denied) -> MissReason {
     match e {
-        cache_dir::Error::NoDirectory { .. } => MissReason::NoDirectory,
-        cache_dir::Error::NotPrivate { .. } => MissReason::NotPrivate(e.to_string()),
+        Denied::Dir(cache_dir::Error::NoDirectory { .. }) => MissReason::NoDirectory,
+        Denied::Dir(e @ cache_dir::Error::NotPrivate { .. }) => {
+            MissReason::NotPrivate(e.to_string())
+        }
         _ => MissReason::Refused(e.to_string()),
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The guarded values are plain data, consistent at every step: a panic elsewhere
+    // leaves nothing to repair.
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl KernelStore {
@@ -233,6 +311,9 @@ impl KernelStore {
             min_compile_time: Duration::ZERO,
             compile_wait: DEFAULT_COMPILE_WAIT,
             pending: Arc::default(),
+            lock_backoff: DEFAULT_LOCK_BACKOFF,
+            backoff: Arc::default(),
+            session: None,
             #[cfg(feature = "redis")]
             farm: None,
         }
@@ -261,17 +342,151 @@ impl KernelStore {
     }
 
     /// The same store, waiting at most `wait` for the directory's lock (`cache.lock`) and
-    /// the counters' lock at each operation (default `cache_dir::DEFAULT_LOCK_WAIT`, 30 s).
-    /// Past it the operation is given up, never the resolve: a lookup is a miss
-    /// ([`MissReason::Refused`] saying it gave up waiting), a save is [`NotSaved::Refused`],
-    /// an eviction is skipped and a counters update dropped (each reported as
-    /// [`Outcome::LockTimedOut`] to the recorders of [`record`] and as a `tracing`
-    /// warning), so a process that holds the lock and never lets go (stopped with
-    /// `SIGSTOP`, say) costs a resolve at most this bound per operation, and the resolve
-    /// compiles or serves.
+    /// the counters' lock (default `cache_dir::DEFAULT_LOCK_WAIT`, 30 s): at most `wait` in
+    /// all per resolve (its lookups, compile-lock set-up, saves, evictions and counters
+    /// updates draw on one budget, each wait getting what the earlier ones left), and at
+    /// most `wait` per call of [`probe`](KernelStore::probe) and the tools
+    /// ([`create`](KernelStore::create), [`stats`](KernelStore::stats),
+    /// [`trim`](KernelStore::trim)). Past it the operation is given up, never the resolve:
+    /// a lookup is a miss ([`MissReason::Refused`] saying it gave up waiting), a save is
+    /// [`NotSaved::Refused`], an eviction is skipped and a counters update dropped (each
+    /// reported as [`Outcome::LockTimedOut`] to the recorders of [`record`] and as a
+    /// `tracing` warning; counted in [`Census::store_lock_timeouts`](crate::Census)), and
+    /// the store backs off ([`KernelStore::with_lock_backoff`]). So a process that holds the
+    /// lock and never lets go (stopped with `SIGSTOP`, say) costs a resolve at most this
+    /// bound, and a process at most this bound per back-off interval; the resolve compiles
+    /// or serves.
     pub fn with_lock_wait(mut self, wait: Duration) -> KernelStore {
         self.dir = self.dir.with_lock_wait(wait);
         self
+    }
+
+    /// The same store, backing off for `interval` after a lock wait timed out (default
+    /// [`DEFAULT_LOCK_BACKOFF`], 5 minutes): in the interval every operation of a resolve
+    /// or [`probe`](KernelStore::probe), by any clone or thread of this store, only tries
+    /// the lock it needs, never waits for it (a lock free at once is taken; one held is a
+    /// miss, a skipped save, eviction or counters update, reported as
+    /// [`Outcome::LockSkipped`] or a refusal saying so, and counted in
+    /// [`Census::store_lock_skips`](crate::Census)); once it passed, the first operation
+    /// waits again (the others still only try meanwhile): a lock it gets ends the back-off,
+    /// another timeout starts a new interval. `Duration::ZERO` never backs off; an
+    /// interval past what the clock counts backs off for good. The back-off is this
+    /// store value's (shared by its clones), not the directory's: another
+    /// `KernelStore::new` of the same directory keeps its own.
+    pub fn with_lock_backoff(mut self, interval: Duration) -> KernelStore {
+        self.lock_backoff = interval;
+        self
+    }
+
+    /// This store for one resolve: every lock wait through the returned handle (and its
+    /// clones) draws on one budget of the store's lock wait, and counts its timeouts and
+    /// back-off skips for [`KernelStore::lock_counts`].
+    pub(crate) fn for_resolve(&self) -> KernelStore {
+        let mut store = self.clone();
+        store.session = Some(Arc::new(Session {
+            budget: Mutex::new(self.dir.lock_wait()),
+            timeouts: AtomicU64::new(0),
+            skips: AtomicU64::new(0),
+        }));
+        store
+    }
+
+    /// What this resolve's lock waits came to: `(timed out, given up at once while backing
+    /// off)` (zeros for a handle not made by [`KernelStore::for_resolve`]).
+    pub(crate) fn lock_counts(&self) -> (u64, u64) {
+        self.session.as_ref().map_or((0, 0), |s| {
+            (
+                s.timeouts.load(Ordering::Relaxed),
+                s.skips.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// How the next lock of a store operation may be taken: the resolve's remaining budget
+    /// (or the whole lock wait outside a resolve), or no wait at all while backing off. The
+    /// first caller after the interval passed is the one that waits again; the interval is
+    /// renewed meanwhile, so the others keep only trying.
+    fn attempt(&self) -> Attempt {
+        let budget = self
+            .session
+            .as_ref()
+            .map_or(self.dir.lock_wait(), |s| *lock(&s.budget));
+        let now = Instant::now();
+        let mut b = lock(&self.backoff);
+        let (backing_off, retry) = match b.until {
+            None => (false, false),
+            Some(Some(until)) if now >= until => {
+                b.until = Some(now.checked_add(self.lock_backoff));
+                (false, true)
+            }
+            Some(_) => (true, false),
+        };
+        Attempt {
+            wait: if backing_off { Duration::ZERO } else { budget },
+            backing_off,
+            retry,
+        }
+    }
+
+    /// Accounts for an attempt that waited `waited` for its lock and got it, or did not:
+    /// the resolve's budget shrinks by the wait. A lock not got after a wait is a timeout
+    /// and starts the back-off; one not got without a wait (backing off, or the budget used
+    /// up) is a skip. The retry after a back-off that gets its lock ends it.
+    fn settle(&self, attempt: Attempt, waited: Duration, not_got: bool) {
+        let timed_out = not_got && !attempt.wait.is_zero();
+        if let Some(s) = &self.session {
+            let mut budget = lock(&s.budget);
+            *budget = budget.saturating_sub(waited);
+            if not_got {
+                let counter = if timed_out { &s.timeouts } else { &s.skips };
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if attempt.backing_off {
+            return;
+        }
+        let mut b = lock(&self.backoff);
+        if timed_out && !self.lock_backoff.is_zero() {
+            let now = Instant::now();
+            if b.until.is_none() {
+                tracing::warn!(
+                    target: "kernel_cache::store",
+                    dir = %self.dir().display(),
+                    backoff_ms = u64::try_from(self.lock_backoff.as_millis()).unwrap_or(u64::MAX),
+                    "kernel store lock wait timed out: its locks are only tried, not waited for, during the back-off"
+                );
+            }
+            b.until = Some(now.checked_add(self.lock_backoff));
+            b.since = Some(now);
+        } else if !not_got && attempt.retry {
+            *b = Backoff::default();
+        }
+    }
+
+    /// What an operation given up at once, its lock `what` held, says.
+    fn not_waited(&self, attempt: Attempt, what: &str) -> Denied {
+        if !attempt.backing_off {
+            return Denied::NotWaited(format!(
+                "{}: {what} not waited for (held by another process or thread): this \
+                 resolve's lock wait of {:?} was used up",
+                self.dir().display(),
+                self.dir.lock_wait()
+            ));
+        }
+        let b = lock(&self.backoff);
+        let ago = b.since.map(|t| t.elapsed()).unwrap_or_default();
+        let left = match b.until {
+            Some(Some(until)) => format!(
+                "for {:?} more",
+                until.saturating_duration_since(Instant::now())
+            ),
+            _ => "for good".to_string(),
+        };
+        Denied::NotWaited(format!(
+            "{}: {what} not waited for (held by another process or thread): a lock wait \
+             timed out {ago:?} ago, so the store only tries its locks {left}",
+            self.dir().display()
+        ))
     }
 
     /// The same store in front of a farm's shared level (cargo feature `redis`): a key
@@ -326,30 +541,76 @@ impl KernelStore {
     }
 
     /// Runs `f` on the open directory (a private store's: `cache-dir` checks the directory
-    /// is private at every open, and creates it so with `create`).
-    fn open<R>(
+    /// is private at every open, and creates it so with `create`), the lock shared.
+    fn open<R>(&self, create: bool, f: impl FnOnce(&Guard<'_>) -> R) -> Result<R, Denied> {
+        self.open_gated(Mode::Shared, create, f)
+    }
+
+    /// The exclusive counterpart of [`KernelStore::open`] (never creating the directory).
+    fn open_exclusive<R>(&self, f: impl FnOnce(&Guard<'_>) -> R) -> Result<R, Denied> {
+        self.open_gated(Mode::Exclusive, false, f)
+    }
+
+    /// The cache-open in `mode`, waiting for the lock at most what the resolve's budget
+    /// leaves (not at all while backing off), then `f`; the wait is settled
+    /// ([`KernelStore::settle`]).
+    fn open_gated<R>(
         &self,
+        mode: Mode,
         create: bool,
         f: impl FnOnce(&Guard<'_>) -> R,
-    ) -> Result<R, cache_dir::Error> {
-        self.dir.with_shared(create, f)
+    ) -> Result<R, Denied> {
+        let attempt = self.attempt();
+        let dir = self.dir.clone().with_lock_wait(attempt.wait);
+        let started = Instant::now();
+        let mut waited = None;
+        let run = |g: &Guard<'_>| {
+            waited = Some(started.elapsed());
+            f(g)
+        };
+        let out = match mode {
+            Mode::Shared => dir.with_shared(create, run),
+            Mode::Exclusive => dir.with_exclusive(create, run),
+        };
+        let not_got = matches!(out, Err(cache_dir::Error::LockTimeout { .. }));
+        self.settle(
+            attempt,
+            waited.unwrap_or_else(|| started.elapsed()),
+            not_got,
+        );
+        match out {
+            Ok(r) => Ok(r),
+            Err(_) if not_got && attempt.wait.is_zero() => Err(self.not_waited(
+                attempt,
+                &format!(
+                    "the {} lock on cache.lock",
+                    match mode {
+                        Mode::Shared => "shared",
+                        Mode::Exclusive => "exclusive",
+                    }
+                ),
+            )),
+            Err(e) => Err(Denied::Dir(e)),
+        }
     }
 
-    /// The exclusive counterpart of [`KernelStore::open`].
-    fn open_exclusive<R>(&self, f: impl FnOnce(&Guard<'_>) -> R) -> Result<R, cache_dir::Error> {
-        self.dir.with_exclusive(false, f)
-    }
-
-    /// Reports a lock wait that timed out (to the recorders and `tracing`); other refusals
-    /// are left to the caller.
-    fn note_timeout(e: &cache_dir::Error, during: &str) {
-        if matches!(e, cache_dir::Error::LockTimeout { .. }) {
-            record::note(
+    /// Reports a lock wait that timed out, or an operation given up while backing off (to
+    /// the recorders and `tracing`); other refusals are left to the caller.
+    fn note_timeout(e: &Denied, during: &str) {
+        match e {
+            Denied::Dir(e @ cache_dir::Error::LockTimeout { .. }) => record::note(
                 "",
                 Outcome::LockTimedOut {
                     during: format!("{during}: {e}"),
                 },
-            );
+            ),
+            Denied::NotWaited(why) => record::note(
+                "",
+                Outcome::LockSkipped {
+                    during: format!("{during}: {why}"),
+                },
+            ),
+            Denied::Dir(_) => {}
         }
     }
 
@@ -741,7 +1002,8 @@ impl KernelStore {
                 blob: file,
                 entries,
             }),
-            Ok(Err(e)) | Err(e) => Err(NotSaved::Refused(e.to_string())),
+            Ok(Err(e)) => Err(NotSaved::Refused(e.to_string())),
+            Err(e) => Err(NotSaved::Refused(e.to_string())),
         }
     }
 
@@ -897,7 +1159,7 @@ impl KernelStore {
     /// # Errors
     /// The refusal if the directory is missing, not private or cannot be opened.
     pub fn stats(&self) -> Result<StoreStats, cache_dir::Error> {
-        self.open(false, |guard| {
+        self.dir.with_shared(false, |guard| {
             let mut s = StoreStats::default();
             if let Ok(entries) = guard.entries() {
                 for e in entries.filter_map(Result::ok) {
@@ -933,11 +1195,24 @@ impl KernelStore {
         if cache_dir::read_stamp(self.dir()).ok() != Some(ours) {
             return;
         }
-        match counters::add(self.dir(), *pending, self.dir.lock_wait()) {
-            Ok(()) => *pending = Counters::default(),
+        if pending.is_zero() {
+            return;
+        }
+        let attempt = self.attempt();
+        let started = Instant::now();
+        let added = counters::add(self.dir(), *pending, attempt.wait);
+        let timed_out = matches!(&added, Err(e) if e.kind() == io::ErrorKind::TimedOut);
+        self.settle(attempt, started.elapsed(), timed_out);
+        *pending = Counters::default();
+        match added {
+            Ok(()) => {}
+            Err(_) if timed_out && attempt.wait.is_zero() => {
+                let why = self.not_waited(attempt, "the counters' lock");
+                Self::note_timeout(&why, "update the counters");
+                tracing::debug!(target: "kernel_cache::store", error = %why, "kernel store counters not updated");
+            }
             Err(e) => {
-                *pending = Counters::default();
-                if e.kind() == io::ErrorKind::TimedOut {
+                if timed_out {
                     record::note(
                         "",
                         Outcome::LockTimedOut {

@@ -132,11 +132,21 @@ pub enum Outcome {
         timed_out: bool,
     },
     /// A wait for the store directory's lock (`cache.lock`) or the counters' lock passed
-    /// the store's lock wait (`KernelStore::with_lock_wait`), so that operation was given
-    /// up (`key` is empty): an eviction skipped, a counters update dropped. (A lookup or
-    /// save that timed out is its key's `Miss(Refused)` or `NotSaved(Refused)`.)
+    /// what the resolve's lock wait left (`KernelStore::with_lock_wait`), so that
+    /// operation was given up (`key` is empty): an eviction skipped, a counters update
+    /// dropped. (A lookup or save that timed out is its key's `Miss(Refused)` or
+    /// `NotSaved(Refused)`.) The store then backs off (`KernelStore::with_lock_backoff`).
     LockTimedOut {
         /// What was given up, and the wait's error.
+        during: String,
+    },
+    /// The lock an eviction or a counters update needed was not free at once and was not
+    /// waited for, the store backing off after a lock wait timed out
+    /// (`KernelStore::with_lock_backoff`) or the resolve's lock wait used up: the operation
+    /// was given up (`key` is empty). (A lookup or save given up so is its key's
+    /// `Miss(Refused)` or `NotSaved(Refused)`, saying it was not waited for.)
+    LockSkipped {
+        /// What was given up, and why it was not waited for.
         during: String,
     },
 }
@@ -209,6 +219,9 @@ pub(crate) fn note(key: &str, outcome: Outcome) {
         }
         Outcome::LockTimedOut { during } => {
             tracing::warn!(target: "kernel_cache::store", during, "kernel store lock wait timed out: operation given up");
+        }
+        Outcome::LockSkipped { during } => {
+            tracing::debug!(target: "kernel_cache::store", during, "kernel store lock not waited for: operation given up");
         }
     }
     STACK.with(|s| {

@@ -52,7 +52,7 @@ impl KernelStore {
     /// a newer regime, or cannot be opened (as [`KernelStore::stats`]).
     pub fn verify(&self) -> Result<Verified, super::DirError> {
         let max_blob = self.max_bytes.max(1 << 20);
-        self.open(false, |guard| {
+        self.dir.with_shared(false, |guard| {
             let mut names: Vec<String> = match guard.entries() {
                 Ok(entries) => entries.filter_map(Result::ok).map(|e| e.name).collect(),
                 Err(_) => Vec::new(),
