@@ -1092,6 +1092,12 @@ impl CcBackend {
                 name,
             }));
         }
+        if let Some(why) = joined_by_the_link(&bytes) {
+            return Ok(Some(CcError::Unisolable {
+                symbols: symbols.to_vec(),
+                why,
+            }));
+        }
         let objcopy = self
             .objcopy
             .as_deref()
@@ -1178,6 +1184,67 @@ fn undefined_kernel(bytes: &[u8], symbols: &[String]) -> Option<String> {
         .iter()
         .find(|s| !defined.contains(s.as_str()))
         .cloned()
+}
+
+/// Why the link would join the object `bytes` with its companions' objects otherwise than
+/// by binding symbols (which [`CcBackend::isolate`] makes local), or `None` when it cannot:
+/// the object must be an ELF relocatable whose every section has a name of the
+/// toolchain's own (starting with `.`), none of the two such families the link joins
+/// across objects, in no COMDAT group, with no common symbol. Each refusal is one way a
+/// GNU or LLVM link joins objects:
+///
+/// - a section named as a C identifier is gathered over every object, and the link defines
+///   `__start_<name>` / `__stop_<name>` over all of it (a kernel would read a companion's
+///   entries);
+/// - `.gnu.linkonce.*` sections and COMDAT groups of one name are kept once for the whole
+///   link (a companion's would replace the kernel's);
+/// - a common symbol is one object with every common symbol of its name (`-fcommon`, the
+///   `common` attribute);
+/// - link-time-optimization IR (`.gnu.lto_*` sections, or LLVM bitcode, which is not ELF)
+///   is compiled at the link together with every companion's (`-flto`).
+fn joined_by_the_link(bytes: &[u8]) -> Option<String> {
+    use object::{Object as _, ObjectComdat as _, ObjectSection as _, ObjectSymbol as _};
+    let Ok(file) = object::File::parse(bytes) else {
+        return Some(
+            "its object is not an ELF relocatable (LLVM bitcode under -flto?): the link \
+             would compile it together with its companions"
+                .to_string(),
+        );
+    };
+    if file.format() != object::BinaryFormat::Elf {
+        return Some("its object is not ELF".to_string());
+    }
+    for section in file.sections() {
+        let name = section.name().unwrap_or("");
+        if name.starts_with(".gnu.lto_") {
+            return Some(format!(
+                "its object holds link-time-optimization IR (`{name}`, -flto), which the link \
+                 compiles together with its companions'"
+            ));
+        }
+        if !name.starts_with('.') || name.starts_with(".gnu.linkonce") {
+            return Some(format!(
+                "it defines section `{name}`, which the link gathers or deduplicates across \
+                 its companions' objects"
+            ));
+        }
+    }
+    if let Some(comdat) = file.comdats().next() {
+        let name = comdat.name().unwrap_or("");
+        return Some(format!(
+            "its object holds a COMDAT group (`{name}`), which the link keeps once for all \
+             its companions"
+        ));
+    }
+    if let Some(common) = file.symbols().find(|s| s.is_common()) {
+        let name = common.name().unwrap_or("");
+        return Some(format!(
+            "it defines `{name}` as a common symbol, which the link makes one object with \
+             every companion's of that name (compile with -fno-common, the default, and \
+             without the `common` attribute)"
+        ));
+    }
+    None
 }
 
 /// The first symbol an object (`bytes`) refers to without defining it whose name holds

@@ -51,6 +51,20 @@ pub enum CcError {
         /// The symbol referred to.
         name: String,
     },
+    /// The object of kernels `symbols` would be joined with its companions' by the link
+    /// otherwise than through symbols, which the backend makes local: `why` says how (a
+    /// section named as a C identifier, gathered over every object with
+    /// `__start_`/`__stop_` symbols; a `.gnu.linkonce` section or COMDAT group, kept once;
+    /// a common symbol, one object with its namesakes; link-time-optimization IR,
+    /// compiled together). The kernel is not linked; as a per-kernel outcome it fails
+    /// alone, as it does beside any companion.
+    #[error("kernels {symbols:?} cannot be kept apart from their companions: {why}")]
+    Unisolable {
+        /// The kernels of the unit (one, or a merged unit's).
+        symbols: Vec<String>,
+        /// How the link would join them.
+        why: String,
+    },
     /// Reading or writing a file of the work directory failed.
     #[error("I/O error on {path}")]
     Io {
