@@ -21,7 +21,7 @@
 //! 3. block-scope redeclarations of prelude functions with an attribute, or typing a
 //!    companion's undeclared call (clang);
 //! 4. a definition in one text interposing for a companion (a library function, a
-//!    tentative definition under `-fcommon`);
+//!    tentative definition under `-fcommon` or with the `common` attribute);
 //! 5. a kernel referring to a companion kernel's symbols.
 //!
 //! Plus: a kernel with an undefined reference in a batch of twelve fails alone, naming
@@ -488,6 +488,25 @@ fn c4_common_symbols_of_one_name_are_one_object() {
         )
     );
     assert_isolated(BOTH, &companion, &subject, &["-fcommon"]);
+}
+
+/// The same without `-fcommon`: the `common` attribute makes a common symbol under the
+/// compilers' default `-fno-common` too (a link-level isolation must allocate or refuse
+/// common symbols, `ld -r -d` allocates them, before making symbols local).
+#[test]
+fn c4_common_attribute_symbols_of_one_name_are_one_object() {
+    let companion = format!(
+        "float kcache_shared __attribute__((common));\n{}",
+        def(COMPANION, &format!("kcache_shared = 3.0f; {COPY}"))
+    );
+    let subject = format!(
+        "float kcache_shared __attribute__((common));\n{}",
+        def(
+            SUBJECT,
+            "for (int i = 0; i < n; ++i) out[i] = a[i] + kcache_shared;"
+        )
+    );
+    assert_isolated(BOTH, &companion, &subject, &[]);
 }
 
 // ---- Class 5: a kernel referring to a companion kernel. ----

@@ -21,7 +21,7 @@
 //! - block-scope redeclarations (class 3): `frexpf` made `const` by `__attribute_const__`,
 //!   `atoi` given another return type before a companion's undeclared call;
 //! - external definitions (class 4): a non-`static` `expf`, a tentative definition of a
-//!   shared name (a common symbol under `-fcommon`);
+//!   shared name (a common symbol under `-fcommon`), a `common` attribute;
 //! - references to companions (class 5): a call of an earlier kernel or of its generated
 //!   entry, weak references to a companion or its entry, a call of a function nothing
 //!   defines;
@@ -172,6 +172,10 @@ fn kernel(rng: &mut Rng, symbol: &str, companion: &str, earlier: Option<&str>) -
             );
             carry.suffix =
                 format!("if (n > 0) out[0] += ({companion}__kcache_entry ? 1.0f : 0.0f);");
+        }
+        25 => {
+            carry.before = s("float kcache_common __attribute__((common));\n");
+            carry.suffix = s("kcache_common += 1.0f; if (n > 0) out[0] += kcache_common;");
         }
         24 => {
             carry.before = s("void kcache_missing_fn(void);\n");
