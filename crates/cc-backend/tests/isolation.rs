@@ -21,7 +21,9 @@
 //! 3. block-scope redeclarations of prelude functions with an attribute, or typing a
 //!    companion's undeclared call (clang);
 //! 4. a definition in one text interposing for a companion (a library function, a
-//!    tentative definition under `-fcommon` or with the `common` attribute);
+//!    tentative definition under `-fcommon` or with the `common` attribute), and what the
+//!    link gathers over every object (a named section and its `__start_`/`__stop_`
+//!    symbols);
 //! 5. a kernel referring to a companion kernel's symbols.
 //!
 //! Plus: a kernel with an undefined reference in a batch of twelve fails alone, naming
@@ -504,6 +506,30 @@ fn c4_common_attribute_symbols_of_one_name_are_one_object() {
         def(
             SUBJECT,
             "for (int i = 0; i < n; ++i) out[i] = a[i] + kcache_shared;"
+        )
+    );
+    assert_isolated(BOTH, &companion, &subject, &[]);
+}
+
+/// A named section is gathered across the program's objects, and the link defines
+/// `__start_<section>` and `__stop_<section>` over all of it: the subject, summing its own
+/// section's entries, also sums the companion's (no symbol of the companion is referred to,
+/// so making symbols local does not separate them).
+#[test]
+fn c4_a_named_section_is_gathered_across_kernels() {
+    let entry = |value: &str| {
+        format!(
+            "static const float entry_{value} __attribute__((section(\"kcache_set\"), used)) = {value}.0f;\n"
+        )
+    };
+    let companion = format!("{}{}", entry("5"), def(COMPANION, COPY));
+    let subject = format!(
+        "{}extern const float __start_kcache_set[], __stop_kcache_set[];\n{}",
+        entry("1"),
+        def(
+            SUBJECT,
+            "float s = 0.0f; for (const float *p = __start_kcache_set; p < __stop_kcache_set; ++p) s += *p; \
+             for (int i = 0; i < n; ++i) out[i] = a[i] + s;"
         )
     );
     assert_isolated(BOTH, &companion, &subject, &[]);
