@@ -21,7 +21,8 @@
 //! - block-scope redeclarations (class 3): `frexpf` made `const` by `__attribute_const__`,
 //!   `atoi` given another return type before a companion's undeclared call;
 //! - external definitions (class 4): a non-`static` `expf`, a tentative definition of a
-//!   shared name (a common symbol under `-fcommon`), a `common` attribute;
+//!   shared name (a common symbol under `-fcommon`), a `common` attribute, an entry of a
+//!   named section the link gathers (read through `__start_`/`__stop_`);
 //! - references to companions (class 5): a call of an earlier kernel or of its generated
 //!   entry, weak references to a companion or its entry, a call of a function nothing
 //!   defines;
@@ -176,6 +177,16 @@ fn kernel(rng: &mut Rng, symbol: &str, companion: &str, earlier: Option<&str>) -
         25 => {
             carry.before = s("float kcache_common __attribute__((common));\n");
             carry.suffix = s("kcache_common += 1.0f; if (n > 0) out[0] += kcache_common;");
+        }
+        26 => {
+            carry.before = format!(
+                "static const float kcache_set_{symbol} __attribute__((section(\"kcache_set\"), used)) = {c}.0f;\n\
+                 extern const float __start_kcache_set[], __stop_kcache_set[];\n"
+            );
+            carry.suffix = s(
+                "{ float s = 0.0f; for (const float *p = __start_kcache_set; p < __stop_kcache_set; ++p) s += *p; \
+                 if (n > 0) out[0] += s; }",
+            );
         }
         24 => {
             carry.before = s("void kcache_missing_fn(void);\n");
