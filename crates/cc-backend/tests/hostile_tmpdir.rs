@@ -353,7 +353,8 @@ fn a_saved_program_loads_its_own_bytes_under_a_hostile_work_directory() {
 // between two of hers) and a private work directory; the attacker, another user (`nobody`
 // when this test runs as root), renames her own copy over every temporary she sees: an
 // assembly file defining kernel `k`, its entry and a constructor creating the marker. No
-// marker may appear in 200 compiles, and every program computes its own kernel.
+// marker may appear in 200 compiles, every program computes its own kernel, and she sees
+// no temporary at all (the toolchain writes none where she can reach it).
 
 /// The temporaries attacker's body; a no-op unless this process was spawned as her.
 ///
@@ -598,6 +599,11 @@ fn temporaries(flip: bool) {
     assert!(
         line.starts_with(&format!("ok={RUNS} ")),
         "every program must compute its own kernel (attacker: {report}; victim: {line})"
+    );
+    // Stronger: nothing the toolchain writes is even where she can see it.
+    assert!(
+        report.starts_with("seen=0 "),
+        "the compiler wrote temporaries into her TMPDIR (attacker: {report}; victim: {line})"
     );
 }
 
