@@ -362,7 +362,8 @@ fn a_saved_program_loads_its_own_bytes_under_a_hostile_work_directory() {
 /// own there and a link `tmp` she flips between them at every pass, watching both. Every
 /// file named like a temporary (`*.s`, `*.o`, `*.c`, `*.res`, `*.ld*`) that is not her
 /// payload (another owner, another size) gets a fresh copy of her payload renamed over
-/// it (her object for `*.o`, her assembly for the rest). Until `.stop` exists in the base
+/// it: her constructor as an object for `*.o` and as C for `*.c` (collect2 compiles and
+/// links `ccXXXXXX.cdtor.c` of its own), her assembly of kernel `k` for the rest. Until `.stop` exists in the base
 /// (or five minutes pass); prints how many files she saw and replaced.
 #[test]
 fn temporaries_attacker() {
@@ -372,7 +373,8 @@ fn temporaries_attacker() {
     let base = PathBuf::from(base);
     let flip = std::env::var("HOSTILE_TMP_MODE").unwrap() == "flip";
     let assembly = fs::read(std::env::var("HOSTILE_EVIL_S").unwrap()).unwrap();
-    let object = fs::read(std::env::var("HOSTILE_EVIL_K_OBJECT").unwrap()).unwrap();
+    let object = fs::read(std::env::var("HOSTILE_EVIL_CTOR_OBJECT").unwrap()).unwrap();
+    let source = fs::read(std::env::var("HOSTILE_EVIL_CTOR_C").unwrap()).unwrap();
     let me = rustix::process::geteuid().as_raw();
     let watched: Vec<PathBuf> = if flip {
         let dirs = [base.join("hers-1"), base.join("hers-2")];
@@ -410,9 +412,9 @@ fn temporaries_attacker() {
                 }
                 let payload = if name.ends_with(".o") {
                     &object
-                } else if [".s", ".c", ".res"].iter().any(|e| name.ends_with(e))
-                    || name.contains(".ld")
-                {
+                } else if name.ends_with(".c") {
+                    &source
+                } else if name.ends_with(".s") || name.ends_with(".res") || name.contains(".ld") {
                     &assembly
                 } else {
                     continue;
@@ -444,7 +446,8 @@ fn temporaries_attacker() {
 }
 
 /// The victim's body; a no-op unless this process was spawned as the victim (with
-/// `TMPDIR` set by its parent). Compiles `HOSTILE_VICTIM_RUNS` programs of kernel `k` in
+/// `TMPDIR` set by its parent). Compiles `HOSTILE_VICTIM_RUNS` programs of kernel `k`
+/// (under the options `HOSTILE_VICTIM_OPTIONS`, split on white space) in
 /// the private work directory `HOSTILE_VICTIM_WORK` and runs each; prints how many
 /// computed their own kernel, computed something else, or failed (and the first failure).
 #[test]
@@ -456,11 +459,16 @@ fn temporaries_victim() {
         .unwrap()
         .parse()
         .unwrap();
+    let options: Vec<String> = std::env::var("HOSTILE_VICTIM_OPTIONS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
     let (mut ok, mut wrong, mut failed) = (0u64, 0u64, 0u64);
     let mut first = String::new();
     for j in 0..runs {
         let backend = CcBackend::new().unwrap().with_work_dir(&work);
-        match backend.compile_program(&[("k", &source(j))], &[]) {
+        match backend.compile_program(&[("k", &source(j))], &options) {
             Ok(program) => {
                 if run(&Arc::new(program)) == (2 * j + 3) as f32 {
                     ok += 1;
@@ -479,42 +487,44 @@ fn temporaries_victim() {
     println!("VICTIM ok={ok} wrong={wrong} failed={failed} first_failure={first}");
 }
 
-/// Her payload, built by us from C: kernel `k` (`a[i] + b[i]`) with its entry, and a
-/// constructor creating `marker`, as assembly (`-S`) and as an object (`-c`).
-fn temporaries_payload(dir: &Path, marker: &Path) -> (PathBuf, PathBuf) {
-    let c = dir.join("evil-k.c");
-    fs::write(
-        &c,
-        format!(
-            "#include <fcntl.h>\n#include <unistd.h>\n\
-             void k(float *out, const float *a, const float *b, int n) {{\n\
-               for (int i = 0; i < n; ++i) out[i] = a[i] + b[i];\n}}\n\
-             void k__kcache_entry(void *const *args) {{\n\
-               k((float *)args[0], (const float *)args[1], (const float *)args[2], *(const int *)args[3]);\n}}\n\
-             __attribute__((constructor)) static void pwn(void) {{\n\
-               int fd = open(\"{}\", O_CREAT | O_WRONLY, 0644);\n\
-               if (fd >= 0) close(fd);\n}}\n",
-            marker.display()
-        ),
-    )
-    .unwrap();
-    let (s, o) = (dir.join("evil-k.s"), dir.join("evil-k.o"));
-    for (out, how) in [(&s, "-S"), (&o, "-c")] {
+/// Her payload, built by us from C: kernel `k` (`a[i] + b[i]`) with its entry and a
+/// constructor creating `marker`, as assembly (for the assembly between `cc1` and `as`);
+/// the constructor alone as C and as an object (for what the link compiles and links of
+/// its own, collect2's `*.cdtor.c` and `*.cdtor.o`). Returns (assembly, C, object).
+fn temporaries_payload(dir: &Path, marker: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let ctor = format!(
+        "#include <fcntl.h>\n#include <unistd.h>\n\
+         __attribute__((constructor)) static void pwn(void) {{\n\
+           int fd = open(\"{}\", O_CREAT | O_WRONLY, 0644);\n\
+           if (fd >= 0) close(fd);\n}}\n",
+        marker.display()
+    );
+    let kernel = "void k(float *out, const float *a, const float *b, int n) {\n\
+           for (int i = 0; i < n; ++i) out[i] = a[i] + b[i];\n}\n\
+         void k__kcache_entry(void *const *args) {\n\
+           k((float *)args[0], (const float *)args[1], (const float *)args[2], *(const int *)args[3]);\n}\n";
+    let (kc, cc) = (dir.join("evil-k.c"), dir.join("evil-ctor.c"));
+    fs::write(&kc, format!("{ctor}{kernel}")).unwrap();
+    fs::write(&cc, &ctor).unwrap();
+    chmod(&cc, 0o644);
+    let (s, o) = (dir.join("evil-k.s"), dir.join("evil-ctor.o"));
+    for (out, how, c) in [(&s, "-S", &kc), (&o, "-c", &cc)] {
         let status = Command::new("cc")
             .args([how, "-O2", "-fPIC", "-o"])
             .arg(out)
-            .arg(&c)
+            .arg(c)
             .status()
             .unwrap();
         assert!(status.success());
         chmod(out, 0o644);
     }
-    (s, o)
+    (s, cc, o)
 }
 
-/// Runs the victim against the temporaries attacker: `flip` chooses her link (else a plain
-/// world-writable directory without the sticky bit) as the victim's `TMPDIR`.
-fn temporaries(flip: bool) {
+/// Runs the victim (`runs` compiles under `options`) against the temporaries attacker:
+/// `flip` chooses her link (else a plain world-writable directory without the sticky bit)
+/// as the victim's `TMPDIR`.
+fn temporaries(flip: bool, runs: u64, options: &str) {
     let tmp = tempfile::tempdir().unwrap();
     chmod(tmp.path(), 0o755);
     let base = tmp.path().join("base");
@@ -533,7 +543,7 @@ fn temporaries(flip: bool) {
     let work = tmp.path().join("work");
     fs::create_dir(&work).unwrap();
     chmod(&work, 0o700);
-    let (evil_s, evil_o) = temporaries_payload(tmp.path(), &marker);
+    let (evil_s, evil_c, evil_o) = temporaries_payload(tmp.path(), &marker);
     // The attacker writes `.ready-tmp` in the base and stops at our `.stop` there.
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
@@ -545,7 +555,8 @@ fn temporaries(flip: bool) {
     .env("HOSTILE_TMP_BASE", &base)
     .env("HOSTILE_TMP_MODE", if flip { "flip" } else { "plain" })
     .env("HOSTILE_EVIL_S", &evil_s)
-    .env("HOSTILE_EVIL_K_OBJECT", &evil_o)
+    .env("HOSTILE_EVIL_CTOR_C", &evil_c)
+    .env("HOSTILE_EVIL_CTOR_OBJECT", &evil_o)
     .stdout(Stdio::piped())
     .stderr(Stdio::inherit());
     if is_root() {
@@ -568,7 +579,8 @@ fn temporaries(flip: bool) {
             "--test-threads=1",
         ])
         .env("HOSTILE_VICTIM_WORK", &work)
-        .env("HOSTILE_VICTIM_RUNS", RUNS.to_string())
+        .env("HOSTILE_VICTIM_RUNS", runs.to_string())
+        .env("HOSTILE_VICTIM_OPTIONS", options)
         .env("TMPDIR", &hers)
         .env("TMP", &hers)
         .env("TEMP", &hers)
@@ -597,7 +609,7 @@ fn temporaries(flip: bool) {
         "her constructor ran in the victim's process (attacker: {report}; victim: {line})"
     );
     assert!(
-        line.starts_with(&format!("ok={RUNS} ")),
+        line.starts_with(&format!("ok={runs} ")),
         "every program must compute its own kernel (attacker: {report}; victim: {line})"
     );
     // Stronger: nothing the toolchain writes is even where she can see it.
@@ -611,11 +623,19 @@ fn temporaries(flip: bool) {
 /// private): her assembly never reaches our program.
 #[test]
 fn compiler_temporaries_in_a_tmpdir_others_can_write_never_reach_our_program() {
-    temporaries(false);
+    temporaries(false, RUNS, "");
 }
 
 /// `TMPDIR` is a link she flips between two directories of hers.
 #[test]
 fn compiler_temporaries_under_a_flipped_tmpdir_link_never_reach_our_program() {
-    temporaries(true);
+    temporaries(true, RUNS, "");
+}
+
+/// With `-pipe` gcc writes no assembly file, but its link still does: collect2's
+/// `ccXXXXXX.res` and the `ccXXXXXX.cdtor.c` it compiles to `ccXXXXXX.cdtor.o` and links
+/// into the program. Half the runs.
+#[test]
+fn compiler_temporaries_of_the_link_never_reach_our_program() {
+    temporaries(false, RUNS / 2, "-pipe");
 }
