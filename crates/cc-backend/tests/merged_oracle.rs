@@ -29,7 +29,7 @@
 //!
 //! and subjects that show them (struct sizes, `expf` and `frexpf` results, `atoi("1000")`,
 //! a union's first byte, a reduction under `-ffast-math`). Programs are compiled under no
-//! option, `-ffast-math` or `-fcommon`.
+//! option, `-ffast-math`, `-fcommon` or `-flto` (the link makes every unit's code at once).
 //!
 //! Each program is resolved per kernel (`resolve_each`, a fresh `KernelCache`), each kernel
 //! compiled alone (`compile_program`), and every kernel run on the same inputs in both, in
@@ -225,9 +225,10 @@ fn program(rng: &mut Rng, p: usize, max: usize) -> Program {
             )
         })
         .collect();
-    let options = match rng.below(6u32) {
+    let options = match rng.below(8u32) {
         0 => vec!["-ffast-math".to_string()],
         1 => vec!["-fcommon".to_string()],
+        2 => vec!["-flto".to_string()],
         _ => Vec::new(),
     };
     Program { options, kernels }
