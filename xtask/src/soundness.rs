@@ -6,9 +6,12 @@
 //! compiler's macro table (`-dM -E`), clang's and gcc's spelling and position built-ins,
 //! every attribute syntax and asm operands. Fails on any pair with equal keys and
 //! different object code, and prints the counts. Then the merged unit's oracle
-//! (`crates/cc-backend/tests/merged_oracle.rs`): N / 10 generated programs (at least one)
-//! whose kernels, merged where the rule allows, must compute bit for bit what each computes
-//! alone.
+//! (`crates/cc-backend/tests/merged_oracle.rs`): N / 10 generated programs (at least one),
+//! their companions drawn from issue 35's classes (splices and line ends, the prelude's
+//! macro table, block-scope redeclarations, external definitions, references to
+//! companions), whose kernels, merged where the rule allows and resolved per kernel, must
+//! compute bit for bit what each computes alone (or fail in both); and the same oracle
+//! must catch a naive merge and a naive link (their counts are printed).
 
 use crate::cargo_with_env;
 

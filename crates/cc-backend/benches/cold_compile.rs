@@ -12,6 +12,11 @@
 //! `FIGURE cold_compile_64_split2_vs_one_file <split s> <one file s>`; without (as `cargo
 //! xtask test` runs it) it does the same with 8 kernels and checks that each kcache run
 //! compiled every kernel and the one file compiled.
+//!
+//! With `--units` it measures nothing: it resolves the 64 kernels once as one program and
+//! once split into 2, through a compiler command that logs each unit it compiles (the
+//! entries `*__kcache_entry` its `kernel.c` defines), and prints which kernels share a
+//! merged unit and which are compiled alone (`UNITS whole: ...`, `UNITS split2: ...`).
 
 use std::path::Path;
 use std::process::Command;
@@ -113,9 +118,73 @@ fn one_file(dir: &Path, n: u64) -> f64 {
     seconds
 }
 
+/// `--units`: which of the `n` kernels share merged units, whole and split in 2.
+fn units(n: u64) {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let log = tmp.path().join("units.log");
+    let script = tmp.path().join("logging-cc.sh");
+    let compiler = std::env::var("CC")
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+        .unwrap_or_else(|| "cc".to_string());
+    // Each unit compile (`-c` of a `.c`) logs the entries its unit defines, one line.
+    std::fs::write(
+        &script,
+        format!(
+            "case \" $* \" in *\" -c \"*) for a in \"$@\"; do case \"$a\" in *.c) \
+             echo \"$(grep -o '[A-Za-z0-9_]*__kcache_entry(void' \"$a\" | sed 's/__kcache_entry(void//' | sort -u | tr '\\n' ' ')\" >> '{}';; esac; done;; esac\n\
+             exec {compiler} \"$@\"\n",
+            log.display()
+        ),
+    )
+    .expect("write the logging compiler");
+    for (role, split) in [("whole", false), ("split2", true)] {
+        let _ = std::fs::remove_file(&log);
+        let backend = CcBackend::with_compiler(&format!("sh {}", script.display()))
+            .expect("a C compiler")
+            .with_split(Split::new(2, 1));
+        let b = batch(&backend, n);
+        let cache = KernelCache::new(1 << 30);
+        if split {
+            kernel_cache::resolve_split(&cache, &b, &backend).expect("resolve");
+        } else {
+            kernel_cache::resolve(&cache, &b, &backend).expect("resolve");
+        }
+        let logged = std::fs::read_to_string(&log).expect("the unit log");
+        let mut merged: Vec<Vec<String>> = Vec::new();
+        let mut alone: Vec<String> = Vec::new();
+        for line in logged.lines() {
+            let mut members: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+            members.sort_by_key(|m| m.trim_start_matches("fused_").parse::<u64>().unwrap_or(0));
+            match members.len() {
+                0 => {}
+                1 => alone.extend(members),
+                _ => merged.push(members),
+            }
+        }
+        alone.sort_by_key(|m| m.trim_start_matches("fused_").parse::<u64>().unwrap_or(0));
+        let in_merged: usize = merged.iter().map(Vec::len).sum();
+        println!(
+            "UNITS {role}: {} merged units holding {in_merged} kernels, {} kernels in units of their own (merged compiles {}, unit compiles {})",
+            merged.len(),
+            alone.len(),
+            backend.merged_compiles(),
+            backend.units_compiled()
+        );
+        for (i, m) in merged.iter().enumerate() {
+            println!("UNITS {role} merged unit {i}: {}", m.join(" "));
+        }
+        println!("UNITS {role} alone: {}", alone.join(" "));
+    }
+}
+
 fn main() {
     if let Some(w) = Worker::assigned(PREFIX) {
         worker(&w.role, &w.dir, w.n);
+        return;
+    }
+    if std::env::args().any(|a| a == "--units") {
+        units(64);
         return;
     }
     let bench = std::env::args().any(|a| a == "--bench");
