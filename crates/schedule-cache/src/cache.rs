@@ -679,6 +679,9 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             });
         };
         let key = parts.key()?;
+        // The size-free identity goes into the entry (a near-code seed is checked against
+        // it) and names the near-code index line.
+        let shape = crate::seeds::size_free_digest(&subject)?;
         let entry = ScheduleEntry::new(
             &identity,
             parts,
@@ -686,12 +689,12 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             measurements.times,
             measurements.baseline_time,
         )?
-        .with_key_summary(key_summary(&self.inputs()).unwrap_or_default());
+        .with_key_summary(key_summary(&self.inputs()).unwrap_or_default())
+        .with_size_free(shape.clone());
         let outcome = self.store.store_with(Some(&key), &entry, policy)?;
         if outcome.is_stored() {
             // The near-code index (a hint: a store without one, or a lost note, only means
             // fewer seeds for code of this structure at other sizes).
-            let shape = crate::seeds::size_free_digest(&subject)?;
             if let Err(e) = self.store.note_near(&shape, &key) {
                 tracing::debug!(target: "schedule_cache::seeds", key = %key, error = %e, "near-code index not noted");
             }
@@ -717,6 +720,7 @@ fn placeholder<Op: Clone>(
         times: Vec::new(),
         baseline_time: None,
         key_summary: Vec::new(),
+        size_free: None,
     }
 }
 
