@@ -520,7 +520,10 @@ impl DiskCache {
     /// through publishing the new one, so no other store or lookup of any process runs in
     /// between: the read, the comparison and the write are one step. The existing entry's
     /// claim is read as a lookup of `entry.digest()` would read it (an entry the lookup would
-    /// not return has no claim and is replaced).
+    /// not return has no claim and is replaced). On a directory this process cannot write (a
+    /// read-only mount) the claim is read under the shared lock: an existing entry that stays
+    /// is [`StoreOutcome::KeptExisting`] with nothing written, and only a store that would
+    /// publish is refused.
     ///
     /// # Errors
     /// As [`DiskCache::store`]: caller mistakes only.
@@ -659,7 +662,10 @@ impl DiskCache {
 
 impl DiskCache {
     /// The keep-faster store: under the exclusive lock, reads the existing entry's claim,
-    /// compares, and publishes only if the new entry wins.
+    /// compares, and publishes only if the new entry wins. Where this process cannot write the
+    /// directory (a read-only mount: the exclusive open is refused), the existing entry is
+    /// read under the shared lock instead and, if it stays, the answer is `KeptExisting`
+    /// without anything written; only a store that would publish is refused.
     fn publish_if_faster<E: Stored>(
         &self,
         key: &CacheKey,
@@ -669,14 +675,10 @@ impl DiskCache {
         check_entry_size(bytes.len())?;
         let name = E::SPACE.file_name(key);
         let (identity, new_time) = (entry.claim_identity(), entry.best_time());
-        self.dir
+        let decided = self
+            .dir
             .with_exclusive(true, |dir| {
-                // Anything but an entry a lookup of this digest would return has no claim.
-                let existing = dir
-                    .read(&name, MAX_ENTRY_BYTES)
-                    .ok()
-                    .and_then(|b| decode_entry::<E>(&b, Some(entry.digest())).ok())
-                    .and_then(|e| e.claim());
+                let existing = existing_claim::<E>(dir, &name, entry.digest());
                 if let Err(kept) = policy::keep_faster(existing.as_ref(), &identity, new_time) {
                     return Ok(Err(kept));
                 }
@@ -684,9 +686,39 @@ impl DiskCache {
                 note_sibling(dir, E::SPACE, entry.digest(), key);
                 Ok(Ok(()))
             })
-            .and_then(|published| published)
-            .map_err(refusal)
+            .and_then(|published| published);
+        match decided {
+            Err(e) if e.is_read_only() => {
+                // Nothing can be written, so the only store that can happen is the one that
+                // keeps the existing entry: decided on a read under the shared lock (a
+                // read-only descriptor's `flock`, or the lock-free read and its stamp
+                // re-check). A last-write-wins store running meanwhile is ordered after it.
+                let existing = self
+                    .dir
+                    .with_shared(false, |dir| existing_claim::<E>(dir, &name, entry.digest()))
+                    .ok()
+                    .flatten();
+                match policy::keep_faster(existing.as_ref(), &identity, new_time) {
+                    Err(kept) => Ok(Err(kept)),
+                    Ok(()) => Err(refusal(e)),
+                }
+            }
+            other => other.map_err(refusal),
+        }
     }
+}
+
+/// The claim of the entry file `name` if a lookup of `digest` would return it (anything else
+/// has no claim).
+fn existing_claim<E: Stored>(
+    dir: &cache_dir::Guard<'_>,
+    name: &str,
+    digest: &str,
+) -> Option<Claim> {
+    dir.read(name, MAX_ENTRY_BYTES)
+        .ok()
+        .and_then(|b| decode_entry::<E>(&b, Some(digest)).ok())
+        .and_then(|e| e.claim())
 }
 
 impl StoreOutcome {
