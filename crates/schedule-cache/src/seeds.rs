@@ -288,12 +288,18 @@ where
     /// own key is never a seed (a lookup answers it). Cost: a probe of the subject's key
     /// and one of each key the indexes name (at most 8 + [`MAX_NEAR`](crate::disk::MAX_NEAR)),
     /// each reported to [`disk::record`](crate::disk::record)ers and statistics as the
-    /// lookup it is.
+    /// lookup it is. On a directory store all of them wait for its lock at most one lock wait
+    /// in all ([`DiskCache::with_lock_wait`](crate::disk::DiskCache::with_lock_wait)).
     ///
     /// # Errors
     /// [`Error::IncompleteIdentity`] if the code cannot be keyed.
     pub fn seeds<'a>(&self, subject: impl Into<Subject<'a>>) -> Result<Seeds<L::SavedOp>, Error> {
         let subject = subject.into();
+        crate::disk::one_call(|| self.seeds_once(subject))
+    }
+
+    /// [`seeds`](ScheduleCache::seeds), inside its call's lock deadline.
+    fn seeds_once(&self, subject: Subject<'_>) -> Result<Seeds<L::SavedOp>, Error> {
         let identity = subject.identity()?;
         let shape = size_free_digest(&subject)?;
         let mut out = Seeds {
