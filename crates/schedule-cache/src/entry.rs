@@ -28,6 +28,11 @@ use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, of_saved};
 /// History (one line per bump, `vN: reason`; a test checks the last line matches):
 /// v1: initial format (rendering kcache-identity-1, SavedRefOp, key parts, times in seconds)
 /// v2: key parts are full-width component digests, with the new `format` component (regime 2)
+///
+/// Optional fields added without a bump, since a reader of an earlier build ignores them and
+/// an entry without them is read alike (no lookup answers otherwise): `key_summary` (people's
+/// lines), `size_free` (near-code seeds are checked against it; an entry without it is only
+/// never offered as near code).
 pub const ENTRY_VERSION: u32 = 2;
 
 /// One cached schedule, as stored on disk (RON): the winning schedule of the code named by
