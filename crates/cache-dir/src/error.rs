@@ -170,4 +170,13 @@ impl Error {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
     }
+
+    /// Whether this is the file system refusing a write (`EACCES`, `EPERM`, `EROFS`: a
+    /// read-only mount, another user's directory): what an exclusive open, or any open that
+    /// must create something, answers where this process cannot write. A shared open of an
+    /// existing directory still serves reads there
+    /// ([`CacheDir::with_shared`](crate::CacheDir::with_shared)).
+    pub fn is_read_only(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if crate::cannot_write(source))
+    }
 }

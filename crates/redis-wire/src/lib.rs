@@ -26,8 +26,15 @@
 //!   here: the system resolver's name lookup (use an address, as the tests do, where that
 //!   matters) and a Unix socket's connect, which waits only while the listener's backlog is full.
 //!
-//! Every violation is a typed [`WireError`]; after any error the connection's stream may be out
-//! of step and must be dropped (both clients do). Only RESP2 is spoken (no `HELLO 3`): a RESP3
+//! - one reply per command: bytes left after a reply, or waiting on the socket when the next
+//!   command is about to be sent (a peer that answered one command twice), refuse the command
+//!   and drop the connection, so a reply is never read as the answer of a later command (a
+//!   surplus reply that arrives only after the next command was sent cannot be told from that
+//!   command's reply: that is a peer answering wrongly, like any other).
+//!
+//! Every violation is a typed [`WireError`]; after any error but a server's error reply the
+//! connection's stream may be out of step, so the connection drops itself (every further
+//! command is refused at once) and must be replaced (both clients do). Only RESP2 is spoken (no `HELLO 3`): a RESP3
 //! type byte is a protocol error. The parser is held equal to redis-rs's own
 //! (`redis::parse_redis_value`) on every input it accepts by a property test over every byte.
 //!
@@ -266,6 +273,61 @@ impl Deadlined {
     }
 }
 
+/// What waits on an idle connection's socket (read without blocking).
+enum Idle {
+    /// Nothing: the stream is in step.
+    Nothing,
+    /// Bytes no command asked for (at most one was consumed).
+    Bytes,
+    /// The peer closed its end.
+    Closed,
+}
+
+impl Stream {
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_nonblocking(on),
+            Stream::Unix(s) => s.set_nonblocking(on),
+        }
+    }
+
+    fn read_raw(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+
+    /// Whether anything waits on the socket, found by one non-blocking read of at most one
+    /// byte (consumed: a connection with bytes waiting is dropped anyway). The socket is
+    /// blocking again when this returns `Ok`.
+    fn idle(&mut self) -> io::Result<Idle> {
+        self.set_nonblocking(true)?;
+        let mut byte = [0u8; 1];
+        let read = loop {
+            match self.read_raw(&mut byte) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => break other,
+            }
+        };
+        self.set_nonblocking(false)?;
+        match read {
+            Ok(0) => Ok(Idle::Closed),
+            Ok(_) => Ok(Idle::Bytes),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Idle::Nothing),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn shutdown(&self) {
+        // Best effort: the descriptor is closed when the connection is dropped anyway.
+        let _ = match self {
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+}
+
 impl Read for Deadlined {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let left = Some(self.remaining()?);
@@ -303,10 +365,20 @@ impl Write for Deadlined {
 }
 
 /// One connection to a server: commands in, bounded replies out (see the crate docs).
+///
+/// One reply per command: a reply followed by bytes no command asked for (a peer answering one
+/// command twice), or bytes waiting on the socket when the next command is about to be sent,
+/// is refused ([`WireError::Protocol`]), and so is every later command on the connection. The
+/// stream is then out of step, so the connection is dropped (shut down): a reply is never
+/// read as the answer of a later command. After any connection-level error
+/// ([`WireError::is_connection_level`]) the connection is likewise dropped and refuses every
+/// further command at once ([`WireError::Io`], kind `NotConnected`); connect again.
 pub struct Connection {
     io: BufReader<Deadlined>,
     io_timeout: Duration,
     limits: Limits,
+    /// Why the connection was dropped, once it was.
+    dropped: Option<String>,
 }
 
 impl fmt::Debug for Connection {
@@ -368,6 +440,7 @@ impl Connection {
             ),
             io_timeout,
             limits,
+            dropped: None,
         };
         if let Some(password) = &target.password {
             let reply = match &target.username {
@@ -389,12 +462,69 @@ impl Connection {
         self.limits
     }
 
+    /// Whether the connection was dropped (after a connection-level error or a peer out of
+    /// step): every further command is refused at once.
+    pub fn is_dropped(&self) -> bool {
+        self.dropped.is_some()
+    }
+
     /// Sends one command (its arguments as bulk strings) and reads its reply, all within the
-    /// I/O timeout. A top-level error reply is [`WireError::Server`].
+    /// I/O timeout. A top-level error reply is [`WireError::Server`]. The stream must hold
+    /// nothing before the command is sent and nothing after its reply (see [`Connection`]).
     ///
     /// # Errors
-    /// See [`WireError`]; after any error but `Server`, drop the connection.
+    /// See [`WireError`]; after any error but `Server` the connection is dropped and refuses
+    /// every further command ([`Connection::is_dropped`]): connect again.
     pub fn query(&mut self, args: &[&[u8]]) -> Result<Value, WireError> {
+        if let Some(why) = &self.dropped {
+            return Err(WireError::Io {
+                during: "write a command to the redis server",
+                kind: io::ErrorKind::NotConnected,
+                message: format!("the connection was dropped: {why}"),
+            });
+        }
+        let result = self.exchange(args);
+        if let Err(e) = &result
+            && e.is_connection_level()
+        {
+            self.drop_connection(e.to_string());
+        }
+        result
+    }
+
+    fn drop_connection(&mut self, why: String) {
+        self.io.get_ref().stream.shutdown();
+        self.dropped = Some(why);
+    }
+
+    /// One command and its reply, the stream checked to be in step before and after.
+    fn exchange(&mut self, args: &[&[u8]]) -> Result<Value, WireError> {
+        // Bytes that arrived since the last reply answer no command this connection sent: a
+        // command sent now would read them as its reply.
+        let waiting = if self.io.buffer().is_empty() {
+            self.io
+                .get_mut()
+                .stream
+                .idle()
+                .map_err(|e| WireError::io("check the connection before a command", &e))?
+        } else {
+            Idle::Bytes
+        };
+        match waiting {
+            Idle::Nothing => {}
+            Idle::Bytes => {
+                return Err(WireError::Protocol(
+                    "the server sent bytes no command asked for (a reply too many)".into(),
+                ));
+            }
+            Idle::Closed => {
+                return Err(WireError::Io {
+                    during: "check the connection before a command",
+                    kind: io::ErrorKind::UnexpectedEof,
+                    message: "the server closed the connection".into(),
+                });
+            }
+        }
         let deadline = Instant::now()
             .checked_add(self.io_timeout)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(86400 * 365));
@@ -410,7 +540,29 @@ impl Connection {
             .get_mut()
             .write_all(&out)
             .map_err(|e| WireError::io("write a command to the redis server", &e))?;
-        match read_value(&mut self.io, &self.limits)? {
+        let reply = read_value(&mut self.io, &self.limits)?;
+        // One reply per command: anything after it (a peer answering twice) would be read as
+        // the next command's reply.
+        let after = if self.io.buffer().is_empty() {
+            self.io
+                .get_mut()
+                .stream
+                .idle()
+                .map_err(|e| WireError::io("check the connection after a reply", &e))?
+        } else {
+            Idle::Bytes
+        };
+        match after {
+            Idle::Nothing => {}
+            Idle::Bytes => {
+                return Err(WireError::Protocol(
+                    "the server sent more than one reply to one command".into(),
+                ));
+            }
+            // The reply is whole; the next command finds the connection closed.
+            Idle::Closed => self.drop_connection("the server closed the connection".into()),
+        }
+        match reply {
             Value::Error(e) => Err(WireError::Server(e)),
             v => Ok(v),
         }

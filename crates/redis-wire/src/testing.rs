@@ -1,6 +1,8 @@
-//! A hostile fake peer on 127.0.0.1 for the clients' tests (cargo feature `testing`): it
-//! accepts connections on an ephemeral port, reads whatever the client sends, and answers with
-//! one of the [`Hostile`] behaviours, for as long as the client stays connected.
+//! Fake peers on 127.0.0.1 for the clients' tests (cargo feature `testing`). A hostile one
+//! ([`spawn`]) accepts connections on an ephemeral port, reads whatever the client sends, and
+//! answers with one of the [`Hostile`] behaviours, for as long as the client stays connected;
+//! a scripted one ([`spawn_answers`]) answers each command with given bytes (two replies to
+//! one command, say).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -130,6 +132,67 @@ fn serve(mut s: TcpStream, behaviour: Hostile) {
             while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
         }
     }
+}
+
+/// What a [`spawn_answers`] peer writes for one command: `now` as soon as the command's bytes
+/// arrived, then, if `later` is given, its bytes after its pause (before reading the next
+/// command).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// Written at once.
+    pub now: Vec<u8>,
+    /// Written after the pause.
+    pub later: Option<(Duration, Vec<u8>)>,
+}
+
+impl Answer {
+    /// `bytes` at once, nothing later.
+    pub fn now(bytes: &[u8]) -> Answer {
+        Answer {
+            now: bytes.to_vec(),
+            later: None,
+        }
+    }
+
+    /// This answer, then `bytes` after `pause`.
+    pub fn then_after(mut self, pause: Duration, bytes: &[u8]) -> Answer {
+        self.later = Some((pause, bytes.to_vec()));
+        self
+    }
+}
+
+/// Starts a peer that answers the n-th command of each connection with `answers[n]` (each
+/// connection from the first answer; past the last it closes the connection), counting each
+/// read of the client's bytes as one command; returns its port. The thread lives as long as
+/// the process.
+pub fn spawn_answers(answers: Vec<Answer>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+    let port = listener
+        .local_addr()
+        .unwrap_or_else(|e| panic!("local_addr: {e}"))
+        .port();
+    thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let answers = answers.clone();
+            thread::spawn(move || {
+                let mut buf = [0u8; 64 << 10];
+                for answer in answers {
+                    if !matches!(stream.read(&mut buf), Ok(n) if n > 0)
+                        || stream.write_all(&answer.now).is_err()
+                    {
+                        return;
+                    }
+                    if let Some((pause, bytes)) = answer.later {
+                        thread::sleep(pause);
+                        if stream.write_all(&bytes).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
 }
 
 /// The peak resident memory of this process (`VmHWM` of `/proc/self/status`), in KiB.

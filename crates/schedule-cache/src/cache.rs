@@ -516,7 +516,9 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
     /// of the current version, saved for the subject's digest, stored under the same full
     /// key components and replayable on the subject's code; anything else is a [`Miss`] that
     /// says why (an entry whose schedule cannot be rebuilt is [`Miss::Unreplayable`]: cache
-    /// content never fails a run).
+    /// content never fails a run). On a directory store the call waits for its lock at most
+    /// one lock wait in all, however many entries it reads
+    /// ([`DiskCache::with_lock_wait`](crate::disk::DiskCache::with_lock_wait)).
     ///
     /// Why two `Result`s: the outer one is a caller's mistake (`?` passes it on), the inner
     /// one is the lookup's answer, a hit or a miss that explains itself; a miss is never an
@@ -535,7 +537,13 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
         &self,
         subject: impl Into<Subject<'a>>,
     ) -> Result<Result<Hit<L>, Miss>, Error> {
-        let identity = subject.into().identity()?;
+        let subject = subject.into();
+        crate::disk::one_call(|| self.lookup_once(subject))
+    }
+
+    /// [`lookup`](ScheduleCache::lookup), inside its call's lock deadline.
+    fn lookup_once(&self, subject: Subject<'_>) -> Result<Result<Hit<L>, Miss>, Error> {
+        let identity = subject.identity()?;
         let Some(parts) = self.key_parts(&identity) else {
             // Reported to recorders and statistics like every skipped operation.
             let _ = self
@@ -634,7 +642,8 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
     /// Saves `ops` (live ops built against `subject`'s code) and publishes them with
     /// `measurements` at the subject's key, under the cache's
     /// [store policy](ScheduleCache::with_store_policy). A store refusal, and a faster entry
-    /// kept under [`StorePolicy::KeepFaster`], are outcomes, not errors.
+    /// kept under [`StorePolicy::KeepFaster`], are outcomes, not errors. On a directory store
+    /// the call (entry and near-code index) waits for its lock at most one lock wait in all.
     ///
     /// # Errors
     /// [`Error::IncompleteIdentity`] if the code cannot be keyed; [`Error::TooManyOps`] for
@@ -666,6 +675,18 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
         policy: StorePolicy,
     ) -> Result<Published<L::SavedOp>, Error> {
         let subject = subject.into();
+        crate::disk::one_call(|| self.store_once(subject, ops, measurements, policy))
+    }
+
+    /// [`store_with_policy`](ScheduleCache::store_with_policy), inside its call's lock
+    /// deadline.
+    fn store_once(
+        &self,
+        subject: Subject<'_>,
+        ops: &[L::Op],
+        measurements: Measurements,
+        policy: StorePolicy,
+    ) -> Result<Published<L::SavedOp>, Error> {
         let identity = subject.identity()?;
         let (saved, _) = to_saved(&self.lang, &Registry::new(&identity), ops)?;
         let Some(parts) = self.key_parts(&identity) else {
@@ -679,6 +700,9 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             });
         };
         let key = parts.key()?;
+        // The size-free identity goes into the entry (a near-code seed is checked against
+        // it) and names the near-code index line.
+        let shape = crate::seeds::size_free_digest(&subject)?;
         let entry = ScheduleEntry::new(
             &identity,
             parts,
@@ -686,12 +710,12 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
             measurements.times,
             measurements.baseline_time,
         )?
-        .with_key_summary(key_summary(&self.inputs()).unwrap_or_default());
+        .with_key_summary(key_summary(&self.inputs()).unwrap_or_default())
+        .with_size_free(shape.clone());
         let outcome = self.store.store_with(Some(&key), &entry, policy)?;
         if outcome.is_stored() {
             // The near-code index (a hint: a store without one, or a lost note, only means
             // fewer seeds for code of this structure at other sizes).
-            let shape = crate::seeds::size_free_digest(&subject)?;
             if let Err(e) = self.store.note_near(&shape, &key) {
                 tracing::debug!(target: "schedule_cache::seeds", key = %key, error = %e, "near-code index not noted");
             }
@@ -717,6 +741,7 @@ fn placeholder<Op: Clone>(
         times: Vec::new(),
         baseline_time: None,
         key_summary: Vec::new(),
+        size_free: None,
     }
 }
 

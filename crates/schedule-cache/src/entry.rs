@@ -28,6 +28,11 @@ use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, of_saved};
 /// History (one line per bump, `vN: reason`; a test checks the last line matches):
 /// v1: initial format (rendering kcache-identity-1, SavedRefOp, key parts, times in seconds)
 /// v2: key parts are full-width component digests, with the new `format` component (regime 2)
+///
+/// Optional fields added without a bump, since a reader of an earlier build ignores them and
+/// an entry without them is read alike (no lookup answers otherwise): `key_summary` (people's
+/// lines), `size_free` (near-code seeds are checked against it; an entry without it is only
+/// never offered as near code).
 pub const ENTRY_VERSION: u32 = 2;
 
 /// One cached schedule, as stored on disk (RON): the winning schedule of the code named by
@@ -53,6 +58,14 @@ pub struct ScheduleEntry<Op> {
     /// never compared, absent from entries written before it existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub key_summary: Vec<(KeyComponent, String)>,
+    /// The size-free identity ([`crate::seeds::size_free_digest`]) of the code the entry was
+    /// stored for, written by [`ScheduleCache::store`](crate::ScheduleCache::store): what a
+    /// near-code seed's structure is checked against before it is offered. Absent from
+    /// entries written before it existed and from entries published through
+    /// [`Store::store`](crate::store::Store::store) directly: such an entry is never offered
+    /// as a near-code seed (it still is as a same-code one, which its digest guards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_free: Option<String>,
 }
 
 impl<Op> ScheduleEntry<Op> {
@@ -81,12 +94,20 @@ impl<Op> ScheduleEntry<Op> {
             times,
             baseline_time,
             key_summary: Vec::new(),
+            size_free: None,
         })
     }
 
     /// This entry with `summary` as its readable key summary.
     pub fn with_key_summary(mut self, summary: Vec<(KeyComponent, String)>) -> ScheduleEntry<Op> {
         self.key_summary = summary;
+        self
+    }
+
+    /// This entry with `shape` as the size-free identity of its code
+    /// ([`crate::seeds::size_free_digest`] of the subject it was saved against).
+    pub fn with_size_free(mut self, shape: String) -> ScheduleEntry<Op> {
+        self.size_free = Some(shape);
         self
     }
 }
@@ -128,6 +149,54 @@ impl<Op: serde::Serialize + serde::de::DeserializeOwned> DiskEntry for ScheduleE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The optional fields need no new version: a reader that does not know them (an earlier
+    /// build's `ScheduleEntry`, mirrored here with its fields only) reads an entry that has
+    /// them, and this build reads an entry without them.
+    #[test]
+    fn optional_fields_are_read_by_earlier_readers_and_absent_ones_default() {
+        #[derive(serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Earlier {
+            version: u32,
+            digest: String,
+            key_parts: KeyParts,
+            schedule: SavedSchedule<u32>,
+            times: Vec<f64>,
+            baseline_time: Option<f64>,
+        }
+        let digest = "ab".repeat(32);
+        let entry = ScheduleEntry {
+            version: ENTRY_VERSION,
+            digest: digest.clone(),
+            key_parts: KeyParts {
+                parts: vec![(KeyComponent::Digest, digest.clone())],
+            },
+            schedule: SavedSchedule {
+                digest: digest.clone(),
+                ops: vec![7u32],
+            },
+            times: vec![1e-6],
+            baseline_time: None,
+            key_summary: vec![(KeyComponent::Backend, "cc".to_owned())],
+            size_free: Some("cd".repeat(32)),
+        };
+        let text =
+            ron::ser::to_string_pretty(&entry, ron::ser::PrettyConfig::default()).expect("encode");
+        assert!(text.contains("size_free: Some("), "{text}");
+        let earlier: Earlier = ron::from_str(&text).expect("an earlier reader reads it");
+        assert_eq!((earlier.version, earlier.schedule.ops), (2, vec![7]));
+        let bare = ScheduleEntry {
+            key_summary: Vec::new(),
+            size_free: None,
+            ..entry
+        };
+        let text =
+            ron::ser::to_string_pretty(&bare, ron::ser::PrettyConfig::default()).expect("encode");
+        assert!(!text.contains("size_free"), "{text}");
+        let back: ScheduleEntry<u32> = ron::from_str(&text).expect("read without them");
+        assert_eq!(back, bare);
+    }
 
     #[test]
     fn history_comment_ends_with_current_version() {

@@ -10,15 +10,18 @@
 //! - **near code** ([`SeedOrigin::NearCode`]): code with the same loop-nest structure and other
 //!   extents, found through a *size-free identity* ([`size_free_digest`]: the canonical walk
 //!   with every integer payload (bounds, coefficients, offsets) read as 0 and every node's
-//!   dimensions as zeros of the same rank), which [`ScheduleCache::store`] notes in the
-//!   store's near-code index ([`Store::note_near`]; the directory store keeps it beside its
-//!   entries, see docs/disk-format.md; a store without one says so in
-//!   [`Seeds::near_index`]).
+//!   dimensions as zeros of the same rank), which [`ScheduleCache::store`] records in the
+//!   entry ([`ScheduleEntry::size_free`]) and notes in the store's near-code index
+//!   ([`Store::note_near`]; the directory store keeps it beside its entries, see
+//!   docs/disk-format.md; a store without one says so in [`Seeds::near_index`]). An index
+//!   line only says where to look: an entry is offered as near code only if the size-free
+//!   identity it records is the caller's (an entry of another structure, or one written
+//!   before entries recorded it, is [`Seeds::skipped`]).
 //!
 //! **A seed is never a hit.** It carries no live ops and no time of the caller's regime:
 //! [`ScheduleCache::candidate`] rebuilds its ops on the caller's code (the digest guard for the
-//! same code; for near code the size-free identities must match and the references resolve
-//! through the caller's own numbering), which is all the library can check. The caller then
+//! same code; for near code the size-free identity the seed's entry records must be the
+//! caller's and the references resolve through the caller's own numbering), which is all the library can check. The caller then
 //! applies them (its language checks legality: a seed that no longer applies is dropped),
 //! checks the output against its reference (a seed that computes a wrong result is dropped)
 //! and measures it under the current regime; only a measured candidate may be stored, with
@@ -279,17 +282,24 @@ where
 {
     /// The seeds for `subject` (see the module docs): entries of the same code under other
     /// key components (from the store's sibling index of the subject's digest) and entries of
-    /// code with the same size-free identity (from the store's near-code index), ranked.
+    /// code with the same size-free identity (named by the store's near-code index, offered
+    /// only if the entry records that size-free identity), ranked.
     /// Without a timing identity there is no key to compare with: no seeds. The subject's
     /// own key is never a seed (a lookup answers it). Cost: a probe of the subject's key
     /// and one of each key the indexes name (at most 8 + [`MAX_NEAR`](crate::disk::MAX_NEAR)),
     /// each reported to [`disk::record`](crate::disk::record)ers and statistics as the
-    /// lookup it is.
+    /// lookup it is. On a directory store all of them wait for its lock at most one lock wait
+    /// in all ([`DiskCache::with_lock_wait`](crate::disk::DiskCache::with_lock_wait)).
     ///
     /// # Errors
     /// [`Error::IncompleteIdentity`] if the code cannot be keyed.
     pub fn seeds<'a>(&self, subject: impl Into<Subject<'a>>) -> Result<Seeds<L::SavedOp>, Error> {
         let subject = subject.into();
+        crate::disk::one_call(|| self.seeds_once(subject))
+    }
+
+    /// [`seeds`](ScheduleCache::seeds), inside its call's lock deadline.
+    fn seeds_once(&self, subject: Subject<'_>) -> Result<Seeds<L::SavedOp>, Error> {
         let identity = subject.identity()?;
         let shape = size_free_digest(&subject)?;
         let mut out = Seeds {
@@ -337,23 +347,47 @@ where
                 .into_iter()
                 .filter(|c| *c != KeyComponent::Digest)
                 .collect();
-            let origin = if entry.digest == identity.digest() {
+            // The seed's shape is that of the code its entry was stored for: for the same code
+            // (the same digest) the caller's; for near code the one the entry records, which
+            // must be the caller's. The index line only said where to look (whoever can
+            // append a line can name any entry).
+            let (origin, seed_shape) = if entry.digest == identity.digest() {
                 if differing.is_empty() {
                     // An entry of this very regime at another key: a lookup's business.
                     continue;
                 }
-                SeedOrigin::SameCode { differing }
+                (SeedOrigin::SameCode { differing }, shape.clone())
             } else {
-                SeedOrigin::NearCode {
+                let stored = match &entry.size_free {
+                    Some(stored) if *stored == shape => stored.clone(),
+                    Some(_) => {
+                        out.skipped.push((
+                            key.to_string(),
+                            "stored for code of another loop-nest structure".to_owned(),
+                        ));
+                        continue;
+                    }
+                    None => {
+                        out.skipped.push((
+                            key.to_string(),
+                            "stored without the size-free identity of its code (an older \
+                             entry): not offered as near code"
+                                .to_owned(),
+                        ));
+                        continue;
+                    }
+                };
+                let origin = SeedOrigin::NearCode {
                     digest: entry.digest.clone(),
                     differing,
-                }
+                };
+                (origin, stored)
             };
             out.seeds.push(Seed {
                 origin,
                 key,
                 entry,
-                shape: shape.clone(),
+                shape: seed_shape,
             });
         }
         out.seeds.sort_by(|a, b| {
@@ -373,8 +407,9 @@ where
     }
 
     /// Rebuilds `seed`'s ops on `subject`'s code: for a same-code seed behind the digest
-    /// guard; for near code only if the subject's size-free identity is the seed's, its saved
-    /// references then resolving through the subject's own numbering. The result is a
+    /// guard; for near code only if the subject's size-free identity is the one the seed's
+    /// entry records, its saved references then resolving through the subject's own
+    /// numbering. The result is a
     /// [`Candidate`] to apply, check and measure, never a hit.
     ///
     /// # Errors

@@ -4,7 +4,8 @@
 //! in its own process (this test binary re-run with `KCACHE_REDIS_HOSTILE` set) under a 1 GiB
 //! address-space limit: every operation is a refusal within its bound, the peer is contacted
 //! once per retry pause, the process never aborts, and its peak resident memory stays under
-//! 64 MiB.
+//! 64 MiB. Also: a peer answering one command with two replies, whose second reply no later
+//! lookup reads.
 #![cfg(feature = "redis")]
 
 mod redis_support;
@@ -75,5 +76,35 @@ fn a_hostile_redis_peer_is_a_refusal_in_bounded_memory() {
         eprintln!("{line}");
         let peak: u64 = child::field(line, "peak_kib");
         assert!(peak < 64 << 10, "{line}");
+    }
+}
+
+/// Regression (issue 39): a peer answering one command with two replies made the next command
+/// read the second. Here the surplus is a `Found` reply holding a valid entry, which the next
+/// lookup (of another key) took as its hit. Now the first lookup is refused and its connection
+/// dropped; the next lookups, each on a fresh connection (no retry pause), never read it.
+#[test]
+fn a_second_reply_to_one_command_is_never_a_later_lookups_hit() {
+    use redis_wire::testing::Answer;
+    let entry = payload(1, 1, 3);
+    let text = ron::ser::to_string_pretty(&entry, ron::ser::PrettyConfig::default()).expect("ron");
+    let found = format!("*2\r\n:1\r\n${}\r\n{text}\r\n", text.len());
+    let nothing = "*1\r\n:2\r\n";
+    let port = testing::spawn_answers(vec![
+        Answer::now(format!("{nothing}{found}").as_bytes()),
+        Answer::now(nothing.as_bytes()),
+    ]);
+    let store = RedisStore::open(&format!("redis://127.0.0.1:{port}/0"))
+        .expect("url")
+        .with_timeouts(Duration::from_millis(500), Duration::from_secs(2))
+        .with_retry_after(Duration::ZERO);
+    let first = store.probe::<PlacementEntry>(Some(&key("a")), DIGEST);
+    assert!(
+        matches!(&first, Lookup::Refused(Refusal::Io { message, .. }) if message.contains("more than one reply")),
+        "{first:?}"
+    );
+    for _ in 0..3 {
+        let next = store.probe::<PlacementEntry>(Some(&key("b")), DIGEST);
+        assert!(matches!(next, Lookup::Refused(_)), "{next:?}");
     }
 }

@@ -260,3 +260,85 @@ fn seeds_match_a_reference_model_of_the_stores() {
         }
     }
 }
+
+/// Regression (issue 39): a near-code index line is only a hint of where to look; a seed's
+/// structure was taken from the caller's own size-free identity, so a line naming an entry of
+/// code of another loop nest made a near-code seed of it. A forged line is now passed over
+/// (the entry records its own code's size-free identity), the honest line still offers its
+/// seed, and an entry that records none (written before entries recorded it) is not offered
+/// as near code, while it still is as the same code under other components.
+#[test]
+fn a_forged_near_code_line_naming_another_structure_offers_no_seed() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    let a = cache(DiskCache::new(&dir), "A");
+    store_split(&a, 64, 2e-6);
+    let honest = a.key(&build(64, false).0).unwrap().unwrap();
+    // An entry of another loop nest (one more statement), stored honestly under its own shape.
+    let (other, i) = build(64, true);
+    let mut s = Schedule::new();
+    s.split(&i, 8);
+    let foreign = a
+        .store(&other, &s.ops, Measurements::new(vec![1e-9]))
+        .unwrap()
+        .key
+        .unwrap();
+
+    // The forgery: a line naming the other nest's entry in the index of the 64/96 nest.
+    let (code96, _) = build(96, false);
+    let shape = size_free_digest(&(&code96).into()).unwrap();
+    assert_ne!(shape, size_free_digest(&(&other).into()).unwrap());
+    let mut index = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join(format!("{shape}.keys")))
+        .unwrap();
+    writeln!(index, "n {foreign}").unwrap();
+    drop(index);
+    assert_eq!(DiskCache::new(&dir).near_keys(&shape).unwrap().len(), 2);
+
+    let seeds = a.seeds(&code96).unwrap();
+    let offered: Vec<String> = seeds.seeds.iter().map(|s| s.key().to_string()).collect();
+    assert_eq!(offered, [honest.to_string()], "{seeds:?}");
+    assert!(
+        seeds.skipped.iter().any(
+            |(k, why)| *k == foreign.to_string() && why.contains("another loop-nest structure")
+        ),
+        "{:?}",
+        seeds.skipped
+    );
+    // The honest seed still rebuilds and applies on the caller's code.
+    let candidate = a.candidate(&seeds.seeds[0], &code96).unwrap();
+    apply_ops(&candidate.ops, &code96).unwrap();
+
+    // An entry without the recorded identity (an older entry): no near-code seed; as the
+    // same code under another codegen it is still offered, behind the digest guard.
+    let path = dir.join(format!("{honest}.ron"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let older: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("size_free:"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_ne!(older, text, "the entry recorded its size-free identity");
+    std::fs::write(&path, older).unwrap();
+    let seeds = a.seeds(&code96).unwrap();
+    assert!(seeds.is_empty(), "{seeds:?}");
+    assert!(
+        seeds
+            .skipped
+            .iter()
+            .any(|(k, why)| *k == honest.to_string() && why.contains("an older entry")),
+        "{:?}",
+        seeds.skipped
+    );
+    let b = cache(DiskCache::new(&dir), "B");
+    let (code64, _) = build(64, false);
+    let seeds = b.seeds(&code64).unwrap();
+    assert_eq!(seeds.seeds.len(), 1, "{seeds:?}");
+    assert!(matches!(
+        seeds.seeds[0].origin(),
+        SeedOrigin::SameCode { .. }
+    ));
+    apply_ops(&b.candidate(&seeds.seeds[0], &code64).unwrap().ops, &code64).unwrap();
+}

@@ -21,6 +21,9 @@
 //!   reader sees a whole old entry or a whole new one, never a torn one. A store under
 //!   [`StorePolicy::KeepFaster`] holds the exclusive lock from reading the existing entry to
 //!   publishing (or not) the new one ([`DiskCache::store_with`]).
+//! - Every lock wait is bounded ([`DiskCache::with_lock_wait`]): a [`ScheduleCache`](crate::ScheduleCache)
+//!   call waits at most one lock wait in all, and after a wait timed out the store only tries
+//!   its lock for a back-off interval ([`DiskCache::with_lock_backoff`]).
 //! - The first open of a directory in a process also removes crash-stale staging directories.
 //! - A filesystem refusal is an [`Outcome::Refused`] (a future miss), never an error; a lookup
 //!   never creates the directory. Every operation is reported to [`record`]ers, to [`stats`]
@@ -49,12 +52,13 @@ mod inspect;
 mod policy;
 mod record;
 mod regime;
+mod wait;
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cache_dir::CacheDir;
+use cache_dir::{CacheDir, Mode};
 
 use crate::{CacheKey, DiskEntry, Error};
 
@@ -74,6 +78,8 @@ pub use record::{DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record,
 #[cfg(test)]
 pub(crate) use regime::tests::check_history as regime_history_check;
 pub use regime::{CACHE_REGIME_VERSION, STORE_KIND};
+pub use wait::DEFAULT_LOCK_BACKOFF;
+pub(crate) use wait::one_call;
 
 /// The largest entry file a lookup reads (16 MiB): a larger file at an entry's name is a miss
 /// (`Unreadable`, kind `FileTooLarge`) without being read, and a store of a larger entry is
@@ -359,9 +365,12 @@ impl<E> Lookup<E> {
 ///
 /// [`DiskCache::new`] uses this build's [`CACHE_REGIME_VERSION`] and the default stale-staging
 /// threshold; the `with_*` methods exist for tools and for tests that simulate other builds.
+///
+/// Clones share the lock back-off ([`DiskCache::with_lock_backoff`]).
 #[derive(Clone, Debug)]
 pub struct DiskCache {
     dir: CacheDir,
+    locks: wait::LockPolicy,
 }
 
 /// The refusal for a protocol error of [`cache_dir`] (the `during` strings are the protocol's).
@@ -380,6 +389,11 @@ fn refusal(e: cache_dir::Error) -> Refusal {
             during: "open the directory",
             kind: io::ErrorKind::NotFound,
             message: "the directory disappeared".into(),
+        },
+        e @ cache_dir::Error::LockTimeout { .. } => Refusal::Io {
+            during: "lock the cache directory",
+            kind: io::ErrorKind::TimedOut,
+            message: short(&e.to_string()),
         },
         other => Refusal::Io {
             during: "open the cache",
@@ -431,6 +445,7 @@ impl DiskCache {
                 CACHE_REGIME_VERSION,
                 is_entry_of_any_version,
             ),
+            locks: wait::LockPolicy::default(),
         }
     }
 
@@ -439,7 +454,9 @@ impl DiskCache {
     pub fn with_regime(self, regime: u32) -> DiskCache {
         DiskCache {
             dir: CacheDir::new(self.dir.dir(), STORE_KIND, regime, is_entry_of_any_version)
-                .with_stale_staging_after(self.dir.stale_staging_after()),
+                .with_stale_staging_after(self.dir.stale_staging_after())
+                .with_lock_wait(self.dir.lock_wait()),
+            locks: self.locks,
         }
     }
 
@@ -448,6 +465,80 @@ impl DiskCache {
     pub fn with_stale_staging_after(self, after: Duration) -> DiskCache {
         DiskCache {
             dir: self.dir.with_stale_staging_after(after),
+            locks: self.locks,
+        }
+    }
+
+    /// Each operation waits at most `wait` for the directory's lock (default
+    /// `cache_dir::DEFAULT_LOCK_WAIT`, 30 s), and a [`ScheduleCache`](crate::ScheduleCache)
+    /// call at most `wait` in all, however many locks it takes (its first wait sets one
+    /// deadline for the rest). Past it the operation is refused (a miss, a refused store,
+    /// kind `TimedOut`) and the store backs off ([`DiskCache::with_lock_backoff`]). So a
+    /// process that holds the lock and never lets go (stopped with `SIGSTOP`, say) costs a
+    /// call at most `wait`, and this store at most `wait` per back-off interval.
+    pub fn with_lock_wait(self, wait: Duration) -> DiskCache {
+        DiskCache {
+            dir: self.dir.with_lock_wait(wait),
+            locks: self.locks,
+        }
+    }
+
+    /// The bound on one lock wait ([`DiskCache::with_lock_wait`]).
+    pub fn lock_wait(&self) -> Duration {
+        self.dir.lock_wait()
+    }
+
+    /// The same store, backing off for `interval` after a lock wait timed out (default
+    /// [`DEFAULT_LOCK_BACKOFF`], 5 minutes): in the interval every store and lookup of this
+    /// value and its clones, on any thread, only tries the lock, never waits for it (a lock
+    /// free at once is taken; one held refuses the operation at once, kind `WouldBlock`,
+    /// saying so); once the interval passed, the first operation waits again (the others
+    /// still only try). A lock got in a mode at least as strong as the one whose wait timed
+    /// out ends the back-off; another timeout starts a new interval. `Duration::ZERO` never
+    /// backs off; an interval past what the clock counts backs off for good. The back-off
+    /// belongs to this value and its clones, not to the directory: another
+    /// [`DiskCache::new`] of the same directory keeps its own.
+    pub fn with_lock_backoff(self, interval: Duration) -> DiskCache {
+        DiskCache {
+            dir: self.dir,
+            locks: self.locks.with_backoff(interval),
+        }
+    }
+
+    /// The cache-open in `mode` for one store or lookup (see [`DiskCache::with_lock_wait`]):
+    /// the lock is waited for at most what the call's deadline leaves of the lock wait, and
+    /// only tried while the store backs off; the outcome feeds the back-off. A lock only tried
+    /// and held is an `Io` refusal of kind `WouldBlock` saying why.
+    fn gated<R>(
+        &self,
+        mode: Mode,
+        create: bool,
+        f: impl FnOnce(&cache_dir::Guard<'_>) -> R,
+    ) -> Result<R, cache_dir::Error> {
+        let attempt = self.locks.attempt(self.dir.lock_wait());
+        let dir = self.dir.clone().with_lock_wait(attempt.wait);
+        let mut got = false;
+        let run = |guard: &cache_dir::Guard<'_>| {
+            got = true;
+            f(guard)
+        };
+        let out = match mode {
+            Mode::Shared => dir.with_shared(create, run),
+            Mode::Exclusive => dir.with_exclusive(create, run),
+        };
+        let timed_out = matches!(out, Err(cache_dir::Error::LockTimeout { .. }));
+        self.locks
+            .settle(attempt, mode, got, timed_out, self.dir.dir());
+        match out {
+            Err(cache_dir::Error::LockTimeout { .. }) if attempt.wait.is_zero() => {
+                let (kind, message) = self.locks.not_waited(attempt);
+                Err(cache_dir::Error::Io {
+                    during: "lock the cache directory",
+                    path: self.dir.dir().to_path_buf(),
+                    source: io::Error::new(kind, message),
+                })
+            }
+            other => other,
         }
     }
 
@@ -520,7 +611,10 @@ impl DiskCache {
     /// through publishing the new one, so no other store or lookup of any process runs in
     /// between: the read, the comparison and the write are one step. The existing entry's
     /// claim is read as a lookup of `entry.digest()` would read it (an entry the lookup would
-    /// not return has no claim and is replaced).
+    /// not return has no claim and is replaced). On a directory this process cannot write (a
+    /// read-only mount) the claim is read under the shared lock: an existing entry that stays
+    /// is [`StoreOutcome::KeptExisting`] with nothing written, and only a store that would
+    /// publish is refused.
     ///
     /// # Errors
     /// As [`DiskCache::store`]: caller mistakes only.
@@ -566,10 +660,7 @@ impl DiskCache {
             self.note(Op::Lookup, E::SPACE, None, Outcome::Skipped);
             return Lookup::Skipped;
         };
-        let found = match self
-            .dir
-            .with_shared(false, |dir| read_entry::<E>(dir, key, digest))
-        {
+        let found = match self.gated(Mode::Shared, false, |dir| read_entry::<E>(dir, key, digest)) {
             Err(cache_dir::Error::NoDirectory { .. }) => Lookup::Miss(MissReason::NoDirectory),
             Err(e) => Lookup::Refused(refusal(e)),
             Ok(Ok(e)) => Lookup::Hit(e),
@@ -593,10 +684,7 @@ impl DiskCache {
     /// # Errors
     /// The refusal if the directory cannot be opened or the index not written.
     pub fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), Refusal> {
-        match self
-            .dir
-            .with_shared(false, |dir| note_near_line(dir, shape, key))
-        {
+        match self.gated(Mode::Shared, false, |dir| note_near_line(dir, shape, key)) {
             Ok(r) => r,
             Err(e) => Err(refusal(e)),
         }
@@ -609,7 +697,7 @@ impl DiskCache {
     /// # Errors
     /// The refusal if the directory cannot be opened (a newer or malformed stamp, say).
     pub fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, Refusal> {
-        match self.dir.with_shared(false, |dir| near_lines(dir, shape)) {
+        match self.gated(Mode::Shared, false, |dir| near_lines(dir, shape)) {
             Ok(keys) => Ok(keys),
             Err(cache_dir::Error::NoDirectory { .. }) => Ok(Vec::new()),
             Err(e) => Err(refusal(e)),
@@ -646,20 +734,22 @@ impl DiskCache {
         bytes: &[u8],
     ) -> Result<(), Refusal> {
         check_entry_size(bytes.len())?;
-        self.dir
-            .with_shared(true, |dir| {
-                dir.publish(&space.file_name(key), bytes)?;
-                note_sibling(dir, space, digest, key);
-                Ok(())
-            })
-            .and_then(|published| published)
-            .map_err(refusal)
+        self.gated(Mode::Shared, true, |dir| {
+            dir.publish(&space.file_name(key), bytes)?;
+            note_sibling(dir, space, digest, key);
+            Ok(())
+        })
+        .and_then(|published| published)
+        .map_err(refusal)
     }
 }
 
 impl DiskCache {
     /// The keep-faster store: under the exclusive lock, reads the existing entry's claim,
-    /// compares, and publishes only if the new entry wins.
+    /// compares, and publishes only if the new entry wins. Where this process cannot write the
+    /// directory (a read-only mount: the exclusive open is refused), the existing entry is
+    /// read under the shared lock instead and, if it stays, the answer is `KeptExisting`
+    /// without anything written; only a store that would publish is refused.
     fn publish_if_faster<E: Stored>(
         &self,
         key: &CacheKey,
@@ -669,14 +759,9 @@ impl DiskCache {
         check_entry_size(bytes.len())?;
         let name = E::SPACE.file_name(key);
         let (identity, new_time) = (entry.claim_identity(), entry.best_time());
-        self.dir
-            .with_exclusive(true, |dir| {
-                // Anything but an entry a lookup of this digest would return has no claim.
-                let existing = dir
-                    .read(&name, MAX_ENTRY_BYTES)
-                    .ok()
-                    .and_then(|b| decode_entry::<E>(&b, Some(entry.digest())).ok())
-                    .and_then(|e| e.claim());
+        let decided = self
+            .gated(Mode::Exclusive, true, |dir| {
+                let existing = existing_claim::<E>(dir, &name, entry.digest());
                 if let Err(kept) = policy::keep_faster(existing.as_ref(), &identity, new_time) {
                     return Ok(Err(kept));
                 }
@@ -684,9 +769,40 @@ impl DiskCache {
                 note_sibling(dir, E::SPACE, entry.digest(), key);
                 Ok(Ok(()))
             })
-            .and_then(|published| published)
-            .map_err(refusal)
+            .and_then(|published| published);
+        match decided {
+            Err(e) if e.is_read_only() => {
+                // Nothing can be written, so the only store that can happen is the one that
+                // keeps the existing entry: decided on a read under the shared lock (a
+                // read-only descriptor's `flock`, or the lock-free read and its stamp
+                // re-check). A last-write-wins store running meanwhile is ordered after it.
+                let existing = self
+                    .gated(Mode::Shared, false, |dir| {
+                        existing_claim::<E>(dir, &name, entry.digest())
+                    })
+                    .ok()
+                    .flatten();
+                match policy::keep_faster(existing.as_ref(), &identity, new_time) {
+                    Err(kept) => Ok(Err(kept)),
+                    Ok(()) => Err(refusal(e)),
+                }
+            }
+            other => other.map_err(refusal),
+        }
     }
+}
+
+/// The claim of the entry file `name` if a lookup of `digest` would return it (anything else
+/// has no claim).
+fn existing_claim<E: Stored>(
+    dir: &cache_dir::Guard<'_>,
+    name: &str,
+    digest: &str,
+) -> Option<Claim> {
+    dir.read(name, MAX_ENTRY_BYTES)
+        .ok()
+        .and_then(|b| decode_entry::<E>(&b, Some(digest)).ok())
+        .and_then(|e| e.claim())
 }
 
 impl StoreOutcome {
