@@ -55,6 +55,7 @@ use std::time::Instant;
 
 use cc_backend::CcBackend;
 use kernel_cache::store::KernelStore;
+use schedule_cache::Layout;
 use schedule_cache::disk;
 use schedule_cache::store::CacheStore;
 
@@ -142,8 +143,9 @@ pub struct DemoOptions {
     pub compare_cold: bool,
 }
 
-/// The kernel store's directory inside the cache directory.
-pub const KERNEL_STORE_DIR: &str = "kernels";
+/// The kernel store's directory inside the cache directory: the shared layout's
+/// ([`schedule_cache::Layout`]), which `kcache stats DIR` reads.
+pub const KERNEL_STORE_DIR: &str = schedule_cache::Layout::KERNELS;
 
 impl DemoOptions {
     /// The full demo's settings (12 + 12 candidates per kernel, 7 timed runs each,
@@ -282,14 +284,13 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         let mut session = Session::new(
             backend,
             match &options.redis {
-                None => CacheStore::disk(&options.cache_dir),
+                None => CacheStore::disk(Layout::new(&options.cache_dir).schedules()),
                 Some(url) => {
-                    CacheStore::disk_then_redis(&options.cache_dir, url).map_err(|source| {
-                        DemoError::Schedule {
+                    CacheStore::disk_then_redis(Layout::new(&options.cache_dir).schedules(), url)
+                        .map_err(|source| DemoError::Schedule {
                             routine: "(the --redis store)".to_string(),
                             source,
-                        }
-                    })?
+                        })?
                 }
             },
             memo,

@@ -179,10 +179,9 @@ impl<'t> Session<'t> {
             cache: KernelCache::new(256 << 20),
             kernel_store: options.kernel_store.then(|| {
                 KernelStore::new(
-                    options
-                        .kernel_store_dir
-                        .clone()
-                        .unwrap_or_else(|| options.cache_dir.join(crate::KERNEL_STORE_DIR)),
+                    options.kernel_store_dir.clone().unwrap_or_else(|| {
+                        schedule_cache::Layout::new(&options.cache_dir).kernels()
+                    }),
                 )
             }),
             dump_kernels: options.dump_kernels.clone(),
