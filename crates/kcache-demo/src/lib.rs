@@ -61,7 +61,9 @@ use schedule_cache::store::CacheStore;
 
 pub use error::DemoError;
 pub use keys::{KeyMode, verbatim_key};
-pub use report::{ColdComparison, KernelReport, Origin, Report, Seeding, Totals};
+pub use report::{
+    ColdComparison, KernelReport, Origin, Report, Seeding, Totals, load_average, timing_note,
+};
 
 use kernels::Routine;
 use search::Session;
@@ -139,7 +141,8 @@ pub struct DemoOptions {
     pub seeds: bool,
     /// For each seeded search, also run an unseeded search of the same budget (nothing of
     /// it stored) and re-measure both winners side by side, interleaved
-    /// ([`Seeding::cold`]).
+    /// ([`Seeding::cold`]). Only with `seeds`: without, [`run`] refuses the pair
+    /// ([`check_conflicts`]).
     pub compare_cold: bool,
 }
 
@@ -233,6 +236,7 @@ pub fn kernel_names() -> Vec<&'static str> {
 /// kernel is searched and its new winner replaces the entry.
 pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     let start = Instant::now();
+    check_conflicts(options)?;
     let selected = select(options.kernels.as_deref(), options.size)?;
     // A user's directory given as the cache, or one whose stamp is no regime version, is
     // refused before anything is put in it (the schedule store would refuse it, but the
@@ -335,6 +339,30 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         cold_search_kernels,
         total_seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// Refuses options of which one would be dropped without a word
+/// ([`DemoError::ConflictingOptions`]): `compare_cold` without `seeds` (the comparison runs
+/// only beside a seeded search), and a matrix `size` given (`Some`) with `kernels` that
+/// leave out the matrix product (the only kernel the size changes).
+pub fn check_conflicts(options: &DemoOptions) -> Result<(), DemoError> {
+    if options.compare_cold && !options.seeds {
+        return Err(DemoError::ConflictingOptions(
+            "--compare-cold compares a seeded search with a cold one, and --no-seeds leaves \
+             no seeded search: give one of them"
+                .into(),
+        ));
+    }
+    if let (Some(size), Some(names)) = (options.size, options.kernels.as_deref())
+        && !names.iter().any(|n| n == "matmul")
+    {
+        return Err(DemoError::ConflictingOptions(format!(
+            "--size {size} sets the matrix product's size, and --kernels {} leaves matmul \
+             out: add matmul to --kernels, or drop --size",
+            names.join(",")
+        )));
+    }
+    Ok(())
 }
 
 fn select(names: Option<&[String]>, size: Option<usize>) -> Result<Vec<Routine>, DemoError> {
