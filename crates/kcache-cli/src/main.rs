@@ -55,6 +55,30 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+/// What `kcache key --help` says: how to reproduce cc-backend's key, with an example that
+/// `tests/documented.rs` runs and compares with `Source::key`.
+const KEY_HELP: &str = "\
+Print the kernel-cache key of a C kernel: the same bytes as `kernel_cache::kernel_key`
+over the file's text, the symbol, the names, the option list and the backend identity.
+
+To reproduce the key cc-backend gives a `Source` (`Source::key`): FILE holds the
+source's prelude, a newline, then its text (`Source::keyed_text`); the identity is the
+backend identity the source was keyed with, a newline, `signature ` and the signature's
+keyed form (`Signature::keyed_form`: each parameter's access, element type and extent,
+parameter names left out; an extent's scalar named by its position, `#1`), not the
+builder calls that made it. For example, for the source `Source::new(TEXT,
+Signature::new().buffer_mut(\"y\", Elem::F32, Extent::fixed(256)).buffer(\"x\", Elem::F32,
+Extent::of(\"n\")).scalar(\"n\", Elem::I32))` keyed as kernel `k` with names bound `y` and
+`x`, options `-O2` and backend identity `cc-1`:
+
+    printf '%s\\n%s' \"$PRELUDE\" \"$TEXT\" > k.c
+    printf 'cc-1\\nsignature (mut [f32; >= 256], const [f32; >= 1*#2], i32)' > id
+    kcache key k.c --symbol k --bound y,x --option -O2 --identity-file id
+
+cc-backend keys more where its compiler says so, which this command does not ask: a
+name the prelude declares is never renamed, and a text naming a prelude macro that
+observes spellings is keyed over its exact text (for such a kernel the keys differ).";
+
 /// What `kcache --help` prints after the commands: the exit statuses and the layout.
 const AFTER_HELP: &str = "\
 A kcache directory DIR holds the schedule store at DIR and the kernel store at DIR/kernels
@@ -168,26 +192,9 @@ enum Command {
         all: bool,
     },
     /// Print the kernel-cache key of a C kernel: the same bytes as `kernel_cache::kernel_key`
-    /// over the file's text, the symbol, the names, the option list and the backend identity.
-    ///
-    /// To reproduce the key cc-backend gives a `Source` (`Source::key`): FILE holds the
-    /// source's prelude, a newline, then its text (`Source::keyed_text`); the identity is the
-    /// backend identity the source was keyed with, a newline, `signature ` and the signature's
-    /// keyed form (`Signature::keyed_form`: each parameter's access, element type and extent,
-    /// parameter names left out; an extent's scalar named by its position, `#1`), not the
-    /// builder calls that made it. For example, for the source `Source::new(TEXT,
-    /// Signature::new().buffer_mut("y", Elem::F32, Extent::fixed(256)).buffer("x", Elem::F32,
-    /// Extent::of("n")).scalar("n", Elem::I32))` keyed as kernel `k` with names bound `y` and
-    /// `x`, options `-O2` and backend identity `cc-1`:
-    ///
-    ///     printf '%s\n%s' "$PRELUDE" "$TEXT" > k.c
-    ///     printf 'cc-1\nsignature (mut [f32; >= 256], const [f32; >= 1*#2], i32)' > id
-    ///     kcache key k.c --symbol k --bound y,x --option -O2 --identity-file id
-    ///
-    /// cc-backend keys more where its compiler says so, which this command does not ask: a
-    /// name the prelude declares is never renamed, and a text naming a prelude macro that
-    /// observes spellings is keyed over its exact text (for such a kernel the keys differ).
-    #[command(verbatim_doc_comment)]
+    /// over the file's text, the symbol, the names, the option list and the backend identity
+    /// (`--help`: how to reproduce cc-backend's key, [`KEY_HELP`]).
+    #[command(long_about = KEY_HELP)]
     Key {
         /// The kernel's text ("-" for standard input), hashed exactly as read; at most 64 MiB.
         file: PathBuf,
