@@ -347,7 +347,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Says on stderr why `stats` or `verify` exits with status 3.
+/// Says on stderr why `stats` or `verify` exits with status 3, and where a schedule store
+/// of the layout the foreign-backend example once used (`DIR/schedules`) is, if one is there.
 fn nothing_there(dir: &std::path::Path, what: &str) {
     eprintln!(
         "kcache: {}: {what} (exit status 3; the schedule store is read at DIR, the kernel \
@@ -355,6 +356,15 @@ fn nothing_there(dir: &std::path::Path, what: &str) {
         dir.display(),
         cache_dir::Layout::KERNELS
     );
+    let beside = dir.join("schedules");
+    if beside.join(cache_dir::STAMP_FILE).is_file() {
+        eprintln!(
+            "kcache: {} holds a store: open your schedule store at DIR itself \
+             (`Layout::schedules`), or run kcache on {}",
+            beside.display(),
+            beside.display()
+        );
+    }
 }
 
 /// Whether `e` (or an error it wraps) is the standard output's reader having gone away.

@@ -147,4 +147,7 @@ fn stores_opened_at_the_layouts_paths_are_read_whole() {
     let o = run("stats", old.path());
     assert_status(&o, 3);
     assert!(String::from_utf8_lossy(&o.stdout).contains("foreign files: 1"));
+    // ... and the tool says where it is.
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(err.contains("schedules holds a store"), "{err}");
 }
