@@ -9,7 +9,8 @@
 //! 1. `tune DIR`: builds `y[i] = x[i] * 3 + 1` over 256 elements, renders four candidate
 //!    schedules (tilings and unrolls), compiles them in one batch through the kernel store
 //!    (`DIR/kernels`), checks each against the IR's interpreter, times them, and stores the
-//!    fastest schedule in `ScheduleCache` (`DIR/schedules`);
+//!    fastest schedule in `ScheduleCache` (`DIR` itself): the shared `Layout`, so `kcache
+//!    stats DIR` and `kcache verify DIR` read both stores;
 //! 2. `replay DIR`: builds the same code afresh (other ids, so other C names), looks the
 //!    schedule up, replays it, renders it, and gets the kernel from the kernel store: zero
 //!    compiles, one program loaded; the result is checked against the interpreter.
@@ -314,7 +315,7 @@ use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
 use schedule_cache::saved::{Replayer, Resolver};
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
-    Error, Limits, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity,
+    Error, Layout, Limits, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity,
 };
 
 /// A buffer as the schedule key sees it.
@@ -390,7 +391,9 @@ struct Kcache {
 
 fn open(dir: &str) -> Res<Kcache> {
     let backend = CcBackend::new()?;
-    let store = KernelStore::new(format!("{dir}/kernels"));
+    // The shared layout: `kcache stats DIR` / `verify DIR` / `gc DIR` read both stores.
+    let layout = Layout::new(dir);
+    let store = KernelStore::new(layout.kernels());
     store.create()?; // says at once if the directory is unusable (a resolve only warns)
     let limits = Limits {
         codegen_tag: backend.identity().into(),
@@ -400,7 +403,7 @@ fn open(dir: &str) -> Res<Kcache> {
         device: std::env::consts::ARCH.into(),
         toolchain: None,
     };
-    let disk = CacheStore::disk(format!("{dir}/schedules"));
+    let disk = CacheStore::disk(layout.schedules());
     let schedules = ScheduleCache::new(Ops, "foreign-c", timing, disk)
         .with_limits(limits)
         .with_schedule_format("foreign-ops-1");

@@ -15,10 +15,15 @@
 //!   criterion group or a figure a bench binary prints) over several rounds and prints one
 //!   `BENCH <name> <ratio> <unit> <min>-<max> load <lo>-<hi> quiet <n>` line per figure
 //!   (see [`mod@bench`]).
-//! - `demo [ARGS…]`: the end-to-end autotuning demo (`kcache-demo`), arguments passed on.
+//! - `demo [ARGS…]`: the end-to-end autotuning demo (`kcache-demo`), built in release mode
+//!   with cargo's progress shown (a line says the first build takes minutes), then run with
+//!   the arguments (`--help`: the demo's flags).
 //! - `soundness [--cases N] [--seed S] [--cc COMPILER]`: a long soak of the object-code
 //!   oracle (gcc, or the compiler given: clang).
 //! - `fuzz TARGET|all [--seconds N]`: coverage-guided fuzzing (see [`fuzz`]).
+//!
+//! `cargo xtask <command> --help` (or `-h`) prints the command's usage and flags, and does
+//! nothing else; `test`, `ci` and `tidy` take no arguments and refuse any.
 
 mod bench;
 mod fuzz;
@@ -30,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// Every command with its flags (printed for `help`, `--help` and an unknown command).
-const USAGE: &str = "usage: cargo xtask <command>
+const USAGE: &str = "usage: cargo xtask <command>   (`cargo xtask <command> --help`: its flags)
   test                      every test (unit, property, integration, doc tests, benches once)
   ci                        fmt --check, clippy -D warnings, tidy, check fuzz/, doc -D warnings, then test
   tidy                      the repository rules
@@ -42,20 +47,87 @@ const USAGE: &str = "usage: cargo xtask <command>
   fuzz TARGET|all [--seconds N]
                             coverage-guided fuzzing";
 
+/// `cargo xtask bench --help`.
+const BENCH_USAGE: &str =
+    "usage: cargo xtask bench [--quick] [--scale] [--rounds N] [--settle S] [--only NAME,…]
+Measures every figure (a criterion group or a figure a bench binary prints) over several
+interleaved rounds and prints one `BENCH <name> <ratio> <unit> <min>-<max> load <lo>-<hi>
+quiet <n>` line per figure, then a table against each figure's target.
+  --quick        5 rounds in criterion's quick mode, the slow (scale) figures left out
+  --scale        the scale figures too in a --quick run (a full run has them)
+  --rounds N     exactly N rounds (default 7, or 5 with --quick; cheap binaries get more)
+  --settle S     before each round, wait up to S seconds for the load average to fall
+  --only a,b     only the figures whose names contain a or b (one matching none is an error)
+How figures are measured and added: xtask/src/bench.rs.";
+
+/// `cargo xtask soundness --help`.
+const SOUNDNESS_USAGE: &str = "usage: cargo xtask soundness [--cases N] [--seed S] [--cc COMPILER]
+A long soak of the object-code oracle: N adversarial templates compiled by the real compiler
+(fails on two texts with equal keys and different object code), then N / 10 merged programs
+checked against their kernels compiled alone.
+  --cases N      templates (default 2000)
+  --seed S       the generator's seed (default: a fixed one, 0x5EED0012)
+  --cc COMPILER  the compiler (default cc; clang for the other family)";
+
+/// `cargo xtask fuzz --help` (the targets are listed by [`fuzz_usage`]).
+const FUZZ_USAGE: &str = "usage: cargo xtask fuzz TARGET|all [--seconds N]
+Coverage-guided fuzzing with cargo-fuzz (installed if missing); new inputs go to
+target/fuzz-corpus/TARGET, the committed seeds in fuzz/corpus/TARGET are only read.
+  TARGET         one of the targets below, or all (one after another)
+  --seconds N    how long each target runs (default 60)
+targets:";
+
+/// The usage `cargo xtask <cmd> --help` (or `-h`) prints: `None` for `demo`, which passes
+/// its arguments on (the demo prints its own flags), and for an unknown command.
+fn usage_of(cmd: &str) -> Option<String> {
+    Some(match cmd {
+        "test" => "usage: cargo xtask test\nEvery test of the workspace (unit, property, integration, doc tests, each bench once); no flags.".into(),
+        "ci" => "usage: cargo xtask ci\nfmt --check, clippy -D warnings, tidy, a check of fuzz/, doc -D warnings, then test; no flags.".into(),
+        "tidy" => "usage: cargo xtask tidy\nThe repository rules (xtask/src/tidy.rs); no flags.".into(),
+        "bench" => BENCH_USAGE.into(),
+        "soundness" => SOUNDNESS_USAGE.into(),
+        "fuzz" => format!("{FUZZ_USAGE} {}", fuzz::TARGETS.join(", ")),
+        _ => return None,
+    })
+}
+
+/// Whether `rest` asks for help (`--help` or `-h` anywhere).
+fn wants_help(rest: &[String]) -> bool {
+    rest.iter().any(|a| a == "--help" || a == "-h")
+}
+
+/// `test`, `ci` and `tidy` take no arguments: one given is refused rather than ignored.
+fn no_arguments(cmd: &str, rest: &[String]) -> Result<(), String> {
+    match rest.first() {
+        None => Ok(()),
+        Some(a) => Err(format!(
+            "takes no arguments (got {a:?}; `cargo xtask {cmd} --help`)"
+        )),
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (cmd, rest) = match args.split_first() {
         Some((c, r)) => (c.as_str(), r),
         None => ("help", &[][..]),
     };
+    if wants_help(rest)
+        && let Some(usage) = usage_of(cmd)
+    {
+        println!("{usage}");
+        return ExitCode::SUCCESS;
+    }
     let result = match cmd {
-        "test" => test(),
-        "ci" => ci(),
-        "tidy" => tidy::check(&project_root()).map_err(|problems| {
-            for p in &problems {
-                eprintln!("tidy: {p}");
-            }
-            format!("{} tidy problem(s)", problems.len())
+        "test" => no_arguments(cmd, rest).and_then(|()| test()),
+        "ci" => no_arguments(cmd, rest).and_then(|()| ci()),
+        "tidy" => no_arguments(cmd, rest).and_then(|()| {
+            tidy::check(&project_root()).map_err(|problems| {
+                for p in &problems {
+                    eprintln!("tidy: {p}");
+                }
+                format!("{} tidy problem(s)", problems.len())
+            })
         }),
         "bench" => setup::ensure_tools().and_then(|()| bench::run(&project_root(), rest)),
         "demo" => demo(rest),
@@ -178,7 +250,15 @@ fn ci() -> Result<(), String> {
     test()
 }
 
+/// `cargo xtask demo [ARGS…]`: builds the demo in release mode with cargo's progress shown
+/// (the first build compiles every dependency: minutes, which a quiet `cargo run` spent
+/// printing nothing), then runs it with `rest` (`--help` included: the demo's own flags).
 fn demo(rest: &[String]) -> Result<(), String> {
+    eprintln!(
+        "xtask demo: building the demo in release mode (the first run compiles its \
+         dependencies: a few minutes)…"
+    );
+    cargo(&["build", "--release", "--package", "kcache-demo"])?;
     let mut args = vec![
         "run",
         "--release",
@@ -189,4 +269,50 @@ fn demo(rest: &[String]) -> Result<(), String> {
     ];
     args.extend(rest.iter().map(String::as_str));
     cargo(&args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    /// Every command with flags answers `--help` and `-h` with a usage naming each flag its
+    /// parser accepts; `demo` is left to the demo.
+    #[test]
+    fn every_command_with_flags_has_a_usage_naming_its_flags() {
+        for (cmd, flags) in [
+            (
+                "bench",
+                &["--quick", "--scale", "--rounds", "--settle", "--only"][..],
+            ),
+            ("soundness", &["--cases", "--seed", "--cc"][..]),
+            ("fuzz", &["--seconds", "all"][..]),
+        ] {
+            let usage = usage_of(cmd).expect(cmd);
+            assert!(
+                usage.starts_with(&format!("usage: cargo xtask {cmd}")),
+                "{usage}"
+            );
+            for f in flags {
+                assert!(usage.contains(f), "{cmd}: no {f} in\n{usage}");
+            }
+        }
+        for t in fuzz::TARGETS {
+            assert!(usage_of("fuzz").expect("fuzz").contains(t), "{t}");
+        }
+        for cmd in ["test", "ci", "tidy"] {
+            assert!(usage_of(cmd).is_some(), "{cmd}");
+        }
+        assert!(
+            usage_of("demo").is_none(),
+            "demo's --help is the demo's own"
+        );
+        assert!(wants_help(&args("--quick -h")) && wants_help(&args("--help")));
+        assert!(!wants_help(&args("--quick --only help")));
+        assert!(no_arguments("test", &args("--workspace")).is_err());
+        assert!(no_arguments("test", &[]).is_ok());
+    }
 }

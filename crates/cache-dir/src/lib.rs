@@ -33,6 +33,8 @@
 //! - **Bounded lock waits** ([`CacheDir::with_lock_wait`], default [`DEFAULT_LOCK_WAIT`]): a
 //!   holder that never lets go is [`Error::LockTimeout`], never a hang.
 //! - **Read-only directories still serve lookups**: see [`CacheDir::with_shared`].
+//! - **One layout of a kcache directory** ([`Layout`]): the schedule store at its root, the
+//!   kernel store at `kernels/` inside it, for every program and the `kcache` tool.
 //!
 //! What a store keeps in its entries, how it explains a miss and how it reports to recorders is
 //! the store's own; this crate reports its own events (regime transitions, staging sweeps) to
@@ -74,6 +76,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod layout;
 mod lock;
 mod names;
 mod private;
@@ -90,6 +93,7 @@ use std::time::{Duration, Instant};
 use atomicwrites::{AllowOverwrite, AtomicFile};
 
 pub use error::Error;
+pub use layout::Layout;
 pub use lock::{LOCK_FILE, LOCK_POLL, Mode, lock_until};
 pub use names::{MAX_NAME_LEN, validate_name};
 pub use private::{

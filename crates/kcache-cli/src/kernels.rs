@@ -8,27 +8,35 @@ use std::path::{Path, PathBuf};
 use cache_dir::RegimeStamp;
 use kernel_cache::store::{KernelStore, REGIME, STORE_KIND};
 
-use crate::report::Failure;
+use crate::report::{Failure, Verdict};
 
-/// Where the kernel store of cache directory `dir` lives.
+/// Where the kernel store of cache directory `dir` lives (`cache_dir::Layout::kernels`).
 pub(crate) fn store_dir(dir: &Path) -> PathBuf {
-    dir.join("kernels")
+    cache_dir::Layout::new(dir).kernels()
 }
 
 /// Whether `name` in cache directory `dir` is the kernel store's directory.
 pub(crate) fn is_store(dir: &Path, name: &str) -> bool {
-    name == "kernels" && store_dir(dir).is_dir()
+    name == cache_dir::Layout::KERNELS && store_dir(dir).is_dir()
 }
 
-/// The kernel store section of `kcache stats DIR` (nothing if `DIR/kernels` is absent).
+/// Whether every open of this build refuses the kernel store at `kernels` with `stamp`.
+fn refused(kernels: &Path, stamp: &RegimeStamp) -> bool {
+    let adoption = KernelStore::new(kernels).check_adoptable();
+    crate::report::refuses(stamp, REGIME, &adoption)
+}
+
+/// The kernel store section of `kcache stats DIR` (nothing if `DIR/kernels` is absent:
+/// [`Verdict::Nothing`]).
 ///
 /// Removes nothing but the store's crash-stale staging (as any open does): the store is opened
 /// (the cache-open, which sweeps a store of another regime) only when its stamp is this
-/// build's; otherwise the section shows the stamp alone.
-pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
+/// build's; otherwise the section shows the stamp alone ([`Verdict::Refused`] if every open
+/// refuses it).
+pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<Verdict, Failure> {
     let kernels = store_dir(dir);
     if !kernels.is_dir() {
-        return Ok(());
+        return Ok(Verdict::Nothing);
     }
     let stamp = cache_dir::read_stamp(&kernels)
         .map_err(|e| format!("kernel store {}: regime stamp: {e}", kernels.display()))?;
@@ -43,7 +51,11 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
             "  regime: {}; not opened",
             regime_line(&kernels, &stamp)
         )?;
-        return Ok(());
+        return Ok(if refused(&kernels, &stamp) {
+            Verdict::Refused
+        } else {
+            Verdict::Fine
+        });
     }
     let s = KernelStore::new(&kernels)
         .stats()
@@ -70,7 +82,7 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
         "  removed corrupt or dangling: {} files (blobs or entries)",
         c.removed_bad
     )?;
-    Ok(())
+    Ok(Verdict::Fine)
 }
 
 /// The kernel store's regime line (the refusal's own message names the path, which the
@@ -90,12 +102,12 @@ fn regime_line(kernels: &Path, stamp: &RegimeStamp) -> String {
 /// every blob and entry checked as a lookup would check it, read-only
 /// ([`KernelStore::verify`]), one line per problem. A store whose stamp is not this
 /// build's is not opened (an open would sweep an older one): a stamp every open refuses
-/// is a problem, an older or newer regime is reported and not checked. Returns the number
-/// of problems.
-pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<usize, Failure> {
+/// is a problem (a newer regime too), an older regime is reported and not checked. Returns
+/// the entries and programs checked and the number of problems.
+pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<(usize, usize), Failure> {
     let kernels = store_dir(dir);
     if !kernels.is_dir() {
-        return Ok(0);
+        return Ok((0, 0));
     }
     let stamp = cache_dir::read_stamp(&kernels)
         .map_err(|e| format!("kernel store {}: regime stamp: {e}", kernels.display()))?;
@@ -104,14 +116,13 @@ pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<usize, Failure>
         version: REGIME,
     };
     if stamp != current {
-        let refused = KernelStore::new(&kernels).check_adoptable().is_err();
         writeln!(
             out,
             "kernel store {}: regime {}; not checked",
             kernels.display(),
             regime_line(&kernels, &stamp)
         )?;
-        return Ok(usize::from(refused));
+        return Ok((0, usize::from(refused(&kernels, &stamp))));
     }
     let v = KernelStore::new(&kernels)
         .verify()
@@ -127,7 +138,8 @@ pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<usize, Failure>
         v.blobs,
         v.problems.len()
     )?;
-    Ok(v.problems.len())
+    let checked = usize::try_from(v.entries.saturating_add(v.blobs)).unwrap_or(usize::MAX);
+    Ok((checked, v.problems.len()))
 }
 
 /// `kcache gc DIR --max-size SIZE`: trims `DIR/kernels` to `max` bytes, least recently

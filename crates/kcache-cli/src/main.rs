@@ -7,8 +7,11 @@
 //! kcache verify DIR                     every entry parses, is current, and its digest heads its key
 //!                                       (and the kernel store at DIR/kernels: every program hashes
 //!                                       to its name, every entry's program holds its kernel)
-//! kcache gc DIR [--older-than D]        remove stale staging (and entries published D ago or more)
-//!        [--max-size S]                 trim the kernel store at DIR/kernels to S bytes (LRU first)
+//! kcache gc DIR [--older-than D]        remove stale staging (and schedule entries published D
+//!                                       ago or more: by publish time, the schedule store keeps
+//!                                       no last-use mark)
+//!        [--max-size S]                 trim the kernel store at DIR/kernels to S bytes (least
+//!                                       recently used programs first)
 //! kcache canon FILE.c [--name K [--minted SEP]] [--bound a,b] [--free c] [--keep d] [--part P]... [--key-only]
 //! kcache show DIR KEY [--space S] [--key-only] [--all]
 //!                                       one entry (KEY: a key or an unambiguous prefix, such as
@@ -21,9 +24,22 @@
 //! `--key-only` prints only the key, on one line (`canon`: the kernel's key; `show`: the
 //! matched entry's full key).
 //!
-//! Exit status: 0 success, 1 `verify` found problems or `show` found no entry, 2 usage or I/O
-//! error (an ambiguous `show` prefix included). Log events of the
-//! cache (refusals, sweeps) go to stderr, filtered by `KCACHE_LOG` (default `warn`).
+//! DIR is a kcache directory as `cache_dir::Layout` lays it out: the schedule store at DIR, the
+//! kernel store at DIR/kernels.
+//!
+//! Exit status (also in `kcache --help`):
+//!
+//! - 0 success;
+//! - 1 a finding: `verify` found a problem; `stats` or `verify` found a store every open of
+//!   this build refuses (another store's stamp, a newer or malformed one, a user's directory);
+//!   `show` found no entry;
+//! - 2 usage or I/O error (an ambiguous `show` prefix included);
+//! - 3 nothing there: `stats` found no store (no stamp, no entry, no kernel store); `verify`
+//!   checked no entry in either store ("verified 0 entries" proves nothing: a mistyped path
+//!   reads as an empty directory).
+//!
+//! Log events of the cache (refusals, sweeps) go to stderr, filtered by `KCACHE_LOG` (default
+//! `warn`).
 
 #![forbid(unsafe_code)]
 
@@ -32,15 +48,54 @@ mod kernels;
 mod key;
 mod report;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+/// What `kcache key --help` says: how to reproduce cc-backend's key, with an example that
+/// `tests/documented.rs` runs and compares with `Source::key`.
+const KEY_HELP: &str = "\
+Print the kernel-cache key of a C kernel: the same bytes as `kernel_cache::kernel_key`
+over the file's text, the symbol, the names, the option list and the backend identity.
+
+To reproduce the key cc-backend gives a `Source` (`Source::key`): FILE holds the
+source's prelude, a newline, then its text (`Source::keyed_text`); the identity is the
+backend identity the source was keyed with, a newline, `signature ` and the signature's
+keyed form (`Signature::keyed_form`: each parameter's access, element type and extent,
+parameter names left out; an extent's scalar named by its position, `#1`), not the
+builder calls that made it. For example, for the source `Source::new(TEXT,
+Signature::new().buffer_mut(\"y\", Elem::F32, Extent::fixed(256)).buffer(\"x\", Elem::F32,
+Extent::of(\"n\")).scalar(\"n\", Elem::I32))` keyed as kernel `k` with names bound `y` and
+`x`, options `-O2` and backend identity `cc-1`:
+
+    printf '%s\\n%s' \"$PRELUDE\" \"$TEXT\" > k.c
+    printf 'cc-1\\nsignature (mut [f32; >= 256], const [f32; >= 1*#2], i32)' > id
+    kcache key k.c --symbol k --bound y,x --option -O2 --identity-file id
+
+cc-backend keys more where its compiler says so, which this command does not ask: a
+name the prelude declares is never renamed, and a text naming a prelude macro that
+observes spellings is keyed over its exact text (for such a kernel the keys differ).";
+
+/// What `kcache --help` prints after the commands: the exit statuses and the layout.
+const AFTER_HELP: &str = "\
+A kcache directory DIR holds the schedule store at DIR and the kernel store at DIR/kernels
+(`cache_dir::Layout`, re-exported by schedule-cache and kernel-cache: open your stores there).
+
+Exit status:
+  0  success
+  1  a finding: `verify` found a problem; `stats` or `verify` found a store every open of
+     this build refuses (another store's stamp, a newer or malformed one, a user's
+     directory); `show` found no entry
+  2  usage or I/O error (an ambiguous `show` prefix included)
+  3  nothing there: `stats` found no store (no stamp, no entry, no kernel store); `verify`
+     checked no entry in either store";
+
 /// Inspect and maintain kcache directories.
 #[derive(Parser, Debug)]
-#[command(name = "kcache", version, about)]
+#[command(name = "kcache", version, about, after_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -51,7 +106,8 @@ enum Command {
     /// Count entries, bytes, stale staging and unreadable entries; show the regime stamp. One
     /// streamed pass reading each entry's version header only (`verify` parses entries whole).
     /// Removes nothing but the crash-stale staging of the kernel store at DIR/kernels (as any
-    /// open of it does); a kernel store of another regime is not opened.
+    /// open of it does); a kernel store of another regime is not opened. Exit status 1 if
+    /// every open of this build refuses either store, 3 if DIR holds neither.
     Stats {
         /// The cache directory.
         dir: PathBuf,
@@ -63,17 +119,22 @@ enum Command {
     /// digest it records is the first `-`-separated component of its key. Then the kernel store
     /// at DIR/kernels, read-only: every program blob hashes to its name and parses, every entry
     /// names a blob that holds its symbol and lists its kernel (a store of another regime is
-    /// not opened; a stamp every open refuses is a problem).
+    /// not opened; a stamp every open refuses is a problem). Exit status 1 if a problem was
+    /// found, 3 if no entry of either store was checked.
     Verify {
         /// The cache directory.
         dir: PathBuf,
     },
-    /// Remove crash-stale staging, and with --older-than every entry published that long ago.
+    /// Remove crash-stale staging, and with --older-than every schedule entry published that
+    /// long ago; with --max-size trim the kernel store, least recently used programs first.
     /// Never removes the lock file or the stamp; takes the cache's exclusive lock.
     Gc {
         /// The cache directory.
         dir: PathBuf,
-        /// Remove entries last written at least this long ago (e.g. 30s, 15m, 2h, 7d).
+        /// Remove schedule entries published at least this long ago (e.g. 30s, 15m, 2h, 7d).
+        /// By publish time, not last use: the schedule store keeps no last-use mark (a
+        /// lookup writes nothing, so a read-only shared directory serves lookups). The kernel
+        /// store, which marks each program's last use, is trimmed by --max-size instead.
         #[arg(long, value_parser = duration::parse)]
         older_than: Option<Duration>,
         /// Staging untouched this long counts as crash-stale.
@@ -131,10 +192,9 @@ enum Command {
         all: bool,
     },
     /// Print the kernel-cache key of a C kernel: the same bytes as `kernel_cache::kernel_key`
-    /// over the file's text, the symbol, the names, the option list and the backend identity.
-    ///
-    /// cc-backend keys a `Source` with text = its prelude, a newline, its text, and identity =
-    /// `CcBackend::identity()`, a newline, `signature <signature>`: pass those to reproduce it.
+    /// over the file's text, the symbol, the names, the option list and the backend identity
+    /// (`--help`: how to reproduce cc-backend's key, [`KEY_HELP`]).
+    #[command(long_about = KEY_HELP)]
     Key {
         /// The kernel's text ("-" for standard input), hashed exactly as read; at most 64 MiB.
         file: PathBuf,
@@ -178,23 +238,41 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut out = std::io::stdout().lock();
     let result = match cli.command {
-        Command::Stats { dir, stale_after } => report::stats(&mut out, &dir, stale_after)
-            .and_then(|code| kernels::stats(&mut out, &dir).map(|()| code)),
-        Command::Verify { dir } => report::verify(&mut out, &dir).and_then(|code| {
-            kernels::verify(&mut out, &dir).map(|problems| {
-                if problems == 0 {
-                    code
-                } else {
-                    ExitCode::from(1)
+        Command::Stats { dir, stale_after } => {
+            report::stats(&mut out, &dir, stale_after).and_then(|schedules| {
+                let verdict = schedules.and(kernels::stats(&mut out, &dir)?);
+                if verdict == report::Verdict::Nothing {
+                    nothing_there(&dir, "no schedule store and no kernel store");
                 }
+                Ok(verdict.code())
             })
-        }),
+        }
+        Command::Verify { dir } => {
+            report::verify(&mut out, &dir).and_then(|(entries, problems)| {
+                let (kernel_items, kernel_problems) = kernels::verify(&mut out, &dir)?;
+                Ok(if problems + kernel_problems > 0 {
+                    report::Verdict::Refused.code()
+                } else if entries + kernel_items == 0 {
+                    nothing_there(&dir, "no entry in either store: nothing checked");
+                    report::Verdict::Nothing.code()
+                } else {
+                    ExitCode::SUCCESS
+                })
+            })
+        }
         Command::Gc {
             dir,
             older_than,
             staging_older_than,
             max_size,
         } => report::gc(&mut out, &dir, older_than, staging_older_than).and_then(|code| {
+            if older_than.is_some() && kernels::store_dir(&dir).is_dir() {
+                writeln!(
+                    out,
+                    "kernel store: --older-than does not apply (give --max-size: least \
+                     recently used programs first)"
+                )?;
+            }
             match max_size {
                 Some(max) => kernels::trim(&mut out, &dir, max).map(|()| code),
                 None => Ok(code),
@@ -266,6 +344,26 @@ fn main() -> ExitCode {
             eprintln!("kcache: error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Says on stderr why `stats` or `verify` exits with status 3, and where a schedule store
+/// of the layout the foreign-backend example once used (`DIR/schedules`) is, if one is there.
+fn nothing_there(dir: &std::path::Path, what: &str) {
+    eprintln!(
+        "kcache: {}: {what} (exit status 3; the schedule store is read at DIR, the kernel \
+         store at DIR/{}: `cache_dir::Layout`)",
+        dir.display(),
+        cache_dir::Layout::KERNELS
+    );
+    let beside = dir.join("schedules");
+    if beside.join(cache_dir::STAMP_FILE).is_file() {
+        eprintln!(
+            "kcache: {} holds a store: open your schedule store at DIR itself \
+             (`Layout::schedules`), or run kcache on {}",
+            beside.display(),
+            beside.display()
+        );
     }
 }
 

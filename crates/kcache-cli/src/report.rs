@@ -13,6 +13,50 @@ use schedule_cache::disk::{
 /// What went wrong in a way that is not a finding (exit status 2).
 pub(crate) type Failure = Box<dyn std::error::Error>;
 
+/// What `stats` or `verify` found about one store, the worse of two winning when combined
+/// ([`Verdict::and`]): each maps to an exit status ([`Verdict::code`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Verdict {
+    /// A store was read (or checked) and found sound: status 0.
+    Fine,
+    /// No store and nothing to check: `stats` found no store (no stamp, no entry, no kernel
+    /// store); `verify` checked no entry in either store. Status 3: "verified 0 entries" is
+    /// no proof of anything (a typo in the path reads as an empty directory).
+    Nothing,
+    /// A store every open of this build refuses (another store kind's stamp, a malformed or
+    /// newer one, a user's directory), or `verify` found a problem: status 1.
+    Refused,
+}
+
+impl Verdict {
+    /// The worse of the two (a refusal over nothing found over fine), for `stats` and
+    /// `verify` of both stores. `Nothing` and `Fine` give `Fine`: one store found is enough.
+    pub(crate) fn and(self, other: Verdict) -> Verdict {
+        match (self, other) {
+            (Verdict::Refused, _) | (_, Verdict::Refused) => Verdict::Refused,
+            (Verdict::Fine, _) | (_, Verdict::Fine) => Verdict::Fine,
+            (Verdict::Nothing, Verdict::Nothing) => Verdict::Nothing,
+        }
+    }
+
+    /// The exit status: 0, 3 or 1.
+    pub(crate) fn code(self) -> ExitCode {
+        match self {
+            Verdict::Fine => ExitCode::SUCCESS,
+            Verdict::Nothing => ExitCode::from(3),
+            Verdict::Refused => ExitCode::from(1),
+        }
+    }
+}
+
+/// Whether every open of this build (store kind `ours` at regime `version`) refuses a
+/// directory with `stamp` and the store's `adoption` verdict: a refusal, or a newer regime.
+pub(crate) fn refuses<E>(stamp: &RegimeStamp, ours: u32, adoption: &Result<(), E>) -> bool {
+    adoption.is_err()
+        || matches!(stamp, RegimeStamp::Kind { version: v, .. } | RegimeStamp::Bare(v) if *v > ours)
+        || matches!(stamp, RegimeStamp::Malformed(_))
+}
+
 /// A store's stamp against this build's store kind `kind` and regime version `ours`, and what
 /// the next open does. `adoption` is the store's adoption rule read on the directory
 /// (`check_adoptable`): a refusal (another store kind's stamp, a bare legacy stamp in a
@@ -98,11 +142,14 @@ fn current_version(space: Space) -> u32 {
 /// `kcache stats DIR`: one streamed pass over the directory (nothing is collected, so memory
 /// stays bounded at any size); each entry costs a `stat` and a read of its first bytes (the
 /// version header, [`disk::entry_version`]); `kcache verify` parses entries whole.
+///
+/// [`Verdict::Refused`] if every open of this build refuses the directory, [`Verdict::Nothing`]
+/// if it holds no schedule store (no stamp and no entry).
 pub(crate) fn stats(
     out: &mut impl Write,
     dir: &Path,
     stale_after: Duration,
-) -> Result<ExitCode, Failure> {
+) -> Result<Verdict, Failure> {
     require_dir(dir)?;
     #[derive(Default)]
     struct Counts {
@@ -170,12 +217,19 @@ pub(crate) fn stats(
     )?;
     writeln!(out, "sibling indexes: {}", c.index)?;
     writeln!(out, "foreign files: {}", c.foreign)?;
-    Ok(ExitCode::SUCCESS)
+    let adoption = DiskCache::new(dir).check_adoptable();
+    Ok(if refuses(&regime, CACHE_REGIME_VERSION, &adoption) {
+        Verdict::Refused
+    } else if regime == RegimeStamp::Absent && c.schedule + c.placement == 0 {
+        Verdict::Nothing
+    } else {
+        Verdict::Fine
+    })
 }
 
 /// `kcache verify DIR`: one streamed pass; each problem is printed as it is found (directory
-/// order), nothing is collected.
-pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<ExitCode, Failure> {
+/// order), nothing is collected. Returns the entries checked and the problems found.
+pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<(usize, usize), Failure> {
     require_dir(dir)?;
     let (mut entries, mut problems) = (0usize, 0usize);
     let mut write_error: Option<io::Error> = None;
@@ -194,11 +248,13 @@ pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<ExitCode, Failu
     if let Some(e) = write_error {
         return Err(e.into());
     }
-    // A stamp every open refuses (malformed, another store kind's, an unkinded legacy one in
-    // a directory of another store's files) is a problem: this is no schedule store to trust.
-    if matches!(
-        DiskCache::new(dir).check_adoptable(),
-        Err(disk::Refusal::MalformedStamp { .. } | disk::Refusal::OtherStore { .. })
+    // A stamp every open refuses (malformed, newer, another store kind's, an unkinded legacy
+    // one in a directory of another store's files, none in a user's directory) is a problem:
+    // this is no schedule store to trust.
+    if refuses(
+        &regime,
+        CACHE_REGIME_VERSION,
+        &DiskCache::new(dir).check_adoptable(),
     ) {
         writeln!(
             out,
@@ -213,11 +269,7 @@ pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<ExitCode, Failu
         "verified {entries} entries: {problems} problem(s); regime {}",
         schedule_regime_line(dir, &regime)
     )?;
-    Ok(if problems == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok((entries, problems))
 }
 
 /// `kcache gc DIR`.

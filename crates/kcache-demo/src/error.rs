@@ -55,6 +55,11 @@ pub enum DemoError {
         /// The compiler's first error line for the first candidate.
         first: String,
     },
+    /// Two options of which one would be dropped without a word (`compare_cold` without
+    /// `seeds`: there is no seeded search to compare; a matrix size with kernels that leave
+    /// out the matrix product): refused rather than run as something else than asked.
+    #[error("{0}")]
+    ConflictingOptions(String),
     /// `--size` is outside the sizes the demo builds.
     #[error("matmul size {size} is outside {min}..={max}")]
     BadSize {

@@ -55,12 +55,15 @@ use std::time::Instant;
 
 use cc_backend::CcBackend;
 use kernel_cache::store::KernelStore;
+use schedule_cache::Layout;
 use schedule_cache::disk;
 use schedule_cache::store::CacheStore;
 
 pub use error::DemoError;
 pub use keys::{KeyMode, verbatim_key};
-pub use report::{ColdComparison, KernelReport, Origin, Report, Seeding, Totals};
+pub use report::{
+    ColdComparison, KernelReport, Origin, Report, Seeding, Totals, load_average, timing_note,
+};
 
 use kernels::Routine;
 use search::Session;
@@ -138,12 +141,14 @@ pub struct DemoOptions {
     pub seeds: bool,
     /// For each seeded search, also run an unseeded search of the same budget (nothing of
     /// it stored) and re-measure both winners side by side, interleaved
-    /// ([`Seeding::cold`]).
+    /// ([`Seeding::cold`]). Only with `seeds`: without, [`run`] refuses the pair
+    /// ([`check_conflicts`]).
     pub compare_cold: bool,
 }
 
-/// The kernel store's directory inside the cache directory.
-pub const KERNEL_STORE_DIR: &str = "kernels";
+/// The kernel store's directory inside the cache directory: the shared layout's
+/// ([`schedule_cache::Layout`]), which `kcache stats DIR` reads.
+pub const KERNEL_STORE_DIR: &str = schedule_cache::Layout::KERNELS;
 
 impl DemoOptions {
     /// The full demo's settings (12 + 12 candidates per kernel, 7 timed runs each,
@@ -231,6 +236,7 @@ pub fn kernel_names() -> Vec<&'static str> {
 /// kernel is searched and its new winner replaces the entry.
 pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     let start = Instant::now();
+    check_conflicts(options)?;
     let selected = select(options.kernels.as_deref(), options.size)?;
     // A user's directory given as the cache, or one whose stamp is no regime version, is
     // refused before anything is put in it (the schedule store would refuse it, but the
@@ -282,14 +288,13 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         let mut session = Session::new(
             backend,
             match &options.redis {
-                None => CacheStore::disk(&options.cache_dir),
+                None => CacheStore::disk(Layout::new(&options.cache_dir).schedules()),
                 Some(url) => {
-                    CacheStore::disk_then_redis(&options.cache_dir, url).map_err(|source| {
-                        DemoError::Schedule {
+                    CacheStore::disk_then_redis(Layout::new(&options.cache_dir).schedules(), url)
+                        .map_err(|source| DemoError::Schedule {
                             routine: "(the --redis store)".to_string(),
                             source,
-                        }
-                    })?
+                        })?
                 }
             },
             memo,
@@ -334,6 +339,30 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         cold_search_kernels,
         total_seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// Refuses options of which one would be dropped without a word
+/// ([`DemoError::ConflictingOptions`]): `compare_cold` without `seeds` (the comparison runs
+/// only beside a seeded search), and a matrix `size` given (`Some`) with `kernels` that
+/// leave out the matrix product (the only kernel the size changes).
+pub fn check_conflicts(options: &DemoOptions) -> Result<(), DemoError> {
+    if options.compare_cold && !options.seeds {
+        return Err(DemoError::ConflictingOptions(
+            "--compare-cold compares a seeded search with a cold one, and --no-seeds leaves \
+             no seeded search: give one of them"
+                .into(),
+        ));
+    }
+    if let (Some(size), Some(names)) = (options.size, options.kernels.as_deref())
+        && !names.iter().any(|n| n == "matmul")
+    {
+        return Err(DemoError::ConflictingOptions(format!(
+            "--size {size} sets the matrix product's size, and --kernels {} leaves matmul \
+             out: add matmul to --kernels, or drop --size",
+            names.join(",")
+        )));
+    }
+    Ok(())
 }
 
 fn select(names: Option<&[String]>, size: Option<usize>) -> Result<Vec<Routine>, DemoError> {

@@ -19,7 +19,9 @@ struct Args {
     /// the workspace].
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
-    /// Remove the stored winners first, so this run searches from scratch.
+    /// Remove the stored winners first (and the kernel store's programs), so this run
+    /// searches from scratch; with --redis the directory only: the server's winners are
+    /// still found.
     #[arg(long)]
     fresh: bool,
     /// No progress lines on stderr; only the report.
@@ -56,10 +58,11 @@ struct Args {
     /// DIR/kernels (for comparison).
     #[arg(long)]
     no_kernel_store: bool,
-    /// The matrix product's size n (n x n x n, 4 to 256): another size is other code,
-    /// searched from the seeds of the sizes tuned before.
-    #[arg(long, default_value_t = 64, value_name = "N")]
-    size: usize,
+    /// The matrix product's size n (n x n x n, 4 to 256; default 64): another size is other
+    /// code, searched from the seeds of the sizes tuned before. Only matmul has a size: with
+    /// --kernels leaving matmul out, another size is refused.
+    #[arg(long, value_name = "N")]
+    size: Option<usize>,
     /// A compiler option added to the demo's own (repeatable, e.g. --cflag=-O3): it enters
     /// the codegen key component, so earlier winners become seeds rather than hits.
     #[arg(long = "cflag", value_name = "OPTION", allow_hyphen_values = true)]
@@ -71,8 +74,8 @@ struct Args {
     #[arg(long)]
     no_seeds: bool,
     /// Also run an unseeded search of each seeded kernel (same budget, not stored) and
-    /// compare the winners side by side.
-    #[arg(long)]
+    /// compare the winners side by side (not with --no-seeds, which leaves no seeded search).
+    #[arg(long, conflicts_with = "no_seeds")]
     compare_cold: bool,
 }
 
@@ -100,7 +103,7 @@ fn main() -> ExitCode {
     };
     options.memo = !args.no_memo;
     options.kernel_store = !args.no_kernel_store;
-    options.size = Some(args.size);
+    options.size = args.size;
     options.extra_options = args.cflags;
     if args.cc.is_some() {
         options.compiler = args.cc;

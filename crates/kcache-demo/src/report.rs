@@ -36,6 +36,9 @@ pub struct KernelReport {
     pub best_seconds: f64,
     /// When replayed: the winner's median time stored by the search that picked it.
     pub stored_best_seconds: Option<f64>,
+    /// When replayed and this run's time is further from the stored one than the samples'
+    /// spread: the note saying so, with the load average ([`timing_note`]).
+    pub timing_note: Option<String>,
     /// The winning schedule in words (loops and nodes named by their labels).
     pub schedule: String,
     /// The winning schedule as saved (RON of schedule-cache's `SavedSchedule`): equal
@@ -262,6 +265,11 @@ impl fmt::Display for Report {
                 k.schedule
             )?;
         }
+        for k in &self.kernels {
+            if let Some(note) = &k.timing_note {
+                writeln!(f, "  {}: {note}", k.name)?;
+            }
+        }
         for k in self.kernels.iter().filter(|k| k.origin == Origin::Searched) {
             writeln!(f, "  {}: disk lookup {}", k.name, k.disk_lookup)?;
             for why in &k.failed_to_compile {
@@ -453,5 +461,73 @@ impl fmt::Display for Report {
             }
         }
         Ok(())
+    }
+}
+
+/// The one-minute load average (`/proc/loadavg`), `None` where it cannot be read.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A note for a replayed winner whose median time `now` (this run's samples) differs from
+/// the `stored` samples' median by more than their spread (the larger of the two ranges,
+/// max - min): the times and the load average `load` (one minute) beside the cores, since a
+/// loaded machine slows what it times; the replayed winner is the stored one all the same.
+/// `None` within the spread or without samples.
+pub fn timing_note(stored: &[f64], now: &[f64], load: Option<f64>) -> Option<String> {
+    let range = |t: &[f64]| {
+        let max = t.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let min = t.iter().copied().fold(f64::INFINITY, f64::min);
+        max - min
+    };
+    let (then, here) = (crate::search::median(stored)?, crate::search::median(now)?);
+    let spread = range(stored).max(range(now));
+    if (here - then).abs() <= spread {
+        return None;
+    }
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = match load {
+        Some(l) => format!("load average {l:.2} (1 min) on {cores} cores"),
+        None => "load average unknown".to_string(),
+    };
+    Some(format!(
+        "replayed in {}, stored {}: further apart than the samples' spread ({}); {load}: a \
+         busy machine moves times, the winner is the stored one all the same",
+        ms(here),
+        ms(then),
+        ms(spread)
+    ))
+}
+
+#[cfg(test)]
+mod timing_note_tests {
+    use super::*;
+
+    #[test]
+    fn a_note_only_beyond_the_spread_with_the_load() {
+        let stored = [1.0e-3, 1.1e-3, 1.2e-3];
+        // Within the spread: no note.
+        assert_eq!(
+            timing_note(&stored, &[1.15e-3, 1.2e-3, 1.3e-3], Some(9.0)),
+            None
+        );
+        // Four times slower, tight samples: a note with both times and the load.
+        let note = timing_note(&stored, &[4.0e-3, 4.1e-3, 4.2e-3], Some(7.5)).expect("a note");
+        assert!(
+            note.contains("replayed in 4.100 ms, stored 1.100 ms"),
+            "{note}"
+        );
+        assert!(note.contains("spread (0.200 ms)"), "{note}");
+        assert!(note.contains("load average 7.50 (1 min)"), "{note}");
+        // Faster beyond the spread is noted too; no samples, no note.
+        assert!(
+            timing_note(&stored, &[0.2e-3, 0.21e-3], None).is_some_and(|n| n.contains("unknown"))
+        );
+        assert_eq!(timing_note(&[], &[1.0], None), None);
     }
 }

@@ -179,10 +179,9 @@ impl<'t> Session<'t> {
             cache: KernelCache::new(256 << 20),
             kernel_store: options.kernel_store.then(|| {
                 KernelStore::new(
-                    options
-                        .kernel_store_dir
-                        .clone()
-                        .unwrap_or_else(|| options.cache_dir.join(crate::KERNEL_STORE_DIR)),
+                    options.kernel_store_dir.clone().unwrap_or_else(|| {
+                        schedule_cache::Layout::new(&options.cache_dir).kernels()
+                    }),
                 )
             }),
             dump_kernels: options.dump_kernels.clone(),
@@ -568,6 +567,11 @@ impl<'t> Session<'t> {
             }
             self.totals.disk_hits += 1;
             let stored = median(&replay.entry.times);
+            let timing_note = crate::report::timing_note(
+                &replay.entry.times,
+                &m.times,
+                crate::report::load_average(),
+            );
             self.say(&format!(
                 "{}: replayed winner runs in {} (stored: {})",
                 routine.name,
@@ -584,6 +588,7 @@ impl<'t> Session<'t> {
                 baseline_seconds: replay.entry.baseline_time,
                 best_seconds: m.median,
                 stored_best_seconds: stored,
+                timing_note,
                 schedule: replay.describe,
                 schedule_ron: replay
                     .entry
@@ -785,6 +790,7 @@ impl<'t> Session<'t> {
             baseline_seconds: baseline,
             best_seconds: winner.measurement.median,
             stored_best_seconds: None,
+            timing_note: None,
             schedule: describe,
             schedule_ron,
             key: key.map(|k| k.as_str().to_string()).unwrap_or_default(),

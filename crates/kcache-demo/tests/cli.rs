@@ -206,3 +206,57 @@ fn fresh_refuses_a_foreign_file_before_touching_kernels() {
     );
     assert_eq!(snapshot(&user), before, "{err}");
 }
+
+/// Flags of which one would be dropped without a word are refused, naming both, before
+/// anything is created: `--no-seeds --compare-cold` (no seeded search to compare), `--size`
+/// with `--kernels` leaving matmul out (the only kernel with a size). The library refuses the
+/// same options (`check_conflicts`).
+#[test]
+fn conflicting_flags_are_refused_naming_both() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cache = tmp.path().join("cache");
+    let dir = cache.to_str().expect("utf-8");
+    for (args, names) in [
+        (
+            &["--no-seeds", "--compare-cold"][..],
+            &["--no-seeds", "--compare-cold"][..],
+        ),
+        (
+            &["--compare-cold", "--no-seeds"][..],
+            &["--no-seeds", "--compare-cold"][..],
+        ),
+        (
+            &["--kernels", "chain,softmax", "--size", "96"][..],
+            &["--size", "--kernels", "matmul"][..],
+        ),
+        (
+            &["--kernels", "rowdot", "--size", "64"][..],
+            &["--size", "--kernels"][..],
+        ),
+    ] {
+        let mut all = vec!["--cache-dir", dir, "--quiet"];
+        all.extend_from_slice(args);
+        let o = demo(&all, None);
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{args:?}: {err}");
+        for n in names {
+            assert!(err.contains(n), "{args:?}: no {n} in {err}");
+        }
+        assert!(
+            !cache.exists(),
+            "{args:?}: the refused run created its cache directory"
+        );
+    }
+    // The pairs that are not conflicts still parse: a size with matmul among the kernels.
+    let mut options = kcache_demo::DemoOptions::new(&cache);
+    options.kernels = Some(vec!["chain".into(), "matmul".into()]);
+    options.size = Some(96);
+    assert!(kcache_demo::check_conflicts(&options).is_ok());
+    options.seeds = false;
+    options.compare_cold = true;
+    assert!(matches!(
+        kcache_demo::run(&options),
+        Err(kcache_demo::DemoError::ConflictingOptions(_))
+    ));
+    assert!(!cache.exists());
+}

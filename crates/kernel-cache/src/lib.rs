@@ -128,6 +128,9 @@ pub use backend::{
     Backend, BatchKernel, Compiled, Group, PersistentBackend, SavedProgram, SplitBackend, Units,
 };
 pub use cache::{CacheStats, KernelCache, Resolved};
+/// Where a kcache directory keeps each store (the schedule store at its root, the kernel store
+/// at `kernels/`): the layout `kcache stats DIR` reads.
+pub use cache_dir::Layout;
 pub use canonical_text::Names;
 pub use census::{Census, with_census};
 pub use cold::with_cold_caches;

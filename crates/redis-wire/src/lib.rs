@@ -38,8 +38,29 @@
 //! type byte is a protocol error. The parser is held equal to redis-rs's own
 //! (`redis::parse_redis_value`) on every input it accepts by a property test over every byte.
 //!
-//! redis-rs is still used, but only to parse `redis://` / `unix://` URLs (so both levels accept
-//! exactly the URLs they accepted before) and for a script's SHA-1.
+//! # URLs
+//!
+//! [`Target::parse`] reads a few URL forms with a small parser of its own (not redis-rs's,
+//! whose `url` dependency builds the ICU stack for international host names); a script's
+//! SHA-1 is RustCrypto's `sha1`. redis-rs is only a dev-dependency: the tests hold this
+//! crate's reply parser and URL parser to its own. The forms:
+//!
+//! - `redis://[user[:password]@]host[:port][/db][?protocol=P][#fragment]` (scheme `valkey`
+//!   too): `host` is a name or IPv4 address of ASCII letters, digits, `.`, `-`, `_` and `~`, or
+//!   a bracketed IPv6 address (`[::1]`); never a wildcard (`0.0.0.0`, `::`). `port` is decimal
+//!   (default 6379). `db` is a decimal number (default 0), with `/` around it. `user` and
+//!   `password` are percent-decoded (`%40` for `@`); an empty one is none.
+//! - `unix://[localhost]/path[?db=N][&user=U][&pass=P]` (schemes `redis+unix` and `valkey+unix`
+//!   too): the socket's absolute path, percent-decoded; the query is form-decoded (`+` is a
+//!   space).
+//! - `protocol`, where given, is `2`, `resp2`, `3` or `resp3` (only RESP2 is spoken either
+//!   way); other query keys of a TCP URL are ignored.
+//! - `rediss://` and `valkeys://` (TLS) are refused: TLS is not supported.
+//!
+//! Every URL accepted here, redis-rs 1.8 accepts too and reads as the same address, user,
+//! password and database (a property test over generated URLs); some it accepts are refused
+//! here (international host names, control characters or spaces, a signed database, `.` and
+//! `..` in a socket path), never the other way round.
 //!
 //! # Versions
 //!
@@ -59,6 +80,7 @@ use std::time::{Duration, Instant};
 
 #[cfg(feature = "testing")]
 pub mod testing;
+mod url;
 
 /// The bounds on one reply (see the crate docs for what each guarantees).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,27 +232,19 @@ impl fmt::Debug for Target {
 }
 
 impl Target {
-    /// Parses `redis://[user[:password]@]host[:port][/db]` or `unix:///path[?db=N]` (exactly
-    /// the URLs redis-rs accepts, less TLS ones). Does not connect.
+    /// Parses `redis://[user[:password]@]host[:port][/db]` or `unix:///path[?db=N]` (the forms
+    /// are listed in the crate docs, "URLs"; every URL accepted, redis-rs reads the same way).
+    /// Does not connect.
     ///
     /// # Errors
-    /// [`WireError::Url`] if the URL does not parse or asks for TLS.
+    /// [`WireError::Url`] if the URL is not one of those forms or asks for TLS.
     pub fn parse(url: &str) -> Result<Target, WireError> {
-        use redis::IntoConnectionInfo;
-        let info = url
-            .into_connection_info()
-            .map_err(|e| WireError::Url(e.to_string()))?;
-        let addr = match info.addr() {
-            redis::ConnectionAddr::Tcp(host, port) => Addr::Tcp(host.clone(), *port),
-            redis::ConnectionAddr::Unix(path) => Addr::Unix(path.clone()),
-            other => return Err(WireError::Url(format!("{other}: TLS is not supported"))),
-        };
-        let settings = info.redis_settings();
+        let parsed = url::parse(url)?;
         Ok(Target {
-            addr,
-            username: settings.username().map(str::to_owned),
-            password: settings.password().map(str::to_owned),
-            db: settings.db(),
+            addr: parsed.addr,
+            username: parsed.username,
+            password: parsed.password,
+            db: parsed.db,
         })
     }
 
@@ -620,7 +634,7 @@ impl Script {
     pub fn new(source: &str) -> Script {
         Script {
             source: source.to_owned(),
-            sha: redis::Script::new(source).get_hash().to_owned(),
+            sha: url::script_sha1(source),
         }
     }
 }

@@ -151,6 +151,9 @@ pub use error::Error;
 // The placement decision problem (`identity::{canonicalize_source, Lineage, LineageTag}`) is
 // one compiler's concept (a lowering that decides where tensor nodes live): it stays in its
 // module, off the front.
+/// Where a kcache directory keeps each store (the schedule store at its root, the kernel store
+/// at `kernels/`): the layout `kcache stats DIR` reads.
+pub use cache_dir::Layout;
 pub use identity::{
     CompleteIdentity, Identity, IdentityKind, LoopCode, NodeAttrs, NodeId, Placement, SymId,
     Visitor, canonicalize,
