@@ -287,6 +287,78 @@ fn detected_features() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// A field value among those that could make one field pass for another: a space, a
+    /// quote, `=`, `+`, the word `unknown`, another field's spelling.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("unknown".to_string()),
+            Just(String::new()),
+            Just("a".to_string()),
+            Just("a b".to_string()),
+            Just("\"a\"".to_string()),
+            Just("a\" model=\"b".to_string()),
+            Just("a model=b".to_string()),
+            Just("+a".to_string()),
+            Just("a workers=1".to_string()),
+            "[a-c \"\\\\=+]{0,4}",
+        ]
+    }
+
+    fn any_cpu() -> impl Strategy<Value = Cpu> {
+        (
+            text(),
+            proptest::option::of(text()),
+            proptest::option::of(text()),
+            proptest::option::of(text()),
+            proptest::option::of(text()),
+            proptest::collection::vec(text(), 0..3),
+            1usize..3,
+        )
+            .prop_map(
+                |(arch, vendor, model, family, cache, features, workers)| Cpu {
+                    arch,
+                    vendor,
+                    model,
+                    family,
+                    cache,
+                    features,
+                    workers,
+                    cpuinfo: true,
+                },
+            )
+    }
+
+    /// `cpu` with field `i` (of the six text fields and the feature list) set to `v`.
+    fn with_field(mut cpu: Cpu, i: usize, v: Option<String>) -> Cpu {
+        match i {
+            0 => cpu.arch = v.unwrap_or_default(),
+            1 => cpu.vendor = v,
+            2 => cpu.model = v,
+            3 => cpu.family = v,
+            4 => cpu.cache = v,
+            _ => cpu.features = v.into_iter().collect(),
+        }
+        cpu
+    }
+
+    proptest! {
+        /// Two descriptions share a key form exactly when they are equal: no value, however
+        /// spelled, passes for another field, another value or an unknown one. The second
+        /// description is the first with up to two fields set anew (two random ones are
+        /// almost never close enough to collide).
+        #[test]
+        fn the_key_form_is_injective(
+            a in any_cpu(),
+            changes in proptest::collection::vec((0usize..6, proptest::option::of(text())), 1..3),
+            other in any_cpu(),
+        ) {
+            let b = changes.into_iter().fold(a.clone(), |c, (i, v)| with_field(c, i, v));
+            prop_assert_eq!(a == b, a.key_form() == b.key_form());
+            prop_assert_eq!(a == other, a.key_form() == other.key_form());
+        }
+    }
 
     const XEON: &str = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 167\nmodel name\t: Intel(R) Xeon(R) Processor\ncache size\t: 491520 KB\nflags\t\t: fpu sse avx2\n\nprocessor\t: 1\nvendor_id\t: Other\n";
 
