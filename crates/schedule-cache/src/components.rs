@@ -537,13 +537,13 @@ pub fn key_summary(inputs: &KeyInputs<'_>) -> Option<Vec<(KeyComponent, String)>
                         // Labelled groups, so a miss names the one that changed
                         // (`options -O2 → -O3`); the compiler's long identity comes last
                         // but for the tag and the limits.
-                        Some(t) => w.extend([
-                            t.summary(),
-                            "tag:".to_string(),
-                            l.codegen_tag.clone(),
-                            "limits:".to_string(),
-                            limits,
-                        ]),
+                        Some(t) => {
+                            w.push(t.summary());
+                            if !l.codegen_tag.is_empty() {
+                                w.extend(["tag:".to_string(), l.codegen_tag.clone()]);
+                            }
+                            w.extend(["limits:".to_string(), limits]);
+                        }
                     }
                     w
                 }

@@ -77,6 +77,25 @@ fn an_option_change_is_a_miss_that_names_the_option() {
     };
     store(&with(&["-O2", "-ffp-contract=off"]));
     assert_eq!(lookup(&with(&["-O2", "-ffp-contract=off"])), Ok(()));
+    // What `kcache show` prints of the entry: the toolchain's labelled groups.
+    let (code, _) = build();
+    let hit = with(&["-O2", "-ffp-contract=off"])
+        .lookup(&code)
+        .unwrap()
+        .unwrap();
+    let (_, line) = hit
+        .entry
+        .key_summary
+        .iter()
+        .find(|(c, _)| *c == KeyComponent::Codegen)
+        .unwrap();
+    assert!(
+        line.starts_with("options: -O2 -ffp-contract=off prelude: #")
+            && line.contains(" compiler: cc cc (Debian 12.2.0-14) 12.2.0-14 #")
+            && line.ends_with(" limits: threads=0 vector=0B local=0B")
+            && !line.contains("tag:"),
+        "{line}"
+    );
     let miss = lookup(&with(&["-O3", "-ffp-contract=off"])).unwrap_err();
     assert!(
         matches!(&miss, Miss::NotFound { differing, .. } if differing == &[KeyComponent::Codegen]),
