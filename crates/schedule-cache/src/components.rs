@@ -796,6 +796,26 @@ mod tests {
     }
 
     #[test]
+    fn a_summary_change_of_labelled_groups_names_each_group() {
+        assert_eq!(
+            summary_change(
+                "unroll=4 options: -O2 -g compiler: cc 12 #aa limits: threads=1",
+                "unroll=8 options: -O3 -g compiler: cc 13 #bb limits: threads=1"
+            ),
+            "unroll=4 → unroll=8, options -O2 → -O3, compiler 12 #aa → 13 #bb"
+        );
+        // A word moving between groups is a change of both.
+        assert_eq!(
+            summary_change("options: -g compiler: cc", "options: compiler: cc -g"),
+            "options -g → (none), compiler (none) → -g"
+        );
+        assert_eq!(
+            summary_change("options: -O2 -g", "options: -g -O2"),
+            "reordered"
+        );
+    }
+
+    #[test]
     fn the_key_summary_reads_each_component_on_one_capped_line() {
         let config = Config::new(crate::config::SettingsRegistry::reference());
         let limits = Limits {
