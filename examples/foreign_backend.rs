@@ -3,7 +3,7 @@
 //! persistent kernel store under the in-memory kernel cache, and `ScheduleCache` keeping the
 //! tuned schedule for the next process.
 //!
-//! With no arguments it makes a temporary cache directory and runs itself twice as child
+//! With no arguments it makes a temporary cache directory and runs itself three times as child
 //! processes:
 //!
 //! 1. `tune DIR`: builds `y[i] = x[i] * 3 + 1` over 256 elements, renders four candidate
@@ -13,7 +13,11 @@
 //!    stats DIR` and `kcache verify DIR` read both stores;
 //! 2. `replay DIR`: builds the same code afresh (other ids, so other C names), looks the
 //!    schedule up, replays it, renders it, and gets the kernel from the kernel store: zero
-//!    compiles, one program loaded; the result is checked against the interpreter.
+//!    compiles, one program loaded; the result is checked against the interpreter;
+//! 3. `lookup DIR` with `FOREIGN_CFLAGS="-O3 -ffp-contract=off"` (the kernels' options, `-O2
+//!    -ffp-contract=off` by default): a miss that names the option, `codegen: options -O2 →
+//!    -O3`, since the schedule cache's regime is the backend's toolchain (compiler identity,
+//!    options, prelude) and the CPU (`TimingIdentity::this_cpu`).
 //!
 //! The parent checks the replay compiled nothing, loaded one program, and rendered the
 //! kernel under another name than the tuning process did.
@@ -30,11 +34,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use test_support::child::{after, run_self};
+use test_support::child::{after, run_self, stdout_of};
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -308,14 +313,17 @@ fn render(code: &Kernel) -> Rendered {
 }
 
 // kcache-glue: begin
-use cc_backend::{Arg, CcBackend, CcError, CcProgram, Elem, Extent, Signature, Source};
+use cc_backend::{
+    Arg, CcBackend, CcError, CcProgram, DEFAULT_PRELUDE, Elem, Extent, Signature, Source,
+};
 use kernel_cache::store::KernelStore;
 use kernel_cache::{Census, KernelCache, Names, Outcome, Resolved};
 use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
 use schedule_cache::saved::{Replayer, Resolver};
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
-    Error, Layout, Limits, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity,
+    Error, Layout, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity,
+    Toolchain,
 };
 
 /// A buffer as the schedule key sees it.
@@ -384,6 +392,7 @@ impl ScheduleLanguage for Ops {
 /// The backend's kcache state: the C compiler, the kernel cache over its store, the schedules.
 struct Kcache {
     backend: CcBackend,
+    options: Vec<String>,
     kernels: std::sync::Arc<KernelCache<CcProgram>>,
     store: KernelStore,
     schedules: ScheduleCache<Ops>,
@@ -395,21 +404,18 @@ fn open(dir: &str) -> Res<Kcache> {
     let layout = Layout::new(dir);
     let store = KernelStore::new(layout.kernels());
     store.create()?; // says at once if the directory is unusable (a resolve only warns)
-    let limits = Limits {
-        codegen_tag: backend.identity().into(),
-        ..Limits::default()
-    };
-    let timing = TimingIdentity {
-        device: std::env::consts::ARCH.into(),
-        toolchain: None,
-    };
+    // The regime: the compiler, the options every kernel is compiled with, the prelude, the CPU.
+    let options = cflags();
+    let toolchain = Toolchain::new(backend.identity(), &options).with_prelude(DEFAULT_PRELUDE);
+    let timing = TimingIdentity::this_cpu(None);
     let disk = CacheStore::disk(layout.schedules());
     let schedules = ScheduleCache::new(Ops, "foreign-c", timing, disk)
-        .with_limits(limits)
+        .with_toolchain(toolchain)
         .with_schedule_format("foreign-ops-1");
     let kernels = KernelCache::new(64 << 20);
     Ok(Kcache {
         backend,
+        options,
         kernels,
         store,
         schedules,
@@ -425,14 +431,13 @@ fn compile(k: &Kcache, rendered: &[Rendered]) -> Res<(Vec<Outcome<CcProgram, CcE
             let signature = Signature::new()
                 .buffer_mut(y, Elem::F32, Extent::fixed(N))
                 .buffer(x, Elem::F32, Extent::fixed(N));
-            let options = vec!["-O2".into(), "-ffp-contract=off".into()];
             let names = Names::new()
                 .with_bound([y, x])
                 .with_minted_kernel_names("_");
             Source::new(r.text.clone(), signature).batch_kernel(
                 &r.name,
                 &names,
-                options,
+                k.options.clone(),
                 k.backend.identity(),
             )
         })
@@ -472,6 +477,13 @@ fn lookup(k: &Kcache, code: &Kernel) -> Res<(Vec<Op>, String)> {
 // kcache-glue: end
 
 // ---- The tuner and the replaying process --------------------------------------------------
+
+/// The options every kernel is compiled with: `$FOREIGN_CFLAGS`, else `-O2 -ffp-contract=off`.
+fn cflags() -> Vec<String> {
+    let flags = std::env::var("FOREIGN_CFLAGS");
+    let flags = flags.as_deref().unwrap_or("-O2 -ffp-contract=off");
+    flags.split_whitespace().map(String::from).collect()
+}
 
 fn tune(dir: &str) -> Res<()> {
     let k = open(dir)?;
@@ -544,6 +556,13 @@ fn main() -> Res<()> {
     {
         ["tune", dir] => tune(dir),
         ["replay", dir] => replay(dir),
+        ["lookup", dir] => match lookup(&open(dir)?, &build().0) {
+            Ok((_, key)) => Err(format!("a hit at {key}").into()),
+            Err(miss) => {
+                println!("miss {miss}");
+                Ok(())
+            }
+        },
         [] => {
             let tmp = tempfile::tempdir()?;
             let dir = tmp.path().to_str().ok_or("a UTF-8 temporary path")?;
@@ -561,8 +580,19 @@ fn main() -> Res<()> {
             assert_ne!(first, second, "the replaying process must mint other names");
             println!("tuned: candidate {}", after(&tuned, "winner "));
             println!("replayed as {second}: 0 compiles, 1 program loaded from the kernel store");
+            // Other options: the winner tuned under -O2 is not replayed, and the miss says why.
+            let o3 = stdout_of(
+                Command::new(std::env::current_exe()?)
+                    .args(["lookup", dir])
+                    .env("FOREIGN_CFLAGS", "-O3 -ffp-contract=off"),
+            );
+            let why = after(&o3, "miss ");
+            assert!(why.ends_with("(codegen: options -O2 → -O3)"), "{o3}");
+            println!("under -O3: {why}");
             Ok(())
         }
-        other => Err(format!("usage: foreign_backend [tune|replay DIR] (got {other:?})").into()),
+        other => {
+            Err(format!("usage: foreign_backend [tune|replay|lookup DIR] (got {other:?})").into())
+        }
     }
 }

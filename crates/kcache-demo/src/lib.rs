@@ -268,6 +268,8 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         "" => "cc".to_string(),
         version => version.to_string(),
     };
+    // The machine winners are tuned on (its full form keys them: `TimingIdentity::this_cpu`).
+    let device = schedule_cache::Cpu::this_machine().readable();
     let cache_dir = normalize(&options.cache_dir);
     let (mut cold_search_candidates, mut cold_search_kernels) = (0, 0);
     for r in &selected {
@@ -331,6 +333,7 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         cache_dir,
         store,
         compiler,
+        device,
         keys: options.keys,
         memo: options.memo,
         kernels,

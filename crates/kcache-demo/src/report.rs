@@ -166,6 +166,9 @@ pub struct Report {
     pub store: String,
     /// The C compiler (first line of its `--version`).
     pub compiler: String,
+    /// The machine, readable ([`schedule_cache::Cpu::readable`]): winners are keyed by its
+    /// full form, so another CPU never replays them.
+    pub device: String,
     /// How kernels were keyed.
     pub keys: KeyMode,
     /// Whether the memo table answered repeated measurements.
@@ -228,6 +231,7 @@ impl fmt::Display for Report {
             count(self.kernels.len() as u64, "kernel"),
             self.compiler
         )?;
+        writeln!(f, "device: {}", self.device)?;
         writeln!(f, "cache directory: {}", self.cache_dir.display())?;
         writeln!(f)?;
         writeln!(

@@ -22,7 +22,7 @@ use schedule_cache::identity::{NodeId, Placement};
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
     CompleteIdentity, Config, Limits, Measurements, Miss, Registry, SavedSchedule, ScheduleCache,
-    ScheduleEntry, SeedOrigin, SettingsRegistry, Subject, SymRef, TimingIdentity,
+    ScheduleEntry, SeedOrigin, SettingsRegistry, Subject, SymRef, TimingIdentity, Toolchain,
     digest_completeness, to_saved,
 };
 
@@ -156,24 +156,26 @@ impl<'t> Session<'t> {
         // The caller's own options: they enter the codegen component with the rest.
         compiler_options.extend(options.extra_options.iter().cloned());
         let compiler = backend.compiler_version().to_string();
+        // The compiler and the options every kernel is compiled with: a flag change is a
+        // miss that names it. The renderer's prelude follows from the code and the declared
+        // settings (both keyed) and its version (the codegen tag).
+        let toolchain = Toolchain::new(backend.identity(), &compiler_options);
         let limits = Limits {
-            codegen_tag: format!(
-                "{}\n{RENDERER_VERSION}\n{}",
-                backend.identity(),
-                compiler_options.join(" ")
-            ),
+            codegen_tag: RENDERER_VERSION.to_string(),
             worker_pool_tag: "single-thread".to_string(),
             max_threads: 1,
             vector_bytes: vector_bytes(),
             local_memory_bytes: 0,
             extra: BTreeMap::from([("arch".to_string(), std::env::consts::ARCH.to_string())]),
+            toolchain: None,
         };
         let timing = TimingIdentity::this_cpu(Some(compiler));
         // Concurrent runs storing one kernel's winner leave the fastest, not the last.
         let schedules = ScheduleCache::new(ReferenceLanguage, BACKEND_NAME, timing, disk)
             .with_store_policy(StorePolicy::KeepFaster)
             .with_config(config)
-            .with_limits(limits);
+            .with_limits(limits)
+            .with_toolchain(toolchain);
         Ok(Session {
             backend,
             cache: KernelCache::new(256 << 20),

@@ -36,7 +36,7 @@ use schedule_cache::saved::{Replayer, Resolver};
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
     Error, Limits, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity,
-    canonicalize,
+    Toolchain, canonicalize,
 };
 use serde::{Deserialize, Serialize};
 use test_support::child::{after, run_self};
@@ -351,14 +351,12 @@ fn cache_with(dir: &str, format: &str, codegen: &str) -> ScheduleCache<TinyLangu
     ScheduleCache::new(
         TinyLanguage,
         "tiny-interpreter",
-        TimingIdentity {
-            device: std::env::consts::ARCH.into(),
-            toolchain: None,
-        },
+        TimingIdentity::this_cpu(None),
         CacheStore::disk(dir),
     )
+    // The interpreter is the toolchain: its version, no options (a compiler's go here).
+    .with_toolchain(Toolchain::new(codegen, Vec::<String>::new()))
     .with_limits(Limits {
-        codegen_tag: codegen.into(),
         worker_pool_tag: "single-thread".into(),
         max_threads: 1,
         ..Limits::default()

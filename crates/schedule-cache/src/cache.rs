@@ -378,8 +378,10 @@ impl From<TimingIdentity> for Timing {
 /// objective.
 ///
 /// Only what the regime names is in the key: with the default limits, a schedule tuned
-/// under one compiler or set of flags is found under another. Name yours in
-/// [`Limits::codegen_tag`] (and the worker pool in [`Limits::worker_pool_tag`]). A hit is
+/// under one compiler or set of flags is found under another. Name yours with
+/// [`with_toolchain`](ScheduleCache::with_toolchain) (compiler, options, prelude) or in
+/// [`Limits::codegen_tag`], the worker pool in [`Limits::worker_pool_tag`], and the machine
+/// with [`TimingIdentity::this_cpu`]. A hit is
 /// still replayed only on code of the stored digest, so what another regime costs is a
 /// schedule tuned for other conditions, never one for other code.
 ///
@@ -440,9 +442,26 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
         self.policy
     }
 
-    /// The backend's limits record (enters the codegen and pool components).
+    /// The backend's limits record (enters the codegen and pool components). A toolchain
+    /// given by [`with_toolchain`](ScheduleCache::with_toolchain) is kept unless `limits`
+    /// holds one of its own.
     pub fn with_limits(mut self, limits: Limits) -> ScheduleCache<L, S> {
+        let toolchain = self.limits.toolchain.take();
         self.limits = limits;
+        if self.limits.toolchain.is_none() {
+            self.limits.toolchain = toolchain;
+        }
+        self
+    }
+
+    /// The compiling backend's toolchain (compiler identity, the option list kernels are
+    /// compiled with, the prelude's digest: [`Toolchain`](crate::Toolchain)), whole: it
+    /// enters the codegen component ([`Limits::toolchain`]), so a schedule tuned under one
+    /// compiler, option list or prelude is never replayed under another, and the miss names
+    /// what changed (`codegen: options -O2 → -O3`). Build it from the very options the
+    /// kernels are compiled with.
+    pub fn with_toolchain(mut self, toolchain: crate::Toolchain) -> ScheduleCache<L, S> {
+        self.limits.toolchain = Some(toolchain);
         self
     }
 

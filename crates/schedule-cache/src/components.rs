@@ -16,6 +16,7 @@
 use crate::config::{Config, TIMING_SETTING};
 use crate::identity::CompleteIdentity;
 use crate::key::CacheKey;
+use crate::toolchain::{SUMMARY_LABELS, Toolchain};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -120,6 +121,12 @@ pub struct Limits {
     /// # let _ = limits;
     /// ```
     pub extra: BTreeMap<String, String>,
+    /// The compiling backend's toolchain (compiler identity, options, prelude digest), set by
+    /// [`ScheduleCache::with_toolchain`](crate::ScheduleCache::with_toolchain): it enters the
+    /// codegen component after the fields above, and only when set, so a record without one
+    /// keys as it did before toolchains existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolchain: Option<Toolchain>,
 }
 
 /// The concrete device capabilities timings were measured on (and, optionally, observed
@@ -133,12 +140,12 @@ pub struct TimingIdentity {
 }
 
 impl TimingIdentity {
-    /// The identity of the CPU this process runs on, for timings measured on it: the CPU
-    /// model as `/proc/cpuinfo` names it (the architecture where it cannot be read), the
-    /// architecture and the cores this process may use, e.g.
-    /// `"AMD EPYC 7B13 (x86_64, 2 cores)"`; `toolchain` as given. Two machines whose timings
-    /// should not be shared must differ in it: a device string that names nothing (an empty
-    /// one, say) lets every machine's winners share one key.
+    /// The identity of the CPU this process runs on, for timings measured on it:
+    /// [`Cpu::this_machine`](crate::Cpu::this_machine)'s key form (architecture, vendor,
+    /// model, family, cache size, the code-changing features the process can use, the
+    /// workers), `toolchain` as given. Two machines whose timings should not be shared must
+    /// differ in it: a device string that names nothing (an empty one, say) lets every
+    /// machine's winners share one key.
     ///
     /// ```
     /// use schedule_cache::TimingIdentity;
@@ -147,22 +154,7 @@ impl TimingIdentity {
     /// assert_eq!(here, TimingIdentity::this_cpu(Some("cc 12.2".into())));
     /// ```
     pub fn this_cpu(toolchain: Option<String>) -> TimingIdentity {
-        let arch = std::env::consts::ARCH;
-        let model = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|info| {
-                info.lines()
-                    .find(|l| l.starts_with("model name"))
-                    .and_then(|l| l.split_once(':'))
-                    .map(|(_, v)| v.trim().to_string())
-            })
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| arch.to_string());
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        TimingIdentity {
-            device: format!("{model} ({arch}, {cores} cores)"),
-            toolchain,
-        }
+        crate::Cpu::this_machine().timing_identity(toolchain)
     }
 }
 
@@ -281,6 +273,7 @@ fn push_limits(e: &mut PartEncoding, limits: &Limits) {
         vector_bytes,
         local_memory_bytes,
         extra,
+        toolchain,
     } = limits;
     e.str(codegen_tag)
         .str(worker_pool_tag)
@@ -290,6 +283,11 @@ fn push_limits(e: &mut PartEncoding, limits: &Limits) {
         .list(extra.len());
     for (k, v) in extra {
         e.str(k).str(v);
+    }
+    // Only when set (a record without one keys as before): the fields that follow the
+    // `extra` list then start with `S "toolchain"`, which no record without one has.
+    if let Some(t) = toolchain {
+        t.encode(e);
     }
 }
 
@@ -530,11 +528,23 @@ pub fn key_summary(inputs: &KeyInputs<'_>) -> Option<Vec<(KeyComponent, String)>
                     // cut by the line's cap never hides them.
                     let mut w = settings(c, None);
                     w.extend(l.extra.iter().map(|(k, v)| format!("{k}={v}")));
-                    w.push(l.codegen_tag.clone());
-                    w.push(format!(
+                    let limits = format!(
                         "threads={} vector={}B local={}B",
                         l.max_threads, l.vector_bytes, l.local_memory_bytes
-                    ));
+                    );
+                    match &l.toolchain {
+                        None => w.extend([l.codegen_tag.clone(), limits]),
+                        // Labelled groups, so a miss names the one that changed
+                        // (`options -O2 → -O3`); the compiler's long identity comes last
+                        // but for the tag and the limits.
+                        Some(t) => {
+                            w.push(t.summary());
+                            if !l.codegen_tag.is_empty() {
+                                w.extend(["tag:".to_string(), l.codegen_tag.clone()]);
+                            }
+                            w.extend(["limits:".to_string(), limits]);
+                        }
+                    }
                     w
                 }
                 KeyComponent::Pool => {
@@ -566,28 +576,60 @@ pub fn key_summary(inputs: &KeyInputs<'_>) -> Option<Vec<(KeyComponent, String)>
 
 /// What changed in one key component, word by word, between two [`key_summary`] lines:
 /// `"-O2 → -O3"` (the words only the stored line has, then the words only `here` has), or
-/// `"reordered"` when both hold the same words.
+/// `"reordered"` when both hold the same words. A line holding labelled groups (a
+/// [`Toolchain`]'s summary: `options: -O2 …`, one of [`SUMMARY_LABELS`]) is compared group by
+/// group, each changed group named: `"options -O2 → -O3"`, several joined with `", "`.
 pub fn summary_change(stored: &str, here: &str) -> String {
     // A word cut by `SUMMARY_CHARS` (ending in `…`) says nothing about a change.
-    let words = |s: &'_ str| -> Vec<String> {
-        s.split_whitespace()
-            .filter(|w| !w.ends_with('…'))
-            .map(str::to_string)
-            .collect()
+    let words = |s: &'_ str| -> Vec<(Option<String>, String)> {
+        let mut label: Option<String> = None;
+        let mut out = Vec::new();
+        for w in s.split_whitespace().filter(|w| !w.ends_with('…')) {
+            if SUMMARY_LABELS.contains(&w) {
+                label = Some(w.trim_end_matches(':').to_string());
+            } else {
+                out.push((label.clone(), w.to_string()));
+            }
+        }
+        out
     };
     let (a, b) = (words(stored), words(here));
-    let (a, b): (Vec<&str>, Vec<&str>) = (
-        a.iter().map(String::as_str).collect(),
-        b.iter().map(String::as_str).collect(),
-    );
-    let gone: Vec<&str> = a.iter().copied().filter(|w| !b.contains(w)).collect();
-    let new: Vec<&str> = b.iter().copied().filter(|w| !a.contains(w)).collect();
-    match (gone.is_empty(), new.is_empty()) {
-        (true, true) => "reordered".to_string(),
-        (false, true) => format!("{} → (none)", gone.join(" ")),
-        (true, false) => format!("(none) → {}", new.join(" ")),
-        (false, false) => format!("{} → {}", gone.join(" "), new.join(" ")),
+    let gone: Vec<&(Option<String>, String)> = a.iter().filter(|w| !b.contains(w)).collect();
+    let new: Vec<&(Option<String>, String)> = b.iter().filter(|w| !a.contains(w)).collect();
+    // The groups that changed, in the order they first appear (unlabelled words first).
+    let mut groups: Vec<&Option<String>> = Vec::new();
+    for (label, _) in gone.iter().chain(&new).copied() {
+        if !groups.contains(&label) {
+            groups.push(label);
+        }
     }
+    groups.sort_by_key(|g| g.is_some());
+    if groups.is_empty() {
+        return "reordered".to_string();
+    }
+    let side = |ws: &[&(Option<String>, String)], g: &Option<String>| -> String {
+        let mine: Vec<&str> = ws
+            .iter()
+            .filter(|(l, _)| l == g)
+            .map(|(_, w)| w.as_str())
+            .collect();
+        if mine.is_empty() {
+            "(none)".to_string()
+        } else {
+            mine.join(" ")
+        }
+    };
+    groups
+        .iter()
+        .map(|g| {
+            let change = format!("{} → {}", side(&gone, g), side(&new, g));
+            match g {
+                Some(label) => format!("{label} {change}"),
+                None => change,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The filename-safe cache key of `identity` under `inputs` ([`KeyParts::key`] of
@@ -750,6 +792,26 @@ mod tests {
         assert_eq!(
             summary_change("cc -O2 -fno-stri…", "cc -O3 -fno-str…"),
             "-O2 → -O3"
+        );
+    }
+
+    #[test]
+    fn a_summary_change_of_labelled_groups_names_each_group() {
+        assert_eq!(
+            summary_change(
+                "unroll=4 options: -O2 -g compiler: cc 12 #aa limits: threads=1",
+                "unroll=8 options: -O3 -g compiler: cc 13 #bb limits: threads=1"
+            ),
+            "unroll=4 → unroll=8, options -O2 → -O3, compiler 12 #aa → 13 #bb"
+        );
+        // A word moving between groups is a change of both.
+        assert_eq!(
+            summary_change("options: -g compiler: cc", "options: compiler: cc -g"),
+            "options -g → (none), compiler (none) → -g"
+        );
+        assert_eq!(
+            summary_change("options: -O2 -g", "options: -g -O2"),
+            "reordered"
         );
     }
 

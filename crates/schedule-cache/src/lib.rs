@@ -2,8 +2,10 @@
 //! replay in another process, the keys under which they are stored, and the on-disk store.
 //!
 //! **Start with the front door, [`ScheduleCache`]** (module [`cache`], with an example): one
-//! handle built from the regime (your [`ScheduleLanguage`], backend name, [`Limits`],
-//! [`Config`], a [`Timing`] (the [`TimingIdentity`] timings are measured on, or
+//! handle built from the regime (your [`ScheduleLanguage`], backend name, [`Limits`], your
+//! backend's [`Toolchain`] (compiler identity, options, prelude: `with_toolchain`),
+//! [`Config`], a [`Timing`] (the [`TimingIdentity`] timings are measured on,
+//! [`TimingIdentity::this_cpu`] for this machine's [`Cpu`], or
 //! [`Timing::Unavailable`]: a no-op by choice), your schedule-format version and a store: a directory,
 //! Redis, or both) with `lookup(code)` (digest guard and replay inside; a [`Miss`] says which
 //! key components differ) and `store(code, ops, measurements)` (last write wins; with
@@ -123,6 +125,7 @@
 pub mod cache;
 pub mod components;
 pub mod config;
+pub mod device;
 pub mod disk;
 pub mod entry;
 pub mod error;
@@ -136,6 +139,7 @@ pub mod seeds;
 pub mod store;
 #[cfg(test)]
 mod test_ir;
+pub mod toolchain;
 pub mod walk_check;
 
 pub use cache::{Hit, Measurements, Miss, Published, ScheduleCache, Subject, Timing};
@@ -145,6 +149,7 @@ pub use components::{
     numerics_tag, objective_tag,
 };
 pub use config::{Config, Relevance, SettingDecl, SettingsRegistry, digest_completeness};
+pub use device::{CODE_FEATURES, Cpu};
 pub use disk::{KeptExisting, StorePolicy};
 pub use entry::{DiskEntry, ENTRY_VERSION, ScheduleEntry};
 pub use error::Error;
@@ -163,3 +168,4 @@ pub use saved::{
     MAX_SAVED_OPS, Registry, SavedSchedule, ScheduleLanguage, SymRef, of_saved, to_saved,
 };
 pub use seeds::{Candidate, Dropped, Seed, SeedOrigin, Seeds, size_free_digest};
+pub use toolchain::Toolchain;

@@ -30,6 +30,7 @@ impl World {
                 vector_bytes: 32,
                 local_memory_bytes: 1 << 20,
                 extra: BTreeMap::new(),
+                toolchain: None,
             },
             device: TimingIdentity {
                 device: "x86_64 avx2 8 cores".into(),

@@ -147,6 +147,27 @@ fn normalize_objective(backend: &str, objective: &str) -> String {
     }
 }
 
+/// The codegen component's fields for the example's limits record (no toolchain), as its row
+/// of the table says.
+fn codegen_fields() -> Vec<Field<'static>> {
+    let mut extra = EXTRA.to_vec();
+    extra.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    let mut codegen = vec![Field::S(DOMAIN), Field::S("codegen")];
+    codegen.extend(set("codegen", None));
+    codegen.extend([
+        Field::S(CODEGEN_TAG),
+        Field::S(WORKER_POOL_TAG),
+        Field::U(MAX_THREADS),
+        Field::U(VECTOR_BYTES),
+        Field::U(LOCAL_MEMORY_BYTES),
+        Field::L(extra.len() as u64),
+    ]);
+    for (k, v) in extra {
+        codegen.extend([Field::S(k), Field::S(v)]);
+    }
+    codegen
+}
+
 /// The text of the fenced block after `fence` (` ```text `, ` ```ron `) in `section`.
 fn block<'a>(section: &'a str, fence: &str) -> &'a str {
     let start = section.find(fence).expect("the fenced block") + fence.len();
@@ -218,21 +239,7 @@ fn the_worked_key_example_follows_from_the_documented_formulas() {
     let d = Field::S(DOMAIN);
     let numerics_set = set("numerics", None);
     says(&format!("`SET(numerics)` is `{}`", notation(&numerics_set)));
-    let mut extra = EXTRA.to_vec();
-    extra.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    let mut codegen = vec![d, Field::S("codegen")];
-    codegen.extend(set("codegen", None));
-    codegen.extend([
-        Field::S(CODEGEN_TAG),
-        Field::S(WORKER_POOL_TAG),
-        Field::U(MAX_THREADS),
-        Field::U(VECTOR_BYTES),
-        Field::U(LOCAL_MEMORY_BYTES),
-        Field::L(extra.len() as u64),
-    ]);
-    for (k, v) in extra {
-        codegen.extend([Field::S(k), Field::S(v)]);
-    }
+    let codegen = codegen_fields();
     let objective_setting = "autotune_timing";
     let given = BTreeMap::from(VALUES);
     let objective = normalize_objective(
@@ -354,4 +361,50 @@ fn the_worked_key_example_follows_from_the_documented_formulas() {
         2,
         "the entry's and its schedule's digest"
     );
+}
+
+/// The worked example "with a toolchain", recomputed from the codegen row's toolchain fields:
+/// `S "toolchain", S identity, L m, S o₁, …, S oₘ, S prelude_digest`, the digest being
+/// `H(S "prelude", S prelude)`; the identity, options and prelude are required to appear in
+/// its prose.
+#[test]
+fn the_toolchain_example_follows_from_the_documented_formulas() {
+    const IDENTITY: &str = "cc 12.2";
+    const OPTIONS: [&str; 2] = ["-O2", "-ffp-contract=off"];
+    const PRELUDE: &str = "#include <math.h>\n";
+    let from = DOC
+        .find("**With a toolchain**")
+        .expect("the toolchain example");
+    let example = &DOC[from..from + DOC[from..].find("\n\n").expect("its paragraph's end")];
+    let prose = example.split_whitespace().collect::<Vec<_>>().join(" ");
+    for says in [
+        format!("identity `{IDENTITY}`"),
+        format!("options `{}` and `{}`", OPTIONS[0], OPTIONS[1]),
+        "prelude `#include <math.h>` and a newline".to_owned(),
+    ] {
+        assert!(prose.contains(&says), "the example says {says}");
+    }
+    let after = "give codegen `";
+    let at = prose.find(after).expect("its codegen value") + after.len();
+    let listed = prose.get(at..at + 64).expect("64 hex digits");
+
+    let row = DOC
+        .lines()
+        .find(|l| l.starts_with("  | `codegen` |"))
+        .expect("the codegen row");
+    assert!(
+        row.contains("`S \"toolchain\", S identity, L m, S o₁, …, S oₘ, S prelude_digest` or `N`")
+            && row.contains("`prelude_digest` is `H(S \"prelude\", S prelude)`"),
+        "{row}"
+    );
+    let prelude_digest = h(&[Field::S("prelude"), Field::S(PRELUDE)]);
+    let mut codegen = codegen_fields();
+    codegen.extend([
+        Field::S("toolchain"),
+        Field::S(IDENTITY),
+        Field::L(OPTIONS.len() as u64),
+    ]);
+    codegen.extend(OPTIONS.map(Field::S));
+    codegen.push(Field::S(&prelude_digest));
+    assert_eq!(h(&codegen), listed, "{}", notation(&codegen));
 }

@@ -9,8 +9,8 @@ use schedule_cache::config::{REFERENCE_SETTINGS, TIMING_SETTING};
 use schedule_cache::{
     CacheKey, CompleteIdentity, Config, DiskEntry, ENTRY_VERSION, Error, HINT_DIGITS,
     KEY_COMPONENTS, KeyComponent, KeyInputs, Limits, Registry, Relevance, ScheduleEntry,
-    SettingDecl, SettingsRegistry, TimingIdentity, cache_key, canonicalize, digest_completeness,
-    key_parts, normalize_objective, to_saved,
+    SettingDecl, SettingsRegistry, TimingIdentity, Toolchain, cache_key, canonicalize,
+    digest_completeness, key_parts, normalize_objective, to_saved,
 };
 use std::collections::BTreeMap;
 
@@ -36,7 +36,25 @@ fn limits() -> Limits {
         vector_bytes: 32,
         local_memory_bytes: 1 << 20,
         extra: BTreeMap::new(),
+        toolchain: None,
     }
+}
+
+/// A toolchain or none, over small alphabets (so equal ones are drawn often): identity,
+/// options (the separator `-` and the empty option included), prelude digest.
+fn toolchain() -> impl Strategy<Value = Option<Toolchain>> {
+    proptest::option::of(
+        (
+            "[ab]{0,2}",
+            proptest::collection::vec("[ab-]{0,2}", 0..3),
+            proptest::option::of("[ab]{0,1}"),
+        )
+            .prop_map(|(identity, options, prelude_digest)| Toolchain {
+                identity,
+                options,
+                prelude_digest,
+            }),
+    )
 }
 
 fn device() -> TimingIdentity {
@@ -518,17 +536,19 @@ proptest! {
         e1 in proptest::collection::btree_map("[ab]{0,2}", "[ab]{0,2}", 0..3),
         e2 in proptest::collection::btree_map("[ab]{0,2}", "[ab]{0,2}", 0..3),
         tc1 in proptest::option::of("[ab]{0,2}"), tc2 in proptest::option::of("[ab]{0,2}"),
+        ch1 in toolchain(), ch2 in toolchain(),
     ) {
         let c = cfg();
-        let lim = |t: &str, n: u32, e: &BTreeMap<String, String>| Limits {
+        let lim = |t: &str, n: u32, e: &BTreeMap<String, String>, ch: &Option<Toolchain>| Limits {
             codegen_tag: t.to_owned(),
             worker_pool_tag: "pool".into(),
             max_threads: n,
             vector_bytes: 16,
             local_memory_bytes: 0,
             extra: e.clone(),
+            toolchain: ch.clone(),
         };
-        let (l1, l2) = (lim(&t1, n1, &e1), lim(&t2, n2, &e2));
+        let (l1, l2) = (lim(&t1, n1, &e1, &ch1), lim(&t2, n2, &e2, &ch2));
         let (d1, d2) = (
             TimingIdentity { device: "dev".into(), toolchain: tc1.clone() },
             TimingIdentity { device: "dev".into(), toolchain: tc2.clone() },
@@ -615,6 +635,7 @@ fn the_disk_format_worked_example_matches_the_code() {
         vector_bytes: 32,
         local_memory_bytes: 1 << 20,
         extra: BTreeMap::from([("b".into(), "2".into()), ("a".into(), "1".into())]),
+        toolchain: None,
     };
     let device = TimingIdentity {
         device: "x86 avx2".into(),
@@ -659,4 +680,62 @@ fn the_disk_format_worked_example_matches_the_code() {
     assert_eq!(hit.entry.times, [1e-6, 2e-6]);
     assert_eq!(hit.entry.baseline_time, Some(3e-6));
     assert!(hit.ops.is_empty());
+}
+
+/// docs/disk-format.md's worked example "with a toolchain", held to the code: the codegen
+/// component it lists is what `key_parts` computes for the example's inputs with the toolchain
+/// it names, and every other component is the worked example's.
+#[test]
+fn the_disk_format_toolchain_example_matches_the_code() {
+    let doc = include_str!("../../../docs/disk-format.md");
+    let example = &doc[doc.find("**Worked example**").expect("the example")..];
+    let with = &example[example
+        .find("**With a toolchain**")
+        .expect("the toolchain example")..];
+    let after = "give codegen\n`";
+    let at = with.find(after).expect("its codegen value") + after.len();
+    let listed = &with[at..at + 64];
+    let config = Config::new(reference_with(&[
+        ("pool_mode", KeyComponent::Pool),
+        ("dev_clock", KeyComponent::Device),
+        ("warmup", KeyComponent::Timing),
+    ]))
+    .with("numerics.fast_math", "1")
+    .with("large_models", "yes")
+    .with("pool_mode", "spin")
+    .with("dev_clock", "boost")
+    .with("warmup", "3")
+    .with(TIMING_SETTING, "Queue");
+    let limits = Limits {
+        codegen_tag: "gcc-13".into(),
+        worker_pool_tag: "pool8".into(),
+        max_threads: 8,
+        vector_bytes: 32,
+        local_memory_bytes: 1 << 20,
+        extra: BTreeMap::from([("b".into(), "2".into()), ("a".into(), "1".into())]),
+        toolchain: None,
+    };
+    let device = TimingIdentity {
+        device: "x86 avx2".into(),
+        toolchain: Some("gcc 13.2".into()),
+    };
+    let inputs = |limits| KeyInputs {
+        backend: "cc",
+        config: &config,
+        limits,
+        timing_identity: Some(&device),
+        objective: None,
+        schedule_format: "ops-1",
+    };
+    let with_toolchain = Limits {
+        toolchain: Some(
+            Toolchain::new("cc 12.2", ["-O2", "-ffp-contract=off"])
+                .with_prelude("#include <math.h>\n"),
+        ),
+        ..limits.clone()
+    };
+    let before = key_parts(&code(16), &inputs(&limits)).unwrap();
+    let after = key_parts(&code(16), &inputs(&with_toolchain)).unwrap();
+    assert_eq!(after.get(KeyComponent::Codegen), Some(listed));
+    assert_eq!(after.differing(&before), vec![KeyComponent::Codegen]);
 }
