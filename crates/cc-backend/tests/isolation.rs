@@ -18,8 +18,9 @@
 //!    ending in a backslash);
 //! 2. pragmas and asm labels through the prelude's glibc macros (`__glibc_macro_warning1`,
 //!    `__REDIRECT`), an option's macro, clang's `__pragma`;
-//! 3. block-scope redeclarations of prelude functions with an attribute, or typing a
-//!    companion's undeclared call (clang);
+//! 3. block-scope redeclarations of prelude functions with an attribute or `_Noreturn`
+//!    (checked in a child process: the subject may crash), or typing a companion's
+//!    undeclared call (clang);
 //! 4. a definition in one text interposing for a companion (a library function, a
 //!    tentative definition under `-fcommon` or with the `common` attribute), and what the
 //!    link gathers over every object (a named section and its `__start_`/`__stop_`
@@ -499,6 +500,41 @@ fn c3_an_undeclared_call_takes_a_companions_block_scope_redeclaration() {
         "for (int i = 0; i < n; ++i) out[i] = a[i] + (float)atoi(\"1000\");",
     );
     assert_isolated(BOTH, &companion, &subject, &[]);
+}
+
+/// `_Noreturn` on a block-scope redeclaration of `expf`: gcc drops what follows the
+/// subject's `expf` call (its loop, its return), so the subject runs into whatever code
+/// comes next. The pair is checked in a child process (this test binary re-run), whose
+/// crash is a violation like any other.
+#[test]
+fn c3_a_block_scope_noreturn_redeclaration() {
+    const CHILD: &str = "KCACHE_ISOLATION_NORETURN_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let companion = def(
+            COMPANION,
+            &format!("extern _Noreturn float expf(float); {COPY}"),
+        );
+        assert_isolated(BOTH, &companion, &expf_subject(), &[]);
+        println!("CHILD isolated");
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "c3_a_block_scope_noreturn_redeclaration",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("CHILD isolated"),
+        "the pair's child failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 // ---- Class 4: a definition in one text interposes for every kernel of the program. ----
