@@ -502,6 +502,32 @@ fn c3_an_undeclared_call_takes_a_companions_block_scope_redeclaration() {
     assert_isolated(BOTH, &companion, &subject, &[]);
 }
 
+/// The same without the word `extern`: a block-scope function declaration needs none.
+#[test]
+fn c3_a_block_scope_declaration_without_extern_types_an_undeclared_call() {
+    let companion = def(COMPANION, &format!("unsigned char atoi(); {COPY}"));
+    let subject = def(
+        SUBJECT,
+        "for (int i = 0; i < n; ++i) out[i] = a[i] + (float)atoi(\"1000\");",
+    );
+    assert_isolated(BOTH, &companion, &subject, &[]);
+}
+
+/// The same through a block-scope typedef of a function type: `F atoi;` declares a
+/// function, with no parenthesis after its name.
+#[test]
+fn c3_a_block_scope_declaration_through_a_function_typedef() {
+    let companion = def(
+        COMPANION,
+        &format!("typedef unsigned char F(); F atoi; {COPY}"),
+    );
+    let subject = def(
+        SUBJECT,
+        "for (int i = 0; i < n; ++i) out[i] = a[i] + (float)atoi(\"1000\");",
+    );
+    assert_isolated(BOTH, &companion, &subject, &[]);
+}
+
 /// `_Noreturn` on a block-scope redeclaration of `expf`: gcc drops what follows the
 /// subject's `expf` call (its loop, its return), so the subject runs into whatever code
 /// comes next. The pair is checked in a child process (this test binary re-run), whose
