@@ -2,15 +2,17 @@
 //! code.** Each case is a companion `k_companion` and a subject `k_subject` (both of
 //! signature `Signature::out_a_b_n()`), compiled by gcc and by clang as a user would:
 //!
-//! - `CcBackend::compile_program` of the pair, then of each kernel alone;
+//! - `CcBackend::compile_program` of each kernel alone (the reference), then of the pair;
 //! - a real `KernelCache` resolving the pair per kernel (`resolve_each`), then the subject
-//!   alone in a fresh cache, and the subject alone again in the pair's cache (the issue's
-//!   story: every later request for the subject is a hit answered with the pair's program).
+//!   alone again in the pair's cache (the issue's story: every later request for the
+//!   subject is a hit answered with the pair's program).
 //!
 //! The subject (and the companion) must compute bit for bit what it computes in a program
 //! of its own, on the same inputs; a subject that fails alone must fail beside the
 //! companion too (strict: the program fails naming it; per kernel: it fails alone, naming
-//! it, and the companion is still answered and computes its own result).
+//! it, and the companion is still answered and computes its own result). Each case also
+//! says which kernels must compile alone ([`Alone`]), so that none passes because
+//! everything is refused.
 //!
 //! The classes, as the issue numbers them:
 //! 1. the merge rule reads text differently from the compiler (a backslash and blanks
