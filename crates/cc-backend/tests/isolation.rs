@@ -2,15 +2,17 @@
 //! code.** Each case is a companion `k_companion` and a subject `k_subject` (both of
 //! signature `Signature::out_a_b_n()`), compiled by gcc and by clang as a user would:
 //!
-//! - `CcBackend::compile_program` of the pair, then of each kernel alone;
+//! - `CcBackend::compile_program` of each kernel alone (the reference), then of the pair;
 //! - a real `KernelCache` resolving the pair per kernel (`resolve_each`), then the subject
-//!   alone in a fresh cache, and the subject alone again in the pair's cache (the issue's
-//!   story: every later request for the subject is a hit answered with the pair's program).
+//!   alone again in the pair's cache (the issue's story: every later request for the
+//!   subject is a hit answered with the pair's program).
 //!
 //! The subject (and the companion) must compute bit for bit what it computes in a program
 //! of its own, on the same inputs; a subject that fails alone must fail beside the
 //! companion too (strict: the program fails naming it; per kernel: it fails alone, naming
-//! it, and the companion is still answered and computes its own result).
+//! it, and the companion is still answered and computes its own result). Each case also
+//! says which kernels must compile alone ([`Alone`]), so that none passes because
+//! everything is refused.
 //!
 //! The classes, as the issue numbers them:
 //! 1. the merge rule reads text differently from the compiler (a backslash and blanks
@@ -18,8 +20,9 @@
 //!    ending in a backslash);
 //! 2. pragmas and asm labels through the prelude's glibc macros (`__glibc_macro_warning1`,
 //!    `__REDIRECT`), an option's macro, clang's `__pragma`;
-//! 3. block-scope redeclarations of prelude functions with an attribute, or typing a
-//!    companion's undeclared call (clang);
+//! 3. block-scope redeclarations of prelude functions with an attribute or `_Noreturn`
+//!    (checked in a child process: the subject may crash), or typing a companion's
+//!    undeclared call (clang);
 //! 4. a definition in one text interposing for a companion (a library function, a
 //!    tentative definition under `-fcommon` or with the `common` attribute), and what the
 //!    link gathers over every object (a named section and its `__start_`/`__stop_`
@@ -157,23 +160,53 @@ fn check_outcome(
     }
 }
 
+/// Which kernels of a case must compile in a program of their own, so that a case is never
+/// passed by refusing everything.
+#[derive(Clone, Copy, PartialEq)]
+enum Alone {
+    /// Both: plain C the backend has no reason to refuse.
+    Both,
+    /// The companion; the subject fails alone (it refers to something only a companion has).
+    Companion,
+    /// Either may be refused (a construct the backend may refuse outright).
+    Any,
+}
+
 /// Every way the pair (`companion`, `subject`) under `options` may differ from each kernel
 /// alone with compiler `cc` (see the module docs); empty when isolated.
-fn violations(cc: &str, companion: &str, subject: &str, options: &[String]) -> Vec<String> {
+fn violations(
+    cc: &str,
+    companion: &str,
+    subject: &str,
+    options: &[String],
+    alone: Alone,
+) -> Vec<String> {
     let backend = backend(cc);
     let (sa, sb) = (
         Source::new(companion, Signature::out_a_b_n()),
         Source::new(subject, Signature::out_a_b_n()),
     );
-    let alone = |symbol: &str, source: &Source| {
+    let compile_alone = |symbol: &str, source: &Source| {
         backend
             .compile_program(&[(symbol, source)], options)
             .ok()
             .map(|p| run_in(&Arc::new(p), symbol))
     };
-    let companion_alone = alone(COMPANION, &sa);
-    let subject_alone = alone(SUBJECT, &sb);
+    let companion_alone = compile_alone(COMPANION, &sa);
+    let subject_alone = compile_alone(SUBJECT, &sb);
     let mut v = Vec::new();
+    if alone != Alone::Any && companion_alone.is_none() {
+        v.push("the companion does not compile alone".into());
+    }
+    match alone {
+        Alone::Both if subject_alone.is_none() => {
+            v.push("the subject does not compile alone".into())
+        }
+        Alone::Companion if subject_alone.is_some() => {
+            v.push("the subject compiles alone (it must not: it refers to a companion)".into())
+        }
+        _ => {}
+    }
     // Strict: one program of both.
     match backend.compile_program(&[(COMPANION, &sa), (SUBJECT, &sb)], options) {
         Ok(p) => {
@@ -244,12 +277,24 @@ fn violations(cc: &str, companion: &str, subject: &str, options: &[String]) -> V
     v
 }
 
-/// Panics listing every violation of the pair under each compiler of `compilers`.
+/// Panics listing every violation of the pair under each compiler of `compilers`; both
+/// kernels must compile alone.
 fn assert_isolated(compilers: &[&str], companion: &str, subject: &str, options: &[&str]) {
+    assert_isolated_as(compilers, companion, subject, options, Alone::Both);
+}
+
+/// [`assert_isolated`] where `alone` says which kernels must compile alone.
+fn assert_isolated_as(
+    compilers: &[&str],
+    companion: &str,
+    subject: &str,
+    options: &[&str],
+    alone: Alone,
+) {
     let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
     let mut all = Vec::new();
     for cc in compilers {
-        for violation in violations(cc, companion, subject, &options) {
+        for violation in violations(cc, companion, subject, &options, alone) {
             all.push(format!("{cc}: {violation}"));
         }
     }
@@ -459,6 +504,67 @@ fn c3_an_undeclared_call_takes_a_companions_block_scope_redeclaration() {
     assert_isolated(BOTH, &companion, &subject, &[]);
 }
 
+/// The same without the word `extern`: a block-scope function declaration needs none.
+#[test]
+fn c3_a_block_scope_declaration_without_extern_types_an_undeclared_call() {
+    let companion = def(COMPANION, &format!("unsigned char atoi(); {COPY}"));
+    let subject = def(
+        SUBJECT,
+        "for (int i = 0; i < n; ++i) out[i] = a[i] + (float)atoi(\"1000\");",
+    );
+    assert_isolated(BOTH, &companion, &subject, &[]);
+}
+
+/// The same through a block-scope typedef of a function type: `F atoi;` declares a
+/// function, with no parenthesis after its name.
+#[test]
+fn c3_a_block_scope_declaration_through_a_function_typedef() {
+    let companion = def(
+        COMPANION,
+        &format!("typedef unsigned char F(); F atoi; {COPY}"),
+    );
+    let subject = def(
+        SUBJECT,
+        "for (int i = 0; i < n; ++i) out[i] = a[i] + (float)atoi(\"1000\");",
+    );
+    assert_isolated(BOTH, &companion, &subject, &[]);
+}
+
+/// `_Noreturn` on a block-scope redeclaration of `expf`: gcc drops what follows the
+/// subject's `expf` call (its loop, its return), so the subject runs into whatever code
+/// comes next. The pair is checked in a child process (this test binary re-run), whose
+/// crash is a violation like any other.
+#[test]
+fn c3_a_block_scope_noreturn_redeclaration() {
+    const CHILD: &str = "KCACHE_ISOLATION_NORETURN_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let companion = def(
+            COMPANION,
+            &format!("extern _Noreturn float expf(float); {COPY}"),
+        );
+        assert_isolated(BOTH, &companion, &expf_subject(), &[]);
+        println!("CHILD isolated");
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "c3_a_block_scope_noreturn_redeclaration",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("CHILD isolated"),
+        "the pair's child failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 // ---- Class 4: a definition in one text interposes for every kernel of the program. ----
 
 /// A renderer's fast `expf`, defined (not `static`) in the companion's own unit: linked
@@ -492,7 +598,7 @@ fn c4_common_symbols_of_one_name_are_one_object() {
             "for (int i = 0; i < n; ++i) out[i] = a[i] + kcache_shared;"
         )
     );
-    assert_isolated(BOTH, &companion, &subject, &["-fcommon"]);
+    assert_isolated_as(BOTH, &companion, &subject, &["-fcommon"], Alone::Any);
 }
 
 /// The same without `-fcommon`: the `common` attribute makes a common symbol under the
@@ -511,7 +617,7 @@ fn c4_common_attribute_symbols_of_one_name_are_one_object() {
             "for (int i = 0; i < n; ++i) out[i] = a[i] + kcache_shared;"
         )
     );
-    assert_isolated(BOTH, &companion, &subject, &[]);
+    assert_isolated_as(BOTH, &companion, &subject, &[], Alone::Any);
 }
 
 /// A named section is gathered across the program's objects, and the link defines
@@ -535,7 +641,7 @@ fn c4_a_named_section_is_gathered_across_kernels() {
              for (int i = 0; i < n; ++i) out[i] = a[i] + s;"
         )
     );
-    assert_isolated(BOTH, &companion, &subject, &[]);
+    assert_isolated_as(BOTH, &companion, &subject, &[], Alone::Any);
 }
 
 /// Under `-flto` the objects hold the compiler's intermediate code and the code is made at
@@ -551,7 +657,7 @@ fn c4_link_time_optimization_joins_the_units_again() {
             "for (int i = 0; i < n; ++i) out[i] = expf(a[i]);"
         )
     );
-    assert_isolated(BOTH, &companion, &expf_subject(), &["-flto"]);
+    assert_isolated_as(BOTH, &companion, &expf_subject(), &["-flto"], Alone::Any);
 }
 
 // ---- Class 5: a kernel referring to a companion kernel. ----
@@ -567,7 +673,7 @@ fn c5_a_kernel_calling_a_companion_kernel_fails_alone() {
             &format!("{COMPANION}(out, a, b, n); for (int i = 0; i < n; ++i) out[i] += 1.0f;")
         )
     );
-    assert_isolated(BOTH, &def(COMPANION, COPY), &subject, &[]);
+    assert_isolated_as(BOTH, &def(COMPANION, COPY), &subject, &[], Alone::Companion);
 }
 
 /// A weak reference to the companion kernel: null alone, so null beside it too.
@@ -597,7 +703,7 @@ fn c5_a_kernel_calling_a_companions_entry_fails_alone() {
             )
         )
     );
-    assert_isolated(BOTH, &def(COMPANION, COPY), &subject, &[]);
+    assert_isolated_as(BOTH, &def(COMPANION, COPY), &subject, &[], Alone::Companion);
 }
 
 /// A weak reference to the companion's entry: null alone, so null beside it too.
@@ -612,7 +718,7 @@ fn c5_a_weak_reference_to_a_companions_entry_stays_null() {
             )
         )
     );
-    assert_isolated(BOTH, &def(COMPANION, COPY), &subject, &[]);
+    assert_isolated_as(BOTH, &def(COMPANION, COPY), &subject, &[], Alone::Any);
 }
 
 // ---- A kernel with an undefined reference in a batch of twelve. ----
