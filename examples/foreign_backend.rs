@@ -322,8 +322,7 @@ use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
 use schedule_cache::saved::{Replayer, Resolver};
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
-    Error, Layout, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity,
-    Toolchain,
+    Error, Layout, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity, Toolchain,
 };
 
 /// A buffer as the schedule key sees it.

@@ -283,6 +283,9 @@ pub(crate) struct PreludeFacts {
     /// The type names the prelude declares (the names a file-scope `typedef` ends on):
     /// what a cast in a merged text may name.
     typedefs: HashSet<String>,
+    /// The prelude's typedef names of a function type (`typedef int F(int);`): a merged
+    /// text may not spell one, since `F f;` declares a function without a parenthesis.
+    function_types: HashSet<String>,
 }
 
 impl PreludeFacts {
@@ -341,23 +344,25 @@ impl PreludeFacts {
                 safe.remove(name);
             }
         }
-        let (functions, typedefs) = declared_functions_and_types(declarations);
+        let (functions, typedefs, function_types) = declared_functions_and_types(declarations);
         PreludeFacts {
             macros: bodies.keys().map(|n| (*n).to_owned()).collect(),
             safe_macros: safe.into_iter().map(str::to_owned).collect(),
             functions,
             typedefs,
+            function_types,
         }
     }
 }
 
-/// The functions and type names a preprocessed prelude declares (see [`PreludeFacts`]):
-/// words followed by `(` outside any bracket, and words right before `;` or `,` outside any
-/// bracket after a `typedef`. Reserved words are left out (a merged text may not spell
-/// them anyway).
-fn declared_functions_and_types(src: &[u8]) -> (HashSet<String>, HashSet<String>) {
+/// The functions, type names and function type names a preprocessed prelude declares (see
+/// [`PreludeFacts`]): words followed by `(` outside any bracket (in a `typedef`: a function
+/// type), and words right before `;` or `,` outside any bracket after a `typedef`. Reserved
+/// words are left out (a merged text may not spell them anyway).
+fn declared_functions_and_types(src: &[u8]) -> (HashSet<String>, HashSet<String>, HashSet<String>) {
     let tokens = significant(src);
-    let (mut functions, mut typedefs) = (HashSet::new(), HashSet::new());
+    let (mut functions, mut typedefs, mut function_types) =
+        (HashSet::new(), HashSet::new(), HashSet::new());
     let mut depth = 0usize;
     let mut in_typedef = false;
     for (i, &(kind, t)) in tokens.iter().enumerate() {
@@ -369,7 +374,9 @@ fn declared_functions_and_types(src: &[u8]) -> (HashSet<String>, HashSet<String>
             (TokenKind::Ident, b"typedef") if depth == 0 => in_typedef = true,
             (TokenKind::Ident, w) if depth == 0 && !reserved(w) => {
                 let name = String::from_utf8_lossy(w).into_owned();
-                if next == Some(b"(") {
+                if next == Some(b"(") && in_typedef {
+                    function_types.insert(name);
+                } else if next == Some(b"(") {
                     functions.insert(name);
                 } else if in_typedef && matches!(next, Some(b";" | b",")) {
                     typedefs.insert(name);
@@ -378,7 +385,7 @@ fn declared_functions_and_types(src: &[u8]) -> (HashSet<String>, HashSet<String>
             _ => {}
         }
     }
-    (functions, typedefs)
+    (functions, typedefs, function_types)
 }
 
 /// The tokens of `src` that are neither white space nor comments, with their kinds.
@@ -526,7 +533,9 @@ pub(crate) fn expanded_mergeable(expanded: &[u8], symbol: &str, facts: &PreludeF
                 !(REFUSED_PUNCT.contains(&t) || attribute || call_of_parenthesized)
             }
             TokenKind::Ident => {
-                word_allowed(t) && (text_of(i + 1) != Some(b"(") || callable(t, facts))
+                word_allowed(t)
+                    && !std::str::from_utf8(t).is_ok_and(|w| facts.function_types.contains(w))
+                    && (text_of(i + 1) != Some(b"(") || callable(t, facts))
             }
             TokenKind::Preprocessor | TokenKind::Attribute | TokenKind::Other => false,
         })
@@ -809,7 +818,8 @@ mod tests {
              #define WARN(m) _Pragma(#m)\n#define LOUD(x) WARN(x) x\n#define REDIR(n) n __asm__(\"other\")\n\
              #define CNT __COUNTER__\n#define C64(c) c ## L\n",
             b"extern float expf (float __x) __attribute__ ((__nothrow__));\n\
-              typedef float float_t;\ntypedef struct { int a; } pair_t;\n",
+              typedef float float_t;\ntypedef struct { int a; } pair_t;\n\
+              typedef unsigned char fn_t (void);\n",
         )
     }
 
@@ -877,6 +887,8 @@ mod tests {
             "void k(void) { int x __attribute__((aligned(8))); }",
             "void k(void) { [[gnu::unused]] int x; }",
             "void k(void) { int x; x = __COUNTER__; }",
+            "void k(void) { fn_t atoi; }",
+            "void k(void) { typedef unsigned char F(); F atoi; }",
         ] {
             assert!(!expanded_mergeable(bad.as_bytes(), "k", &f), "{bad}");
         }
@@ -887,6 +899,7 @@ mod tests {
         let f = facts();
         assert!(f.functions.contains("expf"));
         assert!(f.typedefs.contains("float_t") && f.typedefs.contains("pair_t"));
+        assert!(f.function_types.contains("fn_t") && !f.functions.contains("fn_t"));
         for safe in ["ONE", "TWICE", "ISNAN", "C64"] {
             assert!(f.safe_macros.contains(safe), "{safe}");
         }
