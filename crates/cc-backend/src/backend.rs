@@ -158,7 +158,13 @@ fn find_objcopy() -> Option<(OsString, String)> {
 ///   nothing and fails the link. A unit that refers to a generated symbol it does not
 ///   define is refused ([`CcError::ReservedReference`]). Through the per-kernel resolves
 ///   a unit that does not link is told apart by linking each object alone: it fails alone
-///   with the linker's diagnostics, and its companions are linked and returned.
+///   with the linker's diagnostics, and its companions are linked and returned. Likewise
+///   a program that links but does not load (a unit's initial-exec thread-local storage
+///   past the loader's static reserve, an executable stack a hardened loader refuses): the
+///   per-kernel compile loads the program itself, and on a loader refusal
+///   ([`CcError::Load`]) loads each object alone; one that does not load alone fails alone
+///   and the others are linked again and loaded (a merged unit's, or a refusal no object
+///   meets alone, fails the program).
 /// - Every compiler, assembler, linker and `objcopy` process runs with `TMPDIR`, `TMP`
 ///   and `TEMP` naming the program's own fresh directory (private, in the checked work
 ///   directory), so nothing the toolchain writes between its steps (gcc's assembly
@@ -332,6 +338,9 @@ pub struct PreparedProgram {
     kernels: Vec<(String, Signature)>,
     /// When the compile began (set by the compile step).
     started: Option<SystemTime>,
+    /// The program, already loaded by a per-kernel compile (which loads before it reports,
+    /// so that a kernel whose object does not load fails alone); `finish` returns it.
+    loaded: Option<CcProgram>,
 }
 
 pub(crate) fn is_c_identifier(s: &str) -> bool {
@@ -633,6 +642,7 @@ impl CcBackend {
                 .map(|(s, source)| (s.to_string(), source.signature.clone()))
                 .collect(),
             started: None,
+            loaded: None,
         })
     }
 
@@ -951,6 +961,72 @@ impl CcBackend {
             again.sort_unstable();
             self.compile_alone(prepared, &again, each, &unit, &mut linked, &mut failures)?;
         }
+        // Per unit, the program is loaded here: a kernel whose object links but does not
+        // load (initial-exec thread-local storage past the loader's static reserve, an
+        // executable stack a hardened loader refuses) is told apart by loading each object
+        // alone, and fails alone.
+        let mut loaded = None;
+        let mut round = 0;
+        while each && !linked.is_empty() {
+            round += 1;
+            let held = |linked: &[(PathBuf, Vec<usize>)]| -> Vec<(String, Signature)> {
+                held_positions(linked)
+                    .into_iter()
+                    .map(|p| prepared.kernels[p].clone())
+                    .collect()
+            };
+            let unit_dirs: Vec<PathBuf> = linked.iter().map(|(d, _)| d.clone()).collect();
+            let error = match self.load_file(prepared, &so_path, held(&linked), unit_dirs, started)
+            {
+                Ok(program) => {
+                    loaded = Some(program);
+                    break;
+                }
+                Err(error @ CcError::Load { .. }) => error,
+                Err(other) => return Err(other),
+            };
+            let objects: Vec<PathBuf> = linked.iter().map(|(d, _)| d.join(OBJECT_NAME)).collect();
+            let alone = crate::merge::concurrently(linked.len(), |n| {
+                let out = program_dir.join(format!("load-check-{round}-{n}.so"));
+                let output = link(&[objects[n].as_path()], &out)?;
+                if !output.status.success() {
+                    return Err(failed(output, symbols(&linked[n].1)));
+                }
+                let kernels = held(&linked[n..=n]);
+                match self.load_file(prepared, &out, kernels, Vec::new(), started) {
+                    Ok(_) => Ok(None),
+                    Err(e @ CcError::Load { .. }) => Ok(Some(e)),
+                    Err(other) => Err(other),
+                }
+            });
+            let failed_before = failures.len();
+            let mut next = Vec::with_capacity(linked.len());
+            for ((dir, members), outcome) in linked.drain(..).zip(alone) {
+                match (outcome?, &members[..]) {
+                    (None, _) => next.push((dir, members)),
+                    // A kernel's own unit that does not load alone fails alone.
+                    (Some(e), [position]) => failures.push((*position, e)),
+                    // A merged unit's kernels (allow-listed: no thread-local storage,
+                    // attribute or asm) do not load alone: the whole program fails.
+                    (Some(_), _) => return Err(error),
+                }
+            }
+            if failures.len() == failed_before {
+                // Every object loads alone, yet not together.
+                return Err(error);
+            }
+            linked = next;
+            if linked.is_empty() {
+                break;
+            }
+            let objects: Vec<PathBuf> = linked.iter().map(|(d, _)| d.join(OBJECT_NAME)).collect();
+            let objects: Vec<&Path> = objects.iter().map(PathBuf::as_path).collect();
+            let output = link(&objects, &so_path)?;
+            if !output.status.success() {
+                return Err(failed(output, symbols(&held_positions(&linked))));
+            }
+        }
+        prepared.loaded = loaded;
         // The directories of the units linked, merged ones first.
         prepared.unit_dirs = linked.iter().map(|(d, _)| d.clone()).collect();
         if !failures.is_empty() {
@@ -1129,6 +1205,73 @@ impl CcBackend {
         }))
     }
 
+    /// [`PersistentBackend::remembered`](kernel_cache::PersistentBackend::remembered) for
+    /// this backend (see its docs there): the message to remember `kernel`'s own failure
+    /// `error` by, or `None`.
+    pub(crate) fn remembers(
+        &self,
+        kernel: &kernel_cache::BatchKernel<Source>,
+        error: &CcError,
+    ) -> Option<String> {
+        let source = &kernel.source;
+        let include_env_set = self
+            .input_env
+            .iter()
+            .any(|(name, value)| value.is_some() && crate::merge::INCLUDE_ENV.contains(name));
+        let reads_no_user_file = crate::merge::prelude_mergeable(&source.prelude)
+            && !source.text.contains("include")
+            && !source.text.contains("embed")
+            && crate::merge::options_mergeable(&kernel.options)
+            && !include_env_set;
+        if !reads_no_user_file {
+            return None;
+        }
+        let own = match error {
+            CcError::UndefinedKernel { symbol } => *symbol == kernel.symbol,
+            CcError::ReservedReference { symbols, .. } => {
+                symbols.as_slice() == std::slice::from_ref(&kernel.symbol)
+            }
+            CcError::Compiler {
+                status,
+                stderr,
+                symbols,
+            } => {
+                symbols.as_slice() == std::slice::from_ref(&kernel.symbol)
+                    && status.starts_with("exit status")
+                    && text_diagnostics(stderr)
+            }
+            _ => false,
+        };
+        own.then(|| error.to_string())
+    }
+
+    /// Loads the shared object `path` of `prepared`'s compile (started at `started`) for
+    /// `kernels`, whose units are in `unit_dirs` (what a save reads), as
+    /// [`CcBackend::load`] does, without taking `prepared`'s directory (which
+    /// [`SplitBackend::finish`] hands the program).
+    fn load_file(
+        &self,
+        prepared: &PreparedProgram,
+        path: &Path,
+        kernels: Vec<(String, Signature)>,
+        unit_dirs: Vec<PathBuf>,
+        started: SystemTime,
+    ) -> Result<CcProgram, CcError> {
+        let manifest = Manifest::Compiled { unit_dirs, started };
+        let bytes = read_object(path)?;
+        let work = prepared.work.path().to_path_buf();
+        let image = Image::new(&bytes, || Ok(work))?;
+        drop(bytes);
+        CcProgram::load(
+            image,
+            None,
+            Some(Arc::clone(&prepared.work)),
+            kernels,
+            manifest,
+            prepared.options.clone(),
+        )
+    }
+
     /// Loads the linker's output: its bytes read once (see [`read_object`]) into an
     /// [`Image`], loaded from there, so the bytes run are the bytes weighed and saved.
     fn load(&self, prepared: PreparedProgram) -> Result<CcProgram, CcError> {
@@ -1150,6 +1293,52 @@ impl CcBackend {
             prepared.options,
         )
     }
+}
+
+/// Whether a compiler's or linker's diagnostics `stderr` say the kernel's own text failed,
+/// by an allow list: an error on a line of the unit (`kernel.c:L:C: error:` or
+/// `kernel.c:L: error:`, as gcc and clang print it) or an undefined reference at the link
+/// (GNU ld's "undefined reference to", lld's "undefined symbol:"), and none of the marks
+/// of a failure of the moment or the machine (a fatal error, such as a file that cannot be
+/// written; an internal compiler error; a full disk; a killed program; a failed final
+/// link; a resource exhausted).
+fn text_diagnostics(stderr: &str) -> bool {
+    const ENVIRONMENT: &[&str] = &[
+        "fatal error",
+        "internal compiler error",
+        "No space left",
+        "Killed",
+        "killed",
+        "final link failed",
+        "out of memory",
+        "Cannot allocate memory",
+        "memory exhausted",
+        "cannot open",
+        "cannot find",
+        "Resource temporarily unavailable",
+        "Too many open files",
+    ];
+    let unit_error = stderr.lines().any(|line| {
+        line.strip_prefix(UNIT_NAME)
+            .and_then(|rest| rest.strip_prefix(':'))
+            .is_some_and(|rest| {
+                let position = rest
+                    .split(": ")
+                    .next()
+                    .is_some_and(|p| p.split(':').all(|n| n.bytes().all(|b| b.is_ascii_digit())));
+                position && rest.contains(": error: ")
+            })
+    });
+    let undefined =
+        stderr.contains("undefined reference to `") || stderr.contains("undefined symbol: ");
+    (unit_error || undefined) && !ENVIRONMENT.iter().any(|mark| stderr.contains(mark))
+}
+
+/// The kernel positions of the units `linked`, in kernel order.
+fn held_positions(linked: &[(PathBuf, Vec<usize>)]) -> Vec<usize> {
+    let mut positions: Vec<usize> = linked.iter().flat_map(|(_, m)| m.iter().copied()).collect();
+    positions.sort_unstable();
+    positions
 }
 
 /// Writes `text` as the unit [`UNIT_NAME`] in the new directory `unit_dir`, dated
@@ -1348,8 +1537,9 @@ impl SplitBackend for CcBackend {
     }
 
     /// Compiles every unit once, returns those that failed with their own diagnostics
-    /// ([`CcError::Compiler`] naming that one kernel) and links the others: the program
-    /// [`finish`](SplitBackend::finish) loads holds exactly them.
+    /// ([`CcError::Compiler`] naming that one kernel, or the loader's [`CcError::Load`] for
+    /// a unit whose object links but does not load) and links and loads the others: the
+    /// program [`finish`](SplitBackend::finish) returns holds exactly them.
     fn compile_each(
         &self,
         prepared: &mut PreparedProgram,
@@ -1357,8 +1547,15 @@ impl SplitBackend for CcBackend {
         self.run_compiler(prepared, true)
     }
 
-    fn finish(&self, prepared: PreparedProgram) -> Result<Compiled<CcProgram>, CcError> {
-        let program = self.load(prepared)?;
+    fn finish(&self, mut prepared: PreparedProgram) -> Result<Compiled<CcProgram>, CcError> {
+        let program = match prepared.loaded.take() {
+            // Loaded by the per-kernel compile: it keeps the program's directory.
+            Some(mut program) => {
+                program.keep_dir(prepared.dir);
+                program
+            }
+            None => self.load(prepared)?,
+        };
         Ok(Compiled {
             weight: program.size(),
             program,
@@ -1381,6 +1578,35 @@ mod tests {
         assert!(!is_c_identifier("a);int x("));
         assert!(check_symbol("k").is_ok());
         assert!(check_symbol("k__kcache_entry").is_err());
+    }
+
+    /// The diagnostics a failure is remembered for: the text's own errors and undefined
+    /// references, never those of a failing environment.
+    #[test]
+    fn only_the_texts_own_diagnostics_are_remembered() {
+        let own = [
+            "kernel.c: In function 'k':\nkernel.c:3:12: error: expected ';' before '}' token",
+            "kernel.c:7: error: unterminated comment",
+            "/usr/bin/ld: kernel.o: in function `k':\nkernel.c:(.text+0x1d): undefined reference to `missing_fn'\ncollect2: error: ld returned 1 exit status",
+            "ld.lld: error: undefined symbol: missing_fn",
+        ];
+        for stderr in own {
+            assert!(text_diagnostics(stderr), "{stderr}");
+        }
+        let environment = [
+            "",
+            "cc1: error: cannot write kernel.o",
+            "kernel.c:1:10: fatal error: scale.h: No such file or directory",
+            "kernel.c:3:1: error: x\nkernel.c: fatal error: error writing to /tmp/ccx.s: No space left on device",
+            "gcc: internal compiler error: Killed (program cc1)",
+            "kernel.c:3:1: error: x\n/usr/bin/ld: final link failed: No space left on device",
+            "{standard input}: Assembler messages:\n{standard input}:9: Error: can't write kernel.o",
+            "kernel.cc:3:1: error: other unit",
+            "/usr/bin/ld: cannot find -lfoo",
+        ];
+        for stderr in environment {
+            assert!(!text_diagnostics(stderr), "{stderr}");
+        }
     }
 
     /// The include-search probe of a save runs nothing another user put in the work

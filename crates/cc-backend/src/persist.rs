@@ -1,7 +1,7 @@
 //! Programs that outlive the process: [`CcBackend`]'s [`PersistentBackend`]
 //! implementation (the shared object's bytes, with each kernel's symbol and signature).
 
-use kernel_cache::{Compiled, PersistentBackend, SavedProgram};
+use kernel_cache::{BatchKernel, Compiled, PersistentBackend, SavedProgram};
 
 use crate::backend::{CcBackend, check_symbol, dependency_option, targets_host};
 use crate::deps::{self, Dep, Kind, Manifest, Witness};
@@ -9,6 +9,7 @@ use crate::error::CcError;
 use crate::image::Image;
 use crate::program::CcProgram;
 use crate::signature::{Reader, Signature, put_str};
+use crate::source::Source;
 
 /// The version of the saved-program layout below; it is part of
 /// [`CcBackend::identity`] (so of every key and of [`PersistentBackend::identity`]), so a program saved under another layout is never
@@ -277,5 +278,22 @@ impl PersistentBackend for CcBackend {
                 | CcError::Environment { .. }
                 | CcError::OtherHost { .. }
         )
+    }
+
+    /// Remembers a kernel's own failure when it is a property of its text, prelude and
+    /// options under this identity, by an allow list (see `CcBackend`'s docs, "Remembered
+    /// failures"): [`CcError::UndefinedKernel`], [`CcError::ReservedReference`], and a
+    /// [`CcError::Compiler`] naming only this kernel, from a compiler that exited (not one
+    /// killed by a signal) with an error on a line of the kernel's unit (`kernel.c:L:C:
+    /// error:`) or a link's undefined reference, and none of the marks of a failing
+    /// environment (a fatal error, an internal compiler error, a full disk, a killed
+    /// program, a failed final link). And only for a kernel whose compile reads no file the
+    /// user may change under the same key: a prelude of nothing but standard C headers, a
+    /// text that neither includes nor embeds, options of the merge allow list (no `-I`,
+    /// `-include` or file-naming option) and no include-path variable. Everything else,
+    /// environmental or not (a compiler that could not be started, an I/O error, a refused
+    /// work directory), is compiled again next time.
+    fn remembered(&self, kernel: &BatchKernel<Source>, error: &CcError) -> Option<String> {
+        self.remembers(kernel, error)
     }
 }

@@ -62,6 +62,12 @@ impl CcProgram {
     /// [`CcError::UndefinedKernel`] (not the loader's `undefined symbol`, nor, for a
     /// kernel named as a C library function, that function found in a library the
     /// object depends on).
+    /// Keeps `dir` (the compile's directory, holding what a save reads) as long as the
+    /// program.
+    pub(crate) fn keep_dir(&mut self, dir: tempfile::TempDir) {
+        self._dir = Some(dir);
+    }
+
     pub(crate) fn load(
         image: Image,
         dir: Option<tempfile::TempDir>,

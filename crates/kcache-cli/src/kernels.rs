@@ -82,7 +82,84 @@ pub(crate) fn stats(out: &mut impl Write, dir: &Path) -> Result<Verdict, Failure
         "  removed corrupt or dangling: {} files (blobs or entries)",
         c.removed_bad
     )?;
+    stats_failures(out, &s)?;
     Ok(Verdict::Fine)
+}
+
+/// The remembered failures line of the kernel store's `kcache stats` section.
+fn stats_failures(
+    out: &mut impl Write,
+    s: &kernel_cache::store::StoreStats,
+) -> Result<(), Failure> {
+    writeln!(
+        out,
+        "  failures: {} remembered ({} bytes; `kcache failures` lists them, `kcache gc --failures` forgets them)",
+        s.failures, s.failure_bytes
+    )?;
+    Ok(())
+}
+
+/// `kcache failures DIR`: the remembered failures of `DIR/kernels`, oldest first, each with
+/// its age, key digest and message (control characters escaped).
+pub(crate) fn failures(out: &mut impl Write, dir: &Path) -> Result<(), Failure> {
+    let kernels = store_dir(dir);
+    if !kernels.is_dir() {
+        writeln!(out, "no kernel store at {}", kernels.display())?;
+        return Ok(());
+    }
+    let listed = KernelStore::new(&kernels)
+        .failures()
+        .map_err(|e| format!("kernel store {}: {e}", kernels.display()))?;
+    let now = std::time::SystemTime::now();
+    for f in &listed {
+        let age = now.duration_since(f.remembered).map_or(0, |d| d.as_secs());
+        writeln!(out, "{} ({age} s ago) key sha256 {}", f.name, f.key_sha256)?;
+        match &f.message {
+            Some(message) => {
+                for line in message.lines() {
+                    let shown: String = line
+                        .chars()
+                        .map(|c| {
+                            if c.is_control() {
+                                c.escape_default().to_string()
+                            } else {
+                                c.to_string()
+                            }
+                        })
+                        .collect();
+                    writeln!(out, "  {shown}")?;
+                }
+            }
+            None => writeln!(out, "  (malformed: the next lookup removes it)")?,
+        }
+    }
+    writeln!(
+        out,
+        "{} remembered failure(s) in {}",
+        listed.len(),
+        kernels.display()
+    )?;
+    Ok(())
+}
+
+/// `kcache gc DIR --failures [AGE]`: forgets the remembered failures of `DIR/kernels`
+/// remembered at least `age` ago (0: all).
+pub(crate) fn forget_failures(
+    out: &mut impl Write,
+    dir: &Path,
+    age: std::time::Duration,
+) -> Result<(), Failure> {
+    let kernels = store_dir(dir);
+    if !kernels.is_dir() {
+        writeln!(out, "no kernel store at {}", kernels.display())?;
+        return Ok(());
+    }
+    let older_than = (!age.is_zero()).then_some(age);
+    let removed = KernelStore::new(&kernels)
+        .forget_failures(older_than)
+        .map_err(|e| format!("kernel store {}: {e}", kernels.display()))?;
+    writeln!(out, "kernel store: forgot {removed} remembered failures")?;
+    Ok(())
 }
 
 /// The kernel store's regime line (the refusal's own message names the path, which the

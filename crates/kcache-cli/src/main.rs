@@ -12,6 +12,8 @@
 //!                                       no last-use mark)
 //!        [--max-size S]                 trim the kernel store at DIR/kernels to S bytes (least
 //!                                       recently used programs first)
+//!        [--failures [AGE]]             forget the kernel store's remembered failures (all, or AGE old)
+//! kcache failures DIR                   the kernel store's remembered failures, oldest first
 //! kcache canon FILE.c [--name K [--minted SEP]] [--bound a,b] [--free c] [--keep d] [--part P]... [--key-only]
 //! kcache show DIR KEY [--space S] [--key-only] [--all]
 //!                                       one entry (KEY: a key or an unambiguous prefix, such as
@@ -144,6 +146,18 @@ enum Command {
         /// first (bytes, or with a K, M, G suffix).
         #[arg(long, value_parser = kernels::parse_size)]
         max_size: Option<u64>,
+        /// Forget the kernel store's remembered failures (kernels that failed alone, answered
+        /// without a compile): all of them, or with AGE those remembered at least AGE ago
+        /// (e.g. 7d). The next resolve of a forgotten kernel compiles it.
+        #[arg(long, value_name = "AGE", num_args = 0..=1, default_missing_value = "0s",
+              value_parser = duration::parse)]
+        failures: Option<Duration>,
+    },
+    /// List the kernel store's remembered failures at DIR/kernels, oldest first: each file,
+    /// its age, the key's SHA-256 and the message the kernel failed with.
+    Failures {
+        /// The cache directory.
+        dir: PathBuf,
     },
     /// Print the canonical text of a C kernel and its key.
     Canon {
@@ -265,19 +279,26 @@ fn main() -> ExitCode {
             older_than,
             staging_older_than,
             max_size,
-        } => report::gc(&mut out, &dir, older_than, staging_older_than).and_then(|code| {
-            if older_than.is_some() && kernels::store_dir(&dir).is_dir() {
-                writeln!(
-                    out,
-                    "kernel store: --older-than does not apply (give --max-size: least \
-                     recently used programs first)"
-                )?;
-            }
-            match max_size {
-                Some(max) => kernels::trim(&mut out, &dir, max).map(|()| code),
+            failures,
+        } => report::gc(&mut out, &dir, older_than, staging_older_than)
+            .and_then(|code| {
+                if older_than.is_some() && kernels::store_dir(&dir).is_dir() {
+                    writeln!(
+                        out,
+                        "kernel store: --older-than does not apply (give --max-size: least \
+                         recently used programs first)"
+                    )?;
+                }
+                match max_size {
+                    Some(max) => kernels::trim(&mut out, &dir, max).map(|()| code),
+                    None => Ok(code),
+                }
+            })
+            .and_then(|code| match failures {
+                Some(age) => kernels::forget_failures(&mut out, &dir, age).map(|()| code),
                 None => Ok(code),
-            }
-        }),
+            }),
+        Command::Failures { dir } => kernels::failures(&mut out, &dir).map(|()| ExitCode::SUCCESS),
         Command::Canon {
             file,
             name,

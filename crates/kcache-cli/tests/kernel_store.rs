@@ -289,3 +289,71 @@ fn verify_checks_the_kernel_store() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("not checked"), "{text}");
 }
+
+/// A kernel that failed alone is remembered by the store: `kcache stats` counts it,
+/// `kcache failures` lists its message, `kcache gc --failures AGE` keeps a younger one and
+/// `kcache gc --failures` forgets it (the next resolve compiles the kernel again).
+#[test]
+fn stats_counts_remembered_failures_and_gc_forgets_them() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    let d = dir.to_str().expect("utf-8");
+    let store = KernelStore::new(dir.join("kernels"));
+    let batch = [
+        BatchKernel {
+            key: "good".into(),
+            options: vec![],
+            symbol: "k0".into(),
+            source: "good kernel".into(),
+        },
+        BatchKernel {
+            key: "bad".into(),
+            options: vec![],
+            symbol: "k1".into(),
+            source: "fail:undefined reference to `kcache_missing'".into(),
+        },
+    ];
+    let lines = Lines::default();
+    let resolve = || {
+        let cache = KernelCache::new(1 << 20);
+        kernel_cache::resolve_each_with_store(&cache, Some(&store), &batch, &lines)
+            .expect("resolve")
+    };
+    resolve();
+    let compiles = lines.compiles();
+    let again = resolve();
+    assert_eq!(
+        lines.compiles(),
+        compiles,
+        "nothing compiled the second time"
+    );
+    assert!(again[1].as_ref().is_err_and(|e| e.remembered().is_some()));
+
+    let out = kcache(&["stats", d]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        line(&text, "failures:").starts_with("  failures: 1 remembered ("),
+        "{text}"
+    );
+    let out = kcache(&["failures", d]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("undefined reference to `kcache_missing'"),
+        "{text}"
+    );
+    assert!(text.contains("1 remembered failure(s)"), "{text}");
+
+    let out = kcache(&["gc", d, "--failures", "1h"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("forgot 0 remembered failures"), "{text}");
+    let out = kcache(&["gc", d, "--failures"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("forgot 1 remembered failures"), "{text}");
+    assert_eq!(store.stats().expect("stats").failures, 0);
+    resolve();
+    assert!(lines.compiles() > compiles, "compiled again once forgotten");
+}

@@ -288,4 +288,28 @@ pub trait PersistentBackend: Backend {
         let _ = error;
         false
     }
+
+    /// The message to remember `kernel`'s failure by, when `error` (its own unit's failure
+    /// in a per-kernel resolve, [`KernelError::Unit`](crate::KernelError::Unit)) is a
+    /// property of the kernel under this identity: the same key, identity and host part
+    /// would fail the same way in any process, so the store keeps the message and the
+    /// per-kernel resolves answer the kernel with it
+    /// ([`KernelError::Remembered`](crate::KernelError::Remembered)) instead of compiling it
+    /// again (`docs/disk-format.md`, "Remembered failures"). `None` (the default) for a
+    /// failure of this moment, this machine or this environment (a compiler that could not
+    /// be started, an I/O error, a lock that timed out, a full disk, a killed compiler) and
+    /// for one that may depend on what the key does not name (a header the kernel reads):
+    /// those are compiled again next time. When in doubt, `None`: a failure not remembered
+    /// costs a compile, a wrong one a kernel refused until it is forgotten
+    /// ([`FailureMemory::Retry`](crate::store::FailureMemory), `kcache gc --failures`).
+    /// Whole-program failures ([`KernelError::Program`](crate::KernelError::Program)) are
+    /// never asked about: they are not one kernel's.
+    fn remembered(
+        &self,
+        kernel: &crate::BatchKernel<Self::Source>,
+        error: &Self::Error,
+    ) -> Option<String> {
+        let _ = (kernel, error);
+        None
+    }
 }

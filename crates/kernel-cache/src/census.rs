@@ -5,11 +5,11 @@ use std::cell::RefCell;
 /// What the resolves inside a [`with_census`] scope did.
 ///
 /// A kernel of a batch counts in at most one of `kernels_reused`, `kernels_compiled`,
-/// `kernels_loaded` and `kernels_failed`: in the first when a lookup answered it, in
-/// another when it was the representative of its key, and in none when it is a twin (the
-/// same key later in the batch) of a representative the same resolve compiled, loaded
-/// or failed. So, for a resolve that returned, the four sum to the batch's length less
-/// those twins.
+/// `kernels_loaded`, `kernels_failed` and `kernels_remembered_failed`: in the first when a
+/// lookup answered it, in another when it was the representative of its key, and in none
+/// when it is a twin (the same key later in the batch) of a representative the same
+/// resolve compiled, loaded or failed. So, for a resolve that returned, the five sum to the
+/// batch's length less those twins.
 ///
 /// ```
 /// use std::convert::Infallible;
@@ -78,6 +78,10 @@ pub struct Census {
     /// alone or with their whole program. A strict resolve counts none: its failure is
     /// the call's error.
     pub kernels_failed: u64,
+    /// Kernels a per-kernel resolve answered with a failure the kernel store remembered
+    /// from an earlier resolve ([`KernelError::Remembered`](crate::KernelError::Remembered);
+    /// representatives only), compiling nothing for them. Not counted in `kernels_failed`.
+    pub kernels_remembered_failed: u64,
     /// Waits for a kernel store's lock (`cache.lock` or the counters' lock) that reached
     /// their bound: each cost at most what was left of its resolve's lock wait, so a
     /// resolve's timeouts together cost at most one lock wait
@@ -119,6 +123,7 @@ impl std::ops::AddAssign for Census {
             kernels_loaded,
             programs_loaded,
             kernels_failed,
+            kernels_remembered_failed,
             store_lock_timeouts,
             store_lock_skips,
         } = d;
@@ -129,6 +134,7 @@ impl std::ops::AddAssign for Census {
         self.kernels_loaded += kernels_loaded;
         self.programs_loaded += programs_loaded;
         self.kernels_failed += kernels_failed;
+        self.kernels_remembered_failed += kernels_remembered_failed;
         self.store_lock_timeouts += store_lock_timeouts;
         self.store_lock_skips += store_lock_skips;
     }

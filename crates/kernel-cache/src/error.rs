@@ -90,6 +90,19 @@ pub enum KernelError<E: std::error::Error + 'static> {
         /// The program's number, in batch order.
         program: usize,
     },
+    /// The kernel store remembers that this kernel (its key, under this backend identity and
+    /// host part) failed alone in an earlier resolve, a failure the backend said is the
+    /// kernel's own ([`PersistentBackend::remembered`](crate::PersistentBackend::remembered)):
+    /// nothing was compiled for it. `message` is what the failure said then. A resolve
+    /// with [`FailureMemory::Retry`](crate::store::FailureMemory) compiles it again, and
+    /// `kcache gc --failures` forgets it.
+    #[error("kernel {symbol} is remembered as failed (not compiled again): {message}")]
+    Remembered {
+        /// The kernel's (representative's) symbol.
+        symbol: String,
+        /// The remembered failure's message.
+        message: String,
+    },
 }
 
 impl<E: std::error::Error + 'static> KernelError<E> {
@@ -102,13 +115,23 @@ impl<E: std::error::Error + 'static> KernelError<E> {
     pub fn compile_failure(&self) -> Option<&CompileFailure<E>> {
         match self {
             KernelError::Unit(f) | KernelError::Program(f) => Some(f),
-            KernelError::Unreported { .. } => None,
+            KernelError::Unreported { .. } | KernelError::Remembered { .. } => None,
         }
     }
 
-    /// Whether the kernel failed alone (its own unit), not with its whole program.
+    /// The remembered failure's message, when the kernel store answered the kernel with a
+    /// failure remembered from an earlier resolve ([`KernelError::Remembered`]).
+    pub fn remembered(&self) -> Option<&str> {
+        match self {
+            KernelError::Remembered { message, .. } => Some(message),
+            _ => None,
+        }
+    }
+
+    /// Whether the kernel failed alone (its own unit, now or, remembered, before), not
+    /// with its whole program.
     pub fn is_alone(&self) -> bool {
-        matches!(self, KernelError::Unit(_))
+        matches!(self, KernelError::Unit(_) | KernelError::Remembered { .. })
     }
 }
 

@@ -16,7 +16,7 @@ use crate::cache::{KernelCache, Resolved, lock};
 use crate::census::{self, Census};
 use crate::error::{CompileFailure, Error, KernelError, Stage};
 use crate::partition::{balanced, current_split_override, programs_for};
-use crate::store::{HostPart, KernelStore, MissReason};
+use crate::store::{FailureMemory, HostPart, KernelStore, MissReason};
 
 /// What split-capable backends have compiled in this process, as counters.
 ///
@@ -128,8 +128,9 @@ type Ran<E> = Option<Result<Vec<(usize, E)>, E>>;
 /// `Arc`). The call itself fails only when the batch is refused
 /// ([`Error::DuplicateSymbol`]) or [`before_compile`](Backend::before_compile) fails.
 ///
-/// **Failures are not cached**: nothing of a failed kernel is published or saved, so the
-/// next resolve of it compiles it again (and fails again, if nothing changed). Each
+/// **Failures are not cached** in memory: nothing of a failed kernel is published or
+/// saved, so the next resolve of it compiles it again (and fails again, if nothing
+/// changed), unless a kernel store remembers it ([`resolve_each_with_store`]). Each
 /// failed representative counts in [`Census::kernels_failed`] and, in the cache's
 /// statistics, as a miss. A panic in backend code propagates as in [`resolve`], after
 /// the programs that compiled were published and the resolve was counted.
@@ -205,16 +206,29 @@ pub fn resolve_each<B: Backend>(
 
 /// [`resolve_each`] with a persistent [`KernelStore`] under the cache, as
 /// [`resolve_with_store`] describes (`None`: exactly [`resolve_each`]). Only programs
-/// that compiled are saved, holding only the kernels that compiled; a failed kernel is
-/// neither saved nor remembered, so it is compiled again next time.
+/// that compiled are saved, holding only the kernels that compiled.
+///
+/// **Remembered failures** (the store's [`FailureMemory`], by default
+/// [`Remember`](FailureMemory::Remember)): a kernel that fails alone
+/// ([`KernelError::Unit`]) with a failure the backend calls the kernel's own
+/// ([`PersistentBackend::remembered`]) is remembered in the store by its key, the backend
+/// identity and its host part, while its compile lock is held; a later resolve of it, in
+/// any process, that finds no program for it answers it with
+/// [`KernelError::Remembered`] (the remembered message), compiles nothing for it and
+/// counts it in [`Census::kernels_remembered_failed`]. A failure of a whole program is
+/// never remembered. [`FailureMemory::Retry`] compiles such kernels again (a program
+/// saved for one forgets its failure); `kcache gc --failures` and
+/// [`KernelStore::forget_failures`] forget them.
 pub fn resolve_each_with_store<B: PersistentBackend>(
     cache: &KernelCache<B::Program>,
     store: Option<&KernelStore>,
     batch: &[BatchKernel<B::Source>],
     backend: &B,
 ) -> EachResult<B> {
-    let level = store.map(|store| StoreLevel::new(store, backend));
-    let level = level.as_ref().map(|l| l as &dyn Persist<B::Program>);
+    let level = store.map(|store| StoreLevel::new(store, backend, Mode::Each));
+    let level = level
+        .as_ref()
+        .map(|l| l as &dyn Persist<B::Program, B::Error, B::Source>);
     drive(cache, batch, backend, level, |groups, answers, census| {
         compile_whole(
             cache,
@@ -251,8 +265,10 @@ pub fn resolve_split_each_with_store<B: SplitBackend + PersistentBackend>(
     batch: &[BatchKernel<B::Source>],
     backend: &B,
 ) -> EachResult<B> {
-    let level = store.map(|store| StoreLevel::new(store, backend));
-    let level = level.as_ref().map(|l| l as &SharedPersist<'_, B::Program>);
+    let level = store.map(|store| StoreLevel::new(store, backend, Mode::Each));
+    let level = level
+        .as_ref()
+        .map(|l| l as &SharedPersist<'_, B::Program, B::Error, B::Source>);
     split_drive(cache, batch, backend, level, Mode::Each)
 }
 
@@ -297,8 +313,10 @@ pub fn resolve_with_store<B: PersistentBackend>(
     batch: &[BatchKernel<B::Source>],
     backend: &B,
 ) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
-    let level = store.map(|store| StoreLevel::new(store, backend));
-    let level = level.as_ref().map(|l| l as &dyn Persist<B::Program>);
+    let level = store.map(|store| StoreLevel::new(store, backend, Mode::Strict));
+    let level = level
+        .as_ref()
+        .map(|l| l as &dyn Persist<B::Program, B::Error, B::Source>);
     drive(cache, batch, backend, level, |groups, answers, census| {
         compile_whole(
             cache,
@@ -322,8 +340,10 @@ pub fn resolve_split_with_store<B: SplitBackend + PersistentBackend>(
     batch: &[BatchKernel<B::Source>],
     backend: &B,
 ) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
-    let level = store.map(|store| StoreLevel::new(store, backend));
-    let level = level.as_ref().map(|l| l as &SharedPersist<'_, B::Program>);
+    let level = store.map(|store| StoreLevel::new(store, backend, Mode::Strict));
+    let level = level
+        .as_ref()
+        .map(|l| l as &SharedPersist<'_, B::Program, B::Error, B::Source>);
     split_drive(cache, batch, backend, level, Mode::Strict).map(strict)
 }
 
@@ -337,10 +357,15 @@ type LoadedGroup<P> = (Arc<P>, u64, Vec<(String, Resolved<P>)>);
 type Keyed<'a> = (&'a str, &'a [String]);
 
 /// The persistent level as the driver sees it (object-safe, over the program type).
-trait Persist<P> {
+trait Persist<P, E, S> {
     /// Per key: the loaded program (shared by the keys of one blob), its weight and the
-    /// symbol, or `None`.
-    fn find(&self, keys: &[Keyed<'_>]) -> Vec<Option<(Arc<P>, u64, String)>>;
+    /// symbol; or the kernel's remembered failure; or nothing.
+    fn find(&self, keys: &[Keyed<'_>]) -> Vec<Looked<P>>;
+    /// Remembers the failures of kernels that failed alone which the backend calls their
+    /// own (per-kernel resolves only; the default remembers nothing).
+    fn remember(&self, failed: &[(&BatchKernel<S>, &E)]) {
+        let _ = failed;
+    }
     /// Takes the compile locks of `keys`; whether any was held by another process.
     fn lock(&self, keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool);
     /// Saves a program compiled under `options` in `took` for its `(key, symbol)`s.
@@ -351,7 +376,17 @@ trait Persist<P> {
 }
 
 /// A persistent level the programs of a split resolve save to from threads of their own.
-type SharedPersist<'a, P> = dyn Persist<P> + Sync + 'a;
+type SharedPersist<'a, P, E, S> = dyn Persist<P, E, S> + Sync + 'a;
+
+/// What the persistent level holds for one key.
+enum Looked<P> {
+    /// A loaded program (shared by the keys of one blob), its weight and the symbol.
+    Found(Arc<P>, u64, String),
+    /// The kernel's remembered failure: its message.
+    Failed(String),
+    /// Nothing usable.
+    Missing,
+}
 
 struct StoreLevel<'a, B> {
     /// The store, for this resolve: its lock waits draw on one budget.
@@ -361,15 +396,23 @@ struct StoreLevel<'a, B> {
     /// The backend's host part per option list, asked once in this resolve (an error as
     /// its message), so the lookup, the lock and the save of a key name one entry.
     hosts: Mutex<HashMap<Vec<String>, Result<HostPart, String>>>,
+    /// What this resolve does with remembered failures (a strict resolve: `Off`).
+    failures: FailureMemory,
 }
 
 impl<'a, B: PersistentBackend> StoreLevel<'a, B> {
-    fn new(store: &'a KernelStore, backend: &'a B) -> Self {
+    /// The level of a strict resolve (`mode` `Strict`: no remembered failure is read or
+    /// written) or a per-kernel one (as the store's [`FailureMemory`] says).
+    fn new(store: &'a KernelStore, backend: &'a B, mode: Mode) -> Self {
         StoreLevel {
             store: store.for_resolve(),
             backend,
             identity: backend.identity(),
             hosts: Mutex::default(),
+            failures: match mode {
+                Mode::Strict => FailureMemory::Off,
+                Mode::Each => store.failure_memory(),
+            },
         }
     }
 
@@ -387,8 +430,8 @@ impl<'a, B: PersistentBackend> StoreLevel<'a, B> {
     }
 }
 
-impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
-    fn find(&self, keys: &[Keyed<'_>]) -> Vec<Option<(Arc<B::Program>, u64, String)>> {
+impl<B: PersistentBackend> Persist<B::Program, B::Error, B::Source> for StoreLevel<'_, B> {
+    fn find(&self, keys: &[Keyed<'_>]) -> Vec<Looked<B::Program>> {
         // A key whose host part the backend cannot tell is not looked up (its miss says
         // why). Each distinct blob is loaded once; a blob the backend cannot load is a
         // miss (`LoadFailed`) for every key naming it, and removed unless the backend says
@@ -398,31 +441,56 @@ impl<B: PersistentBackend> Persist<B::Program> for StoreLevel<'_, B> {
             .map(|&(key, options)| (key, self.host(options).map_err(MissReason::HostUnknown)))
             .collect();
         let mut loaded: HashMap<String, Result<Weighed<B::Program>, String>> = HashMap::new();
-        let found = self.store.lookup_batch(&self.identity, &keys, |blob| {
-            let program = loaded.entry(blob.blob.clone()).or_insert_with(|| {
-                match self.backend.load(&blob.saved) {
-                    Ok(c) => Ok((Arc::new(c.program), c.weight)),
-                    Err(e) => {
-                        if !self.backend.keeps_saved(&e) {
-                            self.store.remove_blob(&blob.blob);
+        let failures = self.failures == FailureMemory::Remember;
+        let found = self
+            .store
+            .lookup_batch(&self.identity, &keys, failures, |blob| {
+                let program = loaded.entry(blob.blob.clone()).or_insert_with(|| {
+                    match self.backend.load(&blob.saved) {
+                        Ok(c) => Ok((Arc::new(c.program), c.weight)),
+                        Err(e) => {
+                            if !self.backend.keeps_saved(&e) {
+                                self.store.remove_blob(&blob.blob);
+                            }
+                            Err(e.to_string())
                         }
-                        Err(e.to_string())
                     }
+                });
+                match program {
+                    Ok(_) => Ok(()),
+                    Err(why) => Err(MissReason::LoadFailed(why.clone())),
                 }
             });
-            match program {
-                Ok(_) => Ok(()),
-                Err(why) => Err(MissReason::LoadFailed(why.clone())),
-            }
-        });
         found
             .into_iter()
-            .map(|r| {
-                let (blob, symbol) = r.ok()?;
-                let (program, weight) = loaded.get(&blob.blob)?.as_ref().ok()?.clone();
-                Some((program, weight, symbol))
+            .map(|r| match r {
+                Ok((blob, symbol)) => match loaded.get(&blob.blob) {
+                    Some(Ok((program, weight))) => {
+                        Looked::Found(Arc::clone(program), *weight, symbol)
+                    }
+                    _ => Looked::Missing,
+                },
+                Err(MissReason::Remembered(message)) => Looked::Failed(message),
+                Err(_) => Looked::Missing,
             })
             .collect()
+    }
+
+    fn remember(&self, failed: &[(&BatchKernel<B::Source>, &B::Error)]) {
+        if self.failures == FailureMemory::Off {
+            return;
+        }
+        // Only what the backend calls the kernel's own, under a host part it can tell
+        // (the failure is named by it).
+        let remembered: Vec<(&str, HostPart, String)> = failed
+            .iter()
+            .filter_map(|&(kernel, error)| {
+                let message = self.backend.remembered(kernel, error)?;
+                let host = self.host(&kernel.options).ok()?;
+                Some((kernel.key.as_str(), host, message))
+            })
+            .collect();
+        self.store.remember_failures(&self.identity, &remembered);
     }
 
     fn lock(&self, keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool) {
@@ -499,10 +567,10 @@ fn split_drive<B: SplitBackend>(
     cache: &KernelCache<B::Program>,
     batch: &[BatchKernel<B::Source>],
     backend: &B,
-    level: Option<&SharedPersist<'_, B::Program>>,
+    level: Option<&SharedPersist<'_, B::Program, B::Error, B::Source>>,
     mode: Mode,
 ) -> EachResult<B> {
-    let unshared = level.map(|l| l as &dyn Persist<B::Program>);
+    let unshared = level.map(|l| l as &dyn Persist<B::Program, B::Error, B::Source>);
     drive(
         cache,
         batch,
@@ -547,7 +615,7 @@ fn drive<'a, B, F>(
     cache: &KernelCache<B::Program>,
     batch: &'a [BatchKernel<B::Source>],
     backend: &B,
-    level: Option<&dyn Persist<B::Program>>,
+    level: Option<&dyn Persist<B::Program, B::Error, B::Source>>,
     compile: F,
 ) -> EachResult<B>
 where
@@ -643,8 +711,26 @@ where
             });
             groups[g].1.push(i);
         }
+        let compiled: Vec<usize> = groups.iter().flat_map(|g| g.1.iter().copied()).collect();
         if !groups.is_empty() {
             compile(groups, &mut answers, &mut census)?;
+        }
+        // The failures of kernels that failed alone, remembered while their compile locks
+        // are held (a process waiting for one then finds the failure).
+        if let Some(level) = level {
+            let failed: Vec<(&BatchKernel<B::Source>, &B::Error)> = compiled
+                .iter()
+                .filter_map(|&i| match answers[i].as_ref()? {
+                    Err(e) => match e.as_ref() {
+                        KernelError::Unit(f) => Some((&batch[i], &f.source)),
+                        _ => None,
+                    },
+                    Ok(_) => None,
+                })
+                .collect();
+            if !failed.is_empty() {
+                level.remember(&failed);
+            }
         }
         for (i, rep) in twins {
             answers[i] = answers[rep].clone();
@@ -684,11 +770,12 @@ fn duplicate_symbol<S>(batch: &[BatchKernel<S>]) -> Option<(&str, usize, usize)>
 }
 
 /// Looks `reps` up in the persistent level; publishes each program found as one group
-/// and answers its representatives. Returns the representatives still missing.
+/// and answers its representatives, and answers those whose failure the level remembers
+/// with it ([`KernelError::Remembered`]). Returns the representatives still missing.
 fn load_from<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
     cache: &KernelCache<P>,
     batch: &[BatchKernel<S>],
-    level: &dyn Persist<P>,
+    level: &dyn Persist<P, E, S>,
     reps: Vec<usize>,
     answers: &mut Answers<P, E>,
     census: &mut Census,
@@ -702,9 +789,21 @@ fn load_from<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
     // One group per loaded program, in order of first appearance.
     let mut programs: Vec<LoadedGroup<P>> = Vec::new();
     for (&i, hit) in reps.iter().zip(found) {
-        let Some((program, weight, symbol)) = hit else {
-            missing.push(i);
-            continue;
+        let (program, weight, symbol) = match hit {
+            Looked::Found(program, weight, symbol) => (program, weight, symbol),
+            Looked::Failed(message) => {
+                let error = KernelError::Remembered {
+                    symbol: batch[i].symbol.clone(),
+                    message,
+                };
+                answers[i] = Some(Err(Arc::new(error)));
+                census.kernels_remembered_failed += 1;
+                continue;
+            }
+            Looked::Missing => {
+                missing.push(i);
+                continue;
+            }
         };
         let value = Resolved::new(Arc::clone(&program), symbol);
         answers[i] = Some(Ok(value.clone()));
@@ -746,7 +845,7 @@ fn symbols<S>(group: &Group<'_, S>) -> Vec<String> {
 #[allow(clippy::too_many_arguments)]
 fn publish<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
     cache: &KernelCache<P>,
-    level: Option<&dyn Persist<P>>,
+    level: Option<&dyn Persist<P, E, S>>,
     group: &Group<'_, S>,
     idxs: &[usize],
     compiled: Compiled<P>,
@@ -847,7 +946,7 @@ fn compile_whole<B: Backend>(
     cache: &KernelCache<B::Program>,
     batch: &[BatchKernel<B::Source>],
     backend: &B,
-    level: Option<&dyn Persist<B::Program>>,
+    level: Option<&dyn Persist<B::Program, B::Error, B::Source>>,
     mode: Mode,
     groups: Vec<OptionGroup<'_>>,
     answers: &mut Answers<B::Program, B::Error>,
@@ -928,7 +1027,7 @@ fn compile_concurrent<B: SplitBackend>(
     cache: &KernelCache<B::Program>,
     batch: &[BatchKernel<B::Source>],
     backend: &B,
-    level: Option<&SharedPersist<'_, B::Program>>,
+    level: Option<&SharedPersist<'_, B::Program, B::Error, B::Source>>,
     mode: Mode,
     programs: Vec<OptionGroup<'_>>,
     answers: &mut Answers<B::Program, B::Error>,
@@ -1413,9 +1512,9 @@ mod tests {
         panics_on: Option<&'static str>,
     }
 
-    impl Persist<String> for Saves {
-        fn find(&self, keys: &[Keyed<'_>]) -> Vec<Option<(Arc<String>, u64, String)>> {
-            keys.iter().map(|_| None).collect()
+    impl Persist<String, Refused, String> for Saves {
+        fn find(&self, keys: &[Keyed<'_>]) -> Vec<Looked<String>> {
+            keys.iter().map(|_| Looked::Missing).collect()
         }
         fn lock(&self, _keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool) {
             (Box::new(()), false)

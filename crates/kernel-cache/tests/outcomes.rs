@@ -12,7 +12,7 @@ use std::process::Command;
 
 use cc_backend::{CcBackend, CcError, CcProgram, PreparedProgram, Source};
 use common::*;
-use kernel_cache::store::KernelStore;
+use kernel_cache::store::{FailureMemory, KernelStore};
 use kernel_cache::{
     Backend, BatchKernel, Compiled, Error, Group, KernelCache, Outcome, Resolved, Split,
     SplitBackend, Stage, Units, resolve, resolve_each, resolve_each_with_store, resolve_split_each,
@@ -128,10 +128,12 @@ const CHILD_STORE: &str = "KCACHE_OUTCOMES_STORE";
 const CHILD_VARIANT: &str = "KCACHE_OUTCOMES_VARIANT";
 
 /// The second process: a fresh backend and cache resolve the ten good candidates from
-/// the store (0 compiles), then the whole batch (the two failures were not cached: they
-/// are compiled, and fail, again).
+/// the store (0 compiles), then the whole batch (the two failures are not cached in
+/// memory; the store remembers them, so they are answered with no compile), then again
+/// with the store's failure memory set to retry (they are compiled, and fail, again).
 fn child(store: &Path, split: bool) {
     let b = backend();
+    let retry = KernelStore::new(store).with_failure_memory(FailureMemory::Retry);
     let store = KernelStore::new(store);
     let cache = KernelCache::new(BIG);
     let batch = candidates();
@@ -141,16 +143,17 @@ fn child(store: &Path, split: bool) {
         .filter(|(i, _)| good(*i))
         .map(|(_, k)| k.clone())
         .collect();
-    let resolve_with = |batch: &[BatchKernel<Source>]| {
+    let resolve_in = |store: &KernelStore, batch: &[BatchKernel<Source>]| {
         if split {
             with_split_override(Split::new(3, 1), || {
-                resolve_split_each_with_store(&cache, Some(&store), batch, &b)
+                resolve_split_each_with_store(&cache, Some(store), batch, &b)
             })
         } else {
-            resolve_each_with_store(&cache, Some(&store), batch, &b)
+            resolve_each_with_store(&cache, Some(store), batch, &b)
         }
         .unwrap()
     };
+    let resolve_with = |batch: &[BatchKernel<Source>]| resolve_in(&store, batch);
     let (loaded, census) = with_census(|| resolve_with(&goods));
     println!(
         "CHILD loaded={} compiled={} failed={} units={}",
@@ -163,6 +166,19 @@ fn child(store: &Path, split: bool) {
     println!("CHILD outputs={}", outputs(loaded.iter()));
     let before = b.units_compiled();
     let (all, census) = with_census(|| resolve_with(&batch));
+    for i in [SYNTAX, REFUSED] {
+        let error = all[i].as_ref().unwrap_err();
+        assert!(error.remembered().is_some(), "{i}: {error}");
+    }
+    println!(
+        "CHILD remembered reused={} failed={} remembered={} units={}",
+        census.kernels_reused,
+        census.kernels_failed,
+        census.kernels_remembered_failed,
+        b.units_compiled() - before
+    );
+    let before = b.units_compiled();
+    let (all, census) = with_census(|| resolve_in(&retry, &batch));
     check_failures(
         &all,
         if split {
@@ -208,7 +224,8 @@ fn child_of() -> bool {
 
 /// Shared by both variants: 12 unit compiles, 10 answered and run as the reference
 /// computes them, 2 failures each with their own diagnostics, then a second process
-/// loads the 10 with 0 compiles (and compiles the 2 failures again: not cached).
+/// loads the 10 with 0 compiles, answers the 2 failures from the store's memory with 0
+/// compiles, and compiles them again when told to retry.
 fn twelve_candidates(test: &str, split: bool) {
     if child_of() {
         return;
@@ -298,6 +315,10 @@ fn twelve_candidates(test: &str, split: bool) {
     );
     assert!(
         stdout.contains(&format!("CHILD outputs={reference}\n")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("CHILD remembered reused=10 failed=0 remembered=2 units=0"),
         "{stdout}"
     );
     assert!(

@@ -4,7 +4,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use kernel_cache::store::{MissReason, Outcome, StoreEvent};
-use kernel_cache::{Backend, Compiled, Group, PersistentBackend, SavedProgram};
+use kernel_cache::{Backend, BatchKernel, Compiled, Group, PersistentBackend, SavedProgram, Units};
+
+/// What a text that does not compile starts with.
+const FAIL: &str = "fail:";
 
 /// The reasons of the misses among `events` (as `kernel_cache::store::record` gives them), in
 /// order.
@@ -19,7 +22,10 @@ pub fn misses(events: &[StoreEvent]) -> Vec<MissReason> {
 }
 
 /// A backend whose program is its kernels' texts, one per line (its saved form is the program
-/// itself); counts its compiles.
+/// itself); counts its compiles. A kernel whose text starts with `fail:` does not compile: a
+/// strict compile fails its group, a per-kernel one (`compile_group_each`) fails it alone with
+/// an error the backend calls the kernel's own (`PersistentBackend::remembered`: the text
+/// after `fail:`).
 #[derive(Debug, Default)]
 pub struct Lines {
     /// Compiles so far.
@@ -55,11 +61,56 @@ impl Backend for Lines {
     type Program = SavedProgram;
     type Error = std::io::Error;
     fn compile_group(&self, g: &Group<'_, String>) -> std::io::Result<Compiled<SavedProgram>> {
+        if let Some(k) = g.kernels.iter().find(|k| k.source.starts_with(FAIL)) {
+            self.compiles.fetch_add(1, Ordering::SeqCst);
+            return Err(std::io::Error::other(k.source.clone()));
+        }
+        self.compile_texts(
+            g.kernels
+                .iter()
+                .map(|k| (k.source.as_str(), k.symbol.as_str())),
+        )
+    }
+
+    fn compile_group_each(
+        &self,
+        g: &Group<'_, String>,
+    ) -> std::io::Result<Units<SavedProgram, std::io::Error>> {
+        let failed: Vec<(usize, std::io::Error)> = g
+            .kernels
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.source.starts_with(FAIL))
+            .map(|(i, k)| (i, std::io::Error::other(k.source.clone())))
+            .collect();
+        let held: Vec<(&str, &str)> = g
+            .kernels
+            .iter()
+            .filter(|k| !k.source.starts_with(FAIL))
+            .map(|k| (k.source.as_str(), k.symbol.as_str()))
+            .collect();
+        let program = if held.is_empty() {
+            self.compiles.fetch_add(1, Ordering::SeqCst);
+            None
+        } else {
+            Some(self.compile_texts(held.into_iter())?)
+        };
+        Ok(Units { program, failed })
+    }
+}
+
+impl Lines {
+    /// The program of `(text, symbol)`s: one compile.
+    fn compile_texts<'a>(
+        &self,
+        kernels: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> std::io::Result<Compiled<SavedProgram>> {
         self.compiles.fetch_add(1, Ordering::SeqCst);
-        let text: Vec<&str> = g.kernels.iter().map(|k| k.source.as_str()).collect();
+        let (text, symbols): (Vec<&str>, Vec<String>) =
+            kernels.map(|(t, s)| (t, s.to_string())).unzip();
         let program = SavedProgram {
             bytes: format!("{}{}", self.host_line(), text.join("\n")).into_bytes(),
-            symbols: g.kernels.iter().map(|k| k.symbol.clone()).collect(),
+            symbols,
         };
         Ok(Compiled {
             weight: program.bytes.len() as u64,
@@ -93,6 +144,10 @@ impl PersistentBackend for Lines {
     }
     fn host_part(&self, _options: &[String]) -> std::io::Result<Option<[u8; 32]>> {
         Ok(self.host.map(|h| [h; 32]))
+    }
+    fn remembered(&self, kernel: &BatchKernel<String>, error: &std::io::Error) -> Option<String> {
+        let _ = error;
+        kernel.source.strip_prefix(FAIL).map(str::to_string)
     }
 }
 

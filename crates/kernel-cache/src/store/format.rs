@@ -1,6 +1,6 @@
 //! The kernel store's file formats and names: program blobs (`b-<sha256>`), key entries
-//! (`k-<digest>`) and per-key compile lock files (`c-<digest>`). See
-//! `docs/disk-format.md` ("The kernel store").
+//! (`k-<digest>`), remembered failures (`f-<digest>`) and per-key compile lock files
+//! (`c-<digest>`). See `docs/disk-format.md` ("The kernel store").
 
 use sha2::{Digest, Sha256};
 
@@ -10,6 +10,19 @@ use crate::backend::SavedProgram;
 pub(crate) const BLOB_MAGIC: &str = "kcache kernel blob 2";
 /// First line of every key entry file (2: the entry records its host part).
 pub(crate) const ENTRY_MAGIC: &str = "kcache kernel entry 2";
+
+/// First line of every remembered failure file.
+pub(crate) const FAILURE_MAGIC: &str = "kcache kernel failure 1";
+
+/// The most bytes of a remembered failure's message (a longer one is cut, on a character
+/// boundary, and ends with [`CUT_MARK`]).
+pub(crate) const MAX_FAILURE_MESSAGE: usize = 2048;
+
+/// What ends a message cut to [`MAX_FAILURE_MESSAGE`].
+const CUT_MARK: &str = "\n... (cut)";
+
+/// The largest failure file a lookup reads.
+pub(crate) const MAX_FAILURE_FILE: u64 = 4096;
 
 /// Names the layout of the parts an entry name hashes (identity, key).
 const ENTRY_NAME_LAYOUT: &[u8] = b"kcache-kernel-store-entry-1";
@@ -82,6 +95,11 @@ pub(crate) fn is_entry_name(name: &str) -> bool {
     name.strip_prefix("k-").is_some_and(is_hex64)
 }
 
+/// `f-<64 hex>`: a remembered failure, named by the entry digest of its key.
+pub(crate) fn is_failure_name(name: &str) -> bool {
+    name.strip_prefix("f-").is_some_and(is_hex64)
+}
+
 /// A file the store writes besides its entries: a compile lock or the counters file (how a
 /// bare legacy stamp's directory is told to be the kernel store's).
 pub(crate) fn is_own_file(name: &str) -> bool {
@@ -96,7 +114,7 @@ pub(crate) fn is_compile_lock_name(name: &str) -> bool {
 
 /// Every file a regime change deletes.
 pub(crate) fn is_store_entry(name: &str) -> bool {
-    is_blob_name(name) || is_entry_name(name)
+    is_blob_name(name) || is_entry_name(name) || is_failure_name(name)
 }
 
 /// The digest naming the entry (and the compile lock, and the farm key) of `key` under
@@ -305,6 +323,82 @@ impl EntryRecord {
     }
 }
 
+/// A remembered failure: for which identity, key and host part the kernel failed alone,
+/// and what the failure said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FailureRecord {
+    /// [`identity_digest`] of the backend.
+    pub(crate) identity: String,
+    /// SHA-256 of the key.
+    pub(crate) key: String,
+    /// The host part ([`host_text`]).
+    pub(crate) host: String,
+    /// The failure's message (at most [`MAX_FAILURE_MESSAGE`] bytes).
+    pub(crate) message: String,
+}
+
+/// `message` cut to at most [`MAX_FAILURE_MESSAGE`] bytes on a character boundary (a cut
+/// one ends with a mark saying so).
+pub(crate) fn bounded_message(message: &str) -> String {
+    if message.len() <= MAX_FAILURE_MESSAGE {
+        return message.to_string();
+    }
+    let mut end = MAX_FAILURE_MESSAGE - CUT_MARK.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{CUT_MARK}", &message[..end])
+}
+
+impl FailureRecord {
+    /// The file: magic line, `identity`, `key` and `host` lines, `message <len>`, then the
+    /// message's bytes (cut to [`MAX_FAILURE_MESSAGE`]).
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let message = bounded_message(&self.message);
+        let mut out = format!(
+            "{FAILURE_MAGIC}\nidentity {}\nkey {}\nhost {}\nmessage {}\n",
+            self.identity,
+            self.key,
+            self.host,
+            message.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(message.as_bytes());
+        out
+    }
+
+    /// The failure a failure file holds, or `None` for anything malformed (never panics).
+    pub(crate) fn decode(file: &[u8]) -> Option<FailureRecord> {
+        let mut rest = file;
+        if line(&mut rest)? != FAILURE_MAGIC {
+            return None;
+        }
+        let mut field = |tag: &str| -> Option<String> {
+            Some(
+                line(&mut rest)?
+                    .strip_prefix(tag)?
+                    .strip_prefix(' ')?
+                    .to_string(),
+            )
+        };
+        let identity = field("identity")?;
+        let key = field("key")?;
+        let host = field("host")?;
+        let len: usize = field("message")?.parse().ok()?;
+        if len > MAX_FAILURE_MESSAGE || rest.len() != len {
+            return None;
+        }
+        let message = std::str::from_utf8(rest).ok()?.to_string();
+        let well_formed = is_hex64(&identity) && is_hex64(&key) && is_host_text(&host);
+        well_formed.then_some(FailureRecord {
+            identity,
+            key,
+            host,
+            message,
+        })
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -353,6 +447,27 @@ mod tests {
         fn arbitrary_bytes_never_panic(file in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode_blob(&file);
             let _ = EntryRecord::decode(&file);
+            let _ = FailureRecord::decode(&file);
+        }
+
+        /// A failure round-trips with its message cut to the bound on a character
+        /// boundary; every file it writes fits the lookup's read cap.
+        #[test]
+        fn failures_round_trip(message in "\\PC{0,3000}", host in any::<Option<[u8; 32]>>()) {
+            let r = FailureRecord {
+                identity: sha256_hex(b"i"), key: sha256_hex(b"k"),
+                host: host_text(host.as_ref()), message: message.clone(),
+            };
+            let file = r.encode();
+            prop_assert!(file.len() as u64 <= MAX_FAILURE_FILE);
+            let back = FailureRecord::decode(&file).unwrap();
+            prop_assert!(back.message.len() <= MAX_FAILURE_MESSAGE);
+            if message.len() <= MAX_FAILURE_MESSAGE {
+                prop_assert_eq!(back, r);
+            } else {
+                prop_assert!(back.message.ends_with(CUT_MARK));
+                prop_assert!(message.starts_with(back.message.trim_end_matches(CUT_MARK)));
+            }
         }
 
         #[test]
@@ -373,6 +488,7 @@ mod tests {
         assert!(is_entry_name(&format!("k-{d}")));
         assert!(is_compile_lock_name(&format!("c-{d}")));
         assert!(!is_store_entry(&format!("c-{d}")));
+        assert!(is_failure_name(&format!("f-{d}")) && is_store_entry(&format!("f-{d}")));
         assert!(!is_blob_name(&format!("b-{}", d.to_uppercase())));
         assert!(!is_blob_name("b-"));
         assert!(cache_dir::validate_name(&format!("b-{d}")).is_ok());

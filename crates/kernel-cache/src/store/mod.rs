@@ -39,6 +39,10 @@
 //!   `flock`) is held from the lookup that missed until the save; a second process
 //!   waits for it (at most `compile_wait`), then finds the saved program. The OS
 //!   releases the lock of a process that dies, so a dead holder never blocks anyone;
+//! * **remembers failures** a backend calls the kernel's own
+//!   ([`PersistentBackend::remembered`]): a per-kernel resolve answers such a kernel with the
+//!   remembered message and compiles nothing for it ([`FailureMemory`]; at most
+//!   [`KernelStore::with_max_failures`] of them, oldest forgotten first; `f-<digest>` files);
 //! * **explains every miss** ([`MissReason`]) to the recorders of [`record`] and to
 //!   `tracing` (target `kernel_cache::store`), and keeps counters across processes
 //!   ([`StoreStats`]).
@@ -109,7 +113,9 @@ pub use farm::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_MAX_BLOB_BYTES, DEFAULT_RETRY_AFTER,
     FarmLevel, WireError,
 };
-use format::{CompiledFor, EntryRecord, entry_digest, host_text, identity_digest, sha256_hex};
+use format::{
+    CompiledFor, EntryRecord, FailureRecord, entry_digest, host_text, identity_digest, sha256_hex,
+};
 pub use record::{MissReason, NotSaved, Outcome, StoreEvent, record};
 pub use verify::Verified;
 
@@ -127,6 +133,9 @@ pub use verify::Verified;
 /// Not a bump: entry names with a host part (`PersistentBackend::host_part`, a second name
 /// domain beside the first; the files are unchanged, and no build reads anything out of
 /// a name, so a build without them only never looks such an entry up).
+/// Nor remembered failures (`f-<digest>` files, [`FailureMemory`]: a kind of file beside
+/// the others, which a build without them never reads, counts or removes, and the next
+/// regime's sweep removes with every entry).
 pub const REGIME: u32 = 2;
 
 /// The store kind the kernel store's regime stamp names (`kcache-kernel-store 2`): another
@@ -146,6 +155,31 @@ pub const DEFAULT_COMPILE_WAIT: Duration = Duration::from_secs(300);
 /// timed out ([`KernelStore::with_lock_backoff`]).
 pub const DEFAULT_LOCK_BACKOFF: Duration = Duration::from_secs(300);
 
+/// How many remembered failures a store keeps by default
+/// ([`KernelStore::with_max_failures`]).
+pub const DEFAULT_MAX_FAILURES: usize = 1024;
+
+/// Whether the per-kernel resolves with this store read and write remembered failures
+/// ([`KernelStore::with_failure_memory`]): a kernel that failed alone, with a failure its
+/// backend calls the kernel's own ([`PersistentBackend::remembered`]), is remembered by its
+/// key, backend identity and host part, and answered with that failure
+/// ([`KernelError::Remembered`](crate::KernelError::Remembered)) by the next resolve of any
+/// process instead of being compiled again. The strict resolves neither read nor write
+/// them (they do not tell one kernel's failure from its program's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailureMemory {
+    /// Remembered failures answer their kernels; new ones are remembered (the default).
+    #[default]
+    Remember,
+    /// Remembered failures are not read: every kernel is compiled, and what it does
+    /// replaces what was remembered (a failure is remembered again, a program saved
+    /// forgets it). Forces a fresh compile of known-bad kernels.
+    Retry,
+    /// Remembered failures are neither read nor written (a saved program still forgets
+    /// its kernel's).
+    Off,
+}
+
 /// How often a waiting resolve retries a held compile lock.
 const POLL: Duration = Duration::from_millis(5);
 
@@ -164,8 +198,27 @@ pub struct StoreStats {
     /// Bytes of blobs and entries (their file sizes, which a sparse file can make huge;
     /// the total stops at `u64::MAX`).
     pub bytes: u64,
+    /// Remembered failures ([`FailureMemory`]).
+    pub failures: u64,
+    /// Bytes of remembered failures (not in `bytes`: they have their own bound,
+    /// [`KernelStore::with_max_failures`]).
+    pub failure_bytes: u64,
     /// The counters kept across processes.
     pub counters: Counters,
+}
+
+/// One remembered failure, as [`KernelStore::failures`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RememberedFailure {
+    /// Its file's name (`f-<entry digest>`: the digest of identity, key and host part).
+    pub name: String,
+    /// When it was remembered (the file's modification time).
+    pub remembered: SystemTime,
+    /// The SHA-256 of the kernel's key.
+    pub key_sha256: String,
+    /// The message the kernel failed with (`None`: the file is malformed; a lookup removes
+    /// it).
+    pub message: Option<String>,
 }
 
 /// What a [`KernelStore::trim`] did.
@@ -190,6 +243,10 @@ pub struct KernelStore {
     max_bytes: u64,
     min_compile_time: Duration,
     compile_wait: Duration,
+    /// Whether per-kernel resolves read and write remembered failures.
+    failure_memory: FailureMemory,
+    /// How many remembered failures are kept.
+    max_failures: usize,
     /// Counts made while the directory did not exist yet.
     pending: Arc<Mutex<Counters>>,
     /// How long the locks are only tried after a lock wait timed out.
@@ -310,6 +367,8 @@ impl KernelStore {
             max_bytes: DEFAULT_MAX_BYTES,
             min_compile_time: Duration::ZERO,
             compile_wait: DEFAULT_COMPILE_WAIT,
+            failure_memory: FailureMemory::Remember,
+            max_failures: DEFAULT_MAX_FAILURES,
             pending: Arc::default(),
             lock_backoff: DEFAULT_LOCK_BACKOFF,
             backoff: Arc::default(),
@@ -329,6 +388,26 @@ impl KernelStore {
     /// persistent cache does: a fast compile is not worth the disk).
     pub fn with_min_compile_time(mut self, min: Duration) -> KernelStore {
         self.min_compile_time = min;
+        self
+    }
+
+    /// The same store, with per-kernel resolves reading and writing remembered failures as
+    /// `memory` says (default [`FailureMemory::Remember`]).
+    pub fn with_failure_memory(mut self, memory: FailureMemory) -> KernelStore {
+        self.failure_memory = memory;
+        self
+    }
+
+    /// What per-kernel resolves do with remembered failures ([`FailureMemory`]).
+    pub fn failure_memory(&self) -> FailureMemory {
+        self.failure_memory
+    }
+
+    /// The same store, keeping at most `max` remembered failures (default
+    /// [`DEFAULT_MAX_FAILURES`]; each message at most 2 KiB): past it, the oldest are
+    /// forgotten when a failure is remembered. 0 remembers none.
+    pub fn with_max_failures(mut self, max: usize) -> KernelStore {
+        self.max_failures = max;
         self
     }
 
@@ -634,7 +713,7 @@ impl KernelStore {
         key: &str,
         host: HostPart,
     ) -> Result<(SavedProgram, String), MissReason> {
-        let found = self.lookup_batch(identity, &[(key, Ok(host))], |_| Ok(()));
+        let found = self.lookup_batch(identity, &[(key, Ok(host))], false, |_| Ok(()));
         match found.into_iter().next() {
             Some(Ok((blob, symbol))) => Ok(((*blob.saved).clone(), symbol)),
             Some(Err(why)) => Err(why),
@@ -650,10 +729,14 @@ impl KernelStore {
     ///
     /// `accept` is asked about every verified blob found (for example: does the backend
     /// load it?) before the key is reported and counted: its `Err` is the key's miss.
+    ///
+    /// With `failures`, a key without an entry whose failure is remembered is
+    /// [`MissReason::Remembered`] (with its message).
     pub(crate) fn lookup_batch(
         &self,
         identity: &str,
         keys: &[(&str, Result<HostPart, MissReason>)],
+        failures: bool,
         mut accept: impl FnMut(&FoundBlob) -> Result<(), MissReason>,
     ) -> Vec<Result<(FoundBlob, String), MissReason>> {
         let mut delta = Counters::default();
@@ -670,7 +753,7 @@ impl KernelStore {
                         host: host_text(host.as_ref()),
                         symbol: String::new(),
                     };
-                    self.lookup_one(guard, &want, key, &digest, &mut blobs, &mut delta)
+                    self.lookup_one(guard, &want, key, &digest, failures, &mut blobs, &mut delta)
                 })
                 .collect::<Vec<_>>()
         });
@@ -711,15 +794,17 @@ impl KernelStore {
         out
     }
 
-    /// Looks `key` up at its entry `k-<digest>` (and on the farm, if any, when there is
-    /// no local entry). `want` is what the entry must say (identity, key and host part;
-    /// its symbol is ignored).
+    /// Looks `key` up at its entry `k-<digest>` (then, with `failures`, at its remembered
+    /// failure `f-<digest>`; and on the farm, if any, when there is neither locally). `want`
+    /// is what the entry must say (identity, key and host part; its symbol is ignored).
+    #[allow(clippy::too_many_arguments)]
     fn lookup_one(
         &self,
         guard: &Guard<'_>,
         want: &CompiledFor,
         key: &str,
         digest: &str,
+        failures: bool,
         blobs: &mut HashMap<String, Result<ReadBlob, MissReason>>,
         delta: &mut Counters,
     ) -> Result<(FoundBlob, String), MissReason> {
@@ -727,7 +812,11 @@ impl KernelStore {
         #[cfg(not(feature = "redis"))]
         let _ = key;
         let name = format!("k-{digest}");
-        let bytes = match read_private(guard, &name, 4096) {
+        let read = read_private(guard, &name, 4096);
+        if failures && matches!(read, Err(MissReason::NoEntry)) {
+            Self::remembered_failure(guard, want, digest, delta)?;
+        }
+        let bytes = match read {
             #[cfg(feature = "redis")]
             Err(MissReason::NoEntry) if self.farm.is_some() => {
                 return self.lookup_farm(guard, want, key, digest);
@@ -783,6 +872,154 @@ impl KernelStore {
             },
             entry.symbol,
         ))
+    }
+
+    /// The failure remembered for `want`'s kernel at `f-<digest>`, as the miss it is
+    /// ([`MissReason::Remembered`]); `Ok` when none is (a malformed one, or another kernel's,
+    /// is removed; one that is not private is refused and left in place).
+    fn remembered_failure(
+        guard: &Guard<'_>,
+        want: &CompiledFor,
+        digest: &str,
+        delta: &mut Counters,
+    ) -> Result<(), MissReason> {
+        let name = format!("f-{digest}");
+        let bytes = match read_private(guard, &name, format::MAX_FAILURE_FILE) {
+            Ok(bytes) => bytes,
+            Err(MissReason::NoEntry) => return Ok(()),
+            Err(MissReason::NotPrivate(why)) => return Err(MissReason::NotPrivate(why)),
+            // Oversized (`Corrupt`) or unreadable: not a failure this store wrote.
+            Err(_) => Vec::new(),
+        };
+        match FailureRecord::decode(&bytes) {
+            Some(f) if f.identity == want.identity && f.key == want.key && f.host == want.host => {
+                Err(MissReason::Remembered(f.message))
+            }
+            _ => {
+                if guard.remove(&name).unwrap_or(false) {
+                    delta.removed_bad += 1;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Remembers each `(key, host part, message)`: a kernel that failed alone under backend
+    /// `identity`, with a failure the backend calls the kernel's own. Each is published as
+    /// `f-<entry digest>` (replacing an earlier one); then the oldest failures past
+    /// [`KernelStore::with_max_failures`] are removed. Reported per key
+    /// ([`Outcome::Remembered`]); nothing here fails a resolve.
+    pub(crate) fn remember_failures(&self, identity: &str, failures: &[(&str, HostPart, String)]) {
+        // A store that keeps none (`with_max_failures(0)`) is asked for none: not an error.
+        if failures.is_empty() || self.max_failures == 0 {
+            return;
+        }
+        let outcome = {
+            let id_digest = identity_digest(identity);
+            let files: Vec<(String, Vec<u8>)> = failures
+                .iter()
+                .map(|(key, host, message)| {
+                    let record = FailureRecord {
+                        identity: id_digest.clone(),
+                        key: sha256_hex(key.as_bytes()),
+                        host: host_text(host.as_ref()),
+                        message: message.clone(),
+                    };
+                    (
+                        format!("f-{}", entry_digest(identity, key, host.as_ref())),
+                        record.encode(),
+                    )
+                })
+                .collect();
+            let write = |guard: &Guard<'_>| -> Result<(), cache_dir::Error> {
+                guard.publish_all(&files)?;
+                self.forget_past_cap(guard);
+                Ok(())
+            };
+            match self.open(true, write) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        for (key, _, _) in failures {
+            record::note(key, Outcome::Remembered(outcome.clone()));
+        }
+    }
+
+    /// Removes the oldest remembered failures (by modification time) past the cap.
+    fn forget_past_cap(&self, guard: &Guard<'_>) {
+        let mut listed = Self::failure_files(guard);
+        if listed.len() <= self.max_failures {
+            return;
+        }
+        listed.sort();
+        let extra = listed.len() - self.max_failures;
+        for (_, name, _) in &listed[..extra] {
+            let _ = guard.remove(name);
+        }
+    }
+
+    /// Every remembered failure's file: modification time, name, size.
+    fn failure_files(guard: &Guard<'_>) -> Vec<(SystemTime, String, u64)> {
+        let Ok(entries) = guard.entries() else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| format::is_failure_name(&e.name))
+            .filter_map(|e| {
+                let meta = e.item.metadata().ok()?;
+                let used = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                Some((used, e.name, meta.len()))
+            })
+            .collect()
+    }
+
+    /// Every remembered failure, oldest first, with its message (`kcache failures`).
+    ///
+    /// # Errors
+    /// The refusal if the directory is missing, not private or cannot be opened.
+    pub fn failures(&self) -> Result<Vec<RememberedFailure>, cache_dir::Error> {
+        self.dir.with_shared(false, |guard| {
+            let mut listed = Self::failure_files(guard);
+            listed.sort();
+            listed
+                .into_iter()
+                .map(|(remembered, name, _)| {
+                    let record = read_private(guard, &name, format::MAX_FAILURE_FILE)
+                        .ok()
+                        .and_then(|b| FailureRecord::decode(&b));
+                    RememberedFailure {
+                        key_sha256: record.as_ref().map(|r| r.key.clone()).unwrap_or_default(),
+                        message: record.map(|r| r.message),
+                        remembered,
+                        name,
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// Forgets remembered failures: every one (`None`), or those remembered at least
+    /// `older_than` ago (`kcache gc --failures`). Returns how many were removed. The next
+    /// resolve of a forgotten kernel compiles it.
+    ///
+    /// # Errors
+    /// The refusal if the directory is missing, not private or cannot be locked.
+    pub fn forget_failures(&self, older_than: Option<Duration>) -> Result<u64, cache_dir::Error> {
+        let now = SystemTime::now();
+        self.dir.with_exclusive(false, |guard| {
+            let mut removed = 0;
+            for (when, name, _) in Self::failure_files(guard) {
+                let old = older_than
+                    .is_none_or(|age| now.duration_since(when).is_ok_and(|elapsed| elapsed >= age));
+                if old && guard.remove(&name).unwrap_or(false) {
+                    removed += 1;
+                }
+            }
+            removed
+        })
     }
 
     /// Looks `key` up on the farm's shared level at its entry digest `digest` (the local
@@ -994,7 +1231,13 @@ impl KernelStore {
             } else {
                 publish_private(guard, &blob_name, &file)?;
             }
-            publish_entries(guard, &entries)
+            publish_entries(guard, &entries)?;
+            // A kernel with a program forgets its remembered failure (a retry that
+            // compiled it).
+            for (digest, _) in &entries {
+                let _ = guard.remove(&format!("f-{digest}"));
+            }
+            Ok(())
         };
         match self.open(true, write) {
             Ok(Ok(())) => Ok(Written {
@@ -1015,6 +1258,7 @@ impl KernelStore {
         cache_dir::total_bytes(
             entries
                 .filter_map(Result::ok)
+                .filter(|e| !format::is_failure_name(&e.name))
                 .filter_map(|e| e.item.metadata().ok())
                 .map(|m| m.len()),
         )
@@ -1164,6 +1408,11 @@ impl KernelStore {
             if let Ok(entries) = guard.entries() {
                 for e in entries.filter_map(Result::ok) {
                     let len = e.item.metadata().map(|m| m.len()).unwrap_or(0);
+                    if format::is_failure_name(&e.name) {
+                        s.failures += 1;
+                        s.failure_bytes = s.failure_bytes.saturating_add(len);
+                        continue;
+                    }
                     s.bytes = s.bytes.saturating_add(len);
                     if format::is_blob_name(&e.name) {
                         s.blobs += 1;

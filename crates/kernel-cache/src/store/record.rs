@@ -44,6 +44,11 @@ pub enum MissReason {
     /// (`PersistentBackend::host_part` failed), which names the kernel's entry: the kernel
     /// was not looked up, and is compiled without a compile lock and not saved.
     HostUnknown(String),
+    /// No entry, but the store remembers that the kernel failed alone under this identity
+    /// and host part (a failure the backend called its own,
+    /// `PersistentBackend::remembered`): the message it failed with. A per-kernel resolve
+    /// answers the kernel with it and compiles nothing for it.
+    Remembered(String),
 }
 
 impl fmt::Display for MissReason {
@@ -66,6 +71,7 @@ impl fmt::Display for MissReason {
                 f,
                 "backend could not tell what the options mean on this machine: {why}"
             ),
+            MissReason::Remembered(why) => write!(f, "remembered failure: {why}"),
         }
     }
 }
@@ -120,6 +126,9 @@ pub enum Outcome {
     },
     /// The key's program was not saved.
     NotSaved(NotSaved),
+    /// The key's failure was remembered (`KernelStore::with_failure_memory`), or could not
+    /// be (`Err`, why).
+    Remembered(Result<(), String>),
     /// The blob was evicted to keep the store under its byte limit (`key` is empty).
     Evicted {
         /// The blob's SHA-256.
@@ -196,6 +205,9 @@ pub(crate) fn note(key: &str, outcome: Outcome) {
         Outcome::SharedHit { blob } => {
             tracing::debug!(target: "kernel_cache::store", key, blob, "kernel store hit on the farm's shared level");
         }
+        Outcome::Miss(MissReason::Remembered(why)) => {
+            tracing::info!(target: "kernel_cache::store", key, %why, "kernel store remembers the kernel's failure: not compiled");
+        }
         Outcome::Miss(MissReason::NoEntry | MissReason::NoDirectory) => {
             tracing::debug!(target: "kernel_cache::store", key, "kernel store miss: no entry");
         }
@@ -210,6 +222,12 @@ pub(crate) fn note(key: &str, outcome: Outcome) {
         }
         Outcome::NotSaved(why) => {
             tracing::warn!(target: "kernel_cache::store", key, %why, "kernel store save failed");
+        }
+        Outcome::Remembered(Ok(())) => {
+            tracing::debug!(target: "kernel_cache::store", key, "kernel failure remembered");
+        }
+        Outcome::Remembered(Err(why)) => {
+            tracing::warn!(target: "kernel_cache::store", key, %why, "kernel failure not remembered");
         }
         Outcome::Evicted { blob } => {
             tracing::info!(target: "kernel_cache::store", blob, "kernel store eviction");

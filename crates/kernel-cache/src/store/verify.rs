@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::format::{self, EntryRecord, sha256_hex};
+use super::format::{self, EntryRecord, FailureRecord, sha256_hex};
 use super::{KernelStore, MissReason, read_private_file};
 
 /// What [`KernelStore::verify`] found.
@@ -15,13 +15,15 @@ pub struct Verified {
     pub entries: u64,
     /// Program blobs checked.
     pub blobs: u64,
+    /// Remembered failures checked (each must be private and well-formed).
+    pub failures: u64,
     /// Each file that a lookup would refuse (its name) and why, sorted by name. A lookup
     /// meeting one of these misses (and removes it); `verify` removes nothing.
     pub problems: Vec<(String, String)>,
 }
 
 impl KernelStore {
-    /// Checks every entry and blob as a lookup would, without loading any program and
+    /// Checks every entry, blob and remembered failure as a lookup would, without loading any program and
     /// without changing anything (no removal, no use mark; the open only sweeps
     /// crash-stale staging, as every open does): a blob must be private, no larger than
     /// the store's byte limit (at least 1 MiB), named by the SHA-256 of its file and
@@ -86,6 +88,25 @@ impl KernelStore {
                 if let Some(digest) = name.strip_prefix("b-") {
                     v.blobs += 1;
                     if let Err(why) = check_blob(digest) {
+                        v.problems.push((name, why));
+                    }
+                    continue;
+                }
+                if format::is_failure_name(&name) {
+                    v.failures += 1;
+                    let read = guard.path(&name).map_err(|e| e.to_string()).and_then(|p| {
+                        read_private_file(&p, format::MAX_FAILURE_FILE).map_err(|w| match w {
+                            MissReason::Corrupt => "larger than a remembered failure".into(),
+                            other => other.to_string(),
+                        })
+                    });
+                    let why = match read {
+                        Err(why) => Some(why),
+                        Ok((_, bytes)) => FailureRecord::decode(&bytes)
+                            .is_none()
+                            .then(|| "malformed remembered failure".to_string()),
+                    };
+                    if let Some(why) = why {
                         v.problems.push((name, why));
                     }
                     continue;
