@@ -238,6 +238,32 @@ pub(crate) fn trim(out: &mut impl Write, dir: &Path, max: u64) -> Result<(), Fai
     Ok(())
 }
 
+/// `kcache gc DIR --older-than D`, the kernel store's part: removes every program of
+/// `DIR/kernels` not used for `age` or longer (by last use, which the store records).
+pub(crate) fn remove_unused(
+    out: &mut impl Write,
+    dir: &Path,
+    age: std::time::Duration,
+) -> Result<(), Failure> {
+    let kernels = store_dir(dir);
+    if !kernels.is_dir() {
+        return Ok(());
+    }
+    let t = KernelStore::new(&kernels)
+        .remove_unused_for(age)
+        .map_err(|e| format!("kernel store {}: {e}", kernels.display()))?;
+    writeln!(
+        out,
+        "kernel store: evicted {} programs unused for {} s or more, removed {} entries and {} unheld compile locks; {} bytes left",
+        t.evicted_blobs,
+        age.as_secs(),
+        t.removed_entries,
+        t.removed_locks,
+        t.bytes_left
+    )?;
+    Ok(())
+}
+
 /// Parses a size: bytes, or a number with a `K`, `M`, `G` suffix (powers of 1024).
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();

@@ -9,7 +9,8 @@
 //!                                       to its name, every entry's program holds its kernel)
 //! kcache gc DIR [--older-than D]        remove stale staging (and schedule entries published D
 //!                                       ago or more: by publish time, the schedule store keeps
-//!                                       no last-use mark)
+//!                                       no last-use mark; and kernel-store programs unused for
+//!                                       D or more: by last use)
 //!        [--max-size S]                 trim the kernel store at DIR/kernels to S bytes (least
 //!                                       recently used programs first)
 //!        [--failures [AGE]]             forget the kernel store's remembered failures (all, or AGE old)
@@ -128,15 +129,17 @@ enum Command {
         dir: PathBuf,
     },
     /// Remove crash-stale staging, and with --older-than every schedule entry published that
-    /// long ago; with --max-size trim the kernel store, least recently used programs first.
+    /// long ago and every kernel-store program unused that long; with --max-size trim the
+    /// kernel store, least recently used programs first.
     /// Never removes the lock file or the stamp; takes the cache's exclusive lock.
     Gc {
         /// The cache directory.
         dir: PathBuf,
         /// Remove schedule entries published at least this long ago (e.g. 30s, 15m, 2h, 7d).
         /// By publish time, not last use: the schedule store keeps no last-use mark (a
-        /// lookup writes nothing, so a read-only shared directory serves lookups). The kernel
-        /// store, which marks each program's last use, is trimmed by --max-size instead.
+        /// lookup writes nothing, so a read-only shared directory serves lookups). In the
+        /// kernel store, which marks each program's last use, every program unused this long
+        /// is removed (by last use).
         #[arg(long, value_parser = duration::parse)]
         older_than: Option<Duration>,
         /// Staging untouched this long counts as crash-stale.
@@ -282,12 +285,8 @@ fn main() -> ExitCode {
             failures,
         } => report::gc(&mut out, &dir, older_than, staging_older_than)
             .and_then(|code| {
-                if older_than.is_some() && kernels::store_dir(&dir).is_dir() {
-                    writeln!(
-                        out,
-                        "kernel store: --older-than does not apply (give --max-size: least \
-                         recently used programs first)"
-                    )?;
+                if let Some(age) = older_than {
+                    kernels::remove_unused(&mut out, &dir, age)?;
                 }
                 match max_size {
                     Some(max) => kernels::trim(&mut out, &dir, max).map(|()| code),

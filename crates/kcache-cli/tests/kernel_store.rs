@@ -357,3 +357,71 @@ fn stats_counts_remembered_failures_and_gc_forgets_them() {
     resolve();
     assert!(lines.compiles() > compiles, "compiled again once forgotten");
 }
+
+/// `gc --older-than` removes the kernel store's programs by last use: of three programs,
+/// the two whose last use (the blob's time) is three hours back go, the one used now stays,
+/// whatever their publish order.
+#[test]
+fn gc_older_than_removes_kernel_programs_by_last_use() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path();
+    let kernels = dir.join("kernels");
+    let store = KernelStore::new(&kernels);
+    for p in 0..3 {
+        let b = vec![BatchKernel {
+            key: format!("key-{p}"),
+            options: vec![],
+            symbol: format!("k{p}"),
+            source: format!("kernel {p}"),
+        }];
+        resolve_with_store(
+            &KernelCache::new(1 << 20),
+            Some(&store),
+            &b,
+            &Lines::default(),
+        )
+        .expect("resolve");
+    }
+    // Every program last used three hours ago, then key-0 (the first published) used now.
+    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3 * 3600);
+    for item in std::fs::read_dir(&kernels).expect("list") {
+        let item = item.expect("item");
+        if item.file_name().to_string_lossy().starts_with("b-") {
+            std::fs::File::options()
+                .write(true)
+                .open(item.path())
+                .expect("open")
+                .set_modified(long_ago)
+                .expect("mtime");
+        }
+    }
+    let b = vec![BatchKernel {
+        key: "key-0".to_string(),
+        options: vec![],
+        symbol: "k0".to_string(),
+        source: "kernel 0".to_string(),
+    }];
+    resolve_with_store(
+        &KernelCache::new(1 << 20),
+        Some(&store),
+        &b,
+        &Lines::default(),
+    )
+    .expect("resolve");
+    let out = kcache(&["gc", dir.to_str().expect("utf-8"), "--older-than", "1h"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("kernel store: evicted 2 programs unused for 3600 s"),
+        "{text}"
+    );
+    assert!(store.probe("lines 1", "key-0").is_ok(), "used now: kept");
+    assert!(
+        store.probe("lines 1", "key-1").is_err(),
+        "unused for 3 h: removed"
+    );
+    assert!(
+        store.probe("lines 1", "key-2").is_err(),
+        "unused for 3 h: removed"
+    );
+}

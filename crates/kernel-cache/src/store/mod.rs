@@ -1280,7 +1280,7 @@ impl KernelStore {
         if !over {
             return Trimmed::default();
         }
-        match self.open_exclusive(|g| self.evict_locked(g, max_bytes, false)) {
+        match self.open_exclusive(|g| self.evict_locked(g, max_bytes, None, false)) {
             Ok(trimmed) => trimmed,
             Err(e) => {
                 Self::note_timeout(&e, "evict");
@@ -1289,7 +1289,13 @@ impl KernelStore {
         }
     }
 
-    fn evict_locked(&self, guard: &Guard<'_>, max_bytes: u64, sweep_locks: bool) -> Trimmed {
+    fn evict_locked(
+        &self,
+        guard: &Guard<'_>,
+        max_bytes: u64,
+        unused_before: Option<SystemTime>,
+        sweep_locks: bool,
+    ) -> Trimmed {
         let mut blobs: Vec<(SystemTime, u64, String)> = Vec::new();
         let mut entries: Vec<(String, u64)> = Vec::new();
         let mut locks: Vec<String> = Vec::new();
@@ -1320,8 +1326,11 @@ impl KernelStore {
         blobs.sort();
         let mut victims = std::collections::HashSet::new();
         let mut out = Trimmed::default();
-        for (_, size, digest) in &blobs {
-            if total <= u128::from(max_bytes) {
+        // Oldest use first: every program unused since before `unused_before`, then as
+        // many more as the size bound needs.
+        for (used, size, digest) in &blobs {
+            let stale = unused_before.is_some_and(|cut| *used < cut);
+            if !stale && total <= u128::from(max_bytes) {
                 break;
             }
             victims.insert(digest.clone());
@@ -1383,7 +1392,22 @@ impl KernelStore {
     /// The refusal if the directory is missing, not private or cannot be locked.
     pub fn trim(&self, max_bytes: u64) -> Result<Trimmed, cache_dir::Error> {
         self.dir
-            .with_exclusive(false, |g| self.evict_locked(g, max_bytes, true))
+            .with_exclusive(false, |g| self.evict_locked(g, max_bytes, None, true))
+    }
+
+    /// Removes every program not used for `age` or longer (its last use: the time a
+    /// lookup last loaded it or a save wrote it), with its entries, and, as
+    /// [`trim`](KernelStore::trim) does, dangling and malformed entries and unheld compile
+    /// locks (`kcache gc --older-than`).
+    ///
+    /// # Errors
+    /// The refusal if the directory is missing, not private or cannot be locked.
+    pub fn remove_unused_for(&self, age: std::time::Duration) -> Result<Trimmed, cache_dir::Error> {
+        let cut = SystemTime::now()
+            .checked_sub(age)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        self.dir
+            .with_exclusive(false, |g| self.evict_locked(g, u64::MAX, Some(cut), true))
     }
 
     /// Whether the store would adopt its directory, read without a lock and without creating
