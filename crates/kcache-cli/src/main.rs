@@ -51,7 +51,6 @@ mod kernels;
 mod key;
 mod report;
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
