@@ -321,10 +321,12 @@ const OPTIONS: [&str; 2] = ["-O2", "-ffp-contract=off"];
 
 // kcache-glue: begin
 use cc_backend::{Arg, CcBackend, CcProgram, DEFAULT_PRELUDE, Elem, Extent, Signature, Source};
-use kernel_cache::{Census, KernelCache, Names, Resolved, store::KernelStore};
+use kernel_cache::{CachedBackend, Census, Names, Resolved};
 use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
 use schedule_cache::saved::{Replayer, Resolver};
+use schedule_cache::store::CacheStore;
 use schedule_cache::{Error, Layout, Measurements, ScheduleCache, ScheduleLanguage};
+use schedule_cache::{TimingIdentity, Toolchain};
 
 /// What the schedule key sees of a kernel: everything the renderer prints but the opts.
 impl LoopCode for Kernel {
@@ -359,30 +361,26 @@ impl ScheduleLanguage for Opts {
     }
 }
 
-/// The backend's kcache state: the C compiler, the kernel cache over its store, the opts.
+/// The backend's kcache state: the C compiler with its caches, and the opts' cache.
 struct Kcache {
-    backend: CcBackend,
-    kernels: std::sync::Arc<KernelCache<CcProgram>>,
-    store: KernelStore,
+    kernels: CachedBackend<CcBackend>,
     schedules: ScheduleCache<Opts>,
 }
 
 fn open(dir: &str) -> Res<Kcache> {
-    let (backend, layout) = (CcBackend::new()?, Layout::new(dir));
-    let toolchain = schedule_cache::Toolchain::new(backend.identity(), OPTIONS);
-    let timing = schedule_cache::TimingIdentity::this_cpu(None);
-    let disk = schedule_cache::store::CacheStore::disk(layout.schedules());
-    let schedules = ScheduleCache::new(Opts, "tinygrad-style-c", timing, disk)
-        .with_toolchain(toolchain.with_prelude(DEFAULT_PRELUDE));
-    let store = KernelStore::new(layout.kernels());
-    store.create()?;
-    let kernels = KernelCache::new(64 << 20);
-    Ok(Kcache {
-        backend,
-        kernels,
-        store,
-        schedules,
-    })
+    // The shared layout: `kcache stats DIR` / `verify DIR` / `gc DIR` read both stores.
+    let layout = Layout::new(dir);
+    let kernels = CachedBackend::new(CcBackend::new()?, 64 << 20).with_store_in(&layout)?;
+    // The regime: the compiler, the options, the prelude, and this CPU.
+    let toolchain =
+        Toolchain::new(kernels.backend.identity(), OPTIONS).with_prelude(DEFAULT_PRELUDE);
+    let (timing, disk) = (
+        TimingIdentity::this_cpu(None),
+        CacheStore::disk(layout.schedules()),
+    );
+    let schedules =
+        ScheduleCache::new(Opts, "tinygrad-style-c", timing, disk).with_toolchain(toolchain);
+    Ok(Kcache { kernels, schedules })
 }
 
 /// Compiles (or finds, or loads) rendered kernels in one batch, each answered on its own.
@@ -399,13 +397,11 @@ fn compile(k: &Kcache, rendered: &[Rendered]) -> Res<(Vec<Res<Resolved<CcProgram
             );
             let options = OPTIONS.map(String::from).to_vec();
             let source = Source::new(r.text.clone(), signature);
-            source.batch_kernel(&r.name, &names, options, k.backend.identity())
+            source.batch_kernel(&r.name, &names, options, k.kernels.backend.identity())
         })
         .collect();
-    let (outcomes, census) = kernel_cache::with_census(|| {
-        kernel_cache::resolve_each_with_store(&k.kernels, Some(&k.store), &batch, &k.backend)
-    });
-    let outcomes = outcomes?
+    let (outcomes, census) = k.kernels.resolve_each(&batch)?;
+    let outcomes = outcomes
         .into_iter()
         .map(|o| Ok(o.map_err(|e| e.to_string())?));
     Ok((outcomes.collect(), census))
@@ -425,10 +421,10 @@ fn call(resolved: &Resolved<CcProgram>, code: &Kernel) -> Res<(Vec<f32>, f64)> {
 /// Stores the winning opts of `code`; returns the key they are stored at.
 fn store_winner(k: &Kcache, code: &Kernel, opts: &[Opt], times: Vec<f64>) -> Res<String> {
     let published = k.schedules.store(code, opts, Measurements::new(times))?;
-    match published.key {
-        Some(key) if published.outcome.is_stored() => Ok(key.to_string()),
-        _ => Err(format!("not stored: {:?}", published.outcome).into()),
-    }
+    let key = published
+        .stored_key()
+        .ok_or_else(|| format!("{:?}", published.outcome))?;
+    Ok(key.to_string())
 }
 
 /// The stored opts of `code`, and the key they were found at.
