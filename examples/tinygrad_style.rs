@@ -1,7 +1,7 @@
 //! A tinygrad-style backend adopting kcache whose renderer declares **no** names: its C
 //! spells every name the way tinygrad's C renderer does (`data<N>_<size>` parameters,
 //! `gidx<N>` / `ridx<N>` loop variables, `acc<N>` accumulators, `val<N>` loads, `alu<N>`
-//! operations, `cast<N>` conversions, kernels named from their shapes, `r_32_16_4_64_577`,
+//! operations, `cast<N>` conversions, kernels named from their shapes, `r_32_64_16_4_577`,
 //! `E_1024_4_578`), every `<N>` drawn from one process-wide counter that starts at the
 //! process id, so two processes (and two renders in one process) spell an unchanged kernel
 //! differently. The kernels are compiled with real `cc-backend` signatures through the
