@@ -23,7 +23,7 @@
 //! kernel under another name than the tuning process did.
 //!
 //! The kcache glue is every line between a `// kcache-glue: begin` and the next
-//! `// kcache-glue: end`; `cargo xtask tidy` counts it (at most 150 non-blank lines) and
+//! `// kcache-glue: end`; `cargo xtask tidy` counts it (at most 100 non-blank lines) and
 //! checks that no line outside names a kcache crate.
 //!
 //! **The kernel's own name.** The renderer mints its kernel names with a counter
@@ -313,22 +313,11 @@ fn render(code: &Kernel) -> Rendered {
 }
 
 // kcache-glue: begin
-use cc_backend::{
-    Arg, CcBackend, CcError, CcProgram, DEFAULT_PRELUDE, Elem, Extent, Signature, Source,
-};
-use kernel_cache::store::KernelStore;
-use kernel_cache::{Census, KernelCache, Names, Outcome, Resolved};
+use cc_backend::{Arg, CcBackend, CcError, CcProgram, DEFAULT_PRELUDE, Elem, Extent, Signature};
+use kernel_cache::{CachedBackend, Census, Names, Outcomes, Resolved};
 use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
 use schedule_cache::saved::{Replayer, Resolver};
-use schedule_cache::store::CacheStore;
-use schedule_cache::{
-    Error, Layout, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity, Toolchain,
-};
-
-/// A buffer as the schedule key sees it.
-fn node(v: &mut dyn Visitor, b: &Buf) {
-    v.node(NodeId(b.id), &NodeAttrs::new(&[b.len], "f32"));
-}
+use schedule_cache::{Error, Layout, Measurements, ScheduleCache, ScheduleLanguage, SymRef};
 
 /// What the schedule key sees of the code: every piece the renderer prints.
 impl LoopCode for Kernel {
@@ -345,8 +334,8 @@ impl LoopCode for Kernel {
                 }
                 Stmt::Axpb(a) => {
                     v.open("axpb");
-                    node(v, &a.out);
-                    node(v, &a.input);
+                    v.node(NodeId(a.out.id), &NodeAttrs::new(&[a.out.len], "f32"));
+                    v.node(NodeId(a.input.id), &NodeAttrs::new(&[a.input.len], "f32"));
                     for (var, coefficient) in &a.index {
                         v.symbol(SymId(*var));
                         v.int(*coefficient);
@@ -357,8 +346,8 @@ impl LoopCode for Kernel {
                 }
             }
         }
-        node(v, &self.y);
-        node(v, &self.x);
+        v.node(NodeId(self.y.id), &NodeAttrs::new(&[self.y.len], "f32"));
+        v.node(NodeId(self.x.id), &NodeAttrs::new(&[self.x.len], "f32"));
         self.body.iter().for_each(|s| walk(s, v));
     }
 }
@@ -379,50 +368,31 @@ impl ScheduleLanguage for Ops {
             Kind::Unroll(_) => Vec::new(),
         }
     }
-    fn build_op(
-        &self,
-        (kind, target): &(Kind, SymRef),
-        refs: &mut Replayer<'_>,
-    ) -> Result<Op, Error> {
-        Ok(Op::new(*kind, refs.sym(target)?.0))
+    fn build_op(&self, (kind, t): &(Kind, SymRef), r: &mut Replayer<'_>) -> Result<Op, Error> {
+        Ok(Op::new(*kind, r.sym(t)?.0))
     }
 }
 
-/// The backend's kcache state: the C compiler, the kernel cache over its store, the schedules.
-struct Kcache {
-    backend: CcBackend,
-    options: Vec<String>,
-    kernels: std::sync::Arc<KernelCache<CcProgram>>,
-    store: KernelStore,
-    schedules: ScheduleCache<Ops>,
-}
+/// The C compiler with its caches: the kernel store under the in-memory cache.
+type Kernels = CachedBackend<CcBackend>;
 
-fn open(dir: &str) -> Res<Kcache> {
-    let backend = CcBackend::new()?;
-    // The shared layout: `kcache stats DIR` / `verify DIR` / `gc DIR` read both stores.
+/// The backend's kcache state: its kernels and its schedules, in the shared layout (`kcache
+/// stats DIR`, `verify DIR` and `gc DIR` read both stores).
+fn open(dir: &str) -> Res<(Kernels, ScheduleCache<Ops>)> {
     let layout = Layout::new(dir);
-    let store = KernelStore::new(layout.kernels());
-    store.create()?; // says at once if the directory is unusable (a resolve only warns)
+    let kernels = CachedBackend::new(CcBackend::new()?, 64 << 20).with_store_in(&layout)?;
     // The regime: the compiler, the options every kernel is compiled with, the prelude, the CPU.
-    let options = cflags();
-    let toolchain = Toolchain::new(backend.identity(), &options).with_prelude(DEFAULT_PRELUDE);
-    let timing = TimingIdentity::this_cpu(None);
-    let disk = CacheStore::disk(layout.schedules());
+    let toolchain = schedule_cache::Toolchain::new(kernels.backend.identity(), cflags());
+    let timing = schedule_cache::TimingIdentity::this_cpu(None);
+    let disk = schedule_cache::store::CacheStore::disk(layout.schedules());
     let schedules = ScheduleCache::new(Ops, "foreign-c", timing, disk)
-        .with_toolchain(toolchain)
+        .with_toolchain(toolchain.with_prelude(DEFAULT_PRELUDE))
         .with_schedule_format("foreign-ops-1");
-    let kernels = KernelCache::new(64 << 20);
-    Ok(Kcache {
-        backend,
-        options,
-        kernels,
-        store,
-        schedules,
-    })
+    Ok((kernels, schedules))
 }
 
 /// Compiles (or loads, or finds) the rendered kernels in one batch, each on its own.
-fn compile(k: &Kcache, rendered: &[Rendered]) -> Res<(Vec<Outcome<CcProgram, CcError>>, Census)> {
+fn compile(k: &Kernels, rendered: &[Rendered]) -> Res<(Outcomes<CcProgram, CcError>, Census)> {
     let batch: Vec<_> = rendered
         .iter()
         .map(|r| {
@@ -433,44 +403,31 @@ fn compile(k: &Kcache, rendered: &[Rendered]) -> Res<(Vec<Outcome<CcProgram, CcE
             let names = Names::new()
                 .with_bound([y, x])
                 .with_minted_kernel_names("_");
-            Source::new(r.text.clone(), signature).batch_kernel(
-                &r.name,
-                &names,
-                k.options.clone(),
-                k.backend.identity(),
-            )
+            let source = cc_backend::Source::new(r.text.clone(), signature);
+            source.batch_kernel(&r.name, &names, cflags(), k.backend.identity())
         })
         .collect();
-    let (outcomes, census) = kernel_cache::with_census(|| {
-        kernel_cache::resolve_each_with_store(&k.kernels, Some(&k.store), &batch, &k.backend)
-    });
-    Ok((outcomes?, census))
+    Ok(k.resolve_each(&batch)?)
 }
 
 /// Runs a compiled kernel on [`input`]; returns `y` and the time of the call.
 fn call(resolved: &Resolved<CcProgram>) -> Res<(Vec<f32>, f64)> {
     let kernel = cc_backend::Kernel::from_resolved(resolved)?;
-    let mut y = vec![0.0f32; N];
-    let started = Instant::now();
+    let (mut y, started) = (vec![0.0f32; N], Instant::now());
     kernel.call(&mut [Arg::F32Mut(&mut y), Arg::F32(&input())])?;
     Ok((y, started.elapsed().as_secs_f64()))
 }
 
 /// Stores the winning schedule; returns the key it is stored at.
-fn store_winner(k: &Kcache, code: &Kernel, ops: &[Op], times: Vec<f64>) -> Res<String> {
-    let published = k.schedules.store(code, ops, Measurements::new(times))?;
-    match published.key {
-        Some(key) if published.outcome.is_stored() => Ok(key.to_string()),
-        _ => Err(format!("not stored: {:?}", published.outcome).into()),
-    }
+fn store_winner(s: &ScheduleCache<Ops>, code: &Kernel, ops: &[Op], t: Vec<f64>) -> Res<String> {
+    let published = s.store(code, ops, Measurements::new(t))?;
+    let why = || format!("not stored: {:?}", published.outcome);
+    Ok(published.stored_key().ok_or_else(why)?.to_string())
 }
 
 /// The stored schedule rebuilt on `code`, and the key it was found at.
-fn lookup(k: &Kcache, code: &Kernel) -> Res<(Vec<Op>, String)> {
-    let hit = k
-        .schedules
-        .lookup(code)?
-        .map_err(|miss| format!("expected a hit: {miss}"))?;
+fn lookup(s: &ScheduleCache<Ops>, code: &Kernel) -> Res<(Vec<Op>, String)> {
+    let hit = s.lookup(code)?.map_err(|m| format!("a miss: {m}"))?;
     Ok((hit.ops, hit.key.to_string()))
 }
 // kcache-glue: end
@@ -485,7 +442,7 @@ fn cflags() -> Vec<String> {
 }
 
 fn tune(dir: &str) -> Res<()> {
-    let k = open(dir)?;
+    let (kernels, schedules) = open(dir)?;
     let (code, i) = build();
     let tile8 = Op::new(Kind::Tile(8), i);
     let unroll = Op::new(Kind::Unroll(8), tile8.minted[1]);
@@ -500,7 +457,7 @@ fn tune(dir: &str) -> Res<()> {
         .map(|ops| apply(&code, ops))
         .collect::<Res<Vec<_>>>()?;
     let rendered: Vec<Rendered> = scheduled.iter().map(render).collect();
-    let (compiled, census) = compile(&k, &rendered)?;
+    let (compiled, census) = compile(&kernels, &rendered)?;
     let mut best: Option<(f64, usize, Vec<f64>)> = None;
     for (c, outcome) in compiled.iter().enumerate() {
         let resolved = outcome
@@ -518,7 +475,7 @@ fn tune(dir: &str) -> Res<()> {
         }
     }
     let (_, winner, times) = best.ok_or("no candidate")?;
-    let key = store_winner(&k, &code, &candidates[winner], times)?;
+    let key = store_winner(&schedules, &code, &candidates[winner], times)?;
     println!("compiled {}", census.kernels_compiled);
     println!("winner {winner} {}", rendered[winner].name);
     println!("stored {key}");
@@ -526,11 +483,11 @@ fn tune(dir: &str) -> Res<()> {
 }
 
 fn replay(dir: &str) -> Res<()> {
-    let k = open(dir)?;
+    let (kernels, schedules) = open(dir)?;
     let (code, _) = build();
-    let (ops, key) = lookup(&k, &code)?;
+    let (ops, key) = lookup(&schedules, &code)?;
     let rendered = render(&apply(&code, &ops)?);
-    let (compiled, census) = compile(&k, std::slice::from_ref(&rendered))?;
+    let (compiled, census) = compile(&kernels, std::slice::from_ref(&rendered))?;
     let resolved = compiled[0].as_ref().map_err(|e| e.to_string())?;
     let (y, _) = call(resolved)?;
     assert_eq!(
@@ -555,7 +512,7 @@ fn main() -> Res<()> {
     {
         ["tune", dir] => tune(dir),
         ["replay", dir] => replay(dir),
-        ["lookup", dir] => match lookup(&open(dir)?, &build().0) {
+        ["lookup", dir] => match lookup(&open(dir)?.1, &build().0) {
             Ok((_, key)) => Err(format!("a hit at {key}").into()),
             Err(miss) => {
                 println!("miss {miss}");

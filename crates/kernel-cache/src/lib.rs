@@ -26,7 +26,8 @@
 //! compiles anything itself. `cc-backend` is the reference backend (C via the system
 //! compiler); its crate docs show a complete use: real keys, a compile, a safe call, and
 //! programs kept across processes in a [`store::KernelStore`] through
-//! [`resolve_with_store`]. The example below uses a toy backend and hand-made keys; a
+//! [`resolve_with_store`]; [`CachedBackend`] holds backend, cache and store together and
+//! resolves per kernel with the call's census. The example below uses a toy backend and hand-made keys; a
 //! real caller keys its kernels with [`kernel_key`] (or [`BatchKernel::keyed`]).
 //!
 //! ```
@@ -115,6 +116,7 @@
 
 mod backend;
 mod cache;
+mod cached;
 mod census;
 mod cold;
 mod error;
@@ -131,6 +133,7 @@ pub use cache::{CacheStats, KernelCache, Resolved};
 /// Where a kcache directory keeps each store (the schedule store at its root, the kernel store
 /// at `kernels/`): the layout `kcache stats DIR` reads.
 pub use cache_dir::Layout;
+pub use cached::CachedBackend;
 pub use canonical_text::Names;
 pub use census::{Census, with_census};
 pub use cold::with_cold_caches;

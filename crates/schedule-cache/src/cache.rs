@@ -337,6 +337,14 @@ pub struct Published<SavedOp> {
     pub saved: SavedSchedule<SavedOp>,
 }
 
+impl<SavedOp> Published<SavedOp> {
+    /// The key the entry was published at, or `None` when nothing was published (the store
+    /// was skipped, refused, or kept a faster entry: [`Published::outcome`] says which).
+    pub fn stored_key(&self) -> Option<&CacheKey> {
+        self.key.as_ref().filter(|_| self.outcome.is_stored())
+    }
+}
+
 impl StoreOutcome {
     /// Whether the entry was published.
     pub fn is_stored(&self) -> bool {
@@ -952,6 +960,7 @@ mod tests {
         let p = c
             .store(&code, &[i], Measurements::default())
             .expect("store");
+        assert_eq!(p.stored_key(), None);
         assert_eq!((p.outcome, p.key), (StoreOutcome::Skipped, None));
         let miss = c.lookup(&code).expect("lookup").expect_err("miss");
         assert_eq!(miss, Miss::NoTiming);
@@ -973,6 +982,19 @@ mod tests {
             .store(&code, &[i], Measurements::default())
             .expect("store");
         assert!(p.outcome.is_stored() && p.key.is_some(), "{p:?}");
+        assert_eq!(p.stored_key(), p.key.as_ref());
+        // Keep-faster: a slower store leaves the entry in place, so it names no stored key.
+        let keep = known.with_store_policy(StorePolicy::KeepFaster);
+        let fast = keep.store(&code, &[i], Measurements::new(vec![0.5]));
+        assert!(fast.expect("store").stored_key().is_some());
+        let slower = keep
+            .store(&code, &[i], Measurements::new(vec![1.0]))
+            .expect("store");
+        assert!(
+            matches!(slower.outcome, StoreOutcome::KeptExisting(_)),
+            "{slower:?}"
+        );
+        assert_eq!((slower.stored_key(), slower.key.is_some()), (None, true));
     }
 
     #[test]
