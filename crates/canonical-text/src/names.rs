@@ -98,6 +98,15 @@ pub struct Names {
     /// (the default): only a `__seg<digits>` index is dropped. See
     /// [`Names::kernel_token`].
     pub minted_kernel_separator: Option<String>,
+    /// Whether the caller learned the macros of every header the text includes itself
+    /// (as cc-backend does, from the compiler's macro table over the prelude and the
+    /// text's own directives) and listed each that observes a spelling in
+    /// [`Names::observers`](crate::Names::observers). Default `false`: a text that
+    /// includes a header (`#include`, `#include_next`, `#import`) renames no name inside
+    /// the arguments of a call-like name other than a C keyword or the kernel's own name
+    /// (such a name is pinned), since a header's function-like macro may paste its
+    /// argument (`<stdint.h>`'s `INT64_C(x)` reads `xL`).
+    pub included_macros_known: bool,
 }
 
 impl Default for Names {
@@ -110,6 +119,7 @@ impl Default for Names {
             observers: BTreeSet::from([crate::phases::DEFAULT_OBSERVER.to_owned()]),
             minted_shapes: true,
             minted_kernel_separator: None,
+            included_macros_known: false,
         }
     }
 }
@@ -171,6 +181,13 @@ impl Names {
             }
         }
         crate::kernel_token(name)
+    }
+
+    /// Sets [`Names::included_macros_known`](crate::Names::included_macros_known): the
+    /// caller listed every observing macro of the headers the text includes itself.
+    pub fn with_included_macros_known(mut self, known: bool) -> Self {
+        self.included_macros_known = known;
+        self
     }
 
     /// Adds bound names.
