@@ -129,11 +129,17 @@ fn canonical_prepared(text: &str, kernel_name: Option<&str>, prepared: &Prepared
     }
     // The include rule: a text that includes a header renames nothing inside the
     // arguments of a call-like name it does not own (a pass with those names pinned).
+    // With standard headers only and no macro of the text's, only a call to a standard
+    // header's observing macro can paste: the text is read with the lexer only if it
+    // spells one (a packed search, as for the built-in observers).
     if outcome.is_ok()
         && r.includes != 0
         && r.next > 0
         && r.collisions.is_none()
         && !names.included_macros_known
+        && (r.includes != crate::rename::INCLUDES_STANDARD
+            || r.defines
+            || crate::phases::mentions_standard_observer(src))
     {
         let pins = renamed_in_unowned_calls(src, &r, kernel_name);
         if !pins.is_empty() {

@@ -82,7 +82,10 @@ pub struct Names {
     /// Wherever one of these occurs in the text as a whole identifier (not inside a longer
     /// word or number; even in a comment or literal), nothing is renamed
     /// ([`Refusal::SpellingObserved`]). Default: `assert`. Macros
-    /// *defined in the text* with `#` or `##` are found without being listed here.
+    /// *defined in the text* with `#` or `##` (or naming a feature test such as
+    /// `__has_builtin`) are found without being listed here; macros the compile's
+    /// options define (`-DHB(x)=__has_builtin(x)`) are not in the text and must be listed
+    /// when they observe (cc-backend learns them from the compiler's macro table).
     pub observers: BTreeSet<String>,
     /// Whether names of OCANNL's minted shapes (`i` and digits; `v`, digits, `_`,
     /// anything) are renamed without being listed (default `true`). With `false`, only

@@ -595,6 +595,24 @@ pub(crate) const STANDARD_HEADER_OBSERVERS: &[&str] = &[
     "sigmask",
 ];
 
+/// Whether `src` spells one of [`STANDARD_HEADER_OBSERVERS`] anywhere (as a substring:
+/// over-approximating only reads more texts with the lexer).
+pub(crate) fn mentions_standard_observer(src: &[u8]) -> bool {
+    static S: OnceLock<Option<packed::Searcher>> = OnceLock::new();
+    match S
+        .get_or_init(|| {
+            packed::Config::new()
+                .builder()
+                .extend(STANDARD_HEADER_OBSERVERS.iter().copied())
+                .build()
+        })
+        .as_ref()
+    {
+        Some(s) => s.find(src).is_some(),
+        None => true,
+    }
+}
+
 /// The library functions (and function-like macros of function meaning) that some of
 /// [`STANDARD_HEADERS`] declare, per header (C17 Annex B; the math functions are
 /// [`LIBM_BUILTINS`]' with their `f` and `l` forms). Where their header is included, C

@@ -87,6 +87,8 @@ pub(crate) struct Renamer<'a, 'n> {
     /// Which of [`crate::phases::STANDARD_HEADERS`] the text includes (bit `k` for the
     /// `k`th).
     pub(crate) standard_headers: u64,
+    /// The scan met a `#define` (or a directive with a comment before its name).
+    pub(crate) defines: bool,
     /// The bound-name refusal this pass found in names the preparation left unread
     /// ([`Prepared`]'s `deferred`): the call starts again from
     /// [`Prepared::settled`], since these names were entered as renamable.
@@ -198,6 +200,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             attributes: Vec::new(),
             includes: 0,
             standard_headers: 0,
+            defines: false,
             bound_refusal: if prepared.deferred {
                 check.refusal()
             } else {
@@ -730,6 +733,7 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                     Some(None) => self.includes = INCLUDES_OTHER,
                     None => {}
                 }
+                self.defines |= defines(src, pos, e);
                 self.region(pos, e, false);
                 Ok(e)
             }
@@ -976,6 +980,21 @@ fn included(src: &[u8], start: usize, end: usize) -> Option<Option<usize>> {
             .position(|s| s.as_bytes() == h)
     });
     Some(standard)
+}
+
+/// Whether the directive `src[start..end]` (its `#` or `%:` at `start`) may define a
+/// macro: a `#define`, or a directive with a comment before its name.
+fn defines(src: &[u8], start: usize, end: usize) -> bool {
+    let mut i = if src[start] == b'%' {
+        start + 2
+    } else {
+        start + 1
+    };
+    while i < end && matches!(src[i], b' ' | b'\t' | 0x0b | 0x0c) {
+        i += 1;
+    }
+    let line = &src[i.min(end)..end];
+    line.starts_with(b"define") || line.starts_with(b"/")
 }
 
 /// [`Renamer::includes`]: the text includes standard C headers only.
