@@ -1173,6 +1173,43 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The include rule skips its lexer pass only where the pass would pin nothing:
+        /// a text including standard headers only, defining no macro, spelling no
+        /// standard header's observing macro.
+        #[test]
+        fn the_include_rules_skip_loses_no_pin(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "\n#include <stdint.h>\n", "\n#include <stdio.h>\n",
+                    "\n#include <stdint.h>\n", "\n#define M(a) a\n", "\n#define M(a) a\n",
+                    "\n# /* c */ define N 1\n", "M(n1)", "M(n1)", "N(i2)", "f(n1, i1)",
+                    "printf(i1)", "(", ")", "i1", "n1", " ", "\n", ";", "if (i1)",
+                    "\n#include \"x.h\"\n", "INT64_C(n1)", "assert(n1)", "/* INT64_C */",
+                    "\"INT64_C(\"",
+                ]),
+                0..12,
+            ),
+        ) {
+            let text: String = pieces.concat();
+            let src = text.as_bytes();
+            let names = Names::new().with_bound(["n1"]);
+            let prepared = Prepared::new(&names);
+            let mut r = Renamer::new(src, &prepared, true, None, b"", &[]);
+            if r.run().is_ok()
+                && r.includes == crate::rename::INCLUDES_STANDARD
+                && !r.defines
+                && !crate::phases::mentions_standard_observer(src)
+            {
+                proptest::prop_assert!(
+                    renamed_in_unowned_calls(src, &r, None).is_empty(),
+                    "{:?}",
+                    text
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
         /// The scan meets every identifier starting with `_` in code, directives and
         /// attributes as the lexer reads them: once it read a whole text the phases 1-2
