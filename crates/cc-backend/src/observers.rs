@@ -511,6 +511,27 @@ mod tests {
         }
     }
 
+    /// Issue 35: a replacement list naming a feature test observes (its answer is its
+    /// argument's spelling), and so does a macro naming such a macro; a text's own
+    /// directive lines are learned only when it includes a header.
+    #[test]
+    fn feature_tests_observe_and_own_includes_are_learned() {
+        let table = "#define HB(x) __has_builtin(x)\n#define WRAP(x) HB(x)\n\
+                     #define ID(x) __is_identifier(x)\n#define PLAIN(x) ((x) + 1)\n";
+        let learned = analyse_macros(table);
+        let mut observers: Vec<&str> = learned.observers.iter().map(String::as_str).collect();
+        observers.sort_unstable();
+        assert_eq!(observers, ["HB", "ID", "WRAP"]);
+        let prelude = "#include <math.h>\n";
+        let plain = format!("{prelude}\n#define N 4\nvoid k(void) {{}}\n");
+        assert_eq!(learning_prelude(prelude, &plain), prelude);
+        let own = format!("{prelude}\n#define N 4\n  #  include <stdint.h>\nvoid k(void) {{}}\n");
+        assert_eq!(
+            learning_prelude(prelude, &own),
+            format!("{prelude}\n#define N 4\n  #  include <stdint.h>\n")
+        );
+    }
+
     /// The reference: every distinct word ([`words`]) looked up in both sets.
     fn spelled_naive(learned: &PreludeNames, text: &str) -> (BTreeSet<String>, BTreeSet<String>) {
         let (mut free, mut observers) = (BTreeSet::new(), BTreeSet::new());
