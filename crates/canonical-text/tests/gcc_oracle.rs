@@ -32,6 +32,11 @@
 //! segment index always): the oracle must find violations there, which shows it can
 //! fail.
 //!
+//! Issue 35 added a statement to one template in three (feature tests on names spelled
+//! like built-ins, headers the text includes, value built-ins: see `issue_35_statement`),
+//! drawn from a generator of its own; `KCACHE_SOUNDNESS_ISSUE35=0` leaves it out, so the
+//! templates are those of earlier versions and their equal-key counts compare.
+//!
 //! `KCACHE_SOUNDNESS_CASES` (default 60) sets the number of templates (each gives four
 //! variants and six pairs), `KCACHE_SOUNDNESS_SEED` the seed; `cargo xtask soundness
 //! --cases N` runs a long soak. The stats line says how many templates clang compiled.
@@ -805,7 +810,7 @@ fn issue_35_statement(t: &mut Vec<Tok>, seed: u64, case: usize, clang: bool) {
     for _ in 0..4 {
         rng.next_u64();
     }
-    if !rng.chance(3) {
+    if !rng.chance(3) || std::env::var("KCACHE_SOUNDNESS_ISSUE35").is_ok_and(|v| v == "0") {
         return;
     }
     let mut b = Builder {
