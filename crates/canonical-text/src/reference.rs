@@ -21,9 +21,10 @@ use crate::{Names, canonical_kernel};
 ///   comments and literals renames nothing, and no renamed name stands inside a GNU
 ///   attribute (`__attribute__((...))`, `__attribute((...))`, `__declspec(...)`) nor a
 ///   feature test (`__has_builtin(...)` and every `__has_*`/`__is_*` kin);
-/// * a text with a `#include` renames no name inside the arguments of a standard header's
-///   observing macro (`INT64_C(...)`) nor of a macro the text defines (unless the caller
-///   vouched for its headers' macros: [`Names::included_macros_known`]);
+/// * a text with a `#include` renames no identifier token inside the arguments of a
+///   standard header's observing macro (`INT64_C(...)`) nor of a macro the text defines
+///   (unless the caller vouched for its headers' macros:
+///   [`Names::included_macros_known`]); words of a comment there may be renamed;
 /// * a renamed name is renamed at every identifier token in code spelled like it, and
 ///   occurs in no preprocessor line or attribute token as a word, and never as an
 ///   identifier right after `.`, `->` or `::` (comments, white space and
@@ -100,7 +101,11 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
                 text.get(a..b)
             ));
         }
-        if (number.is_some() || own_changes) && calls.iter().any(|&(s, e)| s <= a && a < e) {
+        // Only in code: a comment inside the arguments is gone before any macro runs.
+        if (number.is_some() || own_changes)
+            && calls.iter().any(|&(s, e)| s <= a && a < e)
+            && token_at(a).is_some_and(|t| t.kind == TokenKind::Ident)
+        {
             return Some(format!(
                 "renamed {:?} at {a} inside a call a header's macro may paste",
                 text.get(a..b)
@@ -369,6 +374,16 @@ mod tests {
                 "{text:?}"
             );
         }
+    }
+
+    /// Found by the differential fuzz target: a comment inside an observing call's
+    /// arguments is renamed like any comment: the macro never sees it.
+    #[test]
+    fn comments_inside_a_pasting_calls_arguments_may_be_renamed() {
+        let names = Names::new().with_bound(["n1_x"]);
+        let text = "#include <stdio.h>\nlong k(long n1_x) { return INT64_C(1 /* n1_x */) + n1_x; }";
+        assert_eq!(disagreement(text, Some("k"), &names), None);
+        assert_eq!(canonical_kernel(text, Some("k"), &names).renamed_count(), 1);
     }
 
     #[test]
