@@ -134,7 +134,7 @@ fn canonical_prepared(text: &str, kernel_name: Option<&str>, prepared: &Prepared
     // spells one (a packed search, as for the built-in observers).
     if outcome.is_ok()
         && r.includes != 0
-        && r.next > 0
+        && (r.next > 0 || own.is_some_and(|o| o != token_bytes))
         && r.collisions.is_none()
         && !names.included_macros_known
         && (r.includes != crate::rename::INCLUDES_STANDARD
@@ -1599,6 +1599,26 @@ mod tests {
             canon("#define N 4\n# pragma x\ni1", &names)
                 .refusals()
                 .is_empty()
+        );
+    }
+
+    /// Found by the differential fuzz target: a text that renames nothing but replaces its
+    /// own name (`k__seg1` to its token) still meets the include rule, so the own name
+    /// inside a pasting call's arguments is kept whole.
+    #[test]
+    fn the_include_rule_keeps_the_own_name_inside_a_pasting_call() {
+        let text =
+            "#include <stdint.h>\nlong x = INT64_C(k__seg1);\nint k__seg1(void) { return 0; }\n";
+        let c = canonical_kernel(text, Some("k__seg1"), &Names::new());
+        assert_eq!(c.pinned(), ["k__seg1"]);
+        let twin = text.replace("k__seg1", "k__seg2");
+        assert_ne!(
+            c.key(&[]),
+            canonical_kernel(&twin, Some("k__seg2"), &Names::new()).key(&[])
+        );
+        assert_eq!(
+            crate::reference::disagreement(text, Some("k__seg1"), &Names::new()),
+            None
         );
     }
 
