@@ -1200,7 +1200,7 @@ fn equal_keys_imply_identical_object_code() {
             "the oracle saw no renamed twins with equal keys"
         );
     }
-    if cases >= 600 {
+    if cases >= 600 && !std::env::var("KCACHE_SOUNDNESS_ISSUE35").is_ok_and(|v| v == "0") {
         assert!(
             sum(|s| s.todays_violations) > 0,
             "the oracle did not catch today's rule on issue 35's classes"
