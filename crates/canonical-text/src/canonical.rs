@@ -54,8 +54,13 @@ use crate::rename::{Ambiguous, Renamer, pinned_names, redo};
 /// `_Pragma`, a symbol-naming attribute, a preprocessor line with `#` or `##` after its
 /// introducer, a macro of [`Names::observers`](crate::Names::observers); the kernel's own name is then kept whole,
 /// segment index included), or when names collide in the name table
-/// ([`Refusal::NameCollisions`]). The crate docs say why each is refused; a refusal costs a
-/// miss, never a wrong hit.
+/// ([`Refusal::NameCollisions`]); also when a renamed name stands inside a GNU attribute
+/// ([`Refusal::NameInAttribute`]) or a feature test such as `__has_builtin(...)`
+/// ([`Refusal::NameInFeatureTest`]), or a reserved identifier is not on the allow list
+/// ([`Refusal::UnknownReserved`]). In a text that includes a header, a name inside the
+/// arguments of a call a header's macro may paste is kept as spelled (pinned; see
+/// [`Names::included_macros_known`](crate::Names::included_macros_known)). The crate docs
+/// say why each is refused; a refusal costs a miss, never a wrong hit.
 ///
 /// ```
 /// use canonical_text::{canonical_kernel, Names, Refusal};
@@ -122,6 +127,37 @@ fn canonical_prepared(text: &str, kernel_name: Option<&str>, prepared: &Prepared
     if outcome.is_ok() && r.redo && r.collisions.is_none() {
         (r, outcome) = redo(r, src, prepared, bound_ok, own, token_bytes);
     }
+    // The include rule: a text that includes a header renames nothing inside the
+    // arguments of a call-like name it does not own (a pass with those names pinned).
+    // With standard headers only and no macro of the text's, only a call to a standard
+    // header's observing macro can paste: the text is read with the lexer only if it
+    // spells one (a packed search, as for the built-in observers).
+    if outcome.is_ok()
+        && r.includes != 0
+        && (r.next > 0 || own.is_some_and(|o| o != token_bytes))
+        && r.collisions.is_none()
+        && !names.included_macros_known
+        && (r.includes != crate::rename::INCLUDES_STANDARD
+            || r.defines
+            || crate::phases::mentions_standard_observer(src))
+    {
+        let pins = renamed_in_unowned_calls(src, &r, kernel_name);
+        if !pins.is_empty() {
+            let mut pinned: Vec<&[u8]> = r
+                .map
+                .entries()
+                .filter(|e| e.slot == Slot::Pinned)
+                .map(|e| e.name)
+                .collect();
+            pinned.extend(pins);
+            drop(r);
+            r = Renamer::new(src, prepared, bound_ok, own, token_bytes, &pinned);
+            outcome = r.run();
+            if outcome.is_ok() && r.redo && r.collisions.is_none() {
+                (r, outcome) = redo(r, src, prepared, bound_ok, own, token_bytes);
+            }
+        }
+    }
     if !r.gate_clear
         && let Some((offset, what)) = crate::phases::untokenizable(src)
     {
@@ -167,8 +203,12 @@ fn canonical_prepared(text: &str, kernel_name: Option<&str>, prepared: &Prepared
                 text: OnceLock::new(),
             };
             match name_in_attribute(src, &r, &c, kernel_name) {
-                Some((offset, name)) => {
-                    let refusal = Refusal::NameInAttribute { offset, name };
+                Some((offset, name, introducer)) => {
+                    let refusal = if crate::phases::is_feature_test(&src[introducer..]) {
+                        Refusal::NameInFeatureTest { offset, name }
+                    } else {
+                        Refusal::NameInAttribute { offset, name }
+                    };
                     refused(src, kernel_name, prepared, refusal)
                 }
                 None => c,
@@ -192,16 +232,17 @@ fn canonical_prepared(text: &str, kernel_name: Option<&str>, prepared: &Prepared
     }
 }
 
-/// The first word inside a GNU or Microsoft attribute region
+/// The first word inside a GNU or Microsoft attribute region or a feature test's
 /// ([`crate::phases::attribute_regions_at`]) that `c` renamed, or the kernel's own name
-/// when `c` replaced it by another token; read only when `c` renamed something and the
-/// scan `r` (which read the whole text) met an attribute introducer in code.
+/// when `c` replaced it by another token, with where its region's introducer starts; read
+/// only when `c` renamed something and the scan `r` (which read the whole text) met an
+/// introducer in code.
 pub(crate) fn name_in_attribute(
     src: &[u8],
     r: &Renamer<'_, '_>,
     c: &Canonical,
     kernel_name: Option<&str>,
-) -> Option<(usize, String)> {
+) -> Option<(usize, String, usize)> {
     let own = kernel_name.filter(|n| c.kernel_token() != Some(*n));
     if c.renamed_count == 0 && own.is_none() {
         return None;
@@ -229,7 +270,7 @@ pub(crate) fn name_in_attribute(
                 if let Ok(w) = std::str::from_utf8(&src[i..j])
                     && (own == Some(w) || renamed(i, j))
                 {
-                    return Some((i, w.to_owned()));
+                    return Some((i, w.to_owned(), s));
                 }
                 i = j.max(i + 1);
             } else {
@@ -238,6 +279,231 @@ pub(crate) fn name_in_attribute(
         }
     }
     None
+}
+
+/// Words before `(` that no header can make a pasting macro of: C keywords (and their
+/// GNU spellings) that take a parenthesized operand or start a statement.
+const CALL_LIKE_KEYWORDS: &[&[u8]] = &[
+    b"if",
+    b"while",
+    b"for",
+    b"switch",
+    b"return",
+    b"sizeof",
+    b"alignof",
+    b"_Alignof",
+    b"__alignof__",
+    b"typeof",
+    b"__typeof__",
+    b"typeof_unqual",
+    b"_Generic",
+    b"_Static_assert",
+    b"static_assert",
+    b"_Alignas",
+    b"alignas",
+    b"_Atomic",
+    b"do",
+    b"else",
+    b"case",
+    b"void",
+    b"char",
+    b"short",
+    b"int",
+    b"long",
+    b"float",
+    b"double",
+    b"signed",
+    b"unsigned",
+    b"const",
+    b"volatile",
+    b"restrict",
+    b"__restrict__",
+    b"__attribute__",
+    b"__attribute",
+    b"__declspec",
+];
+
+/// The include rule's names (see [`Names::included_macros_known`]): every name `r`
+/// renamed (or replaced, the own name) that occurs inside the parenthesized arguments of
+/// an identifier that may name a header's pasting macro, or anywhere if the parentheses
+/// of the code do not balance (a macro may supply one). Those identifiers are the macros
+/// the text defines, and: when the text includes only standard headers
+/// ([`crate::phases::STANDARD_HEADERS`]), the headers' observing macros
+/// ([`crate::phases::STANDARD_HEADER_OBSERVERS`]); otherwise every identifier but a
+/// [`CALL_LIKE_KEYWORDS`] word, the kernel's own name and a library function of an
+/// included standard header ([`crate::phases::standard_function`]). Read with the lexer:
+/// only for a text that includes a header and renamed something.
+#[cold]
+#[inline(never)]
+fn renamed_in_unowned_calls<'a>(
+    src: &'a [u8],
+    r: &Renamer<'a, '_>,
+    kernel_name: Option<&str>,
+) -> Vec<&'a [u8]> {
+    use crate::lexer::TokenKind as K;
+    let all = crate::lexer::tokenize(src);
+    let punct = |t: &crate::lexer::Token, p: &[u8]| t.kind == K::Punct && t.bytes(src) == p;
+    // The macros the text defines (never taken for a keyword, the kernel or a library
+    // function, whatever their name), whether one's replacement list leaves a parenthesis
+    // open or closes one it did not open, and whether a directive could not be read.
+    let mut defined: Vec<&[u8]> = Vec::new();
+    let mut unbalanced_definition = false;
+    let mut unreadable = false;
+    for t in all.iter().filter(|t| t.kind == K::Preprocessor) {
+        match defined_macro(t.bytes(src)) {
+            Definition::Of(name, balanced) => {
+                defined.push(name);
+                unbalanced_definition |= !balanced;
+            }
+            Definition::Unreadable => unreadable = true,
+            Definition::None => {}
+        }
+    }
+    let tokens: Vec<crate::lexer::Token> = all
+        .into_iter()
+        .filter(|t| {
+            !matches!(
+                t.kind,
+                K::Whitespace | K::LineComment | K::BlockComment | K::Preprocessor
+            )
+        })
+        .collect();
+    let renamed = |t: &crate::lexer::Token| -> bool {
+        t.kind == K::Ident
+            && matches!(
+                r.map.get(t.bytes(src), name_key(src, t.start, t.end)),
+                Ok(Some(Slot::Renamed(_) | Slot::Own)) | Err(_)
+            )
+    };
+    let standard_only = r.includes == crate::rename::INCLUDES_STANDARD && !unreadable;
+    let may_paste = |t: &crate::lexer::Token| -> bool {
+        let w = t.bytes(src);
+        if t.kind != K::Ident {
+            return false;
+        }
+        if defined.contains(&w) {
+            return true;
+        }
+        if standard_only {
+            crate::phases::STANDARD_HEADER_OBSERVERS
+                .iter()
+                .any(|o| o.as_bytes() == w)
+        } else {
+            !CALL_LIKE_KEYWORDS.contains(&w)
+                && kernel_name.map(str::as_bytes) != Some(w)
+                && !crate::phases::standard_function(w, r.standard_headers)
+        }
+    };
+    // A macro may supply a parenthesis the code does not show (`#define OPEN M(` then
+    // `OPEN x)` calls `M` on `x`): a text's own definition that leaves one unbalanced, or
+    // (when another header may hold such a macro) code whose parentheses do not balance.
+    let mut depth = 0i64;
+    for t in &tokens {
+        if punct(t, b"(") {
+            depth += 1;
+        } else if punct(t, b")") {
+            depth -= 1;
+            if depth < 0 {
+                break;
+            }
+        }
+    }
+    let mut out: Vec<&'a [u8]> = Vec::new();
+    if unbalanced_definition || (!standard_only && depth != 0) {
+        out.extend(tokens.iter().filter(|t| renamed(t)).map(|t| t.bytes(src)));
+    } else {
+        // The arguments' ends: the outermost open call's depth is enough (a region inside
+        // another is inside it). A call's result followed by `(` (`APPLY(M)(x)`: the
+        // expansion may end in a macro's name) continues the region.
+        let mut until: Option<i64> = None;
+        let mut closed_call_at: Option<usize> = None;
+        let mut depth = 0i64;
+        for (k, t) in tokens.iter().enumerate() {
+            if punct(t, b"(") {
+                depth += 1;
+                if until.is_none()
+                    && k > 0
+                    && (may_paste(&tokens[k - 1]) || closed_call_at == Some(k - 1))
+                {
+                    until = Some(depth);
+                }
+            } else if punct(t, b")") {
+                if until == Some(depth) {
+                    until = None;
+                    closed_call_at = Some(k);
+                }
+                depth -= 1;
+            } else if until.is_some() && renamed(t) {
+                out.push(t.bytes(src));
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// What [`defined_macro`] reads in a directive.
+enum Definition<'a> {
+    /// A `#define` of this name; whether its replacement list's parentheses balance.
+    Of(&'a [u8], bool),
+    /// A directive whose name, or whose macro's name, a comment hides.
+    Unreadable,
+    /// Any other directive.
+    None,
+}
+
+/// What the directive `d` (from its `#` or `%:`) defines ([`Definition`]).
+fn defined_macro(d: &[u8]) -> Definition<'_> {
+    let blank = |b: &u8| matches!(b, b' ' | b'\t' | 0x0b | 0x0c);
+    let Some(d) = d.strip_prefix(b"#").or_else(|| d.strip_prefix(b"%:")) else {
+        return Definition::None;
+    };
+    let Some(k) = d.iter().position(|b| !blank(b)) else {
+        return Definition::None;
+    };
+    let d = &d[k..];
+    if d.starts_with(b"/") {
+        return Definition::Unreadable;
+    }
+    let Some(d) = d.strip_prefix(b"define") else {
+        return Definition::None;
+    };
+    let Some(k) = d.iter().position(|b| !blank(b)) else {
+        return Definition::None;
+    };
+    let d = &d[k..];
+    let n = d
+        .iter()
+        .position(|&b| !crate::lexer::is_ident_continue(b))
+        .unwrap_or(d.len());
+    if n == 0 {
+        return Definition::Unreadable;
+    }
+    // The replacement list's parentheses, past a function-like macro's parameter list
+    // (`(` right after the name), as the lexer reads them.
+    let mut rest = &d[n..];
+    if rest.first() == Some(&b'(') {
+        match rest.iter().position(|&b| b == b')') {
+            Some(close) => rest = &rest[close + 1..],
+            None => return Definition::Unreadable,
+        }
+    }
+    let mut depth = 0i64;
+    let mut balanced = true;
+    for t in crate::lexer::Lexer::new(rest) {
+        if t.kind == crate::lexer::TokenKind::Punct {
+            match t.bytes(rest) {
+                b"(" => depth += 1,
+                b")" => {
+                    depth -= 1;
+                    balanced &= depth >= 0;
+                }
+                _ => {}
+            }
+        }
+    }
+    Definition::Of(&d[..n], balanced && depth == 0)
 }
 
 /// Starts loading, all at once, what a call reads first from `names` (the sets' nodes
@@ -907,6 +1173,43 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The include rule skips its lexer pass only where the pass would pin nothing:
+        /// a text including standard headers only, defining no macro, spelling no
+        /// standard header's observing macro.
+        #[test]
+        fn the_include_rules_skip_loses_no_pin(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "\n#include <stdint.h>\n", "\n#include <stdio.h>\n",
+                    "\n#include <stdint.h>\n", "\n#define M(a) a\n", "\n#define M(a) a\n",
+                    "\n# /* c */ define N 1\n", "M(n1)", "M(n1)", "N(i2)", "f(n1, i1)",
+                    "printf(i1)", "(", ")", "i1", "n1", " ", "\n", ";", "if (i1)",
+                    "\n#include \"x.h\"\n", "INT64_C(n1)", "assert(n1)", "/* INT64_C */",
+                    "\"INT64_C(\"",
+                ]),
+                0..12,
+            ),
+        ) {
+            let text: String = pieces.concat();
+            let src = text.as_bytes();
+            let names = Names::new().with_bound(["n1"]);
+            let prepared = Prepared::new(&names);
+            let mut r = Renamer::new(src, &prepared, true, None, b"", &[]);
+            if r.run().is_ok()
+                && r.includes == crate::rename::INCLUDES_STANDARD
+                && !r.defines
+                && !crate::phases::mentions_standard_observer(src)
+            {
+                proptest::prop_assert!(
+                    renamed_in_unowned_calls(src, &r, None).is_empty(),
+                    "{:?}",
+                    text
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
         /// The scan meets every identifier starting with `_` in code, directives and
         /// attributes as the lexer reads them: once it read a whole text the phases 1-2
@@ -925,6 +1228,8 @@ mod tests {
                     " ", "\n", "\t", "1.", "1e+", ".", "->", "+", "0x", "/*", "*/", "//",
                     "\"", "'", "#", "#define ", "[[", "]]", "x", "aligned", ";", ",",
                     "%:", "?", "__FILE__", "__attribute__((", "__declspec(", " __attribute ( (",
+                    "__has_builtin", "__has_builtin(", "__is_identifier (", "__has_zz(",
+                    "__is_", "__builtin_expect", "__builtin_LINE", "_Generic",
                 ]),
                 0..80,
             ),
@@ -1069,7 +1374,15 @@ mod tests {
                 "[[gnu::aligned(__builtin_COLUMN())]] int i1;",
                 "__builtin_COLUMN",
             ),
-            ("int i1 = _Generic(i2, int: 1);", "_Generic"),
+            (
+                "int i1 = __builtin_has_attribute(i2, packed);",
+                "__builtin_has_attribute",
+            ),
+            (
+                "int i1 = (int)__builtin_offsetof(struct s, i2);",
+                "__builtin_offsetof",
+            ),
+            ("int i1 = __has_zz(i2);", "__has_zz"),
         ] {
             assert_refused(text, &names, what);
         }
@@ -1079,22 +1392,18 @@ mod tests {
             "_Bool n1_x = __builtin_isnan(i1) ? 0 : 1;",
             "const char* f = __FILE__ __DATE__; int n1_x = __LINE__ + i1;",
             "const char* __tvm_assert_parts[6]; __pool3[i1] = __builtin_nanf(\"\");",
+            "int i1 = _Generic(i2, int: 1) + __builtin_expect(i2, 0);",
         ] {
             let c = canonical_kernel(text, Some("k__seg3"), &names);
             let unknown = c
                 .refusals()
                 .iter()
                 .any(|r| matches!(r, Refusal::UnknownReserved { .. }));
-            if text.contains("isnan") {
-                // `__builtin_isnan` is not on the allow list: refused.
-                assert!(unknown, "{text:?}");
-            } else {
-                assert!(
-                    !unknown && c.renamed_count() > 0,
-                    "{text:?}: {:?}",
-                    c.refusals()
-                );
-            }
+            assert!(
+                !unknown && c.renamed_count() > 0,
+                "{text:?}: {:?}",
+                c.refusals()
+            );
         }
     }
 
@@ -1290,6 +1599,26 @@ mod tests {
             canon("#define N 4\n# pragma x\ni1", &names)
                 .refusals()
                 .is_empty()
+        );
+    }
+
+    /// Found by the differential fuzz target: a text that renames nothing but replaces its
+    /// own name (`k__seg1` to its token) still meets the include rule, so the own name
+    /// inside a pasting call's arguments is kept whole.
+    #[test]
+    fn the_include_rule_keeps_the_own_name_inside_a_pasting_call() {
+        let text =
+            "#include <stdint.h>\nlong x = INT64_C(k__seg1);\nint k__seg1(void) { return 0; }\n";
+        let c = canonical_kernel(text, Some("k__seg1"), &Names::new());
+        assert_eq!(c.pinned(), ["k__seg1"]);
+        let twin = text.replace("k__seg1", "k__seg2");
+        assert_ne!(
+            c.key(&[]),
+            canonical_kernel(&twin, Some("k__seg2"), &Names::new()).key(&[])
+        );
+        assert_eq!(
+            crate::reference::disagreement(text, Some("k__seg1"), &Names::new()),
+            None
         );
     }
 

@@ -142,16 +142,32 @@
 //!   spelling or a position than any deny list holds (clang's `__builtin_COLUMN` and
 //!   `__builtin_dump_struct`, glibc's `__STRING` and `__CONCAT`), and all of them live in
 //!   the reserved namespace. An identifier spelled `__x` or `_X` outside comments and
-//!   literals that is not on a short allow list of known meaning (C keywords spelled that
-//!   way, the GNU qualifiers, the attribute introducers, and exactly the reserved names
-//!   the real corpus of tinygrad, TVM and OCANNL kernels uses) keys the kernel over its
-//!   exact text with its whole own name ([`Refusal::UnknownReserved`]).
+//!   literals that is not on the allow list of known meaning
+//!   ([`allow_lists::reserved_names`]: every `_Keyword` of C11 to C23 and GNU's
+//!   alternate spellings, the attribute introducers and words, the feature tests gcc or
+//!   clang define, the built-ins whose arguments are plain values, each a built-in of both
+//!   compilers, and the reserved names the real corpus of tinygrad, TVM and OCANNL kernels
+//!   uses) keys the kernel over its exact text with its whole own name
+//!   ([`Refusal::UnknownReserved`]). Spelling and position built-ins
+//!   (`__builtin_LINE`, `__builtin_offsetof`, `__builtin_has_attribute`) are not on it.
 //! * **Attribute regions.** Inside `[[...]]`, `__attribute__((...))`,
 //!   `__attribute((...))` and `__declspec(...)` a word is an attribute's name or
 //!   argument: a bound name spelled like one (`always_inline`, `packed`) is never
 //!   renamed there; a text where renaming would reach into one keys over its exact text
 //!   ([`Refusal::NameInAttribute`]). Asm operands (`asm(... : "=r"(x))`) are never
 //!   renamed either: any spelling of `asm` refuses (above).
+//! * **Feature tests.** `__has_builtin(x)` and its kin (every `__has_*` and `__is_*`)
+//!   answer for the *spelling* of their argument (`__has_builtin(abs)` is 1 for a local
+//!   named `abs`, 0 for `n1`): their parentheses are regions like an attribute's
+//!   ([`Refusal::NameInFeatureTest`]), and a `#define` naming one is an observer.
+//! * **Headers the text includes.** A header's function-like macro may paste its argument
+//!   (`<stdint.h>`'s `INT64_C(x)` reads `xL`). Without the header's macro table, a text
+//!   that includes a header keeps as spelled every name inside the arguments of a call
+//!   such a macro could be: with only standard headers, their observing macros and the
+//!   text's own; with any other header, every call but to a keyword, the kernel itself or
+//!   a library function of an included standard header (C reserves those as macro names).
+//!   A caller that learned the headers' macros (cc-backend) lists their observers and sets
+//!   [`Names::included_macros_known`].
 //!
 //! * **Bounded lookups.** A lookup in the name table examines at most 256 slots; names
 //!   made to collide in it (which no renderer's names do by chance) key the kernel over
@@ -343,6 +359,42 @@ pub use canonical::canonical_kernel;
 pub use key::Canonical;
 pub use names::{Derivation, NameScope, Names};
 pub use refusal::Refusal;
+
+/// The allow lists the key relies on, as data: tests hold them to the installed compilers
+/// (every listed built-in is one, every listed header macro is what the compiler's macro
+/// table says).
+pub mod allow_lists {
+    /// Every identifier of the implementation's reserved namespace (`__x`, `_X`) whose
+    /// meaning is known not to depend on a spelling or a position: the C keywords spelled
+    /// that way (every `_Keyword` of C11 to C23) and GNU's alternate spellings, the
+    /// compilers' feature tests (their arguments are regions nothing is renamed in), the
+    /// built-ins whose arguments are plain values (`__builtin_expect`, `__builtin_sqrtf`,
+    /// ...), GNU attribute words spelled `__name__`, and what the real corpus uses
+    /// besides. Any other reserved identifier in code or a directive keys the kernel over
+    /// its exact text ([`Refusal::UnknownReserved`](crate::Refusal::UnknownReserved)).
+    /// Besides these, the renderers' own families (`__tvm_*`, `__pool<N>`) are allowed.
+    pub fn reserved_names() -> impl Iterator<Item = String> {
+        crate::phases::reserved_allow_list()
+    }
+
+    /// The C standard headers a text may include without the include rule pinning the
+    /// arguments of every call it does not own (see
+    /// [`Names::included_macros_known`](crate::Names::included_macros_known)).
+    pub const STANDARD_HEADERS: &[&str] = crate::phases::STANDARD_HEADERS;
+
+    /// The macros of [`STANDARD_HEADERS`] outside the reserved namespace that observe a
+    /// spelling (stringify or paste, directly or through another macro).
+    pub const STANDARD_HEADER_OBSERVERS: &[&str] = crate::phases::STANDARD_HEADER_OBSERVERS;
+
+    /// The library functions of some standard headers, per header (the math ones are
+    /// [`MATH_FUNCTIONS`] with their `f` and `l` forms besides): C reserves each as a
+    /// macro name where its header is included.
+    pub const STANDARD_FUNCTIONS: &[(&str, &[&str])] = crate::phases::STANDARD_FUNCTIONS;
+
+    /// The math functions whose `__builtin_` forms (and `f`, `l` forms) are value
+    /// built-ins, and which `<math.h>` declares.
+    pub const MATH_FUNCTIONS: &[&str] = crate::phases::LIBM_BUILTINS;
+}
 
 use sha2::{Digest, Sha256};
 

@@ -82,7 +82,10 @@ pub struct Names {
     /// Wherever one of these occurs in the text as a whole identifier (not inside a longer
     /// word or number; even in a comment or literal), nothing is renamed
     /// ([`Refusal::SpellingObserved`]). Default: `assert`. Macros
-    /// *defined in the text* with `#` or `##` are found without being listed here.
+    /// *defined in the text* with `#` or `##` (or naming a feature test such as
+    /// `__has_builtin`) are found without being listed here; macros the compile's
+    /// options define (`-DHB(x)=__has_builtin(x)`) are not in the text and must be listed
+    /// when they observe (cc-backend learns them from the compiler's macro table).
     pub observers: BTreeSet<String>,
     /// Whether names of OCANNL's minted shapes (`i` and digits; `v`, digits, `_`,
     /// anything) are renamed without being listed (default `true`). With `false`, only
@@ -98,6 +101,15 @@ pub struct Names {
     /// (the default): only a `__seg<digits>` index is dropped. See
     /// [`Names::kernel_token`].
     pub minted_kernel_separator: Option<String>,
+    /// Whether the caller learned the macros of every header the text includes itself
+    /// (as cc-backend does, from the compiler's macro table over the prelude and the
+    /// text's own directives) and listed each that observes a spelling in
+    /// [`Names::observers`](crate::Names::observers). Default `false`: a text that
+    /// includes a header (`#include`, `#include_next`, `#import`) renames no name inside
+    /// the arguments of a call-like name other than a C keyword or the kernel's own name
+    /// (such a name is pinned), since a header's function-like macro may paste its
+    /// argument (`<stdint.h>`'s `INT64_C(x)` reads `xL`).
+    pub included_macros_known: bool,
 }
 
 impl Default for Names {
@@ -110,6 +122,7 @@ impl Default for Names {
             observers: BTreeSet::from([crate::phases::DEFAULT_OBSERVER.to_owned()]),
             minted_shapes: true,
             minted_kernel_separator: None,
+            included_macros_known: false,
         }
     }
 }
@@ -171,6 +184,13 @@ impl Names {
             }
         }
         crate::kernel_token(name)
+    }
+
+    /// Sets [`Names::included_macros_known`](crate::Names::included_macros_known): the
+    /// caller listed every observing macro of the headers the text includes itself.
+    pub fn with_included_macros_known(mut self, known: bool) -> Self {
+        self.included_macros_known = known;
+        self
     }
 
     /// Adds bound names.

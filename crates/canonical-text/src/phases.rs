@@ -23,6 +23,11 @@
 //! name symbols (`alias`, `weakref`, `ifunc`, `symver`), and the configured macros from
 //! headers that stringify their arguments (`assert` by default). A kernel holding one is
 //! keyed over its exact text, with its own name whole.
+//!
+//! The allow lists live here too: the reserved names of known meaning
+//! ([`RESERVED_KEYWORDS`] and the lists after it), the feature tests whose arguments are
+//! regions ([`is_feature_test`]), and the standard headers, their observing macros and
+//! their library functions, which the include rule reads.
 
 use std::sync::OnceLock;
 
@@ -227,31 +232,66 @@ fn whole_word(src: &[u8], s: usize, e: usize) -> bool {
 }
 
 /// Identifiers in the implementation's reserved namespace (`__x`, `_X`) whose meaning is
-/// known not to depend on any spelling or position in the text: the C keywords spelled
-/// that way, the GNU qualifier and attribute keywords, and exactly the reserved names the
-/// real kernel corpus (`../shared/corpus`: tinygrad, TVM, OCANNL) uses, in code and in
-/// directives. Any other reserved identifier outside comments and literals keys the
-/// kernel over its exact text ([`unknown_reserved`]): compilers and headers define more
-/// such names than any deny list holds (clang's `__builtin_COLUMN`,
-/// `__builtin_dump_struct`, glibc's `__STRING` and `__CONCAT`).
-pub(crate) const RESERVED_ALLOWED: &[&str] = &[
-    // C keywords and GNU alternate keywords.
+/// known not to depend on any spelling or position in the text. Any other reserved
+/// identifier outside comments and literals keys the kernel over its exact text
+/// ([`unknown_reserved`]): compilers and headers define more such names than any deny
+/// list holds (clang's `__builtin_COLUMN`, `__builtin_dump_struct`, glibc's `__STRING`
+/// and `__CONCAT`). The list is the union of [`RESERVED_KEYWORDS`],
+/// [`FEATURE_TESTS`], [`VALUE_BUILTINS`], the math built-ins of [`LIBM_BUILTINS`],
+/// [`GNU_ATTRIBUTE_WORDS`] and [`RESERVED_CORPUS`].
+pub(crate) const RESERVED_KEYWORDS: &[&str] = &[
+    // Every `_Keyword` of C11, C17 and C23, and the `_FloatN` types (keywords to gcc).
     "_Alignas",
     "_Alignof",
     "_Atomic",
+    "_BitInt",
     "_Bool",
     "_Complex",
+    "_Decimal128",
+    "_Decimal32",
+    "_Decimal64",
+    "_Generic",
+    "_Imaginary",
     "_Noreturn",
     "_Static_assert",
     "_Thread_local",
+    "_Float16",
+    "_Float32",
+    "_Float64",
+    "_Float128",
+    "_Float32x",
+    "_Float64x",
+    "_Float128x",
+    // GNU alternate keywords and GNU keywords of the reserved namespace.
     "__restrict",
     "__restrict__",
     "__inline",
     "__inline__",
     "__const",
+    "__const__",
+    "__volatile",
     "__volatile__",
+    "__signed",
     "__signed__",
+    "__typeof",
+    "__typeof__",
+    "__typeof_unqual__",
+    "__alignof",
+    "__alignof__",
     "__extension__",
+    "__label__",
+    "__real",
+    "__real__",
+    "__imag",
+    "__imag__",
+    "__complex",
+    "__complex__",
+    "__int128",
+    "__int128_t",
+    "__uint128_t",
+    "__auto_type",
+    "__thread",
+    "__builtin_va_list",
     // Attribute introducers: their parenthesized arguments are attribute regions.
     "__attribute__",
     "__attribute",
@@ -264,18 +304,211 @@ pub(crate) const RESERVED_ALLOWED: &[&str] = &[
     "__DATE__",
     "__TIME__",
     "__TIMESTAMP__",
-    // What the corpus uses: tinygrad (clang), OCANNL (C, CUDA, Metal), TVM.
-    "__builtin_bit_cast",
-    "__builtin_inff",
-    "__builtin_nanf",
-    "__builtin_sqrtf",
-    "__builtin_elementwise_fma",
+    // A variadic macro's arguments: a macro of the text that stringifies or pastes them
+    // refuses by its `#` (see `Renamer::kept_region`).
+    "__VA_ARGS__",
+    "__VA_OPT__",
+];
+
+/// The feature tests gcc 12 or clang 14 defines (`defined(x)` holds; checked by
+/// `tests/issue35_keys.rs`; newer ones such as `__has_embed` refuse until listed): each answers for its argument's *spelling*, so each starts a region nothing is
+/// renamed in, like an attribute's (see [`is_feature_test`]; [`attribute_regions_at`]).
+pub(crate) const FEATURE_TESTS: &[&str] = &[
+    "__has_attribute",
     "__has_builtin",
+    "__has_c_attribute",
+    "__has_cpp_attribute",
+    "__has_declspec_attribute",
+    "__has_extension",
+    "__has_feature",
+    "__has_include",
+    "__has_include_next",
+    "__has_warning",
+    "__is_identifier",
+    "__is_target_arch",
+    "__is_target_environment",
+    "__is_target_os",
+    "__is_target_vendor",
+];
+
+/// Built-ins whose arguments are plain values (or types) and whose result depends on
+/// nothing else: neither on a spelling (`__builtin_has_attribute`, `__builtin_offsetof`'s
+/// member, `__builtin_dump_struct`) nor on a position (`__builtin_LINE`, `__builtin_FILE`,
+/// `__builtin_FUNCTION`, `__builtin_COLUMN`, `__builtin_source_location`), which stay
+/// off. Every one is a built-in of both gcc 12 and clang 14 (`__has_builtin`, checked by
+/// `tests/issue35_keys.rs`).
+pub(crate) const VALUE_BUILTINS: &[&str] = &[
+    "__builtin_expect",
+    "__builtin_expect_with_probability",
+    "__builtin_unreachable",
+    "__builtin_trap",
+    "__builtin_assume_aligned",
+    "__builtin_prefetch",
+    "__builtin_constant_p",
+    "__builtin_types_compatible_p",
+    "__builtin_choose_expr",
+    "__builtin_classify_type",
+    "__builtin_shufflevector",
+    "__builtin_convertvector",
+    "__builtin_memcpy",
+    "__builtin_memmove",
+    "__builtin_memset",
+    "__builtin_memcmp",
+    "__builtin_alloca",
+    "__builtin_abs",
+    "__builtin_labs",
+    "__builtin_llabs",
+    "__builtin_popcount",
+    "__builtin_popcountl",
+    "__builtin_popcountll",
+    "__builtin_clz",
+    "__builtin_clzl",
+    "__builtin_clzll",
+    "__builtin_ctz",
+    "__builtin_ctzl",
+    "__builtin_ctzll",
+    "__builtin_ffs",
+    "__builtin_ffsl",
+    "__builtin_ffsll",
+    "__builtin_parity",
+    "__builtin_parityl",
+    "__builtin_parityll",
+    "__builtin_clrsb",
+    "__builtin_bswap16",
+    "__builtin_bswap32",
+    "__builtin_bswap64",
+    "__builtin_add_overflow",
+    "__builtin_sub_overflow",
+    "__builtin_mul_overflow",
+    "__builtin_huge_val",
+    "__builtin_huge_valf",
+    "__builtin_huge_vall",
+    "__builtin_inf",
+    "__builtin_inff",
+    "__builtin_infl",
+    "__builtin_nan",
+    "__builtin_nanf",
+    "__builtin_nanl",
+    "__builtin_nans",
+    "__builtin_nansf",
+    "__builtin_isnan",
+    "__builtin_isinf",
+    "__builtin_isfinite",
+    "__builtin_isnormal",
+    "__builtin_isinf_sign",
+    "__builtin_fpclassify",
+    "__builtin_signbit",
+    "__builtin_isgreater",
+    "__builtin_isgreaterequal",
+    "__builtin_isless",
+    "__builtin_islessequal",
+    "__builtin_islessgreater",
+    "__builtin_isunordered",
+];
+
+/// The C library's math functions whose built-in `__builtin_<name>`, `__builtin_<name>f`
+/// and `__builtin_<name>l` take and return plain values (every one a built-in of both
+/// gcc 12 and clang 14, checked as [`VALUE_BUILTINS`] are).
+pub(crate) const LIBM_BUILTINS: &[&str] = &[
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "cbrt",
+    "ceil",
+    "copysign",
+    "cos",
+    "cosh",
+    "erf",
+    "erfc",
+    "exp",
+    "exp2",
+    "expm1",
+    "fabs",
+    "fdim",
+    "floor",
+    "fma",
+    "fmax",
+    "fmin",
+    "fmod",
+    "frexp",
+    "hypot",
+    "ilogb",
+    "ldexp",
+    "lgamma",
+    "llrint",
+    "llround",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "logb",
+    "lrint",
+    "lround",
+    "modf",
+    "nearbyint",
+    "nextafter",
+    "pow",
+    "remainder",
+    "remquo",
+    "rint",
+    "round",
+    "scalbn",
+    "scalbln",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+    "tgamma",
+    "trunc",
+];
+
+/// GNU attribute names spelled `__name__` (as glibc and portable code write them inside
+/// `__attribute__((...))`): the attribute's own meaning, whatever the names around it.
+/// The symbol-naming ones (`alias`, `weakref`, `ifunc`, `symver`) refuse as spelling
+/// observers wherever they occur.
+pub(crate) const GNU_ATTRIBUTE_WORDS: &[&str] = &[
+    "__aligned__",
+    "__packed__",
+    "__always_inline__",
+    "__noinline__",
+    "__unused__",
+    "__used__",
+    "__pure__",
+    "__noreturn__",
+    "__vector_size__",
+    "__may_alias__",
+    "__cold__",
+    "__hot__",
+    "__nonnull__",
+    "__returns_nonnull__",
+    "__warn_unused_result__",
+    "__deprecated__",
+    "__malloc__",
+    "__nothrow__",
+    "__leaf__",
+    "__artificial__",
+    "__gnu_inline__",
+    "__flatten__",
+    "__fallthrough__",
+    "__ext_vector_type__",
+    "__transparent_union__",
+];
+
+/// What the real corpus (`../shared/corpus`: tinygrad, TVM, OCANNL) uses besides: clang's
+/// newer built-ins (tinygrad targets clang 17 and later), CUDA and Metal types and
+/// qualifiers, and predefined value macros.
+pub(crate) const RESERVED_CORPUS: &[&str] = &[
+    "__builtin_bit_cast",
+    "__builtin_elementwise_fma",
     "__global__",
     "__half",
     "__nv_bfloat16",
     "__int_as_float",
-    "_Float16",
     "__FLT16_MAX__",
     "__AVX2__",
     "__ARM_NEON",
@@ -283,17 +516,287 @@ pub(crate) const RESERVED_ALLOWED: &[&str] = &[
     "__cplusplus",
 ];
 
+/// Every name on the reserved-name allow list (see [`RESERVED_KEYWORDS`]), the math
+/// built-ins spelled out.
+pub(crate) fn reserved_allow_list() -> impl Iterator<Item = String> {
+    let fixed = [
+        RESERVED_KEYWORDS,
+        FEATURE_TESTS,
+        VALUE_BUILTINS,
+        GNU_ATTRIBUTE_WORDS,
+        RESERVED_CORPUS,
+    ];
+    fixed.into_iter().flatten().map(|s| (*s).to_owned()).chain(
+        LIBM_BUILTINS
+            .iter()
+            .flat_map(|b| ["", "f", "l"].map(move |suffix| format!("__builtin_{b}{suffix}"))),
+    )
+}
+
+/// Whether `w` names a feature test of some compiler (`__has_` or `__is_` then anything):
+/// its parenthesized argument is a region nothing is renamed in, whether or not `w` is a
+/// test this compiler knows ([`FEATURE_TESTS`] lists those the allow list admits).
+#[inline(always)]
+pub(crate) fn is_feature_test(w: &[u8]) -> bool {
+    w.starts_with(b"__has_") || w.starts_with(b"__is_")
+}
+
+/// The C standard headers (C11 to C23) a text may include without the include rule
+/// pinning every unowned call's arguments: their function-like macros that observe a
+/// spelling (outside the reserved namespace) are exactly [`STANDARD_HEADER_OBSERVERS`],
+/// under gcc and clang, with and without `_GNU_SOURCE` (checked by
+/// `tests/issue35_keys.rs`). `<tgmath.h>` is not one: glibc's type-generic macros paste.
+pub(crate) const STANDARD_HEADERS: &[&str] = &[
+    "assert.h",
+    "complex.h",
+    "ctype.h",
+    "errno.h",
+    "fenv.h",
+    "float.h",
+    "inttypes.h",
+    "iso646.h",
+    "limits.h",
+    "locale.h",
+    "math.h",
+    "setjmp.h",
+    "signal.h",
+    "stdalign.h",
+    "stdarg.h",
+    "stdatomic.h",
+    "stdbool.h",
+    "stddef.h",
+    "stdint.h",
+    "stdio.h",
+    "stdlib.h",
+    "stdnoreturn.h",
+    "string.h",
+    "threads.h",
+    "time.h",
+    "uchar.h",
+    "wchar.h",
+    "wctype.h",
+];
+
+/// The function-like macros of [`STANDARD_HEADERS`] (outside the reserved namespace) that
+/// stringify or paste an argument, directly or through another macro (no object-like one
+/// ends in such a macro's name, so none forms a call with the text's `(`): in a text that
+/// includes only standard headers, the include rule pins the arguments of these.
+pub(crate) const STANDARD_HEADER_OBSERVERS: &[&str] = &[
+    "INT64_C",
+    "INTMAX_C",
+    "UINT32_C",
+    "UINT64_C",
+    "UINTMAX_C",
+    "assert",
+    "assert_perror",
+    "iscanonical",
+    "iseqsig",
+    "issignaling",
+    "sigmask",
+];
+
+/// Whether `src` spells one of [`STANDARD_HEADER_OBSERVERS`] anywhere (as a substring:
+/// over-approximating only reads more texts with the lexer).
+pub(crate) fn mentions_standard_observer(src: &[u8]) -> bool {
+    static S: OnceLock<Option<packed::Searcher>> = OnceLock::new();
+    match S
+        .get_or_init(|| {
+            packed::Config::new()
+                .builder()
+                .extend(STANDARD_HEADER_OBSERVERS.iter().copied())
+                .build()
+        })
+        .as_ref()
+    {
+        Some(s) => s.find(src).is_some(),
+        None => true,
+    }
+}
+
+/// The library functions (and function-like macros of function meaning) that some of
+/// [`STANDARD_HEADERS`] declare, per header (C17 Annex B; the math functions are
+/// [`LIBM_BUILTINS`]' with their `f` and `l` forms). Where their header is included, C
+/// reserves each as a macro name (C17 7.1.3): no other header of a valid program defines
+/// one, and the standard's own must act as the function, each argument evaluated as a
+/// value. So a call to one is no pasting macro, whatever other headers the text includes.
+/// Each is declared by its header under gcc and clang (checked by `tests/issue35_keys.rs`).
+pub(crate) const STANDARD_FUNCTIONS: &[(&str, &[&str])] = &[
+    (
+        "stdio.h",
+        &[
+            "remove",
+            "rename",
+            "tmpfile",
+            "tmpnam",
+            "fclose",
+            "fflush",
+            "fopen",
+            "freopen",
+            "setbuf",
+            "setvbuf",
+            "fprintf",
+            "fscanf",
+            "printf",
+            "scanf",
+            "snprintf",
+            "sprintf",
+            "sscanf",
+            "vfprintf",
+            "vfscanf",
+            "vprintf",
+            "vscanf",
+            "vsnprintf",
+            "vsprintf",
+            "vsscanf",
+            "fgetc",
+            "fgets",
+            "fputc",
+            "fputs",
+            "getc",
+            "getchar",
+            "putc",
+            "putchar",
+            "puts",
+            "ungetc",
+            "fread",
+            "fwrite",
+            "fgetpos",
+            "fseek",
+            "fsetpos",
+            "ftell",
+            "rewind",
+            "clearerr",
+            "feof",
+            "ferror",
+            "perror",
+        ],
+    ),
+    (
+        "stdlib.h",
+        &[
+            "atof",
+            "atoi",
+            "atol",
+            "atoll",
+            "strtod",
+            "strtof",
+            "strtold",
+            "strtol",
+            "strtoll",
+            "strtoul",
+            "strtoull",
+            "rand",
+            "srand",
+            "aligned_alloc",
+            "calloc",
+            "free",
+            "malloc",
+            "realloc",
+            "abort",
+            "atexit",
+            "at_quick_exit",
+            "exit",
+            "getenv",
+            "quick_exit",
+            "system",
+            "bsearch",
+            "qsort",
+            "abs",
+            "labs",
+            "llabs",
+            "div",
+            "ldiv",
+            "lldiv",
+            "mblen",
+            "mbtowc",
+            "wctomb",
+            "mbstowcs",
+            "wcstombs",
+        ],
+    ),
+    (
+        "string.h",
+        &[
+            "memcpy", "memmove", "strcpy", "strncpy", "strcat", "strncat", "memcmp", "strcmp",
+            "strcoll", "strncmp", "strxfrm", "memchr", "strchr", "strcspn", "strpbrk", "strrchr",
+            "strspn", "strstr", "strtok", "memset", "strerror", "strlen",
+        ],
+    ),
+    (
+        "math.h",
+        &[
+            "nan",
+            "nanf",
+            "nanl",
+            "nexttoward",
+            "nexttowardf",
+            "nexttowardl",
+            "fpclassify",
+            "isfinite",
+            "isinf",
+            "isnan",
+            "isnormal",
+            "signbit",
+            "isgreater",
+            "isgreaterequal",
+            "isless",
+            "islessequal",
+            "islessgreater",
+            "isunordered",
+        ],
+    ),
+];
+
+/// Whether `w` is one of [`STANDARD_FUNCTIONS`] of a header whose bit (its index in
+/// [`STANDARD_HEADERS`]) is set in `included`.
+pub(crate) fn standard_function(w: &[u8], included: u64) -> bool {
+    let has = |h: &str| {
+        STANDARD_HEADERS
+            .iter()
+            .position(|s| *s == h)
+            .is_some_and(|k| included & (1 << k) != 0)
+    };
+    if has("math.h") {
+        let base = w
+            .strip_suffix(b"f")
+            .filter(|b| LIBM_BUILTINS.iter().any(|m| m.as_bytes() == *b))
+            .or_else(|| {
+                w.strip_suffix(b"l")
+                    .filter(|b| LIBM_BUILTINS.iter().any(|m| m.as_bytes() == *b))
+            })
+            .unwrap_or(w);
+        if LIBM_BUILTINS.iter().any(|m| m.as_bytes() == base) {
+            return true;
+        }
+    }
+    STANDARD_FUNCTIONS
+        .iter()
+        .any(|(h, names)| has(h) && names.iter().any(|n| n.as_bytes() == w))
+}
+
 /// Whether `w` lies in the reserved namespace: `__` then anything, or `_` then an
 /// uppercase letter.
 pub(crate) fn is_reserved_word(w: &[u8]) -> bool {
     matches!(w, [b'_', b'_', ..] | [b'_', b'A'..=b'Z', ..])
 }
 
-/// Whether reserved identifier `w` has a known meaning: on [`RESERVED_ALLOWED`], or a
+/// Whether reserved identifier `w` has a known meaning: on the allow list (see
+/// [`RESERVED_KEYWORDS`]), or a
 /// name of the families renderers declare themselves and no compiler or C library
 /// defines (TVM's `__tvm_*`, OCANNL Metal's `__pool<N>`, `__pools`, `__pool_slots`).
 pub(crate) fn reserved_allowed(w: &[u8]) -> bool {
-    if RESERVED_ALLOWED.iter().any(|a| a.as_bytes() == w) {
+    // The whole list, sorted once: a word is met for every reserved identifier in code
+    // until an unknown one, so a binary search (about nine compares) over the 300 names.
+    static SORTED: OnceLock<Vec<Box<[u8]>>> = OnceLock::new();
+    let sorted = SORTED.get_or_init(|| {
+        let mut v: Vec<Box<[u8]>> = reserved_allow_list()
+            .map(|s| s.into_bytes().into_boxed_slice())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    });
+    if sorted.binary_search_by(|a| (**a).cmp(w)).is_ok() {
         return true;
     }
     if w.starts_with(b"__tvm_") {
@@ -359,11 +862,13 @@ pub(crate) fn unknown_reserved(src: &[u8]) -> Option<(usize, String)> {
     None
 }
 
-/// The GNU and Microsoft attribute regions of `src` as the lexer reads them: from an
-/// identifier `__attribute__`, `__attribute` or `__declspec` whose next token (white
-/// space and comments skipped) is `(`, to the `)` that balances it (or the end of the
-/// text). Like `[[...]]`, nothing inside one may be renamed: a bound name spelled like an
-/// attribute word (`always_inline`, `packed`, `aligned`) would change the attribute.
+/// The GNU and Microsoft attribute regions and the feature-test regions of `src` as the
+/// lexer reads them: from an identifier `__attribute__`, `__attribute`, `__declspec` or
+/// a feature test ([`is_feature_test`]) whose next token (white space and comments
+/// skipped) is `(`, to the `)` that balances it (or the end of the text). Like `[[...]]`,
+/// nothing inside one may be renamed: a bound name spelled like an attribute word
+/// (`always_inline`, `packed`, `aligned`) would change the attribute, one spelled like a
+/// built-in (`abs`) the answer of `__has_builtin`.
 ///
 /// The reference for [`attribute_regions_at`], which lexes only from the introducers.
 #[cfg(test)]
@@ -372,10 +877,10 @@ pub(crate) fn attribute_regions(src: &[u8]) -> Vec<(usize, usize)> {
         .iter()
         .filter(|t| {
             t.kind == TokenKind::Ident
-                && matches!(
+                && (matches!(
                     t.bytes(src),
                     b"__attribute__" | b"__attribute" | b"__declspec"
-                )
+                ) || is_feature_test(t.bytes(src)))
         })
         .map(|t| t.start)
         .collect();
@@ -617,6 +1122,39 @@ mod tests {
             "s = \"$\"; c = '$'; t = \"a\\\"$\";",
         ] {
             assert_eq!(untokenizable(ok.as_bytes()), None, "{ok:?}");
+        }
+    }
+
+    /// The sorted lookup holds exactly the listed names (and the renderers' families):
+    /// each listed name, and none of its neighbours one byte longer or shorter.
+    #[test]
+    fn the_allow_list_lookup_is_the_list() {
+        let listed: Vec<String> = reserved_allow_list().collect();
+        assert!(listed.len() > 250, "{}", listed.len());
+        for n in &listed {
+            assert!(reserved_allowed(n.as_bytes()), "{n}");
+            for longer in [format!("{n}x"), format!("{n}_")] {
+                let want = listed.contains(&longer);
+                assert_eq!(reserved_allowed(longer.as_bytes()), want, "{longer}");
+            }
+            let shorter = &n[..n.len() - 1];
+            assert_eq!(
+                reserved_allowed(shorter.as_bytes()),
+                listed.iter().any(|l| l == shorter),
+                "{shorter}"
+            );
+        }
+        for family in ["__tvm_x", "__pool3", "__pools", "__pool_slots"] {
+            assert!(reserved_allowed(family.as_bytes()), "{family}");
+        }
+        for unknown in [
+            "__builtin_LINE",
+            "__builtin_offsetof",
+            "__STRING",
+            "__has_zz",
+            "__pool",
+        ] {
+            assert!(!reserved_allowed(unknown.as_bytes()), "{unknown}");
         }
     }
 

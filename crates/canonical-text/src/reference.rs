@@ -19,7 +19,12 @@ use crate::{Names, canonical_kernel};
 ///   or a whole word inside a comment token;
 /// * a text with a reserved identifier (`__x`, `_X`) not on the allow list outside
 ///   comments and literals renames nothing, and no renamed name stands inside a GNU
-///   attribute (`__attribute__((...))`, `__attribute((...))`, `__declspec(...)`);
+///   attribute (`__attribute__((...))`, `__attribute((...))`, `__declspec(...)`) nor a
+///   feature test (`__has_builtin(...)` and every `__has_*`/`__is_*` kin);
+/// * a text with a `#include` renames no identifier token inside the arguments of a
+///   standard header's observing macro (`INT64_C(...)`) nor of a macro the text defines
+///   (unless the caller vouched for its headers' macros:
+///   [`Names::included_macros_known`]); words of a comment there may be renamed;
 /// * a renamed name is renamed at every identifier token in code spelled like it, and
 ///   occurs in no preprocessor line or attribute token as a word, and never as an
 ///   identifier right after `.`, `->` or `::` (comments, white space and
@@ -84,10 +89,25 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
     // index dropped); otherwise its tag stands for the very same spelling.
     let own_changes = kernel_name.is_some_and(|n| crate::kernel_token(n) != n);
     let attributes = gnu_attribute_spans(src, &tokens);
+    let calls = if names.included_macros_known {
+        Vec::new()
+    } else {
+        observing_call_spans(src, &tokens)
+    };
     for &(a, b, number) in &spans {
         if (number.is_some() || own_changes) && attributes.iter().any(|&(s, e)| s <= a && a < e) {
             return Some(format!(
-                "renamed {:?} at {a} inside a GNU attribute",
+                "renamed {:?} at {a} inside a GNU attribute or a feature test",
+                text.get(a..b)
+            ));
+        }
+        // Only in code: a comment inside the arguments is gone before any macro runs.
+        if (number.is_some() || own_changes)
+            && calls.iter().any(|&(s, e)| s <= a && a < e)
+            && token_at(a).is_some_and(|t| t.kind == TokenKind::Ident)
+        {
+            return Some(format!(
+                "renamed {:?} at {a} inside a call a header's macro may paste",
                 text.get(a..b)
             ));
         }
@@ -214,9 +234,10 @@ fn unknown_reserved_word(src: &[u8], tokens: &[Token]) -> Option<String> {
         .map(|w| String::from_utf8_lossy(w).into_owned())
 }
 
-/// The GNU and Microsoft attribute regions, read from the tokens on their own: an
-/// `__attribute__`, `__attribute` or `__declspec` identifier, then (past white space and
-/// comments) a `(`, up to the `)` that balances it or the end of the text.
+/// The GNU and Microsoft attribute regions and the feature tests', read from the tokens on
+/// their own: an `__attribute__`, `__attribute`, `__declspec`, `__has_*` or `__is_*`
+/// identifier, then (past white space and comments) a `(`, up to the `)` that balances it
+/// or the end of the text.
 fn gnu_attribute_spans(src: &[u8], tokens: &[Token]) -> Vec<(usize, usize)> {
     let code: Vec<&Token> = tokens
         .iter()
@@ -232,8 +253,80 @@ fn gnu_attribute_spans(src: &[u8], tokens: &[Token]) -> Vec<(usize, usize)> {
         let kw = matches!(
             t.bytes(src),
             b"__attribute__" | b"__attribute" | b"__declspec"
-        );
+        ) || t.bytes(src).starts_with(b"__has_")
+            || t.bytes(src).starts_with(b"__is_");
         if t.kind != TokenKind::Ident || !kw {
+            continue;
+        }
+        if code
+            .get(k + 1)
+            .is_none_or(|u| u.kind != TokenKind::Punct || u.bytes(src) != b"(")
+        {
+            continue;
+        }
+        let mut depth = 0i64;
+        let mut end = src.len();
+        for u in &code[k + 1..] {
+            if u.kind == TokenKind::Punct {
+                depth += match u.bytes(src) {
+                    b"(" => 1,
+                    b")" => -1,
+                    _ => 0,
+                };
+                if depth == 0 {
+                    end = u.end;
+                    break;
+                }
+            }
+        }
+        out.push((t.start, end));
+    }
+    out
+}
+
+/// In a text with an `#include`: the argument lists of calls to a standard header's
+/// observing macro ([`crate::allow_lists::STANDARD_HEADER_OBSERVERS`]) or to a macro the
+/// text defines (`#define NAME` read plainly), from the `(` after the name (past white
+/// space, comments and directives) to the `)` that balances it or the end of the text.
+fn observing_call_spans(src: &[u8], tokens: &[Token]) -> Vec<(usize, usize)> {
+    let directives = tokens.iter().filter(|t| t.kind == TokenKind::Preprocessor);
+    let mut includes = false;
+    let mut defined: Vec<&[u8]> = Vec::new();
+    for d in directives {
+        let words: Vec<&[u8]> = d
+            .bytes(src)
+            .split(|&x| !is_ident_continue(x))
+            .filter(|w| !w.is_empty())
+            .collect();
+        match words.first() {
+            Some(&b"include") => includes = true,
+            Some(&b"define") => defined.extend(words.get(1)),
+            _ => {}
+        }
+    }
+    if !includes {
+        return Vec::new();
+    }
+    let code: Vec<&Token> = tokens
+        .iter()
+        .filter(|t| {
+            !matches!(
+                t.kind,
+                TokenKind::Whitespace
+                    | TokenKind::LineComment
+                    | TokenKind::BlockComment
+                    | TokenKind::Preprocessor
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (k, t) in code.iter().enumerate() {
+        let w = t.bytes(src);
+        let observing = crate::allow_lists::STANDARD_HEADER_OBSERVERS
+            .iter()
+            .any(|o| o.as_bytes() == w)
+            || defined.contains(&w);
+        if t.kind != TokenKind::Ident || !observing {
             continue;
         }
         if code
@@ -265,6 +358,33 @@ fn gnu_attribute_spans(src: &[u8], tokens: &[Token]) -> Vec<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn feature_tests_and_pasting_calls_rename_nothing_inside() {
+        let names = Names::new().with_bound(["n1_x", "abs"]);
+        for text in [
+            "int k(int abs) { return __has_builtin(abs) + abs; }",
+            "#include <stdint.h>\nlong k(long n1_x) { return INT64_C(n1_x) + n1_x; }",
+            "#include <x.h>\n#define M(a) GET(a)\nlong k(long n1_x) { return M(n1_x); }",
+        ] {
+            assert_eq!(disagreement(text, Some("k"), &names), None, "{text:?}");
+            assert_eq!(
+                canonical_kernel(text, Some("k"), &names).renamed_count(),
+                0,
+                "{text:?}"
+            );
+        }
+    }
+
+    /// Found by the differential fuzz target: a comment inside an observing call's
+    /// arguments is renamed like any comment: the macro never sees it.
+    #[test]
+    fn comments_inside_a_pasting_calls_arguments_may_be_renamed() {
+        let names = Names::new().with_bound(["n1_x"]);
+        let text = "#include <stdio.h>\nlong k(long n1_x) { return INT64_C(1 /* n1_x */) + n1_x; }";
+        assert_eq!(disagreement(text, Some("k"), &names), None);
+        assert_eq!(canonical_kernel(text, Some("k"), &names).renamed_count(), 1);
+    }
 
     #[test]
     fn agrees_on_examples_and_catches_a_member() {

@@ -45,8 +45,9 @@ pub enum Refusal {
         what: String,
     },
     /// An identifier in the reserved namespace (`__x`, `_X`) outside comments and
-    /// literals whose meaning is not known (not on the short allow list of keywords,
-    /// attribute introducers and the built-ins real renderers use): compilers and headers
+    /// literals whose meaning is not known (not on
+    /// [`allow_lists::reserved_names`](crate::allow_lists::reserved_names): keywords,
+    /// feature tests, value built-ins, attribute words): compilers and headers
     /// define built-ins and macros that observe a spelling or a column (clang's
     /// `__builtin_COLUMN`, `__builtin_dump_struct`; glibc's `__STRING`, `__CONCAT`). Allow,
     /// don't deny: nothing is renamed, the key is taken over the exact text, and the
@@ -64,6 +65,17 @@ pub enum Refusal {
     /// Nothing is renamed, the key is taken over the exact text, and the kernel's own
     /// name is kept whole.
     NameInAttribute {
+        /// Byte offset of the first such occurrence.
+        offset: usize,
+        /// The name.
+        name: String,
+    },
+    /// A name that would be renamed (or the kernel's own name) occurs inside a feature
+    /// test (`__has_builtin(...)` and every `__has_*`/`__is_*` kin), whose answer depends
+    /// on its argument's spelling (`__has_builtin(abs)` is 1, `__has_builtin(n1)` is 0).
+    /// Nothing is renamed, the key is taken over the exact text, and the kernel's own
+    /// name is kept whole.
+    NameInFeatureTest {
         /// Byte offset of the first such occurrence.
         offset: usize,
         /// The name.
@@ -105,6 +117,10 @@ impl fmt::Display for Refusal {
             Refusal::NameInAttribute { offset, name } => write!(
                 f,
                 "`{name}` at byte {offset} is inside a GNU attribute: nothing renamed, key over the exact text and the whole kernel name"
+            ),
+            Refusal::NameInFeatureTest { offset, name } => write!(
+                f,
+                "`{name}` at byte {offset} is inside a feature test: nothing renamed, key over the exact text and the whole kernel name"
             ),
             Refusal::SpellingObserved { offset, what } => write!(
                 f,

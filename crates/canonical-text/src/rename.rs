@@ -80,6 +80,15 @@ pub(crate) struct Renamer<'a, 'n> {
     /// met in code start, in order: the GNU and Microsoft attribute regions start at
     /// those followed by `(` ([`crate::phases::attribute_regions_at`]).
     pub(crate) attributes: Vec<usize>,
+    /// What the directives the scan met may include (0: nothing,
+    /// [`INCLUDES_STANDARD`], [`INCLUDES_OTHER`]): a header's function-like macros may
+    /// paste their arguments (see [`crate::canonical`]'s include rule).
+    pub(crate) includes: u8,
+    /// Which of [`crate::phases::STANDARD_HEADERS`] the text includes (bit `k` for the
+    /// `k`th).
+    pub(crate) standard_headers: u64,
+    /// The scan met a `#define` (or a directive with a comment before its name).
+    pub(crate) defines: bool,
     /// The bound-name refusal this pass found in names the preparation left unread
     /// ([`Prepared`]'s `deferred`): the call starts again from
     /// [`Prepared::settled`], since these names were entered as renamable.
@@ -189,6 +198,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
             reserved: None,
             complete: false,
             attributes: Vec::new(),
+            includes: 0,
+            standard_headers: 0,
+            defines: false,
             bound_refusal: if prepared.deferred {
                 check.refusal()
             } else {
@@ -471,7 +483,8 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         if !crate::phases::is_reserved_word(w) {
             return;
         }
-        let introducer = matches!(w, b"__attribute__" | b"__attribute" | b"__declspec");
+        let introducer = matches!(w, b"__attribute__" | b"__attribute" | b"__declspec")
+            || crate::phases::is_feature_test(w);
         if !introducer && (self.reserved.is_some() || crate::phases::reserved_allowed(w)) {
             return;
         }
@@ -483,6 +496,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
         }
         if introducer {
             self.attributes.push(s);
+            if self.reserved.is_none() && !crate::phases::reserved_allowed(w) {
+                self.reserved = Some(s);
+            }
         } else {
             self.reserved = Some(s);
         }
@@ -554,8 +570,9 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
     /// A preprocessor line or attribute `src[start..end]`: kept as written, and every
     /// word in it pinned. In a preprocessor line (`directive`), a `#` or `%:` after the
     /// introducer (`#define S(x) #x`, `a##b`) refuses: a macro that stringifies or pastes
-    /// observes the spelling of what it is given. A `'` after a word or number refuses
-    /// (a digit separator in some dialects only).
+    /// observes the spelling of what it is given; so does a directive other than a
+    /// conditional naming a feature test (`#define HB(x) __has_builtin(x)`: its answer is its argument's spelling). A
+    /// `'` after a word or number refuses (a digit separator in some dialects only).
     pub(crate) fn kept_region(
         &mut self,
         start: usize,
@@ -602,6 +619,16 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 if is_ident_start(b) {
                     if b == b'_' {
                         self.reserved_in_kept(s, i);
+                        if directive
+                            && crate::phases::is_feature_test(&src[s..i])
+                            && feature_test_reaches_code(src, start, end, s)
+                        {
+                            return Err(Ambiguous {
+                                offset: s,
+                                what: "a macro of the text naming a feature test (`__has_*`, `__is_*`)",
+                                observer: true,
+                            });
+                        }
                     }
                     self.pin(s, i);
                 }
@@ -698,6 +725,15 @@ impl<'a, 'n: 'a> Renamer<'a, 'n> {
                 let from = if b == b'#' { pos } else { pos + 1 };
                 let e = preprocessor_end(src, from).max(pos + 1);
                 self.kept_region(pos, e, true)?;
+                match included(src, pos, e) {
+                    Some(Some(k)) => {
+                        self.includes = self.includes.max(INCLUDES_STANDARD);
+                        self.standard_headers |= 1 << k;
+                    }
+                    Some(None) => self.includes = INCLUDES_OTHER,
+                    None => {}
+                }
+                self.defines |= defines(src, pos, e);
                 self.region(pos, e, false);
                 Ok(e)
             }
@@ -905,6 +941,102 @@ pub(crate) fn after_member_byte(src: &[u8], q: usize, s: usize, floor: usize) ->
         }
         _ => false,
     }
+}
+
+/// What the directive `src[start..end]` (its `#` or `%:` at `start`) may include:
+/// `Some(Some(k))` for `#include <h>` with `h` the `k`th of
+/// [`crate::phases::STANDARD_HEADERS`], `Some(None)` for any other `#include`,
+/// `#include_next` or `#import`, or a directive with a comment before its name (read as
+/// one, whatever it hides), `None` for the rest.
+fn included(src: &[u8], start: usize, end: usize) -> Option<Option<usize>> {
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | 0x0b | 0x0c);
+    let mut i = if src[start] == b'%' {
+        start + 2
+    } else {
+        start + 1
+    };
+    while i < end && blank(src[i]) {
+        i += 1;
+    }
+    let line = &src[i.min(end)..end];
+    if line.starts_with(b"/") || line.starts_with(b"import") {
+        return Some(None);
+    }
+    let rest = line.strip_prefix(b"include")?;
+    let rest = match rest.iter().position(|&b| !blank(b)) {
+        Some(k) => &rest[k..],
+        None => return Some(None),
+    };
+    let header = rest
+        .strip_prefix(b"<")
+        .and_then(|r| Some(&r[..r.iter().position(|&b| b == b'>')?]));
+    let standard = header.and_then(|h| {
+        let after = &rest[h.len() + 2..];
+        if !after.iter().all(|&b| blank(b) || b == b'\r' || b == b'\n') {
+            return None;
+        }
+        crate::phases::STANDARD_HEADERS
+            .iter()
+            .position(|s| s.as_bytes() == h)
+    });
+    Some(standard)
+}
+
+/// Whether the directive `src[start..end]` (its `#` or `%:` at `start`) may define a
+/// macro: a `#define`, or a directive with a comment before its name.
+fn defines(src: &[u8], start: usize, end: usize) -> bool {
+    let mut i = if src[start] == b'%' {
+        start + 2
+    } else {
+        start + 1
+    };
+    while i < end && matches!(src[i], b' ' | b'\t' | 0x0b | 0x0c) {
+        i += 1;
+    }
+    let line = &src[i.min(end)..end];
+    line.starts_with(b"define") || line.starts_with(b"/")
+}
+
+/// [`Renamer::includes`]: the text includes standard C headers only.
+pub(crate) const INCLUDES_STANDARD: u8 = 1;
+/// [`Renamer::includes`]: the text may include another header.
+pub(crate) const INCLUDES_OTHER: u8 = 2;
+
+/// Whether the feature test at `src[s..]` in the directive `src[start..end]` (its `#` or
+/// `%:` at `start`) can reach code with an argument the directive does not pin: it lies in
+/// the replacement list of a `#define` (`#define HB(x) __has_builtin(x)`), or in a
+/// directive read with a comment before its name. A conditional (`#if
+/// __has_builtin(x)`) pins its words, and a `#define` of the test itself (glibc-style
+/// shims: `#define __has_builtin(x) 0`) names it only as the macro defined.
+fn feature_test_reaches_code(src: &[u8], start: usize, end: usize, s: usize) -> bool {
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | 0x0b | 0x0c);
+    let mut i = if src[start] == b'%' {
+        start + 2
+    } else {
+        start + 1
+    };
+    while i < end && blank(src[i]) {
+        i += 1;
+    }
+    let line = &src[i.min(end)..end];
+    if line.starts_with(b"/") {
+        return true;
+    }
+    if !line.starts_with(b"define") {
+        return false;
+    }
+    let mut j = i + b"define".len();
+    while j < end && blank(src[j]) {
+        j += 1;
+    }
+    if j < end && src[j] == b'/' {
+        return true;
+    }
+    // Past the macro's name.
+    while j < end && is_ident_continue(src[j]) {
+        j += 1;
+    }
+    s >= j
 }
 
 /// The second pass of a kernel whose first pass pinned a name it had renamed (or the

@@ -32,6 +32,11 @@
 //! segment index always): the oracle must find violations there, which shows it can
 //! fail.
 //!
+//! Issue 35 added a statement to one template in three (feature tests on names spelled
+//! like built-ins, headers the text includes, value built-ins: see `issue_35_statement`),
+//! drawn from a generator of its own; `KCACHE_SOUNDNESS_ISSUE35=0` leaves it out, so the
+//! templates are those of earlier versions and their equal-key counts compare.
+//!
 //! `KCACHE_SOUNDNESS_CASES` (default 60) sets the number of templates (each gives four
 //! variants and six pairs), `KCACHE_SOUNDNESS_SEED` the seed; `cargo xtask soundness
 //! --cases N` runs a long soak. The stats line says how many templates clang compiled.
@@ -60,7 +65,14 @@ enum Role {
     Bound(usize),
     /// The kernel's own name `k__seg<n>` (or `k_<n>`, minted).
     Own,
+    /// A bound local spelled from [`FN_POOL`] (issue 35): like a library built-in
+    /// (`abs`, `labs`), an attribute (`cold`, `hot`) or neither, by the bound ids.
+    Fn,
 }
+
+/// The spellings of [`Role::Fn`]: `__has_builtin` answers 1 for the first two,
+/// `__has_attribute` for the last two.
+const FN_POOL: [&str; 6] = ["abs", "f7_w", "labs", "f8_w", "cold", "hot"];
 
 /// One token of a template.
 #[derive(Clone, Debug, PartialEq)]
@@ -139,11 +151,17 @@ impl Naming {
             Role::Stem(k) => format!("v{}", self.local[k]),
             Role::Bound(k) => format!("n{}_w", self.bound[k]),
             Role::Own => format!("{}{}", self.token(), self.own),
+            Role::Fn => {
+                FN_POOL[(self.bound[0] + 2 * self.bound[1]) as usize % FN_POOL.len()].to_owned()
+            }
         }
     }
     fn names(&self) -> Names {
-        let names =
-            Names::new().with_bound([self.spell(Role::Bound(0)), self.spell(Role::Bound(1))]);
+        let names = Names::new().with_bound([
+            self.spell(Role::Bound(0)),
+            self.spell(Role::Bound(1)),
+            self.spell(Role::Fn),
+        ]);
         if self.minted {
             names.with_minted_kernel_names("_")
         } else {
@@ -267,7 +285,7 @@ impl Builder<'_> {
 
 /// The placeholders of [`Builder::stmt`] and their roles; a placeholder with text before
 /// or after it in one word is a [`Tok::Glued`] name.
-const PLACEHOLDERS: [(&str, Role); 9] = [
+const PLACEHOLDERS: [(&str, Role); 10] = [
     ("@I0", Role::Sym(0)),
     ("@I1", Role::Sym(1)),
     ("@H", Role::Sym(2)),
@@ -277,6 +295,7 @@ const PLACEHOLDERS: [(&str, Role); 9] = [
     ("@B0", Role::Bound(0)),
     ("@B1", Role::Bound(1)),
     ("@OWN", Role::Own),
+    ("@F", Role::Fn),
 ];
 
 const MEMBERS: [&str; 4] = ["i1", "i2", "v1_t", "x"];
@@ -770,6 +789,215 @@ fn template(rng: &mut Rng, clang: bool) -> Vec<Tok> {
     b.toks
 }
 
+/// The globals that `INT64_C` (`x ## L`) and the test header's `GETV` (`x ## _v`) paste
+/// [`FN_POOL`]'s spellings into, one value each.
+const PASTED: &str = "long absL = 3, f7_wL = 5, labsL = 7, f8_wL = 11, coldL = 13, hotL = 17;\n\
+     long abs_v = 19, f7_w_v = 23, labs_v = 29, f8_w_v = 31, cold_v = 37, hot_v = 41;\n";
+
+/// The test header a template may include itself (`#include "../pasting.h"`, beside the
+/// compiled units): a pasting macro the key's caller lists nowhere.
+const PASTING_H: &str = "#define GETV(x) x ## _v\n";
+
+/// Issue 35's classes, added to one template in three from a generator of their own (the
+/// rest of each template is what earlier versions drew): a feature test on a bound local
+/// spelled like a built-in or an attribute (directly or through a macro of the text), a
+/// header the text includes itself whose pasting macro is applied to it (`<stdint.h>`'s
+/// `INT64_C`, and the test's own header), and the reserved names the allow list now admits
+/// (value built-ins, `_Keyword`s, GNU spellings). Inserted before the kernel's `return`.
+fn issue_35_statement(t: &mut Vec<Tok>, seed: u64, case: usize, clang: bool) {
+    let mut rng =
+        Rng(seed.rotate_left(17) ^ (case as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407) | 1);
+    for _ in 0..4 {
+        rng.next_u64();
+    }
+    if !rng.chance(3) || std::env::var("KCACHE_SOUNDNESS_ISSUE35").is_ok_and(|v| v == "0") {
+        return;
+    }
+    let mut b = Builder {
+        rng: &mut rng,
+        adversarial: false,
+        unicode: false,
+        toks: Vec::new(),
+        needs: BTreeSet::new(),
+    };
+    let mut preamble: Vec<&str> = Vec::new();
+    match b.rng.below(if clang { 8 } else { 7 }) {
+        0 => b.stmt(&[
+            "{",
+            "int",
+            "@F",
+            "=",
+            "acc",
+            ";",
+            "acc",
+            "+=",
+            "__has_builtin",
+            "(",
+            "@F",
+            ")",
+            "+",
+            "@F",
+            ";",
+            "}",
+        ]),
+        1 => b.stmt(&[
+            "{",
+            "int",
+            "@F",
+            "=",
+            "acc",
+            ";",
+            "acc",
+            "+=",
+            "__has_attribute",
+            "(",
+            "@F",
+            ")",
+            "+",
+            "@F",
+            ";",
+            "}",
+        ]),
+        2 => {
+            preamble.push("#define HB(x) __has_builtin(x)\n");
+            b.stmt(&[
+                "{", "int", "@F", "=", "acc", ";", "acc", "+=", "HB", "(", "@F", ")", "+", "@F",
+                ";", "}",
+            ]);
+        }
+        3 => {
+            preamble.push("#include <stdint.h>\n");
+            preamble.push(PASTED);
+            b.stmt(&[
+                "{", "long", "@F", "=", "1", ";", "acc", "+=", "(int)", "INT64_C", "(", "@F", ")",
+                "+", "(int)", "@F", ";", "}",
+            ]);
+        }
+        4 => {
+            preamble.push("#include \"../pasting.h\"\n");
+            preamble.push(PASTED);
+            b.stmt(&[
+                "{", "long", "@F", "=", "1", ";", "acc", "+=", "(int)", "GETV", "(", "@F", ")",
+                "+", "(int)", "@F", ";", "}",
+            ]);
+        }
+        5 => b.stmt(&[
+            "if",
+            "(",
+            "__builtin_expect",
+            "(",
+            "@L0",
+            ">",
+            "1.0f",
+            ",",
+            "1",
+            ")",
+            ")",
+            "acc",
+            "+=",
+            "(int)",
+            "__builtin_fabsf",
+            "(",
+            "@L1",
+            ")",
+            "+",
+            "(int)",
+            "__builtin_sqrtf",
+            "(",
+            "@L0",
+            ")",
+            ";",
+        ]),
+        6 => b.stmt(&[
+            "{",
+            "__typeof__",
+            "(",
+            "@L0",
+            ")",
+            "@F",
+            "=",
+            "@L0",
+            ";",
+            "_Static_assert",
+            "(",
+            "1",
+            ",",
+            "\"x\"",
+            ")",
+            ";",
+            "acc",
+            "+=",
+            "_Generic",
+            "(",
+            "@F",
+            ",",
+            "float",
+            ":",
+            "1",
+            ",",
+            "default",
+            ":",
+            "2",
+            ")",
+            "+",
+            "(int)",
+            "_Alignof",
+            "(",
+            "float",
+            ")",
+            "+",
+            "(int)",
+            "@F",
+            ";",
+            "}",
+        ]),
+        // clang's `__is_identifier`: 1 for every name but a keyword.
+        _ => b.stmt(&[
+            "{",
+            "int",
+            "@F",
+            "=",
+            "acc",
+            ";",
+            "acc",
+            "+=",
+            "__is_identifier",
+            "(",
+            "@F",
+            ")",
+            "+",
+            "__has_builtin",
+            "(",
+            "@F",
+            ")",
+            "+",
+            "@F",
+            ";",
+            "}",
+        ]),
+    }
+    let stmt = std::mem::take(&mut b.toks);
+    if let Some(at) = t
+        .iter()
+        .rposition(|tok| matches!(tok, Tok::Fixed(s) if s == "return"))
+    {
+        t.splice(at..at, stmt);
+    }
+    for (k, line) in preamble.into_iter().enumerate() {
+        t.insert(k, Tok::Fixed(line.to_owned()));
+    }
+}
+
+/// The key by today's rule before issue 35 (deliberately naive on its classes): feature
+/// tests read as plain calls (their `__` hidden, so names inside them are renamed), and
+/// the include rule off with no macro table: names are renamed inside a header's pasting
+/// macros.
+fn todays_key(text: &str, naming: &Naming) -> String {
+    let hidden = text.replace("__has_", "xx_has_").replace("__is_", "xx_is_");
+    let names = naming.names().with_included_macros_known(true);
+    canonical_kernel(&hidden, Some(&naming.spell(Role::Own)), &names).key(&[b"-O2"])
+}
+
 /// A near-twin: one name reference moved to another role of its kind, or one fixed
 /// token changed.
 fn near_twin(t: &[Tok], rng: &mut Rng) -> Vec<Tok> {
@@ -887,6 +1115,10 @@ struct Stats {
     violations: Vec<String>,
     naive_equal_keys: usize,
     naive_violations: usize,
+    /// Pairs that today's rule ([`todays_key`]) keys alike, and those of them whose
+    /// object code differs.
+    todays_equal_keys: usize,
+    todays_violations: usize,
     refused: usize,
     compiled: usize,
     failed_to_compile: usize,
@@ -908,6 +1140,7 @@ fn equal_keys_imply_identical_object_code() {
         .map_or(2, |n| n.get())
         .min(4);
     let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pasting.h"), PASTING_H).unwrap();
     let results: Vec<Stats> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
@@ -920,6 +1153,8 @@ fn equal_keys_imply_identical_object_code() {
                         violations: Vec::new(),
                         naive_equal_keys: 0,
                         naive_violations: 0,
+                        todays_equal_keys: 0,
+                        todays_violations: 0,
                         refused: 0,
                         compiled: 0,
                         failed_to_compile: 0,
@@ -941,7 +1176,8 @@ fn equal_keys_imply_identical_object_code() {
         "gcc oracle: {} templates ({} compiled with clang, {} of their kernels compiled), \
          {} kernels compiled ({} did not compile, {} refused renaming), \
          {} pairs, {} with equal keys ({} of them with different texts), {} violations; \
-         the naive renamer: {} pairs with equal keys, {} violations",
+         the naive renamer: {} pairs with equal keys, {} violations; \
+         today's rule before issue 35: {} pairs with equal keys, {} violations",
         cases,
         sum(|s| s.clang_templates),
         sum(|s| s.clang_compiled),
@@ -954,12 +1190,20 @@ fn equal_keys_imply_identical_object_code() {
         violations.len(),
         sum(|s| s.naive_equal_keys),
         sum(|s| s.naive_violations),
+        sum(|s| s.todays_equal_keys),
+        sum(|s| s.todays_violations),
     );
     assert!(violations.is_empty(), "{}", violations[0]);
     if cases >= 40 {
         assert!(
             sum(|s| s.equal_keys_different_text) > 0,
             "the oracle saw no renamed twins with equal keys"
+        );
+    }
+    if cases >= 600 && !std::env::var("KCACHE_SOUNDNESS_ISSUE35").is_ok_and(|v| v == "0") {
+        assert!(
+            sum(|s| s.todays_violations) > 0,
+            "the oracle did not catch today's rule on issue 35's classes"
         );
     }
 }
@@ -980,8 +1224,11 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
     if clang {
         st.clang_templates += 1;
     }
-    let t = template(&mut rng, clang);
+    let mut t = template(&mut rng, clang);
     let twin = near_twin(&t, &mut rng);
+    let mut twin = twin;
+    issue_35_statement(&mut t, seed, case, clang);
+    issue_35_statement(&mut twin, seed, case, clang);
     let first = Naming::random(&mut rng);
     let namings = [first.renamed(&mut rng), first, Naming::random(&mut rng)];
     let variants: Vec<(String, &Naming)> = vec![
@@ -1013,13 +1260,25 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
             Some(_) => st.compiled += 1,
             None => st.failed_to_compile += 1,
         }
-        done.push((text, key, naive_key(text, naming), code));
+        done.push((
+            text,
+            key,
+            naive_key(text, naming),
+            code,
+            todays_key(text, naming),
+        ));
     }
     for a in 0..done.len() {
         for b in a + 1..done.len() {
             st.pairs += 1;
-            let (ta, ka, na, ca) = &done[a];
-            let (tb, kb, nb, cb) = &done[b];
+            let (ta, ka, na, ca, da) = &done[a];
+            let (tb, kb, nb, cb, db) = &done[b];
+            if da == db {
+                st.todays_equal_keys += 1;
+                if ca != cb {
+                    st.todays_violations += 1;
+                }
+            }
             if ka == kb {
                 st.equal_keys += 1;
                 if ta != tb {
@@ -1110,6 +1369,71 @@ fn the_oracle_catches_a_naive_renamer() {
         naive_violations >= 3,
         "the oracle caught only {naive_violations} naive violations"
     );
+}
+
+/// The oracle has teeth on issue 35's classes: pairs that today's rule ([`todays_key`])
+/// keys alike compile to different code under gcc and clang, and the key tells them apart
+/// (a feature test on a bound local spelled like a built-in, directly and through a macro
+/// of the text; a pasting macro of a header the text includes itself, standard and not).
+#[test]
+fn the_oracle_catches_todays_key_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pasting.h"), PASTING_H).unwrap();
+    let kernel = |pre: &str, stmt: &str, f: &str| {
+        format!(
+            "{pre}{PASTED}int k__seg1(int n) {{ int acc = n; {} return acc; }}\n",
+            stmt.replace("@F", f)
+        )
+    };
+    let cases = [
+        ("", "{ int @F = acc; acc += __has_builtin(@F) + @F; }"),
+        (
+            "#define HB(x) __has_builtin(x)\n",
+            "{ int @F = acc; acc += HB(@F) + @F; }",
+        ),
+        (
+            "#include <stdint.h>\n",
+            "{ long @F = 1; acc += (int)INT64_C(@F) + (int)@F; }",
+        ),
+        (
+            "#include \"../pasting.h\"\n",
+            "{ long @F = 1; acc += (int)GETV(@F) + (int)@F; }",
+        ),
+    ];
+    // `abs` (a built-in) in one naming, `f8_w` (none) in its renamed twin.
+    let a_naming = Naming {
+        sym: [1, 2, 3],
+        local: [1, 2],
+        bound: [2, 2],
+        own: 1,
+        minted: false,
+    };
+    let b_naming = Naming {
+        bound: [3, 3],
+        ..a_naming.clone()
+    };
+    assert_eq!(
+        (a_naming.spell(Role::Fn), b_naming.spell(Role::Fn)),
+        ("abs".into(), "f8_w".into())
+    );
+    for (n, (pre, stmt)) in cases.iter().enumerate() {
+        let (a, b) = (kernel(pre, stmt, "abs"), kernel(pre, stmt, "f8_w"));
+        assert_eq!(todays_key(&a, &a_naming), todays_key(&b, &b_naming), "{a}");
+        let key = |t: &str, naming: &Naming| {
+            canonical_kernel(t, Some(&naming.spell(Role::Own)), &naming.names()).key(&[b"-O2"])
+        };
+        assert_ne!(key(&a, &a_naming), key(&b, &b_naming), "{a}\n{b}");
+        for cc in ["cc", "clang"] {
+            let (oa, ob) = (
+                object_code::compile_with(cc, dir.path(), 2 * n, &a),
+                object_code::compile_with(cc, dir.path(), 2 * n + 1, &b),
+            );
+            assert!(
+                oa.is_some() && ob.is_some() && oa != ob,
+                "{cc} compiles both and tells them apart:\n{a}\n{b}"
+            );
+        }
+    }
 }
 
 /// Regression (found by review): clang reads U+00A0 as white space, so a no-break space

@@ -8,14 +8,22 @@
 //! * `cc <base flags> <options> -dM -E -x c -` gives the macro table. A macro *observes*
 //!   spellings when its replacement list holds `#` (stringifies a parameter, or pastes
 //!   with `##`), a position or file macro or built-in (`__LINE__`, `__FILE__`,
-//!   `__COUNTER__`, `__func__`, `__builtin_COLUMN`, ...), or, transitively, another
-//!   observing macro's name. Each one the keyed text names is handed to canonical-text
+//!   `__COUNTER__`, `__func__`, `__builtin_COLUMN`, ...), a feature test (`__has_builtin`
+//!   and every `__has_*`/`__is_*`: its answer is its argument's spelling), or,
+//!   transitively, another observing macro's name. Option macros (`-DHB(x)=...`) are in
+//!   the table too. Each one the keyed text names is handed to canonical-text
 //!   as an observer ([`Names::observers`]): the kernel is keyed over its exact text.
 //! * `cc <base flags> <options> -E -P -x c -` gives the declarations. Every identifier
 //!   in it (typedefs, tags, functions, their parameters: a superset of what the prelude
 //!   declares), every macro name and every C keyword is a name no kernel may rename: each
 //!   one the keyed text names is added to [`Names::free`], so it is never renamed, and a
 //!   bound name equal to one refuses renaming of all bound names.
+//!
+//! A kernel text that includes a header itself (`#include`, `#include_next`, `#import`)
+//! is learned the same way over the prelude followed by the text's directive lines, so its
+//! headers' macros are known as the prelude's are; canonical-text is then told so
+//! ([`Names::included_macros_known`]), and its own include rule (for callers without a
+//! macro table) stays off.
 //!
 //! When the compiler cannot preprocess the prelude (a header it cannot find), nothing is
 //! renamed and the kernel's symbol is an observer (its whole name is kept): the compile
@@ -249,7 +257,10 @@ pub(crate) fn keyed_names<'n>(
     symbol: &str,
     names: &'n Names,
 ) -> Cow<'n, Names> {
-    let Some(learned) = learned(identity, prelude, options) else {
+    // The prelude and the text's own include lines: the headers the text includes itself
+    // are learned like the prelude's.
+    let learned_over = learning_prelude(prelude, text);
+    let Some(learned) = learned(identity, &learned_over, options) else {
         return Cow::Borrowed(names);
     };
     let Some(learned) = learned else {
@@ -260,7 +271,8 @@ pub(crate) fn keyed_names<'n>(
         );
     };
     let (free, observers) = spelled(&learned, text);
-    if free.iter().all(|f| names.free.contains(f))
+    if names.included_macros_known
+        && free.iter().all(|f| names.free.contains(f))
         && observers.iter().all(|o| names.observers.contains(o))
     {
         return Cow::Borrowed(names);
@@ -268,6 +280,41 @@ pub(crate) fn keyed_names<'n>(
     let mut out = names.clone();
     out.free.extend(free);
     out.observers.extend(observers);
+    // Every header the keyed text includes (the prelude's and the text's own) was
+    // learned: canonical-text's include rule, for callers without a macro table, is off.
+    out.included_macros_known = true;
+    Cow::Owned(out)
+}
+
+/// What the compiler is asked about for a keyed `text` (prelude, a newline, the kernel's
+/// text): the prelude, and when the kernel's text has a directive that may include a
+/// header itself (`#include`, `#include_next`, `#import`, or a directive with a comment
+/// before its name), then every directive line of the kernel's text, in order (its
+/// conditionals and definitions decide what its includes read). A header the text
+/// includes is so learned like the prelude's: its observing macros and declared names.
+/// A directive line read out of a comment only adds to what is learned (or makes the
+/// compiler fail: then nothing is renamed).
+fn learning_prelude<'p>(prelude: &'p str, text: &str) -> Cow<'p, str> {
+    let own = text
+        .strip_prefix(prelude)
+        .and_then(|t| t.strip_prefix('\n'))
+        .unwrap_or(text);
+    fn directive(line: &str) -> Option<&str> {
+        let l = line.trim_start_matches([' ', '\t', '\x0b', '\x0c']);
+        l.strip_prefix('#').or_else(|| l.strip_prefix("%:"))
+    }
+    let includes = own.lines().filter_map(directive).any(|d| {
+        let d = d.trim_start_matches([' ', '\t', '\x0b', '\x0c']);
+        d.starts_with("include") || d.starts_with("import") || d.starts_with('/')
+    });
+    if !includes {
+        return Cow::Borrowed(prelude);
+    }
+    let mut out = format!("{prelude}\n");
+    for line in own.lines().filter(|l| directive(l).is_some()) {
+        out.push_str(line);
+        out.push('\n');
+    }
     Cow::Owned(out)
 }
 
@@ -412,6 +459,17 @@ impl Probe {
     }
 }
 
+/// Whether a macro whose replacement list is `body` (its identifiers `idents`) observes
+/// spellings or positions by itself: it holds `#` (stringifies or pastes), a position or
+/// file macro or built-in ([`POSITION`]), or a feature test (`__has_builtin` and every
+/// `__has_*`/`__is_*` kin, whose answer is its argument's spelling: issue 35).
+fn replacement_observes(body: &str, idents: &[&str]) -> bool {
+    body.contains('#')
+        || idents
+            .iter()
+            .any(|w| POSITION.contains(w) || w.starts_with("__has_") || w.starts_with("__is_"))
+}
+
 /// The observing macros of a `-dM` macro table (see the module docs) and every macro's
 /// name as declared.
 pub(crate) fn analyse_macros(table: &str) -> PreludeNames {
@@ -436,7 +494,7 @@ pub(crate) fn analyse_macros(table: &str) -> PreludeNames {
             None => after,
         };
         let idents: Vec<&str> = words(body.as_bytes()).into_iter().collect();
-        let direct = body.contains('#') || idents.iter().any(|w| POSITION.contains(w));
+        let direct = replacement_observes(body, &idents);
         macros.insert(name, (direct, idents));
     }
     let mut observers: HashSet<String> = macros
@@ -486,6 +544,27 @@ mod tests {
         for name in ["PLAIN", "ONE", "S", "__cplusplus_not"] {
             assert!(learned.declared.contains(name), "{name}");
         }
+    }
+
+    /// Issue 35: a replacement list naming a feature test observes (its answer is its
+    /// argument's spelling), and so does a macro naming such a macro; a text's own
+    /// directive lines are learned only when it includes a header.
+    #[test]
+    fn feature_tests_observe_and_own_includes_are_learned() {
+        let table = "#define HB(x) __has_builtin(x)\n#define WRAP(x) HB(x)\n\
+                     #define ID(x) __is_identifier(x)\n#define PLAIN(x) ((x) + 1)\n";
+        let learned = analyse_macros(table);
+        let mut observers: Vec<&str> = learned.observers.iter().map(String::as_str).collect();
+        observers.sort_unstable();
+        assert_eq!(observers, ["HB", "ID", "WRAP"]);
+        let prelude = "#include <math.h>\n";
+        let plain = format!("{prelude}\n#define N 4\nvoid k(void) {{}}\n");
+        assert_eq!(learning_prelude(prelude, &plain), prelude);
+        let own = format!("{prelude}\n#define N 4\n  #  include <stdint.h>\nvoid k(void) {{}}\n");
+        assert_eq!(
+            learning_prelude(prelude, &own),
+            format!("{prelude}\n#define N 4\n  #  include <stdint.h>\n")
+        );
     }
 
     /// The reference: every distinct word ([`words`]) looked up in both sets.

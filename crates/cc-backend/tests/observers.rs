@@ -146,3 +146,81 @@ fn an_unreadable_prelude_renames_nothing() {
     };
     assert_ne!(key("x"), key("y"));
 }
+
+/// Issue 35, point 6: a feature test's answer is its argument's spelling
+/// (`__has_builtin(abs)` is 1, `__has_builtin(n1_w)` 0, with gcc and clang alike). Named
+/// in the text, through an option macro (`-DHB(x)=__has_builtin(x)`) or through a
+/// prelude macro that expands to it, the two kernels must not share a key.
+#[test]
+fn a_feature_test_keys_the_exact_text_through_options_and_the_prelude() {
+    for cc in ["cc", "clang"] {
+        let backend = CcBackend::with_compiler(cc).expect("the compiler runs");
+        let names = Names::new().with_bound(["abs", "n1_w"]);
+        let cases: [(&str, Vec<String>, &str); 3] = [
+            (cc_backend::DEFAULT_PRELUDE, vec![], "__has_builtin({v})"),
+            (
+                cc_backend::DEFAULT_PRELUDE,
+                vec!["-DHB(x)=__has_builtin(x)".to_owned()],
+                "HB({v})",
+            ),
+            (
+                "#include <stddef.h>\n#define HB2(x) __has_builtin(x)\n#define HB(x) HB2(x)\n",
+                vec![],
+                "HB({v})",
+            ),
+        ];
+        for (prelude, options, call) in &cases {
+            let text = |v: &str| {
+                let call = call.replace("{v}", v);
+                format!("void k{HEAD} {{ int {v} = 0; out[0] = (float)({call} + {v}); }}")
+            };
+            let (a, b, equal) = both(
+                &backend,
+                prelude,
+                options,
+                &names,
+                ("k", &text("abs")),
+                ("k", &text("n1_w")),
+            );
+            assert_eq!((a, b, equal), (1.0, 0.0, false), "{cc}: {call} {options:?}");
+        }
+    }
+}
+
+/// Issue 35, point 6: a header the text includes itself (not through the prelude) is
+/// learned like the prelude: `<stdint.h>`'s pasting `INT64_C` keys the exact text,
+/// with gcc and clang.
+#[test]
+fn a_header_the_text_includes_itself_is_learned_like_the_prelude() {
+    for cc in ["cc", "clang"] {
+        let backend = CcBackend::with_compiler(cc).expect("the compiler runs");
+        let names = Names::new().with_bound(["x", "y"]);
+        let text = |v: &str| {
+            format!(
+                "#include <stdint.h>\nvoid k{HEAD} {{ long {v} = 1; long xL = 10; long yL = 20; out[0] = (float)INT64_C({v}); }}"
+            )
+        };
+        let (a, b, equal) = both(
+            &backend,
+            "#include <stddef.h>\n",
+            &[],
+            &names,
+            ("k", &text("x")),
+            ("k", &text("y")),
+        );
+        assert_eq!((a, b, equal), (10.0, 20.0, false), "{cc}");
+        // Renamed twins that include a header and call nothing of it share a key.
+        let plain = |v: &str| {
+            format!("#include <stdint.h>\nvoid k{HEAD} {{ int64_t {v} = 1; out[0] = (float){v}; }}")
+        };
+        let (a, b, equal) = both(
+            &backend,
+            "#include <stddef.h>\n",
+            &[],
+            &names,
+            ("k", &plain("x")),
+            ("k", &plain("y")),
+        );
+        assert_eq!((a, b, equal), (1.0, 1.0, true), "{cc}");
+    }
+}
