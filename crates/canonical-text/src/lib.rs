@@ -327,6 +327,7 @@
 #![deny(missing_docs)]
 
 mod canonical;
+mod declared;
 mod encoding;
 mod interner;
 mod key;
@@ -340,6 +341,7 @@ mod scan;
 mod sha;
 
 pub use canonical::canonical_kernel;
+pub use declared::TextNames;
 pub use key::Canonical;
 pub use names::{Derivation, NameScope, Names};
 pub use refusal::Refusal;

@@ -98,6 +98,18 @@ pub struct Names {
     /// (the default): only a `__seg<digits>` index is dropped. See
     /// [`Names::kernel_token`].
     pub minted_kernel_separator: Option<String>,
+    /// Whether the names the kernel text binds itself are renamed without being listed
+    /// (default `true`): its function definitions' parameters, block-scope declarations,
+    /// `for`-init declarations and labels, whatever their spelling, each only when every
+    /// occurrence of it lies inside the scope of one of the text's own declarations of
+    /// it and none is `extern`, a member, an enumerator, a file-scope name, or in a
+    /// construct the reading cannot tell apart (the module `declared` says exactly which;
+    /// [`Canonical::text_names`](crate::Canonical::text_names) says what it did). Never a
+    /// name in [`Names::keep`](crate::Names::keep) or [`Names::free`](crate::Names::free)
+    /// (cc-backend puts every name its prelude and compiler declare there) and never one
+    /// in the reserved namespace. With `false`, only listed names and the minted shapes are
+    /// renamed.
+    pub text_names: bool,
 }
 
 impl Default for Names {
@@ -110,6 +122,7 @@ impl Default for Names {
             observers: BTreeSet::from([crate::phases::DEFAULT_OBSERVER.to_owned()]),
             minted_shapes: true,
             minted_kernel_separator: None,
+            text_names: true,
         }
     }
 }
@@ -125,6 +138,23 @@ impl Names {
     /// without being listed.
     pub fn with_minted_shapes(mut self, on: bool) -> Self {
         self.minted_shapes = on;
+        self
+    }
+
+    /// Sets [`Names::text_names`](crate::Names::text_names): whether the names the kernel
+    /// text declares itself are renamed without being listed.
+    ///
+    /// ```
+    /// use canonical_text::{canonical_kernel, Names};
+    /// let a = "void k(float *buf0) { float acc3 = buf0[0]; buf0[1] = acc3; }";
+    /// let b = "void k(float *data7) { float alu9 = data7[0]; data7[1] = alu9; }";
+    /// let key = |t: &str, n: &Names| canonical_kernel(t, Some("k"), n).key(&[]);
+    /// assert_eq!(key(a, &Names::new()), key(b, &Names::new()));
+    /// let listed_only = Names::new().with_text_names(false);
+    /// assert_ne!(key(a, &listed_only), key(b, &listed_only));
+    /// ```
+    pub fn with_text_names(mut self, on: bool) -> Self {
+        self.text_names = on;
         self
     }
 
@@ -500,6 +530,10 @@ impl NameScope {
     /// The names every kernel of this scope shares.
     pub fn names(&self) -> &Names {
         &self.names
+    }
+
+    pub(crate) fn parts(&self) -> (&Names, Filters) {
+        (&self.names, self.filters)
     }
 
     pub(crate) fn prepared<'n>(&'n self, extra: &'n [&'n str]) -> Prepared<'n> {

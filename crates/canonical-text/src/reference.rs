@@ -8,6 +8,10 @@ use crate::encoding::{self as enc};
 use crate::lexer::{Token, TokenKind, is_ident_continue, is_ident_start, tokenize};
 use crate::{Names, canonical_kernel};
 
+/// The names a kernel text binds itself, read the slow way: see
+/// [`Names::text_names`](crate::Names::text_names); `(names, why none)`.
+pub use crate::declared::reference_text_bound as text_bound;
+
 /// Where [`canonical_kernel`] disagrees with the lexer on `text`, described; `None` if
 /// it agrees. It agrees when:
 ///

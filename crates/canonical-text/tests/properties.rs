@@ -360,7 +360,7 @@ fn key_is_pinned() {
 }
 
 /// Computed independently by `tests/data/pinned_key.py`.
-const PINNED_KEY: &str = "6dd080626abe8f4a71413575ba3b1ed85fd1b2aff31d6b717ba3ae4851686d3f";
+const PINNED_KEY: &str = "a0ecd411fb9b56522f6ec72cc24378f2c8a7c568b53420dba61eaf5f7f3d2bd5";
 
 /// (6) Determinism across threads: every thread computes the same keys.
 #[test]
