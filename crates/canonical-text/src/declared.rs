@@ -311,6 +311,8 @@ struct Tk {
 
 const PUNCT: u32 = u32::MAX;
 const OTHER: u32 = u32::MAX - 1;
+/// A `[[...]]` attribute (its words are never renamed: the renamer pins them).
+const ATTR: u32 = u32::MAX - 2;
 
 #[derive(Clone, Copy)]
 struct NameState {
@@ -456,6 +458,10 @@ impl<'t> Parser<'t> {
                     self.toks.push(Tk { id: PUNCT, p });
                 }
                 TokenKind::Preprocessor => self.directive(b, depth, &mut index),
+                TokenKind::Attribute => self.toks.push(Tk {
+                    id: ATTR,
+                    p: [0, 0],
+                }),
                 _ => self.toks.push(Tk {
                     id: OTHER,
                     p: [0, 0],
@@ -581,7 +587,15 @@ impl<'t> Parser<'t> {
     }
 
     fn ident(&self, i: usize) -> Option<u32> {
-        self.toks.get(i).map(|t| t.id).filter(|&id| id < OTHER)
+        self.toks.get(i).map(|t| t.id).filter(|&id| id < ATTR)
+    }
+
+    /// `i`, or the index after the `[[...]]` attributes starting there.
+    fn attrs(&self, mut i: usize) -> usize {
+        while self.toks.get(i).is_some_and(|t| t.id == ATTR) {
+            i += 1;
+        }
+        i
     }
 
     fn kw(&self, i: usize) -> Option<Kw> {
@@ -1022,7 +1036,8 @@ impl<'t> Parser<'t> {
         let mut type_seen = false;
         let mut mode = Kw::None;
         // Declaration specifiers.
-        while let Some(id) = self.ident(j) {
+        while let Some(id) = self.ident(self.attrs(j)) {
+            j = self.attrs(j);
             let s = self.names[id as usize];
             match s.kw {
                 Kw::Type => type_seen = true,
@@ -1101,6 +1116,7 @@ impl<'t> Parser<'t> {
         loop {
             // Pointers, qualifiers and attributes before the name.
             loop {
+                j = self.attrs(j);
                 if self.is(j, b'*') || self.kw(j) == Some(Kw::Spec) {
                     j += 1;
                 } else if self.kw(j) == Some(Kw::Paren) && self.is(j + 1, b'(') {
@@ -1136,6 +1152,7 @@ impl<'t> Parser<'t> {
             };
             // Array and function suffixes, attributes, asm labels.
             loop {
+                j = self.attrs(j);
                 if self.is(j, b'[') {
                     let k = self.expr(j + 1, Stop::Close);
                     j = self.expect(k, b']').unwrap_or(end);
