@@ -48,7 +48,15 @@ impl Derivation {
 /// code (a wrong hit). Leaving a declared name out is always safe: it is keyed as
 /// spelled, which costs a miss when a twin spells it otherwise, never a wrong hit.
 ///
-/// Besides the names listed here, two name shapes are renamed *without being listed*
+/// Besides the names listed here, the names the text binds itself are renamed *without
+/// being listed* ([`Names::text_names`](crate::Names::text_names), default on): those the
+/// text declares (parameters, block-scope and `for`-init declarations, labels) and never
+/// uses outside the scope of those declarations. The reading is the crate's, from the
+/// text alone; it trusts, as listing a name does, that no header macro the text uses
+/// expands to an `extern` declaration or an unbalanced brace, and that the header macros
+/// observing spellings are in [`Names::observers`](crate::Names::observers).
+///
+/// Also, two name shapes are renamed *without being listed*
 /// (they are how OCANNL's renderer spells its loop symbols and scope-locals): `i`
 /// followed by digits (`i12`) and `v`, digits, `_`, anything (`v3_acc`). A renderer that
 /// uses such a name for anything the kernel does not declare (a helper `v2_load` from a

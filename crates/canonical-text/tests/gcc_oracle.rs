@@ -27,6 +27,14 @@
 //! `__attribute((...))`, `[[...]]`) and from asm operands. `CC=clang` (`cargo xtask
 //! soundness --cc clang`) compiles every template with clang.
 //!
+//! Each naming spells the owned names in one of three schemes (from ids already drawn):
+//! OCANNL's minted shapes with its node names listed as bound, or (issue 36) a renderer
+//! that declares nothing and spells them `ridx<n>`, `acc<n>_t`, `data<n>` or `q<n>`,
+//! `alu<n>_t`, `buf<n>`, keyed with default [`Names`] (only the names the text binds
+//! itself renamed); the fixed text's member names, comments and literals are respelled
+//! alike, so the collisions stay. Templates also declare a local spelled like a
+//! `<math.h>` function in a block and call the function after it.
+//!
 //! The same objects are keyed a second time by a deliberately naive renamer (renames
 //! every symbol-shaped word, in literals and after `.`/`->` included, and drops the
 //! segment index always): the oracle must find violations there, which shows it can
