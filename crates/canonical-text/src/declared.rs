@@ -43,6 +43,7 @@
 //! them); the property tests hold the two together.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::key::Canonical;
 use crate::lexer::{Lexer, TokenKind};
@@ -180,27 +181,34 @@ pub(crate) fn canonical_with_text_names(
         {
             "a free or kept name"
         } else {
-            all.push(n);
+            // A minted shape or a listed name is renamed anyway: not entered twice.
+            let minted =
+                names.minted_shapes && (is_symbol(n.as_bytes()) || is_scope_local(n.as_bytes()));
+            if !minted && !names.bound.contains(n) && !extra.contains(&n) {
+                all.push(n);
+            }
             continue;
         };
         kept.push((n, kept_why));
     }
     kept.extend(found.kept.iter().copied());
     let from_text = &all[extra.len()..];
-    let prepared = Prepared::with(names, filters, &all);
-    let mut c = crate::canonical::canonical_prepared(text, kernel_name, &prepared);
+    let mut c = if all.is_empty() {
+        // Nothing to add: the call as without text names.
+        crate::canonical::canonical_prepared(text, kernel_name, &Prepared::deferred(names))
+    } else {
+        crate::canonical::canonical_prepared(
+            text,
+            kernel_name,
+            &Prepared::with(names, filters, &all),
+        )
+    };
     let renamed = if c.renamed_count == 0 {
         0
     } else {
         from_text
             .iter()
-            .filter(|n| {
-                !names.bound.contains(**n)
-                    && !extra.contains(n)
-                    && !(names.minted_shapes
-                        && (is_symbol(n.as_bytes()) || is_scope_local(n.as_bytes())))
-                    && c.pinned.binary_search_by(|p| p.as_str().cmp(n)).is_err()
-            })
+            .filter(|n| c.pinned.binary_search_by(|p| p.as_str().cmp(n)).is_err())
             .count()
     };
     c.text_names = TextNames {
@@ -215,6 +223,49 @@ pub(crate) fn canonical_with_text_names(
     };
     c
 }
+
+/// A multiply-rotate hash over 8-byte words (the names of one text, in a table of one
+/// call: no adversary gains anything from collisions but time, and a text's names are
+/// few).
+#[derive(Default)]
+struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.mix(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.mix(u64::from_le_bytes(w));
+        }
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl WordHasher {
+    #[inline]
+    fn mix(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+type Index<'t> = HashMap<&'t [u8], u32, BuildHasherDefault<WordHasher>>;
 
 /// What kind of word an identifier is, for reading declarations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -414,15 +465,30 @@ impl<'t> Parser<'t> {
     /// Tokenizes, interns the names, and reads the directives.
     fn collect(&mut self) {
         let bytes = self.src.as_bytes();
-        let mut index: HashMap<&'t [u8], u32> = HashMap::new();
+        let mut index: Index<'t> =
+            Index::with_capacity_and_hasher(bytes.len() / 32 + 16, Default::default());
+        self.toks.reserve(bytes.len() / 4);
         let mut depth = 0i64;
+        // The last name seen per (first byte, last byte, length) slot: most names repeat,
+        // and a hit here costs one compare instead of a table lookup.
+        let mut recent = [u32::MAX; 256];
         for t in Lexer::new(bytes) {
             let b = t.bytes(bytes);
             match t.kind {
                 TokenKind::Whitespace | TokenKind::LineComment | TokenKind::BlockComment => {}
                 TokenKind::Ident => {
+                    let slot = crate::names::NameFilter::slot(b).unwrap_or(0);
+                    let r = recent[slot];
+                    if r != u32::MAX {
+                        let (s, e) = self.spans[r as usize];
+                        if bytes.get(s as usize..e as usize) == Some(b) {
+                            self.toks.push(Tk { id: r, p: [0, 0] });
+                            continue;
+                        }
+                    }
                     let n = self.names.len() as u32;
                     let id = *index.entry(b).or_insert(n);
+                    recent[slot] = id;
                     if id == n {
                         self.names.push(NameState {
                             kw: keyword(b),
@@ -475,7 +541,7 @@ impl<'t> Parser<'t> {
 
     /// Reads one directive: a conditional or an `#include` inside a function refuses, a
     /// `#define` names a macro (whose body must be balanced and hold no brace or `;`).
-    fn directive(&mut self, line: &'t [u8], depth: i64, index: &mut HashMap<&'t [u8], u32>) {
+    fn directive(&mut self, line: &'t [u8], depth: i64, index: &mut Index<'t>) {
         let rest = line
             .strip_prefix(b"#")
             .or_else(|| line.strip_prefix(b"%:"))
