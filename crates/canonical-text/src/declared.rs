@@ -170,6 +170,10 @@ pub(crate) fn canonical_with_text_names(
 ) -> Canonical {
     let found = text_bound(text);
     let mut all: Vec<&str> = extra.to_vec();
+    // The caller's declared names, sorted once for the lookups below (not a scan per
+    // name: a tinygrad kernel declares about 200).
+    let mut listed: Vec<&str> = extra.to_vec();
+    listed.sort_unstable();
     let mut kept: Vec<(&str, &'static str)> = Vec::new();
     for &n in &found.names {
         let kept_why = if Some(n) == kernel_name {
@@ -184,7 +188,7 @@ pub(crate) fn canonical_with_text_names(
             // A minted shape or a listed name is renamed anyway: not entered twice.
             let minted =
                 names.minted_shapes && (is_symbol(n.as_bytes()) || is_scope_local(n.as_bytes()));
-            if !minted && !names.bound.contains(n) && !extra.contains(&n) {
+            if !minted && listed.binary_search(&n).is_err() && !names.bound.contains(n) {
                 all.push(n);
             }
             continue;

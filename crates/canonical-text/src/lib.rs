@@ -365,6 +365,20 @@
 //! (3.84x-3.93x), `canonical_key_corpus` 4.21x, `canonical_key_corpus_names` 4.23x
 //! (4.14x-4.33x): the 4x, 4.5x and 5x targets are met in every round.
 //!
+//! Then (issue 36) the names the text binds itself are renamed by default
+//! ([`Names::text_names`]): every call also reads the text's declarations from the
+//! [`lexer`]'s tokens (a second pass over the text, `declared.rs`), and that pass is not
+//! folded into the block scan. It costs: `cargo xtask bench --only canonical_key --rounds
+//! 3` (load 2.4-2.9, no round quiet) read `canonical_key_1mib` 11.9x (9.9x-14.7x),
+//! `canonical_key_bound200` 13.4x (13.2x-16.3x), `canonical_key_corpus` 23.4x and
+//! `canonical_key_corpus_names` 24.8x (21.1x-25.1x), against 3.8x-4.2x before: none of
+//! the 4x, 4.5x and 5x targets is met with the default names. Under callgrind, the 1 KiB
+//! kernels' batch runs about 59 million more instructions per MiB (the lexer's pass about
+//! half of it, interning and reading the declarations the rest). With
+//! `Names::with_text_names(false)` a call is what it was. Folding the declaration reading
+//! into the block scan (or a tokenizer held to the lexer that skips what the reading never
+//! looks at) is the way back to the targets.
+//!
 //! # Versions
 //!
 //! What a minor version may add: variants of the `#[non_exhaustive]` [`Refusal`] (a new
