@@ -80,6 +80,10 @@ use crate::rename::{Ambiguous, Renamer, pinned_names, redo};
 /// Never panics, whatever the text.
 pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) -> Canonical {
     warm(names, text.as_bytes(), kernel_name);
+    if names.text_names {
+        let filters = crate::names::Filters::new(names);
+        return crate::declared::canonical_with_text_names(text, kernel_name, names, filters, &[]);
+    }
     canonical_prepared(text, kernel_name, &Prepared::deferred(names))
 }
 
@@ -96,12 +100,26 @@ impl NameScope {
         bound: &[S],
     ) -> Canonical {
         let bound: Vec<&str> = bound.iter().map(AsRef::as_ref).collect();
+        if self.names().text_names {
+            let (names, filters) = self.parts();
+            return crate::declared::canonical_with_text_names(
+                text,
+                kernel_name,
+                names,
+                filters,
+                &bound,
+            );
+        }
         canonical_prepared(text, kernel_name, &self.prepared(&bound))
     }
 }
 
 /// [`canonical_kernel`] given what the call prepared from its names.
-fn canonical_prepared(text: &str, kernel_name: Option<&str>, prepared: &Prepared<'_>) -> Canonical {
+pub(crate) fn canonical_prepared(
+    text: &str,
+    kernel_name: Option<&str>,
+    prepared: &Prepared<'_>,
+) -> Canonical {
     let src = text.as_bytes();
     let names = prepared.names;
     let bound_ok = prepared.refusal.is_none();
@@ -201,6 +219,7 @@ fn canonical_prepared(text: &str, kernel_name: Option<&str>, prepared: &Prepared
                 renamed_count: r.next as usize,
                 refusals: prepared.refusal.iter().cloned().collect(),
                 text: OnceLock::new(),
+                text_names: Default::default(),
             };
             match name_in_attribute(src, &r, &c, kernel_name) {
                 Some((offset, name, introducer)) => {
@@ -1114,7 +1133,8 @@ mod tests {
             let mut names = Names::new()
                 .with_bound(pick(&bound))
                 .with_free(pick(&free))
-                .with_keep(pick(&keep));
+                .with_keep(pick(&keep))
+                .with_text_names(false);
             if derive {
                 names = names.with_derivation("", "_grad");
             }

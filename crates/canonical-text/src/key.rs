@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use crate::Refusal;
+use crate::declared::TextNames;
 use crate::encoding as enc;
 use crate::sha::BlockHasher;
 
@@ -18,10 +19,11 @@ use crate::sha::BlockHasher;
 /// else still does), and an observing macro (`assert`) refuses only as a whole
 /// identifier, not inside a longer word (`__tvm_assert_parts`); v5 -- a byte from 0x80
 /// outside string and character literals refuses renaming (clang reads U+00A0 and other
-/// Unicode spaces as white space: `i1 -\u{a0}i2` and `\u{a0}assert(i1)` were renamed).
+/// Unicode spaces as white space: `i1 -\u{a0}i2` and `\u{a0}assert(i1)` were renamed);
+/// v6 -- the names the text binds itself are renamed by default (`Names::text_names`).
 /// Its length part and it fill exactly one SHA-256 block, so each key starts from a
 /// hash state computed once ([`key_state`]).
-pub(crate) const KEY_DOMAIN: &[u8] = b"kcache canonical-text v5 -- the key of a kernel encoding";
+pub(crate) const KEY_DOMAIN: &[u8] = b"kcache canonical-text v6 -- the key of a kernel encoding";
 const _: () = assert!(8 + KEY_DOMAIN.len() == 64);
 
 /// The SHA-256 state after the length-prefixed [`KEY_DOMAIN`] (one whole block).
@@ -49,6 +51,8 @@ pub struct Canonical {
     pub(crate) refusals: Vec<Refusal>,
     pub(crate) pinned: Vec<String>,
     pub(crate) text: OnceLock<String>,
+    /// What renaming the text's own names did (see [`TextNames`]).
+    pub(crate) text_names: TextNames,
 }
 
 impl PartialEq for Canonical {
@@ -148,6 +152,21 @@ impl Canonical {
     pub fn pinned(&self) -> &[String] {
         &self.pinned
     }
+
+    /// What renaming the names the text binds itself did ([`Names::text_names`](crate::Names::text_names)):
+    /// how many it renamed, which declared names it kept and why, or why it read none.
+    /// With [`Canonical::refusals`], it says why a kernel is keyed over its exact names.
+    ///
+    /// ```
+    /// use canonical_text::{canonical_kernel, Names};
+    /// let text = "float g; void k(float *out) { float g2 = 1; { float t = g2; out[0] = t; } out[1] = t; }";
+    /// let c = canonical_kernel(text, Some("k"), &Names::new());
+    /// assert_eq!(c.text_names().renamed(), 2); // `out` and `g2`
+    /// assert_eq!(c.text_names().kept()[0].0, "t"); // used outside its block
+    /// ```
+    pub fn text_names(&self) -> &TextNames {
+        &self.text_names
+    }
 }
 
 /// The canonical form that renames nothing: the exact text, and the kernel's own name
@@ -162,5 +181,6 @@ pub(crate) fn raw(src: &[u8], kernel_name: Option<&str>, refusals: Vec<Refusal>)
         refusals,
         pinned: Vec::new(),
         text: OnceLock::new(),
+        text_names: TextNames::default(),
     }
 }

@@ -41,7 +41,42 @@
 //!
 //! # Keying your own renderer's kernels
 //!
-//! A renderer that is not OCANNL's declares names of its own (tinygrad's `data0`,
+//! By default nothing needs declaring: the names the kernel text binds itself (its
+//! parameters, block-scope declarations, loop variables and labels) are renamed
+//! whatever their spelling ([`Names::text_names`]), each only where every occurrence of
+//! it lies in the scope of one of the text's own declarations of it, so a renderer that
+//! mints `gidx574`, `ridx2`, `acc578` and `alu3` from counters gets one key per kernel
+//! across processes:
+//!
+//! ```
+//! use canonical_text::{canonical_kernel, Names};
+//!
+//! let render = |n: u32| format!(
+//!     "void r_16_4_{n}(float* restrict data{n}, const float* restrict data{m}) {{\n\
+//!        float acc{n} = 0.0f;\n\
+//!        for (int ridx{n} = 0; ridx{n} < 16; ridx{n}++) {{ float alu{n} = data{m}[ridx{n}]; acc{n} += alu{n}; }}\n\
+//!        *(data{n}+0) = acc{n};\n}}",
+//!     m = n + 1,
+//! );
+//! // Kernel names minted `<shape>_<counter>`: the counter is declared, the rest is read.
+//! let names = Names::new().with_minted_kernel_names("_");
+//! let (a, b) = (render(577), render(9));
+//! let ka = canonical_kernel(&a, Some("r_16_4_577"), &names);
+//! let kb = canonical_kernel(&b, Some("r_16_4_9"), &names);
+//! assert_eq!(ka.key(&[b"clang -O2"]), kb.key(&[b"clang -O2"])); // renamed twins: one key
+//! assert_eq!(ka.text_names().renamed(), 5); // data577, data578, acc577, ridx577, alu577
+//! // A kernel calling another function never shares it.
+//! let c = a.replace("acc577 += alu577", "acc577 += expf(alu577)");
+//! assert_ne!(canonical_kernel(&c, Some("r_16_4_577"), &names).key(&[b"clang -O2"]), ka.key(&[b"clang -O2"]));
+//! ```
+//!
+//! [`Canonical::text_names`] says which declared names were kept and why (a name also
+//! used outside its declaration's scope, a member, a file-scope name, a construct the
+//! reading cannot tell apart) and [`Canonical::refusals`] why nothing was renamed: together,
+//! why a kernel was keyed over its exact text.
+//!
+//! A renderer may still declare names: to add one the reading keeps, or to pin the
+//! behaviour of texts the reading cannot read. A renderer that is not OCANNL's declares names of its own (tinygrad's `data0`,
 //! `ridx0`, `acc0`, `val0`; TVM's `T_add`, `p0`). List in [`Names::bound`] every name
 //! the renderer *declared* in the kernel (its parameters and locals) and nothing else:
 //! a function, global or macro the kernel only uses must not be listed (see the
@@ -174,9 +209,23 @@
 //!   its exact text ([`Refusal::NameCollisions`]) instead of costing time quadratic in
 //!   their number.
 //!
+//! * **Names from the text, by scope.** A name nobody listed is renamed only when the text
+//!   binds it: it has a recognized declaration (a parameter of a function definition, a
+//!   block-scope or `for`-init declaration, a label) and *every* occurrence of it lies in
+//!   the scope of one of them, none `extern`, a member, an enumerator, at file scope, or
+//!   in a statement the reading cannot tell from a declaration (`T x;` with `T` unknown);
+//!   `{ float expf = 1; } y = expf(x);` keeps `expf`. A reading that may take an
+//!   expression for a declaration would make a global look local, so only a type keyword,
+//!   a qualifier or a type name the text itself `typedef`s at file scope starts one, and a
+//!   text whose structure it cannot read (a conditional directive, a text macro holding a
+//!   brace or `;`, a statement expression, a type name redeclared) gets no names from its
+//!   text at all ([`TextNames::refused`]). Free and kept names are never read from the
+//!   text. [`reference::text_bound`] reads the same the slow way, the property tests hold
+//!   the two together, and the gcc oracle draws renderers that declare nothing.
+//!
 //! Hence two kernels with equal keys are equal up to a consistent renaming of the names
-//! they own, which (the renderer guarantees these names are bound in the kernel) changes
-//! neither their meaning nor their machine code. Renaming less than allowed is always
+//! they own, which (the renderer guarantees these names are bound in the kernel, or the
+//! text shows it) changes neither their meaning nor their machine code. Renaming less than allowed is always
 //! sound: a refusal costs a cache miss, never a wrong hit.
 //!
 //! A key covers the kernel's text, not the compile's environment: what `__FILE__`,
@@ -332,6 +381,20 @@
 //! (3.84x-3.93x), `canonical_key_corpus` 4.21x, `canonical_key_corpus_names` 4.23x
 //! (4.14x-4.33x): the 4x, 4.5x and 5x targets are met in every round.
 //!
+//! Then (issue 36) the names the text binds itself are renamed by default
+//! ([`Names::text_names`]): every call also reads the text's declarations from the
+//! [`lexer`]'s tokens (a second pass over the text, `declared.rs`), and that pass is not
+//! folded into the block scan. It costs: `cargo xtask bench --only canonical_key --rounds
+//! 3` (load 2.4-2.9, no round quiet) read `canonical_key_1mib` 11.9x (9.9x-14.7x),
+//! `canonical_key_bound200` 13.4x (13.2x-16.3x), `canonical_key_corpus` 23.4x and
+//! `canonical_key_corpus_names` 24.8x (21.1x-25.1x), against 3.8x-4.2x before: none of
+//! the 4x, 4.5x and 5x targets is met with the default names. Under callgrind, the 1 KiB
+//! kernels' batch runs about 59 million more instructions per MiB (the lexer's pass about
+//! half of it, interning and reading the declarations the rest). With
+//! `Names::with_text_names(false)` a call is what it was. Folding the declaration reading
+//! into the block scan (or a tokenizer held to the lexer that skips what the reading never
+//! looks at) is the way back to the targets.
+//!
 //! # Versions
 //!
 //! What a minor version may add: variants of the `#[non_exhaustive]` [`Refusal`] (a new
@@ -343,6 +406,7 @@
 #![deny(missing_docs)]
 
 mod canonical;
+mod declared;
 mod encoding;
 mod interner;
 mod key;
@@ -356,6 +420,7 @@ mod scan;
 mod sha;
 
 pub use canonical::canonical_kernel;
+pub use declared::TextNames;
 pub use key::Canonical;
 pub use names::{Derivation, NameScope, Names};
 pub use refusal::Refusal;

@@ -48,7 +48,15 @@ impl Derivation {
 /// code (a wrong hit). Leaving a declared name out is always safe: it is keyed as
 /// spelled, which costs a miss when a twin spells it otherwise, never a wrong hit.
 ///
-/// Besides the names listed here, two name shapes are renamed *without being listed*
+/// Besides the names listed here, the names the text binds itself are renamed *without
+/// being listed* ([`Names::text_names`](crate::Names::text_names), default on): those the
+/// text declares (parameters, block-scope and `for`-init declarations, labels) and never
+/// uses outside the scope of those declarations. The reading is the crate's, from the
+/// text alone; it trusts, as listing a name does, that no header macro the text uses
+/// expands to an `extern` declaration or an unbalanced brace, and that the header macros
+/// observing spellings are in [`Names::observers`](crate::Names::observers).
+///
+/// Also, two name shapes are renamed *without being listed*
 /// (they are how OCANNL's renderer spells its loop symbols and scope-locals): `i`
 /// followed by digits (`i12`) and `v`, digits, `_`, anything (`v3_acc`). A renderer that
 /// uses such a name for anything the kernel does not declare (a helper `v2_load` from a
@@ -110,6 +118,18 @@ pub struct Names {
     /// (such a name is pinned), since a header's function-like macro may paste its
     /// argument (`<stdint.h>`'s `INT64_C(x)` reads `xL`).
     pub included_macros_known: bool,
+    /// Whether the names the kernel text binds itself are renamed without being listed
+    /// (default `true`): its function definitions' parameters, block-scope declarations,
+    /// `for`-init declarations and labels, whatever their spelling, each only when every
+    /// occurrence of it lies inside the scope of one of the text's own declarations of
+    /// it and none is `extern`, a member, an enumerator, a file-scope name, or in a
+    /// construct the reading cannot tell apart (the module `declared` says exactly which;
+    /// [`Canonical::text_names`](crate::Canonical::text_names) says what it did). Never a
+    /// name in [`Names::keep`](crate::Names::keep) or [`Names::free`](crate::Names::free)
+    /// (cc-backend puts every name its prelude and compiler declare there) and never one
+    /// in the reserved namespace. With `false`, only listed names and the minted shapes are
+    /// renamed.
+    pub text_names: bool,
 }
 
 impl Default for Names {
@@ -123,6 +143,7 @@ impl Default for Names {
             minted_shapes: true,
             minted_kernel_separator: None,
             included_macros_known: false,
+            text_names: true,
         }
     }
 }
@@ -138,6 +159,23 @@ impl Names {
     /// without being listed.
     pub fn with_minted_shapes(mut self, on: bool) -> Self {
         self.minted_shapes = on;
+        self
+    }
+
+    /// Sets [`Names::text_names`](crate::Names::text_names): whether the names the kernel
+    /// text declares itself are renamed without being listed.
+    ///
+    /// ```
+    /// use canonical_text::{canonical_kernel, Names};
+    /// let a = "void k(float *buf0) { float acc3 = buf0[0]; buf0[1] = acc3; }";
+    /// let b = "void k(float *data7) { float alu9 = data7[0]; data7[1] = alu9; }";
+    /// let key = |t: &str, n: &Names| canonical_kernel(t, Some("k"), n).key(&[]);
+    /// assert_eq!(key(a, &Names::new()), key(b, &Names::new()));
+    /// let listed_only = Names::new().with_text_names(false);
+    /// assert_ne!(key(a, &listed_only), key(b, &listed_only));
+    /// ```
+    pub fn with_text_names(mut self, on: bool) -> Self {
+        self.text_names = on;
         self
     }
 
@@ -520,6 +558,10 @@ impl NameScope {
     /// The names every kernel of this scope shares.
     pub fn names(&self) -> &Names {
         &self.names
+    }
+
+    pub(crate) fn parts(&self) -> (&Names, Filters) {
+        (&self.names, self.filters)
     }
 
     pub(crate) fn prepared<'n>(&'n self, extra: &'n [&'n str]) -> Prepared<'n> {

@@ -8,6 +8,11 @@ use crate::encoding::{self as enc};
 use crate::lexer::{Token, TokenKind, is_ident_continue, is_ident_start, tokenize};
 use crate::{Names, canonical_kernel};
 
+/// The names a kernel text binds itself, read the slow way: see
+/// [`Names::text_names`](crate::Names::text_names); `(names, why none)`.
+pub use crate::declared::reference_text_bound as text_bound;
+use crate::declared::reference_text_bound as text_bound_reference;
+
 /// Where [`canonical_kernel`] disagrees with the lexer on `text`, described; `None` if
 /// it agrees. It agrees when:
 ///
@@ -165,6 +170,33 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
             }
             TokenKind::Whitespace | TokenKind::LineComment | TokenKind::BlockComment => {}
             _ => last_sig = Some(tt),
+        }
+    }
+    // A renamed name nobody listed (not bound, not derived, not a minted shape) is one
+    // the slow reading of the text's declarations finds bound by the text, and never a
+    // kept or free name.
+    let mut text_bound: Option<BTreeSet<String>> = None;
+    for name in &renamed {
+        let b = name.as_bytes();
+        if names.bound.contains(name)
+            || names.derivations.iter().any(|d| d.base(name).is_some())
+            || (names.minted_shapes
+                && (crate::names::is_symbol(b) || crate::names::is_scope_local(b)))
+        {
+            continue;
+        }
+        if names.free.contains(name) || names.keep.contains(name) {
+            return Some(format!("{name} renamed although free or kept"));
+        }
+        let bound = text_bound.get_or_insert_with(|| {
+            if names.text_names {
+                text_bound_reference(text).0.into_iter().collect()
+            } else {
+                BTreeSet::new()
+            }
+        });
+        if !bound.contains(name) {
+            return Some(format!("{name} renamed but not bound by the text"));
         }
     }
     None

@@ -240,3 +240,55 @@ fn share_of_renamed_twins_with_the_kernels_key() {
         assert!(share.get(r).is_some_and(|&(e, _)| e > 0), "{r}: {share:?}");
     }
 }
+
+/// Issue 36: with **default** [`canonical_text::Names`] (no declared names: the names the
+/// text binds itself are renamed), renamed twins keep the kernel's key at least as often
+/// as with each renderer's declared names alone (text-derived names off, as before).
+/// Prints both counts, per renderer.
+#[test]
+fn default_names_keep_twins_keys_as_often_as_declared_names() {
+    let Some(ks) = kernels() else { return };
+    // Per renderer: (twins, equal with declared names only, equal with default names).
+    let mut seen = BTreeMap::<&str, (usize, usize, usize)>::new();
+    let mut reasons = BTreeMap::<&'static str, usize>::new();
+    for k in &ks {
+        let twin = corpus::renamed_twin(k);
+        if twin.text == k.text {
+            continue;
+        }
+        let with = |k: &Kernel, names: &canonical_text::Names| {
+            canonical_kernel(&k.text, k.name.as_deref(), names).key(&[b"-O2"])
+        };
+        let declared = with(k, &k.names.clone().with_text_names(false))
+            == with(&twin, &twin.names.clone().with_text_names(false));
+        let default = canonical_text::Names::new();
+        let c = canonical_kernel(&k.text, k.name.as_deref(), &default);
+        let same = c.key(&[b"-O2"]) == with(&twin, &default);
+        if !same {
+            let t = c.text_names();
+            let why = t
+                .refused()
+                .or(t.kept().first().map(|k| k.1))
+                .unwrap_or("other");
+            *reasons.entry(why).or_default() += 1;
+        }
+        let e = seen.entry(k.renderer).or_default();
+        e.0 += 1;
+        e.1 += usize::from(declared);
+        e.2 += usize::from(same);
+    }
+    let total = seen
+        .values()
+        .fold((0, 0, 0), |a, v| (a.0 + v.0, a.1 + v.1, a.2 + v.2));
+    eprintln!(
+        "renamed twins with the kernel's key, (twins, declared names only, default names): \
+         {seen:?}; all: declared {}/{}, default {}/{}; default misses by first reason: {reasons:?}",
+        total.1, total.0, total.2, total.0
+    );
+    for (r, &(_, declared, default)) in &seen {
+        assert!(
+            default >= declared,
+            "{r}: default {default} < declared {declared}"
+        );
+    }
+}

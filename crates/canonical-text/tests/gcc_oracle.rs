@@ -27,6 +27,14 @@
 //! `__attribute((...))`, `[[...]]`) and from asm operands. `CC=clang` (`cargo xtask
 //! soundness --cc clang`) compiles every template with clang.
 //!
+//! Each naming spells the owned names in one of three schemes (from ids already drawn):
+//! OCANNL's minted shapes with its node names listed as bound, or (issue 36) a renderer
+//! that declares nothing and spells them `ridx<n>`, `acc<n>_t`, `data<n>` or `q<n>`,
+//! `alu<n>_t`, `buf<n>`, keyed with default [`Names`] (only the names the text binds
+//! itself renamed); the fixed text's member names, comments and literals are respelled
+//! alike, so the collisions stay. Templates also declare a local spelled like a
+//! `<math.h>` function in a block and call the function after it.
+//!
 //! The same objects are keyed a second time by a deliberately naive renamer (renames
 //! every symbol-shaped word, in literals and after `.`/`->` included, and drops the
 //! segment index always): the oracle must find violations there, which shows it can
@@ -68,11 +76,28 @@ enum Role {
     /// A bound local spelled from [`FN_POOL`] (issue 35): like a library built-in
     /// (`abs`, `labs`), an attribute (`cold`, `hot`) or neither, by the bound ids.
     Fn,
+    /// A `<math.h>` function's name, which the kernel also declares as a local in a
+    /// block and calls outside it (issue 36's `{ float expf = 1; } y = expf(x);`).
+    Math,
 }
 
 /// The spellings of [`Role::Fn`]: `__has_builtin` answers 1 for the first two,
 /// `__has_attribute` for the last two.
 const FN_POOL: [&str; 6] = ["abs", "f7_w", "labs", "f8_w", "cold", "hot"];
+
+/// The functions [`Role::Math`] is spelled as.
+const MATH: [&str; 5] = ["expf", "sqrtf", "logf", "sinf", "cosf"];
+
+/// How a renderer spells the names it owns: OCANNL's minted shapes with its node names
+/// listed as bound (scheme 0), or spellings nothing renames by shape and nothing listed
+/// (the names the text binds itself, issue 36): tinygrad's `ridx<n>`, `acc<n>_t`,
+/// `data<n>` (1) and others (2). The fixed text's shaped words (`i1` members, `v1_t` in
+/// comments and literals) are respelled alike, so the collisions stay.
+const SCHEMES: [[&str; 3]; 3] = [
+    ["i", "v", "n"],
+    ["ridx", "acc", "data"],
+    ["q", "alu", "buf"],
+];
 
 /// One token of a template.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,6 +121,10 @@ struct Naming {
     /// The own name minted `k_<n>` under `Names::with_minted_kernel_names("_")` instead of
     /// `k__seg<n>` (a renamed twin keeps its renderer's scheme).
     minted: bool,
+    /// Index into [`SCHEMES`] (a renamed twin keeps it).
+    scheme: usize,
+    /// Index into [`MATH`] (a renamed twin keeps it: it calls the same function).
+    math: usize,
 }
 
 impl Naming {
@@ -120,8 +149,10 @@ impl Naming {
             local: [local[0], local[1]],
             bound: [bound[0], bound[1]],
             own: rng.below(3) as u32 + 1,
-            // From an id already drawn: the seeds' template sequence stays as it was.
+            // From ids already drawn: the seeds' template sequence stays as it was.
             minted: sym[0] % 2 == 0,
+            scheme: (local[0] + bound[0]) as usize % SCHEMES.len(),
+            math: (sym[1] + bound[1]) as usize % MATH.len(),
         }
     }
     /// The renamed twin: every id moved by one bijection (collisions kept), another
@@ -136,6 +167,8 @@ impl Naming {
             bound: [bound[0], bound[1]],
             own: rng.below(3) as u32 + 1,
             minted: self.minted,
+            scheme: self.scheme,
+            math: self.math,
         }
     }
 
@@ -145,18 +178,70 @@ impl Naming {
     }
 
     fn spell(&self, r: Role) -> String {
+        let [sym, local, bound] = SCHEMES[self.scheme];
+        let bound_suffix = if self.scheme == 0 { "_w" } else { "" };
         match r {
-            Role::Sym(k) => format!("i{}", self.sym[k]),
-            Role::Local(k) => format!("v{}_t", self.local[k]),
-            Role::Stem(k) => format!("v{}", self.local[k]),
-            Role::Bound(k) => format!("n{}_w", self.bound[k]),
+            Role::Sym(k) => format!("{sym}{}", self.sym[k]),
+            Role::Local(k) => format!("{local}{}_t", self.local[k]),
+            Role::Stem(k) => format!("{local}{}", self.local[k]),
+            Role::Bound(k) => format!("{bound}{}{bound_suffix}", self.bound[k]),
             Role::Own => format!("{}{}", self.token(), self.own),
             Role::Fn => {
                 FN_POOL[(self.bound[0] + 2 * self.bound[1]) as usize % FN_POOL.len()].to_owned()
             }
+            Role::Math => MATH[self.math].to_owned(),
         }
     }
+
+    /// `fixed` with its words shaped like scheme 0's names (`i1`, `v1_t`, `n1_w`)
+    /// respelled in this naming's scheme.
+    fn respell(&self, fixed: &str) -> String {
+        if self.scheme == 0 {
+            return fixed.to_owned();
+        }
+        let [sym, local, bound] = SCHEMES[self.scheme];
+        let mut out = String::with_capacity(fixed.len() + 8);
+        let b = fixed.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if !(b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                let c = fixed[i..].chars().next().unwrap();
+                out.push(c);
+                i += c.len_utf8();
+                continue;
+            }
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            let w = &fixed[start..i];
+            let digits = |r: &str| r.bytes().take_while(u8::is_ascii_digit).count();
+            let respelled = match w.as_bytes()[0] {
+                _ if start > 0 && b[start - 1].is_ascii_digit() => None,
+                b'i' if w.len() > 1 && digits(&w[1..]) == w.len() - 1 => {
+                    Some(format!("{sym}{}", &w[1..]))
+                }
+                b'v' if digits(&w[1..]) > 0 => Some(format!("{local}{}", &w[1..])),
+                b'n' if digits(&w[1..]) > 0 && w.ends_with("_w") => {
+                    Some(format!("{bound}{}", &w[1..w.len() - 2]))
+                }
+                _ => None,
+            };
+            out.push_str(respelled.as_deref().unwrap_or(w));
+        }
+        out
+    }
+
     fn names(&self) -> Names {
+        if self.scheme != 0 {
+            // The renderer declares nothing: default names.
+            let names = Names::new();
+            return if self.minted {
+                names.with_minted_kernel_names("_")
+            } else {
+                names
+            };
+        }
         let names = Names::new().with_bound([
             self.spell(Role::Bound(0)),
             self.spell(Role::Bound(1)),
@@ -285,7 +370,7 @@ impl Builder<'_> {
 
 /// The placeholders of [`Builder::stmt`] and their roles; a placeholder with text before
 /// or after it in one word is a [`Tok::Glued`] name.
-const PLACEHOLDERS: [(&str, Role); 10] = [
+const PLACEHOLDERS: [(&str, Role); 11] = [
     ("@I0", Role::Sym(0)),
     ("@I1", Role::Sym(1)),
     ("@H", Role::Sym(2)),
@@ -296,6 +381,7 @@ const PLACEHOLDERS: [(&str, Role); 10] = [
     ("@B1", Role::Bound(1)),
     ("@OWN", Role::Own),
     ("@F", Role::Fn),
+    ("@M", Role::Math),
 ];
 
 const MEMBERS: [&str; 4] = ["i1", "i2", "v1_t", "x"];
@@ -724,6 +810,15 @@ fn template(rng: &mut Rng, clang: bool) -> Vec<Tok> {
                 "__asm__", "volatile", "(", "\"\"", ":", "\"+r\"", "(", "acc", ")", ":", "\"r\"",
                 "(", "@I0", ")", ")", ";",
             ]),
+            // A local spelled like a `<math.h>` function in a block, the function called
+            // after it (issue 36): its name is no name the text binds.
+            _ if mem == "x" && !unicode => {
+                body.needs.insert("table");
+                body.stmt(&[
+                    "{", "float", "@M", "=", lit, ";", "acc", "+=", "(int)", "@M", ";", "}", "acc",
+                    "+=", "(int)", "@M", "(", "@L0", ")", ";",
+                ]);
+            }
             _ => body.stmt(&["acc", "+=", "(int)", "(", "@L1", "*", "@L0", ")", ";"]),
         }
     }
@@ -1046,7 +1141,7 @@ fn render(t: &[Tok], naming: &Naming) -> String {
     let mut after_sep = false;
     for tok in t {
         let s = match tok {
-            Tok::Fixed(s) => s.clone(),
+            Tok::Fixed(s) => naming.respell(s),
             Tok::Name(r) => naming.spell(*r),
             Tok::Glued(a, r, z) => format!("{a}{}{z}", naming.spell(*r)),
             Tok::Spliced(r) => {
@@ -1054,7 +1149,7 @@ fn render(t: &[Tok], naming: &Naming) -> String {
                 format!("{}\\\n{}", &s[..1], &s[1..])
             }
             Tok::Sep(s) => {
-                out.push_str(s);
+                out.push_str(&naming.respell(s));
                 prev_word = false;
                 after_sep = true;
                 continue;
@@ -1088,9 +1183,11 @@ fn naive_key(text: &str, naming: &Naming) -> String {
                 i += 1;
             }
             let w = &text[s..i];
-            let sym =
-                w.len() > 1 && w.starts_with('i') && w[1..].bytes().all(|c| c.is_ascii_digit());
-            let local = w.starts_with('v') && w.ends_with("_t");
+            let [sp, lp, _] = SCHEMES[naming.scheme];
+            let sym = w.len() > sp.len()
+                && w.starts_with(sp)
+                && w[sp.len()..].bytes().all(|c| c.is_ascii_digit());
+            let local = w.starts_with(lp) && w.ends_with("_t");
             if sym || local || bound.iter().any(|x| x == w) {
                 let n = map.len();
                 let n = *map.entry(w.to_owned()).or_insert(n);
@@ -1112,6 +1209,9 @@ struct Stats {
     pairs: usize,
     equal_keys: usize,
     equal_keys_different_text: usize,
+    /// Of those, pairs of renderers that declare nothing (schemes 1 and 2: only the
+    /// names the text binds itself renamed).
+    text_named_equal: usize,
     violations: Vec<String>,
     naive_equal_keys: usize,
     naive_violations: usize,
@@ -1150,6 +1250,7 @@ fn equal_keys_imply_identical_object_code() {
                         pairs: 0,
                         equal_keys: 0,
                         equal_keys_different_text: 0,
+                        text_named_equal: 0,
                         violations: Vec::new(),
                         naive_equal_keys: 0,
                         naive_violations: 0,
@@ -1175,7 +1276,8 @@ fn equal_keys_imply_identical_object_code() {
     eprintln!(
         "gcc oracle: {} templates ({} compiled with clang, {} of their kernels compiled), \
          {} kernels compiled ({} did not compile, {} refused renaming), \
-         {} pairs, {} with equal keys ({} of them with different texts), {} violations; \
+         {} pairs, {} with equal keys ({} of them with different texts, {} of renderers declaring \
+         no names), {} violations; \
          the naive renamer: {} pairs with equal keys, {} violations; \
          today's rule before issue 35: {} pairs with equal keys, {} violations",
         cases,
@@ -1187,6 +1289,7 @@ fn equal_keys_imply_identical_object_code() {
         sum(|s| s.pairs),
         sum(|s| s.equal_keys),
         sum(|s| s.equal_keys_different_text),
+        sum(|s| s.text_named_equal),
         violations.len(),
         sum(|s| s.naive_equal_keys),
         sum(|s| s.naive_violations),
@@ -1238,6 +1341,7 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
         (render(&twin, &namings[0]), &namings[0]),
     ];
     let mut done = Vec::new();
+    let mut schemes = Vec::new();
     for (k, (text, naming)) in variants.iter().enumerate() {
         let names = naming
             .names()
@@ -1267,6 +1371,7 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
             code,
             todays_key(text, naming),
         ));
+        schemes.push(naming.scheme);
     }
     for a in 0..done.len() {
         for b in a + 1..done.len() {
@@ -1283,6 +1388,9 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
                 st.equal_keys += 1;
                 if ta != tb {
                     st.equal_keys_different_text += 1;
+                    if schemes[a] != 0 && schemes[b] != 0 {
+                        st.text_named_equal += 1;
+                    }
                 }
                 if ca != cb {
                     st.violations.push(format!(
@@ -1338,6 +1446,8 @@ fn the_oracle_catches_a_naive_renamer() {
             bound: [1, 2],
             own,
             minted: false,
+            scheme: 0,
+            math: 0,
         }
     };
     let mut naive_violations = 0;
@@ -1407,6 +1517,8 @@ fn the_oracle_catches_todays_key_rule() {
         bound: [2, 2],
         own: 1,
         minted: false,
+        scheme: 0,
+        math: 0,
     };
     let b_naming = Naming {
         bound: [3, 3],
@@ -1537,4 +1649,72 @@ fn issue_26_classes_are_told_apart_by_the_compilers() {
             );
         }
     }
+}
+
+/// Issue 36: a deliberately naive reading of the names a text binds (every name declared
+/// anywhere after a type keyword, with no scope check) renames a local spelled like a
+/// `<math.h>` function together with the calls to the function after its block, so
+/// kernels calling `expf` and `sqrtf` share its key while gcc's object code differs; the
+/// default [`Names`] (text-derived names with the scope check) keep them apart, and still
+/// give renamed twins one key.
+#[test]
+fn renaming_declared_names_without_the_scope_check_is_caught() {
+    let family = |f: &str, local: &str| {
+        [
+            format!(
+                "#include <math.h>\nfloat k(float {local}) {{ {{ float {f} = 2.0f; {local} += {f}; }} return {f}({local}); }}\n"
+            ),
+            format!(
+                "#include <math.h>\nfloat k(float {local}) {{ float r = {f}({local}); {{ float {f} = 2.0f; r += {f}; }} return r; }}\n"
+            ),
+            format!(
+                "#include <math.h>\nfloat k(float {local}) {{ for (int {f} = 0; {f} < 2; {f}++) {local} += 1.0f; return {f}({local}); }}\n"
+            ),
+        ]
+    };
+    // The naive reading: each word right after `float` or `int`.
+    let naive = |text: &str| -> String {
+        let words: Vec<&str> = text
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let declared: Vec<&str> = words
+            .windows(2)
+            .filter(|w| w[0] == "float" || w[0] == "int")
+            .map(|w| w[1])
+            .filter(|w| *w != "k")
+            .collect();
+        let names = Names::new().with_text_names(false).with_bound(declared);
+        canonical_kernel(text, Some("k"), &names).key(&[b"-O2"])
+    };
+    let ours = |text: &str| canonical_kernel(text, Some("k"), &Names::new()).key(&[b"-O2"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, twin) = (
+        family("expf", "x"),
+        family("sqrtf", "x"),
+        family("expf", "y7"),
+    );
+    let mut naive_caught = 0;
+    for i in 0..a.len() {
+        let ca = compile(dir.path(), 3 * i, &a[i]).expect("compiles");
+        let cb = compile(dir.path(), 3 * i + 1, &b[i]).expect("compiles");
+        let ct = compile(dir.path(), 3 * i + 2, &twin[i]).expect("compiles");
+        assert_ne!(ca, cb, "form {i}: expf and sqrtf compile alike");
+        if naive(&a[i]) == naive(&b[i]) {
+            naive_caught += 1;
+        }
+        assert_ne!(
+            ours(&a[i]),
+            ours(&b[i]),
+            "form {i}: equal keys, different code"
+        );
+        // The parameter is the text's own: its renamed twin has the key (and the code).
+        assert_eq!(ca, ct);
+        assert_eq!(
+            ours(&a[i]),
+            ours(&twin[i]),
+            "form {i}: the renamed twin missed"
+        );
+    }
+    assert_eq!(naive_caught, a.len(), "the naive reading was not caught");
 }

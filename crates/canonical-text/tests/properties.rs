@@ -360,7 +360,7 @@ fn key_is_pinned() {
 }
 
 /// Computed independently by `tests/data/pinned_key.py`.
-const PINNED_KEY: &str = "6dd080626abe8f4a71413575ba3b1ed85fd1b2aff31d6b717ba3ae4851686d3f";
+const PINNED_KEY: &str = "a0ecd411fb9b56522f6ec72cc24378f2c8a7c568b53420dba61eaf5f7f3d2bd5";
 
 /// (6) Determinism across threads: every thread computes the same keys.
 #[test]
@@ -385,17 +385,40 @@ fn keys_agree_across_threads() {
     assert!(keys.iter().all(|k| *k == expected));
 }
 
+/// A local spelled like a function called after its block (issue 36) is never renamed,
+/// and the differential check says so if it were.
+#[test]
+fn a_name_used_outside_its_block_is_not_renamed_from_the_text() {
+    let text = "void k(float *a) { { float expf = 1; a[1] = expf; } a[0] = expf(2); }";
+    assert_eq!(
+        canonical_text::reference::disagreement(text, None, &Names::new()),
+        None
+    );
+    let c = canonical_kernel(text, Some("k"), &Names::new());
+    assert_eq!(c.renamed().collect::<Vec<_>>(), ["a"]);
+    assert!(
+        c.text_names()
+            .kept()
+            .contains(&("expf".into(), "used outside its declarations' scope"))
+    );
+}
+
 /// The differential check, with a bound name, a derivation and a segment-named kernel,
-/// with OCANNL's minted shapes renamed and not: without them, only the bound name and
-/// its derivation are ever renamed.
+/// with OCANNL's minted shapes renamed and not, and with nothing listed (the names the
+/// text binds itself only): without minted shapes and text names, only the bound name
+/// and its derivation are ever renamed.
 fn agrees(s: &str) -> Result<(), TestCaseError> {
     let names = Names::new().with_bound(["n_b"]).with_derivation("", "_g");
-    for names in [names.clone(), names.with_minted_shapes(false)] {
+    let listed = names
+        .clone()
+        .with_minted_shapes(false)
+        .with_text_names(false);
+    for names in [names, listed, Names::new().with_free(["x"])] {
         for own in [Some("x"), Some("i1__seg2"), None] {
             if let Some(d) = canonical_text::reference::disagreement(s, own, &names) {
                 return Err(TestCaseError::fail(format!("{d} in {s:?}")));
             }
-            if !names.minted_shapes {
+            if !names.minted_shapes && !names.text_names {
                 let c = canonical_kernel(s, own, &names);
                 if let Some(r) = c.renamed().find(|r| *r != "n_b" && *r != "n_b_g") {
                     return Err(TestCaseError::fail(format!("{r} renamed in {s:?}")));
@@ -442,6 +465,24 @@ proptest! {
     #[test]
     fn renamer_agrees_with_the_lexer_around_attribute_regions(
         s in "(n_b|x|i1|int|;| |=){0,6}(__attribute__|__attribute|__declspec|\\[\\[)( |/\\*c\\*/)?\\(\\(?(n_b|n_b_g|x|i1__seg2|always_inline|aligned|, |\\(|\\)|[0-9]|\"n_b\"){0,8}\\)?\\)?(\\]\\])?(n_b|n_b_g|x|i1__seg2|i1|int|;| |\\{|\\}|\\(|\\)|=){0,20}",
+    ) {
+        agrees(&s)?;
+    }
+
+    /// The same on text declaring names (issue 36: parameters, locals, loops, labels,
+    /// blocks, `extern`, members) among bytes of every class, so that names the text binds
+    /// itself are renamed often: each one the slow reading of the declarations finds.
+    #[test]
+    fn renamer_agrees_with_the_lexer_on_declarations(
+        s in "(void k\\(float \\*a, int n\\) \\{|int |float |extern |struct S |typedef |x|acc0|i1|n_b|y|\\{|\\}|\\(|\\)|;|=|,|\\*|for \\(|if |goto |:|\\$|\\\\\n|\r|\n#define M 1\n|\n#if 0\n|/\\*c\\*/|//c\n|\"s\"|'c'|[0-9]|\\.|->| |\n){0,120}",
+    ) {
+        agrees(&s)?;
+    }
+
+    /// The same without the bytes that refuse renaming, so declarations are read often.
+    #[test]
+    fn renamer_agrees_with_the_lexer_on_readable_declarations(
+        s in "void k\\(float \\*a, int n\\) \\{(int |float |extern |struct S |x|acc0|y|\\{|\\}|\\(|\\)|;|=|,|\\*|for \\(|if |goto |:|/\\*c\\*/|[0-9]|\\.|->| ){0,100}",
     ) {
         agrees(&s)?;
     }
