@@ -139,8 +139,14 @@ fn another_compiler_is_another_key_and_the_miss_says_which_component() {
     let why = &second.kernels[0].disk_lookup;
     // ...and what changed in it, from the stored entry's readable summary: the compiler
     // (its command is part of the toolchain the demo gives the cache), naming the flag.
-    assert!(why.contains("differ in: codegen (codegen: compiler "), "{why}");
-    assert!(why.ends_with(")") && why.contains("-fno-strict-aliasing"), "{why}");
+    assert!(
+        why.contains("differ in: codegen (codegen: compiler "),
+        "{why}"
+    );
+    assert!(
+        why.ends_with(")") && why.contains("-fno-strict-aliasing"),
+        "{why}"
+    );
     assert_ne!(first.kernels[0].key, second.kernels[0].key);
     assert_eq!(
         first.kernels[0].key.split('-').next(),
