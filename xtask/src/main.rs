@@ -69,7 +69,7 @@ checked against their kernels compiled alone.
   --seed S       the generator's seed (default: a fixed one, 0x5EED0012)
   --cc COMPILER  the compiler (default cc; clang for the other family)";
 
-/// `cargo xtask fuzz --help` (the targets are listed by [`fuzz_usage`]).
+/// `cargo xtask fuzz --help` (the targets are listed after it).
 const FUZZ_USAGE: &str = "usage: cargo xtask fuzz TARGET|all [--seconds N]
 Coverage-guided fuzzing with cargo-fuzz (installed if missing); new inputs go to
 target/fuzz-corpus/TARGET, the committed seeds in fuzz/corpus/TARGET are only read.

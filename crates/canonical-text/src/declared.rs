@@ -71,7 +71,7 @@ pub(crate) fn text_bound(src: &str) -> TextBound<'_> {
     p.finish()
 }
 
-/// [`text_bound`] computed the slow way: the same reading of declarations, but each
+/// The names the text binds itself (what the fast reading in `declared` finds), computed the slow way: the same reading of declarations, but each
 /// declaration's scope recorded as a token interval and each occurrence checked against
 /// every interval afterwards (no running counts, no frames).
 pub fn reference_text_bound(src: &str) -> (Vec<String>, Option<&'static str>) {
