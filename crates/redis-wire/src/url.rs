@@ -144,12 +144,16 @@ fn unix(url: &str, rest: &str) -> Result<Parsed, WireError> {
         return Err(bad(url, "the socket's absolute path, without . or .."));
     }
     let decoded = percent_decode_bytes(path);
-    // A first segment like `c:` or `c|` is a Windows drive letter to URL libraries (redis-rs
-    // would read `/c:/`): refused rather than read another way.
-    if let [b'/', letter, b':' | b'|', rest @ ..] = decoded.as_slice()
-        && letter.is_ascii_alphabetic()
-        && rest.first().is_none_or(|&b| b == b'/')
-    {
+    // A segment like `c:` or `c|` (first or not) is a Windows drive letter to URL libraries
+    // (redis-rs reads `/c:` as `/c:/`, and `/x/a%3A` as `/x/a:/`): refused rather than read
+    // another way.
+    let drive_letter =
+        |seg: &[u8]| matches!(seg, [letter, b':' | b'|'] if letter.is_ascii_alphabetic());
+    // And a path ending in a letter and `:` or `|` gets a `/` appended by them (`/aA|` reads
+    // `/aA|/`).
+    let drive_end =
+        matches!(decoded.as_slice(), [.., letter, b':' | b'|'] if letter.is_ascii_alphabetic());
+    if drive_end || decoded.split(|&b| b == b'/').any(drive_letter) {
         return Err(bad(
             url,
             "a socket path not starting with a drive letter (`/c:`)",
@@ -290,6 +294,8 @@ mod tests {
             "unix:///s?db=x",
             "unix:///a:",
             "unix:///a%7C/s",
+            "unix:///@127.0.0.1/a%3A?",
+            "unix://localhost/aA|?",
         ] {
             assert!(parse(refused).is_err(), "{refused}");
         }
