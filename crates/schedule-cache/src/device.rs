@@ -54,6 +54,7 @@ pub const CODE_FEATURES: &[&str] = &[
     "vaes",
     "vpclmulqdq",
     "neon",
+    "sha2",
     "fp16",
     "dotprod",
     "i8mm",
@@ -220,7 +221,10 @@ fn value(v: &str) -> String {
     }
 }
 
-/// The [`CODE_FEATURES`] this process can use, detected at run time.
+/// The [`CODE_FEATURES`] this process can use, detected at run time. The detection macros
+/// need literal names, so each architecture's list is written out below; whatever it finds
+/// outside [`CODE_FEATURES`] is dropped, so every name written there must be listed there
+/// too (`aarch64`'s `sha2` was not).
 fn detected_features() -> Vec<String> {
     let mut found = Vec::new();
     #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
