@@ -31,15 +31,14 @@ use rustix::fs::OFlags;
 use sha2::{Digest, Sha256};
 
 use crate::error::CcError;
+use crate::toolchain::{DEP_FILE, UNIT_NAME};
+use crate::unlisted;
 
 /// How long before the compile began a file's last change must lie for the file to vouch
 /// for the program: a file system stamps a change with a coarse clock (a kernel tick on
 /// Linux, 2 s on FAT), so a change just after the compile began may carry a time just
 /// before it.
 pub(crate) const SETTLED: Duration = Duration::from_secs(2);
-
-/// The dependency file each unit's compile writes beside it.
-pub(crate) const DEP_FILE: &str = "kernel.d";
 
 /// One file a compile read: its absolute path and the SHA-256 of its content.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,7 +79,7 @@ impl Manifest {
             Manifest::Compiled { unit_dirs, started } => {
                 let deps = collect(unit_dirs, *started)?;
                 let listed: Vec<String> = deps.iter().map(|d| d.path.clone()).collect();
-                crate::unlisted::in_files(unit_dirs, &listed)?;
+                unlisted::in_files(unit_dirs, &listed)?;
                 let witnesses = witnesses(&search()?, &deps, *started)?;
                 Ok((deps, witnesses))
             }
@@ -273,7 +272,7 @@ pub(crate) fn collect(unit_dirs: &[PathBuf], started: SystemTime) -> Result<Vec<
             )
         })?;
         for path in listed {
-            if path == crate::backend::UNIT_NAME || found.contains_key(&path) {
+            if path == UNIT_NAME || found.contains_key(&path) {
                 continue;
             }
             if !Path::new(&path).is_absolute() {

@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::error::CcError;
+use crate::error::{CcError, error_chain};
 
 /// The bytes of one shared object, held where the loader reads them.
 ///
@@ -38,11 +38,6 @@ pub(crate) struct Image {
     dir: Option<tempfile::TempDir>,
     path: PathBuf,
     size: u64,
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CcError + use<> {
-    let path = path.to_path_buf();
-    move |source| CcError::Io { path, source }
 }
 
 impl Image {
@@ -162,26 +157,16 @@ impl Image {
     pub(crate) fn bytes(&self) -> Result<Vec<u8>, CcError> {
         use std::os::unix::fs::FileExt;
         let file = self.file.as_ref().ok_or_else(|| {
-            io(&self.path)(std::io::Error::other("the program's file was released"))
+            CcError::io(&self.path)(std::io::Error::other("the program's file was released"))
         })?;
-        let len = usize::try_from(self.size)
-            .map_err(|_| io(&self.path)(std::io::Error::other("the program is too large")))?;
+        let len = usize::try_from(self.size).map_err(|_| {
+            CcError::io(&self.path)(std::io::Error::other("the program is too large"))
+        })?;
         let mut bytes = vec![0u8; len];
-        file.read_exact_at(&mut bytes, 0).map_err(io(&self.path))?;
+        file.read_exact_at(&mut bytes, 0)
+            .map_err(CcError::io(&self.path))?;
         Ok(bytes)
     }
-}
-
-/// An error and its sources, on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut next = error.source();
-    while let Some(e) = next {
-        message.push_str(": ");
-        message.push_str(&e.to_string());
-        next = e.source();
-    }
-    message
 }
 
 /// Whether the loader, given `path` (`/proc/self/fd/N`), opens `file`: the path must
@@ -230,8 +215,8 @@ fn named_file(bytes: &[u8], work: &Path) -> Result<Image, CcError> {
         .prefix("kcache-cc-loaded-")
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(work)
-        .map_err(io(work))?;
-    let meta = std::fs::symlink_metadata(dir.path()).map_err(io(dir.path()))?;
+        .map_err(CcError::io(work))?;
+    let meta = std::fs::symlink_metadata(dir.path()).map_err(CcError::io(dir.path()))?;
     let me = rustix::process::geteuid().as_raw();
     if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
         return Err(CcError::WorkDir {
@@ -256,24 +241,25 @@ fn named_file(bytes: &[u8], work: &Path) -> Result<Image, CcError> {
         .mode(0o600)
         .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
         .open(&path)
-        .map_err(io(&path))?;
-    file.write_all(bytes).map_err(io(&path))?;
-    let held = file.metadata().map_err(io(&path))?;
-    let at = std::fs::symlink_metadata(&path).map_err(io(&path))?;
+        .map_err(CcError::io(&path))?;
+    file.write_all(bytes).map_err(CcError::io(&path))?;
+    let held = file.metadata().map_err(CcError::io(&path))?;
+    let at = std::fs::symlink_metadata(&path).map_err(CcError::io(&path))?;
     let mut back = vec![0u8; bytes.len()];
-    file.read_exact_at(&mut back, 0).map_err(io(&path))?;
+    file.read_exact_at(&mut back, 0)
+        .map_err(CcError::io(&path))?;
     if !at.is_file()
         || (at.dev(), at.ino()) != (held.dev(), held.ino())
         || held.len() != bytes.len() as u64
         || back != bytes
     {
-        return Err(io(&path)(std::io::Error::other(
+        return Err(CcError::io(&path)(std::io::Error::other(
             "the program's file does not hold what was written to it",
         )));
     }
     drop(back);
     let flags = rustix::fs::fstatvfs(&file)
-        .map_err(|e| io(&path)(e.into()))?
+        .map_err(|e| CcError::io(&path)(e.into()))?
         .f_flag;
     if flags.contains(rustix::fs::StatVfsMountFlags::NOEXEC) {
         return Err(CcError::Environment {
@@ -312,7 +298,7 @@ fn sealed_memory_file(bytes: &[u8]) -> Result<File, CcError> {
     let shown = Path::new("memfd:kcache-cc-program");
     #[cfg(test)]
     if NO_MEMORY_FILE.get() {
-        return Err(io(shown)(std::io::Error::other(
+        return Err(CcError::io(shown)(std::io::Error::other(
             "no memory files in this test",
         )));
     }
@@ -327,14 +313,14 @@ fn sealed_memory_file(bytes: &[u8]) -> Result<File, CcError> {
                 Err(e)
             }
         })
-        .map_err(|e| io(shown)(e.into()))?;
+        .map_err(|e| CcError::io(shown)(e.into()))?;
     let mut file = File::from(fd);
-    file.write_all(bytes).map_err(io(shown))?;
+    file.write_all(bytes).map_err(CcError::io(shown))?;
     rustix::fs::fcntl_add_seals(
         &file,
         SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL,
     )
-    .map_err(|e| io(shown)(e.into()))?;
+    .map_err(|e| CcError::io(shown)(e.into()))?;
     Ok(file)
 }
 
@@ -342,8 +328,8 @@ fn sealed_memory_file(bytes: &[u8]) -> Result<File, CcError> {
 #[cfg(target_os = "linux")]
 fn unnamed_file(bytes: &[u8], dir: &Path) -> Result<File, CcError> {
     use std::io::Write;
-    let mut file = tempfile::tempfile_in(dir).map_err(io(dir))?;
-    file.write_all(bytes).map_err(io(dir))?;
+    let mut file = tempfile::tempfile_in(dir).map_err(CcError::io(dir))?;
+    file.write_all(bytes).map_err(CcError::io(dir))?;
     Ok(file)
 }
 

@@ -206,13 +206,16 @@ mod persist;
 mod program;
 mod signature;
 mod source;
+mod toolchain;
 mod unlisted;
+mod words;
 mod workdir;
 
-pub use backend::{BASE_FLAGS, COMPILER_INPUT_ENV, CcBackend, PreparedProgram};
+pub use backend::{CcBackend, PreparedProgram};
 pub use error::CcError;
 pub use generate::{elementwise_kernel, realistic_kernel, realistic_kernel_numbered};
 pub use persist::SAVED_FORMAT;
 pub use program::{CcProgram, Kernel};
 pub use signature::{Arg, Elem, Extent, MAX_PARAMS, Param, Signature};
 pub use source::{DEFAULT_PRELUDE, Source};
+pub use toolchain::{BASE_FLAGS, COMPILER_INPUT_ENV};

@@ -314,7 +314,7 @@ impl Signature {
             return bad(format!("more than {MAX_PARAMS} parameters"));
         }
         for (i, p) in self.params.iter().enumerate() {
-            if !crate::backend::is_c_identifier(p.name()) {
+            if !is_c_identifier(p.name()) {
                 return bad(format!("parameter {i}'s name is not a C identifier"));
             }
             if self.params[..i].iter().any(|q| q.name() == p.name()) {
@@ -567,6 +567,25 @@ impl fmt::Display for Signature {
     }
 }
 
+/// Whether `s` is a C identifier (`[A-Za-z_][A-Za-z0-9_]*`).
+pub(crate) fn is_c_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Checks a kernel symbol: a C identifier holding no generated symbol's
+/// [`RESERVED_INFIX`](RESERVED_INFIX) (`__kcache_`).
+pub(crate) fn check_symbol(symbol: &str) -> Result<(), CcError> {
+    if is_c_identifier(symbol) && !symbol.contains(RESERVED_INFIX) {
+        Ok(())
+    } else {
+        Err(CcError::InvalidSymbol(symbol.to_string()))
+    }
+}
+
 /// The symbol of kernel `symbol`'s uniform-ABI entry. Kernel symbols ending in this
 /// suffix are refused, so an entry never collides with a kernel.
 pub(crate) fn entry_symbol(symbol: &str) -> String {
@@ -784,6 +803,18 @@ impl<'a> Reader<'a> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn c_identifiers() {
+        assert!(is_c_identifier("k_1"));
+        assert!(is_c_identifier("_x"));
+        assert!(!is_c_identifier("1k"));
+        assert!(!is_c_identifier(""));
+        assert!(!is_c_identifier("a b"));
+        assert!(!is_c_identifier("a);int x("));
+        assert!(check_symbol("k").is_ok());
+        assert!(check_symbol("k__kcache_entry").is_err());
+    }
 
     #[test]
     fn prototype_and_entry_follow_the_params() {

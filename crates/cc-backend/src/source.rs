@@ -4,18 +4,13 @@
 use kernel_cache::{BatchKernel, Names, kernel_key};
 
 use crate::error::CcError;
+use crate::observers;
 use crate::signature::Signature;
+use crate::toolchain::TEXT_LINE;
 
 /// The prelude [`Source::new`] gives a kernel: the headers the crate's generated
 /// kernels use.
 pub const DEFAULT_PRELUDE: &str = "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n";
-
-/// The directive ahead of every kernel text in a unit (its own or a merged one): the
-/// text's first line is line 1 of `kernel.c`, so a compiler diagnostic's line number
-/// (`kernel.c:3:12: error: ...` in [`CcError::Compiler`]) is the line of the kernel's
-/// text, whatever the prelude and the generated lines before it, and `__LINE__` in a
-/// text means the same line in every unit.
-pub(crate) const TEXT_LINE: &str = "#line 1 \"kernel.c\"";
 
 /// One kernel as the backend compiles it: its own translation unit.
 ///
@@ -134,7 +129,7 @@ impl Source {
             self.signature.keyed_form()
         );
         let text = self.keyed_text();
-        let names = crate::observers::keyed_names(
+        let names = observers::keyed_names(
             backend_identity,
             &self.prelude,
             options,
