@@ -94,15 +94,10 @@ const ISOLATED: &str = "isolated: every symbol of a unit's object but its kernel
 ///   between `cc1` and `as`) is reachable by another user, whatever the process's own
 ///   `TMPDIR` is.
 ///
-/// **The bytes run are the bytes compiled.** On Linux the linker's output is read once
-/// (opened without following a link) into a memory file sealed against any change
-/// (`memfd_create`; `F_SEAL_WRITE`, `F_SEAL_GROW`, `F_SEAL_SHRINK`, `F_SEAL_SEAL`), and the
-/// program is loaded from it (`/proc/self/fd/N`, so `/proc` must be mounted): what is
-/// loaded, weighed ([`CcProgram::size`]) and saved
+/// **The bytes run are the bytes compiled.** The linker's output is read once (opened
+/// without following a link): what is loaded, weighed ([`CcProgram::size`]) and saved
 /// ([`PersistentBackend::save`](kernel_cache::PersistentBackend::save)) is one sequence of
-/// bytes, whatever happens to any file afterwards. A saved program is loaded the same way,
-/// without touching the work directory. On other targets a program is loaded by path,
-/// from a new file in a fresh directory of the checked work directory.
+/// bytes, whatever happens to any file afterwards (see [`CcProgram`] for where it is held).
 ///
 /// **Reproducible compiles.** The program depends on the keyed parts only, never on
 /// where or when it was compiled: each unit is the file `kernel.c`, compiled in its own
@@ -157,22 +152,12 @@ const ISOLATED: &str = "isolated: every symbol of a unit's object but its kernel
 /// checks nothing: a process that edits a header while it runs must empty its cache (or
 /// put a digest of the header in the prelude or options).
 ///
-/// **Options that change the dependency list** (`-MMD`, `-MM`, `-MF`, `-Wp,-MD,...`: any
-/// `-M...` option and the like) would make the compiler leave headers out of the list a
-/// saved program records (under `-MMD`, every system and `-isystem` header): a program
-/// compiled under one works in this process but is never saved to (nor loaded from) the
-/// kernel store ([`CcError::DependencyOption`]).
-///
-/// **Options that target the host processor** (`-march=native`, `-mcpu=native`,
-/// `-mtune=native`: any option containing `native`) make the code depend on the machine
-/// that compiled it. What the compiler makes of them there (the SHA-256 of its `-E -###`
-/// expansion) is the kernel's host part
-/// ([`PersistentBackend::host_part`](kernel_cache::PersistentBackend::host_part)): it
-/// names the kernel's entry in the store, so machines of different processors sharing a
-/// store's directory or a farm each save and load their own program under the same key.
-/// A saved program records it too and is loaded only where the options expand the same
-/// way ([`CcError::OtherHost`] otherwise: a program reached under a name it does not fit
-/// is never run).
+/// **Options that change the dependency list** (`-MMD` and the like) keep a program out of
+/// the kernel store ([`CcError::DependencyOption`]). **Options that target the host
+/// processor** (any option containing `native`) give the kernel a host part
+/// ([`PersistentBackend::host_part`](kernel_cache::PersistentBackend::host_part)), so
+/// machines of different processors sharing a store each save and load their own program
+/// ([`CcError::OtherHost`]: a program reached under a name it does not fit is never run).
 ///
 /// Its [`Split`] defaults to as many programs as the machine has cores, of at least 8
 /// kernels each.
@@ -555,7 +540,7 @@ impl CcBackend {
     /// that pass are cut into merged units, and the merged units are compiled,
     /// concurrently (a failed one is no error: its kernels are compiled alone). Every
     /// object compiled has every symbol but its kernels' entries made local
-    /// ([`CcBackend::localize`]) before the link. Strict (`each` false): the kernels' own
+    /// ([`CcBackend::isolate`]) before the link. Strict (`each` false): the kernels' own
     /// units in kernel order, the first unit that fails stops the compile and is the
     /// error (no later unit is compiled), and a failed link is the error. Per unit (`each`
     /// true): every unit is compiled once, concurrently; those that fail are returned with
@@ -668,25 +653,20 @@ impl CcBackend {
         let alone: Vec<usize> = (0..prepared.kernels.len()).filter(|&p| alone[p]).collect();
         let mut failures = Vec::new();
         self.compile_alone(prepared, &alone, each, &unit, &mut linked, &mut failures)?;
-        // The link; per unit, a failure is told apart by linking each object alone.
-        let link = |objects: &[&Path], out: &Path| -> Result<std::process::Output, CcError> {
-            self.toolchain.run(
-                compiler()?
-                    .args(LINK_FLAGS)
-                    .arg("-o")
-                    .arg(out)
-                    .args(objects)
-                    .arg("-lm")
-                    .current_dir(&program_dir),
-            )
+        // The link of the objects of `units` into `out`; per unit, a failure is told apart
+        // by linking each object alone.
+        let link = |units: &[(PathBuf, Vec<usize>)], out: &Path| {
+            let objects = units.iter().map(|(d, _)| d.join(OBJECT_NAME));
+            let mut command = compiler()?;
+            command.args(LINK_FLAGS).arg("-o").arg(out).args(objects);
+            self.toolchain
+                .run(command.arg("-lm").current_dir(&program_dir))
         };
         loop {
             if linked.is_empty() {
                 break;
             }
-            let objects: Vec<PathBuf> = linked.iter().map(|(d, _)| d.join(OBJECT_NAME)).collect();
-            let objects: Vec<&Path> = objects.iter().map(PathBuf::as_path).collect();
-            let output = link(&objects, &so_path)?;
+            let output = link(&linked, &so_path)?;
             if output.status.success() {
                 break;
             }
@@ -697,9 +677,9 @@ impl CcBackend {
             if !each {
                 return Err(failed(output, everyone));
             }
-            let alone_outputs = merge::concurrently(objects.len(), |n| {
+            let alone_outputs = merge::concurrently(linked.len(), |n| {
                 link(
-                    &[objects[n]],
+                    &linked[n..=n],
                     &program_dir.join(format!("link-check-{n}.so")),
                 )
             });
@@ -751,10 +731,9 @@ impl CcBackend {
                 Err(error @ CcError::Load { .. }) => error,
                 Err(other) => return Err(other),
             };
-            let objects: Vec<PathBuf> = linked.iter().map(|(d, _)| d.join(OBJECT_NAME)).collect();
             let alone = merge::concurrently(linked.len(), |n| {
                 let out = program_dir.join(format!("load-check-{round}-{n}.so"));
-                let output = link(&[objects[n].as_path()], &out)?;
+                let output = link(&linked[n..=n], &out)?;
                 if !output.status.success() {
                     return Err(failed(output, symbols(&linked[n].1)));
                 }
@@ -785,9 +764,7 @@ impl CcBackend {
             if linked.is_empty() {
                 break;
             }
-            let objects: Vec<PathBuf> = linked.iter().map(|(d, _)| d.join(OBJECT_NAME)).collect();
-            let objects: Vec<&Path> = objects.iter().map(PathBuf::as_path).collect();
-            let output = link(&objects, &so_path)?;
+            let output = link(&linked, &so_path)?;
             if !output.status.success() {
                 return Err(failed(output, symbols(&held_positions(&linked))));
             }
@@ -897,15 +874,11 @@ impl CcBackend {
     }
 
     /// Isolates the object of a unit holding kernels `symbols` from every other object of
-    /// its program, before the link: a reference to a symbol the backend generates that
-    /// the unit does not define (another kernel's entry or exported function) refuses the
-    /// unit ([`CcError::ReservedReference`]); then `objcopy` (temporaries in `tmp`)
-    /// renames each kernel's function to its exported name
-    /// ([`KERNEL_SUFFIX`](crate::signature::KERNEL_SUFFIX)) and makes every symbol local
-    /// but those and the entries. So no other object can bind to anything of it: a
-    /// companion's call of a function it defines (a fast `expf`) finds the C library's, a
-    /// call of a companion kernel by its symbol finds nothing and fails the link (`-z
-    /// defs`). `Some` error when the unit is refused; nothing is done on Apple targets.
+    /// its program, before the link (why: [`CcBackend`]): refused as [`object_refusal`]
+    /// says, else `objcopy` (temporaries in `tmp`) renames each kernel's function to its
+    /// exported name ([`KERNEL_SUFFIX`](crate::signature::KERNEL_SUFFIX)) and makes every
+    /// symbol local but those and the entries. `Some` error when the unit is refused;
+    /// nothing is done on Apple targets.
     fn isolate(
         &self,
         object: &Path,
@@ -915,24 +888,9 @@ impl CcBackend {
         if cfg!(target_vendor = "apple") {
             return Ok(None);
         }
-        let bytes = std::fs::read(object).map_err(|source| CcError::Io {
-            path: object.to_path_buf(),
-            source,
-        })?;
-        if let Some(symbol) = undefined_kernel(&bytes, symbols) {
-            return Ok(Some(CcError::UndefinedKernel { symbol }));
-        }
-        if let Some(name) = reserved_reference(&bytes) {
-            return Ok(Some(CcError::ReservedReference {
-                symbols: symbols.to_vec(),
-                name,
-            }));
-        }
-        if let Some(why) = joined_by_the_link(&bytes) {
-            return Ok(Some(CcError::Unisolable {
-                symbols: symbols.to_vec(),
-                why,
-            }));
+        let bytes = std::fs::read(object).map_err(CcError::io(object))?;
+        if let Some(refused) = object_refusal(&bytes, symbols) {
+            return Ok(Some(refused));
         }
         let mut args = Vec::with_capacity(3 * symbols.len());
         for symbol in symbols {
@@ -1011,23 +969,17 @@ impl CcBackend {
     /// Loads the linker's output: its bytes read once (see [`read_object`]) into an
     /// [`Image`], loaded from there, so the bytes run are the bytes weighed and saved.
     fn load(&self, prepared: PreparedProgram) -> Result<CcProgram, CcError> {
-        let manifest = Manifest::Compiled {
-            unit_dirs: prepared.unit_dirs,
-            // Never compiled: every file counts as modified since (nothing is saved).
-            started: prepared.started.unwrap_or(SystemTime::UNIX_EPOCH),
-        };
-        let bytes = read_object(&prepared.so_path)?;
-        let work = prepared.work.path().to_path_buf();
-        let image = Image::new(&bytes, || Ok(work))?;
-        drop(bytes);
-        CcProgram::load(
-            image,
-            Some(prepared.dir),
-            Some(prepared.work),
-            prepared.kernels,
-            manifest,
-            prepared.options,
-        )
+        // Never compiled: every file counts as modified since (nothing is saved).
+        let started = prepared.started.unwrap_or(SystemTime::UNIX_EPOCH);
+        let mut program = self.load_file(
+            &prepared,
+            &prepared.so_path,
+            prepared.kernels.clone(),
+            prepared.unit_dirs.clone(),
+            started,
+        )?;
+        program.keep_dir(prepared.dir);
+        Ok(program)
     }
 }
 
@@ -1090,26 +1042,13 @@ fn write_unit(unit_dir: &Path, text: &str) -> Result<(), CcError> {
         .map_err(CcError::io(&c_path))
 }
 
-/// The first of the kernels `symbols` that the object `bytes` does not define as a
-/// global symbol (its text names its function otherwise, makes it `static`, or defines
-/// nothing); an object that does not parse is left to the link.
-fn undefined_kernel(bytes: &[u8], symbols: &[String]) -> Option<String> {
-    use object::{Object as _, ObjectSymbol as _};
-    let file = object::File::parse(bytes).ok()?;
-    let defined: std::collections::HashSet<&str> = file
-        .symbols()
-        .filter(|s| s.is_definition() && s.is_global())
-        .filter_map(|s| s.name().ok())
-        .collect();
-    symbols
-        .iter()
-        .find(|s| !defined.contains(s.as_str()))
-        .cloned()
-}
-
-/// Why the link would join the object `bytes` with its companions' objects otherwise than
-/// by binding symbols (which [`CcBackend::isolate`] makes local), or `None` when it cannot:
-/// the object must be an ELF relocatable whose every section has a name of the
+/// Why the object `bytes` of a unit holding kernels `symbols` is refused before the link, or
+/// `None`: a kernel it does not define as a global symbol (its text names its function
+/// otherwise, makes it `static`, or defines nothing: [`CcError::UndefinedKernel`]); a
+/// symbol it refers to without defining it whose name holds [`RESERVED_INFIX`]
+/// ([`CcError::ReservedReference`]); a way the link would join it with its companions'
+/// objects otherwise than by binding symbols, which [`CcBackend::isolate`] makes local
+/// ([`CcError::Unisolable`]). For the last, the object must be an ELF relocatable whose every section has a name of the
 /// toolchain's own (starting with `.`), none of the two such families the link joins
 /// across objects, in no COMDAT group, with no common symbol. Each refusal is one way a
 /// GNU or LLVM link joins objects:
@@ -1123,28 +1062,55 @@ fn undefined_kernel(bytes: &[u8], symbols: &[String]) -> Option<String> {
 ///   `common` attribute);
 /// - link-time-optimization IR (`.gnu.lto_*` sections, or LLVM bitcode, which is not ELF)
 ///   is compiled at the link together with every companion's (`-flto`).
-fn joined_by_the_link(bytes: &[u8]) -> Option<String> {
+fn object_refusal(bytes: &[u8], symbols: &[String]) -> Option<CcError> {
     use object::{Object as _, ObjectComdat as _, ObjectSection as _, ObjectSymbol as _};
+    let unisolable = |why: String| {
+        Some(CcError::Unisolable {
+            symbols: symbols.to_vec(),
+            why,
+        })
+    };
     let Ok(file) = object::File::parse(bytes) else {
-        return Some(
+        return unisolable(
             "its object is not an ELF relocatable (LLVM bitcode under -flto?): the link \
              would compile it together with its companions"
                 .to_string(),
         );
     };
+    let defined: std::collections::HashSet<&str> = file
+        .symbols()
+        .filter(|s| s.is_definition() && s.is_global())
+        .filter_map(|s| s.name().ok())
+        .collect();
+    if let Some(symbol) = symbols.iter().find(|s| !defined.contains(s.as_str())) {
+        return Some(CcError::UndefinedKernel {
+            symbol: symbol.clone(),
+        });
+    }
+    let reserved = file
+        .symbols()
+        .filter(|s| s.is_undefined())
+        .filter_map(|s| s.name().ok())
+        .find(|name| name.contains(RESERVED_INFIX));
+    if let Some(name) = reserved {
+        return Some(CcError::ReservedReference {
+            symbols: symbols.to_vec(),
+            name: name.to_owned(),
+        });
+    }
     if file.format() != object::BinaryFormat::Elf {
-        return Some("its object is not ELF".to_string());
+        return unisolable("its object is not ELF".to_string());
     }
     for section in file.sections() {
         let name = section.name().unwrap_or("");
         if name.starts_with(".gnu.lto_") {
-            return Some(format!(
+            return unisolable(format!(
                 "its object holds link-time-optimization IR (`{name}`, -flto), which the link \
                  compiles together with its companions'"
             ));
         }
         if !name.starts_with('.') || name.starts_with(".gnu.linkonce") {
-            return Some(format!(
+            return unisolable(format!(
                 "it defines section `{name}`, which the link gathers or deduplicates across \
                  its companions' objects"
             ));
@@ -1152,33 +1118,20 @@ fn joined_by_the_link(bytes: &[u8]) -> Option<String> {
     }
     if let Some(comdat) = file.comdats().next() {
         let name = comdat.name().unwrap_or("");
-        return Some(format!(
+        return unisolable(format!(
             "its object holds a COMDAT group (`{name}`), which the link keeps once for all \
              its companions"
         ));
     }
     if let Some(common) = file.symbols().find(|s| s.is_common()) {
         let name = common.name().unwrap_or("");
-        return Some(format!(
+        return unisolable(format!(
             "it defines `{name}` as a common symbol, which the link makes one object with \
              every companion's of that name (compile with -fno-common, the default, and \
              without the `common` attribute)"
         ));
     }
     None
-}
-
-/// The first symbol an object (`bytes`) refers to without defining it whose name holds
-/// [`RESERVED_INFIX`](RESERVED_INFIX); an object that does not parse
-/// is left to the link.
-fn reserved_reference(bytes: &[u8]) -> Option<String> {
-    use object::{Object as _, ObjectSymbol as _};
-    let file = object::File::parse(bytes).ok()?;
-    file.symbols()
-        .filter(|s| s.is_undefined())
-        .filter_map(|s| s.name().ok())
-        .find(|name| name.contains(RESERVED_INFIX))
-        .map(str::to_owned)
 }
 
 /// The bytes of the linker's output `path` (in a fresh directory of the checked work

@@ -22,12 +22,10 @@ use crate::error::{CcError, error_chain};
 /// library under that path; if it does, the descriptor is leaked, so the number and the
 /// path are never reused in this process.
 ///
-/// **Without `/proc`** (Linux) **and on other targets**: a file created (`O_CREAT |
-/// O_EXCL`, mode 0600, links never followed) under a fresh name in a fresh private
-/// directory (0700, checked) of the checked work directory (see [`crate::workdir`]), read
-/// back through its descriptor and compared with the bytes, loaded by path: the path is new
-/// to the loader, and only this user (or root) can change it, but its bytes are not sealed.
-/// The directory goes with the image, unless its library stays loaded.
+/// **Without `/proc`** (Linux) **and on other targets**: a [`named_file`] of the checked
+/// work directory, loaded by path: the path is new to the loader, and only this user (or
+/// root) can change it, but its bytes are not sealed. The directory goes with the image,
+/// unless its library stays loaded.
 #[derive(Debug)]
 pub(crate) struct Image {
     /// The descriptor holding the bytes: the sealed memory file, the unnamed file, or the
@@ -41,20 +39,13 @@ pub(crate) struct Image {
 }
 
 impl Image {
-    /// An image holding `bytes`, ready to load from [`Image::path`]: a sealed memory file;
-    /// where the system makes none (no `memfd_create`, or executable memory files
-    /// forbidden: `vm.memfd_noexec` 2), an unnamed file (`O_TMPFILE`, or created `O_EXCL`
-    /// and unlinked at once) of the checked work directory `work` gives, which only this
-    /// process's descriptor can write (not sealed). Either is loaded as `/proc/self/fd/N`,
-    /// after checking that this path leads to that very file (the same device and inode).
-    ///
-    /// **Without `/proc`** (not mounted, or the path leads elsewhere or is refused), the
-    /// bytes go to a named file instead, as on other targets ([`named_file`]): a new file
-    /// (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600) in a fresh private directory (0700,
-    /// checked to be this user's and reachable by nobody else) of the checked work
-    /// directory, read back through its descriptor and compared with `bytes` before it is
-    /// loaded by path. Only this user (or root) can change it between that check and the
-    /// load.
+    /// An image holding `bytes`, ready to load from [`Image::path`], held as [`Image`] says:
+    /// a sealed memory file; where the system makes none (no `memfd_create`, or
+    /// `vm.memfd_noexec` 2), an unnamed file (`O_TMPFILE`, or created `O_EXCL` and unlinked
+    /// at once) of the checked work directory `work` gives; either loaded as
+    /// `/proc/self/fd/N` after checking that this path leads to that very file (the same
+    /// device and inode). Without `/proc` (not mounted, or the path leads elsewhere or is
+    /// refused), a [`named_file`].
     ///
     /// Errors with [`CcError::Environment`] saying what the system lacks (a memory file,
     /// `/proc`, a usable work directory, one not mounted `noexec`) when no way of loading

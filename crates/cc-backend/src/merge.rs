@@ -1,47 +1,18 @@
 //! The merged unit: kernels of one program that provably cannot affect each other share
 //! one translation unit (the prelude parsed once, one compiler process), instead of one
-//! unit each.
+//! unit each (the rule as a whole: [`CcBackend`](crate::CcBackend)'s docs).
 //!
 //! The rule says what is allowed, never what is denied, and reads text as the compiler
-//! does. A kernel is merged only when every part of the unit it shares is one whose
-//! meaning does not depend on what else the unit holds:
-//!
-//! - **the prelude** is nothing but `#include <h>` lines of C standard headers
-//!   ([`STANDARD_HEADERS`]; no helper, no macro, no object of the caller's that two kernels
-//!   would share), and no variable of [`COMPILER_INPUT_ENV`](crate::COMPILER_INPUT_ENV)
-//!   that adds include directories is set (so `<math.h>` is the system's);
-//! - **the options** are each of a form that changes code generation or warnings only
-//!   ([`options_mergeable`]: `-O…`, `-f…` but plugins, `-m…`, `-std=…`, `-W…` but `-Wp,`,
-//!   `-w`, `-g…`, `-DNAME[=value]` without `#`, `_Pragma` or `__COUNTER__`, `-UNAME`,
-//!   `-pedantic…`); `-include`, `-I` and anything else keep every kernel in its own unit;
-//! - **the text as written** ([`text_mergeable`]) is read exactly by canonical-text's
-//!   lexer (its phases gate, [`canonical_text::inexact_reading`], refuses every splice,
-//!   lone carriage return and trigraph), every comment and literal closes, it holds no
-//!   directive, attribute or digraph, and each of its words is an allowed keyword, a
-//!   plain name, a built-in, or a macro of the compiler's table for this prelude and these
-//!   options (`-dM -E`) whose replacement spells only such words, transitively
-//!   ([`PreludeFacts`]): so nothing in it can change the preprocessor's state (no
-//!   `_Pragma` or `__COUNTER__` however reached), and no text names another kernel of the
-//!   program or a generated symbol (`…__kcache_`);
-//! - **the text as the compiler reads it** ([`expanded_mergeable`], over its part of one
-//!   `cc -E` of the prelude and every candidate): exactly one definition
-//!   `void <symbol>(…) { … }`, every word allowed (no `extern`, `inline`, `asm`,
-//!   `_Noreturn`, attribute, pragma in any spelling), calling only keywords, built-ins and
-//!   the functions the prelude declares, and declaring no function (no `f(`, no `(f)(`
-//!   of another name: a block-scope function declaration names the file-scope entity).
-//!
-//! Whatever a body then declares (a `static`, a `typedef`, a tag, a local) is scoped to its
-//! own function, and nothing is at file scope but the kernels' prototypes, entries and
-//! definitions. The unit puts every prototype and entry first (before the prelude, as a
-//! kernel's own unit does), then the prelude, then each text after the `#line 1
-//! "kernel.c"` its own unit has too: `__LINE__`, `__FILE__`, an `assert`'s message and a
-//! diagnostic's line number are those of its own unit (the line in the kernel's text).
-//! When in doubt, a kernel is compiled alone; a merged unit that fails to compile or to
-//! link falls back to one unit per kernel.
-//!
-//! What the link adds (see [`CcBackend`](crate::CcBackend)): every object, merged or not,
-//! exports only its kernels' entries and functions under generated names, so no
-//! definition of one unit serves another's reference.
+//! does: a kernel is merged only when its prelude ([`prelude_mergeable`]), its options
+//! ([`options_mergeable`]), its text as written ([`text_mergeable`]) and its text as the
+//! compiler's preprocessor reads it ([`expanded_mergeable`]) each pass, and when no variable
+//! that adds include directories is set (so `<math.h>` is the system's). Whatever a body
+//! then declares is scoped to its own function, and nothing is at file scope but the
+//! kernels' prototypes, entries and definitions. [`merged_unit`] writes every prototype and
+//! entry first, then the prelude, then each text after the `#line 1 "kernel.c"` its own
+//! unit has too, so `__LINE__`, `__FILE__`, an `assert`'s message and a diagnostic's line
+//! are those of its own unit. When in doubt, a kernel is compiled alone; a merged unit
+//! that fails to compile or to link falls back to one unit per kernel.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -52,7 +23,9 @@ use crate::observers::PreludeNames;
 use crate::signature::{RESERVED_INFIX, is_c_identifier};
 use crate::source::Source;
 use crate::toolchain::TEXT_LINE;
-use crate::words::{ALLOWED_KEYWORDS, C_KEYWORDS, PreludeFacts, significant, word_allowed, words};
+use crate::words::{
+    C_KEYWORDS, PreludeFacts, TYPE_KEYWORDS, allowed_keyword, significant, word_allowed, words,
+};
 
 /// The headers a mergeable prelude may include (C standard headers declaring functions,
 /// types and macros, no object a kernel could write).
@@ -110,41 +83,6 @@ pub(crate) fn options_mergeable(options: &[String]) -> bool {
             || o.starts_with("-pedantic")
     })
 }
-
-/// Keywords that name a type, or qualify one: what a cast's parentheses may hold.
-const TYPE_KEYWORDS: &[&str] = &[
-    "void",
-    "char",
-    "short",
-    "int",
-    "long",
-    "float",
-    "double",
-    "signed",
-    "unsigned",
-    "_Bool",
-    "bool",
-    "_Complex",
-    "const",
-    "volatile",
-    "restrict",
-    "_Atomic",
-    "__restrict",
-    "__restrict__",
-    "__const",
-    "__const__",
-    "__volatile",
-    "__volatile__",
-    "__signed",
-    "__signed__",
-    "__int128",
-    "_Float16",
-    "_Float32",
-    "_Float64",
-    "_Float128",
-    "_Float32x",
-    "_Float64x",
-];
 
 /// Punctuators a merged text may not hold: a directive's `#` and `##`, and the digraphs
 /// (which would spell them, or brackets the shape check reads by their usual spelling).
@@ -292,7 +230,7 @@ fn callable(w: &[u8], facts: &PreludeFacts) -> bool {
         return false;
     };
     C_KEYWORDS.contains(&s)
-        || ALLOWED_KEYWORDS.contains(&s)
+        || allowed_keyword(s)
         || s.starts_with("__builtin_")
         || facts.functions.contains(s)
 }

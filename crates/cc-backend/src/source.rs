@@ -22,15 +22,16 @@ pub const DEFAULT_PRELUDE: &str = "#include <math.h>\n#include <stddef.h>\n#incl
 /// helper or a `#pragma` of one kernel never reaches another, whichever kernels share a
 /// program.
 ///
-/// `prelude` is the caller's (headers, helper definitions, macros). Definitions with
-/// external linkage in a prelude or a text (a non-`static` helper) would be defined
-/// once per kernel of a program and fail to link: make helpers `static` (or `static
-/// inline`). `text` must define the kernel under its symbol with a C type compatible
-/// with the signature's prototype (else it fails to compile), and touch no buffer
-/// element at or beyond the signature's extent for it (a promise the compiler cannot
-/// check; the safe call relies on it). It must also be safe to run on several threads at
-/// once: safe calls of one [`Kernel`](crate::Kernel) may overlap. Prelude and text are
-/// trusted C, as any C the caller compiles.
+/// **Kernel text contract.** `prelude` is the caller's (headers, helper definitions,
+/// macros); prelude and text are trusted C, as any C the caller compiles. `text` defines
+/// the kernel under its symbol with a C type compatible with the signature's prototype
+/// (else it fails to compile), touches no buffer element at or beyond the signature's
+/// extent for it, writes only through written buffers and keeps no pointer after
+/// returning (promises the compiler cannot check; the safe call relies on them). It must
+/// be safe to run on several threads at once: safe calls of one [`Kernel`](crate::Kernel)
+/// may overlap (no unsynchronised `static` state). Definitions with external linkage in a
+/// prelude or a text (a non-`static` helper) would be defined once per kernel of a
+/// program and fail to link: make helpers `static` (or `static inline`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Source {
     /// Headers and helper definitions ahead of the kernel (see [`DEFAULT_PRELUDE`]).

@@ -12,27 +12,20 @@ use crate::error::CcError;
 /// The flags every compile uses, ahead of the group's option list.
 pub const BASE_FLAGS: &[&str] = &["-O2", "-shared", "-fPIC"];
 
-/// The flags the link adds, after the group's option list: `-Wl,-Bsymbolic` binds each
-/// reference to a symbol the shared object defines to its own definition (on ELF; Mach-O's
-/// two-level namespace does so already). Without it, a generated entry's call of its kernel
-/// goes through the dynamic loader, which binds it to the first definition of the name in
-/// the process's global scope: a kernel named `free` or `getpid` would have libc's function
-/// called with the kernel's arguments. Part of [`CcBackend::identity`](crate::CcBackend::identity).
-///
-/// `-Wl,-z,defs` makes a reference nothing defines a link error, so a kernel calling an
-/// undefined function (a misspelt one, or a companion kernel's, which is local to its own
-/// object: see [`CcBackend`](crate::CcBackend)) fails at its program's link, where it is
-/// told apart from its companions, never at the loader.
+/// The flags the link adds, after the group's option list (why: [`CcBackend`](crate::CcBackend)):
+/// `-Wl,-Bsymbolic` binds a generated entry's call of its kernel to the object's own
+/// definition, never to a same-named function of the process (`free`, `getpid`); Mach-O's
+/// two-level namespace does so already. `-Wl,-z,defs` makes a reference nothing defines a
+/// link error, where the kernel is told apart from its companions, never at the loader.
 pub(crate) const LINK_FLAGS: &[&str] = if cfg!(target_vendor = "apple") {
     &[]
 } else {
     &["-Wl,-Bsymbolic", "-Wl,-z,defs"]
 };
 
-/// The variables naming where a compiler, assembler, linker or `objcopy` writes its own
-/// temporaries (gcc's assembly between `cc1` and `as`, collect2's files): every such
-/// process of the backend gets all three set to a private directory of the checked work
-/// directory, whatever the process's own environment says.
+/// The variables naming where a toolchain process writes its own temporaries (gcc's
+/// assembly between `cc1` and `as`): every process gets all three set to a private
+/// directory of the checked work directory (see [`CcBackend`](crate::CcBackend)).
 pub(crate) const TMP_ENV: [&str; 3] = ["TMPDIR", "TMP", "TEMP"];
 
 /// The file name of every translation unit, each in a directory of its own (the
@@ -94,13 +87,9 @@ pub(crate) fn targets_host(options: &[String]) -> bool {
     options.iter().any(|o| o.contains("native"))
 }
 
-/// The first option of a list that changes the compiler's dependency output (`-MMD`, `-MM`,
-/// `-M`, `-MF`, `-MT`, `-MP` and every other `-M...`, `-Wp,-MD,...` and the like, the long
-/// `--...dependencies` forms, and anything naming dependencies such as `-Xclang
-/// -dependency-file`): with `-MMD` or `-MM` the compiler leaves system headers (and
-/// `-isystem` ones) out of its list, other such options rename or reshape it, so the list
-/// `-MD -MF kernel.d` asks for may not name every file the compile read. A program
-/// compiled under such an option is never saved nor loaded ([`CcError::DependencyOption`]).
+/// The first option of a list that changes the compiler's dependency output
+/// ([`CcError::DependencyOption`]): every `-M...`, `-Wp,...,-M...`, the long
+/// `--...dependencies` forms and anything naming dependencies (`-Xclang -dependency-file`).
 pub(crate) fn dependency_option(options: &[String]) -> Option<&String> {
     options.iter().find(|o| {
         o.starts_with("-M")

@@ -115,14 +115,8 @@ pub(crate) fn macro_definitions(table: &str) -> impl Iterator<Item = (&str, Vec<
     })
 }
 
-/// Keywords a merged text may spell: each one's meaning stays inside the function that
-/// spells it (a block-scope `static` is a new object of that function, a block-scope
-/// `typedef` or tag is that block's). Every C keyword not listed here (`extern`,
-/// `inline`, `asm`, `_Noreturn` and the GNU spellings of the last three, which reach the
-/// file-scope entity a block-scope declaration names or the assembler's state) keeps a
-/// kernel out of a merged unit.
-pub(crate) const ALLOWED_KEYWORDS: &[&str] = &[
-    // Types, qualifiers, storage inside a block.
+/// Keywords that name a type, or qualify one: what a cast's parentheses may hold.
+pub(crate) const TYPE_KEYWORDS: &[&str] = &[
     "void",
     "char",
     "short",
@@ -138,6 +132,32 @@ pub(crate) const ALLOWED_KEYWORDS: &[&str] = &[
     "const",
     "volatile",
     "restrict",
+    "_Atomic",
+    "__restrict",
+    "__restrict__",
+    "__const",
+    "__const__",
+    "__volatile",
+    "__volatile__",
+    "__signed",
+    "__signed__",
+    "__int128",
+    "_Float16",
+    "_Float32",
+    "_Float64",
+    "_Float128",
+    "_Float32x",
+    "_Float64x",
+];
+
+/// Keywords a merged text may spell besides [`TYPE_KEYWORDS`]: each one's meaning stays
+/// inside the function that spells it (a block-scope `static` is a new object of that
+/// function, a block-scope `typedef` or tag is that block's). Every C keyword not listed here (`extern`,
+/// `inline`, `asm`, `_Noreturn` and the GNU spellings of the last three, which reach the
+/// file-scope entity a block-scope declaration names or the assembler's state) keeps a
+/// kernel out of a merged unit.
+const OTHER_ALLOWED_KEYWORDS: &[&str] = &[
+    // Types, qualifiers, storage inside a block.
     "static",
     "register",
     "auto",
@@ -145,7 +165,6 @@ pub(crate) const ALLOWED_KEYWORDS: &[&str] = &[
     "union",
     "enum",
     "typedef",
-    "_Atomic",
     "_Alignas",
     "alignas",
     "_Thread_local",
@@ -176,14 +195,6 @@ pub(crate) const ALLOWED_KEYWORDS: &[&str] = &[
     "false",
     "nullptr",
     // GNU spellings of the same.
-    "__restrict",
-    "__restrict__",
-    "__const",
-    "__const__",
-    "__volatile",
-    "__volatile__",
-    "__signed",
-    "__signed__",
     "__extension__",
     "__typeof",
     "__typeof__",
@@ -194,13 +205,6 @@ pub(crate) const ALLOWED_KEYWORDS: &[&str] = &[
     "__imag",
     "__imag__",
     "__label__",
-    "__int128",
-    "_Float16",
-    "_Float32",
-    "_Float64",
-    "_Float128",
-    "_Float32x",
-    "_Float64x",
     // The function's own name, and the text's own line in `kernel.c`: the same in a merged
     // unit as in the kernel's own (each text follows `#line 1 "kernel.c"` in both).
     "__func__",
@@ -210,19 +214,25 @@ pub(crate) const ALLOWED_KEYWORDS: &[&str] = &[
     "__FILE__",
 ];
 
+/// Whether `s` is a keyword a merged text may spell: one of [`TYPE_KEYWORDS`] or of the
+/// other allowed keywords.
+pub(crate) fn allowed_keyword(s: &str) -> bool {
+    TYPE_KEYWORDS.contains(&s) || OTHER_ALLOWED_KEYWORDS.contains(&s)
+}
+
 /// Whether `w` is in the implementation's reserved namespace (`__x`, `_X`).
 pub(crate) fn reserved(w: &[u8]) -> bool {
     w.starts_with(b"__") || (w.len() > 1 && w[0] == b'_' && w[1].is_ascii_uppercase())
 }
 
 /// Whether a merged text may spell the word `w` (after its macros are expanded): a keyword
-/// of [`ALLOWED_KEYWORDS`], a built-in function of the compiler (`__builtin_…`: evaluated
+/// [`allowed_keyword`], a built-in function of the compiler (`__builtin_…`: evaluated
 /// where it is called), or any other name that is neither a C keyword nor reserved.
 pub(crate) fn word_allowed(w: &[u8]) -> bool {
     let Ok(s) = std::str::from_utf8(w) else {
         return false;
     };
-    if ALLOWED_KEYWORDS.contains(&s) {
+    if allowed_keyword(s) {
         return true;
     }
     if s.len() > "__builtin_".len() && s.starts_with("__builtin_") {
