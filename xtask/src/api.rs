@@ -243,10 +243,10 @@ fn reexport(
     lines: &mut BTreeSet<String>,
     types: &mut BTreeMap<(Vec<String>, String), BTreeSet<String>>,
 ) {
-    let resolved = tree.resolve(at, written);
+    let resolved = tree.resolve_or_external(at, written);
     if alias == "*" {
         match resolved {
-            Some((module, rest)) if rest.is_empty() => {
+            Ok((module, rest)) if rest.is_empty() => {
                 if let Some(m) = tree.modules.get(&module) {
                     for item in &m.items {
                         if let syn::Item::Use(u) = item
@@ -271,14 +271,19 @@ fn reexport(
                     }
                 }
             }
-            _ => {
-                lines.insert(format!("use {prefix}::* = {}::*", written.join("::")));
+            Ok((module, rest)) => {
+                let path = join(krate, &module);
+                lines.insert(format!("use {prefix}::* = {path}::{}::*", rest.join("::")));
+            }
+            Err(external) => {
+                lines.insert(format!("use {prefix}::* = {}::*", external.join("::")));
             }
         }
         return;
     }
     let full = format!("{prefix}::{alias}");
-    if let Some((module, rest)) = resolved {
+    if let Ok((module, rest)) = &resolved {
+        let (module, rest) = (module.clone(), rest.clone());
         if rest.is_empty() {
             // A module re-exported.
             lines.insert(format!("mod {full} = {}", join(krate, &module)));
@@ -305,7 +310,9 @@ fn reexport(
         ));
         return;
     }
-    lines.insert(format!("use {full} = {}", written.join("::")));
+    if let Err(external) = resolved {
+        lines.insert(format!("use {full} = {}", external.join("::")));
+    }
 }
 
 /// A function's signature on one line, under `name`.

@@ -130,6 +130,16 @@ impl Tree {
         from: &[String],
         segments: &[String],
     ) -> Option<(Vec<String>, Vec<String>)> {
+        self.resolve_depth(from, segments.to_vec(), 0).ok()
+    }
+
+    /// [`Tree::resolve`], or for a path that leads outside the crate (possibly through the
+    /// crate's own `use`s) that path as last written (`Err`).
+    pub(crate) fn resolve_or_external(
+        &self,
+        from: &[String],
+        segments: &[String],
+    ) -> Result<(Vec<String>, Vec<String>), Vec<String>> {
         self.resolve_depth(from, segments.to_vec(), 0)
     }
 
@@ -138,7 +148,7 @@ impl Tree {
         from: &[String],
         segments: Vec<String>,
         depth: usize,
-    ) -> Option<(Vec<String>, Vec<String>)> {
+    ) -> Result<(Vec<String>, Vec<String>), Vec<String>> {
         let mut at: Vec<String> = from.to_vec();
         let mut i = 0;
         match segments.first().map(String::as_str) {
@@ -149,7 +159,7 @@ impl Tree {
             Some("self") => i = 1,
             Some("super") => {
                 while segments.get(i).is_some_and(|s| s == "super") {
-                    at.pop()?;
+                    at.pop().ok_or_else(|| segments.clone())?;
                     i += 1;
                 }
             }
@@ -157,10 +167,10 @@ impl Tree {
                 let mut child = at.clone();
                 child.push(first.to_string());
                 if !self.modules.contains_key(&child) && self.imported(&at, first).is_none() {
-                    return None;
+                    return Err(segments);
                 }
             }
-            None => return None,
+            None => return Err(segments),
         }
         while let Some(next) = segments.get(i) {
             let mut child = at.clone();
@@ -179,7 +189,7 @@ impl Tree {
             }
             break;
         }
-        Some((at, segments[i..].to_vec()))
+        Ok((at, segments[i..].to_vec()))
     }
 
     /// The path a `use` of module `at` gives `name` (the full written path), if one does.
