@@ -492,12 +492,12 @@ mod tests {
     #[test]
     fn the_surface_lists_what_an_adopter_can_name() {
         let dir = crate_with(
-            "mod inner;\npub mod tools;\npub use inner::{Thing, make};\npub use other::Names;\n\
+            "mod inner;\npub mod tools;\npub use inner::{Ext, Thing, make};\npub use other::Names;\n\
              pub const N: usize = 1;\nfn private() {}\n#[cfg(test)]\npub fn tested() {}\n",
             &[
                 (
                     "inner.rs",
-                    "pub struct Thing { pub size: u64, hidden: u8 }\nimpl Thing {\n    pub fn new(\n        size: u64,\n    ) -> Thing { Thing { size, hidden: 0 } }\n    fn secret(&self) {}\n}\npub fn make() -> Thing { Thing::new(1) }\npub fn unexported() {}\n",
+                    "pub use outside::deep::Ext;\npub struct Thing { pub size: u64, hidden: u8 }\nimpl Thing {\n    pub fn new(\n        size: u64,\n    ) -> Thing { Thing { size, hidden: 0 } }\n    fn secret(&self) {}\n}\npub fn make() -> Thing { Thing::new(1) }\npub fn unexported() {}\n",
                 ),
                 (
                     "tools.rs",
@@ -514,6 +514,8 @@ mod tests {
             "mod demo::tools",
             "struct demo::Thing",
             "use demo::Names = other::Names",
+            // Through the crate's own `use`: the outside path.
+            "use demo::Ext = outside::deep::Ext",
             "variant demo::tools::Mode::A",
             "variant demo::tools::Mode::B",
             "enum demo::tools::Mode",
@@ -521,7 +523,7 @@ mod tests {
         let mut want: Vec<String> = want.iter().map(|s| s.to_string()).collect();
         want.sort();
         assert_eq!(lines, want);
-        assert_eq!(count(&lines), 10);
+        assert_eq!(count(&lines), 11);
     }
 
     /// A snapshot that differs fails with the difference; an equal one passes; a missing one
