@@ -222,6 +222,17 @@ pub struct PreparedProgram {
     loaded: Option<CcProgram>,
 }
 
+impl PreparedProgram {
+    /// The merge candidates as `(symbol, source)`, indexed by candidate.
+    fn candidate_sources(&self) -> Vec<(&str, &Source)> {
+        let symbol = |m: usize| self.kernels[m].0.as_str();
+        self.candidates
+            .iter()
+            .map(|(m, s)| (symbol(*m), s))
+            .collect()
+    }
+}
+
 impl CcBackend {
     /// A backend using `$CC` (or `cc`) and the system's temporary directory.
     ///
@@ -597,11 +608,7 @@ impl CcBackend {
         let members = self.merge_check(prepared, &compiler)?;
         let mut merged: Vec<(PathBuf, Vec<usize>)> = Vec::new();
         {
-            let sources: Vec<(&str, &Source)> = prepared
-                .candidates
-                .iter()
-                .map(|(m, source)| (prepared.kernels[*m].0.as_str(), source))
-                .collect();
+            let sources = prepared.candidate_sources();
             // `members` are positions in the program; `sources` is indexed by candidate.
             let index = |m: usize| {
                 prepared
@@ -844,11 +851,7 @@ impl CcBackend {
         if prepared.candidates.len() < 2 {
             return Ok(Vec::new());
         }
-        let sources: Vec<(&str, &Source)> = prepared
-            .candidates
-            .iter()
-            .map(|(m, source)| (prepared.kernels[*m].0.as_str(), source))
-            .collect();
+        let sources = prepared.candidate_sources();
         let all: Vec<usize> = (0..sources.len()).collect();
         let check_dir = prepared.dir.path().join(CHECK_DIR);
         write_unit(&check_dir, &merge::check_unit(&sources, &all))?;

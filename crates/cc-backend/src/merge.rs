@@ -153,47 +153,13 @@ pub(crate) fn expanded_mergeable(expanded: &[u8], symbol: &str, facts: &PreludeF
     {
         return false;
     }
-    let mut depth = 0usize;
-    let mut params_end = None;
-    for (i, &(_, t)) in tokens.iter().enumerate().skip(2) {
-        match t {
-            b"(" => depth += 1,
-            b")" => {
-                depth -= 1;
-                if depth == 0 {
-                    params_end = Some(i);
-                    break;
-                }
-            }
-            b"{" | b"}" | b";" => return false,
-            _ => {}
-        }
-    }
-    let Some(params_end) = params_end else {
+    // The parameter list holds no brace or `;`; the body's braces close at the last token.
+    let Some(params_end) = closing(&tokens, 2, b"(", b")", &[b"{", b"}", b";"]) else {
         return false;
     };
-    if text_of(params_end + 1) != Some(b"{") {
-        return false;
-    }
-    let mut braces = 0usize;
-    let mut closed = false;
-    for (i, &(_, t)) in tokens.iter().enumerate().skip(params_end + 1) {
-        match t {
-            b"{" => braces += 1,
-            b"}" => {
-                braces -= 1;
-                if braces == 0 {
-                    if i + 1 != tokens.len() {
-                        return false;
-                    }
-                    closed = true;
-                    break;
-                }
-            }
-            _ => {}
-        }
-    }
-    if !closed {
+    if text_of(params_end + 1) != Some(b"{")
+        || closing(&tokens, params_end + 1, b"{", b"}", &[]) != Some(tokens.len() - 1)
+    {
         return false;
     }
     // Every token, from the parameters on.
@@ -221,6 +187,31 @@ pub(crate) fn expanded_mergeable(expanded: &[u8], symbol: &str, facts: &PreludeF
             }
             TokenKind::Preprocessor | TokenKind::Attribute | TokenKind::Other => false,
         })
+}
+
+/// The position of the token closing the `open` at `start` (nesting counted), or `None` when
+/// none does or a token of `refused` comes first.
+fn closing(
+    tokens: &[(TokenKind, &[u8])],
+    start: usize,
+    open: &[u8],
+    close: &[u8],
+    refused: &[&[u8]],
+) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, &(_, t)) in tokens.iter().enumerate().skip(start) {
+        if t == open {
+            depth += 1;
+        } else if t == close {
+            depth -= 1;
+            if depth == 0 {
+                return Some(i);
+            }
+        } else if refused.contains(&t) {
+            return None;
+        }
+    }
+    None
 }
 
 /// Whether a merged text may put `(` right after the word `w`: a keyword (its own
