@@ -444,7 +444,19 @@ pub(crate) fn command(root: &Path, bless: bool, count_only: bool) -> Result<(), 
     for (name, lib) in libraries(root) {
         let lines = surface(&name, &lib)?;
         if count_only {
-            println!("{name}: {} public names", count(&lines));
+            let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+            for line in &lines {
+                *kinds
+                    .entry(line.split(' ').next().unwrap_or(""))
+                    .or_default() += 1;
+            }
+            let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            println!(
+                "{name}: {} public names ({} lines: {})",
+                count(&lines),
+                lines.len(),
+                kinds.join(", ")
+            );
             continue;
         }
         let path = snapshot_path(root, &name);
