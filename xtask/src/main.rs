@@ -10,7 +10,11 @@
 //! - `ci`: `cargo fmt --check`, clippy with `-D warnings` on all targets, tidy, a type
 //!   check of the fuzz targets (`fuzz/`, a workspace of its own), `cargo doc` with
 //!   `-D warnings` (every doc link resolves), then `test`.
-//! - `tidy`: the repository rules of [`tidy`] (also run by `cargo test` as a plain test).
+//! - `tidy`: the repository rules of [`tidy`] (also run by `cargo test` as a plain test),
+//!   the import-circle rule of [`imports`] and the public-API snapshot of [`api`] among them.
+//! - `api [--bless] [--count]`: the public-API snapshot alone (see [`api`]): checks
+//!   `docs/api/<crate>.txt` against the source, `--bless` rewrites them, `--count` prints
+//!   each library's number of public names.
 //! - `bench [--quick] [--scale] [--rounds N] [--only NAME,…]`: measures every figure (a
 //!   criterion group or a figure a bench binary prints) over several rounds and prints one
 //!   `BENCH <name> <ratio> <unit> <min>-<max> load <lo>-<hi> quiet <n>` line per figure
@@ -25,8 +29,11 @@
 //! `cargo xtask <command> --help` (or `-h`) prints the command's usage and flags, and does
 //! nothing else; `test`, `ci` and `tidy` take no arguments and refuse any.
 
+mod api;
 mod bench;
 mod fuzz;
+mod imports;
+mod modules;
 mod setup;
 mod soundness;
 mod tidy;
@@ -38,7 +45,8 @@ use std::process::{Command, ExitCode};
 const USAGE: &str = "usage: cargo xtask <command>   (`cargo xtask <command> --help`: its flags)
   test                      every test (unit, property, integration, doc tests, benches once)
   ci                        fmt --check, clippy -D warnings, tidy, check fuzz/, doc -D warnings, then test
-  tidy                      the repository rules
+  tidy                      the repository rules (import circles and the API snapshot among them)
+  api [--bless] [--count]   the public-API snapshot docs/api/<crate>.txt: check, rewrite, count
   bench [--quick] [--scale] [--rounds N] [--only NAME,…]
                             the BENCH figures
   demo [ARGS…]              the autotuning demo (`cargo xtask demo --help` lists its flags)
@@ -46,6 +54,14 @@ const USAGE: &str = "usage: cargo xtask <command>   (`cargo xtask <command> --he
                             a long soak of the gcc object-code oracle
   fuzz TARGET|all [--seconds N]
                             coverage-guided fuzzing";
+
+/// `cargo xtask api --help`.
+const API_USAGE: &str = "usage: cargo xtask api [--bless] [--count]
+Checks each library's public API (crate-root items, `pub use` re-exports, items of `pub mod`s,
+pub methods of pub types with one-line signatures; see xtask/src/api.rs for what is approximated)
+against docs/api/<crate>.txt and prints the difference; tidy checks the same.
+  --bless   rewrite docs/api/<crate>.txt from the source
+  --count   print each library's number of public names";
 
 /// `cargo xtask bench --help`.
 const BENCH_USAGE: &str =
@@ -84,6 +100,7 @@ fn usage_of(cmd: &str) -> Option<String> {
         "test" => "usage: cargo xtask test\nEvery test of the workspace (unit, property, integration, doc tests, each bench once); no flags.".into(),
         "ci" => "usage: cargo xtask ci\nfmt --check, clippy -D warnings, tidy, a check of fuzz/, doc -D warnings, then test; no flags.".into(),
         "tidy" => "usage: cargo xtask tidy\nThe repository rules (xtask/src/tidy.rs); no flags.".into(),
+        "api" => API_USAGE.into(),
         "bench" => BENCH_USAGE.into(),
         "soundness" => SOUNDNESS_USAGE.into(),
         "fuzz" => format!("{FUZZ_USAGE} {}", fuzz::TARGETS.join(", ")),
@@ -104,6 +121,18 @@ fn no_arguments(cmd: &str, rest: &[String]) -> Result<(), String> {
             "takes no arguments (got {a:?}; `cargo xtask {cmd} --help`)"
         )),
     }
+}
+
+/// `cargo xtask api [--bless] [--count]`.
+fn api_command(rest: &[String]) -> Result<(), String> {
+    if let Some(a) = rest
+        .iter()
+        .find(|a| !matches!(a.as_str(), "--bless" | "--count"))
+    {
+        return Err(format!("unknown argument {a:?} (`cargo xtask api --help`)"));
+    }
+    let flag = |f: &str| rest.iter().any(|a| a == f);
+    api::command(&project_root(), flag("--bless"), flag("--count"))
 }
 
 fn main() -> ExitCode {
@@ -129,6 +158,7 @@ fn main() -> ExitCode {
                 format!("{} tidy problem(s)", problems.len())
             })
         }),
+        "api" => api_command(rest),
         "bench" => setup::ensure_tools().and_then(|()| bench::run(&project_root(), rest)),
         "demo" => demo(rest),
         "soundness" => soundness::run(rest),
@@ -290,6 +320,7 @@ mod tests {
             ),
             ("soundness", &["--cases", "--seed", "--cc"][..]),
             ("fuzz", &["--seconds", "all"][..]),
+            ("api", &["--bless", "--count"][..]),
         ] {
             let usage = usage_of(cmd).expect(cmd);
             assert!(

@@ -14,7 +14,11 @@
 //! - every example at the top of `examples/` (a foreign backend adopting kcache) marks the
 //!   lines that touch kcache's APIs between `// kcache-glue: begin` and `// kcache-glue: end`
 //!   lines, has at most [`MAX_GLUE_LINES`] lines of code there (comments and blank lines not
-//!   counted), and names no kcache crate outside them.
+//!   counted), and names no kcache crate outside them;
+//! - no import circle inside a crate under `crates/` is wider than
+//!   [`MAX_CIRCLE`](crate::imports::MAX_CIRCLE) files (see [`crate::imports`]);
+//! - every library crate's public API is the one `docs/api/<crate>.txt` lists (see
+//!   [`crate::api`]; `cargo xtask api --bless` rewrites the lists).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -103,6 +107,18 @@ pub(crate) fn check(root: &Path) -> Result<(), Vec<String>> {
         }
     }
     check_examples(root, &mut problems);
+    for (name, dir) in &crates {
+        if dir.parent().is_some_and(|p| p.ends_with("crates")) {
+            for file in [dir.join("src/lib.rs"), dir.join("src/main.rs")] {
+                if file.exists() {
+                    for p in crate::imports::circle_problems(root, &file) {
+                        problems.push(format!("{name}: {p}"));
+                    }
+                }
+            }
+        }
+    }
+    problems.extend(crate::api::snapshot_problems(root));
     if problems.is_empty() {
         Ok(())
     } else {

@@ -14,72 +14,16 @@ use kernel_cache::{Backend, Compiled, Group, Split, SplitBackend, Units};
 
 use sha2::{Digest, Sha256};
 
-use crate::deps::{DEP_FILE, Manifest};
+use crate::deps::{self, Manifest};
 use crate::error::CcError;
 use crate::image::Image;
+use crate::persist::SAVED_FORMAT;
 use crate::program::CcProgram;
-use crate::signature::Signature;
+use crate::signature::{RESERVED_INFIX, Signature, check_symbol, entry_symbol, exported_symbol};
 use crate::source::Source;
+use crate::toolchain::{BASE_FLAGS, DEP_FILE, LINK_FLAGS, OBJECT_NAME, Toolchain, UNIT_NAME};
 use crate::workdir::WorkDir;
-
-/// The flags every compile uses, ahead of the group's option list.
-pub const BASE_FLAGS: &[&str] = &["-O2", "-shared", "-fPIC"];
-
-/// The flags the link adds, after the group's option list: `-Wl,-Bsymbolic` binds each
-/// reference to a symbol the shared object defines to its own definition (on ELF; Mach-O's
-/// two-level namespace does so already). Without it, a generated entry's call of its kernel
-/// goes through the dynamic loader, which binds it to the first definition of the name in
-/// the process's global scope: a kernel named `free` or `getpid` would have libc's function
-/// called with the kernel's arguments. Part of [`CcBackend::identity`].
-///
-/// `-Wl,-z,defs` makes a reference nothing defines a link error, so a kernel calling an
-/// undefined function (a misspelt one, or a companion kernel's, which is local to its own
-/// object: see [`CcBackend`]) fails at its program's link, where it is told apart from its
-/// companions, never at the loader.
-pub(crate) const LINK_FLAGS: &[&str] = if cfg!(target_vendor = "apple") {
-    &[]
-} else {
-    &["-Wl,-Bsymbolic", "-Wl,-z,defs"]
-};
-
-/// The variables naming where a compiler, assembler, linker or `objcopy` writes its own
-/// temporaries (gcc's assembly between `cc1` and `as`, collect2's files): every such
-/// process of the backend gets all three set to a private directory of the checked work
-/// directory, whatever the process's own environment says.
-pub(crate) const TMP_ENV: [&str; 3] = ["TMPDIR", "TMP", "TEMP"];
-
-/// The file name of every translation unit, each in a directory of its own (the
-/// compiler's working directory when it compiles that unit), so `__FILE__` is the same
-/// whatever the directory and the symbol.
-pub(crate) const UNIT_NAME: &str = "kernel.c";
-
-/// The object file each unit compiles to, beside it.
-const OBJECT_NAME: &str = "kernel.o";
-
-/// The environment the compiler runs in, besides the caller's: the time the predefined
-/// macros `__DATE__` and `__TIME__` expand to (`SOURCE_DATE_EPOCH`, honoured by gcc 7 and
-/// later and clang 16 and later) and the time zone `__TIMESTAMP__` is written in.
-pub(crate) const COMPILER_ENV: [(&str, &str); 2] = [("SOURCE_DATE_EPOCH", "0"), ("TZ", "UTC0")];
-
-/// The environment variables that decide which files the compiler reads (include
-/// directories, where it finds its own programs, library directories), what it makes of
-/// its command line (clang's `CCC_OVERRIDE_OPTIONS`, which edits it: `+-DX=1` adds a
-/// definition) or what the GNU linker writes (`LD_RUN_PATH`, the run path a program
-/// linked without `-rpath` records, which decides the libraries it loads; `LDEMULATION`
-/// and `GNUTARGET`, its output format): snapshotted when
-/// the backend is made, written into its identity and given to every compile as they
-/// were then (so a different setting is a different identity, never a wrong hit).
-pub const COMPILER_INPUT_ENV: [&str; 9] = [
-    "CPATH",
-    "C_INCLUDE_PATH",
-    "GCC_EXEC_PREFIX",
-    "COMPILER_PATH",
-    "LIBRARY_PATH",
-    "CCC_OVERRIDE_OPTIONS",
-    "LD_RUN_PATH",
-    "LDEMULATION",
-    "GNUTARGET",
-];
+use crate::{merge, observers};
 
 /// What [`CcBackend`]'s identity says of how it makes a program depend on nothing but
 /// its keyed parts (part of every key: programs compiled before this rule never meet
@@ -105,27 +49,6 @@ const CHECK_DIR: &str = ".mergecheck";
 /// What [`CcBackend`]'s identity says of link-level isolation and the compiler's
 /// temporaries (programs compiled before this rule never meet those compiled under it).
 const ISOLATED: &str = "isolated: every symbol of a unit's object but its kernels' entries made local by objcopy --keep-global-symbol before the link (-z defs); a kernel whose own link fails is reported alone; TMPDIR, TMP and TEMP of every toolchain process the program's private compile directory";
-
-/// The `objcopy` to localize objects with and the first line of its `--version`: the
-/// first of `objcopy` and `llvm-objcopy` on the `PATH` that answers; `None` on Apple
-/// targets (whose objects are not ELF) or when neither answers (then every compile fails
-/// with [`CcError::Spawn`] naming `objcopy`).
-fn find_objcopy() -> Option<(OsString, String)> {
-    if cfg!(target_vendor = "apple") {
-        return None;
-    }
-    ["objcopy", "llvm-objcopy"].into_iter().find_map(|name| {
-        let output = Command::new(name).arg("--version").output().ok()?;
-        output.status.success().then(|| {
-            let version = String::from_utf8_lossy(&output.stdout)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string();
-            (OsString::from(name), version)
-        })
-    })
-}
 
 /// A kernel-cache backend that compiles C kernels with the system C compiler.
 ///
@@ -171,15 +94,10 @@ fn find_objcopy() -> Option<(OsString, String)> {
 ///   between `cc1` and `as`) is reachable by another user, whatever the process's own
 ///   `TMPDIR` is.
 ///
-/// **The bytes run are the bytes compiled.** On Linux the linker's output is read once
-/// (opened without following a link) into a memory file sealed against any change
-/// (`memfd_create`; `F_SEAL_WRITE`, `F_SEAL_GROW`, `F_SEAL_SHRINK`, `F_SEAL_SEAL`), and the
-/// program is loaded from it (`/proc/self/fd/N`, so `/proc` must be mounted): what is
-/// loaded, weighed ([`CcProgram::size`]) and saved
+/// **The bytes run are the bytes compiled.** The linker's output is read once (opened
+/// without following a link): what is loaded, weighed ([`CcProgram::size`]) and saved
 /// ([`PersistentBackend::save`](kernel_cache::PersistentBackend::save)) is one sequence of
-/// bytes, whatever happens to any file afterwards. A saved program is loaded the same way,
-/// without touching the work directory. On other targets a program is loaded by path,
-/// from a new file in a fresh directory of the checked work directory.
+/// bytes, whatever happens to any file afterwards (see [`CcProgram`] for where it is held).
 ///
 /// **Reproducible compiles.** The program depends on the keyed parts only, never on
 /// where or when it was compiled: each unit is the file `kernel.c`, compiled in its own
@@ -193,7 +111,7 @@ fn find_objcopy() -> Option<(OsString, String)> {
 /// **What a key does not cover: the files the text includes.** A kernel's key covers
 /// its prelude and text, not the content of the headers they `#include`. Where headers
 /// are searched for is pinned by the options (in the key) and the variables of
-/// [`COMPILER_INPUT_ENV`] (`CPATH` and the like), read once, when the backend is made,
+/// [`COMPILER_INPUT_ENV`](crate::COMPILER_INPUT_ENV) (`CPATH` and the like), read once, when the backend is made,
 /// written into its identity and given to every compile as they were then. The content
 /// of the files found is checked by the kernel store only: a saved program records every
 /// file its compile read (the compiler's `-MD` list: every header, system headers and
@@ -234,40 +152,23 @@ fn find_objcopy() -> Option<(OsString, String)> {
 /// checks nothing: a process that edits a header while it runs must empty its cache (or
 /// put a digest of the header in the prelude or options).
 ///
-/// **Options that change the dependency list** (`-MMD`, `-MM`, `-MF`, `-Wp,-MD,...`: any
-/// `-M...` option and the like) would make the compiler leave headers out of the list a
-/// saved program records (under `-MMD`, every system and `-isystem` header): a program
-/// compiled under one works in this process but is never saved to (nor loaded from) the
-/// kernel store ([`CcError::DependencyOption`]).
-///
-/// **Options that target the host processor** (`-march=native`, `-mcpu=native`,
-/// `-mtune=native`: any option containing `native`) make the code depend on the machine
-/// that compiled it. What the compiler makes of them there (the SHA-256 of its `-E -###`
-/// expansion) is the kernel's host part
-/// ([`PersistentBackend::host_part`](kernel_cache::PersistentBackend::host_part)): it
-/// names the kernel's entry in the store, so machines of different processors sharing a
-/// store's directory or a farm each save and load their own program under the same key.
-/// A saved program records it too and is loaded only where the options expand the same
-/// way ([`CcError::OtherHost`] otherwise: a program reached under a name it does not fit
-/// is never run).
+/// **Options that change the dependency list** (`-MMD` and the like) keep a program out of
+/// the kernel store ([`CcError::DependencyOption`]). **Options that target the host
+/// processor** (any option containing `native`) give the kernel a host part
+/// ([`PersistentBackend::host_part`](kernel_cache::PersistentBackend::host_part)), so
+/// machines of different processors sharing a store each save and load their own program
+/// ([`CcError::OtherHost`]: a program reached under a name it does not fit is never run).
 ///
 /// Its [`Split`] defaults to as many programs as the machine has cores, of at least 8
 /// kernels each.
 #[derive(Debug)]
 pub struct CcBackend {
-    compiler: Vec<OsString>,
-    /// The `objcopy` that makes every symbol of a unit's object but its kernels' entries
-    /// local (see [`CcBackend`]); `None` on Apple targets, where there is none.
-    objcopy: Option<OsString>,
-    /// [`COMPILER_INPUT_ENV`] as it was when the backend was made (`None`: unset).
-    input_env: Vec<(&'static str, Option<OsString>)>,
+    toolchain: Toolchain,
     work_dir: PathBuf,
     /// `work_dir` once checked (see [`WorkDir::check`]); checked again until it passes.
     work: Mutex<Option<Arc<WorkDir>>>,
     split: Split,
     identity: String,
-    /// The first line of the compiler's `--version`.
-    version: String,
     programs_compiled: AtomicU64,
     kernels_compiled: AtomicU64,
     /// Translation units the compiler was run on (`cc -c`), whether they compiled or not.
@@ -291,28 +192,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Whether an option list makes the compiler target the processor it runs on
-/// (`-march=native`, `-mcpu=native`, `-mtune=native`): then the code depends on the
-/// machine that compiled it, not only on the keyed parts.
-pub(crate) fn targets_host(options: &[String]) -> bool {
-    options.iter().any(|o| o.contains("native"))
-}
-
-/// The first option of a list that changes the compiler's dependency output (`-MMD`, `-MM`,
-/// `-M`, `-MF`, `-MT`, `-MP` and every other `-M...`, `-Wp,-MD,...` and the like, the long
-/// `--...dependencies` forms, and anything naming dependencies such as `-Xclang
-/// -dependency-file`): with `-MMD` or `-MM` the compiler leaves system headers (and
-/// `-isystem` ones) out of its list, other such options rename or reshape it, so the list
-/// `-MD -MF kernel.d` asks for may not name every file the compile read. A program
-/// compiled under such an option is never saved nor loaded ([`CcError::DependencyOption`]).
-pub(crate) fn dependency_option(options: &[String]) -> Option<&String> {
-    options.iter().find(|o| {
-        o.starts_with("-M")
-            || o.contains("dependenc")
-            || (o.starts_with("-Wp,") && o.split(',').any(|part| part.starts_with("-M")))
-    })
-}
-
 /// A program between [`SplitBackend::prepare`] and [`SplitBackend::finish`]: its
 /// directory, with the translation units written (a merged kernel's own unit only if its
 /// merged unit fails) and (after compile) the shared object built.
@@ -329,7 +208,7 @@ pub struct PreparedProgram {
     /// candidates: written only if the kernel is not merged or its merged unit fails), in
     /// kernel order.
     pending: Vec<Option<String>>,
-    /// The merge candidates ([`merge::candidates`](crate::merge::candidates)): their
+    /// The merge candidates ([`merge::candidates`](merge::candidates)): their
     /// positions and sources, in kernel order; the compile step checks what the compiler
     /// makes of them and cuts the merged units.
     candidates: Vec<(usize, Source)>,
@@ -343,21 +222,14 @@ pub struct PreparedProgram {
     loaded: Option<CcProgram>,
 }
 
-pub(crate) fn is_c_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// Checks a kernel symbol: a C identifier holding no generated symbol's
-/// [`RESERVED_INFIX`](crate::signature::RESERVED_INFIX) (`__kcache_`).
-pub(crate) fn check_symbol(symbol: &str) -> Result<(), CcError> {
-    if is_c_identifier(symbol) && !symbol.contains(crate::signature::RESERVED_INFIX) {
-        Ok(())
-    } else {
-        Err(CcError::InvalidSymbol(symbol.to_string()))
+impl PreparedProgram {
+    /// The merge candidates as `(symbol, source)`, indexed by candidate.
+    fn candidate_sources(&self) -> Vec<(&str, &Source)> {
+        let symbol = |m: usize| self.kernels[m].0.as_str();
+        self.candidates
+            .iter()
+            .map(|(m, s)| (symbol(*m), s))
+            .collect()
     }
 }
 
@@ -380,46 +252,25 @@ impl CcBackend {
         Self::with_compiler_under(command, |name| std::env::var_os(name))
     }
 
-    /// [`CcBackend::with_compiler`] with [`COMPILER_INPUT_ENV`] read through `var` (the
+    /// [`CcBackend::with_compiler`] with [`COMPILER_INPUT_ENV`](crate::COMPILER_INPUT_ENV) read through `var` (the
     /// process's environment there; a test gives another, as a backend made before the
     /// process changed a variable would have seen).
     fn with_compiler_under(
         command: &str,
         var: impl Fn(&str) -> Option<OsString>,
     ) -> Result<CcBackend, CcError> {
-        let compiler: Vec<OsString> = command.split_whitespace().map(OsString::from).collect();
-        let spawn_error = |source| CcError::Spawn {
-            compiler: command.to_string(),
-            source,
-        };
-        let (program, args) = compiler
-            .split_first()
-            .ok_or_else(|| spawn_error(std::io::Error::other("empty compiler command")))?;
-        let output = Command::new(program)
-            .args(args)
-            .arg("--version")
-            .output()
-            .map_err(spawn_error)?;
-        let version = String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .next()
-            .unwrap_or("")
-            .to_string();
+        let toolchain = Toolchain::find(command, var)?;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let input_env: Vec<(&'static str, Option<OsString>)> = COMPILER_INPUT_ENV
-            .iter()
-            .map(|&name| (name, var(name)))
-            .collect();
-        let objcopy = find_objcopy();
         let mut identity = format!(
-            "{command}\n{version}\n{}\n{REPRODUCIBLE}\n{MERGED}\nlink {}\n{ISOLATED}",
+            "{command}\n{}\n{}\n{REPRODUCIBLE}\n{MERGED}\nlink {}\n{ISOLATED}",
+            toolchain.version(),
             BASE_FLAGS.join(" "),
             LINK_FLAGS.join(" ")
         );
-        if let Some((_, objcopy_version)) = &objcopy {
+        if let Some(objcopy_version) = toolchain.objcopy_version() {
             identity.push_str(&format!("\nobjcopy {objcopy_version}"));
         }
-        for (name, value) in &input_env {
+        for (name, value) in toolchain.input_env() {
             if let Some(value) = value {
                 identity.push_str(&format!("\nenv {name}={:?}", value));
             }
@@ -430,16 +281,13 @@ impl CcBackend {
             "\ntarget {}-{}\n{}",
             std::env::consts::ARCH,
             std::env::consts::OS,
-            crate::SAVED_FORMAT
+            SAVED_FORMAT
         ));
         let work_dir = std::env::temp_dir();
-        crate::observers::register(&identity, &compiler, &input_env, &work_dir);
+        observers::register(&identity, &toolchain, &work_dir);
         Ok(CcBackend {
-            objcopy: objcopy.map(|(program, _)| program),
+            toolchain,
             identity,
-            version,
-            compiler,
-            input_env,
             work_dir,
             work: Mutex::default(),
             split: Split::new(cores, 8),
@@ -476,12 +324,7 @@ impl CcBackend {
     pub fn with_work_dir(mut self, dir: impl Into<PathBuf>) -> CcBackend {
         self.work_dir = dir.into();
         self.work = Mutex::default();
-        crate::observers::register(
-            &self.identity,
-            &self.compiler,
-            &self.input_env,
-            &self.work_dir,
-        );
+        observers::register(&self.identity, &self.toolchain, &self.work_dir);
         self
     }
 
@@ -500,7 +343,7 @@ impl CcBackend {
     /// its `--version`, the base flags, its reproducible-compile rule, its merged-unit
     /// rule, the link's own flags (`-Wl,-Bsymbolic -Wl,-z,defs` but on Apple targets), its
     /// isolation rule and the first line of its `objcopy`'s `--version`, the settings of
-    /// [`COMPILER_INPUT_ENV`] it found (see [`CcBackend`]), the target architecture and
+    /// [`COMPILER_INPUT_ENV`](crate::COMPILER_INPUT_ENV) it found (see [`CcBackend`]), the target architecture and
     /// OS, and [`SAVED_FORMAT`](crate::SAVED_FORMAT), one per line in that order. Put it
     /// in every key (see [`kernel_cache::kernel_key`]) so kernels compiled by another
     /// compiler never hit.
@@ -546,7 +389,7 @@ impl CcBackend {
     /// # Ok::<(), cc_backend::CcError>(())
     /// ```
     pub fn compiler_version(&self) -> &str {
-        &self.version
+        self.toolchain.version()
     }
 
     /// Merged units (see [`CcBackend`]'s merged unit) this backend has run the compiler on
@@ -598,21 +441,14 @@ impl CcBackend {
             }
             source.signature.check()?;
         }
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| CcError::Io { path, source }
-        };
         let work = self.work()?;
         let dir = tempfile::Builder::new()
             .prefix("kcache-cc-")
             .tempdir_in(work.path())
-            .map_err(io(work.path()))?;
-        let include_env_set = self
-            .input_env
-            .iter()
-            .any(|(name, value)| value.is_some() && crate::merge::INCLUDE_ENV.contains(name));
-        let members = crate::merge::candidates(kernels, options, include_env_set, |prelude| {
-            crate::observers::learned(&self.identity, prelude, options).flatten()
+            .map_err(CcError::io(work.path()))?;
+        let include_env_set = self.toolchain.include_env_set();
+        let members = merge::candidates(kernels, options, include_env_set, |prelude| {
+            observers::learned(&self.identity, prelude, options).flatten()
         });
         let candidates = members.iter().map(|&m| (m, kernels[m].1.clone())).collect();
         let mut unit_dirs = Vec::with_capacity(kernels.len());
@@ -656,7 +492,10 @@ impl CcBackend {
         if let Some(known) = lock(&self.host_targets).get(options) {
             return Ok(*known);
         }
-        let output = self.probe(options, &["-E", "-###"], &[], Path::new("/"))?;
+        let work = self.work()?;
+        let output =
+            self.toolchain
+                .probe(options, &["-E", "-###"], &[], Path::new("/"), work.path())?;
         let mut hasher = Sha256::new();
         hasher.update(&output.stdout);
         hasher.update(&output.stderr);
@@ -684,90 +523,25 @@ impl CcBackend {
             return Ok(known.clone());
         }
         self.search_probes.fetch_add(1, Ordering::Relaxed);
-        let output = self.probe(
+        let work = self.work()?;
+        let output = self.toolchain.probe(
             options,
             &["-E", "-v", "-o", "/dev/null"],
             &[("LC_ALL", "C"), ("LANGUAGE", "")],
             Path::new("/"),
+            work.path(),
         )?;
         let refused = |why: &str| CcError::IncludeSearch {
-            path: PathBuf::from(self.command_line()),
+            path: PathBuf::from(self.toolchain.command_line()),
             why: why.to_string(),
         };
         let text = String::from_utf8(output.stderr)
             .map_err(|_| refused("its include search list (`-E -v`) is not UTF-8"))?;
-        let dirs = crate::deps::parse_search_list(&text)
+        let dirs = deps::parse_search_list(&text)
             .ok_or_else(|| refused("its include search list (`-E -v`) does not parse"))?;
         let dirs = Arc::new(dirs);
         lock(&self.search_lists).insert(options.to_vec(), dirs.clone());
         Ok(dirs)
-    }
-
-    fn command_line(&self) -> String {
-        self.compiler
-            .iter()
-            .map(|c| c.to_string_lossy())
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-
-    /// The compiler command every compile, link and probe starts with: the command and its
-    /// own arguments, [`COMPILER_INPUT_ENV`] as the backend found it, [`COMPILER_ENV`],
-    /// [`TMP_ENV`] naming `tmp` (a private directory of the checked work directory) and
-    /// [`BASE_FLAGS`].
-    fn base_command(&self, tmp: &Path) -> Result<Command, CcError> {
-        let (program, program_args) =
-            self.compiler.split_first().ok_or_else(|| CcError::Spawn {
-                compiler: self.command_line(),
-                source: std::io::Error::other("empty compiler command"),
-            })?;
-        let mut command = Command::new(program);
-        for (name, value) in &self.input_env {
-            match value {
-                Some(value) => command.env(name, value),
-                None => command.env_remove(name),
-            };
-        }
-        command
-            .args(program_args)
-            .envs(COMPILER_ENV)
-            .envs(TMP_ENV.map(|name| (name, tmp)))
-            .args(BASE_FLAGS);
-        Ok(command)
-    }
-
-    /// Runs the compiler as a compile would (its environment, base flags, `options`),
-    /// with `args` then `-x c /dev/null` and the variables `env`, in `dir`; its output if
-    /// it succeeded.
-    fn probe(
-        &self,
-        options: &[String],
-        args: &[&str],
-        env: &[(&str, &str)],
-        dir: &Path,
-    ) -> Result<std::process::Output, CcError> {
-        let command_line = || self.command_line();
-        let work = self.work()?;
-        let output = self
-            .base_command(work.path())?
-            .envs(env.iter().copied())
-            .args(options)
-            .args(args)
-            .args(["-x", "c", "/dev/null"])
-            .current_dir(dir)
-            .output()
-            .map_err(|source| CcError::Spawn {
-                compiler: command_line(),
-                source,
-            })?;
-        if !output.status.success() {
-            return Err(CcError::Compiler {
-                status: output.status.to_string(),
-                stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-                symbols: Vec::new(),
-            });
-        }
-        Ok(output)
     }
 
     /// Compiles `prepared`'s units and links them.
@@ -777,7 +551,7 @@ impl CcBackend {
     /// that pass are cut into merged units, and the merged units are compiled,
     /// concurrently (a failed one is no error: its kernels are compiled alone). Every
     /// object compiled has every symbol but its kernels' entries made local
-    /// ([`CcBackend::localize`]) before the link. Strict (`each` false): the kernels' own
+    /// ([`CcBackend::isolate`]) before the link. Strict (`each` false): the kernels' own
     /// units in kernel order, the first unit that fails stops the compile and is the
     /// error (no later unit is compiled), and a failed link is the error. Per unit (`each`
     /// true): every unit is compiled once, concurrently; those that fail are returned with
@@ -789,7 +563,7 @@ impl CcBackend {
     /// (the compiler could not be started, the link failed in strict mode, or it failed
     /// although every object links alone).
     ///
-    /// [`merge::mergeable_after_expansion`]: crate::merge::mergeable_after_expansion
+    /// [`merge::mergeable_after_expansion`]: merge::mergeable_after_expansion
     fn run_compiler(
         &self,
         prepared: &mut PreparedProgram,
@@ -798,24 +572,12 @@ impl CcBackend {
         self.programs_compiled.fetch_add(1, Ordering::Relaxed);
         self.kernels_compiled
             .fetch_add(prepared.kernels.len() as u64, Ordering::Relaxed);
-        let spawn_error = |source| CcError::Spawn {
-            compiler: self.command_line(),
-            source,
-        };
-        let failed = |output: std::process::Output, symbols: Vec<String>| CcError::Compiler {
-            status: output.status.to_string(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-            symbols,
-        };
         // Every toolchain process writes its temporaries in the program's own directory
         // (fresh, private, in the checked work directory).
         let tmp = prepared.dir.path().to_path_buf();
         let options = prepared.options.clone();
-        let compiler = || -> Result<Command, CcError> {
-            let mut command = self.base_command(&tmp)?;
-            command.args(&options);
-            Ok(command)
-        };
+        let compiler = || self.toolchain.command(&tmp, &options);
+        let failed = |output: std::process::Output, symbols| CcError::failed(&output, symbols);
         // Before the compiler reads anything: a file modified from here on may not be
         // what it read (see `deps`).
         let started = SystemTime::now();
@@ -832,11 +594,11 @@ impl CcBackend {
         // One unit's compile, then its object's isolation: `Some` error when the unit
         // failed (its diagnostics name its kernels).
         let unit = |dir: &Path, members: &[usize]| -> Result<Option<CcError>, CcError> {
-            let output = compiler()?
-                .args(["-MD", "-MF", DEP_FILE, "-c", "-o", OBJECT_NAME, UNIT_NAME])
-                .current_dir(dir)
-                .output()
-                .map_err(spawn_error)?;
+            let output = self.toolchain.run(
+                compiler()?
+                    .args(["-MD", "-MF", DEP_FILE, "-c", "-o", OBJECT_NAME, UNIT_NAME])
+                    .current_dir(dir),
+            )?;
             if !output.status.success() {
                 return Ok(Some(failed(output, symbols(members))));
             }
@@ -846,11 +608,7 @@ impl CcBackend {
         let members = self.merge_check(prepared, &compiler)?;
         let mut merged: Vec<(PathBuf, Vec<usize>)> = Vec::new();
         {
-            let sources: Vec<(&str, &Source)> = prepared
-                .candidates
-                .iter()
-                .map(|(m, source)| (prepared.kernels[*m].0.as_str(), source))
-                .collect();
+            let sources = prepared.candidate_sources();
             // `members` are positions in the program; `sources` is indexed by candidate.
             let index = |m: usize| {
                 prepared
@@ -860,13 +618,13 @@ impl CcBackend {
                     .unwrap_or(0)
             };
             let length = |m: usize| prepared.candidates[index(m)].1.text.len() as u64;
-            for (n, group) in crate::merge::merged_groups(&members, length)
+            for (n, group) in merge::merged_groups(&members, length)
                 .into_iter()
                 .enumerate()
             {
                 let local: Vec<usize> = group.iter().map(|&m| index(m)).collect();
                 let merged_dir = prepared.dir.path().join(format!("{MERGED_DIR}{n}"));
-                write_unit(&merged_dir, &crate::merge::merged_unit(&sources, &local))?;
+                write_unit(&merged_dir, &merge::merged_unit(&sources, &local))?;
                 merged.push((merged_dir, group));
             }
         }
@@ -885,7 +643,7 @@ impl CcBackend {
                     let _ = self.search_dirs(&options);
                 });
             }
-            crate::merge::concurrently(merged.len(), |n| {
+            merge::concurrently(merged.len(), |n| {
                 let output = unit(&merged[n].0, &merged[n].1);
                 self.merged_compiled.fetch_add(1, Ordering::Relaxed);
                 output
@@ -902,25 +660,20 @@ impl CcBackend {
         let alone: Vec<usize> = (0..prepared.kernels.len()).filter(|&p| alone[p]).collect();
         let mut failures = Vec::new();
         self.compile_alone(prepared, &alone, each, &unit, &mut linked, &mut failures)?;
-        // The link; per unit, a failure is told apart by linking each object alone.
-        let link = |objects: &[&Path], out: &Path| -> Result<std::process::Output, CcError> {
-            compiler()?
-                .args(LINK_FLAGS)
-                .arg("-o")
-                .arg(out)
-                .args(objects)
-                .arg("-lm")
-                .current_dir(&program_dir)
-                .output()
-                .map_err(spawn_error)
+        // The link of the objects of `units` into `out`; per unit, a failure is told apart
+        // by linking each object alone.
+        let link = |units: &[(PathBuf, Vec<usize>)], out: &Path| {
+            let objects = units.iter().map(|(d, _)| d.join(OBJECT_NAME));
+            let mut command = compiler()?;
+            command.args(LINK_FLAGS).arg("-o").arg(out).args(objects);
+            self.toolchain
+                .run(command.arg("-lm").current_dir(&program_dir))
         };
         loop {
             if linked.is_empty() {
                 break;
             }
-            let objects: Vec<PathBuf> = linked.iter().map(|(d, _)| d.join(OBJECT_NAME)).collect();
-            let objects: Vec<&Path> = objects.iter().map(PathBuf::as_path).collect();
-            let output = link(&objects, &so_path)?;
+            let output = link(&linked, &so_path)?;
             if output.status.success() {
                 break;
             }
@@ -931,9 +684,9 @@ impl CcBackend {
             if !each {
                 return Err(failed(output, everyone));
             }
-            let alone_outputs = crate::merge::concurrently(objects.len(), |n| {
+            let alone_outputs = merge::concurrently(linked.len(), |n| {
                 link(
-                    &[objects[n]],
+                    &linked[n..=n],
                     &program_dir.join(format!("link-check-{n}.so")),
                 )
             });
@@ -985,10 +738,9 @@ impl CcBackend {
                 Err(error @ CcError::Load { .. }) => error,
                 Err(other) => return Err(other),
             };
-            let objects: Vec<PathBuf> = linked.iter().map(|(d, _)| d.join(OBJECT_NAME)).collect();
-            let alone = crate::merge::concurrently(linked.len(), |n| {
+            let alone = merge::concurrently(linked.len(), |n| {
                 let out = program_dir.join(format!("load-check-{round}-{n}.so"));
-                let output = link(&[objects[n].as_path()], &out)?;
+                let output = link(&linked[n..=n], &out)?;
                 if !output.status.success() {
                     return Err(failed(output, symbols(&linked[n].1)));
                 }
@@ -1019,9 +771,7 @@ impl CcBackend {
             if linked.is_empty() {
                 break;
             }
-            let objects: Vec<PathBuf> = linked.iter().map(|(d, _)| d.join(OBJECT_NAME)).collect();
-            let objects: Vec<&Path> = objects.iter().map(PathBuf::as_path).collect();
-            let output = link(&objects, &so_path)?;
+            let output = link(&linked, &so_path)?;
             if !output.status.success() {
                 return Err(failed(output, symbols(&held_positions(&linked))));
             }
@@ -1065,7 +815,7 @@ impl CcBackend {
         }
         if each {
             // Every unit is compiled once whatever the others do: concurrently.
-            let outputs = crate::merge::concurrently(positions.len(), |i| {
+            let outputs = merge::concurrently(positions.len(), |i| {
                 let output = unit(&prepared.unit_dirs[positions[i]], &[positions[i]]);
                 self.units_compiled.fetch_add(1, Ordering::Relaxed);
                 output
@@ -1101,26 +851,17 @@ impl CcBackend {
         if prepared.candidates.len() < 2 {
             return Ok(Vec::new());
         }
-        let sources: Vec<(&str, &Source)> = prepared
-            .candidates
-            .iter()
-            .map(|(m, source)| (prepared.kernels[*m].0.as_str(), source))
-            .collect();
+        let sources = prepared.candidate_sources();
         let all: Vec<usize> = (0..sources.len()).collect();
         let check_dir = prepared.dir.path().join(CHECK_DIR);
-        write_unit(&check_dir, &crate::merge::check_unit(&sources, &all))?;
-        let output = compiler()?
-            .args(["-E", UNIT_NAME])
-            .current_dir(&check_dir)
-            .output()
-            .map_err(|source| CcError::Spawn {
-                compiler: self.command_line(),
-                source,
-            })?;
+        write_unit(&check_dir, &merge::check_unit(&sources, &all))?;
+        let output = self
+            .toolchain
+            .run(compiler()?.args(["-E", UNIT_NAME]).current_dir(&check_dir))?;
         if !output.status.success() {
             return Ok(Vec::new());
         }
-        let Some(facts) = crate::observers::learned(
+        let Some(facts) = observers::learned(
             &self.identity,
             &prepared.candidates[0].1.prelude,
             &prepared.options,
@@ -1128,8 +869,7 @@ impl CcBackend {
         .flatten() else {
             return Ok(Vec::new());
         };
-        let passed =
-            crate::merge::mergeable_after_expansion(&sources, &all, &output.stdout, &facts.merge);
+        let passed = merge::mergeable_after_expansion(&sources, &all, &output.stdout, &facts.merge);
         if passed.len() < 2 {
             return Ok(Vec::new());
         }
@@ -1137,15 +877,11 @@ impl CcBackend {
     }
 
     /// Isolates the object of a unit holding kernels `symbols` from every other object of
-    /// its program, before the link: a reference to a symbol the backend generates that
-    /// the unit does not define (another kernel's entry or exported function) refuses the
-    /// unit ([`CcError::ReservedReference`]); then `objcopy` (temporaries in `tmp`)
-    /// renames each kernel's function to its exported name
-    /// ([`KERNEL_SUFFIX`](crate::signature::KERNEL_SUFFIX)) and makes every symbol local
-    /// but those and the entries. So no other object can bind to anything of it: a
-    /// companion's call of a function it defines (a fast `expf`) finds the C library's, a
-    /// call of a companion kernel by its symbol finds nothing and fails the link (`-z
-    /// defs`). `Some` error when the unit is refused; nothing is done on Apple targets.
+    /// its program, before the link (why: [`CcBackend`]): refused as [`object_refusal`]
+    /// says, else `objcopy` (temporaries in `tmp`) renames each kernel's function to its
+    /// exported name ([`KERNEL_SUFFIX`](crate::signature::KERNEL_SUFFIX)) and makes every
+    /// symbol local but those and the entries. `Some` error when the unit is refused;
+    /// nothing is done on Apple targets.
     fn isolate(
         &self,
         object: &Path,
@@ -1155,54 +891,19 @@ impl CcBackend {
         if cfg!(target_vendor = "apple") {
             return Ok(None);
         }
-        let bytes = std::fs::read(object).map_err(|source| CcError::Io {
-            path: object.to_path_buf(),
-            source,
-        })?;
-        if let Some(symbol) = undefined_kernel(&bytes, symbols) {
-            return Ok(Some(CcError::UndefinedKernel { symbol }));
+        let bytes = std::fs::read(object).map_err(CcError::io(object))?;
+        if let Some(refused) = object_refusal(&bytes, symbols) {
+            return Ok(Some(refused));
         }
-        if let Some(name) = reserved_reference(&bytes) {
-            return Ok(Some(CcError::ReservedReference {
-                symbols: symbols.to_vec(),
-                name,
-            }));
-        }
-        if let Some(why) = joined_by_the_link(&bytes) {
-            return Ok(Some(CcError::Unisolable {
-                symbols: symbols.to_vec(),
-                why,
-            }));
-        }
-        let objcopy = self
-            .objcopy
-            .as_deref()
-            .unwrap_or(std::ffi::OsStr::new("objcopy"));
-        let mut command = Command::new(objcopy);
+        let mut args = Vec::with_capacity(3 * symbols.len());
         for symbol in symbols {
-            let exported = crate::signature::exported_symbol(symbol);
-            command
-                .arg(format!("--redefine-sym={symbol}={exported}"))
-                .arg(format!("--keep-global-symbol={exported}"))
-                .arg(format!(
-                    "--keep-global-symbol={}",
-                    crate::signature::entry_symbol(symbol)
-                ));
+            let exported = exported_symbol(symbol);
+            args.push(format!("--redefine-sym={symbol}={exported}"));
+            args.push(format!("--keep-global-symbol={exported}"));
+            args.push(format!("--keep-global-symbol={}", entry_symbol(symbol)));
         }
-        let output = command
-            .arg(object)
-            .envs(TMP_ENV.map(|name| (name, tmp)))
-            .current_dir(tmp)
-            .output()
-            .map_err(|source| CcError::Spawn {
-                compiler: objcopy.to_string_lossy().into_owned(),
-                source,
-            })?;
-        Ok((!output.status.success()).then(|| CcError::Compiler {
-            status: output.status.to_string(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-            symbols: symbols.to_vec(),
-        }))
+        let output = self.toolchain.objcopy(&args, object, tmp)?;
+        Ok((!output.status.success()).then(|| CcError::failed(&output, symbols.to_vec())))
     }
 
     /// [`PersistentBackend::remembered`](kernel_cache::PersistentBackend::remembered) for
@@ -1214,15 +915,11 @@ impl CcBackend {
         error: &CcError,
     ) -> Option<String> {
         let source = &kernel.source;
-        let include_env_set = self
-            .input_env
-            .iter()
-            .any(|(name, value)| value.is_some() && crate::merge::INCLUDE_ENV.contains(name));
-        let reads_no_user_file = crate::merge::prelude_mergeable(&source.prelude)
+        let reads_no_user_file = merge::prelude_mergeable(&source.prelude)
             && !source.text.contains("include")
             && !source.text.contains("embed")
-            && crate::merge::options_mergeable(&kernel.options)
-            && !include_env_set;
+            && merge::options_mergeable(&kernel.options)
+            && !self.toolchain.include_env_set();
         if !reads_no_user_file {
             return None;
         }
@@ -1275,23 +972,17 @@ impl CcBackend {
     /// Loads the linker's output: its bytes read once (see [`read_object`]) into an
     /// [`Image`], loaded from there, so the bytes run are the bytes weighed and saved.
     fn load(&self, prepared: PreparedProgram) -> Result<CcProgram, CcError> {
-        let manifest = Manifest::Compiled {
-            unit_dirs: prepared.unit_dirs,
-            // Never compiled: every file counts as modified since (nothing is saved).
-            started: prepared.started.unwrap_or(SystemTime::UNIX_EPOCH),
-        };
-        let bytes = read_object(&prepared.so_path)?;
-        let work = prepared.work.path().to_path_buf();
-        let image = Image::new(&bytes, || Ok(work))?;
-        drop(bytes);
-        CcProgram::load(
-            image,
-            Some(prepared.dir),
-            Some(prepared.work),
-            prepared.kernels,
-            manifest,
-            prepared.options,
-        )
+        // Never compiled: every file counts as modified since (nothing is saved).
+        let started = prepared.started.unwrap_or(SystemTime::UNIX_EPOCH);
+        let mut program = self.load_file(
+            &prepared,
+            &prepared.so_path,
+            prepared.kernels.clone(),
+            prepared.unit_dirs.clone(),
+            started,
+        )?;
+        program.keep_dir(prepared.dir);
+        Ok(program)
     }
 }
 
@@ -1344,40 +1035,23 @@ fn held_positions(linked: &[(PathBuf, Vec<usize>)]) -> Vec<usize> {
 /// Writes `text` as the unit [`UNIT_NAME`] in the new directory `unit_dir`, dated
 /// 1970-01-01.
 fn write_unit(unit_dir: &Path, text: &str) -> Result<(), CcError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| CcError::Io { path, source }
-    };
-    std::fs::create_dir(unit_dir).map_err(io(unit_dir))?;
+    std::fs::create_dir(unit_dir).map_err(CcError::io(unit_dir))?;
     let c_path = unit_dir.join(UNIT_NAME);
-    std::fs::write(&c_path, text).map_err(io(&c_path))?;
+    std::fs::write(&c_path, text).map_err(CcError::io(&c_path))?;
     std::fs::File::options()
         .write(true)
         .open(&c_path)
         .and_then(|f| f.set_modified(std::time::SystemTime::UNIX_EPOCH))
-        .map_err(io(&c_path))
+        .map_err(CcError::io(&c_path))
 }
 
-/// The first of the kernels `symbols` that the object `bytes` does not define as a
-/// global symbol (its text names its function otherwise, makes it `static`, or defines
-/// nothing); an object that does not parse is left to the link.
-fn undefined_kernel(bytes: &[u8], symbols: &[String]) -> Option<String> {
-    use object::{Object as _, ObjectSymbol as _};
-    let file = object::File::parse(bytes).ok()?;
-    let defined: std::collections::HashSet<&str> = file
-        .symbols()
-        .filter(|s| s.is_definition() && s.is_global())
-        .filter_map(|s| s.name().ok())
-        .collect();
-    symbols
-        .iter()
-        .find(|s| !defined.contains(s.as_str()))
-        .cloned()
-}
-
-/// Why the link would join the object `bytes` with its companions' objects otherwise than
-/// by binding symbols (which [`CcBackend::isolate`] makes local), or `None` when it cannot:
-/// the object must be an ELF relocatable whose every section has a name of the
+/// Why the object `bytes` of a unit holding kernels `symbols` is refused before the link, or
+/// `None`: a kernel it does not define as a global symbol (its text names its function
+/// otherwise, makes it `static`, or defines nothing: [`CcError::UndefinedKernel`]); a
+/// symbol it refers to without defining it whose name holds [`RESERVED_INFIX`]
+/// ([`CcError::ReservedReference`]); a way the link would join it with its companions'
+/// objects otherwise than by binding symbols, which [`CcBackend::isolate`] makes local
+/// ([`CcError::Unisolable`]). For the last, the object must be an ELF relocatable whose every section has a name of the
 /// toolchain's own (starting with `.`), none of the two such families the link joins
 /// across objects, in no COMDAT group, with no common symbol. Each refusal is one way a
 /// GNU or LLVM link joins objects:
@@ -1391,28 +1065,55 @@ fn undefined_kernel(bytes: &[u8], symbols: &[String]) -> Option<String> {
 ///   `common` attribute);
 /// - link-time-optimization IR (`.gnu.lto_*` sections, or LLVM bitcode, which is not ELF)
 ///   is compiled at the link together with every companion's (`-flto`).
-fn joined_by_the_link(bytes: &[u8]) -> Option<String> {
+fn object_refusal(bytes: &[u8], symbols: &[String]) -> Option<CcError> {
     use object::{Object as _, ObjectComdat as _, ObjectSection as _, ObjectSymbol as _};
+    let unisolable = |why: String| {
+        Some(CcError::Unisolable {
+            symbols: symbols.to_vec(),
+            why,
+        })
+    };
     let Ok(file) = object::File::parse(bytes) else {
-        return Some(
+        return unisolable(
             "its object is not an ELF relocatable (LLVM bitcode under -flto?): the link \
              would compile it together with its companions"
                 .to_string(),
         );
     };
+    let defined: std::collections::HashSet<&str> = file
+        .symbols()
+        .filter(|s| s.is_definition() && s.is_global())
+        .filter_map(|s| s.name().ok())
+        .collect();
+    if let Some(symbol) = symbols.iter().find(|s| !defined.contains(s.as_str())) {
+        return Some(CcError::UndefinedKernel {
+            symbol: symbol.clone(),
+        });
+    }
+    let reserved = file
+        .symbols()
+        .filter(|s| s.is_undefined())
+        .filter_map(|s| s.name().ok())
+        .find(|name| name.contains(RESERVED_INFIX));
+    if let Some(name) = reserved {
+        return Some(CcError::ReservedReference {
+            symbols: symbols.to_vec(),
+            name: name.to_owned(),
+        });
+    }
     if file.format() != object::BinaryFormat::Elf {
-        return Some("its object is not ELF".to_string());
+        return unisolable("its object is not ELF".to_string());
     }
     for section in file.sections() {
         let name = section.name().unwrap_or("");
         if name.starts_with(".gnu.lto_") {
-            return Some(format!(
+            return unisolable(format!(
                 "its object holds link-time-optimization IR (`{name}`, -flto), which the link \
                  compiles together with its companions'"
             ));
         }
         if !name.starts_with('.') || name.starts_with(".gnu.linkonce") {
-            return Some(format!(
+            return unisolable(format!(
                 "it defines section `{name}`, which the link gathers or deduplicates across \
                  its companions' objects"
             ));
@@ -1420,33 +1121,20 @@ fn joined_by_the_link(bytes: &[u8]) -> Option<String> {
     }
     if let Some(comdat) = file.comdats().next() {
         let name = comdat.name().unwrap_or("");
-        return Some(format!(
+        return unisolable(format!(
             "its object holds a COMDAT group (`{name}`), which the link keeps once for all \
              its companions"
         ));
     }
     if let Some(common) = file.symbols().find(|s| s.is_common()) {
         let name = common.name().unwrap_or("");
-        return Some(format!(
+        return unisolable(format!(
             "it defines `{name}` as a common symbol, which the link makes one object with \
              every companion's of that name (compile with -fno-common, the default, and \
              without the `common` attribute)"
         ));
     }
     None
-}
-
-/// The first symbol an object (`bytes`) refers to without defining it whose name holds
-/// [`RESERVED_INFIX`](crate::signature::RESERVED_INFIX); an object that does not parse
-/// is left to the link.
-fn reserved_reference(bytes: &[u8]) -> Option<String> {
-    use object::{Object as _, ObjectSymbol as _};
-    let file = object::File::parse(bytes).ok()?;
-    file.symbols()
-        .filter(|s| s.is_undefined())
-        .filter_map(|s| s.name().ok())
-        .find(|name| name.contains(crate::signature::RESERVED_INFIX))
-        .map(str::to_owned)
 }
 
 /// The bytes of the linker's output `path` (in a fresh directory of the checked work
@@ -1568,18 +1256,6 @@ impl SplitBackend for CcBackend {
 mod tests {
     use super::*;
 
-    #[test]
-    fn c_identifiers() {
-        assert!(is_c_identifier("k_1"));
-        assert!(is_c_identifier("_x"));
-        assert!(!is_c_identifier("1k"));
-        assert!(!is_c_identifier(""));
-        assert!(!is_c_identifier("a b"));
-        assert!(!is_c_identifier("a);int x("));
-        assert!(check_symbol("k").is_ok());
-        assert!(check_symbol("k__kcache_entry").is_err());
-    }
-
     /// The diagnostics a failure is remembered for: the text's own errors and undefined
     /// references, never those of a failing environment.
     #[test]
@@ -1652,42 +1328,6 @@ mod tests {
         assert!(!lists[0].is_empty(), "the compiler searches some directory");
         backend.search_dirs(&["-O1".to_string()]).unwrap();
         assert_eq!(backend.search_probes.load(Ordering::Relaxed), 2);
-    }
-
-    #[test]
-    fn dependency_options_are_found() {
-        let found = |options: &[&str]| {
-            let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
-            dependency_option(&options).cloned()
-        };
-        for option in [
-            "-MMD",
-            "-MM",
-            "-M",
-            "-MD",
-            "-MF",
-            "-MFx.d",
-            "-MT",
-            "-MP",
-            "-MG",
-            "-MQ",
-            "-Wp,-MMD,x.d",
-            "-Wp,-DX,-MD,x.d",
-            "--user-dependencies",
-            "--write-dependencies",
-            "-dependency-file",
-        ] {
-            assert_eq!(
-                found(&["-O3", option]),
-                Some(option.to_string()),
-                "{option}"
-            );
-        }
-        assert_eq!(found(&["-Xpreprocessor", "-MMD"]), Some("-MMD".into()));
-        assert_eq!(
-            found(&["-march=native", "-mavx2", "-Wp,-DX=1", "-DM=2"]),
-            None
-        );
     }
 
     /// `COMPILER_INPUT_ENV` is read once, when the backend is made, and every compile gets

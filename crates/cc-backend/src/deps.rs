@@ -1,24 +1,9 @@
 //! The files a compile read besides its translation unit (the headers its `#include`s
 //! found, system headers too), so that a saved program is loaded only while every one of
-//! them still holds what the compile read.
-//!
-//! A kernel's key covers its text, not the content of what the text includes: a header
-//! edited (or a system header upgraded) between a save and a later load would otherwise
-//! let the store answer with code compiled from the old header. Each unit is compiled
-//! with `-MD -MF kernel.d` (the compiler lists the files it read); a save records each
-//! listed file's absolute path and SHA-256, refusing when a file changed (its inode's
-//! change time, which a rename over it or a backdating `touch` also sets, or that of any
-//! symbolic link met resolving its path, a directory's included) after the compile began or just before ([`SETTLED`]: it may not be what the compiler read) or is
-//! named by a relative path;
-//! a load re-hashes every recorded file and refuses on any difference.
-//!
-//! The content at a recorded path is not all: a header of the same name put later in a
-//! directory searched *before* the one the header was found in would be found by a fresh
-//! compile instead (it shadows the recorded one). So a save also records, for every
-//! recorded header and every include directory searched before one it lies under, what
-//! the path the search looked at there resolved to ([`Witness`]: the shortest prefix of
-//! it that does not exist, or what it is when it exists), and a load refuses when any of
-//! them resolves otherwise now.
+//! them still holds what the compile read ([`collect`], [`verify`]), and the include
+//! search's [`Witness`]es, so that it is not loaded once a header of the same name would
+//! shadow a recorded one ([`witnesses`], [`verify_witnesses`]): the contract is
+//! [`CcBackend`](crate::CcBackend)'s "What a key does not cover".
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -31,6 +16,8 @@ use rustix::fs::OFlags;
 use sha2::{Digest, Sha256};
 
 use crate::error::CcError;
+use crate::toolchain::{DEP_FILE, UNIT_NAME};
+use crate::unlisted;
 
 /// How long before the compile began a file's last change must lie for the file to vouch
 /// for the program: a file system stamps a change with a coarse clock (a kernel tick on
@@ -38,8 +25,13 @@ use crate::error::CcError;
 /// before it.
 pub(crate) const SETTLED: Duration = Duration::from_secs(2);
 
-/// The dependency file each unit's compile writes beside it.
-pub(crate) const DEP_FILE: &str = "kernel.d";
+/// The time a file's last change must precede for it to vouch for a compile that began at
+/// `started` ([`SETTLED`] before).
+fn settled_before(started: SystemTime) -> SystemTime {
+    started
+        .checked_sub(SETTLED)
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
 
 /// One file a compile read: its absolute path and the SHA-256 of its content.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,7 +72,7 @@ impl Manifest {
             Manifest::Compiled { unit_dirs, started } => {
                 let deps = collect(unit_dirs, *started)?;
                 let listed: Vec<String> = deps.iter().map(|d| d.path.clone()).collect();
-                crate::unlisted::in_files(unit_dirs, &listed)?;
+                unlisted::in_files(unit_dirs, &listed)?;
                 let witnesses = witnesses(&search()?, &deps, *started)?;
                 Ok((deps, witnesses))
             }
@@ -186,15 +178,9 @@ fn digest_file(path: &str) -> Result<([u8; 32], SystemTime), CcError> {
     Ok((digest, changed_at(&after)))
 }
 
-/// The most symbolic links [`links_changed_at`] follows resolving one path (Linux's
+/// The most symbolic links [`resolution_changed_at`] follows resolving one path (Linux's
 /// `ELOOP` bound).
 const MAX_LINKS: usize = 40;
-
-/// When a symbolic link met resolving the absolute `path` last changed: see
-/// [`resolution_changed_at`] (links only).
-fn links_changed_at(path: &str) -> Result<SystemTime, CcError> {
-    resolution_changed_at(path, false)
-}
 
 /// When a symbolic link met resolving the absolute `path` last changed (the latest
 /// [`changed_at`] of them all; the epoch if there is none): a link at any component, a
@@ -253,12 +239,10 @@ fn resolution_changed_at(path: &str, every: bool) -> Result<SystemTime, CcError>
 /// The files the compiles of `unit_dirs` (each holding its [`DEP_FILE`]) read besides
 /// their units, each once, with their digests; refused if one is named by a relative
 /// path, cannot be read, or changed (its inode's change time, or that of a symbolic link
-/// met resolving its path: [`links_changed_at`]) less than [`SETTLED`] before `started`
+/// met resolving its path: [`resolution_changed_at`]) less than [`SETTLED`] before `started`
 /// (the compile's start) or later: then what it holds may not be what the compiler read.
 pub(crate) fn collect(unit_dirs: &[PathBuf], started: SystemTime) -> Result<Vec<Dep>, CcError> {
-    let settled = started
-        .checked_sub(SETTLED)
-        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let settled = settled_before(started);
     let mut found: BTreeMap<String, [u8; 32]> = BTreeMap::new();
     for dir in unit_dirs {
         let dep_file = dir.join(DEP_FILE);
@@ -273,7 +257,7 @@ pub(crate) fn collect(unit_dirs: &[PathBuf], started: SystemTime) -> Result<Vec<
             )
         })?;
         for path in listed {
-            if path == crate::backend::UNIT_NAME || found.contains_key(&path) {
+            if path == UNIT_NAME || found.contains_key(&path) {
                 continue;
             }
             if !Path::new(&path).is_absolute() {
@@ -281,7 +265,7 @@ pub(crate) fn collect(unit_dirs: &[PathBuf], started: SystemTime) -> Result<Vec<
             }
             let (digest, file_changed) = digest_file(&path)?;
             // After the read (a change time never goes back): the links of the path too.
-            let links_changed = links_changed_at(&path)?;
+            let links_changed = resolution_changed_at(&path, false)?;
             if file_changed.max(links_changed) >= settled {
                 return Err(changed(
                     &path,
@@ -451,9 +435,7 @@ pub(crate) fn witnesses(
             "a relative include directory (searched from each compile's own directory)",
         ));
     }
-    let settled = started
-        .checked_sub(SETTLED)
-        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let settled = settled_before(started);
     let resolved: Vec<Option<PathBuf>> = search
         .iter()
         .map(|d| std::fs::canonicalize(d).ok())
@@ -654,6 +636,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let t = tmp.path();
         let path = |p: &str| t.join(p).display().to_string();
+        let links_changed_at = |p: &str| resolution_changed_at(p, false);
         std::fs::create_dir_all(t.join("real/sub")).unwrap();
         std::fs::write(t.join("real/h.h"), "").unwrap();
         assert_eq!(

@@ -125,7 +125,7 @@ pub enum CcError {
     /// function no loaded library defines). The display ends with the loader's message (such as
     /// `undefined symbol: name`): the file is removed with its program, so the message
     /// is all that is left to say why.
-    #[error("could not load {}: {}", path.display(), loader_message(source))]
+    #[error("could not load {}: {}", path.display(), error_chain(source))]
     Load {
         /// The shared object.
         path: PathBuf,
@@ -276,15 +276,32 @@ fn first_lines(text: &str) -> String {
     shown
 }
 
-/// The loader's error with the errors under it (libloading's says only `dlopen failed`;
+/// An error and its sources, on one line (libloading's error says only `dlopen failed`;
 /// the system's message, such as `undefined symbol: name`, is its source).
-fn loader_message(error: &libloading::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut message = error.to_string();
-    let mut next = std::error::Error::source(error);
+    let mut next = error.source();
     while let Some(e) = next {
         message.push_str(": ");
         message.push_str(&e.to_string());
         next = e.source();
     }
     message
+}
+
+impl CcError {
+    /// [`CcError::Compiler`] for the finished process `output`, naming `symbols`.
+    pub(crate) fn failed(output: &std::process::Output, symbols: Vec<String>) -> CcError {
+        CcError::Compiler {
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            symbols,
+        }
+    }
+
+    /// [`CcError::Io`] on `path`, for `map_err`.
+    pub(crate) fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> CcError + use<> {
+        let path = path.to_path_buf();
+        move |source| CcError::Io { path, source }
+    }
 }

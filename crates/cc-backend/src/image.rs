@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use crate::error::CcError;
+use crate::error::{CcError, error_chain};
 
 /// The bytes of one shared object, held where the loader reads them.
 ///
@@ -22,12 +22,10 @@ use crate::error::CcError;
 /// library under that path; if it does, the descriptor is leaked, so the number and the
 /// path are never reused in this process.
 ///
-/// **Without `/proc`** (Linux) **and on other targets**: a file created (`O_CREAT |
-/// O_EXCL`, mode 0600, links never followed) under a fresh name in a fresh private
-/// directory (0700, checked) of the checked work directory (see [`crate::workdir`]), read
-/// back through its descriptor and compared with the bytes, loaded by path: the path is new
-/// to the loader, and only this user (or root) can change it, but its bytes are not sealed.
-/// The directory goes with the image, unless its library stays loaded.
+/// **Without `/proc`** (Linux) **and on other targets**: a [`named_file`] of the checked
+/// work directory, loaded by path: the path is new to the loader, and only this user (or
+/// root) can change it, but its bytes are not sealed. The directory goes with the image,
+/// unless its library stays loaded.
 #[derive(Debug)]
 pub(crate) struct Image {
     /// The descriptor holding the bytes: the sealed memory file, the unnamed file, or the
@@ -40,26 +38,14 @@ pub(crate) struct Image {
     size: u64,
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CcError + use<> {
-    let path = path.to_path_buf();
-    move |source| CcError::Io { path, source }
-}
-
 impl Image {
-    /// An image holding `bytes`, ready to load from [`Image::path`]: a sealed memory file;
-    /// where the system makes none (no `memfd_create`, or executable memory files
-    /// forbidden: `vm.memfd_noexec` 2), an unnamed file (`O_TMPFILE`, or created `O_EXCL`
-    /// and unlinked at once) of the checked work directory `work` gives, which only this
-    /// process's descriptor can write (not sealed). Either is loaded as `/proc/self/fd/N`,
-    /// after checking that this path leads to that very file (the same device and inode).
-    ///
-    /// **Without `/proc`** (not mounted, or the path leads elsewhere or is refused), the
-    /// bytes go to a named file instead, as on other targets ([`named_file`]): a new file
-    /// (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600) in a fresh private directory (0700,
-    /// checked to be this user's and reachable by nobody else) of the checked work
-    /// directory, read back through its descriptor and compared with `bytes` before it is
-    /// loaded by path. Only this user (or root) can change it between that check and the
-    /// load.
+    /// An image holding `bytes`, ready to load from [`Image::path`], held as [`Image`] says:
+    /// a sealed memory file; where the system makes none (no `memfd_create`, or
+    /// `vm.memfd_noexec` 2), an unnamed file (`O_TMPFILE`, or created `O_EXCL` and unlinked
+    /// at once) of the checked work directory `work` gives; either loaded as
+    /// `/proc/self/fd/N` after checking that this path leads to that very file (the same
+    /// device and inode). Without `/proc` (not mounted, or the path leads elsewhere or is
+    /// refused), a [`named_file`].
     ///
     /// Errors with [`CcError::Environment`] saying what the system lacks (a memory file,
     /// `/proc`, a usable work directory, one not mounted `noexec`) when no way of loading
@@ -162,26 +148,16 @@ impl Image {
     pub(crate) fn bytes(&self) -> Result<Vec<u8>, CcError> {
         use std::os::unix::fs::FileExt;
         let file = self.file.as_ref().ok_or_else(|| {
-            io(&self.path)(std::io::Error::other("the program's file was released"))
+            CcError::io(&self.path)(std::io::Error::other("the program's file was released"))
         })?;
-        let len = usize::try_from(self.size)
-            .map_err(|_| io(&self.path)(std::io::Error::other("the program is too large")))?;
+        let len = usize::try_from(self.size).map_err(|_| {
+            CcError::io(&self.path)(std::io::Error::other("the program is too large"))
+        })?;
         let mut bytes = vec![0u8; len];
-        file.read_exact_at(&mut bytes, 0).map_err(io(&self.path))?;
+        file.read_exact_at(&mut bytes, 0)
+            .map_err(CcError::io(&self.path))?;
         Ok(bytes)
     }
-}
-
-/// An error and its sources, on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut next = error.source();
-    while let Some(e) = next {
-        message.push_str(": ");
-        message.push_str(&e.to_string());
-        next = e.source();
-    }
-    message
 }
 
 /// Whether the loader, given `path` (`/proc/self/fd/N`), opens `file`: the path must
@@ -230,8 +206,8 @@ fn named_file(bytes: &[u8], work: &Path) -> Result<Image, CcError> {
         .prefix("kcache-cc-loaded-")
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(work)
-        .map_err(io(work))?;
-    let meta = std::fs::symlink_metadata(dir.path()).map_err(io(dir.path()))?;
+        .map_err(CcError::io(work))?;
+    let meta = std::fs::symlink_metadata(dir.path()).map_err(CcError::io(dir.path()))?;
     let me = rustix::process::geteuid().as_raw();
     if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
         return Err(CcError::WorkDir {
@@ -256,24 +232,25 @@ fn named_file(bytes: &[u8], work: &Path) -> Result<Image, CcError> {
         .mode(0o600)
         .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
         .open(&path)
-        .map_err(io(&path))?;
-    file.write_all(bytes).map_err(io(&path))?;
-    let held = file.metadata().map_err(io(&path))?;
-    let at = std::fs::symlink_metadata(&path).map_err(io(&path))?;
+        .map_err(CcError::io(&path))?;
+    file.write_all(bytes).map_err(CcError::io(&path))?;
+    let held = file.metadata().map_err(CcError::io(&path))?;
+    let at = std::fs::symlink_metadata(&path).map_err(CcError::io(&path))?;
     let mut back = vec![0u8; bytes.len()];
-    file.read_exact_at(&mut back, 0).map_err(io(&path))?;
+    file.read_exact_at(&mut back, 0)
+        .map_err(CcError::io(&path))?;
     if !at.is_file()
         || (at.dev(), at.ino()) != (held.dev(), held.ino())
         || held.len() != bytes.len() as u64
         || back != bytes
     {
-        return Err(io(&path)(std::io::Error::other(
+        return Err(CcError::io(&path)(std::io::Error::other(
             "the program's file does not hold what was written to it",
         )));
     }
     drop(back);
     let flags = rustix::fs::fstatvfs(&file)
-        .map_err(|e| io(&path)(e.into()))?
+        .map_err(|e| CcError::io(&path)(e.into()))?
         .f_flag;
     if flags.contains(rustix::fs::StatVfsMountFlags::NOEXEC) {
         return Err(CcError::Environment {
@@ -312,7 +289,7 @@ fn sealed_memory_file(bytes: &[u8]) -> Result<File, CcError> {
     let shown = Path::new("memfd:kcache-cc-program");
     #[cfg(test)]
     if NO_MEMORY_FILE.get() {
-        return Err(io(shown)(std::io::Error::other(
+        return Err(CcError::io(shown)(std::io::Error::other(
             "no memory files in this test",
         )));
     }
@@ -327,14 +304,14 @@ fn sealed_memory_file(bytes: &[u8]) -> Result<File, CcError> {
                 Err(e)
             }
         })
-        .map_err(|e| io(shown)(e.into()))?;
+        .map_err(|e| CcError::io(shown)(e.into()))?;
     let mut file = File::from(fd);
-    file.write_all(bytes).map_err(io(shown))?;
+    file.write_all(bytes).map_err(CcError::io(shown))?;
     rustix::fs::fcntl_add_seals(
         &file,
         SealFlags::WRITE | SealFlags::GROW | SealFlags::SHRINK | SealFlags::SEAL,
     )
-    .map_err(|e| io(shown)(e.into()))?;
+    .map_err(|e| CcError::io(shown)(e.into()))?;
     Ok(file)
 }
 
@@ -342,8 +319,8 @@ fn sealed_memory_file(bytes: &[u8]) -> Result<File, CcError> {
 #[cfg(target_os = "linux")]
 fn unnamed_file(bytes: &[u8], dir: &Path) -> Result<File, CcError> {
     use std::io::Write;
-    let mut file = tempfile::tempfile_in(dir).map_err(io(dir))?;
-    file.write_all(bytes).map_err(io(dir))?;
+    let mut file = tempfile::tempfile_in(dir).map_err(CcError::io(dir))?;
+    file.write_all(bytes).map_err(CcError::io(dir))?;
     Ok(file)
 }
 

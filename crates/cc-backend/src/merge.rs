@@ -1,54 +1,31 @@
 //! The merged unit: kernels of one program that provably cannot affect each other share
 //! one translation unit (the prelude parsed once, one compiler process), instead of one
-//! unit each.
+//! unit each (the rule as a whole: [`CcBackend`](crate::CcBackend)'s docs).
 //!
 //! The rule says what is allowed, never what is denied, and reads text as the compiler
-//! does. A kernel is merged only when every part of the unit it shares is one whose
-//! meaning does not depend on what else the unit holds:
-//!
-//! - **the prelude** is nothing but `#include <h>` lines of C standard headers
-//!   ([`STANDARD_HEADERS`]; no helper, no macro, no object of the caller's that two kernels
-//!   would share), and no variable of [`COMPILER_INPUT_ENV`](crate::COMPILER_INPUT_ENV)
-//!   that adds include directories is set (so `<math.h>` is the system's);
-//! - **the options** are each of a form that changes code generation or warnings only
-//!   ([`options_mergeable`]: `-O…`, `-f…` but plugins, `-m…`, `-std=…`, `-W…` but `-Wp,`,
-//!   `-w`, `-g…`, `-DNAME[=value]` without `#`, `_Pragma` or `__COUNTER__`, `-UNAME`,
-//!   `-pedantic…`); `-include`, `-I` and anything else keep every kernel in its own unit;
-//! - **the text as written** ([`text_mergeable`]) is read exactly by canonical-text's
-//!   lexer (its phases gate, [`canonical_text::inexact_reading`], refuses every splice,
-//!   lone carriage return and trigraph), every comment and literal closes, it holds no
-//!   directive, attribute or digraph, and each of its words is an allowed keyword, a
-//!   plain name, a built-in, or a macro of the compiler's table for this prelude and these
-//!   options (`-dM -E`) whose replacement spells only such words, transitively
-//!   ([`PreludeFacts`]): so nothing in it can change the preprocessor's state (no
-//!   `_Pragma` or `__COUNTER__` however reached), and no text names another kernel of the
-//!   program or a generated symbol (`…__kcache_`);
-//! - **the text as the compiler reads it** ([`expanded_mergeable`], over its part of one
-//!   `cc -E` of the prelude and every candidate): exactly one definition
-//!   `void <symbol>(…) { … }`, every word allowed (no `extern`, `inline`, `asm`,
-//!   `_Noreturn`, attribute, pragma in any spelling), calling only keywords, built-ins and
-//!   the functions the prelude declares, and declaring no function (no `f(`, no `(f)(`
-//!   of another name: a block-scope function declaration names the file-scope entity).
-//!
-//! Whatever a body then declares (a `static`, a `typedef`, a tag, a local) is scoped to its
-//! own function, and nothing is at file scope but the kernels' prototypes, entries and
-//! definitions. The unit puts every prototype and entry first (before the prelude, as a
-//! kernel's own unit does), then the prelude, then each text after the `#line 1
-//! "kernel.c"` its own unit has too: `__LINE__`, `__FILE__`, an `assert`'s message and a
-//! diagnostic's line number are those of its own unit (the line in the kernel's text).
-//! When in doubt, a kernel is compiled alone; a merged unit that fails to compile or to
-//! link falls back to one unit per kernel.
-//!
-//! What the link adds (see [`CcBackend`](crate::CcBackend)): every object, merged or not,
-//! exports only its kernels' entries and functions under generated names, so no
-//! definition of one unit serves another's reference.
+//! does: a kernel is merged only when its prelude ([`prelude_mergeable`]), its options
+//! ([`options_mergeable`]), its text as written ([`text_mergeable`]) and its text as the
+//! compiler's preprocessor reads it ([`expanded_mergeable`]) each pass, and when no variable
+//! that adds include directories is set (so `<math.h>` is the system's). Whatever a body
+//! then declares is scoped to its own function, and nothing is at file scope but the
+//! kernels' prototypes, entries and definitions. [`merged_unit`] writes every prototype and
+//! entry first, then the prelude, then each text after the `#line 1 "kernel.c"` its own
+//! unit has too, so `__LINE__`, `__FILE__`, an `assert`'s message and a diagnostic's line
+//! are those of its own unit. When in doubt, a kernel is compiled alone; a merged unit
+//! that fails to compile or to link falls back to one unit per kernel.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use canonical_text::lexer::{TokenKind, tokenize};
 
+use crate::observers::PreludeNames;
+use crate::signature::{RESERVED_INFIX, is_c_identifier};
 use crate::source::Source;
+use crate::toolchain::TEXT_LINE;
+use crate::words::{
+    C_KEYWORDS, PreludeFacts, TYPE_KEYWORDS, allowed_keyword, significant, word_allowed, words,
+};
 
 /// The headers a mergeable prelude may include (C standard headers declaring functions,
 /// types and macros, no object a kernel could write).
@@ -59,15 +36,6 @@ pub(crate) const STANDARD_HEADERS: &[&str] = &[
     "stdbool.h",
     "float.h",
     "limits.h",
-];
-
-/// The variables of [`COMPILER_INPUT_ENV`](crate::COMPILER_INPUT_ENV) that add include
-/// directories ahead of the system's (a `math.h` of the user's could be found there).
-pub(crate) const INCLUDE_ENV: &[&str] = &[
-    "CPATH",
-    "C_INCLUDE_PATH",
-    "GCC_EXEC_PREFIX",
-    "COMPILER_PATH",
 ];
 
 /// Whether `prelude` is nothing but blank lines and `#include <h>` of [`STANDARD_HEADERS`].
@@ -111,295 +79,9 @@ pub(crate) fn options_mergeable(options: &[String]) -> bool {
             || o == "-w"
             || (o.starts_with("-g") && !o.contains(','))
             || (o.starts_with("-D") && define_ok(&o[2..]))
-            || (o.starts_with("-U") && crate::backend::is_c_identifier(&o[2..]))
+            || (o.starts_with("-U") && is_c_identifier(&o[2..]))
             || o.starts_with("-pedantic")
     })
-}
-
-/// Keywords a merged text may spell: each one's meaning stays inside the function that
-/// spells it (a block-scope `static` is a new object of that function, a block-scope
-/// `typedef` or tag is that block's). Every C keyword not listed here (`extern`,
-/// `inline`, `asm`, `_Noreturn` and the GNU spellings of the last three, which reach the
-/// file-scope entity a block-scope declaration names or the assembler's state) keeps a
-/// kernel out of a merged unit.
-const ALLOWED_KEYWORDS: &[&str] = &[
-    // Types, qualifiers, storage inside a block.
-    "void",
-    "char",
-    "short",
-    "int",
-    "long",
-    "float",
-    "double",
-    "signed",
-    "unsigned",
-    "_Bool",
-    "bool",
-    "_Complex",
-    "const",
-    "volatile",
-    "restrict",
-    "static",
-    "register",
-    "auto",
-    "struct",
-    "union",
-    "enum",
-    "typedef",
-    "_Atomic",
-    "_Alignas",
-    "alignas",
-    "_Thread_local",
-    "thread_local",
-    "constexpr",
-    "typeof",
-    "typeof_unqual",
-    // Statements and operators.
-    "if",
-    "else",
-    "for",
-    "while",
-    "do",
-    "switch",
-    "case",
-    "default",
-    "break",
-    "continue",
-    "return",
-    "goto",
-    "sizeof",
-    "_Alignof",
-    "alignof",
-    "_Static_assert",
-    "static_assert",
-    "_Generic",
-    "true",
-    "false",
-    "nullptr",
-    // GNU spellings of the same.
-    "__restrict",
-    "__restrict__",
-    "__const",
-    "__const__",
-    "__volatile",
-    "__volatile__",
-    "__signed",
-    "__signed__",
-    "__extension__",
-    "__typeof",
-    "__typeof__",
-    "__alignof",
-    "__alignof__",
-    "__real",
-    "__real__",
-    "__imag",
-    "__imag__",
-    "__label__",
-    "__int128",
-    "_Float16",
-    "_Float32",
-    "_Float64",
-    "_Float128",
-    "_Float32x",
-    "_Float64x",
-    // The function's own name, and the text's own line in `kernel.c`: the same in a merged
-    // unit as in the kernel's own (each text follows `#line 1 "kernel.c"` in both).
-    "__func__",
-    "__FUNCTION__",
-    "__PRETTY_FUNCTION__",
-    "__LINE__",
-    "__FILE__",
-];
-
-/// Keywords that name a type, or qualify one: what a cast's parentheses may hold.
-const TYPE_KEYWORDS: &[&str] = &[
-    "void",
-    "char",
-    "short",
-    "int",
-    "long",
-    "float",
-    "double",
-    "signed",
-    "unsigned",
-    "_Bool",
-    "bool",
-    "_Complex",
-    "const",
-    "volatile",
-    "restrict",
-    "_Atomic",
-    "__restrict",
-    "__restrict__",
-    "__const",
-    "__const__",
-    "__volatile",
-    "__volatile__",
-    "__signed",
-    "__signed__",
-    "__int128",
-    "_Float16",
-    "_Float32",
-    "_Float64",
-    "_Float128",
-    "_Float32x",
-    "_Float64x",
-];
-
-/// Whether `w` is in the implementation's reserved namespace (`__x`, `_X`).
-fn reserved(w: &[u8]) -> bool {
-    w.starts_with(b"__") || (w.len() > 1 && w[0] == b'_' && w[1].is_ascii_uppercase())
-}
-
-/// Whether a merged text may spell the word `w` (after its macros are expanded): a keyword
-/// of [`ALLOWED_KEYWORDS`], a built-in function of the compiler (`__builtin_…`: evaluated
-/// where it is called), or any other name that is neither a C keyword nor reserved.
-pub(crate) fn word_allowed(w: &[u8]) -> bool {
-    let Ok(s) = std::str::from_utf8(w) else {
-        return false;
-    };
-    if ALLOWED_KEYWORDS.contains(&s) {
-        return true;
-    }
-    if s.len() > "__builtin_".len() && s.starts_with("__builtin_") {
-        return true;
-    }
-    !reserved(w) && !crate::observers::C_KEYWORDS.contains(&s)
-}
-
-/// What the compiler says of one prelude under one option list that decides which texts
-/// may share a merged unit: learned from its macro table (`-dM -E`) and its preprocessed
-/// declarations (`-E -P`), with the observers (see [`crate::observers`]).
-#[derive(Debug, Default)]
-pub(crate) struct PreludeFacts {
-    /// Every macro name of the table (the prelude's, the options' and the compiler's).
-    macros: HashSet<String>,
-    /// The macros a merged text may name: every word of the replacement list, but the
-    /// macro's own parameters, is [`word_allowed`] or such a macro, transitively.
-    safe_macros: HashSet<String>,
-    /// The functions the prelude declares at file scope (a name followed by `(` outside
-    /// any bracket of its preprocessed text): what a merged text may call.
-    functions: HashSet<String>,
-    /// The type names the prelude declares (the names a file-scope `typedef` ends on):
-    /// what a cast in a merged text may name.
-    typedefs: HashSet<String>,
-    /// The prelude's typedef names of a function type (`typedef int F(int);`): a merged
-    /// text may not spell one, since `F f;` declares a function without a parenthesis.
-    function_types: HashSet<String>,
-}
-
-impl PreludeFacts {
-    /// The facts of a macro `table` (`-dM -E`) and the prelude's preprocessed
-    /// `declarations` (`-E -P`).
-    pub(crate) fn learn(table: &str, declarations: &[u8]) -> PreludeFacts {
-        // name -> the words of its replacement list that are not its parameters.
-        let mut bodies: HashMap<&str, Vec<&str>> = HashMap::new();
-        for line in table.lines() {
-            let Some(rest) = line.trim_start().strip_prefix("#define ") else {
-                continue;
-            };
-            let rest = rest.trim_start();
-            let name_len = rest
-                .bytes()
-                .take_while(|&b| b.is_ascii_alphanumeric() || b == b'_')
-                .count();
-            let (name, after) = rest.split_at(name_len);
-            if name.is_empty() {
-                continue;
-            }
-            let (params, body) = match after.strip_prefix('(') {
-                Some(p) => p.split_once(')').unwrap_or(("", "")),
-                None => ("", after),
-            };
-            let params: Vec<&str> = params
-                .split(',')
-                .map(|p| p.trim_matches([' ', '\t']))
-                .collect();
-            let words: Vec<&str> = crate::observers::words(body.as_bytes())
-                .into_iter()
-                .filter(|w| !params.contains(w) && !matches!(*w, "__VA_ARGS__" | "__VA_OPT__"))
-                .collect();
-            bodies.insert(name, words);
-        }
-        // Every macro is safe until one of its words is neither allowed nor a safe macro.
-        let mut safe: HashSet<&str> = bodies.keys().copied().collect();
-        loop {
-            let unsafe_now: Vec<&str> = safe
-                .iter()
-                .copied()
-                .filter(|name| {
-                    bodies[name].iter().any(|w| {
-                        if bodies.contains_key(w) {
-                            !safe.contains(w)
-                        } else {
-                            !word_allowed(w.as_bytes())
-                        }
-                    })
-                })
-                .collect();
-            if unsafe_now.is_empty() {
-                break;
-            }
-            for name in unsafe_now {
-                safe.remove(name);
-            }
-        }
-        let (functions, typedefs, function_types) = declared_functions_and_types(declarations);
-        PreludeFacts {
-            macros: bodies.keys().map(|n| (*n).to_owned()).collect(),
-            safe_macros: safe.into_iter().map(str::to_owned).collect(),
-            functions,
-            typedefs,
-            function_types,
-        }
-    }
-}
-
-/// The functions, type names and function type names a preprocessed prelude declares (see
-/// [`PreludeFacts`]): words followed by `(` outside any bracket (in a `typedef`: a function
-/// type), and words right before `;` or `,` outside any bracket after a `typedef`. Reserved
-/// words are left out (a merged text may not spell them anyway).
-fn declared_functions_and_types(src: &[u8]) -> (HashSet<String>, HashSet<String>, HashSet<String>) {
-    let tokens = significant(src);
-    let (mut functions, mut typedefs, mut function_types) =
-        (HashSet::new(), HashSet::new(), HashSet::new());
-    let mut depth = 0usize;
-    let mut in_typedef = false;
-    for (i, &(kind, t)) in tokens.iter().enumerate() {
-        let next = tokens.get(i + 1).map(|&(_, n)| n);
-        match (kind, t) {
-            (TokenKind::Punct, b"(" | b"[" | b"{") => depth += 1,
-            (TokenKind::Punct, b")" | b"]" | b"}") => depth = depth.saturating_sub(1),
-            (TokenKind::Punct, b";") if depth == 0 => in_typedef = false,
-            (TokenKind::Ident, b"typedef") if depth == 0 => in_typedef = true,
-            (TokenKind::Ident, w) if depth == 0 && !reserved(w) => {
-                let name = String::from_utf8_lossy(w).into_owned();
-                if next == Some(b"(") && in_typedef {
-                    function_types.insert(name);
-                } else if next == Some(b"(") {
-                    functions.insert(name);
-                } else if in_typedef && matches!(next, Some(b";" | b",")) {
-                    typedefs.insert(name);
-                }
-            }
-            _ => {}
-        }
-    }
-    (functions, typedefs, function_types)
-}
-
-/// The tokens of `src` that are neither white space nor comments, with their kinds.
-fn significant(src: &[u8]) -> Vec<(TokenKind, &[u8])> {
-    tokenize(src)
-        .into_iter()
-        .filter(|t| {
-            !matches!(
-                t.kind,
-                TokenKind::Whitespace | TokenKind::LineComment | TokenKind::BlockComment
-            )
-        })
-        .map(|t| (t.kind, t.bytes(src)))
-        .collect()
 }
 
 /// Punctuators a merged text may not hold: a directive's `#` and `##`, and the digraphs
@@ -471,47 +153,13 @@ pub(crate) fn expanded_mergeable(expanded: &[u8], symbol: &str, facts: &PreludeF
     {
         return false;
     }
-    let mut depth = 0usize;
-    let mut params_end = None;
-    for (i, &(_, t)) in tokens.iter().enumerate().skip(2) {
-        match t {
-            b"(" => depth += 1,
-            b")" => {
-                depth -= 1;
-                if depth == 0 {
-                    params_end = Some(i);
-                    break;
-                }
-            }
-            b"{" | b"}" | b";" => return false,
-            _ => {}
-        }
-    }
-    let Some(params_end) = params_end else {
+    // The parameter list holds no brace or `;`; the body's braces close at the last token.
+    let Some(params_end) = closing(&tokens, 2, b"(", b")", &[b"{", b"}", b";"]) else {
         return false;
     };
-    if text_of(params_end + 1) != Some(b"{") {
-        return false;
-    }
-    let mut braces = 0usize;
-    let mut closed = false;
-    for (i, &(_, t)) in tokens.iter().enumerate().skip(params_end + 1) {
-        match t {
-            b"{" => braces += 1,
-            b"}" => {
-                braces -= 1;
-                if braces == 0 {
-                    if i + 1 != tokens.len() {
-                        return false;
-                    }
-                    closed = true;
-                    break;
-                }
-            }
-            _ => {}
-        }
-    }
-    if !closed {
+    if text_of(params_end + 1) != Some(b"{")
+        || closing(&tokens, params_end + 1, b"{", b"}", &[]) != Some(tokens.len() - 1)
+    {
         return false;
     }
     // Every token, from the parameters on.
@@ -541,14 +189,39 @@ pub(crate) fn expanded_mergeable(expanded: &[u8], symbol: &str, facts: &PreludeF
         })
 }
 
+/// The position of the token closing the `open` at `start` (nesting counted), or `None` when
+/// none does or a token of `refused` comes first.
+fn closing(
+    tokens: &[(TokenKind, &[u8])],
+    start: usize,
+    open: &[u8],
+    close: &[u8],
+    refused: &[&[u8]],
+) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, &(_, t)) in tokens.iter().enumerate().skip(start) {
+        if t == open {
+            depth += 1;
+        } else if t == close {
+            depth -= 1;
+            if depth == 0 {
+                return Some(i);
+            }
+        } else if refused.contains(&t) {
+            return None;
+        }
+    }
+    None
+}
+
 /// Whether a merged text may put `(` right after the word `w`: a keyword (its own
 /// grammar, judged with the other rules), a built-in, or a function the prelude declares.
 fn callable(w: &[u8], facts: &PreludeFacts) -> bool {
     let Ok(s) = std::str::from_utf8(w) else {
         return false;
     };
-    crate::observers::C_KEYWORDS.contains(&s)
-        || ALLOWED_KEYWORDS.contains(&s)
+    C_KEYWORDS.contains(&s)
+        || allowed_keyword(s)
         || s.starts_with("__builtin_")
         || facts.functions.contains(s)
 }
@@ -678,7 +351,7 @@ pub(crate) fn candidates(
     kernels: &[(&str, &Source)],
     options: &[String],
     include_env_set: bool,
-    facts: impl Fn(&str) -> Option<Arc<crate::observers::PreludeNames>>,
+    facts: impl Fn(&str) -> Option<Arc<PreludeNames>>,
 ) -> Vec<usize> {
     if include_env_set || !options_mergeable(options) || kernels.len() < 2 {
         return Vec::new();
@@ -687,7 +360,7 @@ pub(crate) fn candidates(
     // A definition naming a kernel (`-Dk2=fused_2`) could reach a companion through it.
     let defines_a_kernel = options.iter().any(|o| {
         o.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .any(|w| symbols.contains(w) || w.contains(crate::signature::RESERVED_INFIX))
+            .any(|w| symbols.contains(w) || w.contains(RESERVED_INFIX))
     });
     if defines_a_kernel {
         return Vec::new();
@@ -707,12 +380,9 @@ pub(crate) fn candidates(
         if source.prelude != prelude || !text_mergeable(&source.text, &learned.merge) {
             continue;
         }
-        let names_another = crate::observers::words(source.text.as_bytes())
+        let names_another = words(source.text.as_bytes())
             .into_iter()
-            .any(|w| {
-                (w != *symbol && symbols.contains(w))
-                    || w.contains(crate::signature::RESERVED_INFIX)
-            });
+            .any(|w| (w != *symbol && symbols.contains(w)) || w.contains(RESERVED_INFIX));
         if names_another {
             continue;
         }
@@ -798,7 +468,7 @@ pub(crate) fn merged_unit(kernels: &[(&str, &Source)], members: &[usize]) -> Str
         unit.push('\n');
     }
     for &m in members {
-        unit.push_str(crate::source::TEXT_LINE);
+        unit.push_str(TEXT_LINE);
         unit.push('\n');
         unit.push_str(&kernels[m].1.text);
         unit.push('\n');

@@ -34,65 +34,15 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::ffi::OsString;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use kernel_cache::Names;
 
-/// C keywords (C23, with the GNU spellings that are not in the reserved namespace):
-/// renaming one changes the program's grammar.
-pub(crate) const C_KEYWORDS: &[&str] = &[
-    "alignas",
-    "alignof",
-    "asm",
-    "auto",
-    "bool",
-    "break",
-    "case",
-    "char",
-    "const",
-    "constexpr",
-    "continue",
-    "default",
-    "do",
-    "double",
-    "else",
-    "enum",
-    "extern",
-    "false",
-    "float",
-    "for",
-    "goto",
-    "if",
-    "inline",
-    "int",
-    "long",
-    "nullptr",
-    "register",
-    "restrict",
-    "return",
-    "short",
-    "signed",
-    "sizeof",
-    "static",
-    "static_assert",
-    "struct",
-    "switch",
-    "thread_local",
-    "true",
-    "typedef",
-    "typeof",
-    "typeof_unqual",
-    "union",
-    "unsigned",
-    "void",
-    "volatile",
-    "while",
-];
+use crate::toolchain::Toolchain;
+use crate::words::{C_KEYWORDS, PreludeFacts, for_each_word, macro_definitions, words};
+use crate::workdir::WorkDir;
 
 /// Predefined macros and built-ins whose value depends on where they are spelled or on
 /// the spelling of names around them: a macro expanding to one observes a position.
@@ -130,7 +80,7 @@ pub(crate) struct PreludeNames {
     /// `PreludeNames` is shared, behind an `Arc`, only once learned).
     index: OnceLock<HashMap<Box<[u8]>, u8, BuildHasherDefault<WordHash>>>,
     /// What decides which texts may share a merged unit (see [`crate::merge`]).
-    pub(crate) merge: crate::merge::PreludeFacts,
+    pub(crate) merge: PreludeFacts,
 }
 
 /// [`PreludeNames::index`]: the name is an observer.
@@ -187,12 +137,11 @@ impl Hasher for WordHash {
     }
 }
 
-/// How to run a backend's compiler: its command and [`crate::COMPILER_INPUT_ENV`] as the
-/// backend snapshotted them, and what it said of each (prelude, options) so far.
+/// How to run a backend's compiler ([`Toolchain`]), and what it said of each (prelude,
+/// options) so far.
 #[derive(Debug)]
 struct Probe {
-    compiler: Vec<OsString>,
-    input_env: Vec<(&'static str, Option<OsString>)>,
+    toolchain: Toolchain,
     /// The work directory of the backend that registered the identity last: checked (as
     /// [`WorkDir::check`] does) before each probe, whose compiler gets it (or the private
     /// directory the check makes in it) as `TMPDIR`, `TMP` and `TEMP`.
@@ -221,12 +170,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 ///
 /// `work_dir` is where the probes' compiler may write temporaries (see
 /// [`Probe::work_dir`]); a later registration of the same identity only replaces it.
-pub(crate) fn register(
-    identity: &str,
-    compiler: &[OsString],
-    input_env: &[(&'static str, Option<OsString>)],
-    work_dir: &Path,
-) {
+pub(crate) fn register(identity: &str, toolchain: &Toolchain, work_dir: &Path) {
     let mut registry = lock(registry());
     match registry.get(identity) {
         Some(probe) => *lock(&probe.work_dir) = work_dir.to_path_buf(),
@@ -234,8 +178,7 @@ pub(crate) fn register(
             registry.insert(
                 identity.to_owned(),
                 Arc::new(Probe {
-                    compiler: compiler.to_vec(),
-                    input_env: input_env.to_vec(),
+                    toolchain: toolchain.clone(),
                     work_dir: Mutex::new(work_dir.to_path_buf()),
                     memo: Mutex::default(),
                 }),
@@ -361,85 +304,20 @@ fn spelled(learned: &PreludeNames, text: &str) -> (BTreeSet<String>, BTreeSet<St
     (free, observers)
 }
 
-/// Calls `f` with each identifier of `src`, in order, repeats included: runs of identifier
-/// bytes that do not start with a digit (over-reading literals and comments only finds
-/// more names).
-fn for_each_word<'t>(src: &'t [u8], mut f: impl FnMut(&'t [u8])) {
-    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut i = 0;
-    while i < src.len() {
-        if ident(src[i]) {
-            let s = i;
-            while i < src.len() && ident(src[i]) {
-                i += 1;
-            }
-            if !src[s].is_ascii_digit() {
-                f(&src[s..i]);
-            }
-        } else {
-            i += 1;
-        }
-    }
-}
-
-/// The distinct words of `src` ([`for_each_word`]).
-pub(crate) fn words(src: &[u8]) -> HashSet<&str> {
-    let mut out = HashSet::new();
-    for_each_word(src, |w| {
-        if let Ok(w) = std::str::from_utf8(w) {
-            out.insert(w);
-        }
-    });
-    out
-}
-
 impl Probe {
-    /// Runs the compiler with the prelude on its standard input, in `/`, with `tmp` as its
-    /// temporary directory: its standard output if it succeeded.
-    fn run(&self, options: &[String], args: &[&str], prelude: &str, tmp: &Path) -> Option<Vec<u8>> {
-        let (program, program_args) = self.compiler.split_first()?;
-        let mut command = Command::new(program);
-        for (name, value) in &self.input_env {
-            match value {
-                Some(value) => command.env(name, value),
-                None => command.env_remove(name),
-            };
-        }
-        let mut child = command
-            .args(program_args)
-            .envs(crate::backend::COMPILER_ENV)
-            .envs(crate::backend::TMP_ENV.map(|name| (name, tmp)))
-            .args(crate::BASE_FLAGS)
-            .args(options)
-            .args(args)
-            .args(["-x", "c", "-"])
-            .current_dir("/")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        // A compiler that stops reading early fails below; a write error says no more.
-        let written = child
-            .stdin
-            .take()
-            .map(|mut stdin| stdin.write_all(prelude.as_bytes()));
-        let output = child.wait_with_output().ok()?;
-        (output.status.success() && matches!(written, Some(Ok(())))).then_some(output.stdout)
-    }
-
     fn learn(&self, prelude: &str, options: &[String]) -> Option<PreludeNames> {
         // The compiler's temporaries go where no other user can reach them; a work
         // directory that fails the check teaches nothing (nothing is renamed, nothing
         // merged).
         let work_dir = lock(&self.work_dir).clone();
-        let work = crate::workdir::WorkDir::check(&work_dir).ok()?;
+        let work = WorkDir::check(&work_dir).ok()?;
         let tmp = work.path();
+        let run = |args: &[&str]| self.toolchain.preprocess(options, args, prelude, tmp);
         // Two independent runs of the preprocessor, concurrently: they are on the path of
         // a fresh process's first key.
         let (table, declarations) = std::thread::scope(|scope| {
-            let table = scope.spawn(|| self.run(options, &["-dM", "-E"], prelude, tmp));
-            let declarations = self.run(options, &["-E", "-P"], prelude, tmp);
+            let table = scope.spawn(|| run(&["-dM", "-E"]));
+            let declarations = run(&["-E", "-P"]);
             let table = table
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -448,7 +326,7 @@ impl Probe {
         let (table, declarations) = (table?, declarations?);
         let table = String::from_utf8_lossy(&table);
         let mut learned = analyse_macros(&table);
-        learned.merge = crate::merge::PreludeFacts::learn(&table, &declarations);
+        learned.merge = PreludeFacts::learn(&table, &declarations);
         learned.declared.extend(
             words(&declarations)
                 .into_iter()
@@ -474,29 +352,12 @@ fn replacement_observes(body: &str, idents: &[&str]) -> bool {
 /// name as declared.
 pub(crate) fn analyse_macros(table: &str) -> PreludeNames {
     // name -> (observes by itself, identifiers of its replacement list)
-    let mut macros: HashMap<&str, (bool, Vec<&str>)> = HashMap::new();
-    for line in table.lines() {
-        let Some(rest) = line.trim_start().strip_prefix("#define ") else {
-            continue;
-        };
-        let rest = rest.trim_start();
-        let name_len = rest
-            .bytes()
-            .take_while(|&b| b.is_ascii_alphanumeric() || b == b'_')
-            .count();
-        let (name, after) = rest.split_at(name_len);
-        if name.is_empty() {
-            continue;
-        }
-        // A function-like macro's parameter list follows its name at once.
-        let body = match after.strip_prefix('(') {
-            Some(params) => params.split_once(')').map_or("", |(_, body)| body),
-            None => after,
-        };
-        let idents: Vec<&str> = words(body.as_bytes()).into_iter().collect();
-        let direct = replacement_observes(body, &idents);
-        macros.insert(name, (direct, idents));
-    }
+    let macros: HashMap<&str, (bool, Vec<&str>)> = macro_definitions(table)
+        .map(|(name, _, body)| {
+            let idents: Vec<&str> = words(body.as_bytes()).into_iter().collect();
+            (name, (replacement_observes(body, &idents), idents))
+        })
+        .collect();
     let mut observers: HashSet<String> = macros
         .iter()
         .filter(|(_, (direct, _))| *direct)
@@ -520,7 +381,7 @@ pub(crate) fn analyse_macros(table: &str) -> PreludeNames {
         observers,
         declared: macros.keys().map(|n| (*n).to_owned()).collect(),
         index: OnceLock::new(),
-        merge: crate::merge::PreludeFacts::default(),
+        merge: PreludeFacts::default(),
     }
 }
 

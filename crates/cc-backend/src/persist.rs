@@ -3,13 +3,15 @@
 
 use kernel_cache::{BatchKernel, Compiled, PersistentBackend, SavedProgram};
 
-use crate::backend::{CcBackend, check_symbol, dependency_option, targets_host};
+use crate::backend::CcBackend;
 use crate::deps::{self, Dep, Kind, Manifest, Witness};
 use crate::error::CcError;
 use crate::image::Image;
 use crate::program::CcProgram;
-use crate::signature::{Reader, Signature, put_str};
+use crate::signature::{Reader, Signature, check_symbol, put_str};
 use crate::source::Source;
+use crate::toolchain::{dependency_option, targets_host};
+use crate::unlisted;
 
 /// The version of the saved-program layout below; it is part of
 /// [`CcBackend::identity`] (so of every key and of [`PersistentBackend::identity`]), so a program saved under another layout is never
@@ -79,7 +81,7 @@ impl PersistentBackend for CcBackend {
                 option: option.clone(),
             });
         }
-        crate::unlisted::in_options(program.options())?;
+        unlisted::in_options(program.options())?;
         let (deps, witnesses) = program.vouch(|| self.search_dirs(program.options()))?;
         let object = program.bytes()?;
         let mut bytes = Vec::with_capacity(object.len() + 256);

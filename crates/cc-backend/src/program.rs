@@ -53,6 +53,12 @@ impl fmt::Debug for CcProgram {
 }
 
 impl CcProgram {
+    /// Keeps `dir` (the compile's directory, holding what a save reads) as long as the
+    /// program.
+    pub(crate) fn keep_dir(&mut self, dir: tempfile::TempDir) {
+        self._dir = Some(dir);
+    }
+
     /// Loads the shared object `image` holds and checks that it defines every kernel of
     /// `kernels` and its entry. `dir` (a compile's directory) and `work` (the work
     /// directory holding it) are kept alive with the program.
@@ -62,12 +68,6 @@ impl CcProgram {
     /// [`CcError::UndefinedKernel`] (not the loader's `undefined symbol`, nor, for a
     /// kernel named as a C library function, that function found in a library the
     /// object depends on).
-    /// Keeps `dir` (the compile's directory, holding what a save reads) as long as the
-    /// program.
-    pub(crate) fn keep_dir(&mut self, dir: tempfile::TempDir) {
-        self._dir = Some(dir);
-    }
-
     pub(crate) fn load(
         image: Image,
         dir: Option<tempfile::TempDir>,
@@ -295,7 +295,9 @@ impl fmt::Debug for Kernel {
 }
 
 impl Kernel {
-    /// The kernel for a value a [`KernelCache`](kernel_cache::KernelCache) answered.
+    /// The kernel for a value a [`KernelCache`](kernel_cache::KernelCache) answered: a
+    /// renamed twin's answer names the symbol its program was compiled under, which may be
+    /// another kernel's name, and this finds the kernel under it.
     pub fn from_resolved(resolved: &Resolved<CcProgram>) -> Result<Kernel, CcError> {
         resolved.program.kernel(&resolved.symbol)
     }

@@ -314,7 +314,7 @@ impl Signature {
             return bad(format!("more than {MAX_PARAMS} parameters"));
         }
         for (i, p) in self.params.iter().enumerate() {
-            if !crate::backend::is_c_identifier(p.name()) {
+            if !is_c_identifier(p.name()) {
                 return bad(format!("parameter {i}'s name is not a C identifier"));
             }
             if self.params[..i].iter().any(|q| q.name() == p.name()) {
@@ -567,6 +567,25 @@ impl fmt::Display for Signature {
     }
 }
 
+/// Whether `s` is a C identifier (`[A-Za-z_][A-Za-z0-9_]*`).
+pub(crate) fn is_c_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Checks a kernel symbol: a C identifier holding no generated symbol's
+/// [`RESERVED_INFIX`](RESERVED_INFIX) (`__kcache_`).
+pub(crate) fn check_symbol(symbol: &str) -> Result<(), CcError> {
+    if is_c_identifier(symbol) && !symbol.contains(RESERVED_INFIX) {
+        Ok(())
+    } else {
+        Err(CcError::InvalidSymbol(symbol.to_string()))
+    }
+}
+
 /// The symbol of kernel `symbol`'s uniform-ABI entry. Kernel symbols ending in this
 /// suffix are refused, so an entry never collides with a kernel.
 pub(crate) fn entry_symbol(symbol: &str) -> String {
@@ -640,55 +659,63 @@ pub enum Arg<'a> {
     F16BitsScalar(u16),
 }
 
-impl Arg<'_> {
-    /// `(element type, written, is a buffer)`.
-    fn kind(&self) -> (Elem, bool, bool) {
-        match self {
-            Arg::F32(_) => (Elem::F32, false, true),
-            Arg::F32Mut(_) => (Elem::F32, true, true),
-            Arg::F64(_) => (Elem::F64, false, true),
-            Arg::F64Mut(_) => (Elem::F64, true, true),
-            Arg::I32(_) => (Elem::I32, false, true),
-            Arg::I32Mut(_) => (Elem::I32, true, true),
-            Arg::I64(_) => (Elem::I64, false, true),
-            Arg::I64Mut(_) => (Elem::I64, true, true),
-            Arg::U8(_) => (Elem::U8, false, true),
-            Arg::U8Mut(_) => (Elem::U8, true, true),
-            Arg::F16Bits(_) => (Elem::F16Bits, false, true),
-            Arg::F16BitsMut(_) => (Elem::F16Bits, true, true),
-            Arg::F32Scalar(_) => (Elem::F32, false, false),
-            Arg::F64Scalar(_) => (Elem::F64, false, false),
-            Arg::I32Scalar(_) => (Elem::I32, false, false),
-            Arg::I64Scalar(_) => (Elem::I64, false, false),
-            Arg::U8Scalar(_) => (Elem::U8, false, false),
-            Arg::F16BitsScalar(_) => (Elem::F16Bits, false, false),
-        }
-    }
+/// [`Arg`]'s methods that look at each kind, from one table: per element type, the shared
+/// buffer, the written buffer and the scalar variant.
+macro_rules! arg_kinds {
+    ($($shared:ident, $written:ident, $scalar:ident: $elem:ident;)*) => {
+        impl Arg<'_> {
+            /// `(element type, written, is a buffer)`.
+            fn kind(&self) -> (Elem, bool, bool) {
+                match self {
+                    $(
+                        Arg::$shared(_) => (Elem::$elem, false, true),
+                        Arg::$written(_) => (Elem::$elem, true, true),
+                        Arg::$scalar(_) => (Elem::$elem, false, false),
+                    )*
+                }
+            }
 
+            /// A buffer's length in elements (0 for a scalar).
+            fn len(&self) -> usize {
+                match self {
+                    $(
+                        Arg::$shared(s) => s.len(),
+                        Arg::$written(s) => s.len(),
+                        Arg::$scalar(_) => 0,
+                    )*
+                }
+            }
+
+            /// The pointer the entry receives: a buffer's data pointer (from the exclusive
+            /// slice for a written buffer), or a pointer to the scalar value held in `self`.
+            fn pointer(&mut self) -> *mut std::ffi::c_void {
+                match self {
+                    $(
+                        Arg::$shared(s) => s.as_ptr() as *mut std::ffi::c_void,
+                        Arg::$written(s) => s.as_mut_ptr().cast(),
+                        Arg::$scalar(v) => std::ptr::from_mut(v).cast(),
+                    )*
+                }
+            }
+        }
+    };
+}
+
+arg_kinds! {
+    F32, F32Mut, F32Scalar: F32;
+    F64, F64Mut, F64Scalar: F64;
+    I32, I32Mut, I32Scalar: I32;
+    I64, I64Mut, I64Scalar: I64;
+    U8, U8Mut, U8Scalar: U8;
+    F16Bits, F16BitsMut, F16BitsScalar: F16Bits;
+}
+
+impl Arg<'_> {
     fn describe(&self) -> String {
         match self.kind() {
             (elem, true, true) => format!("mut [{elem}] of {}", self.len()),
             (elem, false, true) => format!("const [{elem}] of {}", self.len()),
             (elem, _, false) => format!("{elem} scalar"),
-        }
-    }
-
-    /// A buffer's length in elements (0 for a scalar).
-    fn len(&self) -> usize {
-        match self {
-            Arg::F32(s) => s.len(),
-            Arg::F32Mut(s) => s.len(),
-            Arg::F64(s) => s.len(),
-            Arg::F64Mut(s) => s.len(),
-            Arg::I32(s) => s.len(),
-            Arg::I32Mut(s) => s.len(),
-            Arg::I64(s) => s.len(),
-            Arg::I64Mut(s) => s.len(),
-            Arg::U8(s) => s.len(),
-            Arg::U8Mut(s) => s.len(),
-            Arg::F16Bits(s) => s.len(),
-            Arg::F16BitsMut(s) => s.len(),
-            _ => 0,
         }
     }
 
@@ -699,32 +726,6 @@ impl Arg<'_> {
             Arg::I64Scalar(v) => Some(*v),
             Arg::U8Scalar(v) => Some(i64::from(*v)),
             _ => None,
-        }
-    }
-
-    /// The pointer the entry receives: a buffer's data pointer, or a pointer to the
-    /// scalar value held in `self`.
-    fn pointer(&mut self) -> *mut std::ffi::c_void {
-        use std::ffi::c_void;
-        match self {
-            Arg::F32(s) => s.as_ptr() as *mut c_void,
-            Arg::F32Mut(s) => s.as_mut_ptr().cast(),
-            Arg::F64(s) => s.as_ptr() as *mut c_void,
-            Arg::F64Mut(s) => s.as_mut_ptr().cast(),
-            Arg::I32(s) => s.as_ptr() as *mut c_void,
-            Arg::I32Mut(s) => s.as_mut_ptr().cast(),
-            Arg::I64(s) => s.as_ptr() as *mut c_void,
-            Arg::I64Mut(s) => s.as_mut_ptr().cast(),
-            Arg::U8(s) => s.as_ptr() as *mut c_void,
-            Arg::U8Mut(s) => s.as_mut_ptr().cast(),
-            Arg::F16Bits(s) => s.as_ptr() as *mut c_void,
-            Arg::F16BitsMut(s) => s.as_mut_ptr().cast(),
-            Arg::F32Scalar(v) => (v as *mut f32).cast(),
-            Arg::F64Scalar(v) => (v as *mut f64).cast(),
-            Arg::I32Scalar(v) => (v as *mut i32).cast(),
-            Arg::I64Scalar(v) => (v as *mut i64).cast(),
-            Arg::U8Scalar(v) => (v as *mut u8).cast(),
-            Arg::F16BitsScalar(v) => (v as *mut u16).cast(),
         }
     }
 }
@@ -784,6 +785,18 @@ impl<'a> Reader<'a> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn c_identifiers() {
+        assert!(is_c_identifier("k_1"));
+        assert!(is_c_identifier("_x"));
+        assert!(!is_c_identifier("1k"));
+        assert!(!is_c_identifier(""));
+        assert!(!is_c_identifier("a b"));
+        assert!(!is_c_identifier("a);int x("));
+        assert!(check_symbol("k").is_ok());
+        assert!(check_symbol("k__kcache_entry").is_err());
+    }
 
     #[test]
     fn prototype_and_entry_follow_the_params() {

@@ -4,18 +4,13 @@
 use kernel_cache::{BatchKernel, Names, kernel_key};
 
 use crate::error::CcError;
+use crate::observers;
 use crate::signature::Signature;
+use crate::toolchain::TEXT_LINE;
 
 /// The prelude [`Source::new`] gives a kernel: the headers the crate's generated
 /// kernels use.
 pub const DEFAULT_PRELUDE: &str = "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n";
-
-/// The directive ahead of every kernel text in a unit (its own or a merged one): the
-/// text's first line is line 1 of `kernel.c`, so a compiler diagnostic's line number
-/// (`kernel.c:3:12: error: ...` in [`CcError::Compiler`]) is the line of the kernel's
-/// text, whatever the prelude and the generated lines before it, and `__LINE__` in a
-/// text means the same line in every unit.
-pub(crate) const TEXT_LINE: &str = "#line 1 \"kernel.c\"";
 
 /// One kernel as the backend compiles it: its own translation unit.
 ///
@@ -27,15 +22,16 @@ pub(crate) const TEXT_LINE: &str = "#line 1 \"kernel.c\"";
 /// helper or a `#pragma` of one kernel never reaches another, whichever kernels share a
 /// program.
 ///
-/// `prelude` is the caller's (headers, helper definitions, macros). Definitions with
-/// external linkage in a prelude or a text (a non-`static` helper) would be defined
-/// once per kernel of a program and fail to link: make helpers `static` (or `static
-/// inline`). `text` must define the kernel under its symbol with a C type compatible
-/// with the signature's prototype (else it fails to compile), and touch no buffer
-/// element at or beyond the signature's extent for it (a promise the compiler cannot
-/// check; the safe call relies on it). It must also be safe to run on several threads at
-/// once: safe calls of one [`Kernel`](crate::Kernel) may overlap. Prelude and text are
-/// trusted C, as any C the caller compiles.
+/// **Kernel text contract.** `prelude` is the caller's (headers, helper definitions,
+/// macros); prelude and text are trusted C, as any C the caller compiles. `text` defines
+/// the kernel under its symbol with a C type compatible with the signature's prototype
+/// (else it fails to compile), touches no buffer element at or beyond the signature's
+/// extent for it, writes only through written buffers and keeps no pointer after
+/// returning (promises the compiler cannot check; the safe call relies on them). It must
+/// be safe to run on several threads at once: safe calls of one [`Kernel`](crate::Kernel)
+/// may overlap (no unsynchronised `static` state). Definitions with external linkage in a
+/// prelude or a text (a non-`static` helper) would be defined once per kernel of a
+/// program and fail to link: make helpers `static` (or `static inline`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Source {
     /// Headers and helper definitions ahead of the kernel (see [`DEFAULT_PRELUDE`]).
@@ -134,7 +130,7 @@ impl Source {
             self.signature.keyed_form()
         );
         let text = self.keyed_text();
-        let names = crate::observers::keyed_names(
+        let names = observers::keyed_names(
             backend_identity,
             &self.prelude,
             options,

@@ -16,6 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::CcError;
+use crate::toolchain::UNIT_NAME;
 
 /// Options whose files the dependency list never names.
 const OPTION_PREFIXES: &[&str] = &[
@@ -84,7 +85,7 @@ pub(crate) fn in_files(unit_dirs: &[PathBuf], deps: &[String]) -> Result<(), CcE
     let read =
         |p: &Path| std::fs::read(p).map_err(|e| refused(format!("unreadable: {e}"), Some(p)));
     for dir in unit_dirs {
-        let unit = dir.join(crate::backend::UNIT_NAME);
+        let unit = dir.join(UNIT_NAME);
         if let Some(what) = in_text(&read(&unit)?, true) {
             return Err(refused(format!("`{what}` in the kernel's text"), None));
         }
