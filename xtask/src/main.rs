@@ -33,6 +33,7 @@ mod api;
 mod bench;
 mod fuzz;
 mod imports;
+mod loc;
 mod modules;
 mod setup;
 mod soundness;
@@ -47,6 +48,7 @@ const USAGE: &str = "usage: cargo xtask <command>   (`cargo xtask <command> --he
   ci                        fmt --check, clippy -D warnings, tidy, check fuzz/, doc -D warnings, then test
   tidy                      the repository rules (import circles and the API snapshot among them)
   api [--bless] [--count]   the public-API snapshot docs/api/<crate>.txt: check, rewrite, count
+  loc [CRATE…]              non-test source lines per crate
   bench [--quick] [--scale] [--rounds N] [--only NAME,…]
                             the BENCH figures
   demo [ARGS…]              the autotuning demo (`cargo xtask demo --help` lists its flags)
@@ -101,6 +103,7 @@ fn usage_of(cmd: &str) -> Option<String> {
         "ci" => "usage: cargo xtask ci\nfmt --check, clippy -D warnings, tidy, a check of fuzz/, doc -D warnings, then test; no flags.".into(),
         "tidy" => "usage: cargo xtask tidy\nThe repository rules (xtask/src/tidy.rs); no flags.".into(),
         "api" => API_USAGE.into(),
+        "loc" => "usage: cargo xtask loc [CRATE…]\nNon-test source lines of each crate's src/ (all crates when none is named): every line less the #[cfg(test)] items.".into(),
         "bench" => BENCH_USAGE.into(),
         "soundness" => SOUNDNESS_USAGE.into(),
         "fuzz" => format!("{FUZZ_USAGE} {}", fuzz::TARGETS.join(", ")),
@@ -159,6 +162,7 @@ fn main() -> ExitCode {
             })
         }),
         "api" => api_command(rest),
+        "loc" => loc::command(&project_root(), rest),
         "bench" => setup::ensure_tools().and_then(|()| bench::run(&project_root(), rest)),
         "demo" => demo(rest),
         "soundness" => soundness::run(rest),
