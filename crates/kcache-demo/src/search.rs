@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use canonical_text::segment_kernel_name;
@@ -75,7 +74,7 @@ pub(crate) struct Measurement {
 /// configuration and key inputs, the disk cache and the counters.
 pub(crate) struct Session<'t> {
     pub(crate) backend: CcBackend,
-    pub(crate) cache: Arc<KernelCache<CcProgram>>,
+    pub(crate) cache: KernelCache<CcProgram>,
     /// The persistent kernel store under the cache directory, unless disabled.
     pub(crate) kernel_store: Option<KernelStore>,
     /// Where to write the stream of kernels resolved (see `DemoOptions::dump_kernels`).

@@ -148,7 +148,7 @@ fn split_compile(c: &mut Criterion) {
     );
     let (batch, backend) = (&batch, &backend);
     let compile = |split: Split| {
-        move |cache: Arc<KernelCache<CcProgram>>| {
+        move |cache: KernelCache<CcProgram>| {
             let answers = with_split_override(split, || resolve_split(&cache, batch, backend))
                 .expect("the kernels compile");
             // Returned so that unloading happens outside the measurement.

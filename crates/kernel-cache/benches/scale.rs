@@ -91,7 +91,7 @@ fn group_entries(g: usize) -> Vec<(String, Resolved<Program>)> {
 }
 
 /// A cache holding `n` entries (keys `0..n`) in groups of eight, each weighing 1.
-fn filled(n: usize) -> Arc<KernelCache<Program>> {
+fn filled(n: usize) -> KernelCache<Program> {
     let cache = KernelCache::new(u64::MAX);
     for g in 0..n / GROUP {
         cache.publish(group_entries(g), 1);

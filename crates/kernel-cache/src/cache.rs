@@ -6,8 +6,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::cold;
-use crate::table::{Key, Stored, Table};
+use crate::table::{Key, Table};
 
 /// What the cache answers for a key: the shared program holding the kernel's code and
 /// the symbol to look the kernel up by in that program.
@@ -58,8 +57,7 @@ impl<P> Resolved<P> {
 
 /// A snapshot of a cache's counters and occupancy.
 ///
-/// Counters (`hits`, `misses`, `evictions`, `superseded`) only grow, also across
-/// [`with_cold_caches`](crate::with_cold_caches) scopes; occupancy (`retained_bytes`,
+/// Counters (`hits`, `misses`, `evictions`, `superseded`) only grow; occupancy (`retained_bytes`,
 /// `groups`, `entries`) is the state at the time of the snapshot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -107,31 +105,11 @@ pub(crate) struct GroupRec {
 }
 
 /// The groups, oldest first (ids grow with every publish), and their summed weight.
-pub(crate) struct Groups<P> {
+#[derive(Default)]
+pub(crate) struct Groups {
     pub(crate) by_age: BTreeMap<u64, GroupRec>,
     pub(crate) retained: u64,
     pub(crate) next_id: u64,
-    /// What each enclosing cold scope saved, innermost last.
-    pub(crate) cold_stack: Vec<ColdSaved<P>>,
-}
-
-impl<P> Default for Groups<P> {
-    fn default() -> Self {
-        Groups {
-            by_age: BTreeMap::new(),
-            retained: 0,
-            next_id: 0,
-            cold_stack: Vec::new(),
-        }
-    }
-}
-
-/// What a cold scope of depth `depth` saved on entry.
-pub(crate) struct ColdSaved<P> {
-    pub(crate) depth: usize,
-    pub(crate) by_age: BTreeMap<u64, GroupRec>,
-    pub(crate) retained: u64,
-    pub(crate) entries: Vec<Stored<P>>,
 }
 
 enum CapacitySource {
@@ -170,13 +148,12 @@ enum CapacitySource {
 ///
 /// Values handed out stay valid after eviction: they hold the program by `Arc`.
 ///
-/// Every cache is registered (weakly) with the process-wide registry that
-/// [`with_cold_caches`](crate::with_cold_caches) empties and restores, which is why
-/// constructors return an `Arc`.
+/// A cache is one value, shared by reference; nothing outside it sees it (a test that
+/// needs a cold cache makes a new one).
 pub struct KernelCache<P> {
     /// Key to value.
     map: Table<P>,
-    groups: Mutex<Groups<P>>,
+    groups: Mutex<Groups>,
     capacity_fixed: AtomicU64,
     capacity_overridden: AtomicBool,
     capacity_source: CapacitySource,
@@ -206,24 +183,20 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<P: Send + Sync + 'static> KernelCache<P> {
     /// A cache of `capacity_bytes`, changeable later with
     /// [`set_capacity`](KernelCache::set_capacity).
-    ///
-    /// Returns an [`Arc`]: one cache is meant to be shared by every resolve and thread of a
-    /// process (the resolve functions take `&Arc<KernelCache<_>>`); clone the `Arc` to share
-    /// it.
-    pub fn new(capacity_bytes: u64) -> Arc<Self> {
+    pub fn new(capacity_bytes: u64) -> Self {
         Self::build(capacity_bytes, CapacitySource::Fixed)
     }
 
     /// A cache whose capacity is `capacity()` as read at each publish and find, so a
     /// setting the caller reads lazily (an environment variable, a config file) applies
     /// from first use. [`set_capacity`](KernelCache::set_capacity) replaces the closure.
-    pub fn with_capacity_fn(capacity: impl Fn() -> u64 + Send + Sync + 'static) -> Arc<Self> {
+    pub fn with_capacity_fn(capacity: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
         Self::build(0, CapacitySource::Dynamic(Box::new(capacity)))
     }
 
-    fn build(fixed: u64, source: CapacitySource) -> Arc<Self> {
+    fn build(fixed: u64, source: CapacitySource) -> Self {
         let overridden = matches!(source, CapacitySource::Fixed);
-        let cache = Arc::new(KernelCache {
+        KernelCache {
             map: Table::new(),
             groups: Mutex::new(Groups::default()),
             capacity_fixed: AtomicU64::new(fixed),
@@ -234,10 +207,7 @@ impl<P: Send + Sync + 'static> KernelCache<P> {
             evictions: AtomicU64::new(0),
             superseded: AtomicU64::new(0),
             compile_lock: Mutex::new(()),
-        });
-        let weak: std::sync::Weak<dyn cold::ColdScoped> = Arc::downgrade(&cache) as _;
-        cold::register(weak);
-        cache
+        }
     }
 }
 
@@ -345,7 +315,7 @@ impl<P> KernelCache<P> {
     }
 
     /// One key of group `old` was re-pointed; drops the group when it owns none.
-    fn release(&self, groups: &mut Groups<P>, old: u64) {
+    fn release(&self, groups: &mut Groups, old: u64) {
         let emptied = match groups.by_age.get_mut(&old) {
             Some(rec) => {
                 rec.live = rec.live.saturating_sub(1);
@@ -360,7 +330,7 @@ impl<P> KernelCache<P> {
     }
 
     /// Evicts oldest groups (never `keep`) while `over(retained)`.
-    fn evict_while(&self, groups: &mut Groups<P>, over: impl Fn(u64) -> bool, keep: Option<u64>) {
+    fn evict_while(&self, groups: &mut Groups, over: impl Fn(u64) -> bool, keep: Option<u64>) {
         while over(groups.retained) {
             let Some((&oldest, _)) = groups.by_age.first_key_value() else {
                 break;
@@ -410,36 +380,6 @@ impl<P> KernelCache<P> {
         self.map.clear();
         groups.by_age.clear();
         groups.retained = 0;
-    }
-}
-
-impl<P: Send + Sync> cold::ColdScoped for KernelCache<P> {
-    fn enter_cold(&self, depth: usize) {
-        let mut groups = lock(&self.groups);
-        let entries = self.map.drain();
-        let saved = ColdSaved {
-            depth,
-            by_age: std::mem::take(&mut groups.by_age),
-            retained: std::mem::replace(&mut groups.retained, 0),
-            entries,
-        };
-        groups.cold_stack.push(saved);
-    }
-
-    fn leave_cold(&self, depth: usize) {
-        let mut groups = lock(&self.groups);
-        self.map.clear();
-        groups.by_age.clear();
-        groups.retained = 0;
-        if groups.cold_stack.last().is_some_and(|s| s.depth == depth)
-            && let Some(saved) = groups.cold_stack.pop()
-        {
-            groups.by_age = saved.by_age;
-            groups.retained = saved.retained;
-            for Stored { key, slot } in saved.entries {
-                self.map.insert(key, slot);
-            }
-        }
     }
 }
 

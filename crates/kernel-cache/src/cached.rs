@@ -1,8 +1,6 @@
 //! [`CachedBackend`]: a backend held together with its in-memory cache and its kernel
 //! store, the three things every resolve of an adopter takes.
 
-use std::sync::Arc;
-
 use crate::store::KernelStore;
 use crate::{BatchKernel, Census, Error, KernelCache, Outcomes, PersistentBackend};
 
@@ -54,7 +52,7 @@ pub struct CachedBackend<B: PersistentBackend> {
     /// The backend that compiles, saves and loads programs.
     pub backend: B,
     /// The in-memory cache of its programs.
-    pub cache: Arc<KernelCache<B::Program>>,
+    pub cache: KernelCache<B::Program>,
     /// The persistent store under the cache, if any.
     pub store: Option<KernelStore>,
 }

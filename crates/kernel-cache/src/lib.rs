@@ -8,8 +8,7 @@
 //! [`resolve`] answers a whole batch: lock-free lookups first, then one compile per
 //! option list of the missing kernels, one representative per distinct key;
 //! [`resolve_split`] additionally cuts large compiles into programs compiled at once on
-//! several threads. [`with_cold_caches`] gives tests a cold cache without leaking into
-//! other tests.
+//! several threads.
 //!
 //! **A failed candidate fails alone.** [`resolve`] keeps the seed's semantics: the first
 //! failure in batch order fails the call. An autotuner whose candidates may not compile
@@ -64,7 +63,7 @@
 //!
 //! # Threads
 //!
-//! A cache is shared by reference (it is an `Arc`) and looked up from any number of
+//! A cache is shared by reference and looked up from any number of
 //! threads at once, but compiles into one cache do not overlap: a resolve that misses
 //! holds the cache's compile lock while it compiles (and, with a kernel store, loads and
 //! saves), so resolves from several threads, each with its own misses, compile one after
@@ -118,7 +117,6 @@ mod backend;
 mod cache;
 mod cached;
 mod census;
-mod cold;
 mod error;
 mod key;
 mod partition;
@@ -136,7 +134,6 @@ pub use cache_dir::Layout;
 pub use cached::CachedBackend;
 pub use canonical_text::Names;
 pub use census::{Census, with_census};
-pub use cold::with_cold_caches;
 pub use error::{CompileFailure, Error, KernelError, Stage};
 pub use key::kernel_key;
 pub use partition::{

@@ -304,9 +304,7 @@ fn strict<P, E: std::error::Error + 'static>(outcomes: Outcomes<P, E>) -> Vec<Re
 /// not load or save are misses and warnings (see
 /// [`store::record`](crate::store::record)). Loaded kernels count in
 /// [`Census::kernels_loaded`], not as compiled.
-///
-/// [`with_cold_caches`](crate::with_cold_caches) empties in-memory caches only: a test
-/// that needs a cold compile passes `None` or a store in a fresh directory.
+
 pub fn resolve_with_store<B: PersistentBackend>(
     cache: &KernelCache<B::Program>,
     store: Option<&KernelStore>,
