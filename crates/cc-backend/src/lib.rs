@@ -1,8 +1,7 @@
 //! The reference [`kernel_cache`] backend: compiles C kernels of any signature with
 //! the system C compiler into shared objects, loads them and calls them safely.
 //!
-//! [`CcBackend`] implements [`kernel_cache::Backend`], [`kernel_cache::SplitBackend`]
-//! and [`kernel_cache::PersistentBackend`]. A kernel is a [`Source`]: the caller's
+//! [`CcBackend`] implements [`kernel_cache::Backend`] (with persistence). A kernel is a [`Source`]: the caller's
 //! prelude (headers, `static` helpers), the kernel's C text and its [`Signature`]
 //! (buffers of `f32`/`f64`/`i32`/`i64`/`u8`/f16-as-`u16`, const or written, each with
 //! the [`Extent`] it must hold at least, and scalars of those types). Each kernel is
@@ -17,7 +16,7 @@
 //! into one shared object (`cc -O2 -shared -fPIC`, or `$CC`), loaded with `libloading`
 //! (`RTLD_NOW`) and weighed by its size. On Linux it is loaded from a sealed memory file
 //! holding the bytes read once from the linker's output (or given to
-//! [`PersistentBackend::load`](kernel_cache::PersistentBackend::load)), never by a path
+//! [`Backend::load`](kernel_cache::Backend::load)), never by a path
 //! another process could change; compiles happen only in a work directory no other user
 //! can write without the sticky bit (a shared sticky `/tmp` gets a private subdirectory;
 //! see [`CcBackend::with_work_dir`]), others are refused with [`CcError::WorkDir`].
@@ -48,7 +47,7 @@
 //!
 //! ```
 //! use cc_backend::{Arg, CcBackend, Elem, Extent, Kernel, Signature, Source};
-//! use kernel_cache::{BatchKernel, KernelCache, Names, resolve_split};
+//! use kernel_cache::{BatchKernel, KernelCache, Names, Resolver};
 //!
 //! let backend = CcBackend::new()?;
 //! let cache = KernelCache::new(64 << 20);
@@ -68,7 +67,7 @@
 //!         .batch_kernel(name, &names, vec!["-ffp-contract=off".to_string()], backend.identity())
 //! };
 //! let batch = [kernel("scale", "x[i] * s"), kernel("shift", "x[i] + s")];
-//! let answers = resolve_split(&cache, &batch, &backend)?;
+//! let answers = Resolver::new(&cache, &backend).split(backend.split()).resolve_strict(&batch)?.answers;
 //! let shift = Kernel::from_resolved(&answers[1])?;
 //! let mut out = [0.0f32; 3];
 //! shift.call(&mut [Arg::F32Mut(&mut out), Arg::F32(&[1.0, 2.0, 3.0]), Arg::F32Scalar(0.5), Arg::I32Scalar(3)])?;
@@ -79,8 +78,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! **A tuning round whose candidates may fail.** [`kernel_cache::resolve_each`] (and its
-//! split and store variants) answers each kernel on its own: every unit is compiled once,
+//! **A tuning round whose candidates may fail.** [`kernel_cache::Resolver::resolve`]
+//! answers each kernel on its own: every unit is compiled once,
 //! a unit the compiler refuses is reported alone ([`kernel_cache::KernelError::Unit`],
 //! its [`CcError::Compiler`] holding that unit's diagnostics only) and the others are
 //! linked into one program without it. [`CcBackend::units_compiled`] counts the unit
@@ -89,7 +88,7 @@
 //! ```
 //! use std::time::Instant;
 //! use cc_backend::{Arg, CcBackend, CcError, Kernel, Signature, Source};
-//! use kernel_cache::{resolve_each, KernelCache, Names};
+//! use kernel_cache::{KernelCache, Names, Resolver};
 //!
 //! let backend = CcBackend::new()?;
 //! let cache = KernelCache::new(64 << 20);
@@ -103,7 +102,8 @@
 //!     Source::new(text, Signature::out_a_b_n()).batch_kernel(&name, &names, vec![], backend.identity())
 //! };
 //! let batch = [candidate(1, ";"), candidate(2, ""), candidate(4, ";"), candidate(8, ";")];
-//! let outcomes = resolve_each(&cache, &batch, &backend)?;
+//! let resolver = Resolver::new(&cache, &backend);
+//! let outcomes = resolver.resolve(&batch)?.answers;
 //! assert_eq!(backend.units_compiled(), 4); // each candidate compiled once
 //! let (a, b) = (vec![1.5f32; 4096], vec![2.0f32; 4096]);
 //! let mut best: Option<(std::time::Duration, &str)> = None;
@@ -130,14 +130,14 @@
 //! }
 //! assert!(outcomes[1].is_err() && best.is_some());
 //! // The failure was not cached: resolving it again compiles (and fails) again.
-//! assert!(resolve_each(&cache, &batch[1..2], &backend)?[0].is_err());
+//! assert!(resolver.resolve(&batch[1..2])?.answers[0].is_err());
 //! assert_eq!(backend.units_compiled(), 5);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! **Programs that outlive the process.** Put a [`kernel_cache::store::KernelStore`]
-//! (a directory of your own, private to your user) under the cache and resolve with
-//! [`kernel_cache::resolve_with_store`] (or `resolve_split_with_store`): a later process
+//! (a directory of your own, private to your user) under the cache
+//! ([`kernel_cache::Resolver::store`]): a later process
 //! loads what an earlier one compiled, renamed twins included, instead of compiling it.
 //! The directory is created by the first resolve that compiles, or up front by
 //! `KernelStore::create`, which also reports a directory the store refuses. Call a
@@ -146,7 +146,7 @@
 //!
 //! ```
 //! use cc_backend::{Arg, CcBackend, Elem, Extent, Kernel, Signature, Source};
-//! use kernel_cache::{resolve_with_store, with_census, KernelCache, Names};
+//! use kernel_cache::{KernelCache, Names, Resolver};
 //! use kernel_cache::store::KernelStore;
 //!
 //! let dir = tempfile::tempdir()?;
@@ -169,13 +169,12 @@
 //! store.create()?;
 //! // First process: compiles and saves.
 //! let cache = KernelCache::new(64 << 20);
-//! let (first, census) = with_census(|| resolve_with_store(&cache, Some(&store), &[render("step__seg0", "data0", "data1")], &backend));
-//! first?;
-//! assert_eq!(census.kernels_compiled, 1);
+//! let first = Resolver::new(&cache, &backend).store(&store);
+//! assert_eq!(first.resolve_strict(&[render("step__seg0", "data0", "data1")])?.census.kernels_compiled, 1);
 //! // Second process (a fresh in-memory cache): a renamed twin is loaded, not compiled.
 //! let cache = KernelCache::new(64 << 20);
-//! let (answers, census) = with_census(|| resolve_with_store(&cache, Some(&store), &[render("step__seg4", "buf0", "buf1")], &backend));
-//! let answers = answers?;
+//! let second = Resolver::new(&cache, &backend).store(&store);
+//! let (answers, census) = second.resolve_strict(&[render("step__seg4", "buf0", "buf1")]).map(|r| (r.answers, r.census))?;
 //! assert_eq!((census.kernels_compiled, census.kernels_loaded), (0, 1));
 //! assert_eq!(&*answers[0].symbol, "step__seg0"); // the name it was compiled under
 //! let kernel = Kernel::from_resolved(&answers[0])?;

@@ -50,7 +50,7 @@
 use std::sync::Arc;
 
 use cc_backend::{Arg, CcBackend, CcProgram, Kernel, Signature, Source, realistic_kernel};
-use kernel_cache::{KernelCache, Names, resolve_each};
+use kernel_cache::{KernelCache, Names, Resolver};
 use test_support::Rng;
 
 const HEAD: &str = "(float *out, const float *a, const float *b, int n)";
@@ -294,7 +294,10 @@ fn beside(
                 })
                 .collect();
             let cache = KernelCache::new(1 << 30);
-            let outcomes = resolve_each(&cache, &batch, backend).unwrap();
+            let outcomes = Resolver::new(&cache, backend)
+                .resolve(&batch)
+                .map(|r| r.answers)
+                .unwrap();
             outcomes
                 .iter()
                 .map(|o| match o {
