@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::table::{Key, Table};
@@ -112,11 +112,6 @@ pub(crate) struct Groups {
     pub(crate) next_id: u64,
 }
 
-enum CapacitySource {
-    Fixed,
-    Dynamic(Box<dyn Fn() -> u64 + Send + Sync>),
-}
-
 /// A cache of compiled programs, keyed by kernel key, weighted in bytes by group.
 ///
 /// Every [`publish`](KernelCache::publish) retains its entries as one *group* of the
@@ -130,10 +125,8 @@ enum CapacitySource {
 /// any other string verbatim, and the two forms never meet, so two keys hit each other
 /// exactly when their strings are equal.
 ///
-/// **Capacity.** The capacity is read on every publish and find (from
-/// [`set_capacity`](KernelCache::set_capacity)'s setting or the closure given to
-/// [`with_capacity_fn`](KernelCache::with_capacity_fn)), so a configuration read
-/// lazily by the caller applies from first use. A capacity of `0` disables the cache:
+/// **Capacity.** The capacity is read on every publish and find (see
+/// [`set_capacity`](KernelCache::set_capacity)). A capacity of `0` disables the cache:
 /// finds miss and a publish retains nothing (and drops whatever was retained).
 ///
 /// **A group larger than the capacity** is still retained, *alone*: its publish evicts
@@ -154,9 +147,7 @@ pub struct KernelCache<P> {
     /// Key to value.
     map: Table<P>,
     groups: Mutex<Groups>,
-    capacity_fixed: AtomicU64,
-    capacity_overridden: AtomicBool,
-    capacity_source: CapacitySource,
+    capacity: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
@@ -184,24 +175,10 @@ impl<P: Send + Sync + 'static> KernelCache<P> {
     /// A cache of `capacity_bytes`, changeable later with
     /// [`set_capacity`](KernelCache::set_capacity).
     pub fn new(capacity_bytes: u64) -> Self {
-        Self::build(capacity_bytes, CapacitySource::Fixed)
-    }
-
-    /// A cache whose capacity is `capacity()` as read at each publish and find, so a
-    /// setting the caller reads lazily (an environment variable, a config file) applies
-    /// from first use. [`set_capacity`](KernelCache::set_capacity) replaces the closure.
-    pub fn with_capacity_fn(capacity: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
-        Self::build(0, CapacitySource::Dynamic(Box::new(capacity)))
-    }
-
-    fn build(fixed: u64, source: CapacitySource) -> Self {
-        let overridden = matches!(source, CapacitySource::Fixed);
         KernelCache {
             map: Table::new(),
             groups: Mutex::new(Groups::default()),
-            capacity_fixed: AtomicU64::new(fixed),
-            capacity_overridden: AtomicBool::new(overridden),
-            capacity_source: source,
+            capacity: AtomicU64::new(capacity_bytes),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -214,20 +191,13 @@ impl<P: Send + Sync + 'static> KernelCache<P> {
 impl<P> KernelCache<P> {
     /// The capacity in bytes now (0: disabled).
     pub fn capacity(&self) -> u64 {
-        if self.capacity_overridden.load(Ordering::Acquire) {
-            return self.capacity_fixed.load(Ordering::Acquire);
-        }
-        match &self.capacity_source {
-            CapacitySource::Dynamic(f) => f(),
-            CapacitySource::Fixed => self.capacity_fixed.load(Ordering::Acquire),
-        }
+        self.capacity.load(Ordering::Acquire)
     }
 
     /// Sets the capacity to `bytes` (0 disables the cache). Takes effect at the next
     /// publish or find; nothing is evicted until the next publish.
     pub fn set_capacity(&self, bytes: u64) {
-        self.capacity_fixed.store(bytes, Ordering::Release);
-        self.capacity_overridden.store(true, Ordering::Release);
+        self.capacity.store(bytes, Ordering::Release);
     }
 
     /// The value retained under `key`, counted as a hit, or `None` (a miss) when the
@@ -459,19 +429,17 @@ mod tests {
 
     #[test]
     fn capacity_zero_disables_and_capacity_is_read_each_time() {
-        let setting = Arc::new(AtomicU64::new(0));
-        let s2 = Arc::clone(&setting);
-        let c = KernelCache::with_capacity_fn(move || s2.load(Ordering::Relaxed));
+        let c = KernelCache::new(0);
         c.publish([("a".to_string(), value("a"))], 1);
         assert!(c.find("a").is_none());
         assert_eq!(c.stats().retained_bytes, 0);
-        setting.store(10, Ordering::Relaxed);
+        c.set_capacity(10);
         c.publish([("a".to_string(), value("a"))], 1);
         assert!(c.find("a").is_some());
-        setting.store(0, Ordering::Relaxed);
+        c.set_capacity(0);
         assert!(c.find("a").is_none(), "a disabled cache misses");
         c.set_capacity(10);
-        assert!(c.find("a").is_some(), "set_capacity replaces the closure");
+        assert!(c.find("a").is_some(), "the capacity is read at each find");
     }
 
     #[test]

@@ -9,48 +9,6 @@
 /// when it is a twin (the same key later in the batch) of a representative the same
 /// resolve compiled, loaded or failed. So, for a resolve that returned, the five sum to the
 /// batch's length less those twins.
-///
-/// ```
-/// use std::convert::Infallible;
-/// use kernel_cache::store::KernelStore;
-/// use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Resolver, SavedProgram};
-///
-/// /// A toy backend whose program is its symbols, saved as they are.
-/// struct Symbols;
-/// impl Backend for Symbols {
-///     type Source = ();
-///     type Program = Vec<String>;
-///     type Error = Infallible;
-///     fn compile_group(&self, g: &Group<'_, ()>) -> Result<Compiled<Vec<String>>, Infallible> {
-///         let program = g.kernels.iter().map(|k| k.symbol.clone()).collect();
-///         Ok(Compiled { program, weight: 1 })
-///     }
-///     fn identity(&self) -> Option<String> { Some("symbols 1".into()) }
-///     fn save(&self, p: &Vec<String>) -> Option<Result<SavedProgram, Infallible>> {
-///         Some(Ok(SavedProgram { bytes: b"symbols".to_vec(), symbols: p.clone() }))
-///     }
-///     fn load(&self, saved: &SavedProgram) -> Option<Result<Compiled<Vec<String>>, Infallible>> {
-///         Some(Ok(Compiled { program: saved.symbols.clone(), weight: 1 }))
-///     }
-/// }
-/// let kernel = |key: &str, symbol: &str| BatchKernel {
-///     key: key.to_string(), options: vec![], symbol: symbol.to_string(), source: (),
-/// };
-/// let batch = [kernel("k1", "a"), kernel("k1", "b"), kernel("k2", "c")]; // `b`: `a`'s twin
-/// let dir = tempfile::tempdir()?;
-/// let store = KernelStore::new(dir.path().join("kernels"));
-/// let count = |cache, batch: &[_]| {
-///     let c = Resolver::new(cache, &Symbols).store(&store).resolve_strict(batch)?.census;
-///     Ok::<_, kernel_cache::Error<Infallible>>((c.kernels_compiled, c.kernels_loaded, c.kernels_reused))
-/// };
-/// let cache = KernelCache::new(1 << 20);
-/// assert_eq!(count(&cache, &batch)?, (2, 0, 0)); // `b` counts in none
-/// // Resolved again, each kernel is answered by its own lookup, `b` too.
-/// assert_eq!(count(&cache, &batch)?, (0, 0, 3));
-/// // Another process (a fresh cache) loads the two programs' kernels; `b` counts in none.
-/// assert_eq!(count(&KernelCache::new(1 << 20), &batch)?, (0, 2, 0));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Census {
     /// Kernels the cache's lookups answered (twins sharing a compiled representative
@@ -58,7 +16,7 @@ pub struct Census {
     pub kernels_reused: u64,
     /// Kernels compiled (representatives only: one per distinct key).
     pub kernels_compiled: u64,
-    /// Programs compiled (one per group, or one per chunk on the concurrent path).
+    /// Programs compiled.
     pub programs_compiled: u64,
     /// Resolve calls (1 for one resolve's census; 0 for a batch refused before any lookup).
     pub resolves: u64,

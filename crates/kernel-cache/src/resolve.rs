@@ -14,7 +14,7 @@ use crate::cache::{KernelCache, Resolved, lock};
 use crate::census::Census;
 use crate::error::{CompileFailure, Error, KernelError};
 use crate::partition::{Split, balanced, programs_for};
-use crate::store::{FailureMemory, HostPart, KernelStore, MissReason, StoreEvent};
+use crate::store::{CompileLocks, FailureMemory, HostPart, KernelStore, MissReason, StoreEvent};
 
 /// One kernel's answer from a per-kernel resolve: its program and symbol, or why it has
 /// none (shared, as an `Arc`, by the kernels it is the answer of).
@@ -185,55 +185,7 @@ impl<'a, B: Backend> Resolver<'a, B> {
     /// program is never remembered. Each failed representative counts in
     /// [`Census::kernels_failed`] and, in the cache's statistics, as a miss.
     ///
-    /// ```
-    /// use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Resolver, Units};
-    ///
-    /// #[derive(Debug, thiserror::Error)]
-    /// #[error("`{0}` does not compile")]
-    /// struct Refused(String);
-    ///
-    /// /// A toy backend: a kernel whose text holds `typo` does not compile; the others do.
-    /// struct Toy;
-    /// impl Backend for Toy {
-    ///     type Source = String;
-    ///     type Program = Vec<String>;
-    ///     type Error = Refused;
-    ///     fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<Vec<String>>, Refused> {
-    ///         self.compile_group_each(g).and_then(|u| match u.failed.into_iter().next() {
-    ///             Some((_, e)) => Err(e),
-    ///             None => Ok(u.program.expect("no failure")),
-    ///         })
-    ///     }
-    ///     fn compile_group_each(&self, g: &Group<'_, String>) -> Result<Units<Vec<String>, Refused>, Refused> {
-    ///         let (mut failed, mut held) = (Vec::new(), Vec::new());
-    ///         for (i, k) in g.kernels.iter().enumerate() {
-    ///             if k.source.contains("typo") {
-    ///                 failed.push((i, Refused(k.symbol.clone())));
-    ///             } else {
-    ///                 held.push(k.symbol.clone());
-    ///             }
-    ///         }
-    ///         let program = (!held.is_empty()).then(|| Compiled { weight: 1, program: held });
-    ///         Ok(Units { program, failed })
-    ///     }
-    /// }
-    ///
-    /// // A tuning round: three candidates, the second mistyped.
-    /// let candidate = |i: usize, text: &str| BatchKernel {
-    ///     key: format!("k{i}"), options: vec![], symbol: format!("cand{i}"), source: text.to_string(),
-    /// };
-    /// let batch = [candidate(0, "x+1"), candidate(1, "x+typo"), candidate(2, "x*2")];
-    /// let cache = KernelCache::new(1 << 20);
-    /// let outcomes = Resolver::new(&cache, &Toy).resolve(&batch)?.answers;
-    /// let failed = outcomes[1].as_ref().unwrap_err();
-    /// assert!(failed.is_alone());
-    /// assert_eq!(failed.compile_failure().unwrap().symbols, ["cand1"]);
-    /// // The others compiled once, in one program without the failed one, and are cached.
-    /// assert!(outcomes[0].as_ref().unwrap().same_program(outcomes[2].as_ref().unwrap()));
-    /// assert_eq!(outcomes[0].as_ref().unwrap().program.len(), 2);
-    /// assert!(cache.find("k0").is_some() && cache.find("k1").is_none());
-    /// # Ok::<(), kernel_cache::Error<Refused>>(())
-    /// ```
+    /// cc-backend's crate docs show a tuning round with the real compiler.
     #[allow(clippy::type_complexity)]
     pub fn resolve(
         &self,
@@ -289,7 +241,7 @@ impl<'a, B: Backend> Resolver<'a, B> {
                 mode,
             ))
         });
-        self.run_on(batch, level.as_ref().map(|l| l as &Level<'_, B>), mode)
+        self.run_on(batch, level.as_ref(), mode)
     }
 
     /// [`run`](Resolver::run) over the persistent level `level`, if any.
@@ -297,7 +249,7 @@ impl<'a, B: Backend> Resolver<'a, B> {
     fn run_on(
         &self,
         batch: &[BatchKernel<B::Source>],
-        level: Option<&Level<'_, B>>,
+        level: Option<&StoreLevel<'_, B>>,
         mode: Mode,
     ) -> (
         Result<Outcomes<B::Program, B::Error>, Error<B::Error>>,
@@ -320,7 +272,7 @@ impl<'a, B: Backend> Resolver<'a, B> {
     fn drive(
         &self,
         batch: &[BatchKernel<B::Source>],
-        level: Option<&Level<'_, B>>,
+        level: Option<&StoreLevel<'_, B>>,
         mode: Mode,
         census: &mut Census,
     ) -> thread::Result<Result<Outcomes<B::Program, B::Error>, Error<B::Error>>> {
@@ -450,7 +402,7 @@ impl<'a, B: Backend> Resolver<'a, B> {
     fn compile_all(
         &self,
         batch: &[BatchKernel<B::Source>],
-        level: Option<&Level<'_, B>>,
+        level: Option<&StoreLevel<'_, B>>,
         mode: Mode,
         programs: Vec<OptionGroup<'_>>,
         answers: &mut Answers<B::Program, B::Error>,
@@ -634,33 +586,10 @@ type LoadedGroup<P> = (Arc<P>, u64, Vec<(String, Resolved<P>)>);
 /// A kernel key and the option list its kernel compiles under.
 type Keyed<'a> = (&'a str, &'a [String]);
 
-/// The persistent level of a resolve over backend `B`.
-type Level<'a, B> =
-    dyn Persist<<B as Backend>::Program, <B as Backend>::Error, <B as Backend>::Source> + Sync + 'a;
-
 fn keyed<'a, S>(batch: &'a [BatchKernel<S>], idxs: &[usize]) -> Vec<Keyed<'a>> {
     (idxs.iter())
         .map(|&i| (batch[i].key.as_str(), batch[i].options.as_slice()))
         .collect()
-}
-
-/// The persistent level as the driver sees it (object-safe, over the program type).
-trait Persist<P, E, S> {
-    /// Per key: the loaded program (shared by the keys of one blob), its weight and the
-    /// symbol; or the kernel's remembered failure; or nothing.
-    fn find(&self, keys: &[Keyed<'_>]) -> Vec<Looked<P>>;
-    /// Remembers the failures of kernels that failed alone which the backend calls their
-    /// own (per-kernel resolves only; the default remembers nothing).
-    fn remember(&self, failed: &[(&BatchKernel<S>, &E)]) {
-        let _ = failed;
-    }
-    /// Takes the compile locks of `keys`; whether any was held by another process.
-    fn lock(&self, keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool);
-    /// Saves a program compiled under `options` in `took` for its `(key, symbol)`s.
-    fn save(&self, program: &P, options: &[String], kernels: &[(&str, &str)], took: Duration);
-    /// Adds what this resolve's waits for the level's locks came to to `census`; the
-    /// level's events, in order.
-    fn finish(&self, census: &mut Census) -> Vec<StoreEvent>;
 }
 
 /// What the persistent level holds for one key.
@@ -673,6 +602,7 @@ enum Looked<P> {
     Missing,
 }
 
+/// The kernel store as one resolve uses it.
 struct StoreLevel<'a, B> {
     /// The store, for this resolve: its lock waits draw on one budget, and it keeps the
     /// resolve's events.
@@ -716,7 +646,9 @@ impl<'a, B: Backend> StoreLevel<'a, B> {
     }
 }
 
-impl<B: Backend> Persist<B::Program, B::Error, B::Source> for StoreLevel<'_, B> {
+impl<B: Backend> StoreLevel<'_, B> {
+    /// Per key: the loaded program (shared by the keys of one blob), its weight and the
+    /// symbol; or the kernel's remembered failure; or nothing.
     fn find(&self, keys: &[Keyed<'_>]) -> Vec<Looked<B::Program>> {
         // A key whose host part the backend cannot tell is not looked up (its miss says
         // why). Each distinct blob is loaded once; a blob the backend cannot load is a
@@ -763,6 +695,8 @@ impl<B: Backend> Persist<B::Program, B::Error, B::Source> for StoreLevel<'_, B> 
             .collect()
     }
 
+    /// Remembers the failures of kernels that failed alone which the backend calls their
+    /// own (per-kernel resolves only).
     fn remember(&self, failed: &[(&BatchKernel<B::Source>, &B::Error)]) {
         if self.failures == FailureMemory::Off {
             return;
@@ -780,17 +714,18 @@ impl<B: Backend> Persist<B::Program, B::Error, B::Source> for StoreLevel<'_, B> 
         self.store.remember_failures(&self.identity, &remembered);
     }
 
-    fn lock(&self, keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool) {
+    /// Takes the compile locks of `keys`; whether any was held by another process.
+    fn lock(&self, keys: &[Keyed<'_>]) -> (CompileLocks, bool) {
         // A key whose host part the backend cannot tell has no entry name, so no lock:
         // it is compiled without one (as when its lock file cannot be opened).
         let keys: Vec<(&str, HostPart)> = keys
             .iter()
             .filter_map(|&(key, options)| Some((key, self.host(options).ok()?)))
             .collect();
-        let (locks, waited) = self.store.compile_locks(&self.identity, &keys);
-        (Box::new(locks), waited)
+        self.store.compile_locks(&self.identity, &keys)
     }
 
+    /// Saves a program compiled under `options` in `took` for its `(key, symbol)`s.
     fn save(
         &self,
         program: &B::Program,
@@ -812,6 +747,8 @@ impl<B: Backend> Persist<B::Program, B::Error, B::Source> for StoreLevel<'_, B> 
         }
     }
 
+    /// Adds what this resolve's waits for the store's locks came to to `census`; the
+    /// store's events, in order.
     fn finish(&self, census: &mut Census) -> Vec<StoreEvent> {
         let (timeouts, skips, events) = self.store.finish_resolve();
         census.store_lock_timeouts += timeouts;
@@ -837,18 +774,18 @@ fn duplicate_symbol<S>(batch: &[BatchKernel<S>]) -> Option<(&str, usize, usize)>
 /// Looks `reps` up in the persistent level; publishes each program found as one group
 /// and answers its representatives, and answers those whose failure the level remembers
 /// with it ([`KernelError::Remembered`]). Returns the representatives still missing.
-fn load_from<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
-    cache: &KernelCache<P>,
-    batch: &[BatchKernel<S>],
-    level: &(dyn Persist<P, E, S> + Sync + '_),
+fn load_from<B: Backend>(
+    cache: &KernelCache<B::Program>,
+    batch: &[BatchKernel<B::Source>],
+    level: &StoreLevel<'_, B>,
     reps: Vec<usize>,
-    answers: &mut Answers<P, E>,
+    answers: &mut Answers<B::Program, B::Error>,
     census: &mut Census,
 ) -> Vec<usize> {
     let found = level.find(&keyed(batch, &reps));
     let mut missing = Vec::new();
     // One group per loaded program, in order of first appearance.
-    let mut programs: Vec<LoadedGroup<P>> = Vec::new();
+    let mut programs: Vec<LoadedGroup<B::Program>> = Vec::new();
     for (&i, hit) in reps.iter().zip(found) {
         let (program, weight, symbol) = match hit {
             Looked::Found(program, weight, symbol) => (program, weight, symbol),
@@ -949,6 +886,7 @@ mod tests {
     //! The driver's bookkeeping, checked with a backend that "compiles" a group into the
     //! list of its kernels' texts (so every answer can be checked against its source).
     use super::*;
+    use crate::SavedProgram;
     use crate::partition::chunks;
     use proptest::prelude::*;
     use std::sync::atomic::Ordering;
@@ -1208,53 +1146,27 @@ mod tests {
         }
     }
 
-    /// A persistent level that records the programs saved to it (a program here is its
-    /// one kernel's text); its save of `panics_on` panics.
+    /// A backend, one kernel per program (as [`Faulty`] without faults), that saves its
+    /// programs (each its one kernel's text) and records the saves; its save of
+    /// `panics_on` panics, and with `waits`, its compile of `t1` waits (at most a minute)
+    /// for the save of `t0`'s program.
     #[derive(Default)]
     struct Saves {
         saved: Mutex<Vec<String>>,
         changed: std::sync::Condvar,
         panics_on: Option<&'static str>,
-    }
-
-    impl Persist<String, Refused, String> for Saves {
-        fn find(&self, keys: &[Keyed<'_>]) -> Vec<Looked<String>> {
-            keys.iter().map(|_| Looked::Missing).collect()
-        }
-        fn lock(&self, _keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool) {
-            (Box::new(()), false)
-        }
-        fn finish(&self, _: &mut Census) -> Vec<StoreEvent> {
-            Vec::new()
-        }
-        fn save(&self, program: &String, _: &[String], _: &[(&str, &str)], _: Duration) {
-            if self.panics_on == Some(program.as_str()) {
-                panic!("the save of {program} panics");
-            }
-            lock(&self.saved).push(program.clone());
-            self.changed.notify_all();
-        }
-    }
-
-    /// A backend, one kernel per program (as [`Faulty`] without faults), whose compile of
-    /// `t1` waits (at most a minute) for the save of `t0`'s program to `saves`, if any.
-    struct WaitsForSave<'a> {
-        saves: Option<&'a Saves>,
+        waits: bool,
         saw_first_saved: std::sync::atomic::AtomicBool,
     }
 
-    impl Backend for WaitsForSave<'_> {
+    impl Backend for Saves {
         type Source = String;
         type Program = String;
         type Error = Refused;
         fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<String>, Refused> {
-            let text = &g.kernels[0].source;
-            if let Some(saves) = self.saves
-                && text == "t1"
-            {
-                let saved = lock(&saves.saved);
-                let (saved, _) = saves
-                    .changed
+            if self.waits && g.kernels[0].source == "t1" {
+                let saved = lock(&self.saved);
+                let (saved, _) = (self.changed)
                     .wait_timeout_while(saved, Duration::from_secs(60), |s| {
                         !s.iter().any(|p| p == "t0")
                     })
@@ -1264,6 +1176,21 @@ mod tests {
             }
             Ok(first_text(g))
         }
+        fn identity(&self) -> Option<String> {
+            Some("saves 1".into())
+        }
+        fn save(&self, program: &String) -> Option<Result<SavedProgram, Refused>> {
+            if self.panics_on == Some(program.as_str()) {
+                panic!("the save of {program} panics");
+            }
+            lock(&self.saved).push(program.clone());
+            self.changed.notify_all();
+            let symbols = vec![format!("s{}", &program[1..])];
+            Some(Ok(SavedProgram {
+                bytes: program.clone().into_bytes(),
+                symbols,
+            }))
+        }
     }
 
     /// A resolve publishes and saves each program once its own compile (and every
@@ -1272,27 +1199,27 @@ mod tests {
     /// answered.
     #[test]
     fn a_program_is_saved_while_a_later_one_still_compiles() {
-        let saves = Saves::default();
-        let backend = WaitsForSave {
-            saves: Some(&saves),
-            saw_first_saved: Default::default(),
+        let backend = Saves {
+            waits: true,
+            ..Saves::default()
         };
         let batch = texts(3);
+        let dir = tempfile::tempdir().unwrap();
+        let store = KernelStore::new(dir.path().join("kernels"));
         let cache = KernelCache::new(1 << 20);
-        let resolver = Resolver::new(&cache, &backend).split(ONE_EACH);
-        let answers = resolver
-            .run_on(&batch, Some(&saves), Mode::Strict)
-            .0
-            .unwrap();
+        let resolver = Resolver::new(&cache, &backend)
+            .store(&store)
+            .split(ONE_EACH);
+        let resolution = resolver.resolve_strict(&batch).unwrap();
         assert!(
             backend.saw_first_saved.load(Ordering::SeqCst),
             "the first program was not saved while the second compiled"
         );
-        let mut saved = lock(&saves.saved).clone();
+        let mut saved = lock(&backend.saved).clone();
         saved.sort();
         assert_eq!(saved, ["t0", "t1", "t2"]);
-        for (a, k) in answers.iter().zip(&batch) {
-            assert_eq!(a.as_ref().unwrap().program.as_str(), k.source);
+        for (a, k) in resolution.answers.iter().zip(&batch) {
+            assert_eq!(a.program.as_str(), k.source);
         }
     }
 
@@ -1300,25 +1227,23 @@ mod tests {
     /// program was finished and published.
     #[test]
     fn a_panic_in_a_save_reaches_the_caller() {
-        let saves = Saves {
+        let backend = Saves {
             panics_on: Some("t0"),
             ..Saves::default()
         };
-        let backend = WaitsForSave {
-            saves: None,
-            saw_first_saved: Default::default(),
-        };
         let batch = texts(3);
+        let dir = tempfile::tempdir().unwrap();
+        let store = KernelStore::new(dir.path().join("kernels"));
         let cache = KernelCache::new(1 << 20);
-        let resolver = Resolver::new(&cache, &backend).split(ONE_EACH);
-        let out = catch_unwind(AssertUnwindSafe(|| {
-            resolver.run_on(&batch, Some(&saves), Mode::Strict)
-        }));
+        let resolver = Resolver::new(&cache, &backend)
+            .store(&store)
+            .split(ONE_EACH);
+        let out = catch_unwind(AssertUnwindSafe(|| resolver.resolve_strict(&batch)));
         assert!(out.is_err(), "the save's panic reaches the caller");
         for k in &batch {
             assert!(cache.find(&k.key).is_some(), "{} was published", k.key);
         }
-        let mut saved = lock(&saves.saved).clone();
+        let mut saved = lock(&backend.saved).clone();
         saved.sort();
         assert_eq!(saved, ["t1", "t2"]);
     }
