@@ -34,16 +34,12 @@ pub struct Census {
     /// from an earlier resolve ([`KernelError::Remembered`](crate::KernelError::Remembered);
     /// representatives only), compiling nothing for them. Not counted in `kernels_failed`.
     pub kernels_remembered_failed: u64,
-    /// Waits for a kernel store's lock (`cache.lock` or the counters' lock) that reached
-    /// their bound: each cost at most what was left of its resolve's lock wait, so a
-    /// resolve's timeouts together cost at most one lock wait
-    /// ([`KernelStore::with_lock_wait`](crate::store::KernelStore::with_lock_wait)).
+    /// Waits for a kernel store's lock that reached their bound, at most one lock wait in
+    /// all ([`KernelStore::with_lock_wait`](crate::store::KernelStore::with_lock_wait)).
     pub store_lock_timeouts: u64,
-    /// Kernel store operations (a lookup, a save, an eviction, a counters update) whose
-    /// lock was held and was not waited for, so they were given up at once: the store was
-    /// backing off after a lock timeout
-    /// ([`KernelStore::with_lock_backoff`](crate::store::KernelStore::with_lock_backoff)),
-    /// or the resolve's lock wait was used up.
+    /// Kernel store operations given up at once because their lock was held: the store
+    /// backing off ([`KernelStore::with_lock_backoff`](crate::store::KernelStore::with_lock_backoff))
+    /// or the resolve's lock wait used up.
     pub store_lock_skips: u64,
 }
 

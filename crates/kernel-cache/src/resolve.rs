@@ -61,27 +61,18 @@ pub struct Resolution<T> {
 /// a published value means: a kernel's program holds its own code under its own option
 /// list, beside fewer companions.
 ///
-/// **Symbols.** Kernels with different keys must have different symbols; otherwise the
-/// call fails with [`Error::DuplicateSymbol`] before any lookup or compile. Kernels with
-/// equal keys may share a symbol (twins; only the first one's source is ever compiled,
-/// since equal keys are the caller's claim that they mean the same). A renderer that
-/// names every kernel alike (TVM's `default_function_kernel`) makes the symbols of a
-/// batch distinct by rendering kernel `i` under
+/// **Symbols.** Kernels with different keys must have different symbols
+/// ([`Error::DuplicateSymbol`]); a renderer that names every kernel alike (TVM's
+/// `default_function_kernel`) renders kernel `i` under
 /// [`segment_kernel_name`](canonical_text::segment_kernel_name)`(name, i)`, whose index
 /// [`kernel_key`](crate::kernel_key) leaves out of the key.
 ///
 /// **With a kernel store** ([`Resolver::store`]; used only for a backend with an
-/// [`identity`](Backend::identity)), the distinct keys the cache still misses after the
-/// locked re-lookup are looked up in the store (under the backend's identity and, for an
-/// option list whose code depends on the machine, its
-/// [`host_part`](Backend::host_part), asked once per option list); each program found is
-/// verified, [loaded](Backend::load) and published as one group. For the keys still
-/// missing the resolve takes the store's per-key compile locks (waiting for another
-/// process compiling one of them, then looking the store up again), compiles, and
-/// [saves](Backend::save) each program after its compile returned and it was published.
-/// Nothing the store does fails the resolve: a store miss, a refused directory, a
-/// program that does not load or save are misses and warnings
-/// ([`Resolution::events`]). Loaded kernels count in [`Census::kernels_loaded`].
+/// [`identity`](Backend::identity)), the keys the cache still misses are looked up in the
+/// store (by identity, key and [`host_part`](Backend::host_part)) and
+/// [loaded](Backend::load); the rest are compiled under the store's per-key compile locks
+/// and [saved](Backend::save) once published. Nothing the store does fails the resolve:
+/// its misses and warnings are the [`Resolution::events`].
 ///
 /// **Panics** in backend code propagate (the cache stays consistent): the first in batch
 /// order is resumed after every program that compiled was published and the resolve was

@@ -12,43 +12,25 @@
 //!
 //! The directory protocol (permanent lock file, regime stamp, atomic publication,
 //! crash-stale staging cleanup, validated names, bounded reads) is `cache-dir`'s. On top
-//! of it the store:
+//! of it the store (its invariants: `docs/ARCHITECTURE.md`; its files, trust model and
+//! bounds: `docs/disk-format.md`, "The kernel store"):
 //!
-//! * **is a trust boundary**: loading a program runs its code, so the store is a private
-//!   `cache-dir` store: every file it creates is `0600` from its first byte (whatever the
-//!   umask), its directory is `0700`, and a directory that is a symbolic link, another
-//!   user's, or reachable by group or others is refused with a message naming the path
-//!   and why; it refuses an entry or blob that is not private (owned by this user and
-//!   writable by nobody else), verifies every blob against its digest before it is loaded
-//!   (a mismatch is a miss and the blob is removed), and checks that every entry's blob
-//!   was compiled for the entry's kernel (the blob lists identity, key, host part and
-//!   symbol: an entry pointed at another kernel's blob is [`MissReason::WrongBlob`]);
-//!   `docs/disk-format.md` ("Threat model") says who may write what;
-//! * **never waits without bound** on another process: the directory's lock and the
-//!   counters' lock are waited for at most [`KernelStore::with_lock_wait`] **in all per
-//!   resolve** (one budget that every lock wait of the resolve draws from), compile locks
-//!   at most `compile_wait`; after a lock wait timed out, the store **backs off**
-//!   ([`KernelStore::with_lock_backoff`]): for that interval its locks are only tried, never
-//!   waited for, by every clone and thread of the store, then one caller waits again, so a
-//!   holder that never lets go costs one bounded wait per interval, not one per operation;
-//! * **is bounded**: `max_bytes` (blobs and entries), least-recently-used blobs evicted
-//!   first across processes (a hit sets the blob's modification time: one `futimens`),
+//! * **is a trust boundary**: a private store (files `0600`, directory `0700`, no link, no
+//!   other user's); every blob verified against its digest and against the kernel its
+//!   entry names ([`MissReason::WrongBlob`]) before it is loaded;
+//! * **never waits without bound**: at most [`KernelStore::with_lock_wait`] in all per
+//!   resolve for its locks, then a back-off ([`KernelStore::with_lock_backoff`]); compile
+//!   locks at most [`KernelStore::with_compile_wait`];
+//! * **is bounded**: `max_bytes`, least-recently-used blobs evicted first across processes,
 //!   and a minimum compile time below which nothing is saved;
-//! * **compiles each key once across processes**: a per-key lock file (`c-<digest>`,
-//!   `flock`) is held from the lookup that missed until the save; a second process
-//!   waits for it (at most `compile_wait`), then finds the saved program. The OS
-//!   releases the lock of a process that dies, so a dead holder never blocks anyone;
-//! * **remembers failures** a backend calls the kernel's own
-//!   ([`Backend::remembered`]): a per-kernel resolve answers such a kernel with the
-//!   remembered message and compiles nothing for it ([`FailureMemory`]; at most
-//!   [`KernelStore::with_max_failures`] of them, oldest forgotten first; `f-<digest>` files);
-//! * **explains every miss** ([`MissReason`]) in a resolve's events and to
-//!   `tracing` (target `kernel_cache::store`), and keeps counters across processes
-//!   ([`StoreStats`]).
+//! * **compiles each key once across processes**: a per-key lock file (`c-<digest>`) held
+//!   from the lookup that missed until the save;
+//! * **remembers failures** a backend calls the kernel's own ([`FailureMemory`]);
+//! * **explains every miss** ([`MissReason`]) in a resolve's events and to `tracing`
+//!   (target `kernel_cache::store`), and keeps counters across processes ([`StoreStats`]).
 //!
 //! Nothing the store does fails a resolve: a refused directory, a failing save, a
-//! corrupt blob are misses and warnings. `docs/disk-format.md` ("The kernel store")
-//! specifies the files.
+//! corrupt blob are misses and warnings.
 //!
 //! Give the store a directory of its own. Another kcache store's directory (the one
 //! schedule-cache's disk store uses, say) is not one: every store stamps its directory
