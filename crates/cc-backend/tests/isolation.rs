@@ -3,7 +3,7 @@
 //! signature `Signature::out_a_b_n()`), compiled by gcc and by clang as a user would:
 //!
 //! - `CcBackend::compile_program` of each kernel alone (the reference), then of the pair;
-//! - a real `KernelCache` resolving the pair per kernel (`resolve_each`), then the subject
+//! - a real `KernelCache` resolving the pair per kernel (`Resolver::resolve`), then the subject
 //!   alone again in the pair's cache (the story: every later request for the
 //!   subject is a hit answered with the pair's program).
 //!

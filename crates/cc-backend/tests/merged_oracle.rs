@@ -32,7 +32,7 @@
 //! a union's first byte, a reduction under `-ffast-math`). Programs are compiled under no
 //! option, `-ffast-math`, `-fcommon` or `-flto` (the link makes every unit's code at once).
 //!
-//! Each program is resolved per kernel (`resolve_each`, a fresh `KernelCache`), each kernel
+//! Each program is resolved per kernel (`Resolver::resolve`, a fresh `KernelCache`), each kernel
 //! compiled alone (`compile_program`), and every kernel run on the same inputs in both, in
 //! kernel order: equal bits, or a failure in both; anything else is a violation. The
 //! merged units compiled and the kernels failing alone are counted and printed.

@@ -1407,7 +1407,7 @@ mod tests {
         }
 
         /// The per-kernel resolves against a simple reference: every program of the
-        /// grouping (cut as `resolve_split` cuts it) is compiled once, whatever fails; a
+        /// grouping (cut by the split) is compiled once, whatever fails; a
         /// kernel whose text is `fail` (and its twins) is answered with its own error and
         /// never published; every other is answered from a program holding its text under
         /// its own option list and no failed kernel, and is published; the census is exact.

@@ -1,4 +1,4 @@
-//! Per-kernel outcomes (`resolve_each` and its variants) with the real C backend: a
+//! Per-kernel outcomes (`Resolver::resolve`) with the real C backend: a
 //! candidate that fails to compile fails alone, the others are compiled once, published,
 //! saved and loaded by another process.
 

@@ -1,4 +1,4 @@
-//! `resolve` and `resolve_split` driving the real C backend.
+//! `Resolver` (strict, whole and split) driving the real C backend.
 
 #![allow(clippy::unwrap_used)]
 
