@@ -3,7 +3,7 @@
 //! ([`Resolver::resolve_strict`]), with the call's [`Census`] and store events.
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -50,8 +50,9 @@ pub struct Resolution<T> {
 /// appearance, each option list's representatives cut into
 /// [`programs_for`]`(split, n)` programs of [`chunks`](crate::chunks)' sizes,
 /// [`balanced`] by the backend's [`compile_cost`](Backend::compile_cost). Every program
-/// is compiled on a thread of its own (the first on the calling thread), all at once, and
-/// they are joined in batch order: each is published (and saved to the store, on a thread
+/// is compiled on a thread of its own (the first on the calling thread), at most as many at
+/// once as [`available_parallelism`](std::thread::available_parallelism) says, and they
+/// are joined in batch order: each is published (and saved to the store, on a thread
 /// of its own) once it and every earlier program returned, while later ones may still be
 /// compiling. A program is published only after its compile returned, and a failed one
 /// never. A thread that cannot be spawned compiles on the calling thread instead.
@@ -422,29 +423,33 @@ impl<'a, B: Backend> Resolver<'a, B> {
         let mut first: Option<Failure<B::Error>> = None;
         let mut later_panics = 0;
         let mut save_panic: Option<Box<dyn Any + Send>> = None;
+        // At most as many compiles at once as the machine runs threads: program `j` (the
+        // first on this thread) is joined while the next `width - 1` compile.
+        let width = thread::available_parallelism().map_or(1, usize::from);
         thread::scope(|scope| {
             let compile = &compile;
-            let handles: Vec<_> = (groups.iter().enumerate().skip(1))
-                .map(|(j, (group, _))| {
-                    thread::Builder::new()
-                        .name(format!("kcache-compile-{j}"))
-                        .spawn_scoped(scope, move || compile(group))
-                        .ok()
-                })
-                .collect();
-            let mut handles = handles.into_iter();
+            let spawn = |j: usize| {
+                let group = &groups[j].0;
+                (thread::Builder::new().name(format!("kcache-compile-{j}")))
+                    .spawn_scoped(scope, move || compile(group))
+                    .ok()
+            };
+            let mut handles: VecDeque<_> = (1..n_programs.min(width)).map(spawn).collect();
             let mut saves = Vec::new();
             for (j, (group, idxs)) in groups.iter().enumerate() {
                 let handle = if j == 0 {
                     None
                 } else {
-                    handles.next().flatten()
+                    handles.pop_front().flatten()
                 };
                 // `compile` catches the backend's panics: a join error is not one of them.
                 let (ran, took) = match handle {
                     Some(handle) => handle.join().unwrap_or_else(|p| (Err(p), Duration::ZERO)),
                     None => compile(group),
                 };
+                if j + width < n_programs {
+                    handles.push_back(spawn(j + width));
+                }
                 let failure = |source, symbols| CompileFailure {
                     program: j,
                     programs: n_programs,
