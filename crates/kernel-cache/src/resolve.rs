@@ -226,34 +226,15 @@ impl<'a, B: Backend> Resolver<'a, B> {
         Vec<StoreEvent>,
     ) {
         let level = (self.store).and_then(|store| {
-            Some(StoreLevel::new(
-                store,
-                self.backend,
-                self.backend.identity()?,
-                mode,
-            ))
+            let identity = self.backend.identity()?;
+            Some(StoreLevel::new(store, self.backend, identity, mode))
         });
-        self.run_on(batch, level.as_ref(), mode)
-    }
-
-    /// [`run`](Resolver::run) over the persistent level `level`, if any.
-    #[allow(clippy::type_complexity)]
-    fn run_on(
-        &self,
-        batch: &[BatchKernel<B::Source>],
-        level: Option<&StoreLevel<'_, B>>,
-        mode: Mode,
-    ) -> (
-        Result<Outcomes<B::Program, B::Error>, Error<B::Error>>,
-        Census,
-        Vec<StoreEvent>,
-    ) {
+        let level = level.as_ref();
         let mut census = Census::default();
         let answers = self.drive(batch, level, mode, &mut census);
         let events = level.map(|l| l.finish(&mut census)).unwrap_or_default();
         match answers {
-            Ok(Ok(answers)) => (Ok(answers), census, events),
-            Ok(Err(e)) => (Err(e), census, events),
+            Ok(answers) => (answers, census, events),
             Err(panic) => resume_unwind(panic),
         }
     }
@@ -1359,7 +1340,7 @@ mod tests {
             let pre: Vec<bool> = b.iter().map(|k| pre_keys.contains(&k.key)).collect();
 
             let lister = Lister { split, ..Lister::default() };
-            let (result, census, _) = lister.resolver(&cache).run_on(&b, None, Mode::Strict);
+            let (result, census, _) = lister.resolver(&cache).run(&b, Mode::Strict);
             let result = result.map(|o| o.into_iter().map(|a| a.unwrap()).collect::<Vec<_>>());
             let expected = expected_programs(&b, &pre, split);
             let mut compiles = lock(&lister.compiles).clone();
