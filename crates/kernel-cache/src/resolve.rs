@@ -79,40 +79,7 @@ pub struct Resolution<T> {
 /// order is resumed after every program that compiled was published and the resolve was
 /// counted in the cache's statistics.
 ///
-/// ```
-/// use std::convert::Infallible;
-/// use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Resolver, Split};
-///
-/// /// A toy backend whose "program" is the upper-cased text of its kernels.
-/// struct Upper;
-/// impl Backend for Upper {
-///     type Source = String;
-///     type Program = Vec<(String, String)>;
-///     type Error = Infallible;
-///     fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<Self::Program>, Infallible> {
-///         let program: Vec<_> = g.kernels.iter()
-///             .map(|k| (k.symbol.clone(), k.source.to_uppercase()))
-///             .collect();
-///         Ok(Compiled { weight: 100, program })
-///     }
-/// }
-///
-/// let kernel = |key: &str, symbol: &str| BatchKernel {
-///     key: key.to_string(), options: vec![], symbol: symbol.to_string(), source: "x+1".to_string(),
-/// };
-/// let cache = KernelCache::new(1 << 20);
-/// // Cut into programs of at least one kernel, up to four, compiled at once.
-/// let resolver = Resolver::new(&cache, &Upper).split(Split::new(4, 1));
-/// // `b` has the same key as `a` (a renamed twin): one representative is compiled.
-/// let first = resolver.resolve_strict(&[kernel("k1", "a"), kernel("k1", "b"), kernel("k2", "c")])?;
-/// assert_eq!(&*first.answers[1].symbol, "a");
-/// assert_eq!((first.census.kernels_compiled, first.census.programs_compiled), (2, 2));
-/// // Resolving again is all hits.
-/// let again = resolver.resolve_strict(&[kernel("k1", "d")])?;
-/// assert!(again.answers[0].same_program(&first.answers[0]));
-/// assert_eq!(again.census.kernels_reused, 1);
-/// # Ok::<(), kernel_cache::Error<Infallible>>(())
-/// ```
+/// The crate docs show a resolver over a toy backend.
 pub struct Resolver<'a, B: Backend> {
     cache: &'a KernelCache<B::Program>,
     backend: &'a B,
