@@ -18,7 +18,7 @@ use std::path::Path;
 
 use cc_backend::{CcBackend, Signature, Source, realistic_kernel};
 use kernel_cache::store::KernelStore;
-use kernel_cache::{BatchKernel, KernelCache, Names, resolve_each_with_store};
+use kernel_cache::{BatchKernel, KernelCache, Names, Resolver};
 use test_support::Rng;
 
 fn kernels(backend: &CcBackend) -> Vec<BatchKernel<Source>> {
@@ -114,8 +114,11 @@ fn dump_formats() {
     let tmp = tempfile::tempdir().expect("a temporary directory");
     let store = KernelStore::new(tmp.path().join("kernels"));
     let cache = KernelCache::new(1 << 30);
-    let outcomes = resolve_each_with_store(&cache, Some(&store), &batch, &backend)
-        .expect("the batch is resolved");
+    let outcomes = Resolver::new(&cache, &backend)
+        .store(&store)
+        .resolve(&batch)
+        .expect("the batch is resolved")
+        .answers;
     for (k, o) in batch.iter().zip(outcomes.iter()) {
         writeln!(out, "outcome {} {:?} ok={}", k.symbol, k.options, o.is_ok()).expect("write");
     }

@@ -26,10 +26,8 @@ use test_support::child::Worker;
 
 use cc_backend::{CcBackend, DEFAULT_PRELUDE, Signature, Source, realistic_kernel};
 use kernel_cache::store::KernelStore;
-use kernel_cache::{
-    BatchKernel, KernelCache, Names, Split, resolve_split_with_store, resolve_with_store,
-    with_census,
-};
+use kernel_cache::{BatchKernel, KernelCache, Names, Resolver, Split};
+use test_support::lines::censused;
 
 /// The variables that make this binary a worker (see `test_support::child::Worker`).
 const PREFIX: &str = "KCACHE_COLD_BENCH";
@@ -66,12 +64,15 @@ fn worker(role: &str, dir: &Path, n: u64) {
     let store = KernelStore::new(dir);
     let cache = KernelCache::new(1 << 30);
     let start = Instant::now();
-    let (out, census) = with_census(|| {
-        if role == "whole" {
-            resolve_with_store(&cache, Some(&store), &b, &backend)
-        } else {
-            resolve_split_with_store(&cache, Some(&store), &b, &backend)
-        }
+    let (out, census) = censused(if role == "whole" {
+        Resolver::new(&cache, &backend)
+            .store(Some(&store))
+            .resolve_strict(&b)
+    } else {
+        Resolver::new(&cache, &backend)
+            .store(Some(&store))
+            .split(backend.split())
+            .resolve_strict(&b)
     });
     let seconds = start.elapsed().as_secs_f64();
     out.expect("resolve");
@@ -146,9 +147,16 @@ fn units(n: u64) {
         let b = batch(&backend, n);
         let cache = KernelCache::new(1 << 30);
         if split {
-            kernel_cache::resolve_split(&cache, &b, &backend).expect("resolve");
+            Resolver::new(&cache, &backend)
+                .split(backend.split())
+                .resolve_strict(&b)
+                .map(|r| r.answers)
+                .expect("resolve");
         } else {
-            kernel_cache::resolve(&cache, &b, &backend).expect("resolve");
+            Resolver::new(&cache, &backend)
+                .resolve_strict(&b)
+                .map(|r| r.answers)
+                .expect("resolve");
         }
         let logged = std::fs::read_to_string(&log).expect("the unit log");
         let mut merged: Vec<Vec<String>> = Vec::new();

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use kernel_cache::{Backend, Compiled, Group, Split, SplitBackend, Units};
+use kernel_cache::{Backend, BatchKernel, Compiled, Group, SavedProgram, Split, Units};
 
 use sha2::{Digest, Sha256};
 
@@ -96,7 +96,7 @@ const ISOLATED: &str = "isolated: every symbol of a unit's object but its kernel
 ///
 /// **The bytes run are the bytes compiled.** The linker's output is read once (opened
 /// without following a link): what is loaded, weighed ([`CcProgram::size`]) and saved
-/// ([`PersistentBackend::save`](kernel_cache::PersistentBackend::save)) is one sequence of
+/// ([`Backend::save`](kernel_cache::Backend::save)) is one sequence of
 /// bytes, whatever happens to any file afterwards (see [`CcProgram`] for where it is held).
 ///
 /// **Reproducible compiles.** The program depends on the keyed parts only, never on
@@ -117,7 +117,7 @@ const ISOLATED: &str = "isolated: every symbol of a unit's object but its kernel
 /// file its compile read (the compiler's `-MD` list: every header, system headers and
 /// `-include` files too) by absolute path with its SHA-256 and is not loaded once one
 /// differs or is gone (it is compiled again; see
-/// [`PersistentBackend::load`](kernel_cache::PersistentBackend::load) below).
+/// [`Backend::load`](kernel_cache::Backend::load) below).
 ///
 /// **Which header a search would find now.** A header of the same name created after the
 /// save in an include directory searched before the recorded one's would shadow it. So a
@@ -155,7 +155,7 @@ const ISOLATED: &str = "isolated: every symbol of a unit's object but its kernel
 /// **Options that change the dependency list** (`-MMD` and the like) keep a program out of
 /// the kernel store ([`CcError::DependencyOption`]). **Options that target the host
 /// processor** (any option containing `native`) give the kernel a host part
-/// ([`PersistentBackend::host_part`](kernel_cache::PersistentBackend::host_part)), so
+/// ([`Backend::host_part`](kernel_cache::Backend::host_part)), so
 /// machines of different processors sharing a store each save and load their own program
 /// ([`CcError::OtherHost`]: a program reached under a name it does not fit is never run).
 ///
@@ -192,7 +192,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A program between [`SplitBackend::prepare`] and [`SplitBackend::finish`]: its
+/// A program between its compile's prepare and finish steps: its
 /// directory, with the translation units written (a merged kernel's own unit only if its
 /// merged unit fails) and (after compile) the shared object built.
 #[derive(Debug)]
@@ -349,14 +349,14 @@ impl CcBackend {
     /// compiler never hit.
     ///
     /// It is also the identity the kernel store files programs under
-    /// ([`PersistentBackend::identity`](kernel_cache::PersistentBackend::identity)
+    /// ([`Backend::identity`](kernel_cache::Backend::identity)
     /// returns the same string), so it is the one to give
     /// [`KernelStore::probe`](kernel_cache::store::KernelStore::probe).
     ///
     /// ```
     /// use cc_backend::{CcBackend, Elem, Extent, Signature, Source};
     /// use kernel_cache::store::KernelStore;
-    /// use kernel_cache::{KernelCache, Names, PersistentBackend, resolve_with_store};
+    /// use kernel_cache::{Backend, KernelCache, Names, Resolver};
     ///
     /// let dir = tempfile::tempdir()?;
     /// let backend = CcBackend::new()?;
@@ -367,9 +367,9 @@ impl CcBackend {
     /// let text = "void zero(float *y, int n) { for (int i = 0; i < n; ++i) y[i] = 0; }";
     /// let source = Source::new(text, signature);
     /// let batch = [source.batch_kernel("zero", &Names::new(), vec![], backend.identity())];
-    /// resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &backend)?;
+    /// Resolver::new(&KernelCache::new(1 << 20), &backend).store(&store).resolve_strict(&batch)?;
     /// // One identity: the key's part is the one the store files the program under.
-    /// assert_eq!(PersistentBackend::identity(&backend), backend.identity());
+    /// assert_eq!(Backend::identity(&backend).as_deref(), Some(backend.identity()));
     /// let saved = store.probe(backend.identity(), &batch[0].key);
     /// assert_eq!(saved.map(|(_, symbol)| symbol), Ok("zero".to_string()));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -906,7 +906,7 @@ impl CcBackend {
         Ok((!output.status.success()).then(|| CcError::failed(&output, symbols.to_vec())))
     }
 
-    /// [`PersistentBackend::remembered`](kernel_cache::PersistentBackend::remembered) for
+    /// [`Backend::remembered`](kernel_cache::Backend::remembered) for
     /// this backend (see its docs there): the message to remember `kernel`'s own failure
     /// `error` by, or `None`.
     pub(crate) fn remembers(
@@ -945,7 +945,7 @@ impl CcBackend {
     /// Loads the shared object `path` of `prepared`'s compile (started at `started`) for
     /// `kernels`, whose units are in `unit_dirs` (what a save reads), as
     /// [`CcBackend::load`] does, without taking `prepared`'s directory (which
-    /// [`SplitBackend::finish`] hands the program).
+    /// its `finish` step hands the program).
     fn load_file(
         &self,
         prepared: &PreparedProgram,
@@ -1180,7 +1180,7 @@ impl Backend for CcBackend {
 
     /// Each kernel's unit is compiled once; a unit that fails is reported alone with its
     /// own diagnostics and the others are linked into the program without it (see
-    /// [`SplitBackend::compile_each`]). A kernel whose symbol or signature is refused
+    /// `compile_each`). A kernel whose symbol or signature is refused
     /// before any compile ([`CcError::InvalidSymbol`], [`CcError::InvalidSignature`],
     /// [`CcError::DuplicateSymbol`]) and a failed link fail the whole group.
     fn compile_group_each(
@@ -1196,19 +1196,44 @@ impl Backend for CcBackend {
         };
         Ok(Units { program, failed })
     }
-}
-
-impl SplitBackend for CcBackend {
-    type Prepared = PreparedProgram;
-
-    fn split(&self) -> Split {
-        self.split
-    }
 
     /// The length of the kernel's text (its prelude is compiled once per unit whatever
     /// the cut).
     fn compile_cost(&self, source: &Source) -> u64 {
         source.text.len() as u64
+    }
+
+    fn identity(&self) -> Option<String> {
+        Some(CcBackend::identity(self).to_owned())
+    }
+
+    fn save(&self, program: &CcProgram) -> Option<Result<SavedProgram, CcError>> {
+        Some(self.save_program(program))
+    }
+
+    fn load(&self, saved: &SavedProgram) -> Option<Result<Compiled<CcProgram>, CcError>> {
+        Some(self.load_saved(saved))
+    }
+
+    fn host_part(&self, options: &[String]) -> Result<Option<[u8; 32]>, CcError> {
+        self.host_part_of(options)
+    }
+
+    fn keeps_saved(&self, error: &CcError) -> bool {
+        self.keeps_saved_after(error)
+    }
+
+    fn remembered(&self, kernel: &BatchKernel<Source>, error: &CcError) -> Option<String> {
+        self.remembered_as(kernel, error)
+    }
+}
+
+/// The steps of a program's compile, which [`Backend`]'s methods run in turn.
+impl CcBackend {
+    /// How this backend's configuration cuts compiles ([`CcBackend::with_split`]): what
+    /// a caller passes to its resolver's [`split`](kernel_cache::Resolver::split).
+    pub fn split(&self) -> Split {
+        self.split
     }
 
     fn prepare(&self, group: &Group<'_, Source>) -> Result<PreparedProgram, CcError> {
@@ -1227,7 +1252,7 @@ impl SplitBackend for CcBackend {
     /// Compiles every unit once, returns those that failed with their own diagnostics
     /// ([`CcError::Compiler`] naming that one kernel, or the loader's [`CcError::Load`] for
     /// a unit whose object links but does not load) and links and loads the others: the
-    /// program [`finish`](SplitBackend::finish) returns holds exactly them.
+    /// program `finish` returns holds exactly them.
     fn compile_each(
         &self,
         prepared: &mut PreparedProgram,

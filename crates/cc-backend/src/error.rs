@@ -92,7 +92,7 @@ pub enum CcError {
     /// loader cannot read a file by descriptor, and no file of the work directory can take
     /// its place; a work directory on a file system mounted `noexec`). Nothing was loaded;
     /// a saved program that meets it stays in the store
-    /// ([`PersistentBackend::keeps_saved`](kernel_cache::PersistentBackend::keeps_saved)).
+    /// ([`Backend::keeps_saved`](kernel_cache::Backend::keeps_saved)).
     #[error("cannot load a program here: {lacks}")]
     Environment {
         /// What the system lacks, said plainly.

@@ -1,8 +1,8 @@
 //! The reference [`kernel_cache`] backend: compiles C kernels of any signature with
 //! the system C compiler into shared objects, loads them and calls them safely.
 //!
-//! [`CcBackend`] implements [`kernel_cache::Backend`], [`kernel_cache::SplitBackend`]
-//! and [`kernel_cache::PersistentBackend`]; its docs say how a program is compiled (a unit
+//! [`CcBackend`] implements [`kernel_cache::Backend`] (split compiles and persistence
+//! included); its docs say how a program is compiled (a unit
 //! per kernel, or merged units for kernels that provably cannot affect each other),
 //! isolated, loaded from the very bytes compiled, saved, and what a key does not cover. A
 //! kernel is a [`Source`]: the caller's prelude, the kernel's C text and its [`Signature`]
@@ -16,7 +16,7 @@
 //!
 //! ```
 //! use cc_backend::{Arg, CcBackend, Elem, Extent, Kernel, Signature, Source};
-//! use kernel_cache::{BatchKernel, KernelCache, Names, resolve_split};
+//! use kernel_cache::{BatchKernel, KernelCache, Names, Resolver};
 //!
 //! let backend = CcBackend::new()?;
 //! let cache = KernelCache::new(64 << 20);
@@ -36,7 +36,7 @@
 //!         .batch_kernel(name, &names, vec!["-ffp-contract=off".to_string()], backend.identity())
 //! };
 //! let batch = [kernel("scale", "x[i] * s"), kernel("shift", "x[i] + s")];
-//! let answers = resolve_split(&cache, &batch, &backend)?;
+//! let answers = Resolver::new(&cache, &backend).split(backend.split()).resolve_strict(&batch)?.answers;
 //! let shift = Kernel::from_resolved(&answers[1])?;
 //! let mut out = [0.0f32; 3];
 //! shift.call(&mut [Arg::F32Mut(&mut out), Arg::F32(&[1.0, 2.0, 3.0]), Arg::F32Scalar(0.5), Arg::I32Scalar(3)])?;

@@ -1,7 +1,8 @@
-//! Programs that outlive the process: [`CcBackend`]'s [`PersistentBackend`]
-//! implementation (the shared object's bytes, with each kernel's symbol and signature).
+//! Programs that outlive the process: [`CcBackend`]'s persistence, as its
+//! [`Backend`](kernel_cache::Backend) implementation calls it (the shared object's bytes,
+//! with each kernel's symbol and signature).
 
-use kernel_cache::{BatchKernel, Compiled, PersistentBackend, SavedProgram};
+use kernel_cache::{BatchKernel, Compiled, SavedProgram};
 
 use crate::backend::CcBackend;
 use crate::deps::{self, Dep, Kind, Manifest, Witness};
@@ -14,7 +15,7 @@ use crate::toolchain::{dependency_option, targets_host};
 use crate::unlisted;
 
 /// The version of the saved-program layout below; it is part of
-/// [`CcBackend::identity`] (so of every key and of [`PersistentBackend::identity`]), so a program saved under another layout is never
+/// [`CcBackend::identity`] (so of every key and of [`Backend::identity`](kernel_cache::Backend::identity)), so a program saved under another layout is never
 /// loaded.
 ///
 /// Layout of [`SavedProgram::bytes`]: the magic `kcache-cc-program\0`, a little-endian
@@ -48,14 +49,9 @@ fn invalid(why: &str) -> CcError {
     CcError::InvalidSignature(format!("saved program: {why}"))
 }
 
-impl PersistentBackend for CcBackend {
-    /// [`CcBackend::identity`]: compiler, version, base flags, compiler-input settings,
-    /// the target architecture and OS, and [`SAVED_FORMAT`] (one string for keys and for
-    /// the store).
-    fn identity(&self) -> String {
-        CcBackend::identity(self).to_owned()
-    }
-
+/// [`Backend`](kernel_cache::Backend)'s persistence methods, which `backend.rs`'s
+/// implementation forwards to; its `identity` is [`CcBackend::identity`].
+impl CcBackend {
     /// Refused ([`CcError::DependencyChanged`]) when a file the compile read (a header)
     /// changed (its inode's change time: any write, or a rename over it; or that of any
     /// symbolic link met resolving its path) after the compile began or less than 2 s before, is named by a relative path or cannot be
@@ -75,7 +71,7 @@ impl PersistentBackend for CcBackend {
     /// Refused too ([`CcError::DependencyOption`]) when an option changes the compiler's
     /// dependency output (`-MMD` and the like): the list of files read may then leave
     /// headers out.
-    fn save(&self, program: &CcProgram) -> Result<SavedProgram, CcError> {
+    pub(crate) fn save_program(&self, program: &CcProgram) -> Result<SavedProgram, CcError> {
         if let Some(option) = dependency_option(program.options()) {
             return Err(CcError::DependencyOption {
                 option: option.clone(),
@@ -140,10 +136,10 @@ impl PersistentBackend for CcBackend {
     /// compiles and never counts as a compile.
     ///
     /// `saved` is machine code that is run, trusted as a kernel's C text is: give it only
-    /// bytes [`save`](PersistentBackend::save) produced (as the kernel store does, which
+    /// bytes [`save`](kernel_cache::Backend::save) produced (as the kernel store does, which
     /// verifies a blob's digest and owner first). Other bytes are not checked to be a
     /// program this backend compiled, nor their signatures to fit their code.
-    fn load(&self, saved: &SavedProgram) -> Result<Compiled<CcProgram>, CcError> {
+    pub(crate) fn load_saved(&self, saved: &SavedProgram) -> Result<Compiled<CcProgram>, CcError> {
         let mut r = Reader {
             bytes: &saved.bytes,
         };
@@ -254,7 +250,7 @@ impl PersistentBackend for CcBackend {
     /// it, so machines of different processors sharing a store or farm each keep their own
     /// program. An error running the compiler is the error (the kernel is compiled
     /// without the store).
-    fn host_part(&self, options: &[String]) -> Result<Option<[u8; 32]>, CcError> {
+    pub(crate) fn host_part_of(&self, options: &[String]) -> Result<Option<[u8; 32]>, CcError> {
         if targets_host(options) {
             self.host_target(options).map(Some)
         } else {
@@ -272,7 +268,7 @@ impl PersistentBackend for CcBackend {
     /// for, in a store several share). Every other load error (a header changed, the
     /// include search finds another header, malformed bytes, a loader refusal of a file
     /// it could read) removes it.
-    fn keeps_saved(&self, error: &CcError) -> bool {
+    pub(crate) fn keeps_saved_after(&self, error: &CcError) -> bool {
         matches!(
             error,
             CcError::Io { .. }
@@ -295,7 +291,11 @@ impl PersistentBackend for CcBackend {
     /// `-include` or file-naming option) and no include-path variable. Everything else,
     /// environmental or not (a compiler that could not be started, an I/O error, a refused
     /// work directory), is compiled again next time.
-    fn remembered(&self, kernel: &BatchKernel<Source>, error: &CcError) -> Option<String> {
+    pub(crate) fn remembered_as(
+        &self,
+        kernel: &BatchKernel<Source>,
+        error: &CcError,
+    ) -> Option<String> {
         self.remembers(kernel, error)
     }
 }

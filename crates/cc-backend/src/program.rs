@@ -24,7 +24,7 @@ type EntryFn = unsafe extern "C" fn(*const *mut c_void);
 /// The library stays loaded as long as the `CcProgram` lives; every [`Kernel`] taken from
 /// it holds it by `Arc`. On Linux the library is loaded from a sealed memory file holding
 /// exactly the bytes compiled (read once from the linker's output) or verified (given to
-/// [`PersistentBackend::load`](kernel_cache::PersistentBackend::load)), never from a
+/// [`Backend::load`](kernel_cache::Backend::load)), never from a
 /// path of the file system; [`CcProgram::path`] names that memory file.
 pub struct CcProgram {
     // Field order is drop order: unload before the image (whose drop asks the loader
@@ -244,7 +244,7 @@ fn open(path: &Path) -> Result<libloading::Library, CcError> {
     // output of this crate's own compile of kernel sources the caller supplied (read once,
     // without following a link, from a fresh directory of the checked work directory,
     // which no other user can write or rename in: see `WorkDir::check`), or the bytes given
-    // to `PersistentBackend::load`, which its contract requires to be bytes `save`
+    // to `Backend::load`, which its contract requires to be bytes `save`
     // produced (the persistent store verifies them by digest from a blob only its owner
     // could write: the trust boundary of `docs/disk-format.md`); like kernel text, those
     // bytes are trusted input of a safe function. The crate's contract (see `Source`) is

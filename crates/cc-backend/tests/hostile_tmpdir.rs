@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cc_backend::{Arg, CcBackend, CcError, CcProgram, Signature, Source, elementwise_kernel};
-use kernel_cache::PersistentBackend;
+use kernel_cache::Backend;
 
 /// The uid and gid of user `nobody`, the attacker when this test runs as root.
 const NOBODY: u32 = 65534;
@@ -319,11 +319,13 @@ fn a_saved_program_loads_its_own_bytes_under_a_hostile_work_directory() {
     let private = tempfile::tempdir().unwrap();
     let compiler = CcBackend::new().unwrap().with_work_dir(private.path());
     let program = compiler.compile_program(&[("k", &source(7))], &[]).unwrap();
-    let saved = PersistentBackend::save(&compiler, &program).unwrap();
+    let saved = Backend::save(&compiler, &program)
+        .expect("cc-backend saves")
+        .unwrap();
     let mut failed = Vec::new();
     for j in 0..RUNS {
         let backend = CcBackend::new().unwrap().with_work_dir(&hostile.dir);
-        match PersistentBackend::load(&backend, &saved) {
+        match Backend::load(&backend, &saved).expect("cc-backend loads") {
             Ok(loaded) => assert_eq!(run(&Arc::new(loaded.program)), 17.0, "run {j}"),
             // Only when the load goes through her directory.
             Err(e) => failed.push(e.to_string()),

@@ -3,7 +3,7 @@
 //! signature `Signature::out_a_b_n()`), compiled by gcc and by clang as a user would:
 //!
 //! - `CcBackend::compile_program` of each kernel alone (the reference), then of the pair;
-//! - a real `KernelCache` resolving the pair per kernel (`resolve_each`), then the subject
+//! - a real `KernelCache` resolving the pair per kernel (`Resolver::resolve`), then the subject
 //!   alone again in the pair's cache (the story: every later request for the
 //!   subject is a hit answered with the pair's program).
 //!
@@ -41,9 +41,7 @@
 use std::sync::Arc;
 
 use cc_backend::{Arg, CcBackend, CcError, CcProgram, Kernel, Signature, Source};
-use kernel_cache::{
-    BatchKernel, KernelCache, KernelError, Names, resolve_each, resolve_split_each,
-};
+use kernel_cache::{BatchKernel, KernelCache, KernelError, Names, Resolver};
 
 const HEAD: &str = "(float *out, const float *a, const float *b, int n)";
 const COMPANION: &str = "k_companion";
@@ -245,7 +243,10 @@ fn violations(
         batch_kernel(&backend, COMPANION, companion, options),
         batch_kernel(&backend, SUBJECT, subject, options),
     ];
-    match resolve_each(&cache, &pair, &backend) {
+    match Resolver::new(&cache, &backend)
+        .resolve(&pair)
+        .map(|r| r.answers)
+    {
         Ok(outcomes) => {
             check_outcome(
                 &mut v,
@@ -264,7 +265,10 @@ fn violations(
         }
         Err(e) => v.push(format!("resolve_each refused the batch: {}", chain(&e))),
     }
-    let later = resolve_each(&cache, &pair[1..], &backend).unwrap();
+    let later = Resolver::new(&cache, &backend)
+        .resolve(&pair[1..])
+        .map(|r| r.answers)
+        .unwrap();
     match (&later[0], &subject_alone) {
         (Ok(_), None) | (Err(_), Some(_)) => {
             v.push("a later request for the subject alone, same cache: answered otherwise".into())
@@ -763,11 +767,16 @@ fn undefined_reference_in_a_batch_of_twelve(declared: bool) {
         for (how, outcomes) in [
             (
                 "resolve_each",
-                resolve_each(&KernelCache::new(1 << 30), &batch, &backend),
+                Resolver::new(&KernelCache::new(1 << 30), &backend)
+                    .resolve(&batch)
+                    .map(|r| r.answers),
             ),
             (
                 "resolve_split_each",
-                resolve_split_each(&KernelCache::new(1 << 30), &batch, &backend),
+                Resolver::new(&KernelCache::new(1 << 30), &backend)
+                    .split(backend.split())
+                    .resolve(&batch)
+                    .map(|r| r.answers),
             ),
         ] {
             let outcomes = outcomes.unwrap_or_else(|e| panic!("{cc} {how}: {}", chain(&e)));

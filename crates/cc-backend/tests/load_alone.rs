@@ -8,9 +8,8 @@
 mod common;
 
 use cc_backend::{CcBackend, CcError, Signature, Source, elementwise_kernel};
-use kernel_cache::{
-    KernelCache, KernelError, Names, resolve_each, resolve_split_each, with_census,
-};
+use kernel_cache::{KernelCache, KernelError, Names, Resolver};
+use test_support::lines::censused;
 
 /// Where the kernel that does not load sits.
 const BAD: usize = 4;
@@ -42,12 +41,10 @@ fn a_kernel_that_does_not_load_fails_alone() {
     let batch = batch(&b);
     for split in [false, true] {
         let cache = KernelCache::new(1 << 30);
-        let (outcomes, census) = with_census(|| {
-            if split {
-                resolve_split_each(&cache, &batch, &b)
-            } else {
-                resolve_each(&cache, &batch, &b)
-            }
+        let (outcomes, census) = censused(if split {
+            Resolver::new(&cache, &b).split(b.split()).resolve(&batch)
+        } else {
+            Resolver::new(&cache, &b).resolve(&batch)
         });
         let outcomes = outcomes.unwrap();
         for (i, outcome) in outcomes.iter().enumerate() {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use cc_backend::{Arg, CcBackend, CcError, CcProgram, Signature, Source, realistic_kernel};
 use common::run_abn;
-use kernel_cache::{KernelCache, Names, resolve};
+use kernel_cache::{KernelCache, Names, Resolver};
 
 fn backend() -> CcBackend {
     CcBackend::new().expect("a C compiler is installed")
@@ -197,7 +197,10 @@ fn companions_compute_their_own_results_merged_or_not() {
             .iter()
             .map(|(s, k)| k.clone().batch_kernel(s, &names, vec![], b.identity()))
             .collect();
-        let resolved = resolve(&KernelCache::new(1 << 30), &batch, &b).unwrap();
+        let resolved = Resolver::new(&KernelCache::new(1 << 30), &b)
+            .resolve_strict(&batch)
+            .map(|r| r.answers)
+            .unwrap();
         for (r, (symbol, _, want)) in resolved.iter().zip(&case.kernels) {
             let alone = b
                 .compile_program(

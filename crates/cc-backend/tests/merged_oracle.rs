@@ -32,7 +32,7 @@
 //! a union's first byte, a reduction under `-ffast-math`). Programs are compiled under no
 //! option, `-ffast-math`, `-fcommon` or `-flto` (the link makes every unit's code at once).
 //!
-//! Each program is resolved per kernel (`resolve_each`, a fresh `KernelCache`), each kernel
+//! Each program is resolved per kernel (`Resolver::resolve`, a fresh `KernelCache`), each kernel
 //! compiled alone (`compile_program`), and every kernel run on the same inputs in both, in
 //! kernel order: equal bits, or a failure in both; anything else is a violation. The
 //! merged units compiled and the kernels failing alone are counted and printed.
@@ -50,7 +50,7 @@
 use std::sync::Arc;
 
 use cc_backend::{Arg, CcBackend, CcProgram, Kernel, Signature, Source, realistic_kernel};
-use kernel_cache::{KernelCache, Names, resolve_each};
+use kernel_cache::{KernelCache, Names, Resolver};
 use test_support::Rng;
 
 const HEAD: &str = "(float *out, const float *a, const float *b, int n)";
@@ -294,7 +294,10 @@ fn beside(
                 })
                 .collect();
             let cache = KernelCache::new(1 << 30);
-            let outcomes = resolve_each(&cache, &batch, backend).unwrap();
+            let outcomes = Resolver::new(&cache, backend)
+                .resolve(&batch)
+                .map(|r| r.answers)
+                .unwrap();
             outcomes
                 .iter()
                 .map(|o| match o {

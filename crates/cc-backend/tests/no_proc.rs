@@ -21,9 +21,10 @@ use std::process::Command;
 
 use cc_backend::{Arg, CcBackend, Kernel, Signature, Source, elementwise_kernel};
 use kernel_cache::store::KernelStore;
-use kernel_cache::{BatchKernel, KernelCache, Names, Resolved, resolve_with_store, with_census};
+use kernel_cache::{BatchKernel, KernelCache, Names, Resolved, Resolver};
 use sha2::{Digest, Sha256};
 use test_support::child::{field, stdout_of};
+use test_support::lines::censused;
 
 const ROLE: &str = "NOPROC_ROLE";
 const STORE: &str = "NOPROC_STORE";
@@ -100,8 +101,8 @@ fn resolve(
     Result<Vec<Resolved<cc_backend::CcProgram>>, String>,
     kernel_cache::Census,
 ) {
-    let (answers, census) =
-        with_census(|| resolve_with_store(&KernelCache::new(1 << 30), Some(store), batch, b));
+    let cache = KernelCache::new(1 << 30);
+    let (answers, census) = censused(Resolver::new(&cache, b).store(store).resolve_strict(batch));
     let answers = answers.map_err(|e| {
         let mut message = e.to_string();
         let mut next = std::error::Error::source(&e);

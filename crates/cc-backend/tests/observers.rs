@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used)]
 
 use cc_backend::{Arg, CcBackend, Kernel, Signature, Source};
-use kernel_cache::{KernelCache, Names, resolve_split};
+use kernel_cache::{KernelCache, Names, Resolver};
 
 /// Resolves `a` then `b` (each `void <symbol>(float *out, const float *a, const float
 /// *b, int n)`) through one cache and returns what each computes into `out[0]`, and
@@ -30,7 +30,11 @@ fn both(
     let (ka, kb) = (kernel(a), kernel(b));
     let equal = ka.key == kb.key;
     let run = |k| {
-        let answers = resolve_split(&cache, &[k], backend).unwrap();
+        let answers = Resolver::new(&cache, backend)
+            .split((backend).split())
+            .resolve_strict(&[k])
+            .map(|r| r.answers)
+            .unwrap();
         let kernel = Kernel::from_resolved(&answers[0]).unwrap();
         let mut out = [0.0f32; 1];
         kernel

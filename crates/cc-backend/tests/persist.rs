@@ -17,11 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cc_backend::{Arg, CcBackend, Kernel, Signature, Source, elementwise_kernel};
-use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome, record};
-use kernel_cache::{
-    BatchKernel, KernelCache, Names, PersistentBackend, Resolved, resolve_split_with_store,
-    with_census,
-};
+use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome};
+use kernel_cache::{Backend, BatchKernel, KernelCache, Names, Resolved, Resolver};
+use test_support::lines::{censused, recorded};
 
 const ROLE: &str = "PERSIST_ROLE";
 
@@ -104,8 +102,12 @@ fn worker() {
                 std::thread::sleep(at.saturating_sub(now));
             }
             let batch: Vec<_> = (first..first + n).map(|j| kernel(&b, j, m, seg)).collect();
-            let (answers, census) =
-                with_census(|| resolve_split_with_store(&cache, Some(&store), &batch, &b));
+            let (answers, census) = censused(
+                Resolver::new(&cache, &b)
+                    .store(Some(&store))
+                    .split(b.split())
+                    .resolve_strict(&batch),
+            );
             let answers = answers.unwrap();
             for (j, answer) in (first..first + n).zip(&answers) {
                 check(answer, j, m);
@@ -155,8 +157,13 @@ fn worker() {
         // resolve failed and whether the store's blob was a miss for an I/O error.
         "stuck" => {
             let batch = [kernel(&b, 3, 4, 0)];
-            let (result, events) =
-                record(|| resolve_split_with_store(&cache, Some(&store), &batch, &b));
+            // Per kernel, so that the store's events come back with the compile's failure.
+            let resolution = Resolver::new(&cache, &b)
+                .store(&store)
+                .split(b.split())
+                .resolve(&batch)
+                .unwrap();
+            let (result, events) = (&resolution.answers[0], resolution.events);
             let io_miss = events.iter().any(|e| {
                 matches!(&e.outcome, Outcome::Miss(MissReason::LoadFailed(why))
                     if why.contains("I/O error on memfd:kcache-cc-program"))
@@ -171,8 +178,12 @@ fn worker() {
                 Signature::out_a_b_n(),
             )
             .batch_kernel(name, &names(), vec!["-march=native".into()], b.identity());
-            let (answers, census) =
-                with_census(|| resolve_split_with_store(&cache, Some(&store), &[kernel], &b));
+            let (answers, census) = censused(
+                Resolver::new(&cache, &b)
+                    .store(Some(&store))
+                    .split(b.split())
+                    .resolve_strict(&[kernel]),
+            );
             check(&answers.unwrap()[0], 2, 0);
             println!("RESULT loaded={}", census.kernels_loaded);
         }
@@ -181,7 +192,12 @@ fn worker() {
             let id = env_u64("PERSIST_ID");
             for seq in 0.. {
                 let batch = [kernel(&b, id, seq, 0)];
-                resolve_split_with_store(&cache, Some(&store), &batch, &b).unwrap();
+                Resolver::new(&cache, &b)
+                    .store(Some(&store))
+                    .split(b.split())
+                    .resolve_strict(&batch)
+                    .map(|r| r.answers)
+                    .unwrap();
             }
         }
         other => panic!("unknown role {other}"),
@@ -262,7 +278,12 @@ fn a_corrupted_truncated_or_other_writable_blob_is_a_miss() {
         let tmp = tempfile::tempdir().unwrap();
         let store = KernelStore::new(tmp.path().join("kernels"));
         let batch = [kernel(&b, 3, 4, 0)];
-        resolve_split_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &b).unwrap();
+        Resolver::new(&KernelCache::new(1 << 20), &b)
+            .store(Some(&store))
+            .split(b.split())
+            .resolve_strict(&batch)
+            .map(|r| r.answers)
+            .unwrap();
         let [blob] = blobs(store.dir()).try_into().unwrap();
         let mut bytes = fs::read(&blob).unwrap();
         match damage {
@@ -279,11 +300,12 @@ fn a_corrupted_truncated_or_other_writable_blob_is_a_miss() {
             _ => fs::set_permissions(&blob, fs::Permissions::from_mode(0o606)).unwrap(),
         }
         let before = b.programs_compiled();
-        let ((answers, census), events) = record(|| {
-            with_census(|| {
-                resolve_split_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &b)
-            })
-        });
+        let ((answers, census), events) = recorded(
+            Resolver::new(&KernelCache::new(1 << 20), &b)
+                .store(Some(&store))
+                .split(b.split())
+                .resolve_strict(&batch),
+        );
         let answers = answers.unwrap();
         check(&answers[0], 3, 4);
         assert_eq!(census.kernels_loaded, 0, "{damage}");
@@ -321,7 +343,12 @@ fn a_blob_that_cannot_be_loaded_for_the_moment_is_kept() {
     let tmp = tempfile::tempdir().unwrap();
     let store = KernelStore::new(tmp.path().join("kernels"));
     let batch = [kernel(&b, 3, 4, 0)];
-    resolve_split_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &b).unwrap();
+    Resolver::new(&KernelCache::new(1 << 20), &b)
+        .store(Some(&store))
+        .split(b.split())
+        .resolve_strict(&batch)
+        .map(|r| r.answers)
+        .unwrap();
     let [blob] = blobs(store.dir()).try_into().unwrap();
     let bytes = fs::read(&blob).unwrap();
     assert!(
@@ -353,9 +380,12 @@ fn a_blob_that_cannot_be_loaded_for_the_moment_is_kept() {
     assert_eq!(field(&result, "io_miss"), "true", "{result}");
     assert_eq!(fs::read(&blob).unwrap(), bytes, "the blob was removed");
 
-    let (answers, census) = with_census(|| {
-        resolve_split_with_store(&KernelCache::new(1 << 20), Some(&store), &batch, &b)
-    });
+    let (answers, census) = censused(
+        Resolver::new(&KernelCache::new(1 << 20), &b)
+            .store(Some(&store))
+            .split(b.split())
+            .resolve_strict(&batch),
+    );
     check(&answers.unwrap()[0], 3, 4);
     assert_eq!(census.kernels_loaded, 1);
 }
@@ -388,11 +418,12 @@ fn resolve_scaled(
     kernel_cache::Census,
     Vec<kernel_cache::store::StoreEvent>,
 ) {
-    let ((answers, census), events) = record(|| {
-        with_census(|| {
-            resolve_split_with_store(&KernelCache::new(1 << 20), Some(store), &[kernel], b)
-        })
-    });
+    let ((answers, census), events) = recorded(
+        Resolver::new(&KernelCache::new(1 << 20), b)
+            .store(Some(store))
+            .split((b).split())
+            .resolve_strict(&[kernel]),
+    );
     let k = Kernel::from_resolved(&answers.unwrap()[0]).unwrap();
     let mut out = [0.0f32];
     k.call(&mut [
@@ -636,7 +667,9 @@ fn system_headers_are_recorded_and_dependency_options_keep_a_program_unsaved() {
     let program = b
         .compile_program(&[("k", &kernel(&[]).source)], &kernel(&[]).options)
         .unwrap();
-    let saved = PersistentBackend::save(&b, &program).unwrap();
+    let saved = Backend::save(&b, &program)
+        .expect("cc-backend saves")
+        .unwrap();
     let recorded = String::from_utf8_lossy(&saved.bytes);
     for header in ["/math.h", "/sys/scale.h"] {
         assert!(recorded.contains(header), "{header} not recorded");
@@ -973,7 +1006,7 @@ fn on_processor(tmp: &Path) -> impl Fn(&str) -> String {
 /// Machines of two processors sharing one store directory each keep their own
 /// `-march=native` program: processes on processors one, two, one, two in turn compile
 /// on their processor's first run and load on its second (the entry's name holds what
-/// `native` means there, `PersistentBackend::host_part`). With one entry per key, the
+/// `native` means there, `Backend::host_part`). With one entry per key, the
 /// second machine's save replaced the first one's entry, and so on in turn: no run loaded.
 #[test]
 fn machines_of_two_processors_sharing_a_store_each_load_their_own_native_program() {
@@ -1086,9 +1119,14 @@ fn sigkill_during_saves_never_leaves_a_dangling_entry_or_a_blob_that_loads_wrong
     for id in 1..=6u64 {
         for seq in 0..200u64 {
             let k = kernel(&b, id, seq, 0);
-            match store.probe(&PersistentBackend::identity(&b), &k.key) {
+            match store.probe(b.identity(), &k.key) {
                 Ok((saved, symbol)) => {
-                    let program = Arc::new(b.load(&saved).unwrap().program);
+                    let program = Arc::new(
+                        Backend::load(&b, &saved)
+                            .expect("cc-backend loads")
+                            .unwrap()
+                            .program,
+                    );
                     check(&Resolved::new(program, symbol), id, seq);
                     loaded += 1;
                 }
@@ -1124,14 +1162,23 @@ fn a_native_program_is_refused_by_a_load_on_another_processor() {
         Signature::out_a_b_n(),
     );
     let program = one.compile_program(&[("k", &source)], &native).unwrap();
-    let saved = one.save(&program).unwrap();
-    let refused = two.load(&saved).expect_err("loaded on another processor");
+    let saved = Backend::save(&one, &program)
+        .expect("cc-backend saves")
+        .unwrap();
+    let refused = two
+        .load(&saved)
+        .expect("cc-backend loads")
+        .expect_err("loaded on another processor");
     assert!(
         matches!(refused, cc_backend::CcError::OtherHost { .. }),
         "{refused}"
     );
     assert!(two.keeps_saved(&refused));
-    assert!(one.load(&saved).is_ok());
+    assert!(
+        Backend::load(&one, &saved)
+            .expect("cc-backend loads")
+            .is_ok()
+    );
 }
 
 /// What `-march=native` means does not depend on the directory a backend compiles in:
@@ -1177,11 +1224,12 @@ fn a_host_processor_the_compiler_cannot_describe_keeps_the_kernel_out_of_the_sto
         Signature::out_a_b_n(),
     )
     .batch_kernel(name, &names(), vec!["-march=native".into()], b.identity());
-    let ((answers, census), events) = record(|| {
-        with_census(|| {
-            resolve_split_with_store(&KernelCache::new(1 << 20), Some(&store), &[kernel], &b)
-        })
-    });
+    let ((answers, census), events) = recorded(
+        Resolver::new(&KernelCache::new(1 << 20), &b)
+            .store(Some(&store))
+            .split(b.split())
+            .resolve_strict(&[kernel]),
+    );
     check(&answers.unwrap()[0], 2, 0);
     assert_eq!(census.kernels_compiled, 1);
     assert!(

@@ -19,10 +19,8 @@ use cc_backend::{
     Arg, CcBackend, CcError, CcProgram, Kernel, Signature, Source, elementwise_kernel,
 };
 use kernel_cache::store::{FailureMemory, KernelStore};
-use kernel_cache::{
-    BatchKernel, KernelCache, KernelError, Names, Outcome, resolve_split_each_with_store,
-    with_census,
-};
+use kernel_cache::{BatchKernel, KernelCache, KernelError, Names, Outcome, Resolver};
+use test_support::lines::censused;
 
 const ROLE: &str = "REMEMBER_ROLE";
 
@@ -117,8 +115,12 @@ fn worker() {
     };
     let batch: Vec<_> = which.iter().map(|&i| candidate(&b, i)).collect();
     let cache = KernelCache::new(1 << 30);
-    let (outcomes, census) =
-        with_census(|| resolve_split_each_with_store(&cache, Some(&store), &batch, &b));
+    let (outcomes, census) = censused(
+        Resolver::new(&cache, &b)
+            .store(Some(&store))
+            .split(b.split())
+            .resolve(&batch),
+    );
     let outcomes = outcomes.unwrap();
     let mut bad = (String::new(), false);
     for (&i, outcome) in which.iter().zip(&outcomes) {
@@ -282,8 +284,12 @@ fn failures_of_the_environment_are_not_remembered() {
         for round in 0..2 {
             let cache = KernelCache::new(1 << 30);
             let before = b.programs_compiled();
-            let (outcomes, census) =
-                with_census(|| resolve_split_each_with_store(&cache, Some(&store), &batch, &b));
+            let (outcomes, census) = censused(
+                Resolver::new(&cache, &b)
+                    .store(Some(&store))
+                    .split(b.split())
+                    .resolve(&batch),
+            );
             let outcomes = outcomes.unwrap();
             assert!(
                 outcomes.iter().all(Result::is_err),
@@ -305,7 +311,12 @@ fn failures_of_the_environment_are_not_remembered() {
     let store = KernelStore::new(&dir);
     let b = CcBackend::new().unwrap();
     let cache = KernelCache::new(1 << 30);
-    resolve_split_each_with_store(&cache, Some(&store), &[candidate(&b, BAD)], &b).unwrap();
+    Resolver::new(&cache, &b)
+        .store(Some(&store))
+        .split(b.split())
+        .resolve(&[candidate(&b, BAD)])
+        .map(|r| r.answers)
+        .unwrap();
     assert_eq!(store.stats().unwrap().failures, 1);
 }
 
@@ -329,7 +340,11 @@ fn remembered_failures_are_bounded_and_can_be_turned_off() {
     let store = KernelStore::new(tmp.path().join("capped")).with_max_failures(2);
     for kernel in &bad {
         let cache = KernelCache::new(1 << 30);
-        resolve_split_each_with_store(&cache, Some(&store), std::slice::from_ref(kernel), &b)
+        Resolver::new(&cache, &b)
+            .store(Some(&store))
+            .split(b.split())
+            .resolve(std::slice::from_ref(kernel))
+            .map(|r| r.answers)
             .unwrap();
         // Distinct modification times, so "oldest" is well defined.
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -344,7 +359,12 @@ fn remembered_failures_are_bounded_and_can_be_turned_off() {
     for _ in 0..2 {
         let cache = KernelCache::new(1 << 30);
         let before = b.units_compiled();
-        resolve_split_each_with_store(&cache, Some(&off), &bad[..1], &b).unwrap();
+        Resolver::new(&cache, &b)
+            .store(Some(&off))
+            .split(b.split())
+            .resolve(&bad[..1])
+            .map(|r| r.answers)
+            .unwrap();
         assert_eq!(b.units_compiled(), before + 1);
     }
     assert_eq!(off.stats().unwrap().failures, 0);

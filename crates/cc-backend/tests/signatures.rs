@@ -9,9 +9,7 @@ use std::sync::Arc;
 
 use cc_backend::{Arg, CcBackend, CcError, CcProgram, Elem, Extent, Signature, Source};
 use common::run_abn;
-use kernel_cache::{
-    BatchKernel, KernelCache, Names, PersistentBackend, Split, resolve_split, with_split_override,
-};
+use kernel_cache::{Backend, BatchKernel, KernelCache, Names, Resolver, Split};
 
 fn backend() -> CcBackend {
     CcBackend::new().expect("a C compiler is installed")
@@ -423,12 +421,20 @@ fn a_define_in_one_kernel_never_reaches_a_companion() {
         .into_iter()
         .map(|(s, k)| k.batch_kernel(&s, &names, vec![], b.identity()))
         .collect();
-    let whole = with_split_override(Split::WHOLE, || {
-        resolve_split(&KernelCache::new(1 << 30), &batch, &b).unwrap()
-    });
-    let split = with_split_override(Split::new(2, 1), || {
-        resolve_split(&KernelCache::new(1 << 30), &batch, &b).unwrap()
-    });
+    let whole = {
+        Resolver::new(&KernelCache::new(1 << 30), &b)
+            .split(Split::WHOLE)
+            .resolve_strict(&batch)
+            .map(|r| r.answers)
+            .unwrap()
+    };
+    let split = {
+        Resolver::new(&KernelCache::new(1 << 30), &b)
+            .split(Split::new(2, 1))
+            .resolve_strict(&batch)
+            .map(|r| r.answers)
+            .unwrap()
+    };
     assert!(whole[0].same_program(&whole[1]) && !split[0].same_program(&split[1]));
     for (w, s) in whole.iter().zip(&split) {
         assert_eq!(
@@ -471,37 +477,51 @@ fn a_define_in_one_kernel_never_reaches_a_companion() {
 fn saved_programs_load_in_another_backend_and_compute_the_same() {
     let b = backend();
     let program = compile_mixed(&b);
-    let saved = PersistentBackend::save(&b, &program).unwrap();
+    let saved = Backend::save(&b, &program)
+        .expect("cc-backend saves")
+        .unwrap();
     assert_eq!(saved.symbols, program.symbols());
 
     let other = backend();
-    let loaded = Arc::new(PersistentBackend::load(&other, &saved).unwrap().program);
+    let loaded = Arc::new(
+        Backend::load(&other, &saved)
+            .expect("cc-backend loads")
+            .unwrap()
+            .program,
+    );
     assert_eq!(other.programs_compiled(), 0, "loading is not compiling");
     assert_ne!(loaded.path(), program.path());
     for s in program.symbols() {
         assert_eq!(loaded.signature(s), program.signature(s));
     }
     check_mixed(&loaded, 17);
-    assert_eq!(
-        PersistentBackend::identity(&b),
-        PersistentBackend::identity(&other)
-    );
+    assert_eq!(Backend::identity(&b), Backend::identity(&other));
 
     // Damaged saves are errors, never a panic or a load of something else.
     let mut wrong_table = saved.clone();
     wrong_table.symbols.swap(0, 1);
-    assert!(PersistentBackend::load(&other, &wrong_table).is_err());
+    assert!(
+        Backend::load(&other, &wrong_table)
+            .expect("cc-backend loads")
+            .is_err()
+    );
     for cut in [0, 10, 40, saved.bytes.len() / 2, saved.bytes.len() - 1] {
         let mut cut_save = saved.clone();
         cut_save.bytes.truncate(cut);
         assert!(
-            PersistentBackend::load(&other, &cut_save).is_err(),
+            Backend::load(&other, &cut_save)
+                .expect("cc-backend loads")
+                .is_err(),
             "cut at {cut}"
         );
     }
     let mut trailing = saved.clone();
     trailing.bytes.push(0);
-    assert!(PersistentBackend::load(&other, &trailing).is_err());
+    assert!(
+        Backend::load(&other, &trailing)
+            .expect("cc-backend loads")
+            .is_err()
+    );
 }
 
 #[test]

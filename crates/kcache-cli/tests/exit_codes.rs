@@ -11,7 +11,7 @@ use std::process::Output;
 
 use common::{entry, kcache, key};
 use kernel_cache::store::KernelStore;
-use kernel_cache::{BatchKernel, KernelCache, resolve_with_store};
+use kernel_cache::{BatchKernel, KernelCache, Resolver};
 use schedule_cache::disk::{self, STAMP_FILE};
 use test_support::lines::Lines;
 
@@ -39,13 +39,11 @@ fn save_one_program(kernels: &Path) {
         source: "kernel 0".to_string(),
     }];
     let store = KernelStore::new(kernels);
-    resolve_with_store(
-        &KernelCache::new(1 << 20),
-        Some(&store),
-        &b,
-        &Lines::default(),
-    )
-    .expect("resolve");
+    Resolver::new(&KernelCache::new(1 << 20), &Lines::default())
+        .store(Some(&store))
+        .resolve_strict(&b)
+        .map(|r| r.answers)
+        .expect("resolve");
 }
 
 #[test]

@@ -5,7 +5,7 @@ mod common;
 
 use common::kcache;
 use kernel_cache::store::KernelStore;
-use kernel_cache::{BatchKernel, KernelCache, resolve_with_store};
+use kernel_cache::{BatchKernel, KernelCache, Resolver};
 use test_support::lines::Lines;
 
 fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
@@ -29,7 +29,11 @@ fn stats_shows_the_kernel_store_and_gc_trims_it() {
                 source: format!("kernel {p} {}", "x".repeat(1000)),
             }];
             let cache = KernelCache::new(1 << 20);
-            resolve_with_store(&cache, Some(&store), &b, &Lines::default()).expect("resolve");
+            Resolver::new(&cache, &Lines::default())
+                .store(Some(&store))
+                .resolve_strict(&b)
+                .map(|r| r.answers)
+                .expect("resolve");
         }
         let _ = round;
     }
@@ -70,13 +74,11 @@ fn store_with_one_program(dir: &std::path::Path) -> std::path::PathBuf {
         symbol: "k0".to_string(),
         source: "kernel 0".to_string(),
     }];
-    resolve_with_store(
-        &KernelCache::new(1 << 20),
-        Some(&store),
-        &b,
-        &Lines::default(),
-    )
-    .expect("resolve");
+    Resolver::new(&KernelCache::new(1 << 20), &Lines::default())
+        .store(Some(&store))
+        .resolve_strict(&b)
+        .map(|r| r.answers)
+        .expect("resolve");
     kernels
 }
 
@@ -316,7 +318,10 @@ fn stats_counts_remembered_failures_and_gc_forgets_them() {
     let lines = Lines::default();
     let resolve = || {
         let cache = KernelCache::new(1 << 20);
-        kernel_cache::resolve_each_with_store(&cache, Some(&store), &batch, &lines)
+        Resolver::new(&cache, &lines)
+            .store(Some(&store))
+            .resolve(&batch)
+            .map(|r| r.answers)
             .expect("resolve")
     };
     resolve();
@@ -374,13 +379,11 @@ fn gc_older_than_removes_kernel_programs_by_last_use() {
             symbol: format!("k{p}"),
             source: format!("kernel {p}"),
         }];
-        resolve_with_store(
-            &KernelCache::new(1 << 20),
-            Some(&store),
-            &b,
-            &Lines::default(),
-        )
-        .expect("resolve");
+        Resolver::new(&KernelCache::new(1 << 20), &Lines::default())
+            .store(Some(&store))
+            .resolve_strict(&b)
+            .map(|r| r.answers)
+            .expect("resolve");
     }
     // Every program last used three hours ago, then key-0 (the first published) used now.
     let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3 * 3600);
@@ -401,13 +404,11 @@ fn gc_older_than_removes_kernel_programs_by_last_use() {
         symbol: "k0".to_string(),
         source: "kernel 0".to_string(),
     }];
-    resolve_with_store(
-        &KernelCache::new(1 << 20),
-        Some(&store),
-        &b,
-        &Lines::default(),
-    )
-    .expect("resolve");
+    Resolver::new(&KernelCache::new(1 << 20), &Lines::default())
+        .store(Some(&store))
+        .resolve_strict(&b)
+        .map(|r| r.answers)
+        .expect("resolve");
     let out = kcache(&["gc", dir.to_str().expect("utf-8"), "--older-than", "1h"]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{text}");

@@ -13,7 +13,7 @@ use std::process::Output;
 
 use common::{DIGEST, entry, kcache, key};
 use kernel_cache::store::{DirError, KernelStore, MissReason, STORE_KIND as KERNEL_KIND};
-use kernel_cache::{BatchKernel, KernelCache, resolve_with_store};
+use kernel_cache::{BatchKernel, KernelCache, Resolver};
 use schedule_cache::disk::{DiskCache, Lookup, Refusal, STORE_KIND as SCHEDULE_KIND, StoreOutcome};
 use schedule_cache::placement::PlacementEntry;
 use test_support::lines::Lines;
@@ -77,13 +77,11 @@ fn a_schedule_store_refuses_a_kernel_stores_directory_and_sweeps_nothing() {
     let dir = tmp.path().join("kernels");
     let store = KernelStore::new(&dir);
     for b in kernels(3) {
-        resolve_with_store(
-            &KernelCache::new(1 << 20),
-            Some(&store),
-            &[b],
-            &Lines::default(),
-        )
-        .expect("resolve");
+        Resolver::new(&KernelCache::new(1 << 20), &Lines::default())
+            .store(Some(&store))
+            .resolve_strict(&[b])
+            .map(|r| r.answers)
+            .expect("resolve");
     }
     let before = snapshot(&dir);
     assert!(before.keys().any(|n| n.starts_with("b-")), "{before:?}");
@@ -178,13 +176,11 @@ fn a_kernel_store_refuses_a_schedule_stores_directory_and_sweeps_nothing() {
     }
     // A resolve through it compiles and answers, saving nothing there.
     let b = kernels(2);
-    let got = resolve_with_store(
-        &KernelCache::new(1 << 20),
-        Some(&store),
-        &b,
-        &Lines::default(),
-    )
-    .expect("resolve");
+    let got = Resolver::new(&KernelCache::new(1 << 20), &Lines::default())
+        .store(Some(&store))
+        .resolve_strict(&b)
+        .map(|r| r.answers)
+        .expect("resolve");
     assert_eq!(got.len(), 2);
     assert_eq!(snapshot(&dir), before);
 
@@ -220,13 +216,11 @@ fn a_legacy_bare_stamp_is_never_swept_by_the_wrong_store() {
     let tmp = tempfile::tempdir().expect("tmp");
     let kdir = tmp.path().join("kernels");
     let store = KernelStore::new(&kdir);
-    resolve_with_store(
-        &KernelCache::new(1 << 20),
-        Some(&store),
-        &kernels(2),
-        &Lines::default(),
-    )
-    .expect("resolve");
+    Resolver::new(&KernelCache::new(1 << 20), &Lines::default())
+        .store(Some(&store))
+        .resolve_strict(&kernels(2))
+        .map(|r| r.answers)
+        .expect("resolve");
     let sdir = tmp.path().join("schedule");
     let schedule = DiskCache::new(&sdir);
     assert_eq!(

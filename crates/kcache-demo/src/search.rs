@@ -2,15 +2,12 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 use canonical_text::segment_kernel_name;
 use cc_backend::{Arg, CcBackend, CcProgram, Elem, Extent, Kernel, Signature, Source};
 use kernel_cache::store::KernelStore;
-use kernel_cache::{
-    BatchKernel, KernelCache, Names, Split, resolve_split_each_with_store, with_census,
-};
+use kernel_cache::{BatchKernel, KernelCache, Names, Resolver, Split};
 use memo_cache::{Key, KeyBuilder, Table, Value, try_fetch_or_put};
 use reference_ir::ir::Precision;
 use reference_ir::render::{
@@ -75,7 +72,7 @@ pub(crate) struct Measurement {
 /// configuration and key inputs, the disk cache and the counters.
 pub(crate) struct Session<'t> {
     pub(crate) backend: CcBackend,
-    pub(crate) cache: Arc<KernelCache<CcProgram>>,
+    pub(crate) cache: KernelCache<CcProgram>,
     /// The persistent kernel store under the cache directory, unless disabled.
     pub(crate) kernel_store: Option<KernelStore>,
     /// Where to write the stream of kernels resolved (see `DemoOptions::dump_kernels`).
@@ -315,19 +312,18 @@ impl<'t> Session<'t> {
         let batch = &whole.kernels[..];
         self.dump(batch)?;
         let start = Instant::now();
-        let (resolved, census) = with_census(|| {
-            resolve_split_each_with_store(
-                &self.cache,
-                self.kernel_store.as_ref(),
-                batch,
-                &self.backend,
-            )
-        });
+        let resolved = Resolver::new(&self.cache, &self.backend)
+            .store(self.kernel_store.as_ref())
+            .split(self.backend.split())
+            .resolve(batch);
         let seconds = start.elapsed().as_secs_f64();
-        let resolved = resolved.map_err(|source| DemoError::Resolve {
-            routine: label.to_string(),
-            source,
-        })?;
+        let (resolved, census) =
+            resolved
+                .map(|r| (r.answers, r.census))
+                .map_err(|source| DemoError::Resolve {
+                    routine: label.to_string(),
+                    source,
+                })?;
         // What a cache keyed by the exact text would have compiled of this batch.
         let identity = self.backend.identity();
         let verbatim_new = batch

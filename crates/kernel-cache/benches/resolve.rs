@@ -17,10 +17,7 @@ use std::sync::Arc;
 use cc_backend::{CcBackend, CcProgram, Signature, Source, elementwise_kernel, realistic_kernel};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use dashmap::DashMap;
-use kernel_cache::{
-    Backend, BatchKernel, Compiled, Group, KernelCache, Names, Split, resolve, resolve_split,
-    with_split_override,
-};
+use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Names, Resolver, Split};
 
 /// A compiled program stand-in for the all-hit figures (see the module doc).
 type StandIn = [u64; 4];
@@ -90,7 +87,10 @@ fn all_hit(c: &mut Criterion) {
     .collect();
     let backend = StandInBackend;
     let cache = KernelCache::new(1 << 30);
-    let warm = resolve(&cache, &batch, &backend).expect("stand-ins");
+    let warm = Resolver::new(&cache, &backend)
+        .resolve_strict(&batch)
+        .map(|r| r.answers)
+        .expect("stand-ins");
     let map: DashMap<String, Value> = DashMap::new();
     let quick: quick_cache::sync::Cache<String, Value> = quick_cache::sync::Cache::new(2000);
     for (k, r) in batch.iter().zip(&warm) {
@@ -106,7 +106,12 @@ fn all_hit(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("resolve_all_hit_1000");
     g.bench_function("subject", |b| {
-        b.iter(|| resolve(&cache, black_box(&batch), &backend).expect("all hit"))
+        b.iter(|| {
+            Resolver::new(&cache, &backend)
+                .resolve_strict(black_box(&batch))
+                .map(|r| r.answers)
+                .expect("all hit")
+        })
     });
     g.bench_function("baseline", |b| {
         b.iter(|| {
@@ -120,7 +125,12 @@ fn all_hit(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("resolve_all_hit_1000_vs_quick_cache");
     g.bench_function("subject", |b| {
-        b.iter(|| resolve(&cache, black_box(&batch), &backend).expect("all hit"))
+        b.iter(|| {
+            Resolver::new(&cache, &backend)
+                .resolve_strict(black_box(&batch))
+                .map(|r| r.answers)
+                .expect("all hit")
+        })
     });
     g.bench_function("baseline", |b| {
         b.iter(|| {
@@ -148,8 +158,11 @@ fn split_compile(c: &mut Criterion) {
     );
     let (batch, backend) = (&batch, &backend);
     let compile = |split: Split| {
-        move |cache: Arc<KernelCache<CcProgram>>| {
-            let answers = with_split_override(split, || resolve_split(&cache, batch, backend))
+        move |cache: KernelCache<CcProgram>| {
+            let answers = Resolver::new(&cache, backend)
+                .split(split)
+                .resolve_strict(batch)
+                .map(|r| r.answers)
                 .expect("the kernels compile");
             // Returned so that unloading happens outside the measurement.
             (cache, answers)

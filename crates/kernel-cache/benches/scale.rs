@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use dashmap::DashMap;
-use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Resolved, resolve};
+use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Resolved, Resolver};
 
 /// The system allocator, counting the bytes requested and not yet freed (no limit).
 #[global_allocator]
@@ -91,7 +91,7 @@ fn group_entries(g: usize) -> Vec<(String, Resolved<Program>)> {
 }
 
 /// A cache holding `n` entries (keys `0..n`) in groups of eight, each weighing 1.
-fn filled(n: usize) -> Arc<KernelCache<Program>> {
+fn filled(n: usize) -> KernelCache<Program> {
     let cache = KernelCache::new(u64::MAX);
     for g in 0..n / GROUP {
         cache.publish(group_entries(g), 1);
@@ -226,7 +226,10 @@ fn all_hit(small: usize, large: usize, rounds: usize, samples: usize) -> Figure 
     let (s_plain, l_plain) = (plain_filled(small), plain_filled(large));
     let (s_batch, l_batch) = (batch(small, 0), batch(large, 0));
     let run = |cache: &KernelCache<Program>, b: &[BatchKernel<()>]| {
-        let answers = resolve(cache, black_box(b), &HitsOnly).expect("all hits");
+        let answers = Resolver::new(cache, &HitsOnly)
+            .resolve_strict(black_box(b))
+            .map(|r| r.answers)
+            .expect("all hits");
         black_box(answers);
     };
     let get = |map: &DashMap<String, Resolved<Program>>, b: &[BatchKernel<()>]| {
@@ -357,7 +360,12 @@ fn two_threads(n: usize, rounds: usize, reps: usize) -> Figure {
     let batches = [batch(n, 0), batch(n, n / 2 + 1)];
     let work = |b: &[BatchKernel<()>]| {
         for _ in 0..reps {
-            black_box(resolve(&cache, black_box(b), &HitsOnly).expect("all hits"));
+            black_box(
+                Resolver::new(&cache, &HitsOnly)
+                    .resolve_strict(black_box(b))
+                    .map(|r| r.answers)
+                    .expect("all hits"),
+            );
         }
     };
     let peer_work = |b: &[BatchKernel<()>]| {

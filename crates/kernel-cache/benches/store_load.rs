@@ -16,7 +16,8 @@ use test_support::child::Worker;
 
 use cc_backend::{CcBackend, Signature, Source, realistic_kernel};
 use kernel_cache::store::KernelStore;
-use kernel_cache::{BatchKernel, KernelCache, Names, resolve_split_with_store, with_census};
+use kernel_cache::{BatchKernel, KernelCache, Names, Resolver};
+use test_support::lines::censused;
 
 /// The variables that make this binary a worker (see `test_support::child::Worker`).
 const PREFIX: &str = "KCACHE_STORE_BENCH";
@@ -45,7 +46,12 @@ fn worker(role: &str, dir: &Path, n: u64) {
     let store = (role != "compile").then_some(&store);
     let cache = KernelCache::new(1 << 30);
     let start = Instant::now();
-    let (out, census) = with_census(|| resolve_split_with_store(&cache, store, &b, &backend));
+    let (out, census) = censused(
+        Resolver::new(&cache, &backend)
+            .store(store)
+            .split(backend.split())
+            .resolve_strict(&b),
+    );
     let seconds = start.elapsed().as_secs_f64();
     out.expect("resolve");
     println!(

@@ -1,10 +1,7 @@
-//! What a backend author implements ([`Backend`], optionally [`SplitBackend`] and
-//! [`PersistentBackend`]) and the data resolve hands them ([`BatchKernel`], [`Group`],
-//! [`Compiled`], [`SavedProgram`]).
+//! What a backend author implements ([`Backend`]) and the data a resolve hands it
+//! ([`BatchKernel`], [`Group`], [`Compiled`], [`Units`], [`SavedProgram`]).
 
-use crate::partition::Split;
-
-/// One kernel of a batch given to [`resolve`](crate::resolve).
+/// One kernel of a batch given to a [`Resolver`](crate::Resolver).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchKernel<S> {
     /// The kernel's key (for example from [`kernel_key`](crate::kernel_key)); kernels
@@ -64,10 +61,29 @@ pub struct Units<P, E> {
     pub failed: Vec<(usize, E)>,
 }
 
-/// A compiler backend: compiles a group of kernels into one program.
+/// A compiled program in the form a persistent kernel store keeps it: the program's
+/// bytes (for cc-backend, the shared object file) and its symbol table.
 ///
-/// This is all a backend that cannot split its compiles implements; such a backend is
-/// driven by [`resolve`](crate::resolve). Code of the backend never runs while the
+/// The store treats `bytes` as opaque: it names the blob by the SHA-256 of its framed
+/// content (symbol table and bytes), verifies that digest before every load and hands
+/// [`Backend::load`] exactly what [`Backend::save`] returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavedProgram {
+    /// The program's bytes, complete: loading them must need no other file.
+    pub bytes: Vec<u8>,
+    /// Every symbol the program defines for the kernels compiled into it (the `symbol`s
+    /// of its group's kernels, in batch order). Each must be a non-empty string without
+    /// a NUL or newline byte; the store refuses to save (and never loads) a program
+    /// whose table breaks that.
+    pub symbols: Vec<String>,
+}
+
+/// A compiler backend: compiles groups of kernels into programs.
+///
+/// A resolve ([`Resolver`](crate::Resolver)) cuts the kernels it must compile into
+/// programs (one option list each, cut further by its [`Split`](crate::Split)) and
+/// compiles each on a thread of its own, concurrently with the others (so a backend is
+/// `Sync`), under the cache's compile lock; code of the backend never runs while the
 /// cache holds a map reference.
 ///
 /// A program must depend on nothing the kernels' keys do not cover (their texts, option
@@ -76,16 +92,66 @@ pub struct Units<P, E> {
 /// `__TIMESTAMP__` (and `assert` messages) expose. cc-backend, for example, compiles
 /// every unit as `kernel.c` in a directory of its own and fixes the time (see its
 /// `CcBackend`).
-pub trait Backend {
+///
+/// # Persistence (optional)
+///
+/// A backend whose programs can outlive the process implements
+/// [`identity`](Backend::identity), [`save`](Backend::save) and [`load`](Backend::load)
+/// (each returns `None` by default: a backend without an identity is never given the
+/// resolver's store); its programs are then saved to a persistent kernel store after a
+/// compile and loaded from it in this or another process instead of compiling again.
+///
+/// * [`identity`](Backend::identity) names everything outside the kernel key
+///   that makes saved bytes loadable and meaningful in this process: the compiler and
+///   its version, the flags every compile adds, the target (architecture, OS, ABI) and
+///   the saved format. Two backends with equal identities must be able to load each
+///   other's saved programs and get the same code; the store only answers a key from an
+///   entry saved under an equal identity (a different identity is a miss, explained).
+///   It must not contain secrets (it is written to disk and shown in reports).
+/// * [`host_part`](Backend::host_part) says, for an option list whose code
+///   depends on the machine that compiles it (cc-backend's `-march=native` and the like:
+///   code for the compiling machine's processor), what those options mean on this
+///   machine; `None` (the default) for options whose code is the same on every machine of
+///   the identity. It must be equal on two machines whose programs compiled under those
+///   options each can load, and differ otherwise: the store names a key's entry (and its
+///   compile lock, and its farm key) by identity, key and host part, so each kind of
+///   machine has its own entry and its own hits in a store several share; a host part
+///   that differs where the programs would load only costs misses, one that is equal where
+///   they would not makes the machines replace each other's entries in turn (`load` must
+///   still refuse such a program, as it refuses any it cannot run).
+/// * [`save`](Backend::save) returns the complete bytes of `program` and its
+///   symbol table, such that [`load`](Backend::load) of that value (by any
+///   backend of equal identity, in any process, any time later) gives a program in
+///   which every symbol of the table finds the same code as in `program`. It runs under
+///   the cache's compile lock, after the compile returned; it must not change
+///   `program`. An `Err` means "cannot be saved": the store logs it as a warning and
+///   keeps nothing (a future miss), the resolve still succeeds.
+/// * [`load`](Backend::load) turns saved bytes into a program the cache can
+///   retain, with its weight (as [`compile_group`](Backend::compile_group) would give it), without
+///   compiling. The store calls it only with bytes whose digest it has verified, from a
+///   blob only the store's owner could have written (or, from a shared store, carrying a
+///   valid keyed MAC): that is the trust boundary (see `docs/disk-format.md`). A key
+///   names a kernel's text, not the files the compile read besides it (headers): a
+///   backend whose compiles read such files records what it read in the saved bytes
+///   and `load` refuses (`Err`) once one of them differs (cc-backend does). `load`
+///   must not keep a reference to `saved` (copy what it needs; for a shared object,
+///   write the bytes to a fresh file of its own and load that). It must check that the
+///   program defines every symbol of `saved.symbols` and return an `Err` otherwise; an
+///   `Err` is a miss (the resolve compiles instead), and the store removes the blob
+///   unless [`keeps_saved`](Backend::keeps_saved) says the failure was this
+///   moment's or this machine's. It must not count as a compile in the backend's own
+///   counters.
+pub trait Backend: Sync {
     /// What a kernel's code is given as.
-    type Source;
+    type Source: Sync;
     /// A compiled program; shared by every kernel compiled into it.
     type Program: Send + Sync + 'static;
     /// Why a compile failed.
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// Compiles `group`'s kernels into one program in which each kernel can be found
-    /// under its `symbol`. Runs under the cache's compile lock.
+    /// under its `symbol` (a strict resolve: any failure fails the program). Runs on a
+    /// thread of its own, under the cache's compile lock.
     fn compile_group(
         &self,
         group: &Group<'_, Self::Source>,
@@ -93,10 +159,10 @@ pub trait Backend {
 
     /// Compiles `group`'s kernels as [`compile_group`](Backend::compile_group) does, but
     /// reports a kernel whose own unit fails alone: the program holds the others. Used by
-    /// the per-kernel resolves ([`resolve_each`](crate::resolve_each) and its variants).
-    /// Each kernel must be compiled at most once (a failure must not cost the other
-    /// kernels a second compile). An `Err` fails the whole group (every kernel of it
-    /// gets that error).
+    /// the per-kernel resolve ([`Resolver::resolve`](crate::Resolver::resolve)). Each
+    /// kernel must be compiled at most once (a failure must not cost the other kernels a
+    /// second compile). An `Err` fails the whole group (every kernel of it gets that
+    /// error).
     ///
     /// The default calls [`compile_group`](Backend::compile_group): a backend that cannot
     /// tell which kernel failed fails its whole group, as a strict resolve does.
@@ -108,6 +174,16 @@ pub trait Backend {
             program: Some(compiled),
             failed: Vec::new(),
         })
+    }
+
+    /// What compiling `source` costs, relative to the batch's other kernels (for example
+    /// its length): an option list's kernels are cut into programs of the sizes a cut by
+    /// count gives, balanced by this cost ([`balanced`](crate::balanced)). The default, 1
+    /// for every kernel, cuts them into contiguous runs ([`chunks`](crate::chunks)). Never
+    /// changes what a kernel compiles to, only which program holds it.
+    fn compile_cost(&self, source: &Self::Source) -> u64 {
+        let _ = source;
+        1
     }
 
     /// Runs under the compile lock ahead of a resolve's compiles, also when nothing is
@@ -123,143 +199,31 @@ pub trait Backend {
     fn always_lock(&self) -> bool {
         false
     }
-}
 
-/// A backend that can cut its compiles into programs compiled at once on several
-/// threads: driven by [`resolve_split`](crate::resolve_split).
-///
-/// For each program: [`prepare`](SplitBackend::prepare) runs on the calling thread,
-/// [`compile`](SplitBackend::compile) (for the per-kernel resolves,
-/// [`compile_each`](SplitBackend::compile_each)) on a thread of its own (the first on the
-/// calling thread), and [`finish`](SplitBackend::finish) again on the calling thread, in
-/// batch order, each program's once its own compile and every earlier program's have
-/// returned (later programs may still be compiling).
-pub trait SplitBackend: Backend + Sync {
-    /// A program between prepare and finish.
-    type Prepared: Send;
-
-    /// How this backend's configuration cuts compiles (replaced inside
-    /// [`with_split_override`](crate::with_split_override)).
-    fn split(&self) -> Split;
-
-    /// What compiling `source` costs, relative to the batch's other kernels (for example
-    /// its length): an option list's kernels are cut into programs of the sizes a cut by
-    /// count gives, balanced by this cost ([`balanced`](crate::balanced)). The default, 1
-    /// for every kernel, cuts them into contiguous runs ([`chunks`](crate::chunks)). Never
-    /// changes what a kernel compiles to, only which program holds it.
-    fn compile_cost(&self, source: &Self::Source) -> u64 {
-        let _ = source;
-        1
+    /// What identifies this backend's saved programs (see "Persistence"); `None` (the
+    /// default): its programs are never saved nor loaded, and a resolver's store is not
+    /// used.
+    fn identity(&self) -> Option<String> {
+        None
     }
-
-    /// Gets `group` ready to compile (for example writes its source file).
-    fn prepare(&self, group: &Group<'_, Self::Source>) -> Result<Self::Prepared, Self::Error>;
-
-    /// Compiles a prepared program; runs concurrently with the other programs'.
-    fn compile(&self, prepared: &mut Self::Prepared) -> Result<(), Self::Error>;
-
-    /// [`compile`](SplitBackend::compile) for the per-kernel resolves
-    /// ([`resolve_split_each`](crate::resolve_split_each)): compiles every kernel of the
-    /// prepared program at most once and returns those whose own unit failed (their
-    /// position in the group's `kernels`, and their own error); the program
-    /// [`finish`](SplitBackend::finish) then makes holds exactly the others. `finish` is
-    /// not called when every kernel failed. An `Err` fails the whole program.
-    ///
-    /// The default calls [`compile`](SplitBackend::compile) and reports no kernel alone
-    /// (an error fails the whole program).
-    #[allow(clippy::type_complexity)]
-    fn compile_each(
-        &self,
-        prepared: &mut Self::Prepared,
-    ) -> Result<Vec<(usize, Self::Error)>, Self::Error> {
-        self.compile(prepared).map(|()| Vec::new())
-    }
-
-    /// Turns a compiled program into the program the cache retains (for example loads
-    /// it) and its weight.
-    fn finish(&self, prepared: Self::Prepared) -> Result<Compiled<Self::Program>, Self::Error>;
-}
-
-/// A compiled program in the form a persistent kernel store keeps it: the program's
-/// bytes (for cc-backend, the shared object file) and its symbol table.
-///
-/// The store treats `bytes` as opaque: it names the blob by the SHA-256 of its framed
-/// content (symbol table and bytes), verifies that digest before every load and hands
-/// [`PersistentBackend::load`] exactly what [`PersistentBackend::save`] returned.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SavedProgram {
-    /// The program's bytes, complete: loading them must need no other file.
-    pub bytes: Vec<u8>,
-    /// Every symbol the program defines for the kernels compiled into it (the `symbol`s
-    /// of its group's kernels, in batch order). Each must be a non-empty string without
-    /// a NUL or newline byte; the store refuses to save (and never loads) a program
-    /// whose table breaks that.
-    pub symbols: Vec<String>,
-}
-
-/// A backend whose programs can outlive the process: saved as bytes to a persistent
-/// kernel store after a compile, loaded from it in this or another process instead of
-/// compiling again.
-///
-/// Optional: a backend implementing only [`Backend`] is never given a store (the
-/// `resolve_*` functions taking a store require this trait).
-///
-/// # Contract
-///
-/// * [`identity`](PersistentBackend::identity) names everything outside the kernel key
-///   that makes saved bytes loadable and meaningful in this process: the compiler and
-///   its version, the flags every compile adds, the target (architecture, OS, ABI) and
-///   the saved format. Two backends with equal identities must be able to load each
-///   other's saved programs and get the same code; the store only answers a key from an
-///   entry saved under an equal identity (a different identity is a miss, explained).
-///   It must not contain secrets (it is written to disk and shown in reports).
-/// * [`host_part`](PersistentBackend::host_part) says, for an option list whose code
-///   depends on the machine that compiles it (cc-backend's `-march=native` and the like:
-///   code for the compiling machine's processor), what those options mean on this
-///   machine; `None` (the default) for options whose code is the same on every machine of
-///   the identity. It must be equal on two machines whose programs compiled under those
-///   options each can load, and differ otherwise: the store names a key's entry (and its
-///   compile lock, and its farm key) by identity, key and host part, so each kind of
-///   machine has its own entry and its own hits in a store several share; a host part
-///   that differs where the programs would load only costs misses, one that is equal where
-///   they would not makes the machines replace each other's entries in turn (`load` must
-///   still refuse such a program, as it refuses any it cannot run).
-/// * [`save`](PersistentBackend::save) returns the complete bytes of `program` and its
-///   symbol table, such that [`load`](PersistentBackend::load) of that value (by any
-///   backend of equal identity, in any process, any time later) gives a program in
-///   which every symbol of the table finds the same code as in `program`. It runs under
-///   the cache's compile lock, after the compile returned; it must not change
-///   `program`. An `Err` means "cannot be saved": the store logs it as a warning and
-///   keeps nothing (a future miss), the resolve still succeeds.
-/// * [`load`](PersistentBackend::load) turns saved bytes into a program the cache can
-///   retain, with its weight (as [`Backend::compile_group`] would give it), without
-///   compiling. The store calls it only with bytes whose digest it has verified, from a
-///   blob only the store's owner could have written (or, from a shared store, carrying a
-///   valid keyed MAC): that is the trust boundary (see `docs/disk-format.md`). A key
-///   names a kernel's text, not the files the compile read besides it (headers): a
-///   backend whose compiles read such files records what it read in the saved bytes
-///   and `load` refuses (`Err`) once one of them differs (cc-backend does). `load`
-///   must not keep a reference to `saved` (copy what it needs; for a shared object,
-///   write the bytes to a fresh file of its own and load that). It must check that the
-///   program defines every symbol of `saved.symbols` and return an `Err` otherwise; an
-///   `Err` is a miss (the resolve compiles instead), and the store removes the blob
-///   unless [`keeps_saved`](PersistentBackend::keeps_saved) says the failure was this
-///   moment's or this machine's. It must not count as a compile in the backend's own
-///   counters.
-pub trait PersistentBackend: Backend {
-    /// What identifies this backend's saved programs (see the trait's contract).
-    fn identity(&self) -> String;
 
     /// The saved form of `program` (its bytes and symbol table), or why it cannot be
-    /// saved.
-    fn save(&self, program: &Self::Program) -> Result<SavedProgram, Self::Error>;
+    /// saved; `None` (the default): this backend does not save.
+    fn save(&self, program: &Self::Program) -> Option<Result<SavedProgram, Self::Error>> {
+        let _ = program;
+        None
+    }
 
-    /// The program `saved` holds, loaded without compiling, and its weight.
-    fn load(&self, saved: &SavedProgram) -> Result<Compiled<Self::Program>, Self::Error>;
+    /// The program `saved` holds, loaded without compiling, and its weight; `None` (the
+    /// default): this backend does not load.
+    #[allow(clippy::type_complexity)]
+    fn load(&self, saved: &SavedProgram) -> Option<Result<Compiled<Self::Program>, Self::Error>> {
+        let _ = saved;
+        None
+    }
 
     /// What `options` mean on this machine, for an option list whose code depends on the
-    /// machine that compiles it; `None` for one whose code does not (see the trait's
-    /// contract). A digest of the options' meaning (for cc-backend, of the compiler's
+    /// machine that compiles it; `None` for one whose code does not (see "Persistence"). A digest of the options' meaning (for cc-backend, of the compiler's
     /// expansion of `-march=native` to this processor), the same for every call with the
     /// same options in one process; asked once per option list per resolve, under the
     /// cache's compile lock: memoize it when it is costly.
@@ -273,7 +237,7 @@ pub trait PersistentBackend: Backend {
         Ok(None)
     }
 
-    /// Whether the saved program stays in the store after [`load`](PersistentBackend::load)
+    /// Whether the saved program stays in the store after [`load`](Backend::load)
     /// failed with `error`: `true` when the failure belongs to this moment, this machine or
     /// this process's environment rather than to the program's bytes (an I/O error such as
     /// a full disk; a system lacking what loading needs, such as `/proc` not mounted in this
@@ -306,7 +270,7 @@ pub trait PersistentBackend: Backend {
     /// never asked about: they are not one kernel's.
     fn remembered(
         &self,
-        kernel: &crate::BatchKernel<Self::Source>,
+        kernel: &BatchKernel<Self::Source>,
         error: &Self::Error,
     ) -> Option<String> {
         let _ = (kernel, error);

@@ -3,11 +3,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::cold;
-use crate::table::{Key, Stored, Table};
+use crate::table::{Key, Table};
 
 /// What the cache answers for a key: the shared program holding the kernel's code and
 /// the symbol to look the kernel up by in that program.
@@ -58,8 +57,7 @@ impl<P> Resolved<P> {
 
 /// A snapshot of a cache's counters and occupancy.
 ///
-/// Counters (`hits`, `misses`, `evictions`, `superseded`) only grow, also across
-/// [`with_cold_caches`](crate::with_cold_caches) scopes; occupancy (`retained_bytes`,
+/// Counters (`hits`, `misses`, `evictions`, `superseded`) only grow; occupancy (`retained_bytes`,
 /// `groups`, `entries`) is the state at the time of the snapshot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -107,36 +105,11 @@ pub(crate) struct GroupRec {
 }
 
 /// The groups, oldest first (ids grow with every publish), and their summed weight.
-pub(crate) struct Groups<P> {
+#[derive(Default)]
+pub(crate) struct Groups {
     pub(crate) by_age: BTreeMap<u64, GroupRec>,
     pub(crate) retained: u64,
     pub(crate) next_id: u64,
-    /// What each enclosing cold scope saved, innermost last.
-    pub(crate) cold_stack: Vec<ColdSaved<P>>,
-}
-
-impl<P> Default for Groups<P> {
-    fn default() -> Self {
-        Groups {
-            by_age: BTreeMap::new(),
-            retained: 0,
-            next_id: 0,
-            cold_stack: Vec::new(),
-        }
-    }
-}
-
-/// What a cold scope of depth `depth` saved on entry.
-pub(crate) struct ColdSaved<P> {
-    pub(crate) depth: usize,
-    pub(crate) by_age: BTreeMap<u64, GroupRec>,
-    pub(crate) retained: u64,
-    pub(crate) entries: Vec<Stored<P>>,
-}
-
-enum CapacitySource {
-    Fixed,
-    Dynamic(Box<dyn Fn() -> u64 + Send + Sync>),
 }
 
 /// A cache of compiled programs, keyed by kernel key, weighted in bytes by group.
@@ -152,10 +125,8 @@ enum CapacitySource {
 /// any other string verbatim, and the two forms never meet, so two keys hit each other
 /// exactly when their strings are equal.
 ///
-/// **Capacity.** The capacity is read on every publish and find (from
-/// [`set_capacity`](KernelCache::set_capacity)'s setting or the closure given to
-/// [`with_capacity_fn`](KernelCache::with_capacity_fn)), so a configuration read
-/// lazily by the caller applies from first use. A capacity of `0` disables the cache:
+/// **Capacity.** The capacity is read on every publish and find (see
+/// [`set_capacity`](KernelCache::set_capacity)). A capacity of `0` disables the cache:
 /// finds miss and a publish retains nothing (and drops whatever was retained).
 ///
 /// **A group larger than the capacity** is still retained, *alone*: its publish evicts
@@ -170,16 +141,13 @@ enum CapacitySource {
 ///
 /// Values handed out stay valid after eviction: they hold the program by `Arc`.
 ///
-/// Every cache is registered (weakly) with the process-wide registry that
-/// [`with_cold_caches`](crate::with_cold_caches) empties and restores, which is why
-/// constructors return an `Arc`.
+/// A cache is one value, shared by reference; nothing outside it sees it (a test that
+/// needs a cold cache makes a new one).
 pub struct KernelCache<P> {
     /// Key to value.
     map: Table<P>,
-    groups: Mutex<Groups<P>>,
-    capacity_fixed: AtomicU64,
-    capacity_overridden: AtomicBool,
-    capacity_source: CapacitySource,
+    groups: Mutex<Groups>,
+    capacity: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
@@ -206,58 +174,30 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<P: Send + Sync + 'static> KernelCache<P> {
     /// A cache of `capacity_bytes`, changeable later with
     /// [`set_capacity`](KernelCache::set_capacity).
-    ///
-    /// Returns an [`Arc`]: one cache is meant to be shared by every resolve and thread of a
-    /// process (the resolve functions take `&Arc<KernelCache<_>>`); clone the `Arc` to share
-    /// it.
-    pub fn new(capacity_bytes: u64) -> Arc<Self> {
-        Self::build(capacity_bytes, CapacitySource::Fixed)
-    }
-
-    /// A cache whose capacity is `capacity()` as read at each publish and find, so a
-    /// setting the caller reads lazily (an environment variable, a config file) applies
-    /// from first use. [`set_capacity`](KernelCache::set_capacity) replaces the closure.
-    pub fn with_capacity_fn(capacity: impl Fn() -> u64 + Send + Sync + 'static) -> Arc<Self> {
-        Self::build(0, CapacitySource::Dynamic(Box::new(capacity)))
-    }
-
-    fn build(fixed: u64, source: CapacitySource) -> Arc<Self> {
-        let overridden = matches!(source, CapacitySource::Fixed);
-        let cache = Arc::new(KernelCache {
+    pub fn new(capacity_bytes: u64) -> Self {
+        KernelCache {
             map: Table::new(),
             groups: Mutex::new(Groups::default()),
-            capacity_fixed: AtomicU64::new(fixed),
-            capacity_overridden: AtomicBool::new(overridden),
-            capacity_source: source,
+            capacity: AtomicU64::new(capacity_bytes),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
             superseded: AtomicU64::new(0),
             compile_lock: Mutex::new(()),
-        });
-        let weak: std::sync::Weak<dyn cold::ColdScoped> = Arc::downgrade(&cache) as _;
-        cold::register(weak);
-        cache
+        }
     }
 }
 
 impl<P> KernelCache<P> {
     /// The capacity in bytes now (0: disabled).
     pub fn capacity(&self) -> u64 {
-        if self.capacity_overridden.load(Ordering::Acquire) {
-            return self.capacity_fixed.load(Ordering::Acquire);
-        }
-        match &self.capacity_source {
-            CapacitySource::Dynamic(f) => f(),
-            CapacitySource::Fixed => self.capacity_fixed.load(Ordering::Acquire),
-        }
+        self.capacity.load(Ordering::Acquire)
     }
 
     /// Sets the capacity to `bytes` (0 disables the cache). Takes effect at the next
     /// publish or find; nothing is evicted until the next publish.
     pub fn set_capacity(&self, bytes: u64) {
-        self.capacity_fixed.store(bytes, Ordering::Release);
-        self.capacity_overridden.store(true, Ordering::Release);
+        self.capacity.store(bytes, Ordering::Release);
     }
 
     /// The value retained under `key`, counted as a hit, or `None` (a miss) when the
@@ -345,7 +285,7 @@ impl<P> KernelCache<P> {
     }
 
     /// One key of group `old` was re-pointed; drops the group when it owns none.
-    fn release(&self, groups: &mut Groups<P>, old: u64) {
+    fn release(&self, groups: &mut Groups, old: u64) {
         let emptied = match groups.by_age.get_mut(&old) {
             Some(rec) => {
                 rec.live = rec.live.saturating_sub(1);
@@ -360,7 +300,7 @@ impl<P> KernelCache<P> {
     }
 
     /// Evicts oldest groups (never `keep`) while `over(retained)`.
-    fn evict_while(&self, groups: &mut Groups<P>, over: impl Fn(u64) -> bool, keep: Option<u64>) {
+    fn evict_while(&self, groups: &mut Groups, over: impl Fn(u64) -> bool, keep: Option<u64>) {
         while over(groups.retained) {
             let Some((&oldest, _)) = groups.by_age.first_key_value() else {
                 break;
@@ -410,36 +350,6 @@ impl<P> KernelCache<P> {
         self.map.clear();
         groups.by_age.clear();
         groups.retained = 0;
-    }
-}
-
-impl<P: Send + Sync> cold::ColdScoped for KernelCache<P> {
-    fn enter_cold(&self, depth: usize) {
-        let mut groups = lock(&self.groups);
-        let entries = self.map.drain();
-        let saved = ColdSaved {
-            depth,
-            by_age: std::mem::take(&mut groups.by_age),
-            retained: std::mem::replace(&mut groups.retained, 0),
-            entries,
-        };
-        groups.cold_stack.push(saved);
-    }
-
-    fn leave_cold(&self, depth: usize) {
-        let mut groups = lock(&self.groups);
-        self.map.clear();
-        groups.by_age.clear();
-        groups.retained = 0;
-        if groups.cold_stack.last().is_some_and(|s| s.depth == depth)
-            && let Some(saved) = groups.cold_stack.pop()
-        {
-            groups.by_age = saved.by_age;
-            groups.retained = saved.retained;
-            for Stored { key, slot } in saved.entries {
-                self.map.insert(key, slot);
-            }
-        }
     }
 }
 
@@ -519,19 +429,17 @@ mod tests {
 
     #[test]
     fn capacity_zero_disables_and_capacity_is_read_each_time() {
-        let setting = Arc::new(AtomicU64::new(0));
-        let s2 = Arc::clone(&setting);
-        let c = KernelCache::with_capacity_fn(move || s2.load(Ordering::Relaxed));
+        let c = KernelCache::new(0);
         c.publish([("a".to_string(), value("a"))], 1);
         assert!(c.find("a").is_none());
         assert_eq!(c.stats().retained_bytes, 0);
-        setting.store(10, Ordering::Relaxed);
+        c.set_capacity(10);
         c.publish([("a".to_string(), value("a"))], 1);
         assert!(c.find("a").is_some());
-        setting.store(0, Ordering::Relaxed);
+        c.set_capacity(0);
         assert!(c.find("a").is_none(), "a disabled cache misses");
         c.set_capacity(10);
-        assert!(c.find("a").is_some(), "set_capacity replaces the closure");
+        assert!(c.find("a").is_some(), "the capacity is read at each find");
     }
 
     #[test]

@@ -1,22 +1,19 @@
 //! [`CachedBackend`]: a backend held together with its in-memory cache and its kernel
 //! store, the three things every resolve of an adopter takes.
 
-use std::sync::Arc;
-
 use crate::store::KernelStore;
-use crate::{BatchKernel, Census, Error, KernelCache, Outcomes, PersistentBackend};
+use crate::{Backend, BatchKernel, Census, Error, KernelCache, Outcomes, Resolver};
 
 /// A backend, the [`KernelCache`] its programs are kept in, and optionally the persistent
 /// [`KernelStore`] under that cache: what a backend adopting kcache holds, resolved
 /// through in one call that also says what it did ([`CachedBackend::resolve_each`]).
 ///
-/// It adds nothing to the free functions it calls ([`resolve_each_with_store`](crate::resolve_each_with_store)
-/// and [`with_census`](crate::with_census)); the fields stay public for every other resolve.
+/// It adds nothing to the [`Resolver`] it builds; the fields stay public for every other
+/// resolve.
 ///
 /// ```
 /// use std::convert::Infallible;
-/// use kernel_cache::{Backend, BatchKernel, CachedBackend, Compiled, Group, Layout,
-///     PersistentBackend, SavedProgram};
+/// use kernel_cache::{Backend, BatchKernel, CachedBackend, Compiled, Group, Layout, SavedProgram};
 ///
 /// /// A toy backend whose program is its symbols, saved as they are.
 /// struct Symbols;
@@ -27,14 +24,12 @@ use crate::{BatchKernel, Census, Error, KernelCache, Outcomes, PersistentBackend
 ///     fn compile_group(&self, g: &Group<'_, ()>) -> Result<Compiled<Vec<String>>, Infallible> {
 ///         Ok(Compiled { program: g.kernels.iter().map(|k| k.symbol.clone()).collect(), weight: 1 })
 ///     }
-/// }
-/// impl PersistentBackend for Symbols {
-///     fn identity(&self) -> String { "symbols 1".into() }
-///     fn save(&self, p: &Vec<String>) -> Result<SavedProgram, Infallible> {
-///         Ok(SavedProgram { bytes: b"symbols".to_vec(), symbols: p.clone() })
+///     fn identity(&self) -> Option<String> { Some("symbols 1".into()) }
+///     fn save(&self, p: &Vec<String>) -> Option<Result<SavedProgram, Infallible>> {
+///         Some(Ok(SavedProgram { bytes: b"symbols".to_vec(), symbols: p.clone() }))
 ///     }
-///     fn load(&self, saved: &SavedProgram) -> Result<Compiled<Vec<String>>, Infallible> {
-///         Ok(Compiled { program: saved.symbols.clone(), weight: 1 })
+///     fn load(&self, saved: &SavedProgram) -> Option<Result<Compiled<Vec<String>>, Infallible>> {
+///         Some(Ok(Compiled { program: saved.symbols.clone(), weight: 1 }))
 ///     }
 /// }
 /// let dir = tempfile::tempdir()?;
@@ -50,16 +45,16 @@ use crate::{BatchKernel, Census, Error, KernelCache, Outcomes, PersistentBackend
 /// assert_eq!((census.kernels_compiled, census.kernels_loaded), (0, 1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct CachedBackend<B: PersistentBackend> {
+pub struct CachedBackend<B: Backend> {
     /// The backend that compiles, saves and loads programs.
     pub backend: B,
     /// The in-memory cache of its programs.
-    pub cache: Arc<KernelCache<B::Program>>,
+    pub cache: KernelCache<B::Program>,
     /// The persistent store under the cache, if any.
     pub store: Option<KernelStore>,
 }
 
-impl<B: PersistentBackend> CachedBackend<B> {
+impl<B: Backend> CachedBackend<B> {
     /// `backend` over a new cache of `capacity_bytes` ([`KernelCache::new`]), no store.
     pub fn new(backend: B, capacity_bytes: u64) -> CachedBackend<B> {
         CachedBackend {
@@ -82,17 +77,14 @@ impl<B: PersistentBackend> CachedBackend<B> {
         Ok(self)
     }
 
-    /// [`resolve_each_with_store`](crate::resolve_each_with_store) of `batch` over this
-    /// cache and store, with the [`Census`] of this call alone (what it found, compiled,
-    /// loaded and failed).
+    /// [`Resolver::resolve`] of `batch` over this cache and store, with the [`Census`] of
+    /// this call (what it found, compiled, loaded and failed).
     #[allow(clippy::type_complexity)]
     pub fn resolve_each(
         &self,
         batch: &[BatchKernel<B::Source>],
     ) -> Result<(Outcomes<B::Program, B::Error>, Census), Error<B::Error>> {
-        let (outcomes, census) = crate::with_census(|| {
-            crate::resolve_each_with_store(&self.cache, self.store.as_ref(), batch, &self.backend)
-        });
-        Ok((outcomes?, census))
+        let resolver = Resolver::new(&self.cache, &self.backend).store(self.store.as_ref());
+        resolver.resolve(batch).map(|r| (r.answers, r.census))
     }
 }

@@ -2,35 +2,10 @@
 
 use std::fmt;
 
-/// Which step of a program's compile failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Stage {
-    /// [`Backend::compile_group`](crate::Backend::compile_group) (the whole path).
-    CompileGroup,
-    /// [`SplitBackend::prepare`](crate::SplitBackend::prepare).
-    Prepare,
-    /// [`SplitBackend::compile`](crate::SplitBackend::compile), on its own thread.
-    Compile,
-    /// [`SplitBackend::finish`](crate::SplitBackend::finish).
-    Finish,
-}
-
-impl fmt::Display for Stage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Stage::CompileGroup => "compile",
-            Stage::Prepare => "prepare",
-            Stage::Compile => "concurrent compile",
-            Stage::Finish => "finish",
-        })
-    }
-}
-
-/// Why [`resolve`](crate::resolve) or [`resolve_split`](crate::resolve_split) failed.
-/// The per-kernel resolves ([`resolve_each`](crate::resolve_each) and its variants)
-/// return only [`Error::BeforeCompile`] and [`Error::DuplicateSymbol`]: a compile's
-/// failure is answered per kernel ([`KernelError`]).
+/// Why a resolve failed. The per-kernel [`Resolver::resolve`](crate::Resolver::resolve)
+/// returns only [`Error::BeforeCompile`] and [`Error::DuplicateSymbol`]: a compile's
+/// failure is answered per kernel ([`KernelError`]); [`Resolver::resolve_strict`](crate::Resolver::resolve_strict)
+/// also returns [`Error::Compile`].
 /// `E` is the backend's own error, kept typed and reachable through `source()`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -38,9 +13,8 @@ pub enum Error<E: std::error::Error + 'static> {
     /// The backend's `before_compile` hook failed; nothing was compiled or published.
     #[error("the backend's before_compile hook failed")]
     BeforeCompile(#[source] E),
-    /// A program failed to compile. Nothing of it was published; programs earlier in
-    /// batch order (and, on the concurrent path, every other program that succeeded)
-    /// were published.
+    /// A program failed to compile. Nothing of it was published; every other program
+    /// that compiled was published.
     #[error(transparent)]
     Compile(Box<CompileFailure<E>>),
     /// Two kernels of the batch with different keys share one symbol (a program could
@@ -61,8 +35,8 @@ pub enum Error<E: std::error::Error + 'static> {
     },
 }
 
-/// Why one kernel of a per-kernel resolve ([`resolve_each`](crate::resolve_each) and its
-/// variants) has no program. Kernels sharing a key (twins) share one `Arc` of it, and so
+/// Why one kernel of a per-kernel resolve ([`Resolver::resolve`](crate::Resolver::resolve))
+/// has no program. Kernels sharing a key (twins) share one `Arc` of it, and so
 /// do the kernels of one failed program.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -92,7 +66,7 @@ pub enum KernelError<E: std::error::Error + 'static> {
     },
     /// The kernel store remembers that this kernel (its key, under this backend identity and
     /// host part) failed alone in an earlier resolve, a failure the backend said is the
-    /// kernel's own ([`PersistentBackend::remembered`](crate::PersistentBackend::remembered)):
+    /// kernel's own ([`Backend::remembered`](crate::Backend::remembered)):
     /// nothing was compiled for it. `message` is what the failure said then. A resolve
     /// with [`FailureMemory::Retry`](crate::store::FailureMemory) compiles it again, and
     /// `kcache gc --failures` forgets it.
@@ -135,7 +109,7 @@ impl<E: std::error::Error + 'static> KernelError<E> {
     }
 }
 
-/// Which program of a resolve failed, at which step, and the backend's error.
+/// Which program of a resolve failed, and the backend's error.
 ///
 /// Its `Display` ends with the first lines of the backend error's own display (for
 /// the C backend, the compiler's first diagnostics), so a one-line report says why;
@@ -143,8 +117,6 @@ impl<E: std::error::Error + 'static> KernelError<E> {
 /// and as the field.
 #[derive(Debug, thiserror::Error)]
 pub struct CompileFailure<E: std::error::Error + 'static> {
-    /// The step that failed.
-    pub stage: Stage,
     /// The program's number, in batch order.
     pub program: usize,
     /// How many programs the resolve compiled.
@@ -155,7 +127,7 @@ pub struct CompileFailure<E: std::error::Error + 'static> {
     /// The backend's error.
     #[source]
     pub source: E,
-    /// How many programs later in batch order panicked on the concurrent path. The
+    /// How many programs later in batch order panicked (strict resolve). The
     /// first failure in batch order is what a resolve reports, so their panics were not
     /// resumed; the panic hook reported each as it happened, and this count keeps them
     /// visible.
@@ -169,8 +141,7 @@ impl<E: std::error::Error + 'static> fmt::Display for CompileFailure<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} of program {} of {} failed (kernels: {})",
-            self.stage,
+            "compile of program {} of {} failed (kernels: {})",
             self.program,
             self.programs,
             self.symbols.join(", ")

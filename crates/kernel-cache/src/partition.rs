@@ -1,10 +1,8 @@
 //! How a batch's kernels are cut into programs: [`Split`], [`programs_for`],
-//! [`chunks`], [`balanced`], and the test override [`with_split_override`].
+//! [`chunks`], [`balanced`].
 
-use std::cell::Cell;
-
-/// How a backend that can split its compiles cuts one option list's kernels into
-/// programs compiled at once.
+/// How a resolve ([`Resolver::split`](crate::Resolver::split)) cuts one option list's
+/// kernels into programs compiled at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Split {
     /// The most programs one option list's kernels are cut into.
@@ -113,30 +111,6 @@ pub fn balanced<T: Clone>(k: usize, items: &[T], cost: impl Fn(&T) -> u64) -> Ve
         .collect()
 }
 
-thread_local! {
-    static OVERRIDE: Cell<Option<Split>> = const { Cell::new(None) };
-}
-
-/// Runs `f` with `split` in place of whatever a backend's configuration would give,
-/// for tests that compare a split compile with a whole one in one process. Applies to
-/// [`resolve_split`](crate::resolve_split) calls made on this thread inside `f`;
-/// nests (the innermost wins) and is undone on return and on panic.
-pub fn with_split_override<R>(split: Split, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Split>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            OVERRIDE.with(|o| o.set(self.0));
-        }
-    }
-    let _restore = Restore(OVERRIDE.with(|o| o.replace(Some(split))));
-    f()
-}
-
-/// The split [`with_split_override`] put in place on this thread, if any.
-pub fn current_split_override() -> Option<Split> {
-    OVERRIDE.with(Cell::get)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -162,22 +136,6 @@ mod tests {
             assert_eq!(chunks(k, &idxs), single, "k = {k}");
         }
         assert!(chunks::<i32>(usize::MAX, &[]).is_empty());
-    }
-
-    #[test]
-    fn override_nests_and_restores_on_panic() {
-        assert_eq!(current_split_override(), None);
-        with_split_override(Split::new(2, 1), || {
-            with_split_override(Split::WHOLE, || {
-                assert_eq!(current_split_override(), Some(Split::WHOLE));
-            });
-            assert_eq!(current_split_override(), Some(Split::new(2, 1)));
-            let r =
-                std::panic::catch_unwind(|| with_split_override(Split::new(3, 1), || panic!("x")));
-            assert!(r.is_err());
-            assert_eq!(current_split_override(), Some(Split::new(2, 1)));
-        });
-        assert_eq!(current_split_override(), None);
     }
 
     proptest! {

@@ -1,102 +1,20 @@
-//! The compile driver: [`resolve`] for any [`Backend`], [`resolve_split`] for a
-//! [`SplitBackend`], and the process-wide [`CompileRecord`].
+//! The compile driver: a [`Resolver`] (cache, backend, optional kernel store, split)
+//! answers a batch per kernel ([`Resolver::resolve`]) or strictly
+//! ([`Resolver::resolve_strict`]), with the call's [`Census`] and store events.
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::backend::{
-    Backend, BatchKernel, Compiled, Group, PersistentBackend, SplitBackend, Units,
-};
+use crate::backend::{Backend, BatchKernel, Compiled, Group, Units};
 use crate::cache::{KernelCache, Resolved, lock};
-use crate::census::{self, Census};
-use crate::error::{CompileFailure, Error, KernelError, Stage};
-use crate::partition::{balanced, current_split_override, programs_for};
-use crate::store::{FailureMemory, HostPart, KernelStore, MissReason};
-
-/// What split-capable backends have compiled in this process, as counters.
-///
-/// Counts only grow; tests compare a value read before with one read after (other
-/// threads of the process may add to them meanwhile).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CompileRecord {
-    /// Resolves of a [`SplitBackend`] that compiled anything, split or not (also with
-    /// the cache disabled).
-    pub split_capable_compiles: u64,
-    /// Of those, the ones whose compiles went through the concurrent path.
-    pub concurrent_resolves: u64,
-    /// Programs compiled through the concurrent path.
-    pub concurrent_programs: u64,
-}
-
-static SPLIT_CAPABLE: AtomicU64 = AtomicU64::new(0);
-static CONCURRENT_RESOLVES: AtomicU64 = AtomicU64::new(0);
-static CONCURRENT_PROGRAMS: AtomicU64 = AtomicU64::new(0);
-
-/// The process-wide [`CompileRecord`] now. A test gates its split claims on
-/// `split_capable_compiles` growing rather than on a backend's name.
-pub fn compile_record() -> CompileRecord {
-    CompileRecord {
-        split_capable_compiles: SPLIT_CAPABLE.load(Ordering::Relaxed),
-        concurrent_resolves: CONCURRENT_RESOLVES.load(Ordering::Relaxed),
-        concurrent_programs: CONCURRENT_PROGRAMS.load(Ordering::Relaxed),
-    }
-}
-
-/// Answers, per kernel of `batch`, the program holding its code and the symbol to find
-/// it by, compiling what the cache does not hold.
-///
-/// Every kernel is first looked up without the compile lock. If any missed, the
-/// cache's compile lock is taken, the misses are looked up again (another thread may
-/// just have published them) and the rest are compiled there: one representative per
-/// distinct key (the first in batch order; the others share its program and symbol),
-/// grouped by option list in order of first appearance, one
-/// [`compile_group`](Backend::compile_group) per group. A group is published only after
-/// its compile returned: a failing group publishes nothing, groups before it stay
-/// published, and the error is returned; the next resolve compiles those kernels
-/// afresh. [`before_compile`](Backend::before_compile) runs under the lock ahead of the
-/// compiles, also when nothing is left to compile (an all-hit batch takes the lock only
-/// with [`always_lock`](Backend::always_lock)). The kernels the lookups answered are
-/// added to every enclosing [`with_census`](crate::with_census) scope, once per call.
-/// A panic in backend code propagates (the cache stays consistent); the resolve is
-/// still counted first (the cache's statistics count its kernels, the census its
-/// reused kernels and the programs published before the panic).
-///
-/// Symbols: kernels with different keys must have different symbols; otherwise the
-/// call fails with [`Error::DuplicateSymbol`] before any lookup or compile. Kernels
-/// with equal keys may share a symbol (twins; only the first one's source is ever
-/// compiled, whatever the others' sources say, since equal keys are the caller's
-/// claim that they mean the same). A renderer that names every kernel alike (TVM's
-/// `default_function_kernel`) makes the symbols of a batch distinct by rendering kernel
-/// `i` under [`segment_kernel_name`](canonical_text::segment_kernel_name)`(name, i)`
-/// (its text defines it under that symbol too), whose index
-/// [`kernel_key`](crate::kernel_key) leaves out of the key (any other suffix enters it,
-/// and the same kernel numbered otherwise in the next batch would miss).
-///
-/// The returned vector has one entry per kernel, in batch order.
-pub fn resolve<B: Backend>(
-    cache: &KernelCache<B::Program>,
-    batch: &[BatchKernel<B::Source>],
-    backend: &B,
-) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
-    drive(cache, batch, backend, None, |groups, answers, census| {
-        compile_whole(
-            cache,
-            batch,
-            backend,
-            None,
-            Mode::Strict,
-            groups,
-            answers,
-            census,
-        )
-    })
-    .map(strict)
-}
+use crate::census::Census;
+use crate::error::{CompileFailure, Error, KernelError};
+use crate::partition::{Split, balanced, programs_for};
+use crate::store::{CompileLocks, FailureMemory, HostPart, KernelStore, MissReason, StoreEvent};
 
 /// One kernel's answer from a per-kernel resolve: its program and symbol, or why it has
 /// none (shared, as an `Arc`, by the kernels it is the answer of).
@@ -105,171 +23,477 @@ pub type Outcome<P, E> = Result<Resolved<P>, Arc<KernelError<E>>>;
 /// A per-kernel resolve's answers, one per kernel of the batch, in batch order.
 pub type Outcomes<P, E> = Vec<Outcome<P, E>>;
 
-/// What a per-kernel resolve with backend `B` returns: one outcome per kernel, or the
-/// error that refused the whole batch.
-pub type EachResult<B> =
-    Result<Outcomes<<B as Backend>::Program, <B as Backend>::Error>, Error<<B as Backend>::Error>>;
+/// What a resolve did and answered: one answer per kernel of the batch, in batch order
+/// (an [`Outcome`] per kernel for [`Resolver::resolve`], a [`Resolved`] for
+/// [`Resolver::resolve_strict`]), what it counted and what its kernel store did.
+#[derive(Debug)]
+pub struct Resolution<T> {
+    /// One answer per kernel, in batch order.
+    pub answers: Vec<T>,
+    /// What this call found, compiled, loaded and failed.
+    pub census: Census,
+    /// What the kernel store did in this call, in order (empty without a store): every
+    /// lookup's outcome (a miss with its [`MissReason`]), save, eviction and lock wait.
+    pub events: Vec<StoreEvent>,
+}
 
-/// A program's compile on the concurrent path: `None` when there was nothing to compile,
-/// else the kernels that failed alone or the program's error.
-type Ran<E> = Option<Result<Vec<(usize, E)>, E>>;
+/// A resolve's configuration: the cache answered from and published to, the backend that
+/// compiles, optionally the persistent kernel store under the cache, and how compiles
+/// are cut into programs ([`Split`], by default [`Split::WHOLE`]: one program per option
+/// list). Cheap to build: make one per call or keep one.
+///
+/// **Lookups and compiles.** Every kernel is first looked up without the compile lock.
+/// If any missed, the cache's compile lock is taken, the misses are looked up again
+/// (another thread may just have published them), then in the store if any, and the rest
+/// are compiled there: one representative per distinct key (the first in batch order;
+/// the others, its twins, share its answer), grouped by option list in order of first
+/// appearance, each option list's representatives cut into
+/// [`programs_for`]`(split, n)` programs of [`chunks`](crate::chunks)' sizes,
+/// [`balanced`] by the backend's [`compile_cost`](Backend::compile_cost). Every program
+/// is compiled on a thread of its own (the first on the calling thread), at most as many at
+/// once as [`available_parallelism`](std::thread::available_parallelism) says, and they
+/// are joined in batch order: each is published (and saved to the store, on a thread
+/// of its own) once it and every earlier program returned, while later ones may still be
+/// compiling. A program is published only after its compile returned, and a failed one
+/// never. A thread that cannot be spawned compiles on the calling thread instead.
+/// [`before_compile`](Backend::before_compile) runs under the lock ahead of the
+/// compiles, also when nothing is left to compile (an all-hit batch takes the lock only
+/// with [`always_lock`](Backend::always_lock)). Splitting changes neither a key nor what
+/// a published value means: a kernel's program holds its own code under its own option
+/// list, beside fewer companions.
+///
+/// **Symbols.** Kernels with different keys must have different symbols
+/// ([`Error::DuplicateSymbol`]); a renderer that names every kernel alike (TVM's
+/// `default_function_kernel`) renders kernel `i` under
+/// [`segment_kernel_name`](canonical_text::segment_kernel_name)`(name, i)`, whose index
+/// [`kernel_key`](crate::kernel_key) leaves out of the key.
+///
+/// **With a kernel store** ([`Resolver::store`]; used only for a backend with an
+/// [`identity`](Backend::identity)), the keys the cache still misses are looked up in the
+/// store (by identity, key and [`host_part`](Backend::host_part)) and
+/// [loaded](Backend::load); the rest are compiled under the store's per-key compile locks
+/// and [saved](Backend::save) once published. Nothing the store does fails the resolve:
+/// its misses and warnings are the [`Resolution::events`].
+///
+/// **Panics** in backend code propagate (the cache stays consistent): the first in batch
+/// order is resumed after every program that compiled was published and the resolve was
+/// counted in the cache's statistics.
+///
+/// The crate docs show a resolver over a toy backend.
+pub struct Resolver<'a, B: Backend> {
+    cache: &'a KernelCache<B::Program>,
+    backend: &'a B,
+    store: Option<&'a KernelStore>,
+    split: Split,
+}
 
-/// [`resolve`] with one outcome per kernel: a kernel whose own unit fails to compile gets
-/// its own error, and every other kernel is compiled, published and answered.
-///
-/// The lookups, representatives, groups, locks and statistics are [`resolve`]'s; the
-/// compiles go through [`compile_group_each`](Backend::compile_group_each), which
-/// compiles each kernel at most once and reports the kernels whose own unit failed: each
-/// is answered with [`KernelError::Unit`] holding that unit's error, and the program of
-/// the others is published and answers them (it never holds a failed kernel). A failure
-/// of a whole program (an `Err` of `compile_group_each`, or of a backend that cannot
-/// tell its kernels apart) answers every kernel of it with one [`KernelError::Program`];
-/// later programs are still compiled. Kernels sharing a key share the outcome (one
-/// `Arc`). The call itself fails only when the batch is refused
-/// ([`Error::DuplicateSymbol`]) or [`before_compile`](Backend::before_compile) fails.
-///
-/// **Failures are not cached** in memory: nothing of a failed kernel is published or
-/// saved, so the next resolve of it compiles it again (and fails again, if nothing
-/// changed), unless a kernel store remembers it ([`resolve_each_with_store`]). Each
-/// failed representative counts in [`Census::kernels_failed`] and, in the cache's
-/// statistics, as a miss. A panic in backend code propagates as in [`resolve`], after
-/// the programs that compiled were published and the resolve was counted.
-///
-/// ```
-/// use std::convert::Infallible;
-/// use kernel_cache::{resolve_each, Backend, BatchKernel, Compiled, Group, KernelCache, Units};
-///
-/// #[derive(Debug, thiserror::Error)]
-/// #[error("`{0}` does not compile")]
-/// struct Refused(String);
-///
-/// /// A toy backend: a kernel whose text holds `typo` does not compile; the others do.
-/// struct Toy;
-/// impl Backend for Toy {
-///     type Source = String;
-///     type Program = Vec<String>;
-///     type Error = Refused;
-///     fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<Vec<String>>, Refused> {
-///         self.compile_group_each(g).and_then(|u| match u.failed.into_iter().next() {
-///             Some((_, e)) => Err(e),
-///             None => Ok(u.program.expect("no failure")),
-///         })
-///     }
-///     fn compile_group_each(&self, g: &Group<'_, String>) -> Result<Units<Vec<String>, Refused>, Refused> {
-///         let (mut failed, mut held) = (Vec::new(), Vec::new());
-///         for (i, k) in g.kernels.iter().enumerate() {
-///             if k.source.contains("typo") {
-///                 failed.push((i, Refused(k.symbol.clone())));
-///             } else {
-///                 held.push(k.symbol.clone());
-///             }
-///         }
-///         let program = (!held.is_empty()).then(|| Compiled { weight: 1, program: held });
-///         Ok(Units { program, failed })
-///     }
-/// }
-///
-/// // A tuning round: three candidates, the second mistyped.
-/// let candidate = |i: usize, text: &str| BatchKernel {
-///     key: format!("k{i}"), options: vec![], symbol: format!("cand{i}"), source: text.to_string(),
-/// };
-/// let batch = [candidate(0, "x+1"), candidate(1, "x+typo"), candidate(2, "x*2")];
-/// let cache = KernelCache::new(1 << 20);
-/// let outcomes = resolve_each(&cache, &batch, &Toy)?;
-/// let failed = outcomes[1].as_ref().unwrap_err();
-/// assert!(failed.is_alone());
-/// assert_eq!(failed.compile_failure().unwrap().symbols, ["cand1"]);
-/// // The others compiled once, in one program without the failed one, and are cached.
-/// assert!(outcomes[0].as_ref().unwrap().same_program(outcomes[2].as_ref().unwrap()));
-/// assert_eq!(outcomes[0].as_ref().unwrap().program.len(), 2);
-/// assert!(cache.find("k0").is_some() && cache.find("k1").is_none());
-/// # Ok::<(), kernel_cache::Error<Refused>>(())
-/// ```
-pub fn resolve_each<B: Backend>(
-    cache: &KernelCache<B::Program>,
-    batch: &[BatchKernel<B::Source>],
-    backend: &B,
-) -> EachResult<B> {
-    drive(cache, batch, backend, None, |groups, answers, census| {
-        compile_whole(
+impl<B: Backend> Clone for Resolver<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: Backend> Copy for Resolver<'_, B> {}
+
+impl<'a, B: Backend> Resolver<'a, B> {
+    /// Resolves into `cache` with `backend`: no store, [`Split::WHOLE`].
+    pub fn new(cache: &'a KernelCache<B::Program>, backend: &'a B) -> Self {
+        Resolver {
             cache,
-            batch,
             backend,
-            None,
-            Mode::Each,
-            groups,
+            store: None,
+            split: Split::WHOLE,
+        }
+    }
+
+    /// The same resolver with `store` (a `&KernelStore`, or an `Option` of one) under the
+    /// cache (see the type's docs); `None` resolves without a store.
+    pub fn store(mut self, store: impl Into<Option<&'a KernelStore>>) -> Self {
+        self.store = store.into();
+        self
+    }
+
+    /// The same resolver, cutting each option list's compiles by `split`.
+    pub fn split(mut self, split: Split) -> Self {
+        self.split = split;
+        self
+    }
+
+    /// Answers every kernel of `batch` on its own: a kernel whose own unit fails to
+    /// compile gets its own error, and every other kernel is compiled, published, saved
+    /// and answered.
+    ///
+    /// The compiles go through [`compile_group_each`](Backend::compile_group_each), which
+    /// compiles each kernel at most once and reports the kernels whose own unit failed:
+    /// each is answered with [`KernelError::Unit`] holding that unit's error, and the
+    /// program of the others is published and answers them (it never holds a failed
+    /// kernel). A failure of a whole program answers every kernel of it with one
+    /// [`KernelError::Program`]; a kernel the backend reported neither way is
+    /// [`KernelError::Unreported`]. Kernels sharing a key share the outcome (one `Arc`).
+    /// The call itself fails only when the batch is refused ([`Error::DuplicateSymbol`])
+    /// or [`before_compile`](Backend::before_compile) fails.
+    ///
+    /// **Failures are not cached** in memory: nothing of a failed kernel is published or
+    /// saved, so the next resolve of it compiles it again, unless the kernel store
+    /// remembers it: with the store's [`FailureMemory::Remember`] (the default) a kernel
+    /// that fails alone with a failure the backend calls the kernel's own
+    /// ([`remembered`](Backend::remembered)) is remembered by its key, identity and host
+    /// part while its compile lock is held, and a later resolve of it in any process that
+    /// finds no program for it answers it with [`KernelError::Remembered`], compiling
+    /// nothing for it ([`Census::kernels_remembered_failed`]). A failure of a whole
+    /// program is never remembered. Each failed representative counts in
+    /// [`Census::kernels_failed`] and, in the cache's statistics, as a miss.
+    ///
+    /// cc-backend's crate docs show a tuning round with the real compiler.
+    #[allow(clippy::type_complexity)]
+    pub fn resolve(
+        &self,
+        batch: &[BatchKernel<B::Source>],
+    ) -> Result<Resolution<Outcome<B::Program, B::Error>>, Error<B::Error>> {
+        let (answers, census, events) = self.run(batch, Mode::Each);
+        Ok(Resolution {
+            answers: answers?,
+            census,
+            events,
+        })
+    }
+
+    /// [`resolve`](Resolver::resolve) with the seed's semantics: the first failure in
+    /// batch order (an error of [`compile_group`](Backend::compile_group), or a panic)
+    /// fails the call. A failed program publishes nothing; every program that compiled
+    /// is published (a later panic is counted in the error's
+    /// [`later_panics`](CompileFailure::later_panics), the hook having reported it). No
+    /// remembered failure is read or written.
+    pub fn resolve_strict(
+        &self,
+        batch: &[BatchKernel<B::Source>],
+    ) -> Result<Resolution<Resolved<B::Program>>, Error<B::Error>> {
+        let (answers, census, events) = self.run(batch, Mode::Strict);
+        let answers = answers?
+            .into_iter()
+            .map(|o| o.expect("a strict resolve answers every kernel with a program or fails"))
+            .collect();
+        Ok(Resolution {
             answers,
             census,
-        )
-    })
-}
+            events,
+        })
+    }
 
-/// [`resolve_each`] with a persistent [`KernelStore`] under the cache, as
-/// [`resolve_with_store`] describes (`None`: exactly [`resolve_each`]). Only programs
-/// that compiled are saved, holding only the kernels that compiled.
-///
-/// **Remembered failures** (the store's [`FailureMemory`], by default
-/// [`Remember`](FailureMemory::Remember)): a kernel that fails alone
-/// ([`KernelError::Unit`]) with a failure the backend calls the kernel's own
-/// ([`PersistentBackend::remembered`]) is remembered in the store by its key, the backend
-/// identity and its host part, while its compile lock is held; a later resolve of it, in
-/// any process, that finds no program for it answers it with
-/// [`KernelError::Remembered`] (the remembered message), compiles nothing for it and
-/// counts it in [`Census::kernels_remembered_failed`]. A failure of a whole program is
-/// never remembered. [`FailureMemory::Retry`] compiles such kernels again (a program
-/// saved for one forgets its failure); `kcache gc --failures` and
-/// [`KernelStore::forget_failures`] forget them.
-pub fn resolve_each_with_store<B: PersistentBackend>(
-    cache: &KernelCache<B::Program>,
-    store: Option<&KernelStore>,
-    batch: &[BatchKernel<B::Source>],
-    backend: &B,
-) -> EachResult<B> {
-    let level = store.map(|store| StoreLevel::new(store, backend, Mode::Each));
-    let level = level
-        .as_ref()
-        .map(|l| l as &dyn Persist<B::Program, B::Error, B::Source>);
-    drive(cache, batch, backend, level, |groups, answers, census| {
-        compile_whole(
-            cache,
-            batch,
-            backend,
-            level,
-            Mode::Each,
-            groups,
-            answers,
-            census,
-        )
-    })
-}
+    /// The resolve in `mode`: its answers (or the error that failed it), and what it
+    /// counted and recorded either way.
+    #[allow(clippy::type_complexity)]
+    fn run(
+        &self,
+        batch: &[BatchKernel<B::Source>],
+        mode: Mode,
+    ) -> (
+        Result<Outcomes<B::Program, B::Error>, Error<B::Error>>,
+        Census,
+        Vec<StoreEvent>,
+    ) {
+        let level = (self.store).and_then(|store| {
+            let identity = self.backend.identity()?;
+            Some(StoreLevel::new(store, self.backend, identity, mode))
+        });
+        let level = level.as_ref();
+        let mut census = Census::default();
+        let answers = self.drive(batch, level, mode, &mut census);
+        let events = level.map(|l| l.finish(&mut census)).unwrap_or_default();
+        match answers {
+            Ok(answers) => (answers, census, events),
+            Err(panic) => resume_unwind(panic),
+        }
+    }
 
-/// [`resolve_split`] with one outcome per kernel, as [`resolve_each`] describes: on the
-/// concurrent path each program is compiled with
-/// [`compile_each`](SplitBackend::compile_each), its failed kernels answered alone and
-/// its other kernels [finished](SplitBackend::finish) and published; a program that
-/// fails as a whole answers its kernels with one [`KernelError::Program`]; the first
-/// panic in batch order is resumed after every program that compiled was published.
-pub fn resolve_split_each<B: SplitBackend>(
-    cache: &KernelCache<B::Program>,
-    batch: &[BatchKernel<B::Source>],
-    backend: &B,
-) -> EachResult<B> {
-    split_drive(cache, batch, backend, None, Mode::Each)
-}
+    /// Lookups, lock, re-lookup, representatives, store, programs, accounting. A panic
+    /// in backend code is caught only to count this resolve and returned for resuming.
+    #[allow(clippy::type_complexity)]
+    fn drive(
+        &self,
+        batch: &[BatchKernel<B::Source>],
+        level: Option<&StoreLevel<'_, B>>,
+        mode: Mode,
+        census: &mut Census,
+    ) -> thread::Result<Result<Outcomes<B::Program, B::Error>, Error<B::Error>>> {
+        let (cache, backend) = (self.cache, self.backend);
+        if let Some((symbol, first, second)) = duplicate_symbol(batch) {
+            let symbol = symbol.to_string();
+            return Ok(Err(Error::DuplicateSymbol {
+                symbol,
+                first,
+                second,
+            }));
+        }
+        let n = batch.len() as u64;
+        let mut answers: Answers<B::Program, B::Error> = cache
+            .lookup_many(batch.iter().map(|k| k.key.as_str()), cache.capacity())
+            .into_iter()
+            .map(|a| a.map(Ok))
+            .collect();
+        let mut reused = answers.iter().filter(|a| a.is_some()).count() as u64;
+        census.resolves = 1;
+        if reused == n && !backend.always_lock() {
+            cache.count(reused, 0);
+            census.kernels_reused = reused;
+            return Ok(Ok(answers.into_iter().flatten().collect()));
+        }
 
-/// [`resolve_split_each`] with a persistent [`KernelStore`] under the cache, as
-/// [`resolve_each_with_store`] describes (`None`: exactly [`resolve_split_each`]).
-pub fn resolve_split_each_with_store<B: SplitBackend + PersistentBackend>(
-    cache: &KernelCache<B::Program>,
-    store: Option<&KernelStore>,
-    batch: &[BatchKernel<B::Source>],
-    backend: &B,
-) -> EachResult<B> {
-    let level = store.map(|store| StoreLevel::new(store, backend, Mode::Each));
-    let level = level
-        .as_ref()
-        .map(|l| l as &SharedPersist<'_, B::Program, B::Error, B::Source>);
-    split_drive(cache, batch, backend, level, Mode::Each)
+        let _compile_lock = lock(&cache.compile_lock);
+        let capacity = cache.capacity();
+        for (answer, kernel) in answers.iter_mut().zip(batch) {
+            if answer.is_none() {
+                *answer = cache.lookup(&kernel.key, capacity).map(Ok);
+                reused += u64::from(answer.is_some());
+            }
+        }
+        census.kernels_reused = reused;
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            backend.before_compile().map_err(Error::BeforeCompile)?;
+            let mut rep_of: HashMap<&str, usize> = HashMap::new();
+            let (mut reps, mut twins) = (Vec::new(), Vec::new());
+            for (i, kernel) in batch.iter().enumerate() {
+                if answers[i].is_some() {
+                    continue;
+                }
+                match rep_of.get(kernel.key.as_str()) {
+                    Some(&rep) => twins.push((i, rep)),
+                    None => {
+                        rep_of.insert(&kernel.key, i);
+                        reps.push(i);
+                    }
+                }
+            }
+            // The persistent level: load what it holds; lock the rest across processes
+            // (held until the saves are done) and look again if another process held one.
+            let mut _compile_locks = None;
+            if let Some(level) = level
+                && !reps.is_empty()
+            {
+                reps = load_from(cache, batch, level, reps, &mut answers, census);
+                if !reps.is_empty() {
+                    let (locks, waited) = level.lock(&keyed(batch, &reps));
+                    _compile_locks = Some(locks);
+                    if waited {
+                        reps = load_from(cache, batch, level, reps, &mut answers, census);
+                    }
+                }
+            }
+            let programs = self.programs(batch, &reps);
+            let result = self.compile_all(batch, level, mode, programs, &mut answers, census);
+            // The failures of kernels that failed alone, remembered while their compile
+            // locks are held (a process waiting for one then finds the failure).
+            if let Some(level) = level {
+                let failed: Vec<(&BatchKernel<B::Source>, &B::Error)> = (reps.iter())
+                    .filter_map(|&i| match answers[i].as_ref()?.as_ref().err()?.as_ref() {
+                        KernelError::Unit(f) => Some((&batch[i], &f.source)),
+                        _ => None,
+                    })
+                    .collect();
+                if !failed.is_empty() {
+                    level.remember(&failed);
+                }
+            }
+            result?;
+            for (i, rep) in twins {
+                answers[i] = answers[rep].clone();
+            }
+            Ok(())
+        }));
+        cache.count(reused, n - reused);
+        Ok(outcome?.map(|()| {
+            (answers.into_iter())
+                .map(|a| a.expect("every kernel is a hit, a compiled representative or its twin"))
+                .collect()
+        }))
+    }
+
+    /// The programs `reps` compile as: grouped by option list in order of first
+    /// appearance, each group cut by the split and balanced by compile cost.
+    fn programs<'b>(
+        &self,
+        batch: &'b [BatchKernel<B::Source>],
+        reps: &[usize],
+    ) -> Vec<OptionGroup<'b>> {
+        let mut group_of: HashMap<&[String], usize> = HashMap::new();
+        let mut groups: Vec<OptionGroup<'b>> = Vec::new();
+        for &i in reps {
+            let options = batch[i].options.as_slice();
+            let g = *group_of.entry(options).or_insert_with(|| {
+                groups.push((options, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(i);
+        }
+        let cost = |&i: &usize| self.backend.compile_cost(&batch[i].source);
+        (groups.into_iter())
+            .flat_map(|(options, reps)| {
+                balanced(programs_for(self.split, reps.len()), &reps, cost)
+                    .into_iter()
+                    .map(move |program| (options, program))
+            })
+            .collect()
+    }
+
+    /// Compiles every program on a thread of its own and joins them in batch order,
+    /// publishing (and saving) each that compiled, answering the kernels of each that
+    /// failed (per kernel) or keeping the first failure (strict).
+    #[allow(clippy::too_many_arguments)]
+    fn compile_all(
+        &self,
+        batch: &[BatchKernel<B::Source>],
+        level: Option<&StoreLevel<'_, B>>,
+        mode: Mode,
+        programs: Vec<OptionGroup<'_>>,
+        answers: &mut Answers<B::Program, B::Error>,
+        census: &mut Census,
+    ) -> Result<(), Error<B::Error>> {
+        let (cache, backend) = (self.cache, self.backend);
+        let n_programs = programs.len();
+        let groups: Vec<(Group<'_, B::Source>, Vec<usize>)> = (programs.into_iter().enumerate())
+            .map(|(index, (options, idxs))| {
+                (group_of(batch, index, n_programs, options, &idxs), idxs)
+            })
+            .collect();
+        let compile = |group: &Group<'_, B::Source>| -> (Compile<B>, Duration) {
+            let started = Instant::now();
+            let ran = catch_unwind(AssertUnwindSafe(|| match mode {
+                Mode::Strict => backend.compile_group(group).map(|program| Units {
+                    program: Some(program),
+                    failed: Vec::new(),
+                }),
+                Mode::Each => backend.compile_group_each(group),
+            }));
+            (ran, started.elapsed())
+        };
+        // The first failure in batch order, error or panic, is what a strict resolve
+        // reports; a per-kernel resolve answers errors per kernel and resumes the first panic.
+        let mut first: Option<Failure<B::Error>> = None;
+        let mut later_panics = 0;
+        let mut save_panic: Option<Box<dyn Any + Send>> = None;
+        // At most as many compiles at once as the machine runs threads: program `j` (the
+        // first on this thread) is joined while the next `width - 1` compile.
+        let width = thread::available_parallelism().map_or(1, usize::from);
+        thread::scope(|scope| {
+            let compile = &compile;
+            let spawn = |j: usize| {
+                let group = &groups[j].0;
+                (thread::Builder::new().name(format!("kcache-compile-{j}")))
+                    .spawn_scoped(scope, move || compile(group))
+                    .ok()
+            };
+            let mut handles: VecDeque<_> = (1..n_programs.min(width)).map(spawn).collect();
+            let mut saves = Vec::new();
+            for (j, (group, idxs)) in groups.iter().enumerate() {
+                let handle = if j == 0 {
+                    None
+                } else {
+                    handles.pop_front().flatten()
+                };
+                // `compile` catches the backend's panics: a join error is not one of them.
+                let (ran, took) = match handle {
+                    Some(handle) => handle.join().unwrap_or_else(|p| (Err(p), Duration::ZERO)),
+                    None => compile(group),
+                };
+                if j + width < n_programs {
+                    handles.push_back(spawn(j + width));
+                }
+                let failure = |source, symbols| CompileFailure {
+                    program: j,
+                    programs: n_programs,
+                    symbols,
+                    source,
+                    later_panics: 0,
+                };
+                let Units { program, failed } = match ran {
+                    Err(panic) => {
+                        match first {
+                            Some(_) => later_panics += 1,
+                            None => first = Some(Failure::Panic(panic)),
+                        }
+                        continue;
+                    }
+                    Ok(Err(source)) => {
+                        let failure = failure(source, symbols(group));
+                        match mode {
+                            Mode::Each => {
+                                fail_all(idxs, KernelError::Program(failure), answers, census)
+                            }
+                            Mode::Strict if first.is_none() => {
+                                first = Some(Failure::Error(failure))
+                            }
+                            Mode::Strict => {}
+                        }
+                        continue;
+                    }
+                    Ok(Ok(units)) => units,
+                };
+                let mut rest = Vec::with_capacity(idxs.len());
+                let mut alone = vec![false; idxs.len()];
+                for (position, source) in failed {
+                    // A position out of range or given again is ignored (see `Units`).
+                    if position >= idxs.len() || alone[position] {
+                        continue;
+                    }
+                    alone[position] = true;
+                    let symbols = vec![group.kernels[position].symbol.clone()];
+                    let error = KernelError::Unit(failure(source, symbols));
+                    fail_all(&idxs[position..=position], error, answers, census);
+                }
+                rest.extend(
+                    idxs.iter()
+                        .zip(&alone)
+                        .filter(|(_, a)| !**a)
+                        .map(|(&i, _)| i),
+                );
+                if rest.is_empty() {
+                    continue;
+                }
+                let Some(compiled) = program else {
+                    for &i in &rest {
+                        let symbol = batch[i].symbol.clone();
+                        let error = KernelError::Unreported { symbol, program: j };
+                        fail_all(&[i], error, answers, census);
+                    }
+                    continue;
+                };
+                let held = group_of(batch, j, n_programs, group.options, &rest);
+                let program = publish(cache, &held, &rest, compiled, answers, census);
+                if let Some(level) = level {
+                    let kernels = save_list(&held);
+                    let options = group.options;
+                    let task = {
+                        let (program, kernels) = (Arc::clone(&program), kernels.clone());
+                        move || level.save(&program, options, &kernels, took)
+                    };
+                    match thread::Builder::new()
+                        .name(format!("kcache-save-{j}"))
+                        .spawn_scoped(scope, task)
+                    {
+                        Ok(handle) => saves.push(handle),
+                        // No thread: the save runs here, never lost.
+                        Err(_) => level.save(&program, options, &kernels, took),
+                    }
+                }
+            }
+            for handle in saves {
+                if let Err(panic) = handle.join() {
+                    save_panic.get_or_insert(panic);
+                }
+            }
+        });
+        if let Some(panic) = save_panic {
+            resume_unwind(panic);
+        }
+        match first {
+            None => Ok(()),
+            Some(Failure::Panic(panic)) => resume_unwind(panic),
+            Some(Failure::Error(mut failure)) => {
+                failure.later_panics = later_panics;
+                Err(Error::Compile(Box::new(failure)))
+            }
+        }
+    }
 }
 
 /// Whether a failing kernel fails the whole resolve (the seed's semantics) or alone.
@@ -279,73 +503,23 @@ enum Mode {
     Each,
 }
 
-/// A strict resolve's answers: every one is a program (a strict compile records no
-/// kernel failure; its first failure is the call's error).
-fn strict<P, E: std::error::Error + 'static>(outcomes: Outcomes<P, E>) -> Vec<Resolved<P>> {
-    outcomes
-        .into_iter()
-        .map(|o| o.expect("a strict resolve answers every kernel with a program or fails"))
-        .collect()
+/// A program's compile: the kernels that failed alone and the program of the others,
+/// the program's error, or the panic it raised.
+type Compile<B> = thread::Result<
+    Result<Units<<B as Backend>::Program, <B as Backend>::Error>, <B as Backend>::Error>,
+>;
+
+/// The first failure of a resolve's compiles, in batch order.
+enum Failure<E: std::error::Error + 'static> {
+    Error(CompileFailure<E>),
+    Panic(Box<dyn Any + Send>),
 }
 
-/// [`resolve`] with a persistent [`KernelStore`] under the cache (`None`: exactly
-/// [`resolve`]).
-///
-/// After the locked re-lookup, the distinct keys the cache still misses are looked up
-/// in the store (under the backend's [`identity`](PersistentBackend::identity) and, for
-/// an option list whose code depends on the machine, its
-/// [`host_part`](PersistentBackend::host_part), asked once per option list); each
-/// program found is verified, [loaded](PersistentBackend::load) and published as one
-/// group. For the keys still missing the resolve takes the store's per-key compile
-/// locks (waiting for another process compiling one of them, then looking the store
-/// up again), compiles as [`resolve`] does and, after each program's compile returned
-/// and it was published, [saves](PersistentBackend::save) it to the store. Nothing the
-/// store does fails the resolve: a store miss, a refused directory, a program that does
-/// not load or save are misses and warnings (see
-/// [`store::record`](crate::store::record)). Loaded kernels count in
-/// [`Census::kernels_loaded`], not as compiled.
-///
-/// [`with_cold_caches`](crate::with_cold_caches) empties in-memory caches only: a test
-/// that needs a cold compile passes `None` or a store in a fresh directory.
-pub fn resolve_with_store<B: PersistentBackend>(
-    cache: &KernelCache<B::Program>,
-    store: Option<&KernelStore>,
-    batch: &[BatchKernel<B::Source>],
-    backend: &B,
-) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
-    let level = store.map(|store| StoreLevel::new(store, backend, Mode::Strict));
-    let level = level
-        .as_ref()
-        .map(|l| l as &dyn Persist<B::Program, B::Error, B::Source>);
-    drive(cache, batch, backend, level, |groups, answers, census| {
-        compile_whole(
-            cache,
-            batch,
-            backend,
-            level,
-            Mode::Strict,
-            groups,
-            answers,
-            census,
-        )
-    })
-    .map(strict)
-}
+/// An option list and the batch indices of the representatives compiled under it.
+type OptionGroup<'a> = (&'a [String], Vec<usize>);
 
-/// [`resolve_split`] with a persistent [`KernelStore`] under the cache, as
-/// [`resolve_with_store`] describes (`None`: exactly [`resolve_split`]).
-pub fn resolve_split_with_store<B: SplitBackend + PersistentBackend>(
-    cache: &KernelCache<B::Program>,
-    store: Option<&KernelStore>,
-    batch: &[BatchKernel<B::Source>],
-    backend: &B,
-) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
-    let level = store.map(|store| StoreLevel::new(store, backend, Mode::Strict));
-    let level = level
-        .as_ref()
-        .map(|l| l as &SharedPersist<'_, B::Program, B::Error, B::Source>);
-    split_drive(cache, batch, backend, level, Mode::Strict).map(strict)
-}
+/// Per kernel: the outcome, once known.
+type Answers<P, E> = Vec<Option<Outcome<P, E>>>;
 
 /// A loaded program and its weight.
 type Weighed<P> = (Arc<P>, u64);
@@ -356,27 +530,11 @@ type LoadedGroup<P> = (Arc<P>, u64, Vec<(String, Resolved<P>)>);
 /// A kernel key and the option list its kernel compiles under.
 type Keyed<'a> = (&'a str, &'a [String]);
 
-/// The persistent level as the driver sees it (object-safe, over the program type).
-trait Persist<P, E, S> {
-    /// Per key: the loaded program (shared by the keys of one blob), its weight and the
-    /// symbol; or the kernel's remembered failure; or nothing.
-    fn find(&self, keys: &[Keyed<'_>]) -> Vec<Looked<P>>;
-    /// Remembers the failures of kernels that failed alone which the backend calls their
-    /// own (per-kernel resolves only; the default remembers nothing).
-    fn remember(&self, failed: &[(&BatchKernel<S>, &E)]) {
-        let _ = failed;
-    }
-    /// Takes the compile locks of `keys`; whether any was held by another process.
-    fn lock(&self, keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool);
-    /// Saves a program compiled under `options` in `took` for its `(key, symbol)`s.
-    fn save(&self, program: &P, options: &[String], kernels: &[(&str, &str)], took: Duration);
-    /// What this resolve's waits for the level's locks came to: `(timed out, given up at
-    /// once while backing off)`.
-    fn lock_counts(&self) -> (u64, u64);
+fn keyed<'a, S>(batch: &'a [BatchKernel<S>], idxs: &[usize]) -> Vec<Keyed<'a>> {
+    (idxs.iter())
+        .map(|&i| (batch[i].key.as_str(), batch[i].options.as_slice()))
+        .collect()
 }
-
-/// A persistent level the programs of a split resolve save to from threads of their own.
-type SharedPersist<'a, P, E, S> = dyn Persist<P, E, S> + Sync + 'a;
 
 /// What the persistent level holds for one key.
 enum Looked<P> {
@@ -388,8 +546,10 @@ enum Looked<P> {
     Missing,
 }
 
+/// The kernel store as one resolve uses it.
 struct StoreLevel<'a, B> {
-    /// The store, for this resolve: its lock waits draw on one budget.
+    /// The store, for this resolve: its lock waits draw on one budget, and it keeps the
+    /// resolve's events.
     store: KernelStore,
     backend: &'a B,
     identity: String,
@@ -400,14 +560,14 @@ struct StoreLevel<'a, B> {
     failures: FailureMemory,
 }
 
-impl<'a, B: PersistentBackend> StoreLevel<'a, B> {
+impl<'a, B: Backend> StoreLevel<'a, B> {
     /// The level of a strict resolve (`mode` `Strict`: no remembered failure is read or
     /// written) or a per-kernel one (as the store's [`FailureMemory`] says).
-    fn new(store: &'a KernelStore, backend: &'a B, mode: Mode) -> Self {
+    fn new(store: &'a KernelStore, backend: &'a B, identity: String, mode: Mode) -> Self {
         StoreLevel {
             store: store.for_resolve(),
             backend,
-            identity: backend.identity(),
+            identity,
             hosts: Mutex::default(),
             failures: match mode {
                 Mode::Strict => FailureMemory::Off,
@@ -430,7 +590,9 @@ impl<'a, B: PersistentBackend> StoreLevel<'a, B> {
     }
 }
 
-impl<B: PersistentBackend> Persist<B::Program, B::Error, B::Source> for StoreLevel<'_, B> {
+impl<B: Backend> StoreLevel<'_, B> {
+    /// Per key: the loaded program (shared by the keys of one blob), its weight and the
+    /// symbol; or the kernel's remembered failure; or nothing.
     fn find(&self, keys: &[Keyed<'_>]) -> Vec<Looked<B::Program>> {
         // A key whose host part the backend cannot tell is not looked up (its miss says
         // why). Each distinct blob is loaded once; a blob the backend cannot load is a
@@ -447,13 +609,14 @@ impl<B: PersistentBackend> Persist<B::Program, B::Error, B::Source> for StoreLev
             .lookup_batch(&self.identity, &keys, failures, |blob| {
                 let program = loaded.entry(blob.blob.clone()).or_insert_with(|| {
                     match self.backend.load(&blob.saved) {
-                        Ok(c) => Ok((Arc::new(c.program), c.weight)),
-                        Err(e) => {
+                        Some(Ok(c)) => Ok((Arc::new(c.program), c.weight)),
+                        Some(Err(e)) => {
                             if !self.backend.keeps_saved(&e) {
                                 self.store.remove_blob(&blob.blob);
                             }
                             Err(e.to_string())
                         }
+                        None => Err("the backend does not load programs".to_string()),
                     }
                 });
                 match program {
@@ -476,6 +639,8 @@ impl<B: PersistentBackend> Persist<B::Program, B::Error, B::Source> for StoreLev
             .collect()
     }
 
+    /// Remembers the failures of kernels that failed alone which the backend calls their
+    /// own (per-kernel resolves only).
     fn remember(&self, failed: &[(&BatchKernel<B::Source>, &B::Error)]) {
         if self.failures == FailureMemory::Off {
             return;
@@ -493,17 +658,18 @@ impl<B: PersistentBackend> Persist<B::Program, B::Error, B::Source> for StoreLev
         self.store.remember_failures(&self.identity, &remembered);
     }
 
-    fn lock(&self, keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool) {
+    /// Takes the compile locks of `keys`; whether any was held by another process.
+    fn lock(&self, keys: &[Keyed<'_>]) -> (CompileLocks, bool) {
         // A key whose host part the backend cannot tell has no entry name, so no lock:
         // it is compiled without one (as when its lock file cannot be opened).
         let keys: Vec<(&str, HostPart)> = keys
             .iter()
             .filter_map(|&(key, options)| Some((key, self.host(options).ok()?)))
             .collect();
-        let (locks, waited) = self.store.compile_locks(&self.identity, &keys);
-        (Box::new(locks), waited)
+        self.store.compile_locks(&self.identity, &keys)
     }
 
+    /// Saves a program compiled under `options` in `took` for its `(key, symbol)`s.
     fn save(
         &self,
         program: &B::Program,
@@ -515,244 +681,24 @@ impl<B: PersistentBackend> Persist<B::Program, B::Error, B::Source> for StoreLev
             Ok(host) => host,
             Err(why) => {
                 let why = format!("what the options mean on this machine is unknown: {why}");
-                return crate::store::note_save_failure(kernels, &why);
+                return self.store.note_save_failure(kernels, &why);
             }
         };
         match self.backend.save(program) {
-            Ok(saved) => self.store.save(&self.identity, host, &saved, kernels, took),
-            Err(e) => crate::store::note_save_failure(kernels, &e.to_string()),
+            Some(Ok(saved)) => self.store.save(&self.identity, host, &saved, kernels, took),
+            Some(Err(e)) => self.store.note_save_failure(kernels, &e.to_string()),
+            None => (self.store).note_save_failure(kernels, "the backend does not save programs"),
         }
     }
 
-    fn lock_counts(&self) -> (u64, u64) {
-        self.store.lock_counts()
-    }
-}
-
-/// [`resolve`] for a backend that can split its compiles.
-///
-/// Each option list's representatives are cut into [`programs_for`]`(split, n)`
-/// programs of [`chunks`](crate::chunks)' sizes, [`balanced`] by the backend's
-/// [`compile_cost`](SplitBackend::compile_cost) (contiguous runs when every kernel costs
-/// the same), where `split` is [`current_split_override`] or else the backend's
-/// [`split`](SplitBackend::split).
-/// When no option list is cut, the compile is [`resolve`]'s, through
-/// [`compile_group`](Backend::compile_group). When any is, every program of the batch
-/// (numbered in batch order, `n_groups` counting them all) is
-/// [prepared](SplitBackend::prepare), then [compiled](SplitBackend::compile) at once -
-/// the first on the calling thread, the others on threads of their own, every one
-/// joined before this returns - still under the lock; each that succeeded is
-/// [finished](SplitBackend::finish) and published in batch order, as soon as its own
-/// compile and every earlier program's have returned (later ones may still be
-/// compiling), and the first
-/// failure in batch order - an error or a panic, of `prepare`, `compile` or `finish` -
-/// is what the call reports: a panic is resumed on the calling thread after the
-/// successful programs were published; an error is returned, with
-/// [`later_panics`](CompileFailure::later_panics) counting the programs after it whose
-/// compile panicked (the panic hook reported each as it happened). A thread that cannot
-/// be spawned compiles on the calling thread instead. Splitting changes neither a key nor
-/// what a published value means: a kernel's program holds its own code under its own
-/// option list, beside fewer companions.
-///
-/// Every call that compiles anything is counted in [`compile_record`].
-pub fn resolve_split<B: SplitBackend>(
-    cache: &KernelCache<B::Program>,
-    batch: &[BatchKernel<B::Source>],
-    backend: &B,
-) -> Result<Vec<Resolved<B::Program>>, Error<B::Error>> {
-    split_drive(cache, batch, backend, None, Mode::Strict).map(strict)
-}
-
-fn split_drive<B: SplitBackend>(
-    cache: &KernelCache<B::Program>,
-    batch: &[BatchKernel<B::Source>],
-    backend: &B,
-    level: Option<&SharedPersist<'_, B::Program, B::Error, B::Source>>,
-    mode: Mode,
-) -> EachResult<B> {
-    let unshared = level.map(|l| l as &dyn Persist<B::Program, B::Error, B::Source>);
-    drive(
-        cache,
-        batch,
-        backend,
-        unshared,
-        |groups, answers, census| {
-            SPLIT_CAPABLE.fetch_add(1, Ordering::Relaxed);
-            let split = current_split_override().unwrap_or_else(|| backend.split());
-            let programs: Vec<OptionGroup<'_>> = groups
-                .iter()
-                .flat_map(|(options, reps)| {
-                    let cost = |&i: &usize| backend.compile_cost(&batch[i].source);
-                    balanced(programs_for(split, reps.len()), reps, cost)
-                        .into_iter()
-                        .map(move |program| (*options, program))
-                })
-                .collect();
-            if programs.len() == groups.len() {
-                compile_whole(
-                    cache, batch, backend, unshared, mode, groups, answers, census,
-                )
-            } else {
-                CONCURRENT_RESOLVES.fetch_add(1, Ordering::Relaxed);
-                CONCURRENT_PROGRAMS.fetch_add(programs.len() as u64, Ordering::Relaxed);
-                compile_concurrent(
-                    cache, batch, backend, level, mode, programs, answers, census,
-                )
-            }
-        },
-    )
-}
-
-/// An option list and the batch indices of the representatives compiled under it.
-type OptionGroup<'a> = (&'a [String], Vec<usize>);
-
-/// Per kernel: the outcome, once known.
-type Answers<P, E> = Vec<Option<Outcome<P, E>>>;
-
-/// Lookups, lock, re-lookup, representatives and grouping, accounting; `compile`
-/// compiles the groups and fills the answers of the representatives it published.
-fn drive<'a, B, F>(
-    cache: &KernelCache<B::Program>,
-    batch: &'a [BatchKernel<B::Source>],
-    backend: &B,
-    level: Option<&dyn Persist<B::Program, B::Error, B::Source>>,
-    compile: F,
-) -> EachResult<B>
-where
-    B: Backend,
-    F: FnOnce(
-        Vec<OptionGroup<'a>>,
-        &mut Answers<B::Program, B::Error>,
-        &mut Census,
-    ) -> Result<(), Error<B::Error>>,
-{
-    if let Some((symbol, first, second)) = duplicate_symbol(batch) {
-        return Err(Error::DuplicateSymbol {
-            symbol: symbol.to_string(),
-            first,
-            second,
-        });
-    }
-    let n = batch.len() as u64;
-    let capacity = cache.capacity();
-    let mut answers: Answers<B::Program, B::Error> = cache
-        .lookup_many(batch.iter().map(|k| k.key.as_str()), capacity)
-        .into_iter()
-        .map(|a| a.map(Ok))
-        .collect();
-    let mut reused = answers.iter().filter(|a| a.is_some()).count() as u64;
-    if reused == n && !backend.always_lock() {
-        cache.count(reused, 0);
-        census::note(Census {
-            kernels_reused: reused,
-            resolves: 1,
-            ..Census::default()
-        });
-        return Ok(answers.into_iter().flatten().collect());
-    }
-
-    let _compile_lock = lock(&cache.compile_lock);
-    let capacity = cache.capacity();
-    for (answer, kernel) in answers.iter_mut().zip(batch) {
-        if answer.is_none() {
-            *answer = cache.lookup(&kernel.key, capacity).map(Ok);
-            reused += u64::from(answer.is_some());
-        }
-    }
-    let mut census = Census {
-        kernels_reused: reused,
-        resolves: 1,
-        ..Census::default()
-    };
-    // A panic in backend code is caught only to count this resolve (statistics and
-    // census, with the programs published before it) and is then resumed unchanged.
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        backend.before_compile().map_err(Error::BeforeCompile)?;
-        let mut rep_of: HashMap<&str, usize> = HashMap::new();
-        let mut reps: Vec<usize> = Vec::new();
-        let mut twins: Vec<(usize, usize)> = Vec::new();
-        for (i, kernel) in batch.iter().enumerate() {
-            if answers[i].is_some() {
-                continue;
-            }
-            if let Some(&rep) = rep_of.get(kernel.key.as_str()) {
-                twins.push((i, rep));
-                continue;
-            }
-            rep_of.insert(&kernel.key, i);
-            reps.push(i);
-        }
-        // The persistent level: load what it holds; lock the rest across processes
-        // (held until the saves are done) and look again if another process held one.
-        let mut _compile_locks = None;
-        if let Some(level) = level
-            && !reps.is_empty()
-        {
-            reps = load_from(cache, batch, level, reps, &mut answers, &mut census);
-            if !reps.is_empty() {
-                let keys: Vec<Keyed<'_>> = reps
-                    .iter()
-                    .map(|&i| (batch[i].key.as_str(), batch[i].options.as_slice()))
-                    .collect();
-                let (locks, waited) = level.lock(&keys);
-                _compile_locks = Some(locks);
-                if waited {
-                    reps = load_from(cache, batch, level, reps, &mut answers, &mut census);
-                }
-            }
-        }
-        let mut group_of: HashMap<&[String], usize> = HashMap::new();
-        let mut groups: Vec<OptionGroup<'a>> = Vec::new();
-        for i in reps {
-            let kernel = &batch[i];
-            let g = *group_of.entry(&kernel.options).or_insert_with(|| {
-                groups.push((&kernel.options, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push(i);
-        }
-        let compiled: Vec<usize> = groups.iter().flat_map(|g| g.1.iter().copied()).collect();
-        if !groups.is_empty() {
-            compile(groups, &mut answers, &mut census)?;
-        }
-        // The failures of kernels that failed alone, remembered while their compile locks
-        // are held (a process waiting for one then finds the failure).
-        if let Some(level) = level {
-            let failed: Vec<(&BatchKernel<B::Source>, &B::Error)> = compiled
-                .iter()
-                .filter_map(|&i| match answers[i].as_ref()? {
-                    Err(e) => match e.as_ref() {
-                        KernelError::Unit(f) => Some((&batch[i], &f.source)),
-                        _ => None,
-                    },
-                    Ok(_) => None,
-                })
-                .collect();
-            if !failed.is_empty() {
-                level.remember(&failed);
-            }
-        }
-        for (i, rep) in twins {
-            answers[i] = answers[rep].clone();
-        }
-        Ok(())
-    }));
-    if let Some(level) = level {
-        // Every save is done (a split resolve joins its save threads before it returns).
-        let (timeouts, skips) = level.lock_counts();
+    /// Adds what this resolve's waits for the store's locks came to to `census`; the
+    /// store's events, in order.
+    fn finish(&self, census: &mut Census) -> Vec<StoreEvent> {
+        let (timeouts, skips, events) = self.store.finish_resolve();
         census.store_lock_timeouts += timeouts;
         census.store_lock_skips += skips;
+        events
     }
-    cache.count(reused, n - reused);
-    census::note(census);
-    match outcome {
-        Ok(result) => result?,
-        Err(panic) => resume_unwind(panic),
-    }
-    Ok(answers
-        .into_iter()
-        .map(|a| a.expect("every kernel is a hit, a compiled representative or its twin"))
-        .collect())
 }
 
 /// The first pair of kernels (in batch order of the later one) with different keys and
@@ -772,30 +718,24 @@ fn duplicate_symbol<S>(batch: &[BatchKernel<S>]) -> Option<(&str, usize, usize)>
 /// Looks `reps` up in the persistent level; publishes each program found as one group
 /// and answers its representatives, and answers those whose failure the level remembers
 /// with it ([`KernelError::Remembered`]). Returns the representatives still missing.
-fn load_from<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
-    cache: &KernelCache<P>,
-    batch: &[BatchKernel<S>],
-    level: &dyn Persist<P, E, S>,
+fn load_from<B: Backend>(
+    cache: &KernelCache<B::Program>,
+    batch: &[BatchKernel<B::Source>],
+    level: &StoreLevel<'_, B>,
     reps: Vec<usize>,
-    answers: &mut Answers<P, E>,
+    answers: &mut Answers<B::Program, B::Error>,
     census: &mut Census,
 ) -> Vec<usize> {
-    let keys: Vec<Keyed<'_>> = reps
-        .iter()
-        .map(|&i| (batch[i].key.as_str(), batch[i].options.as_slice()))
-        .collect();
-    let found = level.find(&keys);
+    let found = level.find(&keyed(batch, &reps));
     let mut missing = Vec::new();
     // One group per loaded program, in order of first appearance.
-    let mut programs: Vec<LoadedGroup<P>> = Vec::new();
+    let mut programs: Vec<LoadedGroup<B::Program>> = Vec::new();
     for (&i, hit) in reps.iter().zip(found) {
         let (program, weight, symbol) = match hit {
             Looked::Found(program, weight, symbol) => (program, weight, symbol),
             Looked::Failed(message) => {
-                let error = KernelError::Remembered {
-                    symbol: batch[i].symbol.clone(),
-                    message,
-                };
+                let symbol = batch[i].symbol.clone();
+                let error = KernelError::Remembered { symbol, message };
                 answers[i] = Some(Err(Arc::new(error)));
                 census.kernels_remembered_failed += 1;
                 continue;
@@ -840,28 +780,9 @@ fn symbols<S>(group: &Group<'_, S>) -> Vec<String> {
     group.kernels.iter().map(|k| k.symbol.clone()).collect()
 }
 
-/// Publishes `compiled` (compiled in `took`) as one group, answers its
-/// representatives, then saves it to the persistent level if any.
-#[allow(clippy::too_many_arguments)]
-fn publish<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
-    cache: &KernelCache<P>,
-    level: Option<&dyn Persist<P, E, S>>,
-    group: &Group<'_, S>,
-    idxs: &[usize],
-    compiled: Compiled<P>,
-    took: Duration,
-    answers: &mut Answers<P, E>,
-    census: &mut Census,
-) {
-    let program = publish_in_memory(cache, group, idxs, compiled, answers, census);
-    if let Some(level) = level {
-        level.save(&program, group.options, &save_list(group), took);
-    }
-}
-
 /// Publishes `compiled` as one group in the memory cache and answers its
 /// representatives; returns the program.
-fn publish_in_memory<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
+fn publish<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
     cache: &KernelCache<P>,
     group: &Group<'_, S>,
     idxs: &[usize],
@@ -884,46 +805,8 @@ fn publish_in_memory<P: Send + Sync + 'static, S, E: std::error::Error + 'static
 
 /// The `(key, symbol)`s a save of `group`'s program is for.
 fn save_list<'a, S>(group: &Group<'a, S>) -> Vec<(&'a str, &'a str)> {
-    group
-        .kernels
-        .iter()
+    (group.kernels.iter())
         .map(|k| (k.key.as_str(), k.symbol.as_str()))
-        .collect()
-}
-
-/// Records the kernels of `group` (batch indices `idxs`) that failed alone, each with a
-/// [`KernelError::Unit`] of its own; returns the batch indices of the others, in order.
-#[allow(clippy::too_many_arguments)]
-fn fail_units<P, S, E: std::error::Error + 'static>(
-    group: &Group<'_, S>,
-    idxs: &[usize],
-    stage: Stage,
-    failed: Vec<(usize, E)>,
-    answers: &mut Answers<P, E>,
-    census: &mut Census,
-) -> Vec<usize> {
-    let mut alone = vec![false; idxs.len()];
-    for (position, source) in failed {
-        // A position out of range or given again is ignored (see `Units`).
-        if position >= idxs.len() || alone[position] {
-            continue;
-        }
-        alone[position] = true;
-        let error = KernelError::Unit(CompileFailure {
-            stage,
-            program: group.index,
-            programs: group.n_groups,
-            symbols: vec![group.kernels[position].symbol.clone()],
-            source,
-            later_panics: 0,
-        });
-        answers[idxs[position]] = Some(Err(Arc::new(error)));
-        census.kernels_failed += 1;
-    }
-    idxs.iter()
-        .zip(alone)
-        .filter(|(_, alone)| !alone)
-        .map(|(&i, _)| i)
         .collect()
 }
 
@@ -941,279 +824,16 @@ fn fail_all<P, E: std::error::Error + 'static>(
     census.kernels_failed += idxs.len() as u64;
 }
 
-#[allow(clippy::too_many_arguments)]
-fn compile_whole<B: Backend>(
-    cache: &KernelCache<B::Program>,
-    batch: &[BatchKernel<B::Source>],
-    backend: &B,
-    level: Option<&dyn Persist<B::Program, B::Error, B::Source>>,
-    mode: Mode,
-    groups: Vec<OptionGroup<'_>>,
-    answers: &mut Answers<B::Program, B::Error>,
-    census: &mut Census,
-) -> Result<(), Error<B::Error>> {
-    let n_groups = groups.len();
-    for (index, (options, idxs)) in groups.into_iter().enumerate() {
-        let group = group_of(batch, index, n_groups, options, &idxs);
-        let failure = |source| CompileFailure {
-            stage: Stage::CompileGroup,
-            program: index,
-            programs: n_groups,
-            symbols: symbols(&group),
-            source,
-            later_panics: 0,
-        };
-        let started = Instant::now();
-        if mode == Mode::Strict {
-            let compiled = backend
-                .compile_group(&group)
-                .map_err(|source| Error::Compile(Box::new(failure(source))))?;
-            let took = started.elapsed();
-            publish(cache, level, &group, &idxs, compiled, took, answers, census);
-            continue;
-        }
-        let Units { program, failed } = match backend.compile_group_each(&group) {
-            Ok(units) => units,
-            Err(source) => {
-                fail_all(
-                    &idxs,
-                    KernelError::Program(failure(source)),
-                    answers,
-                    census,
-                );
-                continue;
-            }
-        };
-        let took = started.elapsed();
-        let rest = fail_units(&group, &idxs, Stage::CompileGroup, failed, answers, census);
-        if rest.is_empty() {
-            continue;
-        }
-        let held = group_of(batch, index, n_groups, options, &rest);
-        match program {
-            Some(compiled) => publish(cache, level, &held, &rest, compiled, took, answers, census),
-            None => {
-                for (&i, kernel) in rest.iter().zip(&held.kernels) {
-                    let error = KernelError::Unreported {
-                        symbol: kernel.symbol.clone(),
-                        program: index,
-                    };
-                    fail_all(&[i], error, answers, census);
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A program between prepare and finish on the concurrent path.
-enum Slot<T, E> {
-    Ready(T),
-    Failed(Stage, E),
-    /// Its `prepare` panicked (the panic waits for its turn in batch order).
-    Panicked(Box<dyn Any + Send>),
-}
-
-/// A value handed from thread to thread, taken (`None` left) once.
-type Taken<T> = Mutex<Option<T>>;
-
-/// What a compile thread returned: `None` when there was nothing to compile (prepare
-/// failed), else the kernels that failed alone or the program's error; or the panic it
-/// raised.
-type Joined<E> = thread::Result<Ran<E>>;
-
-#[allow(clippy::too_many_arguments)]
-fn compile_concurrent<B: SplitBackend>(
-    cache: &KernelCache<B::Program>,
-    batch: &[BatchKernel<B::Source>],
-    backend: &B,
-    level: Option<&SharedPersist<'_, B::Program, B::Error, B::Source>>,
-    mode: Mode,
-    programs: Vec<OptionGroup<'_>>,
-    answers: &mut Answers<B::Program, B::Error>,
-    census: &mut Census,
-) -> Result<(), Error<B::Error>> {
-    let n_programs = programs.len();
-    let groups: Vec<(Group<'_, B::Source>, Vec<usize>)> = programs
-        .into_iter()
-        .enumerate()
-        .map(|(index, (options, idxs))| (group_of(batch, index, n_programs, options, &idxs), idxs))
-        .collect();
-    // Each slot is taken (`None` left) when its program is finished.
-    let slots: Vec<Taken<Slot<B::Prepared, B::Error>>> = groups
-        .iter()
-        .map(|(group, _)| {
-            Mutex::new(Some(
-                match catch_unwind(AssertUnwindSafe(|| backend.prepare(group))) {
-                    Ok(Ok(prepared)) => Slot::Ready(prepared),
-                    Ok(Err(e)) => Slot::Failed(Stage::Prepare, e),
-                    Err(panic) => Slot::Panicked(panic),
-                },
-            ))
-        })
-        .collect();
-    let took: Vec<Mutex<Duration>> = groups.iter().map(|_| Mutex::new(Duration::ZERO)).collect();
-    let run = |j: usize| -> Ran<B::Error> {
-        let mut slot = lock(&slots[j]);
-        let started = Instant::now();
-        let out = match slot.as_mut() {
-            Some(Slot::Ready(prepared)) => Some(match mode {
-                Mode::Strict => backend.compile(prepared).map(|()| Vec::new()),
-                Mode::Each => backend.compile_each(prepared),
-            }),
-            Some(Slot::Failed(..) | Slot::Panicked(_)) | None => None,
-        };
-        *lock(&took[j]) = started.elapsed();
-        out
-    };
-
-    // The first failure in batch order, error or panic, is what a strict resolve
-    // reports; a per-kernel resolve answers errors per kernel and resumes the first panic.
-    let mut first: Option<Failure<B::Error>> = None;
-    let mut later_panics = 0;
-    // A panic of a save, resumed once every program is finished.
-    let mut save_panic: Option<Box<dyn Any + Send>> = None;
-    thread::scope(|scope| {
-        let run = &run;
-        let mut handles = (1..n_programs)
-            .map(|j| {
-                thread::Builder::new()
-                    .name(format!("kcache-compile-{j}"))
-                    .spawn_scoped(scope, move || run(j))
-                    .ok()
-            })
-            .collect::<Vec<_>>()
-            .into_iter();
-        let mut saves = Vec::new();
-        // Programs are finished in batch order on this thread, each once its own
-        // compile and every earlier one's have returned (the later ones may still be
-        // compiling); each save to the persistent level runs on a thread of its own
-        // meanwhile.
-        for (j, (group, idxs)) in groups.iter().enumerate() {
-            let handle = if j == 0 {
-                None
-            } else {
-                handles.next().flatten()
-            };
-            let joined: Joined<B::Error> = match handle {
-                Some(handle) => handle.join(),
-                // The first program, or a thread that could not be spawned: compiled
-                // here.
-                _ => catch_unwind(AssertUnwindSafe(|| run(j))),
-            };
-            let slot = lock(&slots[j]).take();
-            // A panic of prepare, compile or finish takes its place in batch order as an
-            // error does.
-            let mut panicked = |panic: Box<dyn Any + Send>| {
-                if first.is_some() {
-                    later_panics += 1;
-                } else {
-                    first = Some(Failure::Panic(panic));
-                }
-                None
-            };
-            // The failing step, its error and the batch indices of the kernels it fails.
-            let failure = match (slot, joined) {
-                (Some(Slot::Panicked(panic)), _) | (_, Err(panic)) => panicked(panic),
-                (Some(Slot::Failed(stage, e)), _) => Some((stage, e, idxs.clone())),
-                (Some(Slot::Ready(_)), Ok(Some(Err(e)))) => Some((Stage::Compile, e, idxs.clone())),
-                // Taken only here, once.
-                (None, Ok(_)) => None,
-                (Some(Slot::Ready(prepared)), Ok(out)) => {
-                    let failed = match out {
-                        Some(Ok(failed)) => failed,
-                        _ => Vec::new(),
-                    };
-                    let rest = fail_units(group, idxs, Stage::Compile, failed, answers, census);
-                    if rest.is_empty() {
-                        // Every kernel failed alone: nothing to finish.
-                        None
-                    } else {
-                        let held = group_of(batch, group.index, n_programs, group.options, &rest);
-                        match catch_unwind(AssertUnwindSafe(|| backend.finish(prepared))) {
-                            Ok(Ok(compiled)) => {
-                                let took = *lock(&took[j]);
-                                let program = publish_in_memory(
-                                    cache, &held, &rest, compiled, answers, census,
-                                );
-                                if let Some(level) = level {
-                                    let kernels = save_list(&held);
-                                    let options = group.options;
-                                    let task = {
-                                        let program = Arc::clone(&program);
-                                        let kernels = kernels.clone();
-                                        move || level.save(&program, options, &kernels, took)
-                                    };
-                                    match thread::Builder::new()
-                                        .name(format!("kcache-save-{j}"))
-                                        .spawn_scoped(scope, task)
-                                    {
-                                        Ok(handle) => saves.push(handle),
-                                        // No thread: the save runs here, never lost.
-                                        Err(_) => level.save(&program, options, &kernels, took),
-                                    }
-                                }
-                                None
-                            }
-                            Ok(Err(e)) => Some((Stage::Finish, e, rest)),
-                            Err(panic) => panicked(panic),
-                        }
-                    }
-                }
-            };
-            let Some((stage, source, failing)) = failure else {
-                continue;
-            };
-            let failure = CompileFailure {
-                stage,
-                program: group.index,
-                programs: n_programs,
-                symbols: failing.iter().map(|&i| batch[i].symbol.clone()).collect(),
-                source,
-                later_panics: 0,
-            };
-            match mode {
-                Mode::Each => fail_all(&failing, KernelError::Program(failure), answers, census),
-                Mode::Strict => {
-                    if first.is_none() {
-                        first = Some(Failure::Error(failure));
-                    }
-                }
-            }
-        }
-        for handle in saves {
-            if let Err(panic) = handle.join() {
-                save_panic.get_or_insert(panic);
-            }
-        }
-    });
-    if let Some(panic) = save_panic {
-        resume_unwind(panic);
-    }
-    match first {
-        None => Ok(()),
-        Some(Failure::Panic(panic)) => resume_unwind(panic),
-        Some(Failure::Error(mut failure)) => {
-            failure.later_panics = later_panics;
-            Err(Error::Compile(Box::new(failure)))
-        }
-    }
-}
-
-/// The first failure of a concurrent compile, in batch order.
-enum Failure<E: std::error::Error + 'static> {
-    Error(CompileFailure<E>),
-    Panic(Box<dyn Any + Send>),
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     //! The driver's bookkeeping, checked with a backend that "compiles" a group into the
     //! list of its kernels' texts (so every answer can be checked against its source).
     use super::*;
-    use crate::partition::{Split, chunks, with_split_override};
+    use crate::SavedProgram;
+    use crate::partition::chunks;
     use proptest::prelude::*;
+    use std::sync::atomic::Ordering;
 
     /// A program: the option list it was compiled under and its `(symbol, source)`s.
     #[derive(Debug)]
@@ -1272,9 +892,23 @@ mod tests {
             let program = (!pending.1.is_empty()).then(|| Self::listing(pending));
             Ok(Units { program, failed })
         }
+        fn compile_cost(&self, source: &String) -> u64 {
+            if self.costs_by_length {
+                source.len() as u64
+            } else {
+                1
+            }
+        }
     }
 
-    /// A program between prepare and finish: its option list and `(symbol, source)`s.
+    impl Lister {
+        /// A resolver of `self` into `cache`, cut by `self.split` (else whole).
+        fn resolver<'a>(&'a self, cache: &'a KernelCache<Listing>) -> Resolver<'a, Self> {
+            Resolver::new(cache, self).split(self.split.unwrap_or(Split::WHOLE))
+        }
+    }
+
+    /// A program's option list: its option list and `(symbol, source)`s.
     type Pending = (Vec<String>, Vec<(String, String)>);
 
     impl Lister {
@@ -1308,35 +942,6 @@ mod tests {
                     kernels: pending.1,
                 },
             }
-        }
-    }
-
-    impl SplitBackend for Lister {
-        type Prepared = Pending;
-        fn split(&self) -> Split {
-            self.split.unwrap_or(Split::WHOLE)
-        }
-        fn compile_cost(&self, source: &String) -> u64 {
-            if self.costs_by_length {
-                source.len() as u64
-            } else {
-                1
-            }
-        }
-        fn prepare(&self, group: &Group<'_, String>) -> Result<Self::Prepared, Refused> {
-            Ok(self.pending(group))
-        }
-        fn compile(&self, prepared: &mut Self::Prepared) -> Result<(), Refused> {
-            match prepared.1.iter().any(|k| k.1 == "fail") {
-                true => Err(Refused),
-                false => Ok(()),
-            }
-        }
-        fn compile_each(&self, prepared: &mut Pending) -> Result<Vec<(usize, Refused)>, Refused> {
-            Ok(Self::drop_failed(prepared))
-        }
-        fn finish(&self, prepared: Self::Prepared) -> Result<Compiled<Listing>, Refused> {
-            Ok(Self::listing(prepared))
         }
     }
 
@@ -1398,28 +1003,21 @@ mod tests {
         }
     }
 
-    /// What a [`Faulty`] program does at one stage.
+    /// What a [`Faulty`] program does.
     #[derive(Clone, Copy, Debug, PartialEq)]
     enum Fault {
-        Fail(Stage),
-        Panic(Stage),
+        Fail,
+        Panic,
     }
 
-    /// A split backend whose program holding kernel text `t` fails or panics as
-    /// `faults` says for `t` (each program here holds one kernel).
+    /// A backend whose program holding kernel text `t` fails or panics as `faults` says
+    /// for `t` (each program here holds one kernel: cut by [`ONE_EACH`]).
     struct Faulty {
         faults: Vec<(&'static str, Fault)>,
     }
 
-    impl Faulty {
-        fn at(&self, text: &str, stage: Stage) -> Result<(), Refused> {
-            match self.faults.iter().find(|(t, _)| *t == text).map(|f| f.1) {
-                Some(Fault::Fail(s)) if s == stage => Err(Refused),
-                Some(Fault::Panic(s)) if s == stage => panic!("{text} panics at {s:?}"),
-                _ => Ok(()),
-            }
-        }
-    }
+    /// One program per kernel, up to eight.
+    const ONE_EACH: Split = Split::new(8, 1);
 
     /// Kernels `k<i>` / `s<i>` of texts `t<i>`, no options.
     fn texts(n: usize) -> Vec<BatchKernel<String>> {
@@ -1446,28 +1044,12 @@ mod tests {
         type Program = String;
         type Error = Refused;
         fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<String>, Refused> {
-            Ok(first_text(g))
-        }
-    }
-
-    impl SplitBackend for Faulty {
-        type Prepared = String;
-        fn split(&self) -> Split {
-            Split::new(8, 1)
-        }
-        fn prepare(&self, group: &Group<'_, String>) -> Result<String, Refused> {
-            let text = group.kernels[0].source.clone();
-            self.at(&text, Stage::Prepare).map(|()| text)
-        }
-        fn compile(&self, text: &mut String) -> Result<(), Refused> {
-            self.at(text, Stage::Compile)
-        }
-        fn finish(&self, text: String) -> Result<Compiled<String>, Refused> {
-            self.at(&text, Stage::Finish)?;
-            Ok(Compiled {
-                weight: 1,
-                program: text,
-            })
+            let text = &g.kernels[0].source;
+            match self.faults.iter().find(|(t, _)| t == text).map(|f| f.1) {
+                Some(Fault::Fail) => Err(Refused),
+                Some(Fault::Panic) => panic!("{text} panics"),
+                None => Ok(first_text(g)),
+            }
         }
     }
 
@@ -1496,73 +1078,39 @@ mod tests {
                 costs_by_length: by_length,
                 ..Lister::default()
             };
-            resolve_split(&KernelCache::new(1 << 20), &batch, &lister).unwrap();
-            let compiled: Vec<Vec<String>> =
+            lister
+                .resolver(&KernelCache::new(1 << 20))
+                .resolve_strict(&batch)
+                .unwrap();
+            // Compiled at once: in any order.
+            let mut compiled: Vec<Vec<String>> =
                 lock(&lister.compiles).iter().map(|c| c.1.clone()).collect();
+            compiled.sort();
             assert_eq!(compiled, want, "costs by length: {by_length}");
         }
     }
 
-    /// A persistent level that records the programs saved to it (a program here is its
-    /// one kernel's text); its save of `panics_on` panics.
+    /// A backend, one kernel per program (as [`Faulty`] without faults), that saves its
+    /// programs (each its one kernel's text) and records the saves; its save of
+    /// `panics_on` panics, and with `waits`, its compile of `t1` waits (at most a minute)
+    /// for the save of `t0`'s program.
     #[derive(Default)]
     struct Saves {
         saved: Mutex<Vec<String>>,
         changed: std::sync::Condvar,
         panics_on: Option<&'static str>,
-    }
-
-    impl Persist<String, Refused, String> for Saves {
-        fn find(&self, keys: &[Keyed<'_>]) -> Vec<Looked<String>> {
-            keys.iter().map(|_| Looked::Missing).collect()
-        }
-        fn lock(&self, _keys: &[Keyed<'_>]) -> (Box<dyn Any>, bool) {
-            (Box::new(()), false)
-        }
-        fn lock_counts(&self) -> (u64, u64) {
-            (0, 0)
-        }
-        fn save(&self, program: &String, _: &[String], _: &[(&str, &str)], _: Duration) {
-            if self.panics_on == Some(program.as_str()) {
-                panic!("the save of {program} panics");
-            }
-            lock(&self.saved).push(program.clone());
-            self.changed.notify_all();
-        }
-    }
-
-    /// A split backend, one kernel per program (as [`Faulty`] without faults), whose
-    /// compile of `t1` waits (at most a minute) for the save of `t0`'s program to `saves`,
-    /// if any.
-    struct WaitsForSave<'a> {
-        saves: Option<&'a Saves>,
+        waits: bool,
         saw_first_saved: std::sync::atomic::AtomicBool,
     }
 
-    impl Backend for WaitsForSave<'_> {
+    impl Backend for Saves {
         type Source = String;
         type Program = String;
         type Error = Refused;
         fn compile_group(&self, g: &Group<'_, String>) -> Result<Compiled<String>, Refused> {
-            Ok(first_text(g))
-        }
-    }
-
-    impl SplitBackend for WaitsForSave<'_> {
-        type Prepared = String;
-        fn split(&self) -> Split {
-            Split::new(8, 1)
-        }
-        fn prepare(&self, group: &Group<'_, String>) -> Result<String, Refused> {
-            Ok(group.kernels[0].source.clone())
-        }
-        fn compile(&self, text: &mut String) -> Result<(), Refused> {
-            if let Some(saves) = self.saves
-                && text == "t1"
-            {
-                let saved = lock(&saves.saved);
-                let (saved, _) = saves
-                    .changed
+            if self.waits && g.kernels[0].source == "t1" {
+                let saved = lock(&self.saved);
+                let (saved, _) = (self.changed)
                     .wait_timeout_while(saved, Duration::from_secs(60), |s| {
                         !s.iter().any(|p| p == "t0")
                     })
@@ -1570,40 +1118,51 @@ mod tests {
                 let seen = saved.iter().any(|p| p == "t0");
                 self.saw_first_saved.store(seen, Ordering::SeqCst);
             }
-            Ok(())
+            Ok(first_text(g))
         }
-        fn finish(&self, text: String) -> Result<Compiled<String>, Refused> {
-            Ok(Compiled {
-                weight: 1,
-                program: text,
-            })
+        fn identity(&self) -> Option<String> {
+            Some("saves 1".into())
+        }
+        fn save(&self, program: &String) -> Option<Result<SavedProgram, Refused>> {
+            if self.panics_on == Some(program.as_str()) {
+                panic!("the save of {program} panics");
+            }
+            lock(&self.saved).push(program.clone());
+            self.changed.notify_all();
+            let symbols = vec![format!("s{}", &program[1..])];
+            Some(Ok(SavedProgram {
+                bytes: program.clone().into_bytes(),
+                symbols,
+            }))
         }
     }
 
-    /// A split resolve finishes and saves each program once its own compile (and every
+    /// A resolve publishes and saves each program once its own compile (and every
     /// earlier one's) returned, while later programs still compile: the save of the
     /// first program is seen from the second's compile. Every program is saved and
     /// answered.
     #[test]
     fn a_program_is_saved_while_a_later_one_still_compiles() {
-        let saves = Saves::default();
-        let backend = WaitsForSave {
-            saves: Some(&saves),
-            saw_first_saved: Default::default(),
+        let backend = Saves {
+            waits: true,
+            ..Saves::default()
         };
         let batch = texts(3);
+        let dir = tempfile::tempdir().unwrap();
+        let store = KernelStore::new(dir.path().join("kernels"));
         let cache = KernelCache::new(1 << 20);
-        let answers = split_drive(&cache, &batch, &backend, Some(&saves), Mode::Strict)
-            .map(strict)
-            .unwrap();
+        let resolver = Resolver::new(&cache, &backend)
+            .store(&store)
+            .split(ONE_EACH);
+        let resolution = resolver.resolve_strict(&batch).unwrap();
         assert!(
             backend.saw_first_saved.load(Ordering::SeqCst),
             "the first program was not saved while the second compiled"
         );
-        let mut saved = lock(&saves.saved).clone();
+        let mut saved = lock(&backend.saved).clone();
         saved.sort();
         assert_eq!(saved, ["t0", "t1", "t2"]);
-        for (a, k) in answers.iter().zip(&batch) {
+        for (a, k) in resolution.answers.iter().zip(&batch) {
             assert_eq!(a.program.as_str(), k.source);
         }
     }
@@ -1612,48 +1171,38 @@ mod tests {
     /// program was finished and published.
     #[test]
     fn a_panic_in_a_save_reaches_the_caller() {
-        let saves = Saves {
+        let backend = Saves {
             panics_on: Some("t0"),
             ..Saves::default()
         };
-        let backend = WaitsForSave {
-            saves: None,
-            saw_first_saved: Default::default(),
-        };
         let batch = texts(3);
+        let dir = tempfile::tempdir().unwrap();
+        let store = KernelStore::new(dir.path().join("kernels"));
         let cache = KernelCache::new(1 << 20);
-        let out = catch_unwind(AssertUnwindSafe(|| {
-            split_drive(&cache, &batch, &backend, Some(&saves), Mode::Strict)
-        }));
+        let resolver = Resolver::new(&cache, &backend)
+            .store(&store)
+            .split(ONE_EACH);
+        let out = catch_unwind(AssertUnwindSafe(|| resolver.resolve_strict(&batch)));
         assert!(out.is_err(), "the save's panic reaches the caller");
         for k in &batch {
             assert!(cache.find(&k.key).is_some(), "{} was published", k.key);
         }
-        let mut saved = lock(&saves.saved).clone();
+        let mut saved = lock(&backend.saved).clone();
         saved.sort();
         assert_eq!(saved, ["t1", "t2"]);
     }
 
-    /// A panic in `prepare` or `finish` takes its place in batch order as one in
-    /// `compile` does: an earlier error is what the resolve reports (the panic counted
-    /// in `later_panics`), an earlier panic is resumed, and every program that succeeded
-    /// is published either way.
+    /// A panic in a program's compile takes its place in batch order as an error does: an
+    /// earlier error is what the strict resolve reports (the panic counted in
+    /// `later_panics`), an earlier panic is resumed, and every program that succeeded is
+    /// published either way.
     #[test]
-    fn a_panic_in_prepare_or_finish_waits_for_its_turn_in_batch_order() {
+    fn a_panic_waits_for_its_turn_in_batch_order() {
         let batch = texts(4);
         let cases = [
-            vec![
-                ("t0", Fault::Fail(Stage::Prepare)),
-                ("t2", Fault::Panic(Stage::Prepare)),
-            ],
-            vec![
-                ("t1", Fault::Fail(Stage::Compile)),
-                ("t2", Fault::Panic(Stage::Finish)),
-            ],
-            vec![
-                ("t0", Fault::Fail(Stage::Finish)),
-                ("t3", Fault::Panic(Stage::Prepare)),
-            ],
+            vec![("t0", Fault::Fail), ("t2", Fault::Panic)],
+            vec![("t1", Fault::Fail), ("t2", Fault::Panic)],
+            vec![("t0", Fault::Fail), ("t3", Fault::Panic)],
         ];
         for faults in cases {
             let failing: Vec<&str> = faults.iter().map(|f| f.0).collect();
@@ -1661,19 +1210,14 @@ mod tests {
             let backend = Faulty {
                 faults: faults.clone(),
             };
-            let out = catch_unwind(AssertUnwindSafe(|| resolve_split(&cache, &batch, &backend)));
+            let resolver = Resolver::new(&cache, &backend).split(ONE_EACH);
+            let out = catch_unwind(AssertUnwindSafe(|| resolver.resolve_strict(&batch)));
             let Ok(Err(Error::Compile(failure))) = out else {
                 panic!("{faults:?}: the earlier error must be reported, not the later panic");
             };
-            let Fault::Fail(stage) = faults[0].1 else {
-                unreachable!()
-            };
             assert_eq!(
-                (failure.program, failure.stage),
-                (
-                    batch.iter().position(|k| k.source == faults[0].0).unwrap(),
-                    stage
-                )
+                failure.program,
+                batch.iter().position(|k| k.source == faults[0].0).unwrap()
             );
             assert_eq!(failure.later_panics, 1, "{faults:?}");
             for k in &batch {
@@ -1685,45 +1229,44 @@ mod tests {
                 );
             }
         }
-        // An earlier panic (in finish) is resumed, after the later successes were published.
+        // An earlier panic is resumed, after the later successes were published.
         let cache = KernelCache::new(1 << 20);
         let backend = Faulty {
-            faults: vec![
-                ("t1", Fault::Panic(Stage::Finish)),
-                ("t2", Fault::Fail(Stage::Prepare)),
-            ],
+            faults: vec![("t1", Fault::Panic), ("t2", Fault::Fail)],
         };
-        let out = catch_unwind(AssertUnwindSafe(|| resolve_split(&cache, &batch, &backend)));
+        let resolver = Resolver::new(&cache, &backend).split(ONE_EACH);
+        let out = catch_unwind(AssertUnwindSafe(|| resolver.resolve_strict(&batch)));
         assert!(out.is_err(), "the earlier panic reaches the caller");
         assert!(cache.find("k0").is_some() && cache.find("k3").is_some());
         assert!(cache.find("k1").is_none() && cache.find("k2").is_none());
     }
 
-    /// On the concurrent path of a per-kernel resolve, a program whose prepare, compile
-    /// or finish fails answers its kernels with a `KernelError::Program` of that stage,
-    /// every other program is published, and the first panic in batch order is resumed
-    /// after that (a later error no longer hides it).
+    /// In a per-kernel resolve, a program whose compile fails answers its kernels with a
+    /// `KernelError::Program`, every other program is published, and the first panic in
+    /// batch order is resumed after that (a later error no longer hides it).
     #[test]
     fn per_kernel_split_answers_each_failing_program_and_resumes_panics() {
         let batch = texts(4);
-        for stage in [Stage::Prepare, Stage::Compile, Stage::Finish] {
+        {
             let cache = KernelCache::new(1 << 20);
             let backend = Faulty {
-                faults: vec![("t1", Fault::Fail(stage)), ("t3", Fault::Fail(stage))],
+                faults: vec![("t1", Fault::Fail), ("t3", Fault::Fail)],
             };
-            let (outcomes, census) =
-                crate::census::with_census(|| resolve_split_each(&cache, &batch, &backend));
-            let outcomes = outcomes.unwrap();
+            let resolution = Resolver::new(&cache, &backend)
+                .split(ONE_EACH)
+                .resolve(&batch)
+                .unwrap();
+            let (outcomes, census) = (resolution.answers, resolution.census);
             for (i, o) in outcomes.iter().enumerate() {
                 match o {
                     Ok(a) => {
-                        assert!(i == 0 || i == 2, "{stage:?} {i}");
+                        assert!(i == 0 || i == 2, "{i}");
                         assert_eq!(*a.program, format!("t{i}"));
                     }
                     Err(e) => {
-                        assert!(i == 1 || i == 3, "{stage:?} {i}");
+                        assert!(i == 1 || i == 3, "{i}");
                         assert!(matches!(&**e, KernelError::Program(f)
-                            if f.stage == stage && f.program == i && f.symbols == [format!("s{i}")]));
+                            if f.program == i && f.symbols == [format!("s{i}")]));
                     }
                 }
                 assert_eq!(cache.find(&format!("k{i}")).is_some(), i % 2 == 0);
@@ -1734,14 +1277,10 @@ mod tests {
         // programs that compiled were published.
         let cache = KernelCache::new(1 << 20);
         let backend = Faulty {
-            faults: vec![
-                ("t0", Fault::Fail(Stage::Compile)),
-                ("t2", Fault::Panic(Stage::Finish)),
-            ],
+            faults: vec![("t0", Fault::Fail), ("t2", Fault::Panic)],
         };
-        let out = catch_unwind(AssertUnwindSafe(|| {
-            resolve_split_each(&cache, &batch, &backend)
-        }));
+        let resolver = Resolver::new(&cache, &backend).split(ONE_EACH);
+        let out = catch_unwind(AssertUnwindSafe(|| resolver.resolve(&batch)));
         assert!(out.is_err(), "the panic reaches the caller");
         assert!(cache.find("k1").is_some() && cache.find("k3").is_some());
         assert!(cache.find("k0").is_none() && cache.find("k2").is_none());
@@ -1768,23 +1307,20 @@ mod tests {
             let pre: Vec<bool> = b.iter().map(|k| pre_keys.contains(&k.key)).collect();
 
             let lister = Lister { split, ..Lister::default() };
-            let (result, census) = crate::census::with_census(|| match split {
-                None => resolve(&cache, &b, &lister),
-                Some(s) => with_split_override(s, || resolve_split(&cache, &b, &lister)),
-            });
+            let (result, census, _) = lister.resolver(&cache).run(&b, Mode::Strict);
+            let result = result.map(|o| o.into_iter().map(|a| a.unwrap()).collect::<Vec<_>>());
             let expected = expected_programs(&b, &pre, split);
-            let compiles = lock(&lister.compiles).clone();
-            let concurrent = split.is_some() && expected.len() > expected_programs(&b, &pre, None).len();
+            let mut compiles = lock(&lister.compiles).clone();
             let fails = |p: &(Vec<String>, Vec<usize>)| p.1.iter().any(|&i| b[i].source == "fail");
             let first_failing = expected.iter().position(fails);
 
-            // Which programs were compiled, in order: every one on the concurrent path,
-            // up to the first failure on the whole path.
-            let attempted = match (concurrent, first_failing) {
-                (false, Some(f)) => f + 1,
-                _ => expected.len(),
+            // Every program is compiled (each on a thread of its own: in any order), the
+            // failing ones too.
+            prop_assert_eq!(compiles.len(), expected.len());
+            let order = |c: &(Vec<String>, Vec<String>)| {
+                expected.iter().position(|p| c.1.first() == p.1.first().map(|&i| &b[i].symbol))
             };
-            prop_assert_eq!(compiles.len(), attempted);
+            compiles.sort_by_key(order);
             for ((options, symbols), (eo, eidx)) in compiles.iter().zip(&expected) {
                 prop_assert_eq!(options, eo);
                 let want: Vec<String> = eidx.iter().map(|&i| b[i].symbol.clone()).collect();
@@ -1792,10 +1328,9 @@ mod tests {
             }
             prop_assert_eq!(census.kernels_reused, pre.iter().filter(|p| **p).count() as u64);
 
-            // Published: every program that compiled (all before the failure on the
-            // whole path), never one that failed.
+            // Published: every program that compiled, never one that failed.
             for (p, prog) in expected.iter().enumerate() {
-                let published = !fails(prog) && (concurrent || first_failing.is_none_or(|f| p < f));
+                let published = !fails(prog);
                 for &i in &prog.1 {
                     prop_assert_eq!(cache.find(&b[i].key).is_some(), published, "program {}", p);
                 }
@@ -1825,7 +1360,7 @@ mod tests {
         }
 
         /// The per-kernel resolves against a simple reference: every program of the
-        /// grouping (cut as `resolve_split` cuts it) is compiled once, whatever fails; a
+        /// grouping (cut by the split) is compiled once, whatever fails; a
         /// kernel whose text is `fail` (and its twins) is answered with its own error and
         /// never published; every other is answered from a program holding its text under
         /// its own option list and no failed kernel, and is published; the census is exact.
@@ -1848,13 +1383,14 @@ mod tests {
             let pre: Vec<bool> = b.iter().map(|k| pre_keys.contains(&k.key)).collect();
 
             let lister = Lister { split, ..Lister::default() };
-            let (result, census) = crate::census::with_census(|| match split {
-                None => resolve_each(&cache, &b, &lister),
-                Some(s) => with_split_override(s, || resolve_split_each(&cache, &b, &lister)),
-            });
-            let outcomes = result.unwrap();
+            let resolution = lister.resolver(&cache).resolve(&b).unwrap();
+            let (outcomes, census) = (resolution.answers, resolution.census);
             let expected = expected_programs(&b, &pre, split);
-            let compiles = lock(&lister.compiles).clone();
+            let mut compiles = lock(&lister.compiles).clone();
+            let order = |c: &(Vec<String>, Vec<String>)| {
+                expected.iter().position(|p| c.1.first() == p.1.first().map(|&i| &b[i].symbol))
+            };
+            compiles.sort_by_key(order);
             prop_assert_eq!(compiles.len(), expected.len(), "every program compiled once");
             for ((options, symbols), (eo, eidx)) in compiles.iter().zip(&expected) {
                 prop_assert_eq!(options, eo);

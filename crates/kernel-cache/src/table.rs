@@ -325,6 +325,7 @@ impl<P> Table<P> {
     }
 
     /// Removes and returns every entry (shard by shard).
+    #[cfg(test)]
     pub(crate) fn drain(&self) -> Vec<Stored<P>> {
         let mut out = Vec::new();
         for shard in &self.shards {

@@ -10,11 +10,12 @@
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use kernel_cache::store::{FarmLevel, KernelStore, MissReason, Outcome, StoreEvent, record};
-use kernel_cache::{BatchKernel, KernelCache, resolve_with_store, with_census};
+use kernel_cache::store::{FarmLevel, KernelStore, MissReason, Outcome, StoreEvent};
+use kernel_cache::{BatchKernel, KernelCache, Resolver};
 use test_support::child;
 use test_support::lines::Lines;
 use test_support::lines::misses;
+use test_support::lines::recorded;
 use test_support::redis::RedisServer as Server;
 
 /// A raw connection to `server`, for inspecting and corrupting its keys.
@@ -42,11 +43,11 @@ fn resolve(store: &KernelStore) -> (kernel_cache::Census, Vec<StoreEvent>) {
 /// `[host; 32]` (`None`: none).
 fn resolve_on(store: &KernelStore, host: Option<u8>) -> (kernel_cache::Census, Vec<StoreEvent>) {
     let backend = Lines::on_host(host);
-    let ((out, census), events) = record(|| {
-        with_census(|| {
-            resolve_with_store(&KernelCache::new(1 << 20), Some(store), &batch(), &backend)
-        })
-    });
+    let ((out, census), events) = recorded(
+        Resolver::new(&KernelCache::new(1 << 20), &backend)
+            .store(Some(store))
+            .resolve_strict(&batch()),
+    );
     let answers = out.expect("resolve never fails for the store");
     for (k, a) in batch().iter().zip(&answers) {
         let text = String::from_utf8(a.program.bytes.clone()).expect("utf-8");

@@ -21,12 +21,10 @@ use std::time::{Duration, Instant};
 
 use cc_backend::{CcBackend, CcError, CcProgram, Source};
 use common::*;
-use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome, record};
-use kernel_cache::{
-    Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
-    resolve_with_store, with_census,
-};
+use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome};
+use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Resolver, SavedProgram};
 use test_support::child::{field, line};
+use test_support::lines::{censused, recorded};
 use test_support::lock::LockHolder;
 
 /// The store's lock wait in this test (short, so the test is quick; the bound it shows is
@@ -62,16 +60,14 @@ impl Backend for Timed {
     fn compile_group(&self, g: &Group<'_, Source>) -> Result<Compiled<CcProgram>, CcError> {
         self.timed(|| self.inner.compile_group(g))
     }
-}
 
-impl PersistentBackend for Timed {
-    fn identity(&self) -> String {
-        PersistentBackend::identity(&self.inner)
+    fn identity(&self) -> Option<String> {
+        Backend::identity(&self.inner)
     }
-    fn save(&self, p: &CcProgram) -> Result<SavedProgram, CcError> {
+    fn save(&self, p: &CcProgram) -> Option<Result<SavedProgram, CcError>> {
         self.inner.save(p)
     }
-    fn load(&self, saved: &SavedProgram) -> Result<Compiled<CcProgram>, CcError> {
+    fn load(&self, saved: &SavedProgram) -> Option<Result<Compiled<CcProgram>, CcError>> {
         self.inner.load(saved)
     }
     fn host_part(&self, options: &[String]) -> Result<Option<[u8; 32]>, CcError> {
@@ -121,8 +117,11 @@ fn worker() {
     let mut wrong = 0;
     for _ in 0..RESOLVES {
         let cache = KernelCache::new(1 << 30);
-        let (answers, c) =
-            with_census(|| resolve_with_store(&cache, Some(&store), &batch, &backend));
+        let (answers, c) = censused(
+            Resolver::new(&cache, &backend)
+                .store(Some(&store))
+                .resolve_strict(&batch),
+        );
         census += c;
         for (j, answer) in answers.unwrap().iter().enumerate() {
             if !right(j, &run(answer, 64)) {
@@ -196,10 +195,16 @@ fn a_stopped_holder_costs_each_process_one_lock_wait_not_three_per_resolve() {
     // fresh one saves, another loads.
     let b = backend();
     let batch = batch();
-    resolve_with_store(&KernelCache::new(1 << 30), Some(&store), &batch, &b).unwrap();
-    let (answers, c) = with_census(|| {
-        resolve_with_store(&KernelCache::new(1 << 30), Some(&store), &batch, &b).unwrap()
-    });
+    Resolver::new(&KernelCache::new(1 << 30), &b)
+        .store(Some(&store))
+        .resolve_strict(&batch)
+        .map(|r| r.answers)
+        .unwrap();
+    let resolution = Resolver::new(&KernelCache::new(1 << 30), &b)
+        .store(&store)
+        .resolve_strict(&batch)
+        .unwrap();
+    let (answers, c) = (resolution.answers, resolution.census);
     assert_eq!(c.kernels_loaded, KERNELS as u64, "{c:?}");
     assert!(
         answers
@@ -229,9 +234,11 @@ fn lines_resolve(
     batch: &[BatchKernel<String>],
     backend: &test_support::lines::Lines,
 ) -> (kernel_cache::Census, Vec<kernel_cache::store::StoreEvent>) {
-    let ((answers, census), events) = record(|| {
-        with_census(|| resolve_with_store(&KernelCache::new(1 << 20), Some(store), batch, backend))
-    });
+    let ((answers, census), events) = recorded(
+        Resolver::new(&KernelCache::new(1 << 20), backend)
+            .store(Some(store))
+            .resolve_strict(batch),
+    );
     let answers = answers.unwrap();
     for (a, k) in answers.iter().zip(batch) {
         let text = String::from_utf8(a.program.bytes.clone()).unwrap();

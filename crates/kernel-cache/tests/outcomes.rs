@@ -1,4 +1,4 @@
-//! Per-kernel outcomes (`resolve_each` and its variants) with the real C backend: a
+//! Per-kernel outcomes (`Resolver::resolve`) with the real C backend: a
 //! candidate that fails to compile fails alone, the others are compiled once, published,
 //! saved and loaded by another process.
 
@@ -10,14 +10,14 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::process::Command;
 
-use cc_backend::{CcBackend, CcError, CcProgram, PreparedProgram, Source};
+use cc_backend::{CcBackend, CcError, CcProgram, Source};
 use common::*;
 use kernel_cache::store::{FailureMemory, KernelStore};
 use kernel_cache::{
-    Backend, BatchKernel, Compiled, Error, Group, KernelCache, Outcome, Resolved, Split,
-    SplitBackend, Stage, Units, resolve, resolve_each, resolve_each_with_store, resolve_split_each,
-    resolve_split_each_with_store, with_census, with_split_override,
+    Backend, BatchKernel, Compiled, Error, Group, KernelCache, Outcome, Resolved, Resolver, Split,
+    Units,
 };
+use test_support::lines::censused;
 
 const BIG: u64 = 1 << 30;
 
@@ -84,7 +84,7 @@ fn good_outputs(outcomes: &[Outcome<CcProgram, CcError>]) -> String {
 }
 
 /// The two failures hold their own unit's diagnostics (and nothing of the other's).
-fn check_failures(outcomes: &[Outcome<CcProgram, CcError>], stage: Stage) {
+fn check_failures(outcomes: &[Outcome<CcProgram, CcError>]) {
     for (i, own, other) in [
         (SYNTAX, "expected expression", "unroll"),
         (REFUSED, "unroll", "expected expression"),
@@ -92,7 +92,6 @@ fn check_failures(outcomes: &[Outcome<CcProgram, CcError>], stage: Stage) {
         let error = outcomes[i].as_ref().unwrap_err();
         assert!(error.is_alone(), "{i}: {error}");
         let failure = error.compile_failure().unwrap();
-        assert_eq!(failure.stage, stage);
         assert_eq!(failure.symbols, [format!("cand{i}")]);
         match &failure.source {
             CcError::Compiler {
@@ -119,7 +118,10 @@ fn reference_outputs(b: &CcBackend) -> String {
         .filter(|(i, _)| good(*i))
         .map(|(_, k)| k)
         .collect();
-    let answers = resolve(&KernelCache::new(BIG), &batch, b).unwrap();
+    let answers = Resolver::new(&KernelCache::new(BIG), b)
+        .resolve_strict(&batch)
+        .map(|r| r.answers)
+        .unwrap();
     outputs(answers.iter())
 }
 
@@ -143,18 +145,19 @@ fn child(store: &Path, split: bool) {
         .filter(|(i, _)| good(*i))
         .map(|(_, k)| k.clone())
         .collect();
+    let cut = if split {
+        Split::new(3, 1)
+    } else {
+        Split::WHOLE
+    };
     let resolve_in = |store: &KernelStore, batch: &[BatchKernel<Source>]| {
-        if split {
-            with_split_override(Split::new(3, 1), || {
-                resolve_split_each_with_store(&cache, Some(store), batch, &b)
-            })
-        } else {
-            resolve_each_with_store(&cache, Some(store), batch, &b)
-        }
-        .unwrap()
+        Resolver::new(&cache, &b)
+            .store(store)
+            .split(cut)
+            .resolve(batch)
     };
     let resolve_with = |batch: &[BatchKernel<Source>]| resolve_in(&store, batch);
-    let (loaded, census) = with_census(|| resolve_with(&goods));
+    let (loaded, census) = censused(resolve_with(&goods));
     println!(
         "CHILD loaded={} compiled={} failed={} units={}",
         census.kernels_loaded,
@@ -162,10 +165,12 @@ fn child(store: &Path, split: bool) {
         census.kernels_failed,
         b.units_compiled()
     );
-    let loaded: Vec<Resolved<CcProgram>> = loaded.into_iter().map(Result::unwrap).collect();
+    let loaded: Vec<Resolved<CcProgram>> =
+        loaded.unwrap().into_iter().map(Result::unwrap).collect();
     println!("CHILD outputs={}", outputs(loaded.iter()));
     let before = b.units_compiled();
-    let (all, census) = with_census(|| resolve_with(&batch));
+    let (all, census) = censused(resolve_with(&batch));
+    let all = all.unwrap();
     for i in [SYNTAX, REFUSED] {
         let error = all[i].as_ref().unwrap_err();
         assert!(error.remembered().is_some(), "{i}: {error}");
@@ -178,15 +183,9 @@ fn child(store: &Path, split: bool) {
         b.units_compiled() - before
     );
     let before = b.units_compiled();
-    let (all, census) = with_census(|| resolve_in(&retry, &batch));
-    check_failures(
-        &all,
-        if split {
-            Stage::Compile
-        } else {
-            Stage::CompileGroup
-        },
-    );
+    let (all, census) = censused(resolve_in(&retry, &batch));
+    let all = all.unwrap();
+    check_failures(&all);
     println!(
         "CHILD again reused={} failed={} units={}",
         census.kernels_reused,
@@ -238,17 +237,19 @@ fn twelve_candidates(test: &str, split: bool) {
     let cache = KernelCache::new(BIG);
     let batch = candidates();
     let (units, merged) = (b.units_compiled(), b.merged_compiles());
-    let (outcomes, census) = with_census(|| {
-        if split {
-            // Three programs of four kernels, compiled at once: the failures sit in the
-            // first and the third.
-            with_split_override(Split::new(3, 1), || {
-                resolve_split_each_with_store(&cache, Some(&store), &batch, &b)
-            })
-        } else {
-            resolve_each_with_store(&cache, Some(&store), &batch, &b)
-        }
-    });
+    // Split: three programs of four kernels, compiled at once: the failures sit in the
+    // first and the third.
+    let cut = if split {
+        Split::new(3, 1)
+    } else {
+        Split::WHOLE
+    };
+    let (outcomes, census) = censused(
+        Resolver::new(&cache, &b)
+            .store(&store)
+            .split(cut)
+            .resolve(&batch),
+    );
     let outcomes = outcomes.unwrap();
     assert_eq!(outcomes.len(), 12);
     // Each candidate compiled once, alone or in a merged unit that compiled (cc-backend
@@ -269,14 +270,7 @@ fn twelve_candidates(test: &str, split: bool) {
         ),
         (10, 2, if split { 3 } else { 1 })
     );
-    check_failures(
-        &outcomes,
-        if split {
-            Stage::Compile
-        } else {
-            Stage::CompileGroup
-        },
-    );
+    check_failures(&outcomes);
     let stats = cache.stats();
     assert_eq!(
         (stats.hits, stats.misses, stats.entries, stats.groups),
@@ -352,11 +346,14 @@ fn strict_resolve_still_fails_the_batch_at_its_first_failure() {
     let cache = KernelCache::new(BIG);
     let batch = candidates();
     let units = b.units_compiled();
-    let err = resolve(&cache, &batch, &b).unwrap_err();
+    let err = Resolver::new(&cache, &b)
+        .resolve_strict(&batch)
+        .map(|r| r.answers)
+        .unwrap_err();
     let Error::Compile(failure) = &err else {
         panic!("{err:?}")
     };
-    assert_eq!((failure.stage, failure.program), (Stage::CompileGroup, 0));
+    assert_eq!(failure.program, 0);
     assert_eq!(failure.symbols.len(), 12, "the program's kernels");
     assert!(matches!(&failure.source,
         CcError::Compiler { symbols, .. } if symbols == &["cand3".to_string()]));
@@ -384,14 +381,13 @@ fn twins_share_the_outcome_and_an_all_failed_program_publishes_nothing() {
     for split in [false, true] {
         let cache = KernelCache::new(BIG);
         let units = b.units_compiled();
-        let (outcomes, census) = with_census(|| {
-            if split {
-                // Programs [bad__seg0, bad2] (all failing) and [step__seg1].
-                with_split_override(Split::new(2, 1), || resolve_split_each(&cache, &batch, &b))
-            } else {
-                resolve_each(&cache, &batch, &b)
-            }
-        });
+        // Split: programs [bad__seg0, bad2] (all failing) and [step__seg1].
+        let cut = if split {
+            Split::new(2, 1)
+        } else {
+            Split::WHOLE
+        };
+        let (outcomes, census) = censused(Resolver::new(&cache, &b).split(cut).resolve(&batch));
         let o = outcomes.unwrap();
         assert_eq!(b.units_compiled() - units, 3, "split={split}");
         assert_eq!((census.kernels_failed, census.kernels_compiled), (2, 1));
@@ -410,11 +406,17 @@ fn twins_share_the_outcome_and_an_all_failed_program_publishes_nothing() {
     }
     // All failing: nothing published, every kernel answered with its own error.
     let all_bad = [broken("x0"), broken("x1")];
-    let o = resolve_each(&cache, &all_bad, &b).unwrap();
+    let o = Resolver::new(&cache, &b)
+        .resolve(&all_bad)
+        .map(|r| r.answers)
+        .unwrap();
     assert!(o.iter().all(|o| o.as_ref().is_err_and(|e| e.is_alone())));
     assert_eq!(cache.stats().groups, 0);
     let units = b.units_compiled();
-    resolve_each(&cache, &all_bad, &b).unwrap();
+    Resolver::new(&cache, &b)
+        .resolve(&all_bad)
+        .map(|r| r.answers)
+        .unwrap();
     assert_eq!(b.units_compiled() - units, 2, "failures are compiled again");
 }
 
@@ -450,27 +452,6 @@ impl Backend for Panicky {
     }
 }
 
-impl SplitBackend for Panicky {
-    type Prepared = (Vec<String>, PreparedProgram);
-    fn split(&self) -> Split {
-        Split::WHOLE
-    }
-    fn prepare(&self, g: &Group<'_, Source>) -> Result<Self::Prepared, CcError> {
-        let symbols = g.kernels.iter().map(|k| k.symbol.clone()).collect();
-        Ok((symbols, self.inner.prepare(g)?))
-    }
-    fn compile(&self, p: &mut Self::Prepared) -> Result<(), CcError> {
-        self.inner.compile(&mut p.1)
-    }
-    fn compile_each(&self, p: &mut Self::Prepared) -> Result<Vec<(usize, CcError)>, CcError> {
-        self.check(&p.0);
-        self.inner.compile_each(&mut p.1)
-    }
-    fn finish(&self, p: Self::Prepared) -> Result<Compiled<CcProgram>, CcError> {
-        self.inner.finish(p.1)
-    }
-}
-
 /// A panic in backend code still propagates from a per-kernel resolve, after the resolve
 /// was counted; on the concurrent path, after the other programs (and their failures)
 /// were settled: the programs that compiled are published.
@@ -487,23 +468,24 @@ fn a_panicking_backend_still_propagates() {
         panics_on: "p2",
     };
     let cache = KernelCache::new(BIG);
-    let (out, census) =
-        with_census(|| catch_unwind(AssertUnwindSafe(|| resolve_each(&cache, &batch, &b))));
+    let out = catch_unwind(AssertUnwindSafe(|| {
+        Resolver::new(&cache, &b).resolve(&batch)
+    }));
     let panic = out.unwrap_err();
     assert_eq!(
         panic.downcast_ref::<String>().map(String::as_str),
         Some("the backend panics on p2")
     );
-    assert_eq!((census.resolves, census.kernels_compiled), (1, 0));
+    // The census went with the panic; the cache's statistics counted the resolve.
     assert_eq!(cache.stats().misses, 4);
 
     // Split into four programs: p2's panics; p0 and p3 are published, p1 failed alone.
     let cache = KernelCache::new(BIG);
-    let (out, census) = with_census(|| {
-        catch_unwind(AssertUnwindSafe(|| {
-            with_split_override(Split::new(4, 1), || resolve_split_each(&cache, &batch, &b))
-        }))
-    });
+    let out = catch_unwind(AssertUnwindSafe(|| {
+        Resolver::new(&cache, &b)
+            .split(Split::new(4, 1))
+            .resolve(&batch)
+    }));
     assert_eq!(
         out.unwrap_err()
             .downcast_ref::<String>()
@@ -511,14 +493,7 @@ fn a_panicking_backend_still_propagates() {
         Some("the backend panics on p2"),
         "the backend's panic reaches the caller"
     );
-    assert_eq!(
-        (
-            census.kernels_compiled,
-            census.kernels_failed,
-            census.resolves
-        ),
-        (2, 1, 1)
-    );
+    assert_eq!(cache.stats().misses, 4);
     assert!(cache.find(&batch[0].key).is_some() && cache.find(&batch[3].key).is_some());
     assert!(cache.find(&batch[1].key).is_none() && cache.find(&batch[2].key).is_none());
 }

@@ -9,11 +9,10 @@
 
 use std::fs;
 
-use kernel_cache::store::{FailureMemory, KernelStore, MissReason, Outcome, record};
-use kernel_cache::{
-    BatchKernel, KernelCache, KernelError, resolve_each_with_store, resolve_with_store, with_census,
-};
+use kernel_cache::store::{FailureMemory, KernelStore, MissReason, Outcome};
+use kernel_cache::{BatchKernel, KernelCache, KernelError, Resolver};
 use test_support::lines::Lines;
+use test_support::lines::{censused, recorded};
 
 fn kernel(key: &str, symbol: &str, source: &str) -> BatchKernel<String> {
     BatchKernel {
@@ -47,9 +46,11 @@ fn a_failure_is_answered_from_the_store_and_a_success_forgets_it() {
     let tmp = tempfile::tempdir().unwrap();
     let store = KernelStore::new(tmp.path().join("kernels"));
     let lines = Lines::default();
-    let (first, census) = with_census(|| {
-        resolve_each_with_store(&KernelCache::new(1 << 20), Some(&store), &batch(), &lines)
-    });
+    let (first, census) = censused(
+        Resolver::new(&KernelCache::new(1 << 20), &lines)
+            .store(Some(&store))
+            .resolve(&batch()),
+    );
     let first = first.unwrap();
     assert!(matches!(
         first[1].as_ref().unwrap_err().as_ref(),
@@ -63,11 +64,11 @@ fn a_failure_is_answered_from_the_store_and_a_success_forgets_it() {
 
     // Another cache (another process's): the good one loaded, the bad one remembered.
     let compiles = lines.compiles();
-    let ((second, census), events) = record(|| {
-        with_census(|| {
-            resolve_each_with_store(&KernelCache::new(1 << 20), Some(&store), &batch(), &lines)
-        })
-    });
+    let ((second, census), events) = recorded(
+        Resolver::new(&KernelCache::new(1 << 20), &lines)
+            .store(Some(&store))
+            .resolve(&batch()),
+    );
     let second = second.unwrap();
     assert_eq!(lines.compiles(), compiles);
     let error = second[1].as_ref().unwrap_err();
@@ -89,7 +90,10 @@ fn a_failure_is_answered_from_the_store_and_a_success_forgets_it() {
         && matches!(&e.outcome, Outcome::Miss(MissReason::Remembered(m)) if m.contains("undefined"))));
 
     // The strict resolve neither reads nor writes failures: it compiles and fails.
-    let strict = resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &batch(), &lines);
+    let strict = Resolver::new(&KernelCache::new(1 << 20), &lines)
+        .store(Some(&store))
+        .resolve_strict(&batch())
+        .map(|r| r.answers);
     assert!(strict.is_err());
     assert_eq!(lines.compiles(), compiles + 1);
 
@@ -97,13 +101,18 @@ fn a_failure_is_answered_from_the_store_and_a_success_forgets_it() {
     // key) saves a program and forgets the failure.
     let retry = store.clone().with_failure_memory(FailureMemory::Retry);
     let fixed = [kernel("bad", "k1", "fixed kernel")];
-    let out =
-        resolve_each_with_store(&KernelCache::new(1 << 20), Some(&retry), &fixed, &lines).unwrap();
+    let out = Resolver::new(&KernelCache::new(1 << 20), &lines)
+        .store(Some(&retry))
+        .resolve(&fixed)
+        .map(|r| r.answers)
+        .unwrap();
     assert!(out[0].is_ok());
     assert_eq!(store.stats().unwrap().failures, 0);
-    let (again, census) = with_census(|| {
-        resolve_each_with_store(&KernelCache::new(1 << 20), Some(&store), &batch(), &lines)
-    });
+    let (again, census) = censused(
+        Resolver::new(&KernelCache::new(1 << 20), &lines)
+            .store(Some(&store))
+            .resolve(&batch()),
+    );
     assert!(again.unwrap().iter().all(Result::is_ok));
     assert_eq!(census.kernels_loaded, 2);
 }
@@ -117,14 +126,22 @@ fn a_foreign_or_malformed_failure_is_removed_and_hosts_keep_their_own() {
     let store = KernelStore::new(tmp.path().join("kernels"));
     let lines = Lines::default();
     let cache = || KernelCache::new(1 << 20);
-    resolve_each_with_store(&cache(), Some(&store), &batch(), &lines).unwrap();
+    Resolver::new(&cache(), &lines)
+        .store(Some(&store))
+        .resolve(&batch())
+        .map(|r| r.answers)
+        .unwrap();
     let file = failure_file(&store);
     let bytes = fs::read(&file).unwrap();
 
     // Another host: its own name, so the kernel is compiled there (and remembered again).
     let other = Lines::on_host(Some(7));
     let before = other.compiles();
-    let out = resolve_each_with_store(&cache(), Some(&store), &batch()[1..], &other).unwrap();
+    let out = Resolver::new(&cache(), &other)
+        .store(Some(&store))
+        .resolve(&batch()[1..])
+        .map(|r| r.answers)
+        .unwrap();
     assert!(matches!(
         out[0].as_ref().unwrap_err().as_ref(),
         KernelError::Unit(_)
@@ -134,7 +151,11 @@ fn a_foreign_or_malformed_failure_is_removed_and_hosts_keep_their_own() {
 
     // Another kernel's failure at this kernel's name: removed, compiled.
     let other_key = [kernel("bad2", "k2", "fail:another")];
-    resolve_each_with_store(&cache(), Some(&store), &other_key, &lines).unwrap();
+    Resolver::new(&cache(), &lines)
+        .store(Some(&store))
+        .resolve(&other_key)
+        .map(|r| r.answers)
+        .unwrap();
     let theirs = fs::read_dir(store.dir())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -146,7 +167,11 @@ fn a_foreign_or_malformed_failure_is_removed_and_hosts_keep_their_own() {
         .unwrap();
     fs::write(&file, fs::read(&theirs).unwrap()).unwrap();
     let compiles = lines.compiles();
-    let out = resolve_each_with_store(&cache(), Some(&store), &batch()[1..], &lines).unwrap();
+    let out = Resolver::new(&cache(), &lines)
+        .store(Some(&store))
+        .resolve(&batch()[1..])
+        .map(|r| r.answers)
+        .unwrap();
     assert!(matches!(
         out[0].as_ref().unwrap_err().as_ref(),
         KernelError::Unit(_)
@@ -157,7 +182,11 @@ fn a_foreign_or_malformed_failure_is_removed_and_hosts_keep_their_own() {
 
     // Malformed: removed, compiled, remembered again.
     fs::write(&file, b"kcache kernel failure 1\nnot a failure").unwrap();
-    let out = resolve_each_with_store(&cache(), Some(&store), &batch()[1..], &lines).unwrap();
+    let out = Resolver::new(&cache(), &lines)
+        .store(Some(&store))
+        .resolve(&batch()[1..])
+        .map(|r| r.answers)
+        .unwrap();
     assert!(matches!(
         out[0].as_ref().unwrap_err().as_ref(),
         KernelError::Unit(_)
@@ -175,13 +204,11 @@ fn a_foreign_or_malformed_failure_is_removed_and_hosts_keep_their_own() {
 fn an_older_regimes_sweep_removes_failures() {
     let tmp = tempfile::tempdir().unwrap();
     let store = KernelStore::new(tmp.path().join("kernels"));
-    resolve_each_with_store(
-        &KernelCache::new(1 << 20),
-        Some(&store),
-        &batch(),
-        &Lines::default(),
-    )
-    .unwrap();
+    Resolver::new(&KernelCache::new(1 << 20), &Lines::default())
+        .store(Some(&store))
+        .resolve(&batch())
+        .map(|r| r.answers)
+        .unwrap();
     assert_eq!(store.stats().unwrap().failures, 1);
     let stamp = store.dir().join("regime.stamp");
     let older = kernel_cache::store::REGIME - 1;

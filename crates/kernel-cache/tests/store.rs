@@ -16,11 +16,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome, StoreEvent, record};
+use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome, StoreEvent};
 use kernel_cache::{
-    Backend, BatchKernel, Census, Compiled, Error, Group, KernelCache, PersistentBackend, Resolved,
-    SavedProgram, resolve_with_store, with_census,
+    Backend, BatchKernel, Census, Compiled, Error, Group, KernelCache, Resolved, Resolver,
+    SavedProgram,
 };
+use test_support::lines::censused;
 use test_support::lines::misses;
 
 #[derive(Debug, thiserror::Error)]
@@ -113,51 +114,25 @@ impl Backend for FileBackend {
             program,
         })
     }
-}
 
-impl PersistentBackend for FileBackend {
-    fn identity(&self) -> String {
-        "file-backend 1".into()
+    fn identity(&self) -> Option<String> {
+        Some("file-backend 1".into())
     }
 
-    fn save(&self, p: &FileProgram) -> Result<SavedProgram, FileError> {
+    fn save(&self, p: &FileProgram) -> Option<Result<SavedProgram, FileError>> {
         let mut bytes = Vec::new();
         if let Some(host) = self.host {
             bytes.extend_from_slice(format!("host\t{host:?}\n").as_bytes());
         }
         bytes.extend_from_slice(&p.bytes);
-        Ok(SavedProgram {
+        Some(Ok(SavedProgram {
             bytes,
             symbols: p.symbols.clone(),
-        })
+        }))
     }
 
-    fn load(&self, saved: &SavedProgram) -> Result<Compiled<FileProgram>, FileError> {
-        if self.refuse_loads {
-            return Err(FileError("this backend refuses loads".into()));
-        }
-        let mut bytes = saved.bytes.as_slice();
-        let mut compiled_for = None;
-        if let Some(rest) = bytes.strip_prefix(b"host\t".as_slice()) {
-            let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
-            compiled_for = Some(rest[..end].to_vec());
-            bytes = rest.get(end + 1..).unwrap_or_default();
-        }
-        if compiled_for != self.host.map(|h| format!("{h:?}").into_bytes()) {
-            return Err(FileError("compiled for another host".into()));
-        }
-        let program = self.read_back(bytes)?;
-        if saved
-            .symbols
-            .iter()
-            .any(|s| !program.kernels.contains_key(s))
-        {
-            return Err(FileError("symbol missing".into()));
-        }
-        Ok(Compiled {
-            weight: program.bytes.len() as u64,
-            program,
-        })
+    fn load(&self, saved: &SavedProgram) -> Option<Result<Compiled<FileProgram>, FileError>> {
+        Some(self.load_result(saved))
     }
 
     fn keeps_saved(&self, error: &FileError) -> bool {
@@ -169,6 +144,39 @@ impl PersistentBackend for FileBackend {
             return Err(FileError("cannot ask the processor".into()));
         }
         Ok(self.host)
+    }
+}
+
+impl FileBackend {
+    /// [`Backend::load`]'s answer.
+    fn load_result(&self, saved: &SavedProgram) -> Result<Compiled<FileProgram>, FileError> {
+        {
+            if self.refuse_loads {
+                return Err(FileError("this backend refuses loads".into()));
+            }
+            let mut bytes = saved.bytes.as_slice();
+            let mut compiled_for = None;
+            if let Some(rest) = bytes.strip_prefix(b"host\t".as_slice()) {
+                let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+                compiled_for = Some(rest[..end].to_vec());
+                bytes = rest.get(end + 1..).unwrap_or_default();
+            }
+            if compiled_for != self.host.map(|h| format!("{h:?}").into_bytes()) {
+                return Err(FileError("compiled for another host".into()));
+            }
+            let program = self.read_back(bytes)?;
+            if saved
+                .symbols
+                .iter()
+                .any(|s| !program.kernels.contains_key(s))
+            {
+                return Err(FileError("symbol missing".into()));
+            }
+            Ok(Compiled {
+                weight: program.bytes.len() as u64,
+                program,
+            })
+        }
     }
 }
 
@@ -252,8 +260,11 @@ fn worker() {
                     .expect("clock");
                 std::thread::sleep(at.saturating_sub(now));
             }
-            let (answers, census) =
-                with_census(|| resolve_with_store(&cache, Some(&store), &b, &backend));
+            let (answers, census) = censused(
+                Resolver::new(&cache, &backend)
+                    .store(Some(&store))
+                    .resolve_strict(&b),
+            );
             let answers = answers.expect("resolve");
             for (k, a) in b.iter().zip(&answers) {
                 assert_eq!(a.program.kernels.get(&*a.symbol), Some(&k.source));
@@ -272,7 +283,11 @@ fn worker() {
             let mut seq = 0;
             loop {
                 let b = batch(id * 100_000 + seq * 4, 1 + seq % 4, "s");
-                resolve_with_store(&cache, Some(&store), &b, &backend).expect("resolve");
+                Resolver::new(&cache, &backend)
+                    .store(Some(&store))
+                    .resolve_strict(&b)
+                    .map(|r| r.answers)
+                    .expect("resolve");
                 seq += 1;
             }
         }
@@ -361,13 +376,11 @@ fn only_blob(dir: &Path) -> PathBuf {
 
 /// Saves the programs of `b` to `store`: a resolve with an empty cache and a fresh backend.
 fn save(store: &KernelStore, b: &[BatchKernel<String>]) {
-    resolve_with_store(
-        &KernelCache::new(1 << 20),
-        Some(store),
-        b,
-        &FileBackend::new(),
-    )
-    .expect("first");
+    Resolver::new(&KernelCache::new(1 << 20), &FileBackend::new())
+        .store(Some(store))
+        .resolve_strict(b)
+        .map(|r| r.answers)
+        .expect("first");
 }
 
 /// What a resolve answers.
@@ -375,14 +388,16 @@ type Answers = Result<Vec<Resolved<FileProgram>>, Error<FileError>>;
 
 /// Resolves `b` with an empty cache over `store`, as a new process would: its answers and
 /// census, and the store's events.
-fn recorded(
+fn resolved(
     store: &KernelStore,
     b: &[BatchKernel<String>],
     backend: &FileBackend,
 ) -> ((Answers, Census), Vec<StoreEvent>) {
-    record(|| {
-        with_census(|| resolve_with_store(&KernelCache::new(1 << 20), Some(store), b, backend))
-    })
+    test_support::lines::recorded(
+        Resolver::new(&KernelCache::new(1 << 20), backend)
+            .store(Some(store))
+            .resolve_strict(b),
+    )
 }
 
 #[test]
@@ -403,7 +418,7 @@ fn a_corrupted_or_truncated_blob_is_a_miss_and_is_removed() {
             _ => bytes.clear(),
         }
         fs::write(&blob, &bytes).expect("damage");
-        let ((answers, census), events) = recorded(&store, &b, &FileBackend::new());
+        let ((answers, census), events) = resolved(&store, &b, &FileBackend::new());
         answers.expect("resolve");
         assert_eq!(census.kernels_loaded, 0, "{damage}");
         assert_eq!(census.kernels_compiled, 3, "{damage}");
@@ -425,7 +440,7 @@ fn a_blob_the_backend_cannot_load_is_a_miss_counted_as_one_and_removed() {
     let before = store.stats().expect("stats").counters;
     let mut refusing = FileBackend::new();
     refusing.refuse_loads = true;
-    let ((out, census), events) = recorded(&store, &b, &refusing);
+    let ((out, census), events) = resolved(&store, &b, &refusing);
     out.expect("a load failure is a miss, never a failed resolve");
     assert_eq!((census.kernels_loaded, census.kernels_compiled), (0, 2));
     let why = misses(&events);
@@ -453,7 +468,7 @@ fn a_blob_or_directory_others_could_write_is_refused() {
     save(&store, &b);
     let blob = only_blob(store.dir());
     fs::set_permissions(&blob, fs::Permissions::from_mode(0o606)).expect("chmod o+w");
-    let ((answers, census), events) = recorded(&store, &b, &FileBackend::new());
+    let ((answers, census), events) = resolved(&store, &b, &FileBackend::new());
     answers.expect("a refused blob is a miss, never a failed resolve");
     assert_eq!(census.kernels_loaded, 0);
     assert!(
@@ -490,7 +505,7 @@ fn a_blob_another_user_owns_is_replaced_by_the_next_save() {
         eprintln!("not root: cannot give the blob away; nothing to show");
         return;
     }
-    let ((answers, census), events) = recorded(&store, &b, &FileBackend::new());
+    let ((answers, census), events) = resolved(&store, &b, &FileBackend::new());
     answers.expect("a refused blob is a miss");
     assert_eq!((census.kernels_loaded, census.kernels_compiled), (0, 2));
     assert!(
@@ -503,7 +518,7 @@ fn a_blob_another_user_owns_is_replaced_by_the_next_save() {
         fs::metadata(&blob).expect("stat").uid(),
         cache_dir::current_uid()
     );
-    let ((answers, census), _) = recorded(&store, &b, &FileBackend::new());
+    let ((answers, census), _) = resolved(&store, &b, &FileBackend::new());
     answers.expect("resolve");
     assert_eq!((census.kernels_loaded, census.kernels_compiled), (2, 0));
 }
@@ -669,9 +684,17 @@ fn the_byte_limit_holds_across_processes_least_recently_used_first() {
     let a = batch(100, 4, "a");
     let b = batch(200, 4, "b");
     let big = KernelStore::new(&dir).with_max_bytes(1 << 20);
-    resolve_with_store(&cache, Some(&big), &a, &backend).expect("a");
+    Resolver::new(&cache, &backend)
+        .store(Some(&big))
+        .resolve_strict(&a)
+        .map(|r| r.answers)
+        .expect("a");
     std::thread::sleep(Duration::from_millis(20));
-    resolve_with_store(&cache, Some(&big), &b, &backend).expect("b");
+    Resolver::new(&cache, &backend)
+        .store(Some(&big))
+        .resolve_strict(&b)
+        .map(|r| r.answers)
+        .expect("b");
     std::thread::sleep(Duration::from_millis(20));
     assert!(big.probe("file-backend 1", "key-100").is_ok()); // marks a used
     let one = big.stats().expect("stats").bytes;
@@ -760,7 +783,7 @@ fn a_dead_compile_lock_holder_blocks_nobody() {
     // A live holder would make the resolve wait (a `Waited` event, timed out after the
     // minute): no such event shows the dead holder's lock was free.
     let store = KernelStore::new(&dir).with_compile_wait(Duration::from_secs(60));
-    let ((out, census), events) = recorded(&store, &batch(0, 1, "d"), &FileBackend::new());
+    let ((out, census), events) = resolved(&store, &batch(0, 1, "d"), &FileBackend::new());
     out.expect("resolve");
     assert_eq!(census.kernels_compiled, 1);
     assert!(
@@ -989,12 +1012,10 @@ fn no_directory_content_hangs_the_store_or_is_written_through() {
             let s = store.clone();
             let answers = within(what.clone(), move || {
                 let backend = FileBackend::new();
-                let answers = resolve_with_store(
-                    &KernelCache::new(1 << 20),
-                    Some(&s),
-                    &batch(0, 2, "k"),
-                    &backend,
-                );
+                let answers = Resolver::new(&KernelCache::new(1 << 20), &backend)
+                    .store(Some(&s))
+                    .resolve_strict(&batch(0, 2, "k"))
+                    .map(|r| r.answers);
                 answers.map(|a| {
                     a.iter()
                         .map(|r| r.program.kernels.get(&*r.symbol).cloned())
@@ -1038,7 +1059,7 @@ fn fast_compiles_and_programs_past_the_limit_are_not_saved() {
             .with_max_bytes(max_bytes)
             .with_min_compile_time(min_time);
         let b = batch(0, 2, "k");
-        let ((out, census), events) = recorded(&store, &b, &FileBackend::new());
+        let ((out, census), events) = resolved(&store, &b, &FileBackend::new());
         out.expect("resolve");
         assert_eq!(census.kernels_compiled, 2, "{what}");
         let why: Vec<NotSaved> = events
@@ -1074,7 +1095,7 @@ fn a_program_is_saved_when_its_blob_and_4_kib_fit_the_limit() {
     for (room, saved) in [(4095, false), (4096, true)] {
         let dir = tmp.path().join(format!("room-{room}"));
         let store = KernelStore::new(&dir).with_max_bytes(blob + room);
-        let ((out, _), events) = recorded(&store, &b, &FileBackend::new());
+        let ((out, _), events) = resolved(&store, &b, &FileBackend::new());
         out.expect("resolve");
         let outcomes: Vec<&Outcome> = events
             .iter()
@@ -1104,7 +1125,7 @@ fn a_compile_wait_that_times_out_compiles_the_key_itself() {
     let mut child = slow_compile(&dir, "w");
     let store = KernelStore::new(&dir).with_compile_wait(Duration::from_millis(300));
     let b = batch(0, 1, "w");
-    let ((out, census), events) = recorded(&store, &b, &FileBackend::new());
+    let ((out, census), events) = resolved(&store, &b, &FileBackend::new());
     child.kill().expect("kill");
     child.wait().expect("reap");
     let answers = out.expect("resolve");
@@ -1132,7 +1153,7 @@ fn an_unbounded_compile_wait_waits_for_the_holder() {
     let store = KernelStore::new(&dir).with_compile_wait(Duration::MAX);
     let b = batch(0, 1, "u");
     let ((out, census), events) = std::thread::scope(|s| {
-        let resolving = s.spawn(|| recorded(&store, &b, &FileBackend::new()));
+        let resolving = s.spawn(|| resolved(&store, &b, &FileBackend::new()));
         // Long enough for the resolve to reach the held lock and start waiting (killed
         // before that, the child would leave nothing to wait for, and no `Waited` event).
         std::thread::sleep(Duration::from_secs(1));
@@ -1184,9 +1205,11 @@ fn machines_of_different_host_parts_sharing_a_store_each_load_their_own_program(
     let store = KernelStore::new(tmp.path().join("kernels"));
     let b = batch(0, 1, "k");
     let run = |backend: &FileBackend| {
-        let (out, census) = with_census(|| {
-            resolve_with_store(&KernelCache::new(1 << 20), Some(&store), &b, backend)
-        });
+        let (out, census) = censused(
+            Resolver::new(&KernelCache::new(1 << 20), backend)
+                .store(Some(&store))
+                .resolve_strict(&b),
+        );
         let answers = out.expect("resolve");
         assert_eq!(
             answers[0].program.kernels.get(&*answers[0].symbol),
@@ -1253,7 +1276,7 @@ fn a_host_part_the_backend_cannot_tell_compiles_without_the_store() {
         ..FileBackend::on_host(1)
     };
     for _ in 0..2 {
-        let ((out, census), events) = recorded(&store, &b, &backend);
+        let ((out, census), events) = resolved(&store, &b, &backend);
         let answers = out.expect("a host part that cannot be told never fails a resolve");
         for (k, a) in b.iter().zip(&answers) {
             assert_eq!(a.program.kernels.get(&*a.symbol), Some(&k.source));

@@ -21,12 +21,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome, StoreEvent, record};
-use kernel_cache::{
-    Backend, BatchKernel, Compiled, Group, KernelCache, PersistentBackend, SavedProgram,
-    resolve_with_store, with_census,
-};
+use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome, StoreEvent};
+use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Resolver, SavedProgram};
 use test_support::lines::misses;
+use test_support::lines::recorded;
 use test_support::lock::LockHolder;
 
 /// Far above any honest operation on a loaded machine; only a hang reaches it.
@@ -94,23 +92,18 @@ impl Backend for TextBackend {
             program: TextProgram { kernels },
         })
     }
-}
 
-impl PersistentBackend for TextBackend {
-    fn identity(&self) -> String {
-        "text-backend 1".into()
+    fn identity(&self) -> Option<String> {
+        Some("text-backend 1".into())
     }
 
-    fn save(&self, p: &TextProgram) -> Result<SavedProgram, TextError> {
+    fn save(&self, p: &TextProgram) -> Option<Result<SavedProgram, TextError>> {
         let (bytes, symbols) = render(p);
-        Ok(SavedProgram { bytes, symbols })
+        Some(Ok(SavedProgram { bytes, symbols }))
     }
 
-    fn load(&self, saved: &SavedProgram) -> Result<Compiled<TextProgram>, TextError> {
-        Ok(Compiled {
-            weight: 1,
-            program: parse(&saved.bytes)?,
-        })
+    fn load(&self, saved: &SavedProgram) -> Option<Result<Compiled<TextProgram>, TextError>> {
+        Some(parse(&saved.bytes).map(|program| Compiled { weight: 1, program }))
     }
 
     fn keeps_saved(&self, _error: &TextError) -> bool {
@@ -149,9 +142,11 @@ fn batch(prefix: &str, first: usize, n: usize) -> Vec<BatchKernel<String>> {
 /// texts by key, how many compiles, and the store's events.
 fn resolve(store: &KernelStore, b: &[BatchKernel<String>]) -> (Vec<String>, u64, Vec<StoreEvent>) {
     let backend = TextBackend::new();
-    let ((answers, _census), events) = record(|| {
-        with_census(|| resolve_with_store(&KernelCache::new(1 << 20), Some(store), b, &backend))
-    });
+    let ((answers, _census), events) = recorded(
+        Resolver::new(&KernelCache::new(1 << 20), &backend)
+            .store(Some(store))
+            .resolve_strict(b),
+    );
     let answers = answers.expect("a resolve never fails for the store's sake");
     let texts = answers
         .iter()

@@ -1,15 +1,18 @@
-//! [`Lines`]: a kernel-cache backend whose program is its kernels' texts, one per line; and
-//! [`misses`], the miss reasons among a kernel store's recorded events.
+//! [`Lines`]: a kernel-cache backend whose program is its kernels' texts, one per line;
+//! [`misses`], the miss reasons among a kernel store's events; and [`censused`] /
+//! [`recorded`], a resolve's answers beside its census (and events).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use kernel_cache::store::{MissReason, Outcome, StoreEvent};
-use kernel_cache::{Backend, BatchKernel, Compiled, Group, PersistentBackend, SavedProgram, Units};
+use kernel_cache::{
+    Backend, BatchKernel, Census, Compiled, Group, Resolution, SavedProgram, Units,
+};
 
 /// What a text that does not compile starts with.
 const FAIL: &str = "fail:";
 
-/// The reasons of the misses among `events` (as `kernel_cache::store::record` gives them), in
+/// The reasons of the misses among `events` (as a resolve returns them, `Resolution::events`), in
 /// order.
 pub fn misses(events: &[StoreEvent]) -> Vec<MissReason> {
     events
@@ -21,10 +24,29 @@ pub fn misses(events: &[StoreEvent]) -> Vec<MissReason> {
         .collect()
 }
 
+/// A resolve's answers (or its error) beside its census (zero when the call failed).
+pub fn censused<T, E>(resolution: Result<Resolution<T>, E>) -> (Result<Vec<T>, E>, Census) {
+    match resolution {
+        Ok(r) => (Ok(r.answers), r.census),
+        Err(e) => (Err(e), Census::default()),
+    }
+}
+
+/// [`censused`], and the resolve's store events (none when the call failed).
+#[allow(clippy::type_complexity)]
+pub fn recorded<T, E>(
+    resolution: Result<Resolution<T>, E>,
+) -> ((Result<Vec<T>, E>, Census), Vec<StoreEvent>) {
+    match resolution {
+        Ok(r) => ((Ok(r.answers), r.census), r.events),
+        Err(e) => ((Err(e), Census::default()), Vec::new()),
+    }
+}
+
 /// A backend whose program is its kernels' texts, one per line (its saved form is the program
 /// itself); counts its compiles. A kernel whose text starts with `fail:` does not compile: a
 /// strict compile fails its group, a per-kernel one (`compile_group_each`) fails it alone with
-/// an error the backend calls the kernel's own (`PersistentBackend::remembered`: the text
+/// an error the backend calls the kernel's own (`Backend::remembered`: the text
 /// after `fail:`).
 #[derive(Debug, Default)]
 pub struct Lines {
@@ -97,6 +119,36 @@ impl Backend for Lines {
         };
         Ok(Units { program, failed })
     }
+
+    fn identity(&self) -> Option<String> {
+        Some("lines 1".into())
+    }
+    fn save(&self, p: &SavedProgram) -> Option<std::io::Result<SavedProgram>> {
+        Some(Ok(p.clone()))
+    }
+    fn load(&self, saved: &SavedProgram) -> Option<std::io::Result<Compiled<SavedProgram>>> {
+        let compiled_for = saved.bytes.starts_with(b"host ").then(|| {
+            let end = saved.bytes.iter().position(|&b| b == b'\n');
+            &saved.bytes[..end.map_or(saved.bytes.len(), |e| e + 1)]
+        });
+        if compiled_for.unwrap_or_default() != self.host_line().as_bytes() {
+            return Some(Err(std::io::Error::other("compiled for another host")));
+        }
+        Some(Ok(Compiled {
+            weight: saved.bytes.len() as u64,
+            program: saved.clone(),
+        }))
+    }
+    fn keeps_saved(&self, error: &std::io::Error) -> bool {
+        error.to_string().contains("another host")
+    }
+    fn host_part(&self, _options: &[String]) -> std::io::Result<Option<[u8; 32]>> {
+        Ok(self.host.map(|h| [h; 32]))
+    }
+    fn remembered(&self, kernel: &BatchKernel<String>, error: &std::io::Error) -> Option<String> {
+        let _ = error;
+        kernel.source.strip_prefix(FAIL).map(str::to_string)
+    }
 }
 
 impl Lines {
@@ -116,38 +168,6 @@ impl Lines {
             weight: program.bytes.len() as u64,
             program,
         })
-    }
-}
-
-impl PersistentBackend for Lines {
-    fn identity(&self) -> String {
-        "lines 1".into()
-    }
-    fn save(&self, p: &SavedProgram) -> std::io::Result<SavedProgram> {
-        Ok(p.clone())
-    }
-    fn load(&self, saved: &SavedProgram) -> std::io::Result<Compiled<SavedProgram>> {
-        let compiled_for = saved.bytes.starts_with(b"host ").then(|| {
-            let end = saved.bytes.iter().position(|&b| b == b'\n');
-            &saved.bytes[..end.map_or(saved.bytes.len(), |e| e + 1)]
-        });
-        if compiled_for.unwrap_or_default() != self.host_line().as_bytes() {
-            return Err(std::io::Error::other("compiled for another host"));
-        }
-        Ok(Compiled {
-            weight: saved.bytes.len() as u64,
-            program: saved.clone(),
-        })
-    }
-    fn keeps_saved(&self, error: &std::io::Error) -> bool {
-        error.to_string().contains("another host")
-    }
-    fn host_part(&self, _options: &[String]) -> std::io::Result<Option<[u8; 32]>> {
-        Ok(self.host.map(|h| [h; 32]))
-    }
-    fn remembered(&self, kernel: &BatchKernel<String>, error: &std::io::Error) -> Option<String> {
-        let _ = error;
-        kernel.source.strip_prefix(FAIL).map(str::to_string)
     }
 }
 
@@ -179,10 +199,17 @@ mod tests {
             .expect("compile");
         assert_eq!(compiled.program.bytes, b"host 1\ntext 0\ntext 1");
         assert_eq!(here.compiles(), 1);
-        assert!(here.load(&compiled.program).is_ok());
-        let elsewhere = Lines::on_host(Some(2)).load(&compiled.program);
+        assert!(here.load(&compiled.program).expect("loads").is_ok());
+        let elsewhere = Lines::on_host(Some(2))
+            .load(&compiled.program)
+            .expect("loads");
         let e = elsewhere.expect_err("another host");
         assert!(Lines::default().keeps_saved(&e));
-        assert!(Lines::default().load(&compiled.program).is_err());
+        assert!(
+            Lines::default()
+                .load(&compiled.program)
+                .expect("loads")
+                .is_err()
+        );
     }
 }

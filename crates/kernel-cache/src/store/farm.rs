@@ -2,44 +2,15 @@
 //! compile serves every machine of a tuning farm.
 //!
 //! A [`KernelStore`](super::KernelStore) given a [`FarmLevel`] looks a key up in its local
-//! directory first, then on the server; a program found there is verified, back-filled into
-//! the local directory and loaded. A program saved locally is also pushed to the server.
-//!
-//! Every value on the server carries an HMAC-SHA256 keyed by the farm's secret (given by
-//! the caller, never logged, never shown by `Debug`): whoever can write to the server but
-//! does not hold the secret cannot make a machine load their code. A value without a valid
-//! MAC is a miss ([`MissReason::BadSignature`](super::MissReason::BadSignature)). The MAC
-//! covers the key prefix, the value's kind and name and its bytes, so a value copied to another
-//! prefix (another farm sharing the server) or under another name is refused too. Blobs are
-//! also verified against their SHA-256 name, as local ones are.
-//!
-//! The server is a peer that can fail in any way; whatever it does is a miss or a refusal,
-//! never a panic, an abort, a hang or an unbounded allocation. The bounds:
-//!
-//! - a value longer than the caps (4 KiB for an entry; for a blob the farm's blob cap,
-//!   [`DEFAULT_MAX_BLOB_BYTES`] = 16 MiB unless [`FarmLevel::with_max_blob_bytes`] says
-//!   otherwise, and never more than the store's own blob cap) is a miss the server never sends
-//!   (a `STRLEN`-then-`GET` script);
-//! - every reply is read by [`redis_wire`] under limits checked before allocation: at most
-//!   the blob cap plus 1 MiB in all, a bulk string of at most the blob cap and its MAC line,
-//!   4096 array elements, nesting depth 4, 64 KiB lines; whatever a peer announces past them
-//!   is refused unread;
-//! - connecting takes at most the connect timeout ([`DEFAULT_CONNECT_TIMEOUT`]), and each
-//!   command's write and whole reply at most the I/O timeout ([`DEFAULT_IO_TIMEOUT`]): a
-//!   deadline over the reply, so a peer trickling bytes is cut off at it;
-//! - after a failure at the connection level (refused, timed out, a reply past a limit or not
-//!   Redis's protocol), the level is not contacted again for the retry pause
-//!   ([`DEFAULT_RETRY_AFTER`], [`FarmLevel::with_retry_after`]): lookups and pushes in the pause
-//!   are refused at once, so a dead or silent server costs one timeout per pause, not one per
-//!   resolve.
-//!
-//! Keys, for a prefix `P` (default `kcache`): `P:kernels2:entry:<entry digest>` (a local
-//! entry file's bytes; the digest is the one naming the local entry `k-<entry digest>`,
-//! the backend's host part included, so machines of different processors each have their
-//! own entry for a `-march=native` key) and `P:kernels2:blob:<sha256>` (a local blob
-//! file's bytes); each value is `<64 hex HMAC>\n<bytes>`. The regime is in the key
-//! (`kernels2`, after the local [`REGIME`](super::REGIME)): a format change moves to new keys. The server bounds its own size (`maxmemory` with an LRU policy);
-//! an unreachable or failing server is a miss and a warning, never a failed resolve.
+//! directory first, then on the server; a program found there is verified (the farm's
+//! HMAC-SHA256 over prefix, kind, name and bytes, then the blob's SHA-256 name), back-filled
+//! into the local directory and loaded. A program saved locally is also pushed to the
+//! server. Whatever the server does is a miss or a refusal, never a panic, a hang or an
+//! unbounded allocation: values past the caps are never sent ([`DEFAULT_MAX_BLOB_BYTES`]),
+//! replies are read by [`redis_wire`] under limits checked before allocation, within
+//! [`DEFAULT_CONNECT_TIMEOUT`] and [`DEFAULT_IO_TIMEOUT`], and after a connection-level
+//! failure the level pauses ([`DEFAULT_RETRY_AFTER`]). Keys, values, MAC domain and bounds:
+//! `docs/disk-format.md`, "The farm level".
 
 use std::fmt;
 use std::sync::Mutex;

@@ -29,7 +29,7 @@ const ENTRY_NAME_LAYOUT: &[u8] = b"kcache-kernel-store-entry-1";
 
 /// Names the layout of the parts the name of a host-specific entry hashes (identity, key,
 /// host part): the entry of a kernel whose options' code depends on the machine
-/// (`PersistentBackend::host_part` is `Some`). Another domain than [`ENTRY_NAME_LAYOUT`],
+/// (`Backend::host_part` is `Some`). Another domain than [`ENTRY_NAME_LAYOUT`],
 /// so no such name equals a name of the other form. Both forms are names of regime 1: a
 /// reader never derives anything from a name but looks it up, so a build that knows only
 /// the first form reads, evicts and counts the second's entries as any other (it never

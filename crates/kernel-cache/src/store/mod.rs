@@ -4,59 +4,40 @@
 //! content-addressed program blobs (`b-<sha256>`: a [`SavedProgram`]'s symbol table and
 //! bytes, named by the SHA-256 of the file) and key entries (`k-<digest of backend
 //! identity and kernel key>`, and of the backend's host part for options whose code
-//! depends on the machine, [`PersistentBackend::host_part`]: which blob, which symbol).
-//! It sits under a [`KernelCache`](crate::KernelCache) as a second level: give it to
-//! [`resolve_with_store`](crate::resolve_with_store) or
-//! [`resolve_split_with_store`](crate::resolve_split_with_store) and a memory miss is
+//! depends on the machine, [`Backend::host_part`]: which blob, which symbol).
+//! It sits under a [`KernelCache`](crate::KernelCache) as a second level: give it to a
+//! [`Resolver`](crate::Resolver) and a memory miss is
 //! looked up here before anything is compiled, and what is compiled is saved here after
 //! its compile returned.
 //!
 //! The directory protocol (permanent lock file, regime stamp, atomic publication,
 //! crash-stale staging cleanup, validated names, bounded reads) is `cache-dir`'s. On top
-//! of it the store:
+//! of it the store (its invariants: `docs/ARCHITECTURE.md`; its files, trust model and
+//! bounds: `docs/disk-format.md`, "The kernel store"):
 //!
-//! * **is a trust boundary**: loading a program runs its code, so the store is a private
-//!   `cache-dir` store: every file it creates is `0600` from its first byte (whatever the
-//!   umask), its directory is `0700`, and a directory that is a symbolic link, another
-//!   user's, or reachable by group or others is refused with a message naming the path
-//!   and why; it refuses an entry or blob that is not private (owned by this user and
-//!   writable by nobody else), verifies every blob against its digest before it is loaded
-//!   (a mismatch is a miss and the blob is removed), and checks that every entry's blob
-//!   was compiled for the entry's kernel (the blob lists identity, key, host part and
-//!   symbol: an entry pointed at another kernel's blob is [`MissReason::WrongBlob`]);
-//!   `docs/disk-format.md` ("Threat model") says who may write what;
-//! * **never waits without bound** on another process: the directory's lock and the
-//!   counters' lock are waited for at most [`KernelStore::with_lock_wait`] **in all per
-//!   resolve** (one budget that every lock wait of the resolve draws from), compile locks
-//!   at most `compile_wait`; after a lock wait timed out, the store **backs off**
-//!   ([`KernelStore::with_lock_backoff`]): for that interval its locks are only tried, never
-//!   waited for, by every clone and thread of the store, then one caller waits again, so a
-//!   holder that never lets go costs one bounded wait per interval, not one per operation;
-//! * **is bounded**: `max_bytes` (blobs and entries), least-recently-used blobs evicted
-//!   first across processes (a hit sets the blob's modification time: one `futimens`),
+//! * **is a trust boundary**: a private store (files `0600`, directory `0700`, no link, no
+//!   other user's); every blob verified against its digest and against the kernel its
+//!   entry names ([`MissReason::WrongBlob`]) before it is loaded;
+//! * **never waits without bound**: at most [`KernelStore::with_lock_wait`] in all per
+//!   resolve for its locks, then a back-off ([`KernelStore::with_lock_backoff`]); compile
+//!   locks at most [`KernelStore::with_compile_wait`];
+//! * **is bounded**: `max_bytes`, least-recently-used blobs evicted first across processes,
 //!   and a minimum compile time below which nothing is saved;
-//! * **compiles each key once across processes**: a per-key lock file (`c-<digest>`,
-//!   `flock`) is held from the lookup that missed until the save; a second process
-//!   waits for it (at most `compile_wait`), then finds the saved program. The OS
-//!   releases the lock of a process that dies, so a dead holder never blocks anyone;
-//! * **remembers failures** a backend calls the kernel's own
-//!   ([`PersistentBackend::remembered`]): a per-kernel resolve answers such a kernel with the
-//!   remembered message and compiles nothing for it ([`FailureMemory`]; at most
-//!   [`KernelStore::with_max_failures`] of them, oldest forgotten first; `f-<digest>` files);
-//! * **explains every miss** ([`MissReason`]) to the recorders of [`record`] and to
-//!   `tracing` (target `kernel_cache::store`), and keeps counters across processes
-//!   ([`StoreStats`]).
+//! * **compiles each key once across processes**: a per-key lock file (`c-<digest>`) held
+//!   from the lookup that missed until the save;
+//! * **remembers failures** a backend calls the kernel's own ([`FailureMemory`]);
+//! * **explains every miss** ([`MissReason`]) in a resolve's events and to `tracing`
+//!   (target `kernel_cache::store`), and keeps counters across processes ([`StoreStats`]).
 //!
 //! Nothing the store does fails a resolve: a refused directory, a failing save, a
-//! corrupt blob are misses and warnings. `docs/disk-format.md` ("The kernel store")
-//! specifies the files.
+//! corrupt blob are misses and warnings.
 //!
 //! Give the store a directory of its own. Another kcache store's directory (the one
 //! schedule-cache's disk store uses, say) is not one: every store stamps its directory
 //! with its kind and regime version (`kcache-kernel-store 2`, [`STORE_KIND`]), and this
 //! store refuses a directory stamped by another kind ([`DirError::ForeignStore`], naming the
 //! path and both kinds, nothing swept) or with a newer regime than [`REGIME`] (every lookup
-//! and save a miss, which only `tracing` and [`record`] show; [`KernelStore::create`]
+//! and save a miss, which only `tracing` and a resolve's events show; [`KernelStore::create`]
 //! returns the refusal). A subdirectory of it, such as `<cache-dir>/kernels`, is the place.
 //!
 //! ```
@@ -101,7 +82,7 @@ use std::time::{Duration, Instant, SystemTime};
 use cache_dir::{CacheDir, Guard, Mode};
 
 #[cfg(doc)]
-use crate::backend::PersistentBackend;
+use crate::backend::Backend;
 use crate::backend::SavedProgram;
 /// The directory protocol's error (`cache_dir::Error`), which [`KernelStore::create`],
 /// [`KernelStore::trim`], [`KernelStore::stats`] and [`KernelStore::check_adoptable`]
@@ -116,7 +97,7 @@ pub use farm::{
 use format::{
     CompiledFor, EntryRecord, FailureRecord, entry_digest, host_text, identity_digest, sha256_hex,
 };
-pub use record::{MissReason, NotSaved, Outcome, StoreEvent, record};
+pub use record::{MissReason, NotSaved, Outcome, StoreEvent};
 pub use verify::Verified;
 
 /// The store's regime version (`cache-dir`'s stamp): what entry and blob names mean and
@@ -130,7 +111,7 @@ pub use verify::Verified;
 ///   entry 2`), so an entry rewritten to name another kernel's blob is a miss
 ///   ([`MissReason::WrongBlob`]), never a load of the other kernel.
 ///
-/// Not a bump: entry names with a host part (`PersistentBackend::host_part`, a second name
+/// Not a bump: entry names with a host part (`Backend::host_part`, a second name
 /// domain beside the first; the files are unchanged, and no build reads anything out of
 /// a name, so a build without them only never looks such an entry up).
 /// Nor remembered failures (`f-<digest>` files, [`FailureMemory`]: a kind of file beside
@@ -161,7 +142,7 @@ pub const DEFAULT_MAX_FAILURES: usize = 1024;
 
 /// Whether the per-kernel resolves with this store read and write remembered failures
 /// ([`KernelStore::with_failure_memory`]): a kernel that failed alone, with a failure its
-/// backend calls the kernel's own ([`PersistentBackend::remembered`]), is remembered by its
+/// backend calls the kernel's own ([`Backend::remembered`]), is remembered by its
 /// key, backend identity and host part, and answered with that failure
 /// ([`KernelError::Remembered`](crate::KernelError::Remembered)) by the next resolve of any
 /// process instead of being compiled again. The strict resolves neither read nor write
@@ -184,7 +165,7 @@ pub enum FailureMemory {
 const POLL: Duration = Duration::from_millis(5);
 
 /// What a key's entry is named by besides the backend identity and the kernel key: the
-/// backend's host part for the kernel's options ([`PersistentBackend::host_part`]), `None`
+/// backend's host part for the kernel's options ([`Backend::host_part`]), `None`
 /// for options whose code is the same on every machine.
 pub type HostPart = Option<[u8; 32]>;
 
@@ -282,6 +263,8 @@ struct Session {
     /// Store operations of the resolve given up at once: the store backing off, or the
     /// budget used up.
     skips: AtomicU64,
+    /// What the store did for the resolve, in order.
+    events: Mutex<Vec<StoreEvent>>,
 }
 
 /// How a store operation may take a lock: how long it may wait, and why.
@@ -429,7 +412,7 @@ impl KernelStore {
     /// [`trim`](KernelStore::trim)). Past it the operation is given up, never the resolve:
     /// a lookup is a miss ([`MissReason::Refused`] saying it gave up waiting), a save is
     /// [`NotSaved::Refused`], an eviction is skipped and a counters update dropped (each
-    /// reported as [`Outcome::LockTimedOut`] to the recorders of [`record`] and as a
+    /// reported as [`Outcome::LockTimedOut`] in the resolve's events and as a
     /// `tracing` warning; counted in [`Census::store_lock_timeouts`](crate::Census)), and
     /// the store backs off ([`KernelStore::with_lock_backoff`]). So a process that holds the
     /// lock and never lets go (stopped with `SIGSTOP`, say) costs a resolve at most this
@@ -466,19 +449,38 @@ impl KernelStore {
             budget: Mutex::new(self.dir.lock_wait()),
             timeouts: AtomicU64::new(0),
             skips: AtomicU64::new(0),
+            events: Mutex::default(),
         }));
         store
     }
 
     /// What this resolve's lock waits came to: `(timed out, given up at once while backing
-    /// off)` (zeros for a handle not made by [`KernelStore::for_resolve`]).
-    pub(crate) fn lock_counts(&self) -> (u64, u64) {
-        self.session.as_ref().map_or((0, 0), |s| {
+    /// off)`, and the resolve's events, taken (zeros and none for a handle not made by
+    /// [`KernelStore::for_resolve`]).
+    pub(crate) fn finish_resolve(&self) -> (u64, u64, Vec<StoreEvent>) {
+        self.session.as_ref().map_or((0, 0, Vec::new()), |s| {
             (
                 s.timeouts.load(Ordering::Relaxed),
                 s.skips.load(Ordering::Relaxed),
+                std::mem::take(&mut *lock(&s.events)),
             )
         })
+    }
+
+    /// Reports `outcome` for `key` to `tracing` and, in a resolve, to its events.
+    fn note(&self, key: &str, outcome: Outcome) {
+        record::trace(key, &outcome);
+        if let Some(s) = &self.session {
+            let key = key.to_string();
+            lock(&s.events).push(StoreEvent { key, outcome });
+        }
+    }
+
+    /// Reports that the backend could not save a program for `kernels`.
+    pub(crate) fn note_save_failure(&self, kernels: &[(&str, &str)], why: &str) {
+        for (key, _) in kernels {
+            self.note(key, Outcome::NotSaved(NotSaved::Backend(why.to_string())));
+        }
     }
 
     /// How the next lock of a store operation may be taken: the resolve's remaining budget
@@ -601,7 +603,7 @@ impl KernelStore {
     /// compiles (a lookup alone never does). Call it at start-up to learn at once that
     /// the directory is unusable (another user's, reachable by group or others, a symbolic
     /// link, not creatable): a resolve only reports that as a miss (to `tracing` and the
-    /// recorders of [`record`]) and runs without the store, so without a subscriber
+    /// resolve's events) and runs without the store, so without a subscriber
     /// nothing shows that nothing persists. A directory made by hand under a umask of
     /// `022` (mode `0755`) is refused: `chmod 700` it.
     ///
@@ -675,15 +677,15 @@ impl KernelStore {
 
     /// Reports a lock wait that timed out, or an operation given up while backing off (to
     /// the recorders and `tracing`); other refusals are left to the caller.
-    fn note_timeout(e: &Denied, during: &str) {
+    fn note_timeout(&self, e: &Denied, during: &str) {
         match e {
-            Denied::Dir(e @ cache_dir::Error::LockTimeout { .. }) => record::note(
+            Denied::Dir(e @ cache_dir::Error::LockTimeout { .. }) => self.note(
                 "",
                 Outcome::LockTimedOut {
                     during: format!("{during}: {e}"),
                 },
             ),
-            Denied::NotWaited(why) => record::note(
+            Denied::NotWaited(why) => self.note(
                 "",
                 Outcome::LockSkipped {
                     during: format!("{during}: {why}"),
@@ -695,17 +697,17 @@ impl KernelStore {
 
     /// Looks up `key` saved under backend `identity`: the verified program and the symbol
     /// to find the kernel by, or why not. `identity` is the backend's
-    /// [`PersistentBackend::identity`], the one a resolve saves and looks programs up
+    /// [`Backend::identity`], the one a resolve saves and looks programs up
     /// under: under another string, a program a resolve saved is not found
     /// ([`MissReason::NoEntry`]). Marks the blob used (LRU) on a hit; removes a corrupt
-    /// blob or a dangling entry. Reports to [`record`]ers and counts in the store's
+    /// blob or a dangling entry. Reports to `tracing` and counts in the store's
     /// counters like a resolve's lookup.
     pub fn probe(&self, identity: &str, key: &str) -> Result<(SavedProgram, String), MissReason> {
         self.probe_host(identity, key, None)
     }
 
     /// [`KernelStore::probe`] for the entry of `key` under `identity` and the host part
-    /// `host` ([`PersistentBackend::host_part`] of the kernel's options: `None` looks up
+    /// `host` ([`Backend::host_part`] of the kernel's options: `None` looks up
     /// the entry [`probe`](KernelStore::probe) does).
     pub fn probe_host(
         &self,
@@ -782,11 +784,11 @@ impl KernelStore {
                     } else {
                         Outcome::Hit { blob }
                     };
-                    record::note(key, outcome);
+                    self.note(key, outcome);
                 }
                 Err(why) => {
                     delta.misses += 1;
-                    record::note(key, Outcome::Miss(why.clone()));
+                    self.note(key, Outcome::Miss(why.clone()));
                 }
             }
         }
@@ -943,7 +945,7 @@ impl KernelStore {
             }
         };
         for (key, _, _) in failures {
-            record::note(key, Outcome::Remembered(outcome.clone()));
+            self.note(key, Outcome::Remembered(outcome.clone()));
         }
     }
 
@@ -1134,7 +1136,7 @@ impl KernelStore {
     ) {
         let outcome = self.try_save(identity, host, saved, kernels, took);
         for (key, _) in kernels {
-            record::note(
+            self.note(
                 key,
                 match &outcome {
                     Ok(written) => Outcome::Saved {
@@ -1149,7 +1151,7 @@ impl KernelStore {
             && let Err(e) = farm.push(&w.digest, &w.blob, &w.entries)
         {
             for (key, _) in kernels {
-                record::note(key, Outcome::NotSaved(NotSaved::Refused(e.clone())));
+                self.note(key, Outcome::NotSaved(NotSaved::Refused(e.clone())));
             }
         }
         if outcome.is_ok() {
@@ -1273,7 +1275,7 @@ impl KernelStore {
         let over = match self.open(false, |g| Self::usage(g) > max_bytes) {
             Ok(over) => over,
             Err(e) => {
-                Self::note_timeout(&e, "measure the store before evicting");
+                self.note_timeout(&e, "measure the store before evicting");
                 false
             }
         };
@@ -1283,7 +1285,7 @@ impl KernelStore {
         match self.open_exclusive(|g| self.evict_locked(g, max_bytes, None, false)) {
             Ok(trimmed) => trimmed,
             Err(e) => {
-                Self::note_timeout(&e, "evict");
+                self.note_timeout(&e, "evict");
                 Trimmed::default()
             }
         }
@@ -1359,7 +1361,7 @@ impl KernelStore {
             if guard.remove(&format!("b-{digest}")).unwrap_or(false) {
                 out.evicted_blobs += 1;
                 delta.evictions += 1;
-                record::note(
+                self.note(
                     "",
                     Outcome::Evicted {
                         blob: digest.clone(),
@@ -1481,12 +1483,12 @@ impl KernelStore {
             Ok(()) => {}
             Err(_) if timed_out && attempt.wait.is_zero() => {
                 let why = self.not_waited(attempt, "the counters' lock");
-                Self::note_timeout(&why, "update the counters");
+                self.note_timeout(&why, "update the counters");
                 tracing::debug!(target: "kernel_cache::store", error = %why, "kernel store counters not updated");
             }
             Err(e) => {
                 if timed_out {
-                    record::note(
+                    self.note(
                         "",
                         Outcome::LockTimedOut {
                             during: format!("update the counters: {e}"),
@@ -1543,7 +1545,7 @@ impl KernelStore {
             };
             if this_waited {
                 waited = true;
-                record::note(key, Outcome::Waited { timed_out: !got });
+                self.note(key, Outcome::Waited { timed_out: !got });
             }
             if got {
                 files.push(file);
@@ -1643,13 +1645,6 @@ fn publish_entries(
         }
         first
     })
-}
-
-/// Reports that the backend could not save a program.
-pub(crate) fn note_save_failure(kernels: &[(&str, &str)], why: &str) {
-    for (key, _) in kernels {
-        record::note(key, Outcome::NotSaved(NotSaved::Backend(why.to_string())));
-    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! What the kernel store did, explained: [`StoreEvent`]s (a lookup's [`MissReason`], a
-//! save's outcome, an eviction) reported to the nestable recorders of [`record`] and to
-//! `tracing` (target `kernel_cache::store`).
+//! save's outcome, an eviction), returned with a resolve
+//! ([`Resolution::events`](crate::Resolution::events)) and reported to `tracing` (target
+//! `kernel_cache::store`).
 
-use std::cell::RefCell;
 use std::fmt;
 
 /// Why a key was not answered from the kernel store. Every miss is one of these; none
@@ -35,18 +35,18 @@ pub enum MissReason {
     /// refused, never loaded, left in place.
     NotPrivate(String),
     /// The backend could not load the verified blob (removed, unless the backend keeps it:
-    /// see `PersistentBackend::keeps_saved`).
+    /// see `Backend::keeps_saved`).
     LoadFailed(String),
     /// A shared level's entry or blob carries no valid MAC for this farm's secret (unsigned,
     /// signed with another secret, or changed since it was signed).
     BadSignature,
     /// The backend could not tell what the kernel's options mean on this machine
-    /// (`PersistentBackend::host_part` failed), which names the kernel's entry: the kernel
+    /// (`Backend::host_part` failed), which names the kernel's entry: the kernel
     /// was not looked up, and is compiled without a compile lock and not saved.
     HostUnknown(String),
     /// No entry, but the store remembers that the kernel failed alone under this identity
     /// and host part (a failure the backend called its own,
-    /// `PersistentBackend::remembered`): the message it failed with. A per-kernel resolve
+    /// `Backend::remembered`): the message it failed with. A per-kernel resolve
     /// answers the kernel with it and compiles nothing for it.
     Remembered(String),
 }
@@ -169,36 +169,9 @@ pub struct StoreEvent {
     pub outcome: Outcome,
 }
 
-thread_local! {
-    static STACK: RefCell<Vec<Vec<StoreEvent>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` and returns the kernel-store events it caused *on this thread* (resolves
-/// run every store operation on their calling thread). Scopes nest: an event is seen by
-/// every enclosing scope. A panic in `f` ends the scope and continues.
-///
-/// ```
-/// let ((), events) = kernel_cache::store::record(|| ());
-/// assert!(events.is_empty());
-/// ```
-pub fn record<R>(f: impl FnOnce() -> R) -> (R, Vec<StoreEvent>) {
-    struct Pop;
-    impl Drop for Pop {
-        fn drop(&mut self) {
-            STACK.with(|s| s.borrow_mut().pop());
-        }
-    }
-    STACK.with(|s| s.borrow_mut().push(Vec::new()));
-    let pop = Pop;
-    let out = f();
-    let events = STACK.with(|s| s.borrow().last().cloned().unwrap_or_default());
-    drop(pop);
-    (out, events)
-}
-
-/// Reports `outcome` for `key` to the recorders and to `tracing`.
-pub(crate) fn note(key: &str, outcome: Outcome) {
-    match &outcome {
+/// Reports `outcome` for `key` to `tracing`.
+pub(crate) fn trace(key: &str, outcome: &Outcome) {
+    match outcome {
         Outcome::Hit { blob } => {
             tracing::debug!(target: "kernel_cache::store", key, blob, "kernel store hit");
         }
@@ -242,17 +215,4 @@ pub(crate) fn note(key: &str, outcome: Outcome) {
             tracing::debug!(target: "kernel_cache::store", during, "kernel store lock not waited for: operation given up");
         }
     }
-    STACK.with(|s| {
-        let mut stack = s.borrow_mut();
-        if stack.is_empty() {
-            return;
-        }
-        let event = StoreEvent {
-            key: key.to_string(),
-            outcome,
-        };
-        for scope in stack.iter_mut() {
-            scope.push(event.clone());
-        }
-    });
 }
