@@ -241,7 +241,7 @@ impl PartEncoding {
 
     /// The full-width SHA-256 of the encoding (64 lowercase hex digits).
     pub fn digest(&self) -> String {
-        canonical_text::digest_of_parts(&[&self.bytes])
+        kcache_digest::digest_of_parts(&[&self.bytes])
     }
 }
 

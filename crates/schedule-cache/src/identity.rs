@@ -588,7 +588,7 @@ impl Canonicalizer<'_> {
         let parts: Vec<&[u8]> = c.tokens.iter().map(|t| t.as_bytes()).collect();
         Identity {
             kind,
-            digest: canonical_text::digest_of_parts(&parts),
+            digest: kcache_digest::digest_of_parts(&parts),
             rendering: c.tokens.join(" "),
             complete: c.complete,
             incomplete_because: c.reasons,
@@ -892,7 +892,7 @@ mod digest_tests {
     /// The digest is the workspace's framing: SHA-256 over length-prefixed parts, hex.
     #[test]
     fn digest_is_length_prefixed_sha256() {
-        let d = |p: &[&[u8]]| canonical_text::digest_of_parts(p);
+        let d = |p: &[&[u8]]| kcache_digest::digest_of_parts(p);
         assert_ne!(d(&[b"ab", b"c"]), d(&[b"a", b"bc"]));
         // SHA-256 of one empty part: the 8-byte little-endian length 0.
         assert_eq!(

@@ -123,7 +123,7 @@ pub fn size_free_digest(subject: &Subject<'_>) -> Result<String, Error> {
         .with_statics(subject.static_indices())
         .with_placements_opt(subject.placements())
         .identity()?;
-    Ok(canonical_text::digest_of_parts(&[
+    Ok(kcache_digest::digest_of_parts(&[
         SIZE_FREE_TAG,
         identity.digest().as_bytes(),
     ]))
