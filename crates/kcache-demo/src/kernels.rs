@@ -641,8 +641,8 @@ mod tests {
         use cc_backend::{Signature, Source};
         use kernel_cache::Names;
         use reference_ir::render::{Naming, render, segments, signature_of};
-        use schedule_cache::config::{Config, SettingsRegistry};
-        let config = Config::new(SettingsRegistry::reference());
+        use schedule_cache::config::Config;
+        let config = Config::new(reference_ir::render::reference_settings());
         let render_all = |r: &Routine, point: &[usize], first: usize| {
             let built = (r.build)();
             let code = (r.schedule)(&built, point)

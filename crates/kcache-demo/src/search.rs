@@ -22,8 +22,8 @@ use schedule_cache::identity::{NodeId, Placement};
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
     CompleteIdentity, Config, Limits, Measurements, Miss, Registry, SavedSchedule, ScheduleCache,
-    ScheduleEntry, SeedOrigin, SettingsRegistry, Subject, SymRef, TimingIdentity, Toolchain,
-    digest_completeness, to_saved,
+    ScheduleEntry, SeedOrigin, Subject, SymRef, TimingIdentity, Toolchain, digest_completeness,
+    to_saved,
 };
 
 use crate::DemoOptions;
@@ -146,7 +146,7 @@ impl<'t> Session<'t> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         // Split compile on: up to one program per core, of at least 4 kernels each.
         let backend = backend.with_split(Split::new(cores, 4));
-        let config = Config::new(SettingsRegistry::reference())
+        let config = Config::new(reference_ir::render::reference_settings())
             .with(schedule_cache::config::TIMING_SETTING, "isolated");
         let mut compiler_options =
             digest_completeness(&config, compiler_options).map_err(|e| DemoError::Schedule {
@@ -1625,7 +1625,7 @@ mod caps {
     /// `MAX_REPLAY_C_BYTES`.
     #[test]
     fn every_schedule_of_the_demo_is_well_within_the_replay_caps() {
-        let config = Config::new(SettingsRegistry::reference());
+        let config = Config::new(reference_ir::render::reference_settings());
         for r in routines() {
             for p in legal_points(&r) {
                 let built = (r.build)();

@@ -3,7 +3,7 @@
 //!
 //! It is a code generator in the sense of [`schedule_cache::config`]: every setting it reads goes
 //! through [`Config::get`], and each is declared in
-//! [`REFERENCE_SETTINGS`](schedule_cache::config::REFERENCE_SETTINGS): `large_models` (64-bit indices),
+//! [`REFERENCE_SETTINGS`]: `large_models` (64-bit indices),
 //! `buffer_aliasing` (no `restrict` when buffers may alias) and `debug_log_from_routines`
 //! (a log line on entry).
 //!
@@ -22,9 +22,9 @@
 //! after it has exhausted memory.
 //!
 //! ```
-//! use schedule_cache::config::{Config, SettingsRegistry};
+//! use schedule_cache::config::Config;
 //! use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-//! use reference_ir::render::{Naming, render, signature_of};
+//! use reference_ir::render::{Naming, reference_settings, render, signature_of};
 //!
 //! let i = Symbol::fresh("i");
 //! let x = TensorNode::new("x", &[8], Precision::F32);
@@ -33,7 +33,7 @@
 //!     &y, vec![Index::var(&i)],
 //!     Expr::bin(BinOp::Mul, Expr::get(&x, vec![Index::var(&i)]), Expr::Const(2.0)),
 //! )])]);
-//! let config = Config::new(SettingsRegistry::reference());
+//! let config = Config::new(reference_settings());
 //! let k = render(&code, "scale__seg0", &signature_of(&code, &[]), Naming::Minted, &config)?;
 //! // Parameters in canonical node order: `y` (written) then `x` (read only).
 //! assert!(k.text.starts_with(&format!("void scale__seg0(float *restrict n{}_y, const float *restrict n{}_x)", y.id().0, x.id().0)));
@@ -46,7 +46,7 @@
 //! **Keying the settings.** The default [`SettingsRegistry`](schedule_cache::SettingsRegistry)
 //! declares none of the renderer's settings: set there, they would change the C without
 //! changing the key (each read is only logged as undeclared). Give a
-//! [`ScheduleCache`](schedule_cache::ScheduleCache) `Config::new(SettingsRegistry::reference())`
+//! [`ScheduleCache`](schedule_cache::ScheduleCache) `Config::new(reference_settings())`
 //! (with your values) and render with its `config()`: then every setting the renderer reads
 //! enters the codegen component.
 //! [`digest_completeness`](schedule_cache::config::digest_completeness) checks that in a test.
@@ -54,7 +54,7 @@
 //! ```
 //! use schedule_cache::config::{digest_completeness, Config, SettingsRegistry};
 //! use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-//! use reference_ir::render::{render, signature_of, Naming};
+//! use reference_ir::render::{reference_settings, render, signature_of, Naming};
 //! use reference_ir::schedule::ReferenceLanguage;
 //! use schedule_cache::store::CacheStore;
 //! use schedule_cache::{ScheduleCache, TimingIdentity};
@@ -80,7 +80,7 @@
 //! assert_eq!(narrow.key(&code)?, wide.key(&code)?);
 //!
 //! // The reference registry: every setting the renderer reads is in the key.
-//! let reference = || Config::new(SettingsRegistry::reference());
+//! let reference = || Config::new(reference_settings());
 //! let (narrow, wide) = (cache(reference()), cache(reference().with("large_models", "true")));
 //! assert!(digest_completeness(wide.config(), c_text)?.is_ok());
 //! assert_ne!(narrow.key(&code)?, wide.key(&code)?);
@@ -93,9 +93,65 @@ use std::fmt::Write;
 use crate::ir::{
     BinOp, Code, Expr, Index, Loop, LoopKind, Precision, Stmt, Symbol, TensorNode, UnOp,
 };
-use schedule_cache::config::Config;
+use schedule_cache::KeyComponent;
+use schedule_cache::config::{Config, Relevance, SettingDecl, SettingsRegistry, TIMING_SETTING};
 use schedule_cache::error::Error;
 use schedule_cache::identity::SymId;
+
+/// The settings this renderer and the reference autotuner consult, each with the key
+/// component it enters (or why it enters none).
+pub const REFERENCE_SETTINGS: &[SettingDecl] = &[
+    SettingDecl {
+        name: "large_models",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "buffer_aliasing",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "debug_log_from_routines",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "prefer_backend_uniformity",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "numerics.allow_tf32",
+        relevance: Relevance::Enters(KeyComponent::Numerics),
+    },
+    SettingDecl {
+        name: "numerics.fast_math",
+        relevance: Relevance::Enters(KeyComponent::Numerics),
+    },
+    SettingDecl {
+        name: TIMING_SETTING,
+        relevance: Relevance::Enters(KeyComponent::Timing),
+    },
+    SettingDecl {
+        name: "log_level",
+        relevance: Relevance::Irrelevant(
+            "verbosity alone never changes a kernel; kernel logging is debug_log_from_routines",
+        ),
+    },
+    SettingDecl {
+        name: "cache_dir",
+        relevance: Relevance::Irrelevant("where entries live, not what they mean"),
+    },
+];
+
+/// The registry of [`REFERENCE_SETTINGS`]: give a
+/// [`ScheduleCache`](schedule_cache::ScheduleCache) `Config::new(reference_settings())` (with
+/// your values) and every setting [`render`] reads enters the key.
+pub fn reference_settings() -> SettingsRegistry {
+    let mut r = SettingsRegistry::new();
+    for d in REFERENCE_SETTINGS {
+        // The reference declarations are valid and distinct (checked by a unit test).
+        let _ = r.declare(*d);
+    }
+    r
+}
 
 /// Unrolled loops of at most this many iterations are emitted as copies.
 pub const UNROLL_COPIES_MAX: i64 = 16;
@@ -688,7 +744,7 @@ pub fn segments(code: &Code) -> Vec<Code> {
 mod tests {
     use super::*;
     use crate::ir::{Expr, Index};
-    use schedule_cache::config::{SettingsRegistry, digest_completeness};
+    use schedule_cache::config::digest_completeness;
 
     fn copy_code() -> (Code, Symbol, TensorNode, TensorNode) {
         let i = Symbol::fresh("i");
@@ -708,10 +764,19 @@ mod tests {
     }
 
     #[test]
+    fn reference_declarations_are_valid_and_distinct() {
+        let mut r = SettingsRegistry::new();
+        for d in REFERENCE_SETTINGS {
+            r.declare(*d).expect("valid declaration");
+        }
+        assert_eq!(r, reference_settings());
+    }
+
+    #[test]
     fn settings_change_the_text_and_are_all_declared() {
         let (code, ..) = copy_code();
         let sig = signature_of(&code, &[]);
-        let base = Config::new(SettingsRegistry::reference());
+        let base = Config::new(reference_settings());
         let text = |c: &Config| render(&code, "k", &sig, Naming::Stable, c).unwrap().file();
         let plain = digest_completeness(&base, text).expect("declared");
         assert!(plain.contains("const float *restrict t_x_"), "{plain}");
@@ -727,7 +792,7 @@ mod tests {
     #[test]
     fn naming_policies_and_the_signature_are_the_callers() {
         let (code, i, x, y) = copy_code();
-        let cfg = Config::new(SettingsRegistry::reference());
+        let cfg = Config::new(reference_settings());
         // The caller's order, not the canonical one.
         let sig = [Param::Node(x.clone()), Param::Node(y.clone())];
         let minted = render(&code, "f__seg0", &sig, Naming::Minted, &cfg).unwrap();
@@ -776,7 +841,7 @@ mod tests {
                 inner.kind = LoopKind::Vectorized;
             }
         }
-        let cfg = Config::new(SettingsRegistry::reference());
+        let cfg = Config::new(reference_settings());
         let k = render(
             &code,
             "u__seg0",

@@ -15,7 +15,7 @@ use reference_ir::render::{MAX_RENDER_BYTES, Naming, render, segments, signature
 use reference_ir::schedule::{
     MAX_NEST_DEPTH, RefOp, ReferenceLanguage, SavedRefOp, Schedule, apply_ops,
 };
-use schedule_cache::config::{Config, SettingsRegistry};
+use schedule_cache::config::Config;
 use schedule_cache::disk;
 use schedule_cache::store::CacheStore;
 use schedule_cache::{
@@ -102,7 +102,7 @@ fn replay_as_an_adopter(dir: &Path) -> String {
         Ok(done) => done,
         Err(e) => return format!("refused after {} ops: {e}", hit.ops.len()),
     };
-    let config = Config::new(SettingsRegistry::reference());
+    let config = Config::new(reference_ir::render::reference_settings());
     for seg in segments(&done) {
         render(&seg, "k", &signature_of(&seg, &[]), Naming::Minted, &config).unwrap();
     }
@@ -147,7 +147,7 @@ fn deep_child() {
                 body = vec![nest];
             }
             let code = Code::new(body);
-            let config = Config::new(SettingsRegistry::reference());
+            let config = Config::new(reference_ir::render::reference_settings());
             let sig = signature_of(&code, &[]);
             let got = match render(&code, "k", &sig, Naming::Minted, &config) {
                 Ok(r) => format!("rendered {} bytes", r.text.len()),
@@ -305,7 +305,7 @@ fn nests_stop_at_the_depth_bound_and_every_walk_fits_a_small_stack() {
             let id = canonicalize(&done, &[], &BTreeMap::new(), true);
             assert!(id.is_complete());
             assert_eq!(id.binders().len(), MAX_NEST_DEPTH);
-            let config = Config::new(SettingsRegistry::reference());
+            let config = Config::new(reference_ir::render::reference_settings());
             let sig = signature_of(&done, &[]);
             render(&done, "k", &sig, Naming::Minted, &config).unwrap();
             let _ = format!("{done:?}");
@@ -458,7 +458,7 @@ fn an_entry_that_unrolls_every_loop_of_a_large_nest_is_refused_by_the_renderer()
     let (again, _) = matmul();
     let hit = c.lookup(&again).unwrap().unwrap();
     let done = apply_ops(&hit.ops, &again).unwrap();
-    let config = Config::new(SettingsRegistry::reference());
+    let config = Config::new(reference_ir::render::reference_settings());
     let sig = signature_of(&again, &[]);
     let plain = render(&again, "k", &sig, Naming::Minted, &config).unwrap();
     assert!(plain.text.len() < 1000, "{}", plain.text.len());

@@ -6,7 +6,7 @@ use reference_ir::ir::{
     BinOp, Code, Expr, Index, Loop, LoopKind, Precision, Stmt, Symbol, TensorNode, UnOp,
 };
 use reference_ir::render::{Naming, render, signature_of};
-use schedule_cache::config::{Config, SettingsRegistry};
+use schedule_cache::config::Config;
 use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
 use schedule_cache::walk_check::{WalkCheck, WalkProblem};
 
@@ -112,7 +112,7 @@ fn x_index(k: &mut Kernel) -> &mut Index {
 }
 
 fn render_c(k: &Kernel) -> String {
-    let config = Config::new(SettingsRegistry::reference());
+    let config = Config::new(reference_ir::render::reference_settings());
     let params = signature_of(&k.code, std::slice::from_ref(&k.n));
     render(&k.code, "k", &params, Naming::Minted, &config)
         .expect("render")

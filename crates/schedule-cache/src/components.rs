@@ -817,7 +817,7 @@ mod tests {
 
     #[test]
     fn the_key_summary_reads_each_component_on_one_capped_line() {
-        let config = Config::new(crate::config::SettingsRegistry::reference());
+        let config = Config::new(crate::config::SettingsRegistry::new());
         let limits = Limits {
             codegen_tag: format!("cc\n-O2\t{}", "x".repeat(3 * SUMMARY_CHARS)),
             ..Limits::default()
@@ -859,7 +859,7 @@ mod tests {
 
     #[test]
     fn a_shape_bucket_in_the_limits_changes_the_key_and_a_miss_names_it() {
-        let config = Config::new(crate::config::SettingsRegistry::reference());
+        let config = Config::new(crate::config::SettingsRegistry::new());
         let timing = TimingIdentity {
             device: "cpu-a".into(),
             toolchain: None,

@@ -8,7 +8,7 @@
 //! The workers are this test binary itself, re-run with `KCACHE_KEEP_FASTER_ID` set; each
 //! runs all 50 rounds, meeting the others at a file barrier before each round's store.
 
-#[cfg(feature = "redis")]
+#[path = "../../schedule-cache/tests/redis_support/mod.rs"]
 mod redis_support;
 
 use std::fs;
@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[cfg(feature = "redis")]
 use redis_support::ServerExt as _;
 
 use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
@@ -121,7 +120,6 @@ fn keep_faster_worker() {
     let id: u32 = id.parse().expect("id");
     let sync = PathBuf::from(std::env::var(DIR).expect("sync dir"));
     match std::env::var(URL) {
-        #[cfg(feature = "redis")]
         Ok(url) => rounds(
             id,
             &sync,
@@ -129,8 +127,6 @@ fn keep_faster_worker() {
                 .unwrap_or_else(|e| fail(2, format!("url: {e}")))
                 .with_timeouts(Duration::from_secs(1), Duration::from_secs(5)),
         ),
-        #[cfg(not(feature = "redis"))]
-        Ok(_) => fail(2, "built without redis".into()),
         Err(_) => rounds(id, &sync, CacheStore::disk(sync.join("cache"))),
     }
 }
@@ -245,7 +241,6 @@ fn six_processes_leave_the_fastest_on_disk_in_each_of_50_rounds() {
     race(tmp.path(), &[], |round| stored_times(&reader, round));
 }
 
-#[cfg(feature = "redis")]
 #[test]
 fn six_processes_leave_the_fastest_on_redis_in_each_of_50_rounds() {
     if std::env::var(ID).is_ok() {
@@ -347,7 +342,6 @@ fn on_disk_a_faster_entry_is_kept_and_one_no_lookup_returns_is_replaced() {
     kept_and_replaced(CacheStore::disk(&dir), &corrupt_on_disk(&dir));
 }
 
-#[cfg(feature = "redis")]
 #[test]
 fn on_redis_a_faster_entry_is_kept_and_one_no_lookup_returns_is_replaced() {
     use schedule_cache::disk::Space;
@@ -483,9 +477,7 @@ fn mixed_policies_follow_the_reference_model() {
     if std::env::var(ID).is_ok() {
         return;
     }
-    #[cfg(feature = "redis")]
     let server = redis_support::Server::start();
-    #[cfg(feature = "redis")]
     let redis = server.store();
     let config = ProptestConfig {
         cases: 24,
@@ -495,7 +487,6 @@ fn mixed_policies_follow_the_reference_model() {
     let case = std::cell::Cell::new(0u32);
     proptest!(config, |(steps in steps())| {
         case.set(case.get() + 1);
-        #[cfg(feature = "redis")]
         let case = case.get();
         let tmp = tempfile::tempdir().expect("tempdir");
         let mut model = Model::default();
@@ -510,7 +501,6 @@ fn mixed_policies_follow_the_reference_model() {
             };
             let disk = cache(CacheStore::disk(tmp.path())).with_store_policy(policy);
             check(store_round(&disk, 0, times.clone()), stored_times(&disk, 0))?;
-            #[cfg(feature = "redis")]
             {
                 // A key of its own per case on the one server.
                 let redis = cache(&redis)
@@ -556,7 +546,6 @@ fn two_levels_apply_the_policy_each_to_its_own_entry() {
 
 /// A claim is indexed with its entry, so a regime change sweeps it: no claim of an old regime
 /// can outlive its entry and keep a new regime's winner out.
-#[cfg(feature = "redis")]
 #[test]
 fn on_redis_a_regime_change_sweeps_the_claims() {
     use schedule_cache::disk::{CACHE_REGIME_VERSION, Space};

@@ -10,7 +10,7 @@ use schedule_cache::disk::{self, DiskCache, Lookup, MissReason, Space, StoreOutc
 use schedule_cache::placement::{PlacementEntry, Shipped};
 use schedule_cache::{
     CompleteIdentity, Config, KeyComponent, KeyInputs, Limits, Registry, ScheduleEntry,
-    SettingsRegistry, TimingIdentity, cache_key, canonicalize, key_parts, to_saved,
+    TimingIdentity, cache_key, canonicalize, key_parts, to_saved,
 };
 
 struct World {
@@ -22,7 +22,7 @@ struct World {
 impl World {
     fn new() -> World {
         World {
-            config: Config::new(SettingsRegistry::reference()),
+            config: Config::new(reference_ir::render::reference_settings()),
             limits: Limits {
                 codegen_tag: "gcc-13-O2".into(),
                 worker_pool_tag: "pool8".into(),
