@@ -14,8 +14,10 @@ use std::process::Output;
 use common::{DIGEST, entry, kcache, key};
 use kernel_cache::store::{DirError, KernelStore, MissReason, STORE_KIND as KERNEL_KIND};
 use kernel_cache::{BatchKernel, KernelCache, resolve_with_store};
-use schedule_cache::disk::{DiskCache, Lookup, Refusal, STORE_KIND as SCHEDULE_KIND, StoreOutcome};
+use schedule_cache::Store as _;
+use schedule_cache::admin::STORE_KIND as SCHEDULE_KIND;
 use schedule_cache::placement::PlacementEntry;
+use schedule_cache::{DiskCache, Lookup, Refusal, StoreOutcome};
 use test_support::lines::Lines;
 
 fn text(o: &Output) -> String {

@@ -1,7 +1,7 @@
 //! The C renderer for the reference IR: one C function per [`Code`], its signature and
 //! naming policy chosen by the caller ([`render`]).
 //!
-//! It is a code generator in the sense of [`schedule_cache::config`]: every setting it reads goes
+//! It is a code generator in the sense of [`schedule_cache::Config`]: every setting it reads goes
 //! through [`Config::get`], and each is declared in
 //! [`REFERENCE_SETTINGS`]: `large_models` (64-bit indices),
 //! `buffer_aliasing` (no `restrict` when buffers may alias) and `debug_log_from_routines`
@@ -22,7 +22,7 @@
 //! after it has exhausted memory.
 //!
 //! ```
-//! use schedule_cache::config::Config;
+//! use schedule_cache::Config;
 //! use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 //! use reference_ir::render::{Naming, reference_settings, render, signature_of};
 //!
@@ -49,15 +49,14 @@
 //! [`ScheduleCache`](schedule_cache::ScheduleCache) `Config::new(reference_settings())`
 //! (with your values) and render with its `config()`: then every setting the renderer reads
 //! enters the codegen component.
-//! [`digest_completeness`](schedule_cache::config::digest_completeness) checks that in a test.
+//! [`digest_completeness`](schedule_cache::digest_completeness) checks that in a test.
 //!
 //! ```
-//! use schedule_cache::config::{digest_completeness, Config, SettingsRegistry};
+//! use schedule_cache::{digest_completeness, Config, SettingsRegistry};
 //! use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 //! use reference_ir::render::{reference_settings, render, signature_of, Naming};
 //! use reference_ir::schedule::ReferenceLanguage;
-//! use schedule_cache::store::CacheStore;
-//! use schedule_cache::{ScheduleCache, TimingIdentity};
+//! use schedule_cache::{DiskCache, ScheduleCache, TimingIdentity};
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let i = Symbol::fresh("i");
@@ -66,7 +65,7 @@
 //! let code = Code::new(vec![Stmt::for_(&i, 0, 64, body)]);
 //! let cache = |config: Config| {
 //!     let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
-//!     ScheduleCache::new(ReferenceLanguage, "cc", timing, CacheStore::disk(tmp.path()))
+//!     ScheduleCache::new(ReferenceLanguage, "cc", timing, DiskCache::new(tmp.path()))
 //!         .with_config(config)
 //! };
 //! let params = signature_of(&code, &[]);
@@ -93,10 +92,9 @@ use std::fmt::Write;
 use crate::ir::{
     BinOp, Code, Expr, Index, Loop, LoopKind, Precision, Stmt, Symbol, TensorNode, UnOp,
 };
-use schedule_cache::KeyComponent;
-use schedule_cache::config::{Config, Relevance, SettingDecl, SettingsRegistry, TIMING_SETTING};
-use schedule_cache::error::Error;
-use schedule_cache::identity::SymId;
+use schedule_cache::{
+    Config, Error, KeyComponent, Relevance, SettingDecl, SettingsRegistry, SymId, TIMING_SETTING,
+};
 
 /// The settings this renderer and the reference autotuner consult, each with the key
 /// component it enters (or why it enters none).
@@ -341,7 +339,7 @@ struct Renderer<'a> {
     /// Loop symbols replaced by constants (inside unrolled copies).
     env: BTreeMap<SymId, i64>,
     /// The node parameters, by id, with their names.
-    nodes: BTreeMap<schedule_cache::identity::NodeId, (String, &'a TensorNode)>,
+    nodes: BTreeMap<schedule_cache::NodeId, (String, &'a TensorNode)>,
     /// The precision of every local declared so far.
     locals: BTreeMap<SymId, Precision>,
     owned: Vec<String>,
@@ -744,7 +742,7 @@ pub fn segments(code: &Code) -> Vec<Code> {
 mod tests {
     use super::*;
     use crate::ir::{Expr, Index};
-    use schedule_cache::config::digest_completeness;
+    use schedule_cache::digest_completeness;
 
     fn copy_code() -> (Code, Symbol, TensorNode, TensorNode) {
         let i = Symbol::fresh("i");

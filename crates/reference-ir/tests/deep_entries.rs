@@ -15,9 +15,8 @@ use reference_ir::render::{MAX_RENDER_BYTES, Naming, render, segments, signature
 use reference_ir::schedule::{
     MAX_NEST_DEPTH, RefOp, ReferenceLanguage, SavedRefOp, Schedule, apply_ops,
 };
-use schedule_cache::config::Config;
-use schedule_cache::disk;
-use schedule_cache::store::CacheStore;
+use schedule_cache::Store as _;
+use schedule_cache::{Config, DiskCache, admin};
 use schedule_cache::{
     Error, MAX_SAVED_OPS, Measurements, Registry, SavedSchedule, ScheduleCache, ScheduleEntry,
     Subject, SymRef, TimingIdentity, canonicalize, of_saved, to_saved,
@@ -50,7 +49,7 @@ fn cache(dir: &Path) -> ScheduleCache<ReferenceLanguage> {
             device: "dev".into(),
             toolchain: None,
         },
-        CacheStore::disk(dir),
+        DiskCache::new(dir),
     )
     .with_schedule_format("ops-1")
 }
@@ -86,7 +85,12 @@ fn publish(dir: &Path, ops: Vec<SavedRefOp>) -> std::path::PathBuf {
         ops,
     };
     let entry = ScheduleEntry::new(&identity, parts, schedule, vec![1e-6], None).unwrap();
-    assert!(disk::store(dir, Some(&key), &entry).unwrap().is_stored());
+    assert!(
+        DiskCache::new(dir)
+            .store(Some(&key), &entry)
+            .unwrap()
+            .is_stored()
+    );
     dir.join(format!("{key}.ron"))
 }
 
@@ -173,9 +177,9 @@ fn deep_child() {
             assert_ne!(bad, good);
             std::fs::write(&path, bad).unwrap();
             // The inspection path reads the ops as untyped RON values.
-            let found = disk::inventory(dir).unwrap();
+            let found = admin::inventory(dir).unwrap();
             for e in &found.entries {
-                let verified = disk::verify_entry(dir, e);
+                let verified = admin::verify_entry(dir, e);
                 println!("VERIFY: {verified:?}");
             }
         }

@@ -8,10 +8,10 @@ mod redis_support;
 use redis_support::ServerExt as _;
 use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::schedule::{ReferenceLanguage, Schedule};
-use schedule_cache::disk::DiskCache;
-use schedule_cache::redis_store::RedisStore;
-use schedule_cache::store::TwoLevel;
-use schedule_cache::{KeyComponent, Measurements, Miss, ScheduleCache, TimingIdentity};
+use schedule_cache::{
+    DiskCache, KeyComponent, Measurements, Miss, RedisStore, ScheduleCache, TimingIdentity,
+    TwoLevel,
+};
 
 /// The front door over the Redis store alone, and over a directory in front of it: a stored
 /// schedule replays from the server, and a miss names the differing component computed from

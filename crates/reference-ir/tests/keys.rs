@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::render::REFERENCE_SETTINGS;
 use reference_ir::schedule::SavedRefOp;
-use schedule_cache::config::TIMING_SETTING;
+use schedule_cache::TIMING_SETTING;
 use schedule_cache::{
     CacheKey, CompleteIdentity, Config, DiskEntry, ENTRY_VERSION, Error, HINT_DIGITS,
     KEY_COMPONENTS, KeyComponent, KeyInputs, Limits, Registry, Relevance, ScheduleEntry,
@@ -598,8 +598,7 @@ fn every_accepted_declaration_changes_the_key_in_its_component() {
 #[test]
 fn the_disk_format_worked_example_matches_the_code() {
     use reference_ir::schedule::ReferenceLanguage;
-    use schedule_cache::store::CacheStore;
-    use schedule_cache::{ScheduleCache, canonicalize};
+    use schedule_cache::{DiskCache, ScheduleCache, canonicalize};
 
     let doc = include_str!("../../../docs/disk-format.md");
     let example = &doc[doc.find("**Worked example**").expect("the example")..];
@@ -664,15 +663,10 @@ fn the_disk_format_worked_example_matches_the_code() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("regime.stamp"), "2\n").unwrap();
     std::fs::write(tmp.path().join(format!("{key}.ron")), block("```ron\n")).unwrap();
-    let cache = ScheduleCache::new(
-        ReferenceLanguage,
-        "cc",
-        device,
-        CacheStore::disk(tmp.path()),
-    )
-    .with_limits(limits)
-    .with_config(config)
-    .with_schedule_format("ops-1");
+    let cache = ScheduleCache::new(ReferenceLanguage, "cc", device, DiskCache::new(tmp.path()))
+        .with_limits(limits)
+        .with_config(config)
+        .with_schedule_format("ops-1");
     let hit = cache
         .lookup(&code)
         .unwrap()

@@ -6,9 +6,7 @@ use reference_ir::ir::{
     BinOp, Code, Expr, Index, Loop, LoopKind, Precision, Stmt, Symbol, TensorNode, UnOp,
 };
 use reference_ir::render::{Naming, render, signature_of};
-use schedule_cache::config::Config;
-use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-use schedule_cache::walk_check::{WalkCheck, WalkProblem};
+use schedule_cache::{Config, LoopCode, NodeAttrs, NodeId, SymId, Visitor, WalkCheck, WalkProblem};
 
 /// Reference-IR code with a runtime size `n` (a static index: a parameter of the rendered
 /// function), a constant weight, a local, unary and binary operators:

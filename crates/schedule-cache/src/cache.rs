@@ -15,9 +15,7 @@
 //! The crate docs' one-loop IR (`Fill`) and one-op language (`Unroll`), hidden here:
 //!
 //! ```
-//! # use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-//! # use schedule_cache::saved::{Replayer, Resolver};
-//! # use schedule_cache::{Error, ScheduleLanguage, SymRef};
+//! # use schedule_cache::{LoopCode, NodeAttrs, NodeId, SymId, Visitor, Replayer, Resolver, Error, ScheduleLanguage, SymRef};
 //! # use std::sync::atomic::{AtomicU64, Ordering};
 //! # struct Fill { var: u64, out: u64, value: f64 }
 //! # impl LoopCode for Fill {
@@ -51,11 +49,10 @@
 //! #     static NEXT: AtomicU64 = AtomicU64::new(1);
 //! #     NEXT.fetch_add(1, Ordering::Relaxed)
 //! # }
-//! use schedule_cache::store::CacheStore;
-//! use schedule_cache::{Measurements, ScheduleCache, TimingIdentity};
+//! use schedule_cache::{DiskCache, Measurements, ScheduleCache, TimingIdentity};
 //!
 //! let tmp = tempfile::tempdir()?;
-//! let store = CacheStore::disk(tmp.path().join("cache"));
+//! let store = DiskCache::new(tmp.path().join("cache"));
 //! let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
 //! let cache = ScheduleCache::new(Unroll, "cc", timing, store).with_schedule_format("unroll-1");
 //!
@@ -82,11 +79,12 @@ use crate::components::{
     KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity, key_summary, summary_change,
 };
 use crate::config::{Config, SettingsRegistry};
+use crate::disk::DiskCache;
 use crate::disk::{Lookup, MissReason, Refusal, StoreOutcome, StorePolicy};
 use crate::entry::ScheduleEntry;
 use crate::identity::{CompleteIdentity, LoopCode, NodeId, Placement, SymId, canonicalize};
 use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, to_saved};
-use crate::store::{CacheStore, Store};
+use crate::store::Store;
 use crate::{CacheKey, Error, key_differences, key_parts};
 
 /// The code a lookup or store is about: the loop code, the static indices it was lowered with
@@ -195,15 +193,6 @@ impl Measurements {
         self.baseline_time = Some(seconds);
         self
     }
-
-    /// The former name of [`with_baseline_time`](Measurements::with_baseline_time).
-    #[deprecated(
-        since = "0.1.0",
-        note = "renamed `with_baseline_time`, as the entry reads it back"
-    )]
-    pub fn with_baseline(self, seconds: f64) -> Measurements {
-        self.with_baseline_time(seconds)
-    }
 }
 
 /// A hit: the stored entry, replayed on the code looked up.
@@ -248,7 +237,7 @@ pub enum Miss {
         /// The components where same-code entries differ, in key order.
         differing: Vec<KeyComponent>,
         /// What changed in each differing component against the first same-code entry that
-        /// keeps a readable key summary ([`key_summary`]): `(component, "-O2 → -O3")`, in key
+        /// keeps a readable key summary (`key_summary`): `(component, "-O2 → -O3")`, in key
         /// order; empty when no such entry could be read (entries written before summaries).
         changes: Vec<(KeyComponent, String)>,
     },
@@ -400,7 +389,7 @@ impl From<TimingIdentity> for Timing {
 /// changing the key (each read is only logged as undeclared).
 /// [`digest_completeness`](crate::config::digest_completeness) checks that in a test; the
 /// reference-ir crate's `render` module shows it for its renderer.
-pub struct ScheduleCache<L, S = CacheStore> {
+pub struct ScheduleCache<L, S = DiskCache> {
     lang: L,
     backend: String,
     schedule_format: String,
@@ -509,7 +498,7 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
     }
 
     /// The schedule language.
-    pub fn language(&self) -> &L {
+    pub(crate) fn language(&self) -> &L {
         &self.lang
     }
 
@@ -774,7 +763,7 @@ fn placeholder<Op: Clone>(
 
 /// The components in which the sibling keys (same code, other components) differ from `key`,
 /// in key order, from the keys alone.
-pub fn differing_siblings(key: &CacheKey, same_digest: &[String]) -> Vec<KeyComponent> {
+pub(crate) fn differing_siblings(key: &CacheKey, same_digest: &[String]) -> Vec<KeyComponent> {
     let mut out: Vec<KeyComponent> = Vec::new();
     for other in same_digest {
         let Ok(other) = CacheKey::new(other) else {
@@ -808,8 +797,7 @@ mod tests {
     }
 
     fn cache(dir: &std::path::Path, format: &str) -> ScheduleCache<Unroll> {
-        ScheduleCache::new(Unroll, "cc", timing(), CacheStore::disk(dir))
-            .with_schedule_format(format)
+        ScheduleCache::new(Unroll, "cc", timing(), DiskCache::new(dir)).with_schedule_format(format)
     }
 
     fn store_unroll(c: &ScheduleCache<Unroll>) {
@@ -953,7 +941,7 @@ mod tests {
             Unroll,
             "cc",
             Timing::Unavailable,
-            CacheStore::disk(tmp.path().join("c")),
+            DiskCache::new(tmp.path().join("c")),
         );
         assert_eq!(c.timing_identity(), None);
         let (code, i) = build();
@@ -971,12 +959,8 @@ mod tests {
         );
         assert!(!tmp.path().join("c").exists());
         // With a timing identity the same calls key and write.
-        let known = ScheduleCache::new(
-            Unroll,
-            "cc",
-            timing(),
-            CacheStore::disk(tmp.path().join("c")),
-        );
+        let known =
+            ScheduleCache::new(Unroll, "cc", timing(), DiskCache::new(tmp.path().join("c")));
         assert_eq!(known.timing_identity(), Some(&timing()));
         let p = known
             .store(&code, &[i], Measurements::default())

@@ -90,7 +90,7 @@ impl KeyComponent {
 
 /// The backend's description of the device that candidates are generated, rendered and timed
 /// against. The whole record enters the codegen component (every field, through
-/// [`PartEncoding`]; a field added here must be added to the encoding, which the compiler
+/// `PartEncoding`; a field added here must be added to the encoding, which the compiler
 /// enforces by destructuring).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -169,7 +169,7 @@ pub struct KeyInputs<'a> {
     pub limits: &'a Limits,
     /// The timing identity; `None` means no key (every disk operation is then a no-op).
     pub timing_identity: Option<&'a TimingIdentity>,
-    /// An explicitly resolved timing objective; `None` uses [`objective_tag`] of the config.
+    /// An explicitly resolved timing objective; `None` uses `objective_tag` of the config.
     pub objective: Option<&'a str>,
     /// The adopter's own schedule-format version (for example `"my-ir-ops-3"`; `""` when it
     /// declares none). It enters [`KeyComponent::Format`]: bump it whenever the meaning of
@@ -190,18 +190,18 @@ pub const HINT_DIGITS: usize = 6;
 /// of fields never encode to the same bytes (a property test holds this): no value can mimic
 /// "unset", and no field can run into its neighbour.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PartEncoding {
+pub(crate) struct PartEncoding {
     bytes: Vec<u8>,
 }
 
 impl PartEncoding {
     /// An empty encoding.
-    pub fn new() -> PartEncoding {
+    pub(crate) fn new() -> PartEncoding {
         PartEncoding::default()
     }
 
     /// Appends a string field.
-    pub fn str(&mut self, s: &str) -> &mut PartEncoding {
+    pub(crate) fn str(&mut self, s: &str) -> &mut PartEncoding {
         self.bytes.push(b'S');
         self.bytes
             .extend_from_slice(&(s.len() as u64).to_le_bytes());
@@ -210,7 +210,7 @@ impl PartEncoding {
     }
 
     /// Appends an optional string: `N` when absent, else the string field.
-    pub fn opt(&mut self, v: Option<&str>) -> &mut PartEncoding {
+    pub(crate) fn opt(&mut self, v: Option<&str>) -> &mut PartEncoding {
         match v {
             None => {
                 self.bytes.push(b'N');
@@ -221,26 +221,27 @@ impl PartEncoding {
     }
 
     /// Appends an integer field.
-    pub fn int(&mut self, v: u64) -> &mut PartEncoding {
+    pub(crate) fn int(&mut self, v: u64) -> &mut PartEncoding {
         self.bytes.push(b'U');
         self.bytes.extend_from_slice(&v.to_le_bytes());
         self
     }
 
     /// Appends a list header: the number of items that follow.
-    pub fn list(&mut self, len: usize) -> &mut PartEncoding {
+    pub(crate) fn list(&mut self, len: usize) -> &mut PartEncoding {
         self.bytes.push(b'L');
         self.bytes.extend_from_slice(&(len as u64).to_le_bytes());
         self
     }
 
     /// The encoded bytes.
-    pub fn as_bytes(&self) -> &[u8] {
+    #[cfg(test)]
+    fn as_bytes(&self) -> &[u8] {
         &self.bytes
     }
 
     /// The full-width SHA-256 of the encoding (64 lowercase hex digits).
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         kcache_digest::digest_of_parts(&[&self.bytes])
     }
 }
@@ -294,7 +295,7 @@ fn push_limits(e: &mut PartEncoding, limits: &Limits) {
 /// Full-width digest of the numerics policy: the settings declared as entering
 /// [`KeyComponent::Numerics`]. The policy is consulted at codegen, so it cannot enter the code
 /// digest, yet a schedule tuned under one policy must never replay under another.
-pub fn numerics_tag(config: &Config) -> String {
+pub(crate) fn numerics_tag(config: &Config) -> String {
     let mut e = component_encoding(KeyComponent::Numerics);
     push_settings(&mut e, config, KeyComponent::Numerics, None);
     e.digest()
@@ -330,7 +331,7 @@ pub fn normalize_objective(backend: &str, objective: &str) -> String {
 
 /// The configured timing objective ([`TIMING_SETTING`], default `"isolated"`), normalized: what
 /// [`cache_key`] uses when its caller resolved none.
-pub fn objective_tag(backend: &str, config: &Config) -> String {
+pub(crate) fn objective_tag(backend: &str, config: &Config) -> String {
     normalize_objective(backend, config.get(TIMING_SETTING).unwrap_or("isolated"))
 }
 
@@ -472,7 +473,7 @@ pub fn key_parts(identity: &CompleteIdentity, inputs: &KeyInputs<'_>) -> Option<
 }
 
 /// The most characters a [`key_summary`] value keeps (longer ones are cut, marked `…`).
-pub const SUMMARY_CHARS: usize = 1024;
+pub(crate) const SUMMARY_CHARS: usize = 1024;
 
 /// A readable line for each key component but the digest, in key order: what its hash in
 /// [`key_parts`] was computed from, for people (`kcache show`, a miss saying what differed),
@@ -480,7 +481,7 @@ pub const SUMMARY_CHARS: usize = 1024;
 /// tags as given, control characters turned into spaces, each cut to [`SUMMARY_CHARS`]. `None`
 /// without a timing identity. What a backend puts in its tags and settings is shown as is:
 /// keep secrets out of them (they never belonged in a key's inputs).
-pub fn key_summary(inputs: &KeyInputs<'_>) -> Option<Vec<(KeyComponent, String)>> {
+pub(crate) fn key_summary(inputs: &KeyInputs<'_>) -> Option<Vec<(KeyComponent, String)>> {
     let timing = inputs.timing_identity?;
     let settings = |c: KeyComponent, skip: Option<&str>| -> Vec<String> {
         inputs
@@ -579,7 +580,7 @@ pub fn key_summary(inputs: &KeyInputs<'_>) -> Option<Vec<(KeyComponent, String)>
 /// `"reordered"` when both hold the same words. A line holding labelled groups (a
 /// [`Toolchain`]'s summary: `options: -O2 …`, one of [`SUMMARY_LABELS`]) is compared group by
 /// group, each changed group named: `"options -O2 → -O3"`, several joined with `", "`.
-pub fn summary_change(stored: &str, here: &str) -> String {
+pub(crate) fn summary_change(stored: &str, here: &str) -> String {
     // A word cut by `SUMMARY_CHARS` (ending in `…`) says nothing about a change.
     let words = |s: &'_ str| -> Vec<(Option<String>, String)> {
         let mut label: Option<String> = None;

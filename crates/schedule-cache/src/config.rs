@@ -98,7 +98,7 @@ impl SettingsRegistry {
     }
 
     /// The names declared as entering `component`, sorted.
-    pub fn entering(&self, component: KeyComponent) -> Vec<&'static str> {
+    pub(crate) fn entering(&self, component: KeyComponent) -> Vec<&'static str> {
         self.decls
             .iter()
             .filter(|(_, r)| **r == Relevance::Enters(component))
@@ -149,11 +149,6 @@ impl Config {
         self.values.insert(name.to_owned(), value.to_owned());
     }
 
-    /// The registry.
-    pub fn registry(&self) -> &SettingsRegistry {
-        &self.registry
-    }
-
     /// Consults a setting: what code generation and tuning must use to read configuration.
     /// Returns the value if set. A read of an undeclared setting is recorded for
     /// [`digest_completeness`] and logged as a warning; the value is still returned.
@@ -170,7 +165,10 @@ impl Config {
 
     /// The values of the settings declared as entering `component`, in name order (`None` when
     /// unset). This is what the component's tag digests.
-    pub fn component_values(&self, component: KeyComponent) -> Vec<(&'static str, Option<&str>)> {
+    pub(crate) fn component_values(
+        &self,
+        component: KeyComponent,
+    ) -> Vec<(&'static str, Option<&str>)> {
         self.registry
             .entering(component)
             .into_iter()

@@ -129,7 +129,7 @@ pub trait Visitor {
 ///
 /// **Everything left out is merged.** Two codes that differ only in a piece the walk does not
 /// report get one digest, and a schedule tuned for one is replayed on the other. Check a walk
-/// in a test with [`walk_check`](crate::walk_check), which mutates each piece of the code and
+/// in a test with `walk_check`, which mutates each piece of the code and
 /// reports every mutation that leaves the digest unchanged.
 ///
 /// # Runtime sizes and scalar parameters
@@ -153,12 +153,11 @@ pub trait Visitor {
 ///
 /// A symbol used without being declared or given as a static index makes the identity
 /// incomplete (never keyed), so forgetting step 1 is refused; forgetting a kind or a use is
-/// not, which is what a [`walk_check`](crate::walk_check) test finds.
+/// not, which is what a `walk_check` test finds.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
-/// use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-/// use schedule_cache::walk_check::WalkCheck;
+/// use schedule_cache::{LoopCode, NodeAttrs, NodeId, SymId, Visitor, WalkCheck};
 ///
 /// fn fresh() -> u64 {
 ///     static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -288,8 +287,8 @@ impl Identity {
 
     /// Why the identity is incomplete (empty when complete): each reason in walk order, such
     /// as `unbound symbol sym#7` or `unbalanced scope: 1 construct left open`, at most
-    /// [`MAX_REASONS`] of them.
-    pub fn incomplete_because(&self) -> &[String] {
+    /// `MAX_REASONS` of them.
+    pub(crate) fn incomplete_because(&self) -> &[String] {
         &self.incomplete_because
     }
 
@@ -330,11 +329,6 @@ impl Identity {
     /// [`Error::NodeIndexOutOfRange`] if `index` is out of range.
     pub fn tn_of_ref(&self, index: usize) -> Result<NodeId, Error> {
         self.node_at(index)
-    }
-
-    /// The canonical index of `node`, if the code uses it.
-    pub fn index_of_node(&self, node: NodeId) -> Option<usize> {
-        self.nodes.iter().position(|&n| n == node)
     }
 
     /// Why two identities differ, for explaining a miss: `None` when the renderings are
@@ -397,7 +391,7 @@ impl std::ops::Deref for CompleteIdentity {
 const RENDERING_HEADER: &str = "kcache-identity-1";
 
 /// At most this many reasons are kept by [`Identity::incomplete_because`].
-pub const MAX_REASONS: usize = 8;
+pub(crate) const MAX_REASONS: usize = 8;
 
 /// Computes the canonical identity of `code`.
 ///
@@ -483,7 +477,7 @@ pub struct Lineage {
 
 impl Lineage {
     /// What this lineage brings to `node`'s decision.
-    pub fn tag(&self, node: NodeId) -> LineageTag {
+    pub(crate) fn tag(&self, node: NodeId) -> LineageTag {
         let decided = self.decided.get(&node).copied();
         LineageTag {
             placement: decided.or_else(|| self.declared.get(&node).copied()),

@@ -4,11 +4,11 @@ use crate::Error;
 use std::fmt;
 
 /// Longest accepted key, in bytes.
-pub const MAX_KEY_LEN: usize = 200;
+pub(crate) const MAX_KEY_LEN: usize = 200;
 
 /// A cache key that is safe to use as a file name component.
 ///
-/// Guarantees: non-empty, at most [`MAX_KEY_LEN`] bytes, only `[A-Za-z0-9_-]`,
+/// Guarantees: non-empty, at most `MAX_KEY_LEN` bytes, only `[A-Za-z0-9_-]`,
 /// and therefore never `.`, `..`, never containing `/`, and never starting with a dot.
 /// The only way to build one is [`CacheKey::new`] (or deserializing, which validates the same way).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -18,7 +18,7 @@ impl CacheKey {
     /// Validates `s` as a key.
     ///
     /// # Errors
-    /// [`Error::InvalidKey`] if `s` is empty, longer than [`MAX_KEY_LEN`] bytes, or contains
+    /// [`Error::InvalidKey`] if `s` is empty, longer than `MAX_KEY_LEN` bytes, or contains
     /// any byte outside `[A-Za-z0-9_-]`.
     pub fn new(s: &str) -> Result<CacheKey, Error> {
         let bad = |reason| {

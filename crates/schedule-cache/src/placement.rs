@@ -1,9 +1,12 @@
-//! Placement decisions as the disk store keeps them: which flips of the greedy inline
-//! refinement were accepted, and what shipped.
+//! Placement: one compiler's concept (a lowering that decides where tensor nodes live), kept
+//! under its own name. The decision problem's identity ([`canonicalize_source`] over a
+//! [`Lineage`]) and the decisions as the disk store keeps them: which flips of the greedy
+//! inline refinement were accepted, and what shipped ([`PlacementEntry`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::DiskEntry;
+pub use crate::identity::{Lineage, LineageTag, canonicalize_source};
 
 /// Payload format version of [`PlacementEntry`], independent of the schedule entry's version
 /// and of the regime version. Lookup treats an entry of another version as a miss.
@@ -69,15 +72,6 @@ impl PlacementEntry {
             shipped,
         }
     }
-
-    /// The on-ship label of the decision: `"A"`, `"B"` or `"flip"`.
-    pub fn on_ship(&self) -> &'static str {
-        match self.shipped {
-            Shipped::A => "A",
-            Shipped::B => "B",
-            Shipped::Refined => "flip",
-        }
-    }
 }
 
 impl DiskEntry for PlacementEntry {
@@ -102,14 +96,6 @@ mod tests {
             "PLACEMENT_ENTRY_VERSION",
             PLACEMENT_ENTRY_VERSION,
         );
-    }
-
-    #[test]
-    fn on_ship_labels() {
-        let e = |s| PlacementEntry::new("d", vec![], s);
-        assert_eq!(e(Shipped::A).on_ship(), "A");
-        assert_eq!(e(Shipped::B).on_ship(), "B");
-        assert_eq!(e(Shipped::Refined).on_ship(), "flip");
     }
 
     #[test]

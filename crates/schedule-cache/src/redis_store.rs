@@ -56,13 +56,13 @@ use crate::store::Store;
 use crate::{CacheKey, Error};
 
 /// Default prefix of every Redis key the store uses.
-pub const DEFAULT_PREFIX: &str = "kcache";
+pub(crate) const DEFAULT_PREFIX: &str = "kcache";
 /// Default bound on establishing a connection (TCP connect and handshake).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// Default bound on one command's write and reply.
-pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default pause after a connection failure before the store tries to connect again.
-pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(2);
 
 /// At most this many names of a digest set are fetched to explain a miss.
 const SIBLING_FETCH: usize = 64;
@@ -290,7 +290,7 @@ fn parse_answer(v: Value) -> Option<Answer> {
 
 impl RedisStore {
     /// A store on the server at `url` (`redis://[user:password@]host[:port][/db]`, or
-    /// `unix:///path`), with keys under [`DEFAULT_PREFIX`], this build's regime and the default
+    /// `unix:///path`), with keys under `DEFAULT_PREFIX`, this build's regime and the default
     /// timeouts. Does not connect.
     ///
     /// # Errors
@@ -345,7 +345,7 @@ impl RedisStore {
     }
 
     /// After a connection failure, operations are refused without contacting the server for
-    /// `pause` (default [`DEFAULT_RETRY_AFTER`]); `Duration::ZERO` retries on every operation,
+    /// `pause` (default `DEFAULT_RETRY_AFTER`); `Duration::ZERO` retries on every operation,
     /// and a pause past what the clock can count (`Duration::MAX`) never retries: after its
     /// first connection failure the store refuses every operation.
     pub fn with_retry_after(mut self, pause: Duration) -> RedisStore {
@@ -606,6 +606,24 @@ impl RedisStore {
             kind: io::ErrorKind::Other,
             message: format!("the stamp changed {SETTLE_ATTEMPTS} times while opening"),
         })
+    }
+}
+
+impl crate::TwoLevel<crate::DiskCache, RedisStore> {
+    /// The directory store at `dir` in front of the Redis server at `url` (default prefix and
+    /// timeouts). Touches nothing and does not connect: an unreachable server shows up as
+    /// refusals (misses) of the shared level.
+    ///
+    /// # Errors
+    /// [`Error::InvalidStoreConfig`] if `url` does not parse.
+    pub fn disk_then_redis(
+        dir: impl Into<std::path::PathBuf>,
+        url: &str,
+    ) -> Result<crate::TwoLevel<crate::DiskCache, RedisStore>, Error> {
+        Ok(crate::TwoLevel::new(
+            crate::DiskCache::new(dir),
+            RedisStore::open(url)?,
+        ))
     }
 }
 

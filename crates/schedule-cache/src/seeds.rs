@@ -44,7 +44,7 @@ use crate::store::{NearIndexError, Store};
 use crate::{CacheKey, Error};
 
 /// At most this many seeds are offered.
-pub const MAX_SEEDS: usize = 16;
+pub(crate) const MAX_SEEDS: usize = 16;
 
 /// The domain tag a size-free digest hashes before the size-free rendering's digest (bump it
 /// when what is erased changes: old near-code index lines then name no shape anyone asks for).
@@ -229,7 +229,7 @@ fn best_time(times: &[f64]) -> Option<f64> {
 /// What [`ScheduleCache::seeds`] found.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Seeds<Op> {
-    /// The seeds, ranked (see the module docs), at most [`MAX_SEEDS`].
+    /// The seeds, ranked (see the module docs), at most `MAX_SEEDS`.
     pub seeds: Vec<Seed<Op>>,
     /// Why near code was not consulted (`None` when it was).
     pub near_index: Option<NearIndexError>,
@@ -286,7 +286,7 @@ where
     /// only if the entry records that size-free identity), ranked.
     /// Without a timing identity there is no key to compare with: no seeds. The subject's
     /// own key is never a seed (a lookup answers it). Cost: a probe of the subject's key
-    /// and one of each key the indexes name (at most 8 + [`MAX_NEAR`](crate::disk::MAX_NEAR)),
+    /// and one of each key the indexes name (at most 8 + `MAX_NEAR`),
     /// each reported to [`disk::record`](crate::disk::record)ers and statistics as the
     /// lookup it is. On a directory store all of them wait for its lock at most one lock wait
     /// in all ([`DiskCache::with_lock_wait`](crate::disk::DiskCache::with_lock_wait)).

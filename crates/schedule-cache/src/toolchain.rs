@@ -29,7 +29,8 @@ use crate::components::PartEncoding;
 /// The labels of a toolchain's [`summary`](Toolchain::summary) (and of the codegen line that
 /// holds one): a word of a summary line equal to one starts its group, and a miss names the
 /// group of each word that changed ([`crate::components::summary_change`]).
-pub const SUMMARY_LABELS: [&str; 5] = ["options:", "prelude:", "compiler:", "tag:", "limits:"];
+pub(crate) const SUMMARY_LABELS: [&str; 5] =
+    ["options:", "prelude:", "compiler:", "tag:", "limits:"];
 
 /// How many hex digits of a digest a summary shows (after `#`).
 const SHOWN_DIGITS: usize = 12;

@@ -28,8 +28,7 @@
 //! [`LoopCode`]'s docs.
 //!
 //! ```
-//! use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-//! use schedule_cache::walk_check::WalkCheck;
+//! use schedule_cache::{LoopCode, NodeAttrs, NodeId, SymId, Visitor, WalkCheck};
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //!
 //! /// `for i in 0..extent { y[i] = x[i] <op> k }`, with this process's ids.

@@ -1,12 +1,13 @@
 //! schedule-cache placement entries of today's key shape, and a directory filled with many of
 //! them fast (the scale benches' large directories).
 
+use schedule_cache::Store as _;
 use std::fs;
 use std::path::Path;
 
-use schedule_cache::CacheKey;
-use schedule_cache::disk::{DiskCache, Space, StoreOutcome};
+use schedule_cache::admin::Space;
 use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+use schedule_cache::{CacheKey, DiskCache, StoreOutcome};
 
 use crate::Rng;
 
@@ -62,7 +63,7 @@ pub fn fill(dir: &Path, n: usize, rng: &mut Rng) -> Vec<(CacheKey, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use schedule_cache::disk::Lookup;
+    use schedule_cache::Lookup;
 
     /// Entries written directly read back through the store like the one it stored.
     #[test]

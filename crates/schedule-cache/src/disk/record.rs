@@ -27,7 +27,7 @@ pub enum MissReason {
     /// The cache directory does not exist (lookup never creates it).
     NoDirectory,
     /// No entry file at this key. `same_digest` lists (sorted, at most
-    /// [`MAX_SIBLINGS`](super::MAX_SIBLINGS)) the keys of this space that hold entries for the
+    /// `MAX_SIBLINGS`) the keys of this space that hold entries for the
     /// same digest under other key components (another numerics policy, codegen environment,
     /// pool, device or timing objective): the components where they differ from the key looked
     /// up explain the miss.
