@@ -75,14 +75,14 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::components::{
-    KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity, key_summary, summary_change,
-};
+use crate::components::{KeyInputs, KeyParts, Limits, key_summary, summary_change};
 use crate::config::{Config, SettingsRegistry};
+use crate::device::TimingIdentity;
 use crate::disk::DiskCache;
 use crate::disk::{Lookup, MissReason, Refusal, StoreOutcome, StorePolicy};
 use crate::entry::ScheduleEntry;
 use crate::identity::{CompleteIdentity, LoopCode, NodeId, Placement, SymId, canonicalize};
+use crate::key::KeyComponent;
 use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, to_saved};
 use crate::store::Store;
 use crate::{CacheKey, Error, key_differences, key_parts};

@@ -14,79 +14,12 @@
 //! miss from the key alone ([`key_differences`]); the entry keeps the full components.
 
 use crate::config::{Config, TIMING_SETTING};
+use crate::device::TimingIdentity;
 use crate::identity::CompleteIdentity;
-use crate::key::CacheKey;
+use crate::key::{CacheKey, KEY_COMPONENTS, KeyComponent, PartEncoding};
 use crate::toolchain::{SUMMARY_LABELS, Toolchain};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// One component of a cache key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum KeyComponent {
-    /// The canonical digest of the code.
-    Digest,
-    /// The backend's name.
-    Backend,
-    /// The adopter's own schedule-format version ([`KeyInputs::schedule_format`]): changing
-    /// what its saved schedule ops mean changes it, so old entries never replay.
-    Format,
-    /// The numerics policy (the settings entering it).
-    Numerics,
-    /// The codegen environment: settings entering it and the whole [`Limits`] record,
-    /// including the backend's own codegen tag.
-    Codegen,
-    /// The worker-pool signature ([`Limits::worker_pool_tag`]).
-    Pool,
-    /// The concrete device ([`TimingIdentity`]).
-    Device,
-    /// The normalized timing objective and the other settings entering timing.
-    Timing,
-}
-
-/// The components of every cache key, in key order. This list drives [`key_parts`].
-pub const KEY_COMPONENTS: [KeyComponent; 8] = [
-    KeyComponent::Digest,
-    KeyComponent::Backend,
-    KeyComponent::Format,
-    KeyComponent::Numerics,
-    KeyComponent::Codegen,
-    KeyComponent::Pool,
-    KeyComponent::Device,
-    KeyComponent::Timing,
-];
-
-impl KeyComponent {
-    /// The component's name: `"digest"`, `"backend"`, `"format"`, `"numerics"`, `"codegen"`,
-    /// `"pool"`, `"device"`, `"timing"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            KeyComponent::Digest => "digest",
-            KeyComponent::Backend => "backend",
-            KeyComponent::Format => "format",
-            KeyComponent::Numerics => "numerics",
-            KeyComponent::Codegen => "codegen",
-            KeyComponent::Pool => "pool",
-            KeyComponent::Device => "device",
-            KeyComponent::Timing => "timing",
-        }
-    }
-
-    /// The letter of the component's hint in a key (empty for the digest, which leads the key
-    /// whole).
-    pub fn prefix(self) -> &'static str {
-        match self {
-            KeyComponent::Digest => "",
-            KeyComponent::Backend => "b",
-            KeyComponent::Format => "f",
-            KeyComponent::Numerics => "n",
-            KeyComponent::Codegen => "c",
-            KeyComponent::Pool => "p",
-            KeyComponent::Device => "d",
-            KeyComponent::Timing => "t",
-        }
-    }
-}
 
 /// The backend's description of the device that candidates are generated, rendered and timed
 /// against. The whole record enters the codegen component (every field, through
@@ -129,35 +62,6 @@ pub struct Limits {
     pub toolchain: Option<Toolchain>,
 }
 
-/// The concrete device capabilities timings were measured on (and, optionally, observed
-/// toolchain metadata). Without it there is no cache key.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TimingIdentity {
-    /// The concrete device (model, capabilities).
-    pub device: String,
-    /// Observed toolchain metadata, if any.
-    pub toolchain: Option<String>,
-}
-
-impl TimingIdentity {
-    /// The identity of the CPU this process runs on, for timings measured on it:
-    /// [`Cpu::this_machine`](crate::Cpu::this_machine)'s key form (architecture, vendor,
-    /// model, family, cache size, the code-changing features the process can use, the
-    /// workers), `toolchain` as given. Two machines whose timings should not be shared must
-    /// differ in it: a device string that names nothing (an empty one, say) lets every
-    /// machine's winners share one key.
-    ///
-    /// ```
-    /// use schedule_cache::TimingIdentity;
-    /// let here = TimingIdentity::this_cpu(Some("cc 12.2".into()));
-    /// assert!(here.device.contains(std::env::consts::ARCH));
-    /// assert_eq!(here, TimingIdentity::this_cpu(Some("cc 12.2".into())));
-    /// ```
-    pub fn this_cpu(toolchain: Option<String>) -> TimingIdentity {
-        crate::Cpu::this_machine().timing_identity(toolchain)
-    }
-}
-
 /// Everything besides the code that a key depends on.
 #[derive(Clone, Copy, Debug)]
 pub struct KeyInputs<'a> {
@@ -182,69 +86,6 @@ const DOMAIN: &str = "kcache-schedule-key-2";
 
 /// How many hex digits of a component its hint in the key shows.
 pub const HINT_DIGITS: usize = 6;
-
-/// The one encoding every key part goes through: a sequence of tagged fields, each a tag byte
-/// followed by its content: `S` + length (`u64`, little-endian) + bytes for a string, `N` for
-/// an absent value, `U` + 8 bytes (little-endian) for an integer, `L` + count (`u64`) before
-/// the items of a list. Every field says its own kind and length, so two different sequences
-/// of fields never encode to the same bytes (a property test holds this): no value can mimic
-/// "unset", and no field can run into its neighbour.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct PartEncoding {
-    bytes: Vec<u8>,
-}
-
-impl PartEncoding {
-    /// An empty encoding.
-    pub(crate) fn new() -> PartEncoding {
-        PartEncoding::default()
-    }
-
-    /// Appends a string field.
-    pub(crate) fn str(&mut self, s: &str) -> &mut PartEncoding {
-        self.bytes.push(b'S');
-        self.bytes
-            .extend_from_slice(&(s.len() as u64).to_le_bytes());
-        self.bytes.extend_from_slice(s.as_bytes());
-        self
-    }
-
-    /// Appends an optional string: `N` when absent, else the string field.
-    pub(crate) fn opt(&mut self, v: Option<&str>) -> &mut PartEncoding {
-        match v {
-            None => {
-                self.bytes.push(b'N');
-                self
-            }
-            Some(s) => self.str(s),
-        }
-    }
-
-    /// Appends an integer field.
-    pub(crate) fn int(&mut self, v: u64) -> &mut PartEncoding {
-        self.bytes.push(b'U');
-        self.bytes.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-
-    /// Appends a list header: the number of items that follow.
-    pub(crate) fn list(&mut self, len: usize) -> &mut PartEncoding {
-        self.bytes.push(b'L');
-        self.bytes.extend_from_slice(&(len as u64).to_le_bytes());
-        self
-    }
-
-    /// The encoded bytes.
-    #[cfg(test)]
-    fn as_bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    /// The full-width SHA-256 of the encoding (64 lowercase hex digits).
-    pub(crate) fn digest(&self) -> String {
-        kcache_digest::digest_of_parts(&[&self.bytes])
-    }
-}
 
 /// The start of a component's encoding: the domain and the component's name.
 fn component_encoding(c: KeyComponent) -> PartEncoding {

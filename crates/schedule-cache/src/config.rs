@@ -6,7 +6,7 @@
 //! fails if it read any — the digest-completeness guard tests use.
 
 use crate::Error;
-use crate::components::KeyComponent;
+use crate::key::KeyComponent;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};
 

@@ -14,7 +14,7 @@
 //! assert!(timing.device.contains(std::env::consts::ARCH));
 //! ```
 
-use crate::components::TimingIdentity;
+use serde::{Deserialize, Serialize};
 
 /// The features that change the code a compiler emits or its speed, as Rust's run-time
 /// detection names them: an allow list, checked one by one where the architecture has them
@@ -285,6 +285,35 @@ fn detected_features() -> Vec<String> {
         .filter(|f| found.iter().any(|x| x == *f))
         .map(|f| f.to_string())
         .collect()
+}
+
+/// The concrete device capabilities timings were measured on (and, optionally, observed
+/// toolchain metadata). Without it there is no cache key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimingIdentity {
+    /// The concrete device (model, capabilities).
+    pub device: String,
+    /// Observed toolchain metadata, if any.
+    pub toolchain: Option<String>,
+}
+
+impl TimingIdentity {
+    /// The identity of the CPU this process runs on, for timings measured on it:
+    /// [`Cpu::this_machine`](crate::Cpu::this_machine)'s key form (architecture, vendor,
+    /// model, family, cache size, the code-changing features the process can use, the
+    /// workers), `toolchain` as given. Two machines whose timings should not be shared must
+    /// differ in it: a device string that names nothing (an empty one, say) lets every
+    /// machine's winners share one key.
+    ///
+    /// ```
+    /// use schedule_cache::TimingIdentity;
+    /// let here = TimingIdentity::this_cpu(Some("cc 12.2".into()));
+    /// assert!(here.device.contains(std::env::consts::ARCH));
+    /// assert_eq!(here, TimingIdentity::this_cpu(Some("cc 12.2".into())));
+    /// ```
+    pub fn this_cpu(toolchain: Option<String>) -> TimingIdentity {
+        crate::Cpu::this_machine().timing_identity(toolchain)
+    }
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@ pub trait DiskEntry: Serialize + DeserializeOwned {
 }
 
 use crate::Error;
-use crate::components::{KeyComponent, KeyParts};
+use crate::components::KeyParts;
 use crate::identity::CompleteIdentity;
+use crate::key::KeyComponent;
 use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, of_saved};
 
 /// The payload format version of [`ScheduleEntry`]. Bumped when the canonical rendering or the

@@ -142,13 +142,13 @@ mod walk_check;
 
 pub use cache::{Hit, Measurements, Miss, Published, ScheduleCache, Subject, Timing};
 pub use components::{
-    HINT_DIGITS, KEY_COMPONENTS, KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity,
-    cache_key, codegen_tag, key_differences, key_parts, normalize_objective,
+    HINT_DIGITS, KeyInputs, KeyParts, Limits, cache_key, codegen_tag, key_differences, key_parts,
+    normalize_objective,
 };
 pub use config::{
     Config, Relevance, SettingDecl, SettingsRegistry, TIMING_SETTING, digest_completeness,
 };
-pub use device::Cpu;
+pub use device::{Cpu, TimingIdentity};
 pub use disk::{
     DiskCache, KeptExisting, Lookup, MissReason, Refusal, StoreOutcome, StorePolicy, Stored,
 };
@@ -158,7 +158,7 @@ pub use identity::{
     CompleteIdentity, Identity, LoopCode, NodeAttrs, NodeId, Placement, SymId, Visitor,
     canonicalize,
 };
-pub use key::CacheKey;
+pub use key::{CacheKey, KEY_COMPONENTS, KeyComponent};
 #[cfg(feature = "redis")]
 pub use redis_store::RedisStore;
 pub use saved::{

@@ -35,10 +35,10 @@
 use std::fmt;
 
 use crate::cache::{ScheduleCache, Subject};
-use crate::components::KeyComponent;
 use crate::disk::{Lookup, MissReason};
 use crate::entry::ScheduleEntry;
 use crate::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
+use crate::key::KeyComponent;
 use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, of_saved};
 use crate::store::{NearIndexError, Store};
 use crate::{CacheKey, Error};

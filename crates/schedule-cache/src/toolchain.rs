@@ -24,7 +24,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::components::PartEncoding;
+use crate::key::PartEncoding;
 
 /// The labels of a toolchain's [`summary`](Toolchain::summary) (and of the codegen line that
 /// holds one): a word of a summary line equal to one starts its group, and a miss names the
