@@ -73,11 +73,13 @@
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
-//! let cache = ScheduleCache::new(Unroll, "cc", timing, DiskCache::new(tmp.path()))
+//! let cache = ScheduleCache::new(Unroll, "cc", timing, DiskCache::new(tmp.path().join("cache")))
 //!     .with_schedule_format("unroll-1");
 //!
 //! // Tune (here: decide to unroll `i`), measure, store.
 //! let code = Fill { var: fresh(), out: fresh(), value: 2.0 };
+//! let miss = cache.lookup(&code)?.expect_err("an empty cache misses");
+//! assert_eq!(miss.to_string(), "no cache directory");
 //! let stored = cache.store(&code, &[SymId(code.var)], Measurements::new(vec![1.0e-6]))?;
 //! assert!(stored.outcome.is_stored());
 //!
@@ -86,6 +88,7 @@
 //! let again = Fill { var: fresh(), out: fresh(), value: 2.0 };
 //! let hit = cache.lookup(&again)?.expect("stored above");
 //! assert_eq!(hit.ops, [SymId(again.var)]);
+//! assert_eq!(hit.entry.times, [1.0e-6]);
 //!
 //! // Other code (another value) misses.
 //! let other = Fill { var: fresh(), out: fresh(), value: 3.0 };
@@ -135,7 +138,9 @@ mod redis_store;
 mod saved;
 mod seeds;
 mod store;
+// Test-only: the unit tests' small IR, kept with the other test support.
 #[cfg(test)]
+#[path = "../tests/test_ir/mod.rs"]
 mod test_ir;
 mod toolchain;
 mod walk_check;
@@ -150,7 +155,8 @@ pub use config::{
 };
 pub use device::{Cpu, TimingIdentity};
 pub use disk::{
-    DiskCache, KeptExisting, Lookup, MissReason, Refusal, StoreOutcome, StorePolicy, Stored,
+    DirRefusal, DiskCache, KeptExisting, Lookup, MissReason, Refusal, StoreOutcome, StorePolicy,
+    Stored,
 };
 pub use entry::{DiskEntry, ENTRY_VERSION, ScheduleEntry};
 pub use error::Error;

@@ -1,18 +1,8 @@
 //! A shared store on a Redis server (cargo feature `redis`), for tuning farms and CI runners
 //! that share winners: the directory store's contract over Redis keys.
 //!
-//! Layout (docs/disk-format.md, section "The Redis store", is the full specification), for a
-//! prefix `P`:
-//!
-//! - `P:regime`: the regime stamp, with the stamp file's encoding (`2\n`);
-//! - `P:entry:schedule:<key>` and `P:entry:placement:<key>`: the entry, one string holding the
-//!   whole RON text the directory store would write to `<key>.ron` / `<key>.placement.ron`;
-//! - `P:digest:<space>:<digest>`: a set of the keys holding entries for that digest (explains a
-//!   miss, like the directory store's `same_digest`);
-//! - `P:claim:<space>:<key>`: the entry's claim for keep-faster stores (a hash: the SHA-1 of
-//!   the entry it describes, the claim identity, the best time), written with the entry;
-//! - `P:index`: a set of every entry, claim and digest-set name, which a regime transition
-//!   deletes.
+//! Its keys under a prefix `P` (`P:regime`, `P:entry:…`, `P:digest:…`, `P:claim:…`, `P:index`)
+//! are specified in docs/disk-format.md, section "The Redis store".
 //!
 //! Every operation is one server-side Lua script that checks the stamp and does the entry I/O
 //! atomically, so a writer of an old regime can never publish after a transition, and a value

@@ -30,8 +30,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::sync::Arc;
-
 use crate::disk::{Lookup, Refusal, StoreOutcome, StorePolicy, Stored};
 use crate::{CacheKey, Error};
 
@@ -135,33 +133,6 @@ impl std::fmt::Display for NearIndexError {
 }
 
 impl<S: Store + ?Sized> Store for &S {
-    fn store_with<E: Stored>(
-        &self,
-        key: Option<&CacheKey>,
-        entry: &E,
-        policy: StorePolicy,
-    ) -> Result<StoreOutcome, Error> {
-        (**self).store_with(key, entry, policy)
-    }
-
-    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
-        (**self).probe(key, digest)
-    }
-
-    fn location(&self) -> String {
-        (**self).location()
-    }
-
-    fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
-        (**self).note_near(shape, key)
-    }
-
-    fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
-        (**self).near_keys(shape)
-    }
-}
-
-impl<S: Store + ?Sized> Store for Arc<S> {
     fn store_with<E: Stored>(
         &self,
         key: Option<&CacheKey>,

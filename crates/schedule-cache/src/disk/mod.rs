@@ -3,31 +3,7 @@
 //!
 //! The directory protocol is the [`cache_dir`] crate's (one home for every kcache store on
 //! disk); this module adds the schedule store's entry spaces, encodings and explained misses.
-//! The protocol, in short (docs/disk-format.md is the full specification):
-//!
-//! - A `None` key is a complete no-op: no directory, no lock, no stamp change.
-//! - Every store and lookup first *opens* the cache: it takes the directory's in-process lock,
-//!   then an `flock` on [`LOCK_FILE`] (opened read-write, never unlinked), and reads
-//!   [`STAMP_FILE`]. Equal stamp: admitted. Newer or malformed stamp: refused, nothing
-//!   touched. Older stamp: under the exclusive lock, every entry of any version
-//!   ([`is_entry_of_any_version`]) is deleted, then the stamp is atomically
-//!   replaced, then the operation is admitted. Absent stamp: the stamp is published and the
-//!   operation admitted if no file is named like an entry; if one is (a user's
-//!   `settings.ron`), the directory is no cache: refused, nothing deleted.
-//! - Files are read only if they are regular files, without blocking and without following a
-//!   link, up to [`MAX_ENTRY_BYTES`]: no directory content can hang or exhaust a lookup. A
-//!   directory this process cannot write (a read-only mount) still serves lookups.
-//! - The lock is held through the entry I/O; entries are published with `atomicwrites`, so a
-//!   reader sees a whole old entry or a whole new one, never a torn one. A store under
-//!   [`StorePolicy::KeepFaster`] holds the exclusive lock from reading the existing entry to
-//!   publishing (or not) the new one ([`DiskCache::store_with`]).
-//! - Every lock wait is bounded ([`DiskCache::with_lock_wait`]): a [`ScheduleCache`](crate::ScheduleCache)
-//!   call waits at most one lock wait in all, and after a wait timed out the store only tries
-//!   its lock for a back-off interval ([`DiskCache::with_lock_backoff`]).
-//! - The first open of a directory in a process also removes crash-stale staging directories.
-//! - A filesystem refusal is an [`Outcome::Refused`] (a future miss), never an error; a lookup
-//!   never creates the directory. Every operation is reported to [`record`]ers, to [`stats`]
-//!   and as a `tracing` event, so a miss always says why.
+//! docs/disk-format.md is the specification (cache-open, locks, waits, sizes, refusals).
 //!
 //! ```
 //! use schedule_cache::admin::{Outcome, record};
@@ -73,7 +49,9 @@ pub use inspect::{
 pub(crate) use policy::{Claim, best_time};
 pub use policy::{KeptExisting, StorePolicy};
 pub(crate) use record::note;
-pub use record::{DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record, stats};
+pub use record::{
+    DirRefusal, DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record, stats,
+};
 #[cfg(test)]
 pub(crate) use regime::tests::check_history as regime_history_check;
 pub use regime::{CACHE_REGIME_VERSION, STORE_KIND};
@@ -382,9 +360,7 @@ fn refusal(e: cache_dir::Error) -> Refusal {
         cache_dir::Error::NewerRegime { found, ours, .. } => Refusal::NewerRegime { found, ours },
         cache_dir::Error::MalformedStamp { content, .. } => Refusal::MalformedStamp { content },
         e @ (cache_dir::Error::ForeignStore { .. } | cache_dir::Error::UnkindedStamp { .. }) => {
-            Refusal::OtherStore {
-                message: e.to_string(),
-            }
+            Refusal::OtherStore(DirRefusal::new(e))
         }
         cache_dir::Error::Unadopted { name, .. } => Refusal::Unadopted { name },
         cache_dir::Error::Io { during, source, .. } => Refusal::io(during, &source),
@@ -398,11 +374,7 @@ fn refusal(e: cache_dir::Error) -> Refusal {
             kind: io::ErrorKind::TimedOut,
             message: short(&e.to_string()),
         },
-        other => Refusal::Io {
-            during: "open the cache",
-            kind: io::ErrorKind::Other,
-            message: short(&other.to_string()),
-        },
+        other => Refusal::Protocol(DirRefusal::new(other)),
     }
 }
 
