@@ -6,6 +6,8 @@
 //! - `disk_store`: `subject` is a store (lock, stamp check, encode, atomic publication);
 //!   `baseline` is a plain `atomicwrites` write of the same bytes to the same path.
 
+mod fill;
+
 use schedule_cache::Store as _;
 use std::hint::black_box;
 use std::io::Write;
@@ -19,11 +21,7 @@ use schedule_cache::{CacheKey, DiskCache, StoreOutcome};
 const DIGEST: &str = "9c56cc51b374c3ba189210d5b6d4bf57790d351c96c47c02190ecf1e430635ab";
 
 fn entry() -> PlacementEntry {
-    PlacementEntry::new(
-        DIGEST,
-        test_support::fill::flips(48, 7, 3),
-        Shipped::Refined,
-    )
+    PlacementEntry::new(DIGEST, fill::flips(48, 7, 3), Shipped::Refined)
 }
 
 fn benches(c: &mut Criterion) {

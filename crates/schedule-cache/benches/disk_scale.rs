@@ -24,7 +24,8 @@ use schedule_cache::placement::PlacementEntry;
 use schedule_cache::{CacheKey, DiskCache, Lookup, StoreOutcome};
 use test_support::Rng;
 use test_support::bench::{arg, summary};
-use test_support::fill::{entry, fill};
+mod fill;
+use fill::{entry, fill};
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;

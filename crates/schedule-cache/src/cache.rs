@@ -269,6 +269,14 @@ impl StoreOutcome {
     pub fn is_stored(&self) -> bool {
         matches!(self, StoreOutcome::Stored)
     }
+
+    /// What a [`StorePolicy::KeepFaster`] store kept instead of the new entry, if it did.
+    pub fn kept_existing(&self) -> Option<&crate::KeptExisting> {
+        match self {
+            StoreOutcome::KeptExisting(k) => Some(k),
+            _ => None,
+        }
+    }
 }
 
 /// How a [`ScheduleCache`] keys timings, chosen at construction ([`ScheduleCache::new`]).
