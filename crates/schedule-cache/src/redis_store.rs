@@ -38,9 +38,11 @@ use std::time::{Duration, Instant};
 
 use redis_wire::{Connection, Limits, Script, Target, Value, WireError};
 
+use cache_dir::{parse_stamp, render_stamp};
+
 use crate::disk::{
     self, CACHE_REGIME_VERSION, DiskEvent, KeptExisting, Lookup, MAX_SIBLINGS, MissReason, Op,
-    Outcome, Refusal, Space, StoreOutcome, StorePolicy, Stored, parse_stamp, render_stamp,
+    Outcome, Refusal, Space, StoreOutcome, StorePolicy, Stored,
 };
 use crate::store::Store;
 use crate::{CacheKey, Error};
@@ -397,7 +399,7 @@ impl RedisStore {
     }
 
     fn note(&self, op: Op, space: Space, key: Option<&CacheKey>, outcome: Outcome) {
-        disk::note(DiskEvent {
+        disk::record::note(DiskEvent {
             op,
             space,
             dir: PathBuf::from(self.location()),

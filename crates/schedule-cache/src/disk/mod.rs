@@ -26,7 +26,7 @@
 
 mod inspect;
 mod policy;
-mod record;
+pub(crate) mod record;
 mod regime;
 mod wait;
 
@@ -39,16 +39,13 @@ use cache_dir::{CacheDir, Mode};
 use crate::store::{NearIndexError, Store};
 use crate::{CacheKey, DiskEntry, Error};
 
-pub(crate) use cache_dir::{
-    LOCK_FILE, RegimeStamp, STAMP_FILE, parse_stamp, read_stamp, render_stamp,
-};
+pub(crate) use cache_dir::{LOCK_FILE, RegimeStamp, STAMP_FILE, read_stamp};
 pub use inspect::{
     EntryFile, EntryProblem, Found, GcReport, Inventory, StagingArtifact, entry_version, inventory,
     scan, verify_entry,
 };
 pub(crate) use policy::{Claim, best_time};
 pub use policy::{KeptExisting, StorePolicy};
-pub(crate) use record::note;
 pub use record::{
     DirRefusal, DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record, stats,
 };
