@@ -713,13 +713,7 @@ impl Store for RedisStore {
             }
             Err(r) => Lookup::Refused(r),
         };
-        let noted = match &found {
-            Lookup::Hit(_) => Outcome::Hit,
-            Lookup::Miss(m) => Outcome::Miss(m.clone()),
-            Lookup::Refused(r) => Outcome::Refused(r.clone()),
-            Lookup::Skipped => Outcome::Skipped,
-        };
-        self.note(Op::Lookup, E::SPACE, Some(key), noted);
+        self.note(Op::Lookup, E::SPACE, Some(key), found.noted());
         found
     }
 

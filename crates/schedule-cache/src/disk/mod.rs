@@ -337,6 +337,16 @@ impl<E> Lookup<E> {
             _ => None,
         }
     }
+
+    /// The event recorders and [`stats`] see for this answer.
+    pub(crate) fn noted(&self) -> Outcome {
+        match self {
+            Lookup::Hit(_) => Outcome::Hit,
+            Lookup::Miss(m) => Outcome::Miss(m.clone()),
+            Lookup::Refused(r) => Outcome::Refused(r.clone()),
+            Lookup::Skipped => Outcome::Skipped,
+        }
+    }
 }
 
 /// A cache directory together with the protocol parameters a process uses on it.
@@ -676,13 +686,7 @@ impl Store for DiskCache {
             Ok(Ok(e)) => Lookup::Hit(e),
             Ok(Err(m)) => Lookup::Miss(m),
         };
-        let noted = match &found {
-            Lookup::Hit(_) => Outcome::Hit,
-            Lookup::Miss(m) => Outcome::Miss(m.clone()),
-            Lookup::Refused(r) => Outcome::Refused(r.clone()),
-            Lookup::Skipped => Outcome::Skipped,
-        };
-        self.note(Op::Lookup, E::SPACE, Some(key), noted);
+        self.note(Op::Lookup, E::SPACE, Some(key), found.noted());
         found
     }
 
