@@ -43,7 +43,7 @@
 //! # Ok::<(), schedule_cache::Error>(())
 //! ```
 //!
-//! **Keying the settings.** The default [`SettingsRegistry`](schedule_cache::SettingsRegistry)
+//! **Keying the settings.** The default [`SettingsRegistry`]
 //! declares none of the renderer's settings: set there, they would change the C without
 //! changing the key (each read is only logged as undeclared). Give a
 //! [`ScheduleCache`](schedule_cache::ScheduleCache) `Config::new(reference_settings())`
