@@ -313,11 +313,13 @@ fn render(code: &Kernel) -> Rendered {
 }
 
 // kcache-glue: begin
+use cache_dir::Layout;
 use cc_backend::{Arg, CcBackend, CcError, CcProgram, DEFAULT_PRELUDE, Elem, Extent, Signature};
 use kernel_cache::{CachedBackend, Census, Names, Outcomes, Resolved};
-use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-use schedule_cache::saved::{Replayer, Resolver};
-use schedule_cache::{Error, Layout, Measurements, ScheduleCache, ScheduleLanguage, SymRef};
+use schedule_cache::{
+    Error, LoopCode, Measurements, NodeAttrs, NodeId, Replayer, Resolver, ScheduleCache,
+    ScheduleLanguage, SymId, SymRef, Visitor,
+};
 
 /// What the schedule key sees of the code: every piece the renderer prints.
 impl LoopCode for Kernel {
@@ -384,7 +386,7 @@ fn open(dir: &str) -> Res<(Kernels, ScheduleCache<Ops>)> {
     // The regime: the compiler, the options every kernel is compiled with, the prelude, the CPU.
     let toolchain = schedule_cache::Toolchain::new(kernels.backend.identity(), cflags());
     let timing = schedule_cache::TimingIdentity::this_cpu(None);
-    let disk = schedule_cache::store::CacheStore::disk(layout.schedules());
+    let disk = schedule_cache::DiskCache::new(layout.schedules());
     let schedules = ScheduleCache::new(Ops, "foreign-c", timing, disk)
         .with_toolchain(toolchain.with_prelude(DEFAULT_PRELUDE))
         .with_schedule_format("foreign-ops-1");

@@ -320,13 +320,13 @@ fn kind_name(kind: Kind) -> &'static str {
 const OPTIONS: [&str; 2] = ["-O2", "-ffp-contract=off"];
 
 // kcache-glue: begin
+use cache_dir::Layout;
 use cc_backend::{Arg, CcBackend, CcProgram, DEFAULT_PRELUDE, Elem, Extent, Signature, Source};
 use kernel_cache::{CachedBackend, Census, Names, Resolved};
-use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-use schedule_cache::saved::{Replayer, Resolver};
-use schedule_cache::store::CacheStore;
-use schedule_cache::{Error, Layout, Measurements, ScheduleCache, ScheduleLanguage};
-use schedule_cache::{TimingIdentity, Toolchain};
+use schedule_cache::{
+    DiskCache, Error, LoopCode, Measurements, NodeAttrs, NodeId, Replayer, Resolver, ScheduleCache,
+    ScheduleLanguage, SymId, TimingIdentity, Toolchain, Visitor,
+};
 
 /// What the schedule key sees of a kernel: everything the renderer prints but the opts.
 impl LoopCode for Kernel {
@@ -376,7 +376,7 @@ fn open(dir: &str) -> Res<Kcache> {
         Toolchain::new(kernels.backend.identity(), OPTIONS).with_prelude(DEFAULT_PRELUDE);
     let (timing, disk) = (
         TimingIdentity::this_cpu(None),
-        CacheStore::disk(layout.schedules()),
+        DiskCache::new(layout.schedules()),
     );
     let schedules =
         ScheduleCache::new(Opts, "tinygrad-style-c", timing, disk).with_toolchain(toolchain);

@@ -7,9 +7,9 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use reference_ir::schedule::SavedRefOp;
-use schedule_cache::disk::{DiskCache, Space};
+use schedule_cache::admin::Space;
 use schedule_cache::placement::{PlacementEntry, Shipped};
-use schedule_cache::{CacheKey, ScheduleEntry};
+use schedule_cache::{CacheKey, DiskCache, ScheduleEntry, Store as _};
 
 /// A cache directory with a stamp (one real store), kept for the whole run.
 fn dir() -> &'static (tempfile::TempDir, PathBuf, CacheKey) {

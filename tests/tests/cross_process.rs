@@ -109,11 +109,11 @@ fn concurrent_processes_share_one_directory_without_errors() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let inventory = schedule_cache::disk::inventory(&dir).expect("inventory");
+    let inventory = schedule_cache::admin::inventory(&dir).expect("inventory");
     assert_eq!(inventory.entries.len(), 2);
     assert!(inventory.staging.is_empty(), "{:?}", inventory.staging);
     for entry in &inventory.entries {
-        schedule_cache::disk::verify_entry(&dir, entry).expect("whole entry");
+        schedule_cache::admin::verify_entry(&dir, entry).expect("whole entry");
     }
     let after = run(&two_kernels(&dir)).expect("run after the children");
     assert_eq!(after.replayed(), 2);

@@ -3,10 +3,11 @@
 //! chooses the same schedules. Real C compiles,
 //! real files.
 
+use schedule_cache::Store as _;
 use std::path::Path;
 
 use kcache_demo::{DemoOptions, Origin, Report, run};
-use schedule_cache::disk;
+use schedule_cache::admin;
 
 /// A bounded configuration: two kernels (four segment kernels per candidate pair), a
 /// handful of candidates, one timed run each.
@@ -49,7 +50,7 @@ fn second_run_replays_every_winner_and_compiles_only_the_winners() {
     assert_eq!(first.replayed(), 0);
 
     // The entries are real files in the documented layout, and every one verifies.
-    let inventory = disk::inventory(&dir).expect("inventory");
+    let inventory = admin::inventory(&dir).expect("inventory");
     assert_eq!(inventory.entries.len(), 2);
     assert!(inventory.lock_file);
     // Beside the entries, only the kernel store's directory (`kernels`).
@@ -60,7 +61,7 @@ fn second_run_replays_every_winner_and_compiles_only_the_winners() {
         inventory.foreign
     );
     for entry in &inventory.entries {
-        disk::verify_entry(&dir, entry).expect("entry verifies");
+        admin::verify_entry(&dir, entry).expect("entry verifies");
         assert!(first.kernels.iter().any(|k| k.key == entry.key.as_str()));
     }
 
@@ -175,7 +176,7 @@ fn an_unusable_cache_directory_is_a_refusal_not_a_failed_run() {
 fn rewrite_ops(dir: &Path, key: &str, ops: Vec<reference_ir::schedule::SavedRefOp>) {
     let key = schedule_cache::CacheKey::new(key).expect("key");
     let digest = key.as_str().split('-').next().expect("digest").to_string();
-    let store = disk::DiskCache::new(dir);
+    let store = schedule_cache::DiskCache::new(dir);
     let mut entry: schedule_cache::ScheduleEntry<reference_ir::schedule::SavedRefOp> =
         store.lookup(Some(&key), &digest).expect("entry");
     entry.schedule.ops = ops;

@@ -4,8 +4,8 @@
 //! The workload: the 64 kernels of the cold-compile bench (`cc_backend::realistic_kernel`),
 //! under two option lists and with `-march=native` (a host part), 8 renamed twins, one kernel the
 //! compiler refuses, resolved per kernel through the real C compiler into a fresh kernel
-//! store; and 24 schedule-store entries of today's key shape (`test_support::fill`, a fixed
-//! seed). The dump holds the backend identity, every kernel key, every file of both stores
+//! store; and 24 schedule-store entries of today's key shape (schedule-cache's bench entries,
+//! a fixed seed, each stored through `DiskCache`). The dump holds the backend identity, every kernel key, every file of both stores
 //! (entries and stamps in full, blobs by name, which is their SHA-256, and length) with the
 //! one field that is a measurement (`compile_ms`) masked.
 //!
@@ -19,7 +19,13 @@ use std::path::Path;
 use cc_backend::{CcBackend, Signature, Source, realistic_kernel};
 use kernel_cache::store::KernelStore;
 use kernel_cache::{BatchKernel, KernelCache, Names, Resolver};
+use schedule_cache::Store as _;
+use schedule_cache::{DiskCache, StoreOutcome};
 use test_support::Rng;
+
+/// schedule-cache's bench entries (today's key shape), the same file its benches use.
+#[path = "../../crates/schedule-cache/benches/fill/mod.rs"]
+mod fill;
 
 fn kernels(backend: &CcBackend) -> Vec<BatchKernel<Source>> {
     let names = Names::new().with_bound(["out", "a", "b", "n"]);
@@ -126,8 +132,13 @@ fn dump_formats() {
 
     let schedules = tmp.path().join("schedules");
     std::fs::create_dir_all(&schedules).expect("mkdir");
-    for (key, digest) in test_support::fill::fill(&schedules, 24, &mut Rng::new(7)) {
-        writeln!(out, "schedule {} {digest}", key.as_str()).expect("write");
+    let disk = DiskCache::new(&schedules);
+    let mut rng = Rng::new(7);
+    for _ in 0..24 {
+        let (key, entry) = fill::entry(&mut rng);
+        let stored = disk.store(Some(&key), &entry).expect("store");
+        assert_eq!(stored, StoreOutcome::Stored);
+        writeln!(out, "schedule {} {}", key.as_str(), entry.digest).expect("write");
     }
     files(&mut out, "schedules", &schedules);
     std::fs::write(&path, out).expect("the dump is written");

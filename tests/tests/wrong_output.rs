@@ -56,7 +56,7 @@ fn a_kernel_with_no_correct_candidate_fails_the_run_clearly() {
     assert!(
         !tmp.path().join("cache").join("regime.stamp").exists() || {
             let inv =
-                schedule_cache::disk::inventory(&tmp.path().join("cache")).expect("inventory");
+                schedule_cache::admin::inventory(&tmp.path().join("cache")).expect("inventory");
             inv.entries.is_empty()
         }
     );

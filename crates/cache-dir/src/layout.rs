@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 /// The layout of one kcache directory `root`, shared by every program that opens its stores
 /// and by the `kcache` tool that inspects them (`kcache stats DIR`, `verify DIR`, `gc DIR`):
 ///
-/// - the **schedule store** (`schedule_cache::disk::DiskCache`) is `root` itself
+/// - the **schedule store** (`schedule_cache::DiskCache`) is `root` itself
 ///   ([`Layout::schedules`]);
 /// - the **kernel store** (`kernel_cache::store::KernelStore`) is `root/kernels`
 ///   ([`Layout::kernels`], [`Layout::KERNELS`]), a subdirectory the schedule store never

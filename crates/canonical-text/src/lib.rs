@@ -461,8 +461,6 @@ pub mod allow_lists {
     pub const MATH_FUNCTIONS: &[&str] = crate::phases::LIBM_BUILTINS;
 }
 
-use sha2::{Digest, Sha256};
-
 /// Where the token reading of [`lexer`] stops being exact for `src` under every dialect a
 /// C compiler accepts, and what starts there: a line splice (a backslash, optional blanks,
 /// then a line end or the end of the text), a trigraph, a carriage return not followed by
@@ -481,24 +479,9 @@ pub fn inexact_reading(src: &[u8]) -> Option<(usize, &'static str)> {
     phases::untokenizable(src)
 }
 
-/// The lowercase hex SHA-256 (64 characters) of `parts`, each part prefixed by its length
-/// as a little-endian `u64`.
-///
-/// Because every part is length-prefixed, two different lists of parts never hash the
-/// same bytes: `["ab", "c"]`, `["a", "bc"]` and `["abc"]` all have different digests.
-pub fn digest_of_parts(parts: &[&[u8]]) -> String {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(part_len(p.len()));
-        h.update(p);
-    }
-    hex_lower(&h.finalize())
-}
+pub use kcache_digest::digest_of_parts;
 
-/// The length prefix of a part of [`digest_of_parts`]: its length as a little-endian `u64`.
-pub(crate) fn part_len(len: usize) -> [u8; 8] {
-    (len as u64).to_le_bytes()
-}
+pub(crate) use kcache_digest::part_len;
 
 /// `bytes` as lowercase hex.
 pub(crate) fn hex_lower(bytes: &[u8]) -> String {

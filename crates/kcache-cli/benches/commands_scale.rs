@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use test_support::Rng;
 use test_support::bench::{arg, summary};
-use test_support::fill::fill;
+#[path = "../../schedule-cache/benches/fill/mod.rs"]
+mod fill;
+use fill::fill;
 
 const KCACHE: &str = env!("CARGO_BIN_EXE_kcache");
 

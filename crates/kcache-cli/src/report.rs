@@ -6,9 +6,9 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use schedule_cache::disk::{
-    self, CACHE_REGIME_VERSION, DiskCache, EntryFile, Found, MAX_ENTRY_BYTES, RegimeStamp, Space,
-};
+use cache_dir::RegimeStamp;
+use schedule_cache::DiskCache;
+use schedule_cache::admin::{CACHE_REGIME_VERSION, EntryFile, Found, MAX_ENTRY_BYTES, Space};
 
 /// What went wrong in a way that is not a finding (exit status 2).
 pub(crate) type Failure = Box<dyn std::error::Error>;
@@ -100,7 +100,12 @@ pub(crate) fn regime_line<E: std::fmt::Display>(
 /// The schedule store's [`regime_line`] for directory `dir`.
 fn schedule_regime_line(dir: &Path, stamp: &RegimeStamp) -> String {
     let adoption = DiskCache::new(dir).check_adoptable();
-    regime_line(stamp, disk::STORE_KIND, CACHE_REGIME_VERSION, adoption)
+    regime_line(
+        stamp,
+        schedule_cache::admin::STORE_KIND,
+        CACHE_REGIME_VERSION,
+        adoption,
+    )
 }
 
 /// `text` with every control character but newline and tab escaped (`\u{1b}`), so an entry's
@@ -141,7 +146,7 @@ fn current_version(space: Space) -> u32 {
 
 /// `kcache stats DIR`: one streamed pass over the directory (nothing is collected, so memory
 /// stays bounded at any size); each entry costs a `stat` and a read of its first bytes (the
-/// version header, [`disk::entry_version`]); `kcache verify` parses entries whole.
+/// version header, [`schedule_cache::admin::entry_version`]); `kcache verify` parses entries whole.
 ///
 /// [`Verdict::Refused`] if every open of this build refuses the directory, [`Verdict::Nothing`]
 /// if it holds no schedule store (no stamp and no entry).
@@ -166,7 +171,7 @@ pub(crate) fn stats(
         foreign: usize,
     }
     let mut c = Counts::default();
-    let regime = disk::scan(dir, |found| match found {
+    let regime = schedule_cache::admin::scan(dir, |found| match found {
         Found::LockFile => c.lock_file = true,
         Found::Entry(e) => {
             match e.space {
@@ -174,7 +179,7 @@ pub(crate) fn stats(
                 Space::Placement => c.placement += 1,
             }
             c.bytes = c.bytes.saturating_add(e.bytes);
-            match disk::entry_version(dir, &e) {
+            match schedule_cache::admin::entry_version(dir, &e) {
                 Ok(v) if v == current_version(e.space) => {}
                 Ok(_) => c.other_version += 1,
                 Err(_) => c.unreadable += 1,
@@ -233,10 +238,10 @@ pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<(usize, usize),
     require_dir(dir)?;
     let (mut entries, mut problems) = (0usize, 0usize);
     let mut write_error: Option<io::Error> = None;
-    let regime = disk::scan(dir, |found| {
+    let regime = schedule_cache::admin::scan(dir, |found| {
         let Found::Entry(e) = found else { return };
         entries += 1;
-        if let Err(p) = disk::verify_entry(dir, &e) {
+        if let Err(p) = schedule_cache::admin::verify_entry(dir, &e) {
             problems += 1;
             if write_error.is_none()
                 && let Err(err) = writeln!(out, "{}: {}", e.name, printable(&p.to_string()))
@@ -259,7 +264,7 @@ pub(crate) fn verify(out: &mut impl Write, dir: &Path) -> Result<(usize, usize),
         writeln!(
             out,
             "{}: {}",
-            disk::STAMP_FILE,
+            cache_dir::STAMP_FILE,
             schedule_regime_line(dir, &regime)
         )?;
         problems += 1;
@@ -289,7 +294,7 @@ pub(crate) fn gc(
             out,
             "no schedule store at {} (no {}): nothing removed",
             dir.display(),
-            disk::STAMP_FILE
+            cache_dir::STAMP_FILE
         )?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -442,7 +447,7 @@ pub(crate) fn show(
     if all {
         let mut shown = 0usize;
         let mut failed: Option<io::Error> = None;
-        disk::scan(dir, |found| {
+        schedule_cache::admin::scan(dir, |found| {
             if let Found::Entry(e) = found
                 && wanted(&e)
                 && !key.is_empty()
@@ -470,7 +475,7 @@ pub(crate) fn show(
         return Ok(ExitCode::SUCCESS);
     }
     let mut matches = Matches::default();
-    disk::scan(dir, |found| {
+    schedule_cache::admin::scan(dir, |found| {
         if let Found::Entry(e) = found
             && wanted(&e)
         {
@@ -509,7 +514,7 @@ fn print_entry(
     )?;
     writeln!(out, "bytes: {}", chosen.bytes)?;
     writeln!(out, "age: {}s", chosen.age.as_secs())?;
-    match disk::verify_entry(dir, chosen) {
+    match schedule_cache::admin::verify_entry(dir, chosen) {
         Ok(_) => writeln!(out, "verify: ok")?,
         Err(problem) => writeln!(out, "verify: {}", printable(&problem.to_string()))?,
     }

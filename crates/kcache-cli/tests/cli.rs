@@ -2,13 +2,15 @@
 
 mod common;
 
+use schedule_cache::Store as _;
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
+use cache_dir::STAMP_FILE;
 use common::{DIGEST, entry, kcache, key};
-use schedule_cache::disk::{self, STAMP_FILE, StoreOutcome};
+use schedule_cache::StoreOutcome;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -26,7 +28,9 @@ fn assert_prints(o: &Output, text: &str) {
 /// stale staging directory.
 fn populated(dir: &Path) {
     for (i, k) in ["a", "b"].iter().enumerate() {
-        let out = disk::store(dir, Some(&key(k)), &entry(i as u32)).expect("store");
+        let out = schedule_cache::DiskCache::new(dir)
+            .store(Some(&key(k)), &entry(i as u32))
+            .expect("store");
         assert_eq!(out, StoreOutcome::Stored);
     }
     fs::write(dir.join(format!("{DIGEST}-c.placement.ron")), "(vers").expect("write");
@@ -79,7 +83,9 @@ fn stats_counts_what_is_there() {
 fn verify_reports_each_bad_entry_and_fails() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().to_str().expect("utf8");
-    disk::store(tmp.path(), Some(&key("a")), &entry(1)).expect("store");
+    schedule_cache::DiskCache::new(tmp.path())
+        .store(Some(&key("a")), &entry(1))
+        .expect("store");
     let clean = kcache(&["verify", dir]);
     assert!(clean.status.success(), "{clean:?}");
     assert_prints(&clean, "verified 1 entries: 0 problem(s)");
@@ -130,7 +136,7 @@ fn gc_removes_stale_staging_and_old_entries_only() {
             .join(format!("{DIGEST}-a.placement.ron"))
             .exists()
     );
-    assert!(tmp.path().join(disk::LOCK_FILE).exists());
+    assert!(tmp.path().join(cache_dir::LOCK_FILE).exists());
     assert!(tmp.path().join(STAMP_FILE).exists());
 }
 
@@ -350,8 +356,7 @@ fn show_prints_one_entry_by_key_or_prefix_and_key_only_prints_its_key() {
 fn show_reads_a_schedule_entry_of_the_front_door_and_never_blocks_on_a_fifo() {
     use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
     use reference_ir::schedule::{ReferenceLanguage, Schedule};
-    use schedule_cache::store::CacheStore;
-    use schedule_cache::{Measurements, ScheduleCache, TimingIdentity};
+    use schedule_cache::{DiskCache, Measurements, ScheduleCache, TimingIdentity};
 
     let tmp = tempfile::tempdir().expect("tempdir");
     let cache = ScheduleCache::new(
@@ -361,7 +366,7 @@ fn show_reads_a_schedule_entry_of_the_front_door_and_never_blocks_on_a_fifo() {
             device: "dev".into(),
             toolchain: None,
         },
-        CacheStore::disk(tmp.path()),
+        DiskCache::new(tmp.path()),
     );
     let i = Symbol::fresh("i");
     let y = TensorNode::new("y", &[16], Precision::F32);

@@ -5,13 +5,13 @@
 
 mod common;
 
+use schedule_cache::Store as _;
 use std::fs;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use cc_backend::{DEFAULT_PRELUDE, Elem, Extent, Signature, Source};
 use common::{DIGEST, entry, kcache, key};
-use schedule_cache::disk;
 use schedule_cache::placement::PlacementEntry;
 
 fn help(args: &[&str]) -> String {
@@ -99,7 +99,9 @@ fn gc_older_than_goes_by_publish_time_on_the_schedule_store() {
 
     let tmp = tempfile::tempdir().expect("tmp");
     let k = key("old");
-    disk::store(tmp.path(), Some(&k), &entry(0)).expect("store");
+    schedule_cache::DiskCache::new(tmp.path())
+        .store(Some(&k), &entry(0))
+        .expect("store");
     let file = tmp.path().join(format!("{k}.placement.ron"));
     let published = SystemTime::now() - Duration::from_secs(3 * 3600);
     fs::File::options()
@@ -109,7 +111,8 @@ fn gc_older_than_goes_by_publish_time_on_the_schedule_store() {
         .set_modified(published)
         .expect("mtime");
     // Used now: a hit, and the file's time is still its publish time.
-    let hit: Option<PlacementEntry> = disk::lookup(tmp.path(), Some(&k), DIGEST);
+    let hit: Option<PlacementEntry> =
+        schedule_cache::DiskCache::new(tmp.path()).lookup(Some(&k), DIGEST);
     assert!(hit.is_some());
     let mtime = fs::metadata(&file)
         .expect("meta")

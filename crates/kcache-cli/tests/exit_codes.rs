@@ -5,14 +5,15 @@
 
 mod common;
 
+use schedule_cache::Store as _;
 use std::fs;
 use std::path::Path;
 use std::process::Output;
 
+use cache_dir::STAMP_FILE;
 use common::{entry, kcache, key};
 use kernel_cache::store::KernelStore;
 use kernel_cache::{BatchKernel, KernelCache, Resolver};
-use schedule_cache::disk::{self, STAMP_FILE};
 use test_support::lines::Lines;
 
 fn run(command: &str, dir: &Path) -> Output {
@@ -59,7 +60,9 @@ fn an_empty_directory_is_nothing_checked_status_3() {
     assert_eq!(fs::read_dir(tmp.path()).expect("list").count(), 0);
     // A stamped schedule store with no entry: stats reads a store (0), verify checked
     // nothing (3).
-    disk::store(tmp.path(), Some(&key("a")), &entry(0)).expect("store");
+    schedule_cache::DiskCache::new(tmp.path())
+        .store(Some(&key("a")), &entry(0))
+        .expect("store");
     for e in fs::read_dir(tmp.path()).expect("list").flatten() {
         if e.file_name().to_string_lossy().ends_with(".ron") {
             fs::remove_file(e.path()).expect("rm");
@@ -101,7 +104,9 @@ fn a_refused_directory_is_status_1() {
     }
     // A kernel store at DIR/kernels of a newer regime beside a sound schedule store.
     let tmp = tempfile::tempdir().expect("tmp");
-    disk::store(tmp.path(), Some(&key("a")), &entry(0)).expect("store");
+    schedule_cache::DiskCache::new(tmp.path())
+        .store(Some(&key("a")), &entry(0))
+        .expect("store");
     let kernels = cache_dir::Layout::new(tmp.path()).kernels();
     save_one_program(&kernels);
     fs::write(kernels.join(STAMP_FILE), "kcache-kernel-store 999\n").expect("stamp");
@@ -117,9 +122,11 @@ fn a_refused_directory_is_status_1() {
 #[test]
 fn stores_opened_at_the_layouts_paths_are_read_whole() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let layout = schedule_cache::Layout::new(tmp.path());
+    let layout = cache_dir::Layout::new(tmp.path());
     assert_eq!(layout, kernel_cache::Layout::new(tmp.path()));
-    disk::store(&layout.schedules(), Some(&key("a")), &entry(0)).expect("store");
+    schedule_cache::DiskCache::new(layout.schedules())
+        .store(Some(&key("a")), &entry(0))
+        .expect("store");
     save_one_program(&layout.kernels());
     let o = run("stats", layout.root());
     assert_status(&o, 0);
@@ -141,7 +148,9 @@ fn stores_opened_at_the_layouts_paths_are_read_whole() {
 
     // The old example layout: the schedule store one level down is a foreign directory.
     let old = tempfile::tempdir().expect("tmp");
-    disk::store(&old.path().join("schedules"), Some(&key("a")), &entry(0)).expect("store");
+    schedule_cache::DiskCache::new(old.path().join("schedules"))
+        .store(Some(&key("a")), &entry(0))
+        .expect("store");
     let o = run("stats", old.path());
     assert_status(&o, 3);
     assert!(String::from_utf8_lossy(&o.stdout).contains("foreign files: 1"));

@@ -14,8 +14,10 @@ use std::process::Output;
 use common::{DIGEST, entry, kcache, key};
 use kernel_cache::store::{DirError, KernelStore, MissReason, STORE_KIND as KERNEL_KIND};
 use kernel_cache::{BatchKernel, KernelCache, Resolver};
-use schedule_cache::disk::{DiskCache, Lookup, Refusal, STORE_KIND as SCHEDULE_KIND, StoreOutcome};
+use schedule_cache::Store as _;
+use schedule_cache::admin::STORE_KIND as SCHEDULE_KIND;
 use schedule_cache::placement::PlacementEntry;
+use schedule_cache::{DiskCache, Lookup, Refusal, StoreOutcome};
 use test_support::lines::Lines;
 
 fn text(o: &Output) -> String {
@@ -95,8 +97,12 @@ fn a_schedule_store_refuses_a_kernel_stores_directory_and_sweeps_nothing() {
     // regime's entries: it must not see the kernel store's as such).
     for schedule in [DiskCache::new(&dir), DiskCache::new(&dir).with_regime(9)] {
         let refusal = |r: Refusal| match r {
-            Refusal::OtherStore { message } => {
-                names_both(&message, &dir, KERNEL_KIND, SCHEDULE_KIND)
+            Refusal::OtherStore(e) => {
+                assert!(
+                    matches!(e.error(), cache_dir::Error::ForeignStore { .. }),
+                    "{e}"
+                );
+                names_both(&e.to_string(), &dir, KERNEL_KIND, SCHEDULE_KIND)
             }
             other => panic!("{other:?}"),
         };
@@ -246,8 +252,12 @@ fn a_legacy_bare_stamp_is_never_swept_by_the_wrong_store() {
             .store(Some(&key("a")), &entry(1))
             .expect("store")
         {
-            StoreOutcome::Refused(Refusal::OtherStore { message }) => {
-                unkinded(&message, &kdir, SCHEDULE_KIND)
+            StoreOutcome::Refused(Refusal::OtherStore(e)) => {
+                assert!(
+                    matches!(e.error(), cache_dir::Error::UnkindedStamp { .. }),
+                    "{e}"
+                );
+                unkinded(&e.to_string(), &kdir, SCHEDULE_KIND)
             }
             other => panic!("{other:?}"),
         }

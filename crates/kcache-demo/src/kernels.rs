@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode, UnOp};
 use reference_ir::schedule::Schedule;
-use schedule_cache::identity::NodeId;
+use schedule_cache::NodeId;
 
 /// Which of the demo's three buffers (`out`, `a`, `b`, each of [`Routine::len`]
 /// elements) a tensor node lives in; a kernel's parameters are its nodes, each passed
@@ -641,8 +641,8 @@ mod tests {
         use cc_backend::{Signature, Source};
         use kernel_cache::Names;
         use reference_ir::render::{Naming, render, segments, signature_of};
-        use schedule_cache::config::{Config, SettingsRegistry};
-        let config = Config::new(SettingsRegistry::reference());
+        use schedule_cache::Config;
+        let config = Config::new(reference_ir::render::reference_settings());
         let render_all = |r: &Routine, point: &[usize], first: usize| {
             let built = (r.build)();
             let code = (r.schedule)(&built, point)

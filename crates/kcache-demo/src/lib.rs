@@ -53,11 +53,10 @@ mod search;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use cache_dir::Layout;
 use cc_backend::CcBackend;
 use kernel_cache::store::KernelStore;
-use schedule_cache::Layout;
-use schedule_cache::disk;
-use schedule_cache::store::CacheStore;
+use schedule_cache::{DiskCache, Refusal, TwoLevel};
 
 pub use error::DemoError;
 pub use keys::{KeyMode, verbatim_key};
@@ -80,7 +79,7 @@ pub const CACHE_DIR_ENV: &str = "KCACHE_DIR";
 pub struct DemoOptions {
     /// Where winners are stored (schedule-cache's disk store): a directory of its own, since
     /// a directory without a regime stamp that holds files named like entries
-    /// (`disk::is_entry_of_any_version`: `*.ron`, `*.keys`) is refused
+    /// (`schedule_cache::admin::is_entry_of_any_version`: `*.ron`, `*.keys`) is refused
     /// ([`DemoError::Unadopted`], with or without `fresh`), as is one whose stamp is malformed
     /// ([`DemoError::MalformedStamp`]), and left untouched: nothing in it is deleted and no
     /// lock file, stamp or kernel store is created.
@@ -147,8 +146,8 @@ pub struct DemoOptions {
 }
 
 /// The kernel store's directory inside the cache directory: the shared layout's
-/// ([`schedule_cache::Layout`]), which `kcache stats DIR` reads.
-pub const KERNEL_STORE_DIR: &str = schedule_cache::Layout::KERNELS;
+/// ([`cache_dir::Layout`]), which `kcache stats DIR` reads.
+pub const KERNEL_STORE_DIR: &str = cache_dir::Layout::KERNELS;
 
 impl DemoOptions {
     /// The full demo's settings (12 + 12 candidates per kernel, 7 timed runs each,
@@ -241,14 +240,14 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
     // A user's directory given as the cache, or one whose stamp is no regime version, is
     // refused before anything is put in it (the schedule store would refuse it, but the
     // kernel store would be created inside).
-    match disk::DiskCache::new(&options.cache_dir).check_adoptable() {
-        Err(disk::Refusal::Unadopted { name }) => {
+    match DiskCache::new(&options.cache_dir).check_adoptable() {
+        Err(Refusal::Unadopted { name }) => {
             return Err(DemoError::Unadopted {
                 path: options.cache_dir.clone(),
                 name,
             });
         }
-        Err(disk::Refusal::MalformedStamp { content }) => {
+        Err(Refusal::MalformedStamp { content }) => {
             return Err(DemoError::MalformedStamp {
                 path: options.cache_dir.clone(),
                 content,
@@ -290,9 +289,11 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         let mut session = Session::new(
             backend,
             match &options.redis {
-                None => CacheStore::disk(Layout::new(&options.cache_dir).schedules()),
+                None => TwoLevel::local_only(DiskCache::new(
+                    Layout::new(&options.cache_dir).schedules(),
+                )),
                 Some(url) => {
-                    CacheStore::disk_then_redis(Layout::new(&options.cache_dir).schedules(), url)
+                    TwoLevel::disk_then_redis(Layout::new(&options.cache_dir).schedules(), url)
                         .map_err(|source| DemoError::Schedule {
                             routine: "(the --redis store)".to_string(),
                             source,
@@ -408,10 +409,10 @@ fn clear_cache_dir(dir: &Path) -> Result<(), DemoError> {
     classify(dir)?;
     // Under the cache's exclusive lock, which refuses an unadopted directory first: no store
     // or lookup of any process runs while entries are removed.
-    disk::DiskCache::new(dir)
+    DiskCache::new(dir)
         .with_exclusive_lock(|| clear_entries(dir))
         .map_err(|refusal| match refusal {
-            disk::Refusal::Unadopted { name } => DemoError::Unadopted {
+            Refusal::Unadopted { name } => DemoError::Unadopted {
                 path: dir.to_path_buf(),
                 name,
             },
@@ -449,7 +450,7 @@ fn classify(dir: &Path) -> Result<Doomed, DemoError> {
     for item in listing {
         let item = item.map_err(io(dir))?;
         let name = item.file_name().to_string_lossy().into_owned();
-        if name == disk::LOCK_FILE || name == disk::STAMP_FILE {
+        if name == cache_dir::LOCK_FILE || name == cache_dir::STAMP_FILE {
             continue;
         }
         // `file_type` does not follow a link: a link named `kernels` is foreign.
@@ -470,7 +471,9 @@ fn classify(dir: &Path) -> Result<Doomed, DemoError> {
         }
         // A directory at an entry's name is not an entry (a store writes files): its
         // contents could be anything, so it is refused, never removed with them.
-        if disk::is_staging(&name) || (disk::is_entry_of_any_version(&name) && !is_dir) {
+        if cache_dir::is_staging(&name)
+            || (schedule_cache::admin::is_entry_of_any_version(&name) && !is_dir)
+        {
             doomed.paths.push(item.path());
         } else {
             return Err(DemoError::NotACacheDir {
@@ -563,12 +566,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         std::fs::write(dir.join("abc-cc.ron"), "x").unwrap();
-        std::fs::write(dir.join(disk::STAMP_FILE), "1").unwrap();
+        std::fs::write(dir.join(cache_dir::STAMP_FILE), "1").unwrap();
         std::fs::create_dir(dir.join(".atomicwrite123")).unwrap();
         clear_entries(dir).unwrap();
         assert!(!dir.join("abc-cc.ron").exists());
         assert!(!dir.join(".atomicwrite123").exists());
-        assert!(dir.join(disk::STAMP_FILE).exists());
+        assert!(dir.join(cache_dir::STAMP_FILE).exists());
         std::fs::write(dir.join("notes.txt"), "mine").unwrap();
         assert!(matches!(
             clear_entries(dir),

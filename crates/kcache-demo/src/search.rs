@@ -14,13 +14,13 @@ use reference_ir::render::{
     Naming, Param as RenderParam, ParamKind, Rendered, render, segments, signature_of,
 };
 use reference_ir::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
-use schedule_cache::disk::{StoreOutcome, StorePolicy};
-use schedule_cache::identity::{NodeId, Placement};
-use schedule_cache::store::CacheStore;
 use schedule_cache::{
     CompleteIdentity, Config, Limits, Measurements, Miss, Registry, SavedSchedule, ScheduleCache,
-    ScheduleEntry, SeedOrigin, SettingsRegistry, Subject, SymRef, TimingIdentity, Toolchain,
-    digest_completeness, to_saved,
+    ScheduleEntry, SeedOrigin, Subject, SymRef, TimingIdentity, Toolchain, digest_completeness,
+    to_saved,
+};
+use schedule_cache::{
+    DiskCache, NodeId, Placement, RedisStore, StoreOutcome, StorePolicy, TwoLevel,
 };
 
 use crate::DemoOptions;
@@ -81,7 +81,7 @@ pub(crate) struct Session<'t> {
     pub(crate) dumped: u64,
     pub(crate) compiler_options: Vec<String>,
     /// The schedule cache's front door, built once from the regime.
-    pub(crate) schedules: ScheduleCache<ReferenceLanguage, CacheStore>,
+    pub(crate) schedules: ScheduleCache<ReferenceLanguage, Schedules>,
     pub(crate) memo: Option<&'t Table<Key, Measurement>>,
     /// How kernels are keyed.
     pub(crate) keys: KeyMode,
@@ -133,18 +133,22 @@ fn vector_bytes() -> u32 {
     16
 }
 
+/// The demo's schedule store: the cache directory, with a Redis server behind it under
+/// `--redis`.
+pub(crate) type Schedules = TwoLevel<DiskCache, RedisStore>;
+
 impl<'t> Session<'t> {
     pub(crate) fn new(
         backend: CcBackend,
-        disk: CacheStore,
+        disk: Schedules,
         memo: Option<&'t Table<Key, Measurement>>,
         options: &DemoOptions,
     ) -> Result<Session<'t>, DemoError> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         // Split compile on: up to one program per core, of at least 4 kernels each.
         let backend = backend.with_split(Split::new(cores, 4));
-        let config = Config::new(SettingsRegistry::reference())
-            .with(schedule_cache::config::TIMING_SETTING, "isolated");
+        let config = Config::new(reference_ir::render::reference_settings())
+            .with(schedule_cache::TIMING_SETTING, "isolated");
         let mut compiler_options =
             digest_completeness(&config, compiler_options).map_err(|e| DemoError::Schedule {
                 routine: "(configuration)".to_string(),
@@ -178,9 +182,10 @@ impl<'t> Session<'t> {
             cache: KernelCache::new(256 << 20),
             kernel_store: options.kernel_store.then(|| {
                 KernelStore::new(
-                    options.kernel_store_dir.clone().unwrap_or_else(|| {
-                        schedule_cache::Layout::new(&options.cache_dir).kernels()
-                    }),
+                    options
+                        .kernel_store_dir
+                        .clone()
+                        .unwrap_or_else(|| cache_dir::Layout::new(&options.cache_dir).kernels()),
                 )
             }),
             dump_kernels: options.dump_kernels.clone(),
@@ -375,7 +380,7 @@ impl<'t> Session<'t> {
                         .or_else(|| text.lines().next())
                         .unwrap_or("")
                         .trim();
-                    Ok(Err(schedule_cache::disk::short(why)))
+                    Ok(Err(schedule_cache::admin::short(why)))
                 }
             })
             .collect()
@@ -484,7 +489,7 @@ impl<'t> Session<'t> {
     /// line, and returned as the miss the report shows (the routine is searched again).
     fn unusable(&mut self, routine: &Routine, key: &impl std::fmt::Display, why: &str) -> String {
         self.unusable_stored.insert(routine.name.to_string());
-        let why = schedule_cache::disk::short(why);
+        let why = schedule_cache::admin::short(why);
         self.say(&format!(
             "{}: the winner stored at {key} cannot be used ({why}); searching again",
             routine.name
@@ -851,7 +856,7 @@ impl<'t> Session<'t> {
                 Err(e) => {
                     notes.dropped.push(format!(
                         "{origin}: it no longer applies ({})",
-                        schedule_cache::disk::short(&e.to_string())
+                        schedule_cache::admin::short(&e.to_string())
                     ));
                     continue;
                 }
@@ -1561,7 +1566,7 @@ mod tests {
         let chain = routines().into_iter().find(|r| r.name == "chain").unwrap();
         memo_cache::with_cache(true, |memo| {
             let backend = CcBackend::new().unwrap();
-            let disk = CacheStore::disk(&options.cache_dir);
+            let disk = TwoLevel::local_only(DiskCache::new(&options.cache_dir));
             let mut session = Session::new(backend, disk, memo, &options).unwrap();
             let right = (chain.build)();
             // The same code with x and y bound to each other's buffer.
@@ -1621,7 +1626,7 @@ mod caps {
     /// `MAX_REPLAY_C_BYTES`.
     #[test]
     fn every_schedule_of_the_demo_is_well_within_the_replay_caps() {
-        let config = Config::new(SettingsRegistry::reference());
+        let config = Config::new(reference_ir::render::reference_settings());
         for r in routines() {
             for p in legal_points(&r) {
                 let built = (r.build)();

@@ -38,7 +38,7 @@
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
-use sha2::{Digest, Sha256};
+use kcache_digest::Parts;
 
 use crate::value::{Secret, Value};
 
@@ -78,14 +78,9 @@ impl Key {
     /// [module documentation](self), so `["ab", "c"]` and `["a", "bc"]` differ. Start
     /// with a tag of your own (e.g. `b"my-app/metric/v1"`) so your keys never coincide
     /// with another kind's. This is the workspace's digest of parts
-    /// (`canonical_text::digest_of_parts`, which returns it as hex), as raw bytes.
+    /// (`kcache_digest::digest_of_parts`, which returns it as hex), as raw bytes.
     pub fn of_parts(parts: &[&[u8]]) -> Self {
-        let mut h = Sha256::new();
-        for part in parts {
-            h.update((part.len() as u64).to_le_bytes());
-            h.update(part);
-        }
-        Key(h.finalize().into())
+        Key(kcache_digest::digest_bytes_of_parts(parts))
     }
 }
 
@@ -154,7 +149,7 @@ impl fmt::Debug for Key {
 /// ```
 #[derive(Clone)]
 pub struct KeyBuilder {
-    hasher: Sha256,
+    hasher: Parts,
     scratch: Vec<u8>,
 }
 
@@ -171,7 +166,7 @@ impl KeyBuilder {
     /// more parts, [`finish`](KeyBuilder::finish) is `Key::of_parts(&[tag.as_bytes()])`.
     pub fn new(tag: &str) -> KeyBuilder {
         let mut b = KeyBuilder {
-            hasher: Sha256::new(),
+            hasher: Parts::new(),
             scratch: Vec::new(),
         };
         b.part(tag.as_bytes());
@@ -179,8 +174,7 @@ impl KeyBuilder {
     }
 
     fn part(&mut self, part: &[u8]) {
-        self.hasher.update((part.len() as u64).to_le_bytes());
-        self.hasher.update(part);
+        self.hasher.part(part);
     }
 
     fn scratch_part(mut self, write: impl FnOnce(&mut Vec<u8>)) -> KeyBuilder {
@@ -271,7 +265,7 @@ impl KeyBuilder {
 
     /// The key of the tag and every part given, in order.
     pub fn finish(&self) -> Key {
-        Key(self.hasher.clone().finalize().into())
+        Key(self.hasher.clone().finish())
     }
 }
 

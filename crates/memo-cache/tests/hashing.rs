@@ -285,7 +285,16 @@ proptest! {
         parts in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 0..6)
     ) {
         let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-        prop_assert_eq!(Key::of_parts(&parts).to_hex(), canonical_text::digest_of_parts(&parts));
+        prop_assert_eq!(Key::of_parts(&parts).to_hex(), kcache_digest::digest_of_parts(&parts));
+        // The encoding spelled out: each part's length as a little-endian u64, then its bytes.
+        let mut flat = Vec::new();
+        for p in &parts {
+            flat.extend_from_slice(&(p.len() as u64).to_le_bytes());
+            flat.extend_from_slice(p);
+        }
+        let spelled: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(&flat).into();
+        let key = Key::of_parts(&parts);
+        prop_assert_eq!(key.as_bytes(), &spelled);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! in [`crate::schedule`] transforms it. Symbols and tensor nodes get process-wide fresh ids on
 //! creation, so two independently built copies of one program never share ids.
 
-use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
+use schedule_cache::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

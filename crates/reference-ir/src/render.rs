@@ -1,9 +1,9 @@
 //! The C renderer for the reference IR: one C function per [`Code`], its signature and
 //! naming policy chosen by the caller ([`render`]).
 //!
-//! It is a code generator in the sense of [`schedule_cache::config`]: every setting it reads goes
+//! It is a code generator in the sense of [`schedule_cache::Config`]: every setting it reads goes
 //! through [`Config::get`], and each is declared in
-//! [`REFERENCE_SETTINGS`](schedule_cache::config::REFERENCE_SETTINGS): `large_models` (64-bit indices),
+//! [`REFERENCE_SETTINGS`]: `large_models` (64-bit indices),
 //! `buffer_aliasing` (no `restrict` when buffers may alias) and `debug_log_from_routines`
 //! (a log line on entry).
 //!
@@ -22,9 +22,9 @@
 //! after it has exhausted memory.
 //!
 //! ```
-//! use schedule_cache::config::{Config, SettingsRegistry};
+//! use schedule_cache::Config;
 //! use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-//! use reference_ir::render::{Naming, render, signature_of};
+//! use reference_ir::render::{Naming, reference_settings, render, signature_of};
 //!
 //! let i = Symbol::fresh("i");
 //! let x = TensorNode::new("x", &[8], Precision::F32);
@@ -33,7 +33,7 @@
 //!     &y, vec![Index::var(&i)],
 //!     Expr::bin(BinOp::Mul, Expr::get(&x, vec![Index::var(&i)]), Expr::Const(2.0)),
 //! )])]);
-//! let config = Config::new(SettingsRegistry::reference());
+//! let config = Config::new(reference_settings());
 //! let k = render(&code, "scale__seg0", &signature_of(&code, &[]), Naming::Minted, &config)?;
 //! // Parameters in canonical node order: `y` (written) then `x` (read only).
 //! assert!(k.text.starts_with(&format!("void scale__seg0(float *restrict n{}_y, const float *restrict n{}_x)", y.id().0, x.id().0)));
@@ -43,21 +43,20 @@
 //! # Ok::<(), schedule_cache::Error>(())
 //! ```
 //!
-//! **Keying the settings.** The default [`SettingsRegistry`](schedule_cache::SettingsRegistry)
+//! **Keying the settings.** The default [`SettingsRegistry`]
 //! declares none of the renderer's settings: set there, they would change the C without
 //! changing the key (each read is only logged as undeclared). Give a
-//! [`ScheduleCache`](schedule_cache::ScheduleCache) `Config::new(SettingsRegistry::reference())`
+//! [`ScheduleCache`](schedule_cache::ScheduleCache) `Config::new(reference_settings())`
 //! (with your values) and render with its `config()`: then every setting the renderer reads
 //! enters the codegen component.
-//! [`digest_completeness`](schedule_cache::config::digest_completeness) checks that in a test.
+//! [`digest_completeness`](schedule_cache::digest_completeness) checks that in a test.
 //!
 //! ```
-//! use schedule_cache::config::{digest_completeness, Config, SettingsRegistry};
+//! use schedule_cache::{digest_completeness, Config, SettingsRegistry};
 //! use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-//! use reference_ir::render::{render, signature_of, Naming};
+//! use reference_ir::render::{reference_settings, render, signature_of, Naming};
 //! use reference_ir::schedule::ReferenceLanguage;
-//! use schedule_cache::store::CacheStore;
-//! use schedule_cache::{ScheduleCache, TimingIdentity};
+//! use schedule_cache::{DiskCache, ScheduleCache, TimingIdentity};
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let i = Symbol::fresh("i");
@@ -66,7 +65,7 @@
 //! let code = Code::new(vec![Stmt::for_(&i, 0, 64, body)]);
 //! let cache = |config: Config| {
 //!     let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
-//!     ScheduleCache::new(ReferenceLanguage, "cc", timing, CacheStore::disk(tmp.path()))
+//!     ScheduleCache::new(ReferenceLanguage, "cc", timing, DiskCache::new(tmp.path()))
 //!         .with_config(config)
 //! };
 //! let params = signature_of(&code, &[]);
@@ -80,7 +79,7 @@
 //! assert_eq!(narrow.key(&code)?, wide.key(&code)?);
 //!
 //! // The reference registry: every setting the renderer reads is in the key.
-//! let reference = || Config::new(SettingsRegistry::reference());
+//! let reference = || Config::new(reference_settings());
 //! let (narrow, wide) = (cache(reference()), cache(reference().with("large_models", "true")));
 //! assert!(digest_completeness(wide.config(), c_text)?.is_ok());
 //! assert_ne!(narrow.key(&code)?, wide.key(&code)?);
@@ -93,9 +92,64 @@ use std::fmt::Write;
 use crate::ir::{
     BinOp, Code, Expr, Index, Loop, LoopKind, Precision, Stmt, Symbol, TensorNode, UnOp,
 };
-use schedule_cache::config::Config;
-use schedule_cache::error::Error;
-use schedule_cache::identity::SymId;
+use schedule_cache::{
+    Config, Error, KeyComponent, Relevance, SettingDecl, SettingsRegistry, SymId, TIMING_SETTING,
+};
+
+/// The settings this renderer and the reference autotuner consult, each with the key
+/// component it enters (or why it enters none).
+pub const REFERENCE_SETTINGS: &[SettingDecl] = &[
+    SettingDecl {
+        name: "large_models",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "buffer_aliasing",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "debug_log_from_routines",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "prefer_backend_uniformity",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    },
+    SettingDecl {
+        name: "numerics.allow_tf32",
+        relevance: Relevance::Enters(KeyComponent::Numerics),
+    },
+    SettingDecl {
+        name: "numerics.fast_math",
+        relevance: Relevance::Enters(KeyComponent::Numerics),
+    },
+    SettingDecl {
+        name: TIMING_SETTING,
+        relevance: Relevance::Enters(KeyComponent::Timing),
+    },
+    SettingDecl {
+        name: "log_level",
+        relevance: Relevance::Irrelevant(
+            "verbosity alone never changes a kernel; kernel logging is debug_log_from_routines",
+        ),
+    },
+    SettingDecl {
+        name: "cache_dir",
+        relevance: Relevance::Irrelevant("where entries live, not what they mean"),
+    },
+];
+
+/// The registry of [`REFERENCE_SETTINGS`]: give a
+/// [`ScheduleCache`](schedule_cache::ScheduleCache) `Config::new(reference_settings())` (with
+/// your values) and every setting [`render`] reads enters the key.
+pub fn reference_settings() -> SettingsRegistry {
+    let mut r = SettingsRegistry::new();
+    for d in REFERENCE_SETTINGS {
+        // The reference declarations are valid and distinct (checked by a unit test).
+        let _ = r.declare(*d);
+    }
+    r
+}
 
 /// Unrolled loops of at most this many iterations are emitted as copies.
 pub const UNROLL_COPIES_MAX: i64 = 16;
@@ -285,7 +339,7 @@ struct Renderer<'a> {
     /// Loop symbols replaced by constants (inside unrolled copies).
     env: BTreeMap<SymId, i64>,
     /// The node parameters, by id, with their names.
-    nodes: BTreeMap<schedule_cache::identity::NodeId, (String, &'a TensorNode)>,
+    nodes: BTreeMap<schedule_cache::NodeId, (String, &'a TensorNode)>,
     /// The precision of every local declared so far.
     locals: BTreeMap<SymId, Precision>,
     owned: Vec<String>,
@@ -688,7 +742,7 @@ pub fn segments(code: &Code) -> Vec<Code> {
 mod tests {
     use super::*;
     use crate::ir::{Expr, Index};
-    use schedule_cache::config::{SettingsRegistry, digest_completeness};
+    use schedule_cache::digest_completeness;
 
     fn copy_code() -> (Code, Symbol, TensorNode, TensorNode) {
         let i = Symbol::fresh("i");
@@ -708,10 +762,19 @@ mod tests {
     }
 
     #[test]
+    fn reference_declarations_are_valid_and_distinct() {
+        let mut r = SettingsRegistry::new();
+        for d in REFERENCE_SETTINGS {
+            r.declare(*d).expect("valid declaration");
+        }
+        assert_eq!(r, reference_settings());
+    }
+
+    #[test]
     fn settings_change_the_text_and_are_all_declared() {
         let (code, ..) = copy_code();
         let sig = signature_of(&code, &[]);
-        let base = Config::new(SettingsRegistry::reference());
+        let base = Config::new(reference_settings());
         let text = |c: &Config| render(&code, "k", &sig, Naming::Stable, c).unwrap().file();
         let plain = digest_completeness(&base, text).expect("declared");
         assert!(plain.contains("const float *restrict t_x_"), "{plain}");
@@ -727,7 +790,7 @@ mod tests {
     #[test]
     fn naming_policies_and_the_signature_are_the_callers() {
         let (code, i, x, y) = copy_code();
-        let cfg = Config::new(SettingsRegistry::reference());
+        let cfg = Config::new(reference_settings());
         // The caller's order, not the canonical one.
         let sig = [Param::Node(x.clone()), Param::Node(y.clone())];
         let minted = render(&code, "f__seg0", &sig, Naming::Minted, &cfg).unwrap();
@@ -776,7 +839,7 @@ mod tests {
                 inner.kind = LoopKind::Vectorized;
             }
         }
-        let cfg = Config::new(SettingsRegistry::reference());
+        let cfg = Config::new(reference_settings());
         let k = render(
             &code,
             "u__seg0",

@@ -12,9 +12,7 @@
 //! by 1) cannot nest the code deep enough to overflow the stack of the process replaying it.
 
 use crate::ir::{Access, Code, Expr, Index, Loop, LoopKind, Stmt, Symbol};
-use schedule_cache::Error;
-use schedule_cache::identity::{NodeId, SymId};
-use schedule_cache::saved::{Replayer, Resolver, ScheduleLanguage, SymRef};
+use schedule_cache::{Error, NodeId, Replayer, Resolver, ScheduleLanguage, SymId, SymRef};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 

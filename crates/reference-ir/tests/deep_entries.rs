@@ -15,9 +15,8 @@ use reference_ir::render::{MAX_RENDER_BYTES, Naming, render, segments, signature
 use reference_ir::schedule::{
     MAX_NEST_DEPTH, RefOp, ReferenceLanguage, SavedRefOp, Schedule, apply_ops,
 };
-use schedule_cache::config::{Config, SettingsRegistry};
-use schedule_cache::disk;
-use schedule_cache::store::CacheStore;
+use schedule_cache::Store as _;
+use schedule_cache::{Config, DiskCache, admin};
 use schedule_cache::{
     Error, MAX_SAVED_OPS, Measurements, Registry, SavedSchedule, ScheduleCache, ScheduleEntry,
     Subject, SymRef, TimingIdentity, canonicalize, of_saved, to_saved,
@@ -50,7 +49,7 @@ fn cache(dir: &Path) -> ScheduleCache<ReferenceLanguage> {
             device: "dev".into(),
             toolchain: None,
         },
-        CacheStore::disk(dir),
+        DiskCache::new(dir),
     )
     .with_schedule_format("ops-1")
 }
@@ -86,7 +85,12 @@ fn publish(dir: &Path, ops: Vec<SavedRefOp>) -> std::path::PathBuf {
         ops,
     };
     let entry = ScheduleEntry::new(&identity, parts, schedule, vec![1e-6], None).unwrap();
-    assert!(disk::store(dir, Some(&key), &entry).unwrap().is_stored());
+    assert!(
+        DiskCache::new(dir)
+            .store(Some(&key), &entry)
+            .unwrap()
+            .is_stored()
+    );
     dir.join(format!("{key}.ron"))
 }
 
@@ -102,7 +106,7 @@ fn replay_as_an_adopter(dir: &Path) -> String {
         Ok(done) => done,
         Err(e) => return format!("refused after {} ops: {e}", hit.ops.len()),
     };
-    let config = Config::new(SettingsRegistry::reference());
+    let config = Config::new(reference_ir::render::reference_settings());
     for seg in segments(&done) {
         render(&seg, "k", &signature_of(&seg, &[]), Naming::Minted, &config).unwrap();
     }
@@ -147,7 +151,7 @@ fn deep_child() {
                 body = vec![nest];
             }
             let code = Code::new(body);
-            let config = Config::new(SettingsRegistry::reference());
+            let config = Config::new(reference_ir::render::reference_settings());
             let sig = signature_of(&code, &[]);
             let got = match render(&code, "k", &sig, Naming::Minted, &config) {
                 Ok(r) => format!("rendered {} bytes", r.text.len()),
@@ -173,9 +177,9 @@ fn deep_child() {
             assert_ne!(bad, good);
             std::fs::write(&path, bad).unwrap();
             // The inspection path reads the ops as untyped RON values.
-            let found = disk::inventory(dir).unwrap();
+            let found = admin::inventory(dir).unwrap();
             for e in &found.entries {
-                let verified = disk::verify_entry(dir, e);
+                let verified = admin::verify_entry(dir, e);
                 println!("VERIFY: {verified:?}");
             }
         }
@@ -305,7 +309,7 @@ fn nests_stop_at_the_depth_bound_and_every_walk_fits_a_small_stack() {
             let id = canonicalize(&done, &[], &BTreeMap::new(), true);
             assert!(id.is_complete());
             assert_eq!(id.binders().len(), MAX_NEST_DEPTH);
-            let config = Config::new(SettingsRegistry::reference());
+            let config = Config::new(reference_ir::render::reference_settings());
             let sig = signature_of(&done, &[]);
             render(&done, "k", &sig, Naming::Minted, &config).unwrap();
             let _ = format!("{done:?}");
@@ -458,7 +462,7 @@ fn an_entry_that_unrolls_every_loop_of_a_large_nest_is_refused_by_the_renderer()
     let (again, _) = matmul();
     let hit = c.lookup(&again).unwrap().unwrap();
     let done = apply_ops(&hit.ops, &again).unwrap();
-    let config = Config::new(SettingsRegistry::reference());
+    let config = Config::new(reference_ir::render::reference_settings());
     let sig = signature_of(&again, &[]);
     let plain = render(&again, "k", &sig, Naming::Minted, &config).unwrap();
     assert!(plain.text.len() < 1000, "{}", plain.text.len());

@@ -6,7 +6,7 @@ mod common;
 
 use reference_ir::ir::{BinOp, Code, Expr, Index, LoopKind, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::schedule::{RefOp, ReferenceLanguage, SavedRefOp, Schedule};
-use schedule_cache::identity::{Lineage, canonicalize_source};
+use schedule_cache::placement::{Lineage, canonicalize_source};
 use schedule_cache::{
     Error, NodeId, Placement, Registry, SavedSchedule, SymRef, canonicalize, of_saved, to_saved,
 };

@@ -9,9 +9,7 @@ use canonical_text::{Names, canonical_kernel};
 use reference_ir::ir::{Code, Symbol};
 use reference_ir::render::{Naming, Rendered, render, signature_of};
 use reference_ir::schedule::{ReferenceLanguage, apply_ops};
-use schedule_cache::{
-    Config, Registry, SettingsRegistry, canonicalize, digest_completeness, of_saved, to_saved,
-};
+use schedule_cache::{Config, Registry, canonicalize, digest_completeness, of_saved, to_saved};
 use std::process::Command;
 
 /// Renders `code` as `kern` with the default signature and stable names.
@@ -52,7 +50,7 @@ fn compiles(dir: &std::path::Path, name: &str, text: &str) -> Result<(), String>
 #[test]
 fn rendered_code_compiles_before_and_after_scheduling() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = Config::new(SettingsRegistry::reference()).with("large_models", "true");
+    let cfg = Config::new(reference_ir::render::reference_settings()).with("large_models", "true");
     // Bounded: each compile is a real `cc` run.
     for seed in 0..12u64 {
         let b = common::build(&common::gen_shape(seed), 0);
@@ -67,7 +65,7 @@ fn rendered_code_compiles_before_and_after_scheduling() {
 
 #[test]
 fn a_replayed_schedule_renders_the_same_kernel_up_to_owned_names() {
-    let cfg = Config::new(SettingsRegistry::reference());
+    let cfg = Config::new(reference_ir::render::reference_settings());
     for seed in 0..40u64 {
         let shape = common::gen_shape(seed);
         let a = common::build(&shape, 1);

@@ -7,8 +7,9 @@
 
 use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
-use schedule_cache::identity::{NodeId, Placement};
-use schedule_cache::{Identity, Registry, SavedSchedule, canonicalize, of_saved, to_saved};
+use schedule_cache::{
+    Identity, NodeId, Placement, Registry, SavedSchedule, canonicalize, of_saved, to_saved,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;

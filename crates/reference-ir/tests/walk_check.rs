@@ -6,9 +6,7 @@ use reference_ir::ir::{
     BinOp, Code, Expr, Index, Loop, LoopKind, Precision, Stmt, Symbol, TensorNode, UnOp,
 };
 use reference_ir::render::{Naming, render, signature_of};
-use schedule_cache::config::{Config, SettingsRegistry};
-use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-use schedule_cache::walk_check::{WalkCheck, WalkProblem};
+use schedule_cache::{Config, LoopCode, NodeAttrs, NodeId, SymId, Visitor, WalkCheck, WalkProblem};
 
 /// Reference-IR code with a runtime size `n` (a static index: a parameter of the rendered
 /// function), a constant weight, a local, unary and binary operators:
@@ -112,7 +110,7 @@ fn x_index(k: &mut Kernel) -> &mut Index {
 }
 
 fn render_c(k: &Kernel) -> String {
-    let config = Config::new(SettingsRegistry::reference());
+    let config = Config::new(reference_ir::render::reference_settings());
     let params = signature_of(&k.code, std::slice::from_ref(&k.n));
     render(&k.code, "k", &params, Naming::Minted, &config)
         .expect("render")

@@ -6,23 +6,22 @@
 //! - `disk_store`: `subject` is a store (lock, stamp check, encode, atomic publication);
 //!   `baseline` is a plain `atomicwrites` write of the same bytes to the same path.
 
+mod fill;
+
+use schedule_cache::Store as _;
 use std::hint::black_box;
 use std::io::Write;
 
 use atomicwrites::{AllowOverwrite, AtomicFile};
 use criterion::{Criterion, criterion_group, criterion_main};
-use schedule_cache::CacheKey;
-use schedule_cache::disk::{self, DiskCache, Space, StoreOutcome};
+use schedule_cache::admin::Space;
 use schedule_cache::placement::{PlacementEntry, Shipped};
+use schedule_cache::{CacheKey, DiskCache, StoreOutcome};
 
 const DIGEST: &str = "9c56cc51b374c3ba189210d5b6d4bf57790d351c96c47c02190ecf1e430635ab";
 
 fn entry() -> PlacementEntry {
-    PlacementEntry::new(
-        DIGEST,
-        test_support::fill::flips(48, 7, 3),
-        Shipped::Refined,
-    )
+    PlacementEntry::new(DIGEST, fill::flips(48, 7, 3), Shipped::Refined)
 }
 
 fn benches(c: &mut Criterion) {
@@ -61,7 +60,9 @@ fn benches(c: &mut Criterion) {
     g.sample_size(20);
     g.bench_function("subject", |b| {
         b.iter(|| {
-            let out = disk::store(&dir, Some(black_box(&key)), &e).expect("store");
+            let out = schedule_cache::DiskCache::new(&dir)
+                .store(Some(black_box(&key)), &e)
+                .expect("store");
             assert_eq!(out, StoreOutcome::Stored);
         })
     });

@@ -14,16 +14,18 @@
 //! minutes); the fill time is printed. Arguments (after `--`): `--entries N` (default
 //! 100000), `--small N` (100), `--rounds R` (7), `--ops K` (1000 lookups per round and size).
 
+use schedule_cache::Store as _;
 use std::fs;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use schedule_cache::CacheKey;
-use schedule_cache::disk::{DiskCache, Lookup, Space, StoreOutcome};
+use schedule_cache::admin::Space;
 use schedule_cache::placement::PlacementEntry;
+use schedule_cache::{CacheKey, DiskCache, Lookup, StoreOutcome};
 use test_support::Rng;
 use test_support::bench::{arg, summary};
-use test_support::fill::{entry, fill};
+mod fill;
+use fill::{entry, fill};
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;

@@ -14,9 +14,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use redis_support::{DIGEST, Server, ServerExt, key, payload};
-use schedule_cache::disk::{DiskCache, StoreOutcome};
 use schedule_cache::placement::PlacementEntry;
-use schedule_cache::store::{Store, TwoLevel};
+use schedule_cache::{DiskCache, Store, StoreOutcome, TwoLevel};
 
 fn benches(c: &mut Criterion) {
     let server = Server::start();
@@ -27,7 +26,7 @@ fn benches(c: &mut Criterion) {
         store.store(Some(&k), &e).expect("store"),
         StoreOutcome::Stored
     );
-    let name = store.entry_key(schedule_cache::disk::Space::Placement, &k);
+    let name = store.entry_key(schedule_cache::admin::Space::Placement, &k);
     let mut raw = server.raw();
 
     let mut g = c.benchmark_group("redis_lookup");

@@ -24,16 +24,14 @@
 //!    `MAX_NEST_DEPTH` with an error instead of overflowing the stack.
 //!
 //! Last, in the parent, `check_the_walk` checks the IR's `LoopCode` walk with
-//! `schedule_cache::walk_check`: each piece of the IR mutated once must change the digest.
+//! `schedule_cache::WalkCheck`: each piece of the IR mutated once must change the digest.
 //!
 //! It is also a test (`test = true, harness = false` in Cargo.toml): `cargo test` runs it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-use schedule_cache::saved::{Replayer, Resolver};
-use schedule_cache::store::CacheStore;
+use schedule_cache::{DiskCache, LoopCode, NodeAttrs, NodeId, Replayer, Resolver, SymId, Visitor};
 use schedule_cache::{
     Error, Limits, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity,
     Toolchain, canonicalize,
@@ -352,7 +350,7 @@ fn cache_with(dir: &str, format: &str, codegen: &str) -> ScheduleCache<TinyLangu
         TinyLanguage,
         "tiny-interpreter",
         TimingIdentity::this_cpu(None),
-        CacheStore::disk(dir),
+        DiskCache::new(dir),
     )
     // The interpreter is the toolchain: its version, no options (a compiler's go here).
     .with_toolchain(Toolchain::new(codegen, Vec::<String>::new()))
@@ -537,7 +535,7 @@ fn main() -> Result<()> {
 /// `walk_stmt` would merge two kernels under one digest). The `Debug` form stands in for a
 /// renderer, so each mutation must change the code.
 fn check_the_walk() -> Result<()> {
-    use schedule_cache::walk_check::WalkCheck;
+    use schedule_cache::WalkCheck;
     fn axpb(k: &mut Kernel) -> &mut Stmt {
         match &mut k.body[0] {
             Stmt::Loop { body, .. } => &mut body[0],

@@ -1,92 +1,20 @@
-//! The front door: [`ScheduleCache`], one handle built once from the regime (schedule
-//! language, backend name, the [`Timing`] choice, limits, configuration, the adopter's
-//! schedule format, and a [`Store`]) with [`ScheduleCache::lookup`] and [`ScheduleCache::store`].
-//!
-//! Everything an adopter would otherwise wire by hand happens inside: canonicalizing the code
-//! (an incomplete identity is an error that says why), building the key, probing the store,
-//! checking the entry's digest and full key components, replaying the saved schedule through
-//! the language, and explaining a miss (which key components differ from the entries the store
-//! holds for the same code, computed from the keys, for every store), and, under
-//! [`StorePolicy::KeepFaster`] ([`ScheduleCache::with_store_policy`]), keeping the faster of
-//! the stored and the new winner atomically. The low-level functions
-//! ([`crate::canonicalize`], [`crate::cache_key`], [`crate::to_saved`], [`crate::of_saved`],
-//! [`crate::disk`]) stay for callers who need them.
-//!
-//! The crate docs' one-loop IR (`Fill`) and one-op language (`Unroll`), hidden here:
-//!
-//! ```
-//! # use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-//! # use schedule_cache::saved::{Replayer, Resolver};
-//! # use schedule_cache::{Error, ScheduleLanguage, SymRef};
-//! # use std::sync::atomic::{AtomicU64, Ordering};
-//! # struct Fill { var: u64, out: u64, value: f64 }
-//! # impl LoopCode for Fill {
-//! #     fn walk(&self, v: &mut dyn Visitor) {
-//! #         v.open("loop");
-//! #         v.int(64);
-//! #         v.loop_binder(SymId(self.var));
-//! #         v.open("fill");
-//! #         v.node(NodeId(self.out), &NodeAttrs::new(&[64], "f32"));
-//! #         v.symbol(SymId(self.var));
-//! #         v.float(self.value);
-//! #         v.close();
-//! #         v.close();
-//! #     }
-//! # }
-//! # struct Unroll;
-//! # impl ScheduleLanguage for Unroll {
-//! #     type Op = SymId;
-//! #     type SavedOp = SymRef;
-//! #     fn save_op(&self, op: &SymId, refs: &mut Resolver<'_>) -> Result<SymRef, Error> {
-//! #         refs.sym(*op)
-//! #     }
-//! #     fn minted(&self, _: &SymId) -> Vec<(String, SymId)> {
-//! #         Vec::new()
-//! #     }
-//! #     fn build_op(&self, saved: &SymRef, refs: &mut Replayer<'_>) -> Result<SymId, Error> {
-//! #         refs.sym(saved)
-//! #     }
-//! # }
-//! # fn fresh() -> u64 {
-//! #     static NEXT: AtomicU64 = AtomicU64::new(1);
-//! #     NEXT.fetch_add(1, Ordering::Relaxed)
-//! # }
-//! use schedule_cache::store::CacheStore;
-//! use schedule_cache::{Measurements, ScheduleCache, TimingIdentity};
-//!
-//! let tmp = tempfile::tempdir()?;
-//! let store = CacheStore::disk(tmp.path().join("cache"));
-//! let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
-//! let cache = ScheduleCache::new(Unroll, "cc", timing, store).with_schedule_format("unroll-1");
-//!
-//! let build = || Fill { var: fresh(), out: fresh(), value: 2.0 };
-//! let code = build();
-//! let miss = cache.lookup(&code)?.expect_err("an empty cache misses");
-//! assert_eq!(miss.to_string(), "no cache directory");
-//!
-//! let stored = cache.store(&code, &[SymId(code.var)], Measurements::new(vec![1.0e-6]))?;
-//! assert!(stored.outcome.is_stored());
-//!
-//! // Another compile (in practice, another process): fresh ids, same code.
-//! let again = build();
-//! let hit = cache.lookup(&again)?.expect("stored above");
-//! assert_eq!(hit.ops, [SymId(again.var)]);
-//! assert_eq!(hit.entry.times, [1.0e-6]);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! The front door, [`ScheduleCache`] (the crate docs show it at work): canonicalizing, keying,
+//! probing, the digest and full-component checks, replay, explained misses and keep-faster
+//! stores happen inside.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::components::{
-    KeyComponent, KeyInputs, KeyParts, Limits, TimingIdentity, key_summary, summary_change,
-};
+use crate::components::{KeyInputs, KeyParts, Limits, key_summary, summary_change};
 use crate::config::{Config, SettingsRegistry};
+use crate::device::TimingIdentity;
+use crate::disk::DiskCache;
 use crate::disk::{Lookup, MissReason, Refusal, StoreOutcome, StorePolicy};
 use crate::entry::ScheduleEntry;
 use crate::identity::{CompleteIdentity, LoopCode, NodeId, Placement, SymId, canonicalize};
+use crate::key::KeyComponent;
 use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, to_saved};
-use crate::store::{CacheStore, Store};
+use crate::store::Store;
 use crate::{CacheKey, Error, key_differences, key_parts};
 
 /// The code a lookup or store is about: the loop code, the static indices it was lowered with
@@ -195,15 +123,6 @@ impl Measurements {
         self.baseline_time = Some(seconds);
         self
     }
-
-    /// The former name of [`with_baseline_time`](Measurements::with_baseline_time).
-    #[deprecated(
-        since = "0.1.0",
-        note = "renamed `with_baseline_time`, as the entry reads it back"
-    )]
-    pub fn with_baseline(self, seconds: f64) -> Measurements {
-        self.with_baseline_time(seconds)
-    }
 }
 
 /// A hit: the stored entry, replayed on the code looked up.
@@ -248,7 +167,7 @@ pub enum Miss {
         /// The components where same-code entries differ, in key order.
         differing: Vec<KeyComponent>,
         /// What changed in each differing component against the first same-code entry that
-        /// keeps a readable key summary ([`key_summary`]): `(component, "-O2 → -O3")`, in key
+        /// keeps a readable key summary (`key_summary`): `(component, "-O2 → -O3")`, in key
         /// order; empty when no such entry could be read (entries written before summaries).
         changes: Vec<(KeyComponent, String)>,
     },
@@ -350,6 +269,14 @@ impl StoreOutcome {
     pub fn is_stored(&self) -> bool {
         matches!(self, StoreOutcome::Stored)
     }
+
+    /// What a [`StorePolicy::KeepFaster`] store kept instead of the new entry, if it did.
+    pub fn kept_existing(&self) -> Option<&crate::KeptExisting> {
+        match self {
+            StoreOutcome::KeptExisting(k) => Some(k),
+            _ => None,
+        }
+    }
 }
 
 /// How a [`ScheduleCache`] keys timings, chosen at construction ([`ScheduleCache::new`]).
@@ -400,7 +327,7 @@ impl From<TimingIdentity> for Timing {
 /// changing the key (each read is only logged as undeclared).
 /// [`digest_completeness`](crate::config::digest_completeness) checks that in a test; the
 /// reference-ir crate's `render` module shows it for its renderer.
-pub struct ScheduleCache<L, S = CacheStore> {
+pub struct ScheduleCache<L, S = DiskCache> {
     lang: L,
     backend: String,
     schedule_format: String,
@@ -509,7 +436,7 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
     }
 
     /// The schedule language.
-    pub fn language(&self) -> &L {
+    pub(crate) fn language(&self) -> &L {
         &self.lang
     }
 
@@ -774,7 +701,7 @@ fn placeholder<Op: Clone>(
 
 /// The components in which the sibling keys (same code, other components) differ from `key`,
 /// in key order, from the keys alone.
-pub fn differing_siblings(key: &CacheKey, same_digest: &[String]) -> Vec<KeyComponent> {
+pub(crate) fn differing_siblings(key: &CacheKey, same_digest: &[String]) -> Vec<KeyComponent> {
     let mut out: Vec<KeyComponent> = Vec::new();
     for other in same_digest {
         let Ok(other) = CacheKey::new(other) else {
@@ -808,8 +735,7 @@ mod tests {
     }
 
     fn cache(dir: &std::path::Path, format: &str) -> ScheduleCache<Unroll> {
-        ScheduleCache::new(Unroll, "cc", timing(), CacheStore::disk(dir))
-            .with_schedule_format(format)
+        ScheduleCache::new(Unroll, "cc", timing(), DiskCache::new(dir)).with_schedule_format(format)
     }
 
     fn store_unroll(c: &ScheduleCache<Unroll>) {
@@ -953,7 +879,7 @@ mod tests {
             Unroll,
             "cc",
             Timing::Unavailable,
-            CacheStore::disk(tmp.path().join("c")),
+            DiskCache::new(tmp.path().join("c")),
         );
         assert_eq!(c.timing_identity(), None);
         let (code, i) = build();
@@ -971,12 +897,8 @@ mod tests {
         );
         assert!(!tmp.path().join("c").exists());
         // With a timing identity the same calls key and write.
-        let known = ScheduleCache::new(
-            Unroll,
-            "cc",
-            timing(),
-            CacheStore::disk(tmp.path().join("c")),
-        );
+        let known =
+            ScheduleCache::new(Unroll, "cc", timing(), DiskCache::new(tmp.path().join("c")));
         assert_eq!(known.timing_identity(), Some(&timing()));
         let p = known
             .store(&code, &[i], Measurements::default())

@@ -14,83 +14,16 @@
 //! miss from the key alone ([`key_differences`]); the entry keeps the full components.
 
 use crate::config::{Config, TIMING_SETTING};
+use crate::device::TimingIdentity;
 use crate::identity::CompleteIdentity;
-use crate::key::CacheKey;
+use crate::key::{CacheKey, KEY_COMPONENTS, KeyComponent, PartEncoding};
 use crate::toolchain::{SUMMARY_LABELS, Toolchain};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// One component of a cache key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[non_exhaustive]
-pub enum KeyComponent {
-    /// The canonical digest of the code.
-    Digest,
-    /// The backend's name.
-    Backend,
-    /// The adopter's own schedule-format version ([`KeyInputs::schedule_format`]): changing
-    /// what its saved schedule ops mean changes it, so old entries never replay.
-    Format,
-    /// The numerics policy (the settings entering it).
-    Numerics,
-    /// The codegen environment: settings entering it and the whole [`Limits`] record,
-    /// including the backend's own codegen tag.
-    Codegen,
-    /// The worker-pool signature ([`Limits::worker_pool_tag`]).
-    Pool,
-    /// The concrete device ([`TimingIdentity`]).
-    Device,
-    /// The normalized timing objective and the other settings entering timing.
-    Timing,
-}
-
-/// The components of every cache key, in key order. This list drives [`key_parts`].
-pub const KEY_COMPONENTS: [KeyComponent; 8] = [
-    KeyComponent::Digest,
-    KeyComponent::Backend,
-    KeyComponent::Format,
-    KeyComponent::Numerics,
-    KeyComponent::Codegen,
-    KeyComponent::Pool,
-    KeyComponent::Device,
-    KeyComponent::Timing,
-];
-
-impl KeyComponent {
-    /// The component's name: `"digest"`, `"backend"`, `"format"`, `"numerics"`, `"codegen"`,
-    /// `"pool"`, `"device"`, `"timing"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            KeyComponent::Digest => "digest",
-            KeyComponent::Backend => "backend",
-            KeyComponent::Format => "format",
-            KeyComponent::Numerics => "numerics",
-            KeyComponent::Codegen => "codegen",
-            KeyComponent::Pool => "pool",
-            KeyComponent::Device => "device",
-            KeyComponent::Timing => "timing",
-        }
-    }
-
-    /// The letter of the component's hint in a key (empty for the digest, which leads the key
-    /// whole).
-    pub fn prefix(self) -> &'static str {
-        match self {
-            KeyComponent::Digest => "",
-            KeyComponent::Backend => "b",
-            KeyComponent::Format => "f",
-            KeyComponent::Numerics => "n",
-            KeyComponent::Codegen => "c",
-            KeyComponent::Pool => "p",
-            KeyComponent::Device => "d",
-            KeyComponent::Timing => "t",
-        }
-    }
-}
-
 /// The backend's description of the device that candidates are generated, rendered and timed
 /// against. The whole record enters the codegen component (every field, through
-/// [`PartEncoding`]; a field added here must be added to the encoding, which the compiler
+/// `PartEncoding`; a field added here must be added to the encoding, which the compiler
 /// enforces by destructuring).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -129,35 +62,6 @@ pub struct Limits {
     pub toolchain: Option<Toolchain>,
 }
 
-/// The concrete device capabilities timings were measured on (and, optionally, observed
-/// toolchain metadata). Without it there is no cache key.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TimingIdentity {
-    /// The concrete device (model, capabilities).
-    pub device: String,
-    /// Observed toolchain metadata, if any.
-    pub toolchain: Option<String>,
-}
-
-impl TimingIdentity {
-    /// The identity of the CPU this process runs on, for timings measured on it:
-    /// [`Cpu::this_machine`](crate::Cpu::this_machine)'s key form (architecture, vendor,
-    /// model, family, cache size, the code-changing features the process can use, the
-    /// workers), `toolchain` as given. Two machines whose timings should not be shared must
-    /// differ in it: a device string that names nothing (an empty one, say) lets every
-    /// machine's winners share one key.
-    ///
-    /// ```
-    /// use schedule_cache::TimingIdentity;
-    /// let here = TimingIdentity::this_cpu(Some("cc 12.2".into()));
-    /// assert!(here.device.contains(std::env::consts::ARCH));
-    /// assert_eq!(here, TimingIdentity::this_cpu(Some("cc 12.2".into())));
-    /// ```
-    pub fn this_cpu(toolchain: Option<String>) -> TimingIdentity {
-        crate::Cpu::this_machine().timing_identity(toolchain)
-    }
-}
-
 /// Everything besides the code that a key depends on.
 #[derive(Clone, Copy, Debug)]
 pub struct KeyInputs<'a> {
@@ -169,7 +73,7 @@ pub struct KeyInputs<'a> {
     pub limits: &'a Limits,
     /// The timing identity; `None` means no key (every disk operation is then a no-op).
     pub timing_identity: Option<&'a TimingIdentity>,
-    /// An explicitly resolved timing objective; `None` uses [`objective_tag`] of the config.
+    /// An explicitly resolved timing objective; `None` uses `objective_tag` of the config.
     pub objective: Option<&'a str>,
     /// The adopter's own schedule-format version (for example `"my-ir-ops-3"`; `""` when it
     /// declares none). It enters [`KeyComponent::Format`]: bump it whenever the meaning of
@@ -182,68 +86,6 @@ const DOMAIN: &str = "kcache-schedule-key-2";
 
 /// How many hex digits of a component its hint in the key shows.
 pub const HINT_DIGITS: usize = 6;
-
-/// The one encoding every key part goes through: a sequence of tagged fields, each a tag byte
-/// followed by its content: `S` + length (`u64`, little-endian) + bytes for a string, `N` for
-/// an absent value, `U` + 8 bytes (little-endian) for an integer, `L` + count (`u64`) before
-/// the items of a list. Every field says its own kind and length, so two different sequences
-/// of fields never encode to the same bytes (a property test holds this): no value can mimic
-/// "unset", and no field can run into its neighbour.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PartEncoding {
-    bytes: Vec<u8>,
-}
-
-impl PartEncoding {
-    /// An empty encoding.
-    pub fn new() -> PartEncoding {
-        PartEncoding::default()
-    }
-
-    /// Appends a string field.
-    pub fn str(&mut self, s: &str) -> &mut PartEncoding {
-        self.bytes.push(b'S');
-        self.bytes
-            .extend_from_slice(&(s.len() as u64).to_le_bytes());
-        self.bytes.extend_from_slice(s.as_bytes());
-        self
-    }
-
-    /// Appends an optional string: `N` when absent, else the string field.
-    pub fn opt(&mut self, v: Option<&str>) -> &mut PartEncoding {
-        match v {
-            None => {
-                self.bytes.push(b'N');
-                self
-            }
-            Some(s) => self.str(s),
-        }
-    }
-
-    /// Appends an integer field.
-    pub fn int(&mut self, v: u64) -> &mut PartEncoding {
-        self.bytes.push(b'U');
-        self.bytes.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-
-    /// Appends a list header: the number of items that follow.
-    pub fn list(&mut self, len: usize) -> &mut PartEncoding {
-        self.bytes.push(b'L');
-        self.bytes.extend_from_slice(&(len as u64).to_le_bytes());
-        self
-    }
-
-    /// The encoded bytes.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    /// The full-width SHA-256 of the encoding (64 lowercase hex digits).
-    pub fn digest(&self) -> String {
-        canonical_text::digest_of_parts(&[&self.bytes])
-    }
-}
 
 /// The start of a component's encoding: the domain and the component's name.
 fn component_encoding(c: KeyComponent) -> PartEncoding {
@@ -294,7 +136,7 @@ fn push_limits(e: &mut PartEncoding, limits: &Limits) {
 /// Full-width digest of the numerics policy: the settings declared as entering
 /// [`KeyComponent::Numerics`]. The policy is consulted at codegen, so it cannot enter the code
 /// digest, yet a schedule tuned under one policy must never replay under another.
-pub fn numerics_tag(config: &Config) -> String {
+pub(crate) fn numerics_tag(config: &Config) -> String {
     let mut e = component_encoding(KeyComponent::Numerics);
     push_settings(&mut e, config, KeyComponent::Numerics, None);
     e.digest()
@@ -330,7 +172,7 @@ pub fn normalize_objective(backend: &str, objective: &str) -> String {
 
 /// The configured timing objective ([`TIMING_SETTING`], default `"isolated"`), normalized: what
 /// [`cache_key`] uses when its caller resolved none.
-pub fn objective_tag(backend: &str, config: &Config) -> String {
+pub(crate) fn objective_tag(backend: &str, config: &Config) -> String {
     normalize_objective(backend, config.get(TIMING_SETTING).unwrap_or("isolated"))
 }
 
@@ -472,7 +314,7 @@ pub fn key_parts(identity: &CompleteIdentity, inputs: &KeyInputs<'_>) -> Option<
 }
 
 /// The most characters a [`key_summary`] value keeps (longer ones are cut, marked `…`).
-pub const SUMMARY_CHARS: usize = 1024;
+pub(crate) const SUMMARY_CHARS: usize = 1024;
 
 /// A readable line for each key component but the digest, in key order: what its hash in
 /// [`key_parts`] was computed from, for people (`kcache show`, a miss saying what differed),
@@ -480,7 +322,7 @@ pub const SUMMARY_CHARS: usize = 1024;
 /// tags as given, control characters turned into spaces, each cut to [`SUMMARY_CHARS`]. `None`
 /// without a timing identity. What a backend puts in its tags and settings is shown as is:
 /// keep secrets out of them (they never belonged in a key's inputs).
-pub fn key_summary(inputs: &KeyInputs<'_>) -> Option<Vec<(KeyComponent, String)>> {
+pub(crate) fn key_summary(inputs: &KeyInputs<'_>) -> Option<Vec<(KeyComponent, String)>> {
     let timing = inputs.timing_identity?;
     let settings = |c: KeyComponent, skip: Option<&str>| -> Vec<String> {
         inputs
@@ -579,7 +421,7 @@ pub fn key_summary(inputs: &KeyInputs<'_>) -> Option<Vec<(KeyComponent, String)>
 /// `"reordered"` when both hold the same words. A line holding labelled groups (a
 /// [`Toolchain`]'s summary: `options: -O2 …`, one of [`SUMMARY_LABELS`]) is compared group by
 /// group, each changed group named: `"options -O2 → -O3"`, several joined with `", "`.
-pub fn summary_change(stored: &str, here: &str) -> String {
+pub(crate) fn summary_change(stored: &str, here: &str) -> String {
     // A word cut by `SUMMARY_CHARS` (ending in `…`) says nothing about a change.
     let words = |s: &'_ str| -> Vec<(Option<String>, String)> {
         let mut label: Option<String> = None;
@@ -817,7 +659,7 @@ mod tests {
 
     #[test]
     fn the_key_summary_reads_each_component_on_one_capped_line() {
-        let config = Config::new(crate::config::SettingsRegistry::reference());
+        let config = Config::new(crate::config::SettingsRegistry::new());
         let limits = Limits {
             codegen_tag: format!("cc\n-O2\t{}", "x".repeat(3 * SUMMARY_CHARS)),
             ..Limits::default()
@@ -859,7 +701,7 @@ mod tests {
 
     #[test]
     fn a_shape_bucket_in_the_limits_changes_the_key_and_a_miss_names_it() {
-        let config = Config::new(crate::config::SettingsRegistry::reference());
+        let config = Config::new(crate::config::SettingsRegistry::new());
         let timing = TimingIdentity {
             device: "cpu-a".into(),
             toolchain: None,

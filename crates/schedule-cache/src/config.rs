@@ -6,7 +6,7 @@
 //! fails if it read any — the digest-completeness guard tests use.
 
 use crate::Error;
-use crate::components::KeyComponent;
+use crate::key::KeyComponent;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};
 
@@ -30,48 +30,6 @@ pub struct SettingDecl {
 
 /// The setting that names the autotuner's timing objective (enters [`KeyComponent::Timing`]).
 pub const TIMING_SETTING: &str = "autotune_timing";
-
-/// The settings the reference code generator and autotuner consult.
-pub const REFERENCE_SETTINGS: &[SettingDecl] = &[
-    SettingDecl {
-        name: "large_models",
-        relevance: Relevance::Enters(KeyComponent::Codegen),
-    },
-    SettingDecl {
-        name: "buffer_aliasing",
-        relevance: Relevance::Enters(KeyComponent::Codegen),
-    },
-    SettingDecl {
-        name: "debug_log_from_routines",
-        relevance: Relevance::Enters(KeyComponent::Codegen),
-    },
-    SettingDecl {
-        name: "prefer_backend_uniformity",
-        relevance: Relevance::Enters(KeyComponent::Codegen),
-    },
-    SettingDecl {
-        name: "numerics.allow_tf32",
-        relevance: Relevance::Enters(KeyComponent::Numerics),
-    },
-    SettingDecl {
-        name: "numerics.fast_math",
-        relevance: Relevance::Enters(KeyComponent::Numerics),
-    },
-    SettingDecl {
-        name: TIMING_SETTING,
-        relevance: Relevance::Enters(KeyComponent::Timing),
-    },
-    SettingDecl {
-        name: "log_level",
-        relevance: Relevance::Irrelevant(
-            "verbosity alone never changes a kernel; kernel logging is debug_log_from_routines",
-        ),
-    },
-    SettingDecl {
-        name: "cache_dir",
-        relevance: Relevance::Irrelevant("where entries live, not what they mean"),
-    },
-];
 
 /// A set of declared settings. Every registry declares [`TIMING_SETTING`] (entering
 /// [`KeyComponent::Timing`]) from the start: the crate itself consults it when keying.
@@ -98,16 +56,6 @@ impl SettingsRegistry {
     /// A registry declaring only [`TIMING_SETTING`] (which the crate consults when keying).
     pub fn new() -> SettingsRegistry {
         SettingsRegistry::default()
-    }
-
-    /// The registry of [`REFERENCE_SETTINGS`].
-    pub fn reference() -> SettingsRegistry {
-        let mut r = SettingsRegistry::new();
-        for d in REFERENCE_SETTINGS {
-            // The reference declarations are valid and distinct (checked by a unit test).
-            let _ = r.declare(*d);
-        }
-        r
     }
 
     /// Declares a setting.
@@ -150,7 +98,7 @@ impl SettingsRegistry {
     }
 
     /// The names declared as entering `component`, sorted.
-    pub fn entering(&self, component: KeyComponent) -> Vec<&'static str> {
+    pub(crate) fn entering(&self, component: KeyComponent) -> Vec<&'static str> {
         self.decls
             .iter()
             .filter(|(_, r)| **r == Relevance::Enters(component))
@@ -201,11 +149,6 @@ impl Config {
         self.values.insert(name.to_owned(), value.to_owned());
     }
 
-    /// The registry.
-    pub fn registry(&self) -> &SettingsRegistry {
-        &self.registry
-    }
-
     /// Consults a setting: what code generation and tuning must use to read configuration.
     /// Returns the value if set. A read of an undeclared setting is recorded for
     /// [`digest_completeness`] and logged as a warning; the value is still returned.
@@ -222,7 +165,10 @@ impl Config {
 
     /// The values of the settings declared as entering `component`, in name order (`None` when
     /// unset). This is what the component's tag digests.
-    pub fn component_values(&self, component: KeyComponent) -> Vec<(&'static str, Option<&str>)> {
+    pub(crate) fn component_values(
+        &self,
+        component: KeyComponent,
+    ) -> Vec<(&'static str, Option<&str>)> {
         self.registry
             .entering(component)
             .into_iter()
@@ -262,13 +208,21 @@ pub fn digest_completeness<R>(config: &Config, f: impl FnOnce(&Config) -> R) -> 
 mod tests {
     use super::*;
 
-    #[test]
-    fn reference_declarations_are_valid_and_distinct() {
+    const LARGE_MODELS: SettingDecl = SettingDecl {
+        name: "large_models",
+        relevance: Relevance::Enters(KeyComponent::Codegen),
+    };
+
+    /// A renderer's registry: one setting entering the codegen component, one irrelevant.
+    fn registry() -> SettingsRegistry {
         let mut r = SettingsRegistry::new();
-        for d in REFERENCE_SETTINGS {
-            r.declare(*d).expect("valid declaration");
-        }
-        assert_eq!(r, SettingsRegistry::reference());
+        r.declare(LARGE_MODELS).expect("valid");
+        r.declare(SettingDecl {
+            name: "log_level",
+            relevance: Relevance::Irrelevant("verbosity"),
+        })
+        .expect("valid");
+        r
     }
 
     #[test]
@@ -290,8 +244,8 @@ mod tests {
 
     #[test]
     fn declaring_twice_or_into_digest_is_rejected() {
-        let mut r = SettingsRegistry::reference();
-        assert!(r.declare(REFERENCE_SETTINGS[0]).is_err());
+        let mut r = registry();
+        assert!(r.declare(LARGE_MODELS).is_err());
         let d = SettingDecl {
             name: "x",
             relevance: Relevance::Enters(KeyComponent::Digest),
@@ -301,7 +255,7 @@ mod tests {
 
     #[test]
     fn guard_passes_declared_reads_and_fails_undeclared_ones() {
-        let cfg = Config::new(SettingsRegistry::reference()).with("large_models", "true");
+        let cfg = Config::new(registry()).with("large_models", "true");
         let v = digest_completeness(&cfg, |c| c.get("large_models").map(str::to_owned))
             .expect("declared");
         assert_eq!(v.as_deref(), Some("true"));

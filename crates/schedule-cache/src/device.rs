@@ -3,24 +3,23 @@
 //!
 //! Two machines sharing one schedule directory must not replay each other's winners: a
 //! device of `std::env::consts::ARCH` alone makes every x86-64 machine one device. The
-//! [`key_form`](Cpu::key_form) names everything known (it enters the key); the
+//! key form ([`timing_identity`](Cpu::timing_identity)'s device) names everything known; the
 //! [`readable`](Cpu::readable) form is one short line for people.
 //!
 //! ```
 //! use schedule_cache::Cpu;
 //! let here = Cpu::this_machine();
-//! assert!(here.key_form().contains(std::env::consts::ARCH));
 //! println!("device: {}", here.readable()); // e.g. "Intel(R) Xeon(R) Processor (GenuineIntel 6/167; x86_64 avx512; 2 workers)"
 //! let timing = here.timing_identity(None);
-//! assert_eq!(timing.device, here.key_form());
+//! assert!(timing.device.contains(std::env::consts::ARCH));
 //! ```
 
-use crate::components::TimingIdentity;
+use serde::{Deserialize, Serialize};
 
 /// The features that change the code a compiler emits or its speed, as Rust's run-time
 /// detection names them: an allow list, checked one by one where the architecture has them
 /// (x86, x86-64, AArch64); what the operating system lets code use, not only what the CPU has.
-pub const CODE_FEATURES: &[&str] = &[
+pub(crate) const CODE_FEATURES: &[&str] = &[
     "sse3",
     "ssse3",
     "sse4.1",
@@ -77,7 +76,7 @@ pub struct Cpu {
     pub family: Option<String>,
     /// The cache size `/proc/cpuinfo` reports (`cache size`), if known.
     pub cache: Option<String>,
-    /// The [`CODE_FEATURES`] this process can use, in that list's order.
+    /// The `CODE_FEATURES` this process can use, in that list's order.
     pub features: Vec<String>,
     /// The worker pool: the threads this process may run at once (`available_parallelism`).
     pub workers: usize,
@@ -145,7 +144,7 @@ impl Cpu {
     /// neighbour or pass for an unknown one), each feature as `+name`, e.g.
     /// `arch=x86_64 vendor=GenuineIntel model="Intel(R) Xeon(R) Processor" family=6/167
     /// cache="491520 KB" +sse3 … +avx512f … workers=2`.
-    pub fn key_form(&self) -> String {
+    pub(crate) fn key_form(&self) -> String {
         let text = |name: &str, v: Option<&str>| match v {
             Some(v) => format!("{name}={}", value(v)),
             None => format!("{name}=unknown"),
@@ -195,7 +194,7 @@ impl Cpu {
         }
     }
 
-    /// The timing identity of timings measured on this CPU: the [`key_form`](Cpu::key_form)
+    /// The timing identity of timings measured on this CPU: the `key_form`
     /// as the device, `toolchain` as given.
     pub fn timing_identity(&self, toolchain: Option<String>) -> TimingIdentity {
         TimingIdentity {
@@ -286,6 +285,35 @@ fn detected_features() -> Vec<String> {
         .filter(|f| found.iter().any(|x| x == *f))
         .map(|f| f.to_string())
         .collect()
+}
+
+/// The concrete device capabilities timings were measured on (and, optionally, observed
+/// toolchain metadata). Without it there is no cache key.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimingIdentity {
+    /// The concrete device (model, capabilities).
+    pub device: String,
+    /// Observed toolchain metadata, if any.
+    pub toolchain: Option<String>,
+}
+
+impl TimingIdentity {
+    /// The identity of the CPU this process runs on, for timings measured on it:
+    /// [`Cpu::this_machine`](crate::Cpu::this_machine)'s key form (architecture, vendor,
+    /// model, family, cache size, the code-changing features the process can use, the
+    /// workers), `toolchain` as given. Two machines whose timings should not be shared must
+    /// differ in it: a device string that names nothing (an empty one, say) lets every
+    /// machine's winners share one key.
+    ///
+    /// ```
+    /// use schedule_cache::TimingIdentity;
+    /// let here = TimingIdentity::this_cpu(Some("cc 12.2".into()));
+    /// assert!(here.device.contains(std::env::consts::ARCH));
+    /// assert_eq!(here, TimingIdentity::this_cpu(Some("cc 12.2".into())));
+    /// ```
+    pub fn this_cpu(toolchain: Option<String>) -> TimingIdentity {
+        crate::Cpu::this_machine().timing_identity(toolchain)
+    }
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@ pub trait DiskEntry: Serialize + DeserializeOwned {
 }
 
 use crate::Error;
-use crate::components::{KeyComponent, KeyParts};
+use crate::components::KeyParts;
 use crate::identity::CompleteIdentity;
+use crate::key::KeyComponent;
 use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, of_saved};
 
 /// The payload format version of [`ScheduleEntry`]. Bumped when the canonical rendering or the
@@ -99,14 +100,17 @@ impl<Op> ScheduleEntry<Op> {
     }
 
     /// This entry with `summary` as its readable key summary.
-    pub fn with_key_summary(mut self, summary: Vec<(KeyComponent, String)>) -> ScheduleEntry<Op> {
+    pub(crate) fn with_key_summary(
+        mut self,
+        summary: Vec<(KeyComponent, String)>,
+    ) -> ScheduleEntry<Op> {
         self.key_summary = summary;
         self
     }
 
     /// This entry with `shape` as the size-free identity of its code
     /// ([`crate::seeds::size_free_digest`] of the subject it was saved against).
-    pub fn with_size_free(mut self, shape: String) -> ScheduleEntry<Op> {
+    pub(crate) fn with_size_free(mut self, shape: String) -> ScheduleEntry<Op> {
         self.size_free = Some(shape);
         self
     }

@@ -32,7 +32,7 @@ pub enum Error {
     IncompleteIdentity {
         /// The incomplete identity's digest.
         digest: String,
-        /// Why ([`crate::Identity::incomplete_because`]): unbound symbols, unbalanced scopes,
+        /// Why (`crate::Identity::incomplete_because`): unbound symbols, unbalanced scopes,
         /// shadowing, opaque constructs.
         reasons: Vec<String>,
     },

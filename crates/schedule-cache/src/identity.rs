@@ -9,14 +9,12 @@
 //!
 //! **Whose concepts.** [`LoopCode`], [`Visitor`], [`canonicalize`] and [`Placement`] (where
 //! a tensor node lives: local scratch and a device buffer generate different kernels) are
-//! for every adopter. [`canonicalize_source`], [`Lineage`] and [`LineageTag`] key a
-//! compiler's *placement decision problem* (OCANNL decides per tensor node whether it is
-//! virtual, local or materialized, from the raw code and the lowering's lineage): an
-//! adopter without such a decision never needs them, and they are not re-exported at the
-//! crate's top level.
+//! for every adopter. The *placement decision problem*'s identity (OCANNL decides per tensor
+//! node whether it is virtual, local or materialized, from the raw code and the lowering's
+//! lineage) is [`crate::placement`]'s, over the same walk ([`canonical_walk`]).
 
 use crate::Error;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// A backend symbol, by an id unique within one process (never compared across processes).
@@ -129,7 +127,7 @@ pub trait Visitor {
 ///
 /// **Everything left out is merged.** Two codes that differ only in a piece the walk does not
 /// report get one digest, and a schedule tuned for one is replayed on the other. Check a walk
-/// in a test with [`walk_check`](crate::walk_check), which mutates each piece of the code and
+/// in a test with `walk_check`, which mutates each piece of the code and
 /// reports every mutation that leaves the digest unchanged.
 ///
 /// # Runtime sizes and scalar parameters
@@ -153,12 +151,11 @@ pub trait Visitor {
 ///
 /// A symbol used without being declared or given as a static index makes the identity
 /// incomplete (never keyed), so forgetting step 1 is refused; forgetting a kind or a use is
-/// not, which is what a [`walk_check`](crate::walk_check) test finds.
+/// not, which is what a `walk_check` test finds.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
-/// use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-/// use schedule_cache::walk_check::WalkCheck;
+/// use schedule_cache::{LoopCode, NodeAttrs, NodeId, SymId, Visitor, WalkCheck};
 ///
 /// fn fresh() -> u64 {
 ///     static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -241,7 +238,7 @@ pub enum IdentityKind {
     Code,
     /// The optimized code's structure only ([`canonicalize`] without placements).
     Structure,
-    /// The placement decision problem over the raw source ([`canonicalize_source`]).
+    /// The placement decision problem over the raw source ([`canonicalize_source`](crate::placement::canonicalize_source)).
     PlacementSource,
 }
 
@@ -288,8 +285,8 @@ impl Identity {
 
     /// Why the identity is incomplete (empty when complete): each reason in walk order, such
     /// as `unbound symbol sym#7` or `unbalanced scope: 1 construct left open`, at most
-    /// [`MAX_REASONS`] of them.
-    pub fn incomplete_because(&self) -> &[String] {
+    /// `MAX_REASONS` of them.
+    pub(crate) fn incomplete_because(&self) -> &[String] {
         &self.incomplete_because
     }
 
@@ -324,17 +321,12 @@ impl Identity {
     }
 
     /// The tensor node a placement-decision reference names (same numbering as
-    /// [`Identity::node_at`], named for [`canonicalize_source`] identities).
+    /// [`Identity::node_at`], named for [`canonicalize_source`](crate::placement::canonicalize_source) identities).
     ///
     /// # Errors
     /// [`Error::NodeIndexOutOfRange`] if `index` is out of range.
     pub fn tn_of_ref(&self, index: usize) -> Result<NodeId, Error> {
         self.node_at(index)
-    }
-
-    /// The canonical index of `node`, if the code uses it.
-    pub fn index_of_node(&self, node: NodeId) -> Option<usize> {
-        self.nodes.iter().position(|&n| n == node)
     }
 
     /// Why two identities differ, for explaining a miss: `None` when the renderings are
@@ -397,7 +389,7 @@ impl std::ops::Deref for CompleteIdentity {
 const RENDERING_HEADER: &str = "kcache-identity-1";
 
 /// At most this many reasons are kept by [`Identity::incomplete_because`].
-pub const MAX_REASONS: usize = 8;
+pub(crate) const MAX_REASONS: usize = 8;
 
 /// Computes the canonical identity of `code`.
 ///
@@ -430,90 +422,15 @@ pub fn canonicalize(
     Canonicalizer::run(kind, code, static_indices, &tag)
 }
 
-/// What one compilation lineage brings to a node's placement decision.
-///
-/// Rendered (by [`LineageTag::render`]) into the [`canonicalize_source`] identity, so two
-/// lineages that pose different decision problems over the same raw code get different keys.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LineageTag {
-    /// The node's effective placement: a prior decision, else the declared intent, else none.
-    pub placement: Option<Placement>,
-    /// Whether that placement is a heuristic cap's, which the decision may flip back (the same
-    /// mode imposed by legality or intent is not flippable).
-    pub cap_flippable: bool,
-    /// The lineage's recorded preference to inline the node, if any.
-    pub inline_pref: Option<bool>,
-    /// The lineage's recorded preference for a reduced footprint, if any.
-    pub footprint_pref: Option<bool>,
-}
-
-impl LineageTag {
-    /// The stable textual form that enters a [`canonicalize_source`] digest.
-    pub fn render(&self) -> String {
-        let b = |v: Option<bool>| match v {
-            None => "-",
-            Some(true) => "y",
-            Some(false) => "n",
-        };
-        format!(
-            "{}/{}/{}/{}",
-            self.placement.map_or("undecided", Placement::as_str),
-            if self.cap_flippable { "cap" } else { "fixed" },
-            b(self.inline_pref),
-            b(self.footprint_pref),
-        )
-    }
-}
-
-/// The placements and preferences of one compilation lineage (the context a lowering was
-/// decided from).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Lineage {
-    /// Prior placement decisions.
-    pub decided: BTreeMap<NodeId, Placement>,
-    /// Declared placement intents (used when no decision exists).
-    pub declared: BTreeMap<NodeId, Placement>,
-    /// Nodes whose decided placement comes from a heuristic cap (flippable).
-    pub cap_flippable: BTreeSet<NodeId>,
-    /// Recorded inline preferences.
-    pub inline_prefs: BTreeMap<NodeId, bool>,
-    /// Recorded footprint preferences.
-    pub footprint_prefs: BTreeMap<NodeId, bool>,
-}
-
-impl Lineage {
-    /// What this lineage brings to `node`'s decision.
-    pub fn tag(&self, node: NodeId) -> LineageTag {
-        let decided = self.decided.get(&node).copied();
-        LineageTag {
-            placement: decided.or_else(|| self.declared.get(&node).copied()),
-            cap_flippable: decided.is_some() && self.cap_flippable.contains(&node),
-            inline_pref: self.inline_prefs.get(&node).copied(),
-            footprint_pref: self.footprint_prefs.get(&node).copied(),
-        }
-    }
-}
-
-/// The identity of the placement decision problem: the same walk as [`canonicalize`], over
-/// the raw source code the decision was made over, with every node (set or read) tagged by
-/// `lineage`'s [`LineageTag`] and by the caller's `node_tag` (what the caller's own decision
-/// space distinguishes per node; return an empty string for nothing).
-///
-/// The numbering addresses every node the source sets or reads, so a decision can name a node
-/// the default policy inlines away; [`Identity::tn_of_ref`] resolves it back.
-pub fn canonicalize_source(
-    source: &dyn LoopCode,
+/// The canonical walk of `code` with each node's tags given by `tag` (the one walk every
+/// identity kind shares; placement's `canonicalize_source` is another caller).
+pub(crate) fn canonical_walk(
+    kind: IdentityKind,
+    code: &dyn LoopCode,
     static_indices: &[SymId],
-    lineage: &Lineage,
-    node_tag: &dyn Fn(NodeId) -> String,
+    tag: &dyn Fn(NodeId) -> Vec<String>,
 ) -> Identity {
-    let tag = |node: NodeId| -> Vec<String> {
-        vec![
-            format!("lineage={}", lineage.tag(node).render()),
-            format!("caller={}", node_tag(node)),
-        ]
-    };
-    Canonicalizer::run(IdentityKind::PlacementSource, source, static_indices, &tag)
+    Canonicalizer::run(kind, code, static_indices, tag)
 }
 
 #[derive(Clone, Copy)]
@@ -588,7 +505,7 @@ impl Canonicalizer<'_> {
         let parts: Vec<&[u8]> = c.tokens.iter().map(|t| t.as_bytes()).collect();
         Identity {
             kind,
-            digest: canonical_text::digest_of_parts(&parts),
+            digest: kcache_digest::digest_of_parts(&parts),
             rendering: c.tokens.join(" "),
             complete: c.complete,
             incomplete_because: c.reasons,
@@ -879,7 +796,12 @@ mod tests {
         let none = BTreeMap::new();
         let a = canonicalize(&s, &[], &none, true);
         let b = canonicalize(&s, &[], &none, false);
-        let c = canonicalize_source(&s, &[], &Lineage::default(), &|_| String::new());
+        let c = crate::placement::canonicalize_source(
+            &s,
+            &[],
+            &crate::placement::Lineage::default(),
+            &|_| String::new(),
+        );
         assert_ne!(a.digest(), b.digest());
         assert_ne!(b.digest(), c.digest());
         assert_ne!(a.digest(), c.digest());
@@ -892,7 +814,7 @@ mod digest_tests {
     /// The digest is the workspace's framing: SHA-256 over length-prefixed parts, hex.
     #[test]
     fn digest_is_length_prefixed_sha256() {
-        let d = |p: &[&[u8]]| canonical_text::digest_of_parts(p);
+        let d = |p: &[&[u8]]| kcache_digest::digest_of_parts(p);
         assert_ne!(d(&[b"ab", b"c"]), d(&[b"a", b"bc"]));
         // SHA-256 of one empty part: the 8-byte little-endian length 0.
         assert_eq!(

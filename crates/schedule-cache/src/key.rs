@@ -1,14 +1,16 @@
-//! A validated, filename-safe cache key.
+//! A validated, filename-safe cache key, the components it is built from and the one encoding
+//! of each component part.
 
 use crate::Error;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Longest accepted key, in bytes.
-pub const MAX_KEY_LEN: usize = 200;
+pub(crate) const MAX_KEY_LEN: usize = 200;
 
 /// A cache key that is safe to use as a file name component.
 ///
-/// Guarantees: non-empty, at most [`MAX_KEY_LEN`] bytes, only `[A-Za-z0-9_-]`,
+/// Guarantees: non-empty, at most `MAX_KEY_LEN` bytes, only `[A-Za-z0-9_-]`,
 /// and therefore never `.`, `..`, never containing `/`, and never starting with a dot.
 /// The only way to build one is [`CacheKey::new`] (or deserializing, which validates the same way).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -18,7 +20,7 @@ impl CacheKey {
     /// Validates `s` as a key.
     ///
     /// # Errors
-    /// [`Error::InvalidKey`] if `s` is empty, longer than [`MAX_KEY_LEN`] bytes, or contains
+    /// [`Error::InvalidKey`] if `s` is empty, longer than `MAX_KEY_LEN` bytes, or contains
     /// any byte outside `[A-Za-z0-9_-]`.
     pub fn new(s: &str) -> Result<CacheKey, Error> {
         let bad = |reason| {
@@ -80,6 +82,137 @@ impl<'de> serde::Deserialize<'de> for CacheKey {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         CacheKey::new(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One component of a cache key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum KeyComponent {
+    /// The canonical digest of the code.
+    Digest,
+    /// The backend's name.
+    Backend,
+    /// The adopter's own schedule-format version ([`KeyInputs::schedule_format`](crate::KeyInputs::schedule_format)): changing
+    /// what its saved schedule ops mean changes it, so old entries never replay.
+    Format,
+    /// The numerics policy (the settings entering it).
+    Numerics,
+    /// The codegen environment: settings entering it and the whole [`Limits`](crate::Limits) record,
+    /// including the backend's own codegen tag.
+    Codegen,
+    /// The worker-pool signature ([`Limits::worker_pool_tag`](crate::Limits::worker_pool_tag)).
+    Pool,
+    /// The concrete device ([`TimingIdentity`](crate::TimingIdentity)).
+    Device,
+    /// The normalized timing objective and the other settings entering timing.
+    Timing,
+}
+
+/// The components of every cache key, in key order. This list drives [`key_parts`](crate::key_parts).
+pub const KEY_COMPONENTS: [KeyComponent; 8] = [
+    KeyComponent::Digest,
+    KeyComponent::Backend,
+    KeyComponent::Format,
+    KeyComponent::Numerics,
+    KeyComponent::Codegen,
+    KeyComponent::Pool,
+    KeyComponent::Device,
+    KeyComponent::Timing,
+];
+
+impl KeyComponent {
+    /// The component's name: `"digest"`, `"backend"`, `"format"`, `"numerics"`, `"codegen"`,
+    /// `"pool"`, `"device"`, `"timing"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyComponent::Digest => "digest",
+            KeyComponent::Backend => "backend",
+            KeyComponent::Format => "format",
+            KeyComponent::Numerics => "numerics",
+            KeyComponent::Codegen => "codegen",
+            KeyComponent::Pool => "pool",
+            KeyComponent::Device => "device",
+            KeyComponent::Timing => "timing",
+        }
+    }
+
+    /// The letter of the component's hint in a key (empty for the digest, which leads the key
+    /// whole).
+    pub fn prefix(self) -> &'static str {
+        match self {
+            KeyComponent::Digest => "",
+            KeyComponent::Backend => "b",
+            KeyComponent::Format => "f",
+            KeyComponent::Numerics => "n",
+            KeyComponent::Codegen => "c",
+            KeyComponent::Pool => "p",
+            KeyComponent::Device => "d",
+            KeyComponent::Timing => "t",
+        }
+    }
+}
+
+/// The one encoding every key part goes through: a sequence of tagged fields, each a tag byte
+/// followed by its content: `S` + length (`u64`, little-endian) + bytes for a string, `N` for
+/// an absent value, `U` + 8 bytes (little-endian) for an integer, `L` + count (`u64`) before
+/// the items of a list. Every field says its own kind and length, so two different sequences
+/// of fields never encode to the same bytes (a property test holds this): no value can mimic
+/// "unset", and no field can run into its neighbour.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PartEncoding {
+    bytes: Vec<u8>,
+}
+
+impl PartEncoding {
+    /// An empty encoding.
+    pub(crate) fn new() -> PartEncoding {
+        PartEncoding::default()
+    }
+
+    /// Appends a string field.
+    pub(crate) fn str(&mut self, s: &str) -> &mut PartEncoding {
+        self.bytes.push(b'S');
+        self.bytes
+            .extend_from_slice(&(s.len() as u64).to_le_bytes());
+        self.bytes.extend_from_slice(s.as_bytes());
+        self
+    }
+
+    /// Appends an optional string: `N` when absent, else the string field.
+    pub(crate) fn opt(&mut self, v: Option<&str>) -> &mut PartEncoding {
+        match v {
+            None => {
+                self.bytes.push(b'N');
+                self
+            }
+            Some(s) => self.str(s),
+        }
+    }
+
+    /// Appends an integer field.
+    pub(crate) fn int(&mut self, v: u64) -> &mut PartEncoding {
+        self.bytes.push(b'U');
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+
+    /// Appends a list header: the number of items that follow.
+    pub(crate) fn list(&mut self, len: usize) -> &mut PartEncoding {
+        self.bytes.push(b'L');
+        self.bytes.extend_from_slice(&(len as u64).to_le_bytes());
+        self
+    }
+
+    /// The encoded bytes.
+    #[cfg(test)]
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The full-width SHA-256 of the encoding (64 lowercase hex digits).
+    pub(crate) fn digest(&self) -> String {
+        kcache_digest::digest_of_parts(&[&self.bytes])
     }
 }
 

@@ -1,7 +1,7 @@
 //! schedule-cache: the process-independent identity of loop code, saved schedules that
 //! replay in another process, the keys under which they are stored, and the on-disk store.
 //!
-//! **Start with the front door, [`ScheduleCache`]** (module [`cache`], with an example): one
+//! **Start with the front door, [`ScheduleCache`]** (example below): one
 //! handle built from the regime (your [`ScheduleLanguage`], backend name, [`Limits`], your
 //! backend's [`Toolchain`] (compiler identity, options, prelude: `with_toolchain`),
 //! [`Config`], a [`Timing`] (the [`TimingIdentity`] timings are measured on,
@@ -11,11 +11,12 @@
 //! key components differ) and `store(code, ops, measurements)` (last write wins; with
 //! `with_store_policy(`[`StorePolicy::KeepFaster`]`)` an entry is replaced only by a winner
 //! measured faster, decided atomically by the store, and the outcome says which was kept).
-//! After a miss, `seeds(code)` ([`seeds`]) offers what was learned under other regimes and at
+//! After a miss, [`seeds(code)`](ScheduleCache::seeds) offers what was learned under other regimes and at
 //! other sizes, each only a candidate to rebuild ([`ScheduleCache::candidate`]), apply, check
-//! and measure. `examples/foreign_ir.rs` is
-//! a complete adopter with its own loop IR. The pieces below stay public for callers who need
-//! them.
+//! and measure. `examples/foreign_ir.rs` is a complete adopter with its own loop IR. The
+//! pieces the front door is built from stay at the root for callers who need them; what the
+//! `kcache` tool needs to inspect a directory is in [`admin`], one compiler's placement concept
+//! in [`placement`].
 //!
 //! A backend exposes its optimized loop code through [`LoopCode`]; [`canonicalize`] gives its
 //! [`Identity`] (a digest that ignores symbol ids, node ids and labels, plus numberings of loop
@@ -23,7 +24,7 @@
 //! with [`to_saved`] (symbols become [`SymRef`]s, nodes canonical indices), serialized as RON,
 //! and replayed against another compile of the same code with [`of_saved`], which refuses a
 //! different digest. Only a [`CompleteIdentity`] produces a [`cache_key`], built from the
-//! [`KEY_COMPONENTS`] in order. [`walk_check`] checks an adopter's [`LoopCode`] walk in a
+//! [`KEY_COMPONENTS`] in order. [`WalkCheck`] checks an adopter's [`LoopCode`] walk in a
 //! test: it mutates each piece of the code and reports a mutation that leaves the digest
 //! unchanged. The reference loop IR, its schedule language and C renderer are the
 //! `reference-ir` crate's; this crate knows only the two traits.
@@ -32,10 +33,7 @@
 //! of one op (unroll a loop), through the front door:
 //!
 //! ```
-//! use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-//! use schedule_cache::saved::{Replayer, Resolver};
-//! use schedule_cache::store::CacheStore;
-//! use schedule_cache::{Error, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity};
+//! use schedule_cache::{LoopCode, NodeAttrs, NodeId, SymId, Visitor, Replayer, Resolver, DiskCache, Error, Measurements, ScheduleCache, ScheduleLanguage, SymRef, TimingIdentity};
 //! use std::sync::atomic::{AtomicU64, Ordering};
 //!
 //! /// The IR: `var` and `out` are this process's ids (fresh on every build).
@@ -75,11 +73,13 @@
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let timing = TimingIdentity { device: "x86_64 avx2".into(), toolchain: None };
-//! let cache = ScheduleCache::new(Unroll, "cc", timing, CacheStore::disk(tmp.path()))
+//! let cache = ScheduleCache::new(Unroll, "cc", timing, DiskCache::new(tmp.path().join("cache")))
 //!     .with_schedule_format("unroll-1");
 //!
 //! // Tune (here: decide to unroll `i`), measure, store.
 //! let code = Fill { var: fresh(), out: fresh(), value: 2.0 };
+//! let miss = cache.lookup(&code)?.expect_err("an empty cache misses");
+//! assert_eq!(miss.to_string(), "no cache directory");
 //! let stored = cache.store(&code, &[SymId(code.var)], Measurements::new(vec![1.0e-6]))?;
 //! assert!(stored.outcome.is_stored());
 //!
@@ -88,6 +88,7 @@
 //! let again = Fill { var: fresh(), out: fresh(), value: 2.0 };
 //! let hit = cache.lookup(&again)?.expect("stored above");
 //! assert_eq!(hit.ops, [SymId(again.var)]);
+//! assert_eq!(hit.entry.times, [1.0e-6]);
 //!
 //! // Other code (another value) misses.
 //! let other = Fill { var: fresh(), out: fresh(), value: 3.0 };
@@ -99,8 +100,8 @@
 //!
 //! What a minor version may add: variants of the `#[non_exhaustive]` enums ([`Miss`],
 //! [`Error`], [`KeyComponent`], [`StorePolicy`], [`Timing`], [`SeedOrigin`],
-//! the disk store's [`StoreOutcome`](disk::StoreOutcome), [`Refusal`](disk::Refusal),
-//! [`MissReason`](disk::MissReason) and its inspection enums; a `match` on them needs a `_` arm),
+//! the stores' [`StoreOutcome`], [`Refusal`], [`MissReason`] and the inspection enums of
+//! [`admin`]; a `match` on them needs a `_` arm),
 //! and new functions. A change to what enters a key, or to an entry's format, comes with a new
 //! entry version or store regime, so an old entry is a miss, never a wrong hit.
 //!
@@ -122,50 +123,68 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod cache;
-pub mod components;
-pub mod config;
-pub mod device;
-pub mod disk;
-pub mod entry;
-pub mod error;
-pub mod identity;
-pub mod key;
+mod cache;
+mod components;
+mod config;
+mod device;
+mod disk;
+mod entry;
+mod error;
+mod identity;
+mod key;
 pub mod placement;
 #[cfg(feature = "redis")]
-pub mod redis_store;
-pub mod saved;
-pub mod seeds;
-pub mod store;
+mod redis_store;
+mod saved;
+mod seeds;
+mod store;
+// Test-only: the unit tests' small IR, kept with the other test support.
 #[cfg(test)]
+#[path = "../tests/test_ir/mod.rs"]
 mod test_ir;
-pub mod toolchain;
-pub mod walk_check;
+mod toolchain;
+mod walk_check;
 
 pub use cache::{Hit, Measurements, Miss, Published, ScheduleCache, Subject, Timing};
 pub use components::{
-    HINT_DIGITS, KEY_COMPONENTS, KeyComponent, KeyInputs, KeyParts, Limits, PartEncoding,
-    TimingIdentity, cache_key, codegen_tag, key_differences, key_parts, normalize_objective,
-    numerics_tag, objective_tag,
+    HINT_DIGITS, KeyInputs, KeyParts, Limits, cache_key, codegen_tag, key_differences, key_parts,
+    normalize_objective,
 };
-pub use config::{Config, Relevance, SettingDecl, SettingsRegistry, digest_completeness};
-pub use device::{CODE_FEATURES, Cpu};
-pub use disk::{KeptExisting, StorePolicy};
+pub use config::{
+    Config, Relevance, SettingDecl, SettingsRegistry, TIMING_SETTING, digest_completeness,
+};
+pub use device::{Cpu, TimingIdentity};
+pub use disk::{
+    DirRefusal, DiskCache, KeptExisting, Lookup, MissReason, Refusal, StoreOutcome, StorePolicy,
+    Stored,
+};
 pub use entry::{DiskEntry, ENTRY_VERSION, ScheduleEntry};
 pub use error::Error;
-// The placement decision problem (`identity::{canonicalize_source, Lineage, LineageTag}`) is
-// one compiler's concept (a lowering that decides where tensor nodes live): it stays in its
-// module, off the front.
-/// Where a kcache directory keeps each store (the schedule store at its root, the kernel store
-/// at `kernels/`): the layout `kcache stats DIR` reads.
-pub use cache_dir::Layout;
 pub use identity::{
-    CompleteIdentity, Identity, IdentityKind, LoopCode, NodeAttrs, NodeId, Placement, SymId,
-    Visitor, canonicalize,
+    CompleteIdentity, Identity, LoopCode, NodeAttrs, NodeId, Placement, SymId, Visitor,
+    canonicalize,
 };
-pub use key::CacheKey;
+pub use key::{CacheKey, KEY_COMPONENTS, KeyComponent};
+#[cfg(feature = "redis")]
+pub use redis_store::RedisStore;
 pub use saved::{
-    MAX_SAVED_OPS, Registry, SavedSchedule, ScheduleLanguage, SymRef, of_saved, to_saved,
+    MAX_SAVED_OPS, Registry, Replayer, Resolver, SavedSchedule, ScheduleLanguage, SymRef, of_saved,
+    to_saved,
 };
 pub use seeds::{Candidate, Dropped, Seed, SeedOrigin, Seeds, size_free_digest};
+pub use store::{NearIndexError, Store, TwoLevel};
 pub use toolchain::Toolchain;
+pub use walk_check::{WalkCheck, WalkProblem, WalkReport};
+
+/// What the `kcache` tool needs to inspect, verify, garbage-collect and count a schedule
+/// store's directory, and the recorders that say what each store operation did. An adopter
+/// needs none of it to look up and store schedules.
+pub mod admin {
+    pub use crate::disk::{CACHE_REGIME_VERSION, STORE_KIND};
+    pub use crate::disk::{
+        DiskEvent, DiskStats, EntryFile, EntryProblem, Found, GcReport, Inventory, MAX_ENTRY_BYTES,
+        MAX_MESSAGE_CHARS, MAX_SIBLINGS_BYTES, Op, Outcome, Space, StagingArtifact, entry_version,
+        inventory, is_entry_of_any_version, record, scan, short, siblings_file_name, stats,
+        verify_entry,
+    };
+}

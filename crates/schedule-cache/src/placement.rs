@@ -1,9 +1,100 @@
-//! Placement decisions as the disk store keeps them: which flips of the greedy inline
-//! refinement were accepted, and what shipped.
+//! Placement: one compiler's concept (a lowering that decides where tensor nodes live), kept
+//! under its own name. The decision problem's identity ([`canonicalize_source`] over a
+//! [`Lineage`]) and the decisions as the disk store keeps them: which flips of the greedy
+//! inline refinement were accepted, and what shipped ([`PlacementEntry`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::DiskEntry;
+use crate::identity::{IdentityKind, canonical_walk};
+use crate::{Identity, LoopCode, NodeId, Placement, SymId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What one compilation lineage brings to a node's placement decision.
+///
+/// Rendered (by [`LineageTag::render`]) into the [`canonicalize_source`] identity, so two
+/// lineages that pose different decision problems over the same raw code get different keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LineageTag {
+    /// The node's effective placement: a prior decision, else the declared intent, else none.
+    pub placement: Option<Placement>,
+    /// Whether that placement is a heuristic cap's, which the decision may flip back (the same
+    /// mode imposed by legality or intent is not flippable).
+    pub cap_flippable: bool,
+    /// The lineage's recorded preference to inline the node, if any.
+    pub inline_pref: Option<bool>,
+    /// The lineage's recorded preference for a reduced footprint, if any.
+    pub footprint_pref: Option<bool>,
+}
+
+impl LineageTag {
+    /// The stable textual form that enters a [`canonicalize_source`] digest.
+    pub fn render(&self) -> String {
+        let b = |v: Option<bool>| match v {
+            None => "-",
+            Some(true) => "y",
+            Some(false) => "n",
+        };
+        format!(
+            "{}/{}/{}/{}",
+            self.placement.map_or("undecided", Placement::as_str),
+            if self.cap_flippable { "cap" } else { "fixed" },
+            b(self.inline_pref),
+            b(self.footprint_pref),
+        )
+    }
+}
+
+/// The placements and preferences of one compilation lineage (the context a lowering was
+/// decided from).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lineage {
+    /// Prior placement decisions.
+    pub decided: BTreeMap<NodeId, Placement>,
+    /// Declared placement intents (used when no decision exists).
+    pub declared: BTreeMap<NodeId, Placement>,
+    /// Nodes whose decided placement comes from a heuristic cap (flippable).
+    pub cap_flippable: BTreeSet<NodeId>,
+    /// Recorded inline preferences.
+    pub inline_prefs: BTreeMap<NodeId, bool>,
+    /// Recorded footprint preferences.
+    pub footprint_prefs: BTreeMap<NodeId, bool>,
+}
+
+impl Lineage {
+    /// What this lineage brings to `node`'s decision.
+    pub(crate) fn tag(&self, node: NodeId) -> LineageTag {
+        let decided = self.decided.get(&node).copied();
+        LineageTag {
+            placement: decided.or_else(|| self.declared.get(&node).copied()),
+            cap_flippable: decided.is_some() && self.cap_flippable.contains(&node),
+            inline_pref: self.inline_prefs.get(&node).copied(),
+            footprint_pref: self.footprint_prefs.get(&node).copied(),
+        }
+    }
+}
+
+/// The identity of the placement decision problem: the same walk as [`canonicalize`](crate::canonicalize), over
+/// the raw source code the decision was made over, with every node (set or read) tagged by
+/// `lineage`'s [`LineageTag`] and by the caller's `node_tag` (what the caller's own decision
+/// space distinguishes per node; return an empty string for nothing).
+///
+/// The numbering addresses every node the source sets or reads, so a decision can name a node
+/// the default policy inlines away; [`Identity::tn_of_ref`] resolves it back.
+pub fn canonicalize_source(
+    source: &dyn LoopCode,
+    static_indices: &[SymId],
+    lineage: &Lineage,
+    node_tag: &dyn Fn(NodeId) -> String,
+) -> Identity {
+    let tag = |node: NodeId| -> Vec<String> {
+        vec![
+            format!("lineage={}", lineage.tag(node).render()),
+            format!("caller={}", node_tag(node)),
+        ]
+    };
+    canonical_walk(IdentityKind::PlacementSource, source, static_indices, &tag)
+}
 
 /// Payload format version of [`PlacementEntry`], independent of the schedule entry's version
 /// and of the regime version. Lookup treats an entry of another version as a miss.
@@ -69,15 +160,6 @@ impl PlacementEntry {
             shipped,
         }
     }
-
-    /// The on-ship label of the decision: `"A"`, `"B"` or `"flip"`.
-    pub fn on_ship(&self) -> &'static str {
-        match self.shipped {
-            Shipped::A => "A",
-            Shipped::B => "B",
-            Shipped::Refined => "flip",
-        }
-    }
 }
 
 impl DiskEntry for PlacementEntry {
@@ -102,14 +184,6 @@ mod tests {
             "PLACEMENT_ENTRY_VERSION",
             PLACEMENT_ENTRY_VERSION,
         );
-    }
-
-    #[test]
-    fn on_ship_labels() {
-        let e = |s| PlacementEntry::new("d", vec![], s);
-        assert_eq!(e(Shipped::A).on_ship(), "A");
-        assert_eq!(e(Shipped::B).on_ship(), "B");
-        assert_eq!(e(Shipped::Refined).on_ship(), "flip");
     }
 
     #[test]

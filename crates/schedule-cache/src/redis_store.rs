@@ -1,18 +1,8 @@
 //! A shared store on a Redis server (cargo feature `redis`), for tuning farms and CI runners
 //! that share winners: the directory store's contract over Redis keys.
 //!
-//! Layout (docs/disk-format.md, section "The Redis store", is the full specification), for a
-//! prefix `P`:
-//!
-//! - `P:regime`: the regime stamp, with the stamp file's encoding (`2\n`);
-//! - `P:entry:schedule:<key>` and `P:entry:placement:<key>`: the entry, one string holding the
-//!   whole RON text the directory store would write to `<key>.ron` / `<key>.placement.ron`;
-//! - `P:digest:<space>:<digest>`: a set of the keys holding entries for that digest (explains a
-//!   miss, like the directory store's `same_digest`);
-//! - `P:claim:<space>:<key>`: the entry's claim for keep-faster stores (a hash: the SHA-1 of
-//!   the entry it describes, the claim identity, the best time), written with the entry;
-//! - `P:index`: a set of every entry, claim and digest-set name, which a regime transition
-//!   deletes.
+//! Its keys under a prefix `P` (`P:regime`, `P:entry:…`, `P:digest:…`, `P:claim:…`, `P:index`)
+//! are specified in docs/disk-format.md, section "The Redis store".
 //!
 //! Every operation is one server-side Lua script that checks the stamp and does the entry I/O
 //! atomically, so a writer of an old regime can never publish after a transition, and a value
@@ -48,21 +38,23 @@ use std::time::{Duration, Instant};
 
 use redis_wire::{Connection, Limits, Script, Target, Value, WireError};
 
+use cache_dir::{parse_stamp, render_stamp};
+
 use crate::disk::{
     self, CACHE_REGIME_VERSION, DiskEvent, KeptExisting, Lookup, MAX_SIBLINGS, MissReason, Op,
-    Outcome, Refusal, Space, StoreOutcome, StorePolicy, Stored, parse_stamp, render_stamp,
+    Outcome, Refusal, Space, StoreOutcome, StorePolicy, Stored,
 };
 use crate::store::Store;
 use crate::{CacheKey, Error};
 
 /// Default prefix of every Redis key the store uses.
-pub const DEFAULT_PREFIX: &str = "kcache";
+pub(crate) const DEFAULT_PREFIX: &str = "kcache";
 /// Default bound on establishing a connection (TCP connect and handshake).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// Default bound on one command's write and reply.
-pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default pause after a connection failure before the store tries to connect again.
-pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(2);
 
 /// At most this many names of a digest set are fetched to explain a miss.
 const SIBLING_FETCH: usize = 64;
@@ -290,7 +282,7 @@ fn parse_answer(v: Value) -> Option<Answer> {
 
 impl RedisStore {
     /// A store on the server at `url` (`redis://[user:password@]host[:port][/db]`, or
-    /// `unix:///path`), with keys under [`DEFAULT_PREFIX`], this build's regime and the default
+    /// `unix:///path`), with keys under `DEFAULT_PREFIX`, this build's regime and the default
     /// timeouts. Does not connect.
     ///
     /// # Errors
@@ -345,7 +337,7 @@ impl RedisStore {
     }
 
     /// After a connection failure, operations are refused without contacting the server for
-    /// `pause` (default [`DEFAULT_RETRY_AFTER`]); `Duration::ZERO` retries on every operation,
+    /// `pause` (default `DEFAULT_RETRY_AFTER`); `Duration::ZERO` retries on every operation,
     /// and a pause past what the clock can count (`Duration::MAX`) never retries: after its
     /// first connection failure the store refuses every operation.
     pub fn with_retry_after(mut self, pause: Duration) -> RedisStore {
@@ -407,7 +399,7 @@ impl RedisStore {
     }
 
     fn note(&self, op: Op, space: Space, key: Option<&CacheKey>, outcome: Outcome) {
-        disk::note(DiskEvent {
+        disk::record::note(DiskEvent {
             op,
             space,
             dir: PathBuf::from(self.location()),
@@ -609,6 +601,24 @@ impl RedisStore {
     }
 }
 
+impl crate::TwoLevel<crate::DiskCache, RedisStore> {
+    /// The directory store at `dir` in front of the Redis server at `url` (default prefix and
+    /// timeouts). Touches nothing and does not connect: an unreachable server shows up as
+    /// refusals (misses) of the shared level.
+    ///
+    /// # Errors
+    /// [`Error::InvalidStoreConfig`] if `url` does not parse.
+    pub fn disk_then_redis(
+        dir: impl Into<std::path::PathBuf>,
+        url: &str,
+    ) -> Result<crate::TwoLevel<crate::DiskCache, RedisStore>, Error> {
+        Ok(crate::TwoLevel::new(
+            crate::DiskCache::new(dir),
+            RedisStore::open(url)?,
+        ))
+    }
+}
+
 impl Store for RedisStore {
     /// Under [`StorePolicy::KeepFaster`] the comparison happens inside the store's Lua script,
     /// against the claim the last store of the key recorded with its entry (module docs).
@@ -703,13 +713,7 @@ impl Store for RedisStore {
             }
             Err(r) => Lookup::Refused(r),
         };
-        let noted = match &found {
-            Lookup::Hit(_) => Outcome::Hit,
-            Lookup::Miss(m) => Outcome::Miss(m.clone()),
-            Lookup::Refused(r) => Outcome::Refused(r.clone()),
-            Lookup::Skipped => Outcome::Skipped,
-        };
-        self.note(Op::Lookup, E::SPACE, Some(key), noted);
+        self.note(Op::Lookup, E::SPACE, Some(key), found.noted());
         found
     }
 

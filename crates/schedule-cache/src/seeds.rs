@@ -1,50 +1,18 @@
-//! Seeds: where a search can start after a miss, from what was learned under other regimes
-//! and on other sizes. Front door: [`ScheduleCache::seeds`], then
-//! [`ScheduleCache::candidate`] for each seed.
-//!
-//! A [`Seed`] is a saved schedule found for
-//!
-//! - **the same code** (the same digest) stored under other key components ([`SeedOrigin::SameCode`]:
-//!   another codegen environment, toolchain, numerics policy, pool, device, objective or
-//!   schedule format), from the store's sibling index; or
-//! - **near code** ([`SeedOrigin::NearCode`]): code with the same loop-nest structure and other
-//!   extents, found through a *size-free identity* ([`size_free_digest`]: the canonical walk
-//!   with every integer payload (bounds, coefficients, offsets) read as 0 and every node's
-//!   dimensions as zeros of the same rank), which [`ScheduleCache::store`] records in the
-//!   entry ([`ScheduleEntry::size_free`]) and notes in the store's near-code index
-//!   ([`Store::note_near`]; the directory store keeps it beside its entries, see
-//!   docs/disk-format.md; a store without one says so in [`Seeds::near_index`]). An index
-//!   line only says where to look: an entry is offered as near code only if the size-free
-//!   identity it records is the caller's (an entry of another structure, or one written
-//!   before entries recorded it, is [`Seeds::skipped`]).
-//!
-//! **A seed is never a hit.** It carries no live ops and no time of the caller's regime:
-//! [`ScheduleCache::candidate`] rebuilds its ops on the caller's code (the digest guard for the
-//! same code; for near code the size-free identity the seed's entry records must be the
-//! caller's and the references resolve through the caller's own numbering), which is all the library can check. The caller then
-//! applies them (its language checks legality: a seed that no longer applies is dropped),
-//! checks the output against its reference (a seed that computes a wrong result is dropped)
-//! and measures it under the current regime; only a measured candidate may be stored, with
-//! the caller's measurements (a seed's own times were taken under another regime or size,
-//! and rank seeds only: a tf32-tuned winner replayed under default numerics ran 5.9x slower
-//! than no tuning; CPU winners do not transfer across worker pools).
-//!
-//! Ranking: same-code seeds first, then near code; within each, fewer differing key
-//! components first, then the smaller best time stored with the seed.
+//! Seeds: what other regimes and sizes learned, offered after a miss ([`Seeds`] says how).
 
 use std::fmt;
 
 use crate::cache::{ScheduleCache, Subject};
-use crate::components::KeyComponent;
 use crate::disk::{Lookup, MissReason};
 use crate::entry::ScheduleEntry;
 use crate::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
+use crate::key::KeyComponent;
 use crate::saved::{Registry, SavedSchedule, ScheduleLanguage, of_saved};
 use crate::store::{NearIndexError, Store};
 use crate::{CacheKey, Error};
 
 /// At most this many seeds are offered.
-pub const MAX_SEEDS: usize = 16;
+pub(crate) const MAX_SEEDS: usize = 16;
 
 /// The domain tag a size-free digest hashes before the size-free rendering's digest (bump it
 /// when what is erased changes: old near-code index lines then name no shape anyone asks for).
@@ -123,7 +91,7 @@ pub fn size_free_digest(subject: &Subject<'_>) -> Result<String, Error> {
         .with_statics(subject.static_indices())
         .with_placements_opt(subject.placements())
         .identity()?;
-    Ok(canonical_text::digest_of_parts(&[
+    Ok(kcache_digest::digest_of_parts(&[
         SIZE_FREE_TAG,
         identity.digest().as_bytes(),
     ]))
@@ -185,7 +153,7 @@ impl fmt::Display for SeedOrigin {
     }
 }
 
-/// A saved schedule a search may start from (see the module docs). Not a hit: it holds no
+/// A saved schedule a search may start from (see [`Seeds`]). Not a hit: it holds no
 /// live ops; [`ScheduleCache::candidate`] rebuilds them on the caller's code.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Seed<Op> {
@@ -226,10 +194,44 @@ fn best_time(times: &[f64]) -> Option<f64> {
         .min_by(f64::total_cmp)
 }
 
+/// Seeds: where a search can start after a miss, from what was learned under other regimes
+/// and on other sizes. Front door: [`ScheduleCache::seeds`], then
+/// [`ScheduleCache::candidate`] for each seed.
+///
+/// A [`Seed`] is a saved schedule found for
+///
+/// - **the same code** (the same digest) stored under other key components ([`SeedOrigin::SameCode`]:
+///   another codegen environment, toolchain, numerics policy, pool, device, objective or
+///   schedule format), from the store's sibling index; or
+/// - **near code** ([`SeedOrigin::NearCode`]): code with the same loop-nest structure and other
+///   extents, found through a *size-free identity* ([`size_free_digest`]: the canonical walk
+///   with every integer payload (bounds, coefficients, offsets) read as 0 and every node's
+///   dimensions as zeros of the same rank), which [`ScheduleCache::store`] records in the
+///   entry ([`ScheduleEntry::size_free`]) and notes in the store's near-code index
+///   ([`Store::note_near`]; the directory store keeps it beside its entries, see
+///   docs/disk-format.md; a store without one says so in [`Seeds::near_index`]). An index
+///   line only says where to look: an entry is offered as near code only if the size-free
+///   identity it records is the caller's (an entry of another structure, or one written
+///   before entries recorded it, is [`Seeds::skipped`]).
+///
+/// **A seed is never a hit.** It carries no live ops and no time of the caller's regime:
+/// [`ScheduleCache::candidate`] rebuilds its ops on the caller's code (the digest guard for the
+/// same code; for near code the size-free identity the seed's entry records must be the
+/// caller's and the references resolve through the caller's own numbering), which is all the library can check. The caller then
+/// applies them (its language checks legality: a seed that no longer applies is dropped),
+/// checks the output against its reference (a seed that computes a wrong result is dropped)
+/// and measures it under the current regime; only a measured candidate may be stored, with
+/// the caller's measurements (a seed's own times were taken under another regime or size,
+/// and rank seeds only: a tf32-tuned winner replayed under default numerics ran 5.9x slower
+/// than no tuning; CPU winners do not transfer across worker pools).
+///
+/// Ranking: same-code seeds first, then near code; within each, fewer differing key
+/// components first, then the smaller best time stored with the seed.
+///
 /// What [`ScheduleCache::seeds`] found.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Seeds<Op> {
-    /// The seeds, ranked (see the module docs), at most [`MAX_SEEDS`].
+    /// The seeds, ranked (see [`Seeds`]), at most `MAX_SEEDS`.
     pub seeds: Vec<Seed<Op>>,
     /// Why near code was not consulted (`None` when it was).
     pub near_index: Option<NearIndexError>,
@@ -280,13 +282,13 @@ where
     L: ScheduleLanguage,
     S: Store,
 {
-    /// The seeds for `subject` (see the module docs): entries of the same code under other
+    /// The seeds for `subject` (see [`Seeds`]): entries of the same code under other
     /// key components (from the store's sibling index of the subject's digest) and entries of
     /// code with the same size-free identity (named by the store's near-code index, offered
     /// only if the entry records that size-free identity), ranked.
     /// Without a timing identity there is no key to compare with: no seeds. The subject's
     /// own key is never a seed (a lookup answers it). Cost: a probe of the subject's key
-    /// and one of each key the indexes name (at most 8 + [`MAX_NEAR`](crate::disk::MAX_NEAR)),
+    /// and one of each key the indexes name (at most 8 + `MAX_NEAR`),
     /// each reported to [`disk::record`](crate::disk::record)ers and statistics as the
     /// lookup it is. On a directory store all of them wait for its lock at most one lock wait
     /// in all ([`DiskCache::with_lock_wait`](crate::disk::DiskCache::with_lock_wait)).

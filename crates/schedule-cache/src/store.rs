@@ -10,10 +10,9 @@
 //! level answered.
 //!
 //! ```
-//! use schedule_cache::CacheKey;
-//! use schedule_cache::disk::{DiskCache, Outcome, StoreOutcome};
+//! use schedule_cache::{CacheKey, DiskCache, StoreOutcome, Store, TwoLevel};
+//! use schedule_cache::admin::Outcome;
 //! use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
-//! use schedule_cache::store::{Store, TwoLevel};
 //!
 //! let tmp = tempfile::tempdir()?;
 //! let (near, far) = (DiskCache::new(tmp.path().join("near")), DiskCache::new(tmp.path().join("far")));
@@ -23,7 +22,7 @@
 //!
 //! // The near level misses, the far level hits and the entry is back-filled near.
 //! let both = TwoLevel::new(near.clone(), far);
-//! let (found, events) = schedule_cache::disk::record(|| both.lookup::<PlacementEntry>(Some(&key), "0f1e2d"));
+//! let (found, events) = schedule_cache::admin::record(|| both.lookup::<PlacementEntry>(Some(&key), "0f1e2d"));
 //! assert_eq!(found.as_ref(), Some(&entry));
 //! let outcomes: Vec<_> = events.iter().map(|e| e.outcome.clone()).collect();
 //! assert!(matches!(outcomes.as_slice(), [Outcome::Miss(_), Outcome::Hit, Outcome::Stored]));
@@ -31,9 +30,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::sync::Arc;
-
-use crate::disk::{DiskCache, Lookup, Refusal, StoreOutcome, StorePolicy, Stored};
+use crate::disk::{Lookup, Refusal, StoreOutcome, StorePolicy, Stored};
 use crate::{CacheKey, Error};
 
 /// A place entries are published to and looked up from, under the directory store's contract
@@ -135,33 +132,6 @@ impl std::fmt::Display for NearIndexError {
     }
 }
 
-impl Store for DiskCache {
-    fn store_with<E: Stored>(
-        &self,
-        key: Option<&CacheKey>,
-        entry: &E,
-        policy: StorePolicy,
-    ) -> Result<StoreOutcome, Error> {
-        DiskCache::store_with(self, key, entry, policy)
-    }
-
-    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
-        DiskCache::probe(self, key, digest)
-    }
-
-    fn location(&self) -> String {
-        self.dir().display().to_string()
-    }
-
-    fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
-        DiskCache::note_near(self, shape, key).map_err(NearIndexError::Refused)
-    }
-
-    fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
-        DiskCache::near_keys(self, shape).map_err(NearIndexError::Refused)
-    }
-}
-
 impl<S: Store + ?Sized> Store for &S {
     fn store_with<E: Stored>(
         &self,
@@ -189,35 +159,10 @@ impl<S: Store + ?Sized> Store for &S {
     }
 }
 
-impl<S: Store + ?Sized> Store for Arc<S> {
-    fn store_with<E: Stored>(
-        &self,
-        key: Option<&CacheKey>,
-        entry: &E,
-        policy: StorePolicy,
-    ) -> Result<StoreOutcome, Error> {
-        (**self).store_with(key, entry, policy)
-    }
-
-    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
-        (**self).probe(key, digest)
-    }
-
-    fn location(&self) -> String {
-        (**self).location()
-    }
-
-    fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
-        (**self).note_near(shape, key)
-    }
-
-    fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
-        (**self).near_keys(shape)
-    }
-}
-
-/// A local store in front of a shared one (typically a [`DiskCache`] in front of a
-/// `RedisStore`).
+/// The one composition of levels: a local store, with or without a shared one behind it
+/// (typically a `DiskCache` in front of a `RedisStore`, cargo feature `redis`). Without a
+/// shared level ([`TwoLevel::local_only`]) it is the local store alone: every operation is the
+/// local level's, answered as the local level answers it.
 ///
 /// - Lookup consults `local` first; on a local hit the shared store is not contacted. Otherwise
 ///   it consults `shared`; on a shared hit the entry is **back-filled** into `local` (a local
@@ -227,19 +172,31 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 ///   [`StorePolicy`] each level applies it to its own existing entry. The outcome is `Stored`
 ///   if at least one level stored the entry, else `KeptExisting` if one level kept its
 ///   existing entry (the shared level's if both did), else the shared level's refusal;
-///   [`TwoLevel::store_each`] and [`TwoLevel::store_each_with`] return both outcomes.
+///   [`TwoLevel::store_each`] and `TwoLevel::store_each_with` return both outcomes.
 ///
 /// Regimes are per level: each level's stamp is checked and transitioned by that level alone.
 #[derive(Clone, Debug)]
 pub struct TwoLevel<L, S> {
     local: L,
-    shared: S,
+    shared: Option<S>,
 }
 
 impl<L: Store, S: Store> TwoLevel<L, S> {
     /// `local` in front of `shared`.
     pub fn new(local: L, shared: S) -> TwoLevel<L, S> {
-        TwoLevel { local, shared }
+        TwoLevel {
+            local,
+            shared: Some(shared),
+        }
+    }
+
+    /// `local` with no shared level (a program that picks its levels at run time: a
+    /// directory alone, or a directory in front of a server).
+    pub fn local_only(local: L) -> TwoLevel<L, S> {
+        TwoLevel {
+            local,
+            shared: None,
+        }
     }
 
     /// The local level.
@@ -247,13 +204,14 @@ impl<L: Store, S: Store> TwoLevel<L, S> {
         &self.local
     }
 
-    /// The shared level.
-    pub fn shared(&self) -> &S {
-        &self.shared
+    /// The shared level, if there is one.
+    pub fn shared(&self) -> Option<&S> {
+        self.shared.as_ref()
     }
 
     /// Publishes `entry` to the local level, then to the shared level, and returns both
-    /// outcomes `(local, shared)`.
+    /// outcomes `(local, shared)` (the shared one [`StoreOutcome::Skipped`] without a shared
+    /// level).
     ///
     /// # Errors
     /// The caller mistakes of [`Store::store`], raised before either level writes anything.
@@ -270,14 +228,17 @@ impl<L: Store, S: Store> TwoLevel<L, S> {
     ///
     /// # Errors
     /// The caller mistakes of [`Store::store`], raised before either level writes anything.
-    pub fn store_each_with<E: Stored>(
+    pub(crate) fn store_each_with<E: Stored>(
         &self,
         key: Option<&CacheKey>,
         entry: &E,
         policy: StorePolicy,
     ) -> Result<(StoreOutcome, StoreOutcome), Error> {
         let local = self.local.store_with(key, entry, policy)?;
-        let shared = self.shared.store_with(key, entry, policy)?;
+        let shared = match &self.shared {
+            Some(shared) => shared.store_with(key, entry, policy)?,
+            None => StoreOutcome::Skipped,
+        };
         Ok((local, shared))
     }
 }
@@ -303,12 +264,12 @@ impl<L: Store, S: Store> Store for TwoLevel<L, S> {
     }
 
     fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
-        match self.local.probe(key, digest) {
-            Lookup::Hit(e) => return Lookup::Hit(e),
-            Lookup::Skipped => return Lookup::Skipped,
-            Lookup::Miss(_) | Lookup::Refused(_) => {}
-        }
-        let found = self.shared.probe::<E>(key, digest);
+        let local = self.local.probe(key, digest);
+        let shared = match (&local, &self.shared) {
+            (Lookup::Miss(_) | Lookup::Refused(_), Some(shared)) => shared,
+            _ => return local,
+        };
+        let found = shared.probe::<E>(key, digest);
         if let Lookup::Hit(entry) = &found {
             // A shared hit was saved for `digest` at `key`, so the local store accepts it; a
             // local refusal is reported by the local level and leaves the hit a hit.
@@ -326,13 +287,19 @@ impl<L: Store, S: Store> Store for TwoLevel<L, S> {
     }
 
     fn location(&self) -> String {
-        format!("{} then {}", self.local.location(), self.shared.location())
+        match &self.shared {
+            Some(shared) => format!("{} then {}", self.local.location(), shared.location()),
+            None => self.local.location(),
+        }
     }
 
     /// Notes at both levels; `Ok` if either level noted it, else the local level's error.
     fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
         let local = self.local.note_near(shape, key);
-        let shared = self.shared.note_near(shape, key);
+        let Some(shared) = &self.shared else {
+            return local;
+        };
+        let shared = shared.note_near(shape, key);
         match (local, shared) {
             (Ok(()), _) | (_, Ok(())) => Ok(()),
             (Err(e), Err(_)) => Err(e),
@@ -342,7 +309,10 @@ impl<L: Store, S: Store> Store for TwoLevel<L, S> {
     /// The local level's keys, then the shared level's not already listed; `Err` only if
     /// neither level answers (the local level's error).
     fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
-        match (self.local.near_keys(shape), self.shared.near_keys(shape)) {
+        let Some(shared) = &self.shared else {
+            return self.local.near_keys(shape);
+        };
+        match (self.local.near_keys(shape), shared.near_keys(shape)) {
             (Ok(mut keys), Ok(more)) => {
                 for k in more {
                     if !keys.contains(&k) {
@@ -357,112 +327,10 @@ impl<L: Store, S: Store> Store for TwoLevel<L, S> {
     }
 }
 
-/// The store a program picks at run time (from a command-line flag, say): a directory alone,
-/// or (cargo feature `redis`) a directory in front of a shared Redis server.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum CacheStore {
-    /// The directory store alone.
-    Disk(DiskCache),
-    /// A directory in front of a Redis store: local hits stay local, shared hits are
-    /// back-filled, stores go to both (see [`TwoLevel`]).
-    #[cfg(feature = "redis")]
-    DiskThenRedis(Box<TwoLevel<DiskCache, crate::redis_store::RedisStore>>),
-}
-
-impl CacheStore {
-    /// The directory store at `dir` under this build's regime. Touches nothing.
-    ///
-    /// Give it a directory of its own: a directory without a regime stamp that holds a file
-    /// named like an entry of any version (`*.ron`, `*.placement.ron`, `*.keys` over
-    /// `[A-Za-z0-9_-]` stems, such as `settings.ron`) is refused, nothing in it deleted, as
-    /// docs/disk-format.md's cache-open says. Nor is the directory of another kcache store
-    /// one (kernel-cache's kernel store): each store stamps its directory with a regime of
-    /// its own, and the kernel store refuses a directory this store has stamped. A kernel
-    /// store in a subdirectory (`<dir>/kernels`) is fine.
-    pub fn disk(dir: impl Into<std::path::PathBuf>) -> CacheStore {
-        CacheStore::Disk(DiskCache::new(dir))
-    }
-
-    /// The directory store at `dir` in front of the Redis server at `url` (default prefix and
-    /// timeouts). Touches nothing and does not connect: an unreachable server shows up as
-    /// refusals (misses) of the shared level.
-    ///
-    /// # Errors
-    /// [`Error::InvalidStoreConfig`] if `url` does not parse.
-    #[cfg(feature = "redis")]
-    pub fn disk_then_redis(
-        dir: impl Into<std::path::PathBuf>,
-        url: &str,
-    ) -> Result<CacheStore, Error> {
-        let shared = crate::redis_store::RedisStore::open(url)?;
-        Ok(CacheStore::DiskThenRedis(Box::new(TwoLevel::new(
-            DiskCache::new(dir),
-            shared,
-        ))))
-    }
-
-    /// The local directory store (every configuration has one).
-    pub fn local(&self) -> &DiskCache {
-        match self {
-            CacheStore::Disk(d) => d,
-            #[cfg(feature = "redis")]
-            CacheStore::DiskThenRedis(t) => t.local(),
-        }
-    }
-}
-
-impl Store for CacheStore {
-    fn store_with<E: Stored>(
-        &self,
-        key: Option<&CacheKey>,
-        entry: &E,
-        policy: StorePolicy,
-    ) -> Result<StoreOutcome, Error> {
-        match self {
-            CacheStore::Disk(d) => Store::store_with(d, key, entry, policy),
-            #[cfg(feature = "redis")]
-            CacheStore::DiskThenRedis(t) => t.store_with(key, entry, policy),
-        }
-    }
-
-    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
-        match self {
-            CacheStore::Disk(d) => Store::probe(d, key, digest),
-            #[cfg(feature = "redis")]
-            CacheStore::DiskThenRedis(t) => t.probe(key, digest),
-        }
-    }
-
-    fn location(&self) -> String {
-        match self {
-            CacheStore::Disk(d) => Store::location(d),
-            #[cfg(feature = "redis")]
-            CacheStore::DiskThenRedis(t) => t.location(),
-        }
-    }
-
-    fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
-        match self {
-            CacheStore::Disk(d) => Store::note_near(d, shape, key),
-            #[cfg(feature = "redis")]
-            CacheStore::DiskThenRedis(t) => t.note_near(shape, key),
-        }
-    }
-
-    fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
-        match self {
-            CacheStore::Disk(d) => Store::near_keys(d, shape),
-            #[cfg(feature = "redis")]
-            CacheStore::DiskThenRedis(t) => t.near_keys(shape),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::disk::{self, MissReason, Outcome, Refusal};
+    use crate::disk::{self, DiskCache, MissReason, Outcome, Refusal};
     use crate::placement::{Direction, Flip, PlacementEntry, Shipped};
 
     fn entry(digest: &str) -> PlacementEntry {
@@ -550,9 +418,10 @@ mod tests {
     }
 
     #[test]
-    fn a_configured_disk_store_is_the_directory_store() {
+    fn a_local_only_composition_is_the_directory_store() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let store = CacheStore::disk(tmp.path().join("c"));
+        let store =
+            TwoLevel::<DiskCache, DiskCache>::local_only(DiskCache::new(tmp.path().join("c")));
         let key = CacheKey::new("abc-cc").expect("key");
         assert_eq!(
             store.store(Some(&key), &entry("abc")).expect("store"),
@@ -560,5 +429,15 @@ mod tests {
         );
         assert_eq!(store.local().lookup(Some(&key), "abc"), Some(entry("abc")));
         assert_eq!(store.location(), tmp.path().join("c").display().to_string());
+        // A miss is the directory's own answer (no shared level to ask), and nothing else runs.
+        let other = CacheKey::new("abd-cc").expect("key");
+        let (found, events) = disk::record(|| store.probe::<PlacementEntry>(Some(&other), "abd"));
+        assert_eq!(
+            found,
+            Lookup::Miss(MissReason::NoEntry {
+                same_digest: vec![]
+            })
+        );
+        assert_eq!(events.len(), 1);
     }
 }

@@ -1,35 +1,16 @@
 //! [`Toolchain`]: what a compiling backend contributes to the codegen component, in one value
 //! a caller fills from its backend: the compiler's identity, the option list kernels are
 //! compiled with, and the digest of the prelude compiled ahead of every kernel.
-//!
-//! The crate knows no backend (it cannot depend on one), so the caller fills it, in one line:
-//!
-//! ```
-//! use schedule_cache::Toolchain;
-//! # let identity = "cc\ncc (Debian 12.2.0-14) 12.2.0\n-O2 -shared -fPIC";
-//! # let prelude = "#include <math.h>\n";
-//! let options = ["-O2", "-ffp-contract=off"];
-//! let toolchain = Toolchain::new(identity, options).with_prelude(prelude);
-//! // options: -O2 -ffp-contract=off prelude: #… compiler: cc cc (Debian 12.2.0-14) 12.2.0 #…
-//! let summary = toolchain.summary();
-//! assert!(summary.starts_with("options: -O2 -ffp-contract=off prelude: #"));
-//! assert!(summary.contains(" compiler: cc cc (Debian 12.2.0-14) 12.2.0 #"));
-//! ```
-//!
-//! Given to [`ScheduleCache::with_toolchain`](crate::ScheduleCache::with_toolchain) (or set as
-//! [`Limits::toolchain`](crate::Limits::toolchain)), every field enters the codegen component:
-//! a schedule tuned under `-O2` is never replayed under `-O3`, and the miss names the flag
-//! (`codegen: options -O2 → -O3`). The options must be the very list the kernels are compiled
-//! with: build both from one value.
 
 use serde::{Deserialize, Serialize};
 
-use crate::components::PartEncoding;
+use crate::key::PartEncoding;
 
 /// The labels of a toolchain's [`summary`](Toolchain::summary) (and of the codegen line that
 /// holds one): a word of a summary line equal to one starts its group, and a miss names the
 /// group of each word that changed ([`crate::components::summary_change`]).
-pub const SUMMARY_LABELS: [&str; 5] = ["options:", "prelude:", "compiler:", "tag:", "limits:"];
+pub(crate) const SUMMARY_LABELS: [&str; 5] =
+    ["options:", "prelude:", "compiler:", "tag:", "limits:"];
 
 /// How many hex digits of a digest a summary shows (after `#`).
 const SHOWN_DIGITS: usize = 12;
@@ -41,6 +22,26 @@ const SHOWN_COMPILER_CHARS: usize = 120;
 /// list and the prelude's digest. Every field enters the key (through
 /// [`Limits::toolchain`](crate::Limits::toolchain)); [`summary`](Toolchain::summary) is its
 /// readable form.
+///
+/// The crate knows no backend (it cannot depend on one), so the caller fills it, in one line:
+///
+/// ```
+/// use schedule_cache::Toolchain;
+/// # let identity = "cc\ncc (Debian 12.2.0-14) 12.2.0\n-O2 -shared -fPIC";
+/// # let prelude = "#include <math.h>\n";
+/// let options = ["-O2", "-ffp-contract=off"];
+/// let toolchain = Toolchain::new(identity, options).with_prelude(prelude);
+/// // options: -O2 -ffp-contract=off prelude: #… compiler: cc cc (Debian 12.2.0-14) 12.2.0 #…
+/// let summary = toolchain.summary();
+/// assert!(summary.starts_with("options: -O2 -ffp-contract=off prelude: #"));
+/// assert!(summary.contains(" compiler: cc cc (Debian 12.2.0-14) 12.2.0 #"));
+/// ```
+///
+/// Given to [`ScheduleCache::with_toolchain`](crate::ScheduleCache::with_toolchain) (or set as
+/// [`Limits::toolchain`](crate::Limits::toolchain)), every field enters the codegen component:
+/// a schedule tuned under `-O2` is never replayed under `-O3`, and the miss names the flag
+/// (`codegen: options -O2 → -O3`). The options must be the very list the kernels are compiled
+/// with: build both from one value.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Toolchain {
     /// What identifies the compiler's output, whole (for `cc-backend`, `CcBackend::identity()`:

@@ -1,67 +1,4 @@
-//! Checking an adopter's [`LoopCode`] walk: a test helper that finds what the walk leaves out.
-//!
-//! The library cannot see an adopter's IR, only what its walk reports. A piece of the code the
-//! walk forgets (an extent, a scalar, an operator, which tensor is read) is not in the digest,
-//! so two codes that differ only there share one digest, and a schedule tuned for one is
-//! replayed on the other. [`WalkCheck`] finds such omissions in a test: it builds the code
-//! twice (fresh ids, as two processes do), walks each build twice, then applies each mutation
-//! the adopter lists (one per piece of its IR) to a copy and reports every mutation that leaves
-//! the digest unchanged.
-//!
-//! Guarantees of [`WalkCheck::run`]:
-//! - a walk that gives two digests for one code ([`WalkProblem::Nondeterministic`]), or for two
-//!   builds of one code ([`WalkProblem::DependsOnIds`]: process-specific ids or labels reach
-//!   the rendering), or that is incomplete on the unmutated code ([`WalkProblem::Incomplete`]),
-//!   is reported;
-//! - every listed mutation whose code keeps the original digest is reported
-//!   ([`WalkProblem::Omission`]); a mutation that makes the identity incomplete is not (an
-//!   incomplete identity is never keyed: refusing is safe);
-//! - with a renderer ([`WalkCheck::render`]), a mutation that does not change the rendered text
-//!   is reported ([`WalkProblem::IneffectiveMutation`]): it proves nothing, so the check never
-//!   passes on a list of mutations that change nothing.
-//!
-//! It checks only the mutations it is given: list one for every field of every construct of
-//! your IR (the check is as complete as that list). A mutation must make code that computes
-//! something else: a consistent renaming (two symbols or two buffers swapped everywhere,
-//! declarations included) is the same code, which the digest rightly ignores, and is reported
-//! as an omission. How runtime sizes and scalar parameters enter a walk is in
-//! [`LoopCode`]'s docs.
-//!
-//! ```
-//! use schedule_cache::identity::{LoopCode, NodeAttrs, NodeId, SymId, Visitor};
-//! use schedule_cache::walk_check::WalkCheck;
-//! use std::sync::atomic::{AtomicU64, Ordering};
-//!
-//! /// `for i in 0..extent { y[i] = x[i] <op> k }`, with this process's ids.
-//! #[derive(Clone)]
-//! struct Scale { i: u64, x: u64, y: u64, extent: i64, op: &'static str, k: f64 }
-//! impl LoopCode for Scale {
-//!     fn walk(&self, v: &mut dyn Visitor) {
-//!         v.open("loop");
-//!         v.int(self.extent);
-//!         v.loop_binder(SymId(self.i));
-//!         v.open(self.op);
-//!         v.node(NodeId(self.y), &NodeAttrs::new(&[64], "f32"));
-//!         v.node(NodeId(self.x), &NodeAttrs::new(&[64], "f32"));
-//!         v.symbol(SymId(self.i));
-//!         v.float(self.k);
-//!         v.close();
-//!         v.close();
-//!     }
-//! }
-//! fn build() -> Scale {
-//!     static NEXT: AtomicU64 = AtomicU64::new(1);
-//!     let mut fresh = || NEXT.fetch_add(1, Ordering::Relaxed);
-//!     Scale { i: fresh(), x: fresh(), y: fresh(), extent: 64, op: "mul", k: 3.0 }
-//! }
-//! let report = WalkCheck::new(build)
-//!     .mutation("loop extent", |c| c.extent = 65)
-//!     .mutation("scalar constant", |c| c.k = 4.0)
-//!     .mutation("operator", |c| c.op = "add")
-//!     .run();
-//! assert!(report.is_ok(), "{report}");
-//! assert_eq!(report.mutations_checked(), 3);
-//! ```
+//! [`WalkCheck`]: a test of an adopter's [`LoopCode`] walk (its docs say how).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -75,7 +12,71 @@ type Statics<C> = Box<dyn Fn(&C) -> Vec<SymId>>;
 /// The adopter's renderer.
 type Render<C> = Box<dyn Fn(&C) -> String>;
 
-/// A check of a [`LoopCode`] walk (module docs): built from a function that builds the code
+/// Checking an adopter's [`LoopCode`] walk: a test helper that finds what the walk leaves out.
+///
+/// The library cannot see an adopter's IR, only what its walk reports. A piece of the code the
+/// walk forgets (an extent, a scalar, an operator, which tensor is read) is not in the digest,
+/// so two codes that differ only there share one digest, and a schedule tuned for one is
+/// replayed on the other. [`WalkCheck`] finds such omissions in a test: it builds the code
+/// twice (fresh ids, as two processes do), walks each build twice, then applies each mutation
+/// the adopter lists (one per piece of its IR) to a copy and reports every mutation that leaves
+/// the digest unchanged.
+///
+/// Guarantees of [`WalkCheck::run`]:
+/// - a walk that gives two digests for one code ([`WalkProblem::Nondeterministic`]), or for two
+///   builds of one code ([`WalkProblem::DependsOnIds`]: process-specific ids or labels reach
+///   the rendering), or that is incomplete on the unmutated code ([`WalkProblem::Incomplete`]),
+///   is reported;
+/// - every listed mutation whose code keeps the original digest is reported
+///   ([`WalkProblem::Omission`]); a mutation that makes the identity incomplete is not (an
+///   incomplete identity is never keyed: refusing is safe);
+/// - with a renderer ([`WalkCheck::render`]), a mutation that does not change the rendered text
+///   is reported ([`WalkProblem::IneffectiveMutation`]): it proves nothing, so the check never
+///   passes on a list of mutations that change nothing.
+///
+/// It checks only the mutations it is given: list one for every field of every construct of
+/// your IR (the check is as complete as that list). A mutation must make code that computes
+/// something else: a consistent renaming (two symbols or two buffers swapped everywhere,
+/// declarations included) is the same code, which the digest rightly ignores, and is reported
+/// as an omission. How runtime sizes and scalar parameters enter a walk is in
+/// [`LoopCode`]'s docs.
+///
+/// ```
+/// use schedule_cache::{LoopCode, NodeAttrs, NodeId, SymId, Visitor, WalkCheck};
+/// use std::sync::atomic::{AtomicU64, Ordering};
+///
+/// /// `for i in 0..extent { y[i] = x[i] <op> k }`, with this process's ids.
+/// #[derive(Clone)]
+/// struct Scale { i: u64, x: u64, y: u64, extent: i64, op: &'static str, k: f64 }
+/// impl LoopCode for Scale {
+///     fn walk(&self, v: &mut dyn Visitor) {
+///         v.open("loop");
+///         v.int(self.extent);
+///         v.loop_binder(SymId(self.i));
+///         v.open(self.op);
+///         v.node(NodeId(self.y), &NodeAttrs::new(&[64], "f32"));
+///         v.node(NodeId(self.x), &NodeAttrs::new(&[64], "f32"));
+///         v.symbol(SymId(self.i));
+///         v.float(self.k);
+///         v.close();
+///         v.close();
+///     }
+/// }
+/// fn build() -> Scale {
+///     static NEXT: AtomicU64 = AtomicU64::new(1);
+///     let mut fresh = || NEXT.fetch_add(1, Ordering::Relaxed);
+///     Scale { i: fresh(), x: fresh(), y: fresh(), extent: 64, op: "mul", k: 3.0 }
+/// }
+/// let report = WalkCheck::new(build)
+///     .mutation("loop extent", |c| c.extent = 65)
+///     .mutation("scalar constant", |c| c.k = 4.0)
+///     .mutation("operator", |c| c.op = "add")
+///     .run();
+/// assert!(report.is_ok(), "{report}");
+/// assert_eq!(report.mutations_checked(), 3);
+/// ```
+///
+/// Built from a function that builds the code
 /// afresh, then given the mutations, run once.
 pub struct WalkCheck<C> {
     build: Box<dyn Fn() -> C>,
@@ -239,7 +240,7 @@ impl<C: LoopCode + Clone + 'static> WalkCheck<C> {
         canonicalize(code, &(self.statics)(code), &BTreeMap::new(), false)
     }
 
-    /// Runs the check (module docs); never panics unless `build`, a mutation or the renderer
+    /// Runs the check (see [`WalkCheck`]); never panics unless `build`, a mutation or the renderer
     /// does.
     pub fn run(&self) -> WalkReport {
         let mut problems = Vec::new();

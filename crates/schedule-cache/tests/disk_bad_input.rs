@@ -3,16 +3,16 @@
 
 mod disk_support;
 
+use schedule_cache::Store as _;
 use std::fs;
 
 use std::path::Path;
 
+use cache_dir::STAMP_FILE;
 use disk_support::{DIGEST, key, payload, snapshot};
-use schedule_cache::disk::{
-    self, DiskCache, Lookup, MissReason, Outcome, Refusal, STAMP_FILE, StoreOutcome,
-};
+use schedule_cache::admin::Outcome;
 use schedule_cache::placement::{PLACEMENT_ENTRY_VERSION, PlacementEntry};
-use schedule_cache::{CacheKey, Error};
+use schedule_cache::{CacheKey, DiskCache, Error, Lookup, MissReason, Refusal, StoreOutcome};
 
 /// A cache directory inside a parent that also holds a canary; the canary (everything in the
 /// parent outside the cache directory) must be unchanged after each case.
@@ -52,7 +52,9 @@ fn corrupt_entries_are_explained_misses() {
     let outside = sb.outside();
     let dir = sb.dir();
     let k = key("bad");
-    disk::store(&dir, Some(&k), &payload(1, 2, 3, 40)).expect("store");
+    schedule_cache::DiskCache::new(&dir)
+        .store(Some(&k), &payload(1, 2, 3, 40))
+        .expect("store");
     let good = fs::read(entry_path(&dir, &k)).expect("read");
 
     let cases: Vec<(&str, Vec<u8>)> = vec![
@@ -114,7 +116,9 @@ fn corrupt_entries_are_explained_misses() {
         probe(&dir, &k),
         Lookup::Miss(MissReason::Unreadable { .. })
     ));
-    let out = disk::store(&dir, Some(&k), &payload(1, 2, 3, 4)).expect("store");
+    let out = schedule_cache::DiskCache::new(&dir)
+        .store(Some(&k), &payload(1, 2, 3, 4))
+        .expect("store");
     assert!(
         matches!(out, StoreOutcome::Refused(Refusal::Io { .. })),
         "{out:?}"
@@ -134,10 +138,14 @@ fn an_unwritable_cache_directory_is_a_refusal_not_an_error() {
     // A file where the cache directory should be (works for every user, root included).
     fs::write(sb.dir(), "I am a file").expect("write");
     let before = snapshot(sb.tmp.path());
-    let (out, events) = disk::record(|| {
+    let (out, events) = schedule_cache::admin::record(|| {
         (
-            disk::store(&sb.dir(), Some(&k), &payload(1, 1, 1, 1)).expect("store"),
-            disk::store(&sb.dir().join("sub"), Some(&k), &payload(1, 1, 1, 1)).expect("store"),
+            schedule_cache::DiskCache::new(sb.dir())
+                .store(Some(&k), &payload(1, 1, 1, 1))
+                .expect("store"),
+            schedule_cache::DiskCache::new(sb.dir().join("sub"))
+                .store(Some(&k), &payload(1, 1, 1, 1))
+                .expect("store"),
             probe(&sb.dir(), &k),
         )
     });
@@ -187,7 +195,9 @@ fn read_only_empty_child() {
         "the child can write the directory: the test shows nothing"
     );
     let k = key("ro");
-    let out = disk::store(&ro, Some(&k), &payload(1, 1, 1, 1)).expect("store");
+    let out = schedule_cache::DiskCache::new(&ro)
+        .store(Some(&k), &payload(1, 1, 1, 1))
+        .expect("store");
     assert!(
         matches!(out, StoreOutcome::Refused(Refusal::Io { .. })),
         "{out:?}"
@@ -200,7 +210,9 @@ fn bad_stamps_refuse() {
     let sb = Sandbox::new();
     let dir = sb.dir();
     let k = key("s");
-    disk::store(&dir, Some(&k), &payload(1, 1, 1, 1)).expect("store");
+    schedule_cache::DiskCache::new(&dir)
+        .store(Some(&k), &payload(1, 1, 1, 1))
+        .expect("store");
     for (content, newer) in [
         (&b""[..], false),
         (b"\n", false),
@@ -211,7 +223,9 @@ fn bad_stamps_refuse() {
     ] {
         fs::write(dir.join(STAMP_FILE), content).expect("write");
         let before = snapshot(sb.tmp.path());
-        let out = disk::store(&dir, Some(&k), &payload(2, 2, 2, 2)).expect("store");
+        let out = schedule_cache::DiskCache::new(&dir)
+            .store(Some(&k), &payload(2, 2, 2, 2))
+            .expect("store");
         match out {
             StoreOutcome::Refused(Refusal::NewerRegime { .. }) if newer => {}
             StoreOutcome::Refused(Refusal::MalformedStamp { .. }) if !newer => {}
@@ -224,7 +238,9 @@ fn bad_stamps_refuse() {
     fs::remove_file(dir.join(STAMP_FILE)).expect("rm");
     fs::create_dir(dir.join(STAMP_FILE)).expect("mkdir");
     assert!(matches!(
-        disk::store(&dir, Some(&k), &payload(2, 2, 2, 2)).expect("store"),
+        schedule_cache::DiskCache::new(&dir)
+            .store(Some(&k), &payload(2, 2, 2, 2))
+            .expect("store"),
         StoreOutcome::Refused(Refusal::Io { .. })
     ));
 }
@@ -253,14 +269,15 @@ fn keys_with_path_syntax_are_rejected_before_any_path_is_built() {
 #[test]
 fn a_panic_in_recorded_code_propagates() {
     let caught = std::panic::catch_unwind(|| {
-        disk::record(|| {
-            let _ = disk::lookup::<PlacementEntry>(Path::new("/nonexistent-kcache"), None, DIGEST);
+        schedule_cache::admin::record(|| {
+            let _ = schedule_cache::DiskCache::new(Path::new("/nonexistent-kcache"))
+                .lookup::<PlacementEntry>(None, DIGEST);
             panic!("user panic");
         })
     });
     assert!(caught.is_err());
     // The recorder stack was unwound with it: a new recorder sees only its own events.
-    let ((), events) = disk::record(|| ());
+    let ((), events) = schedule_cache::admin::record(|| ());
     assert!(events.is_empty());
 }
 
@@ -277,7 +294,7 @@ mod props {
         fn arbitrary_entry_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let tmp = tempfile::tempdir().expect("tempdir");
             let k = key("p");
-            disk::store(tmp.path(), Some(&k), &payload(1, 1, 1, 1)).expect("store");
+            schedule_cache::DiskCache::new(tmp.path()).store(Some(&k), &payload(1, 1, 1, 1)).expect("store");
             fs::write(entry_path(tmp.path(), &k), &bytes).expect("write");
             match probe(tmp.path(), &k) {
                 Lookup::Hit(e) => prop_assert_eq!(ron::from_str::<PlacementEntry>(std::str::from_utf8(&bytes).expect("utf8")).expect("parse"), e),
@@ -295,15 +312,15 @@ mod props {
             fs::write(tmp.path().join(STAMP_FILE), &bytes).expect("write");
             match cache.store(Some(&key("p")), &payload(1, 1, 1, 1)).expect("store") {
                 StoreOutcome::Stored => {
-                    let v = disk::parse_stamp(&bytes);
+                    let v = cache_dir::parse_stamp(&bytes);
                     prop_assert!(v.is_some_and(|v| v <= 7));
                     // A bare stamp (of only this store's files) is replaced by this store's
                     // kinded stamp, an equal one sweeping nothing.
-                    let want = format!("{} 7\n", disk::STORE_KIND);
+                    let want = format!("{} 7\n", schedule_cache::admin::STORE_KIND);
                     prop_assert_eq!(fs::read_to_string(tmp.path().join(STAMP_FILE)).expect("stamp"), want);
                 }
                 StoreOutcome::Refused(_) => {
-                    prop_assert!(disk::parse_stamp(&bytes).is_none_or(|v| v > 7));
+                    prop_assert!(cache_dir::parse_stamp(&bytes).is_none_or(|v| v > 7));
                     prop_assert_eq!(fs::read(tmp.path().join(STAMP_FILE)).expect("stamp"), bytes);
                 }
                 other => prop_assert!(false, "{:?}", other),

@@ -7,6 +7,7 @@
 
 mod disk_support;
 
+use schedule_cache::Store as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::PathBuf;
@@ -14,8 +15,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use disk_support::{Children, DIGEST, Rng, decode_payload, key, payload};
-use schedule_cache::disk::{DiskCache, Lookup, Space, StoreOutcome};
+use schedule_cache::admin::Space;
 use schedule_cache::placement::PlacementEntry;
+use schedule_cache::{DiskCache, Lookup, StoreOutcome};
 
 const ID: &str = "KCACHE_DISK_CONTEND_ID";
 const KEYS: u64 = 5;
@@ -211,7 +213,7 @@ fn eight_processes_race_through_a_regime_bump() {
         "every key written after the bump is present"
     );
     assert_eq!(
-        fs::read_to_string(dir.join(schedule_cache::disk::STAMP_FILE)).expect("stamp"),
+        fs::read_to_string(dir.join(cache_dir::STAMP_FILE)).expect("stamp"),
         "kcache-schedule-store 2\n"
     );
 }

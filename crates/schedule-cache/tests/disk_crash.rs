@@ -8,14 +8,16 @@
 
 mod disk_support;
 
+use schedule_cache::Store as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use disk_support::{Children, DIGEST, Rng, decode_payload, key, payload, staging_names};
-use schedule_cache::disk::{DiskCache, Lookup, MissReason, Space};
+use schedule_cache::admin::Space;
 use schedule_cache::placement::PlacementEntry;
+use schedule_cache::{DiskCache, Lookup, MissReason};
 
 const ROLE: &str = "KCACHE_DISK_CRASH_ROLE";
 const KEYS: u32 = 6;

@@ -12,16 +12,17 @@
 
 mod disk_support;
 
+use schedule_cache::Store as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use cache_dir::LOCK_FILE;
+use cache_dir::STAMP_FILE;
 use disk_support::{DIGEST, key, payload};
-use schedule_cache::disk::{
-    self, DiskCache, LOCK_FILE, Lookup, MAX_ENTRY_BYTES, MAX_MESSAGE_CHARS, MissReason, Refusal,
-    STAMP_FILE, Space, StoreOutcome,
-};
+use schedule_cache::admin::{MAX_ENTRY_BYTES, MAX_MESSAGE_CHARS, Space};
 use schedule_cache::placement::PlacementEntry;
+use schedule_cache::{DiskCache, Lookup, MissReason, Refusal, StoreOutcome};
 use test_support::no_hang;
 
 fn mkfifo(path: &Path) {
@@ -39,7 +40,9 @@ fn stocked() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tmp.path().join("cache");
     let k = key("k");
     assert_eq!(
-        disk::store(&dir, Some(&k), &payload(1, 2, 3, 4)).expect("store"),
+        schedule_cache::DiskCache::new(&dir)
+            .store(Some(&k), &payload(1, 2, 3, 4))
+            .expect("store"),
         StoreOutcome::Stored
     );
     let entry = dir.join(Space::Placement.file_name(&k));
@@ -171,8 +174,9 @@ fn a_100_mb_entry_is_refused_by_its_size_without_being_read() {
     // Reading it would have grown the peak by at least 100 MiB.
     assert!(grown_mib < 50, "peak resident set grew by {grown_mib} MiB");
     // The verifier and the stats read through the same cap.
-    let inv = disk::inventory(&dir).expect("inventory");
-    let problem = disk::verify_entry(&dir, &inv.entries[0]).expect_err("too large");
+    let inv = schedule_cache::admin::inventory(&dir).expect("inventory");
+    let problem =
+        schedule_cache::admin::verify_entry(&dir, &inv.entries[0]).expect_err("too large");
     assert!(problem.to_string().contains("cap"), "{problem}");
 }
 
@@ -270,7 +274,7 @@ fn a_read_only_directory_without_a_lock_file_serves_lookups() {
 #[test]
 fn a_missing_lookup_reads_only_a_checked_sibling_index() {
     let (_tmp, dir, _entry) = stocked();
-    let index = dir.join(disk::siblings_file_name(DIGEST).expect("name"));
+    let index = dir.join(schedule_cache::admin::siblings_file_name(DIGEST).expect("name"));
     let listed = |dir: &Path| match probe_key(dir, "absent") {
         Lookup::Miss(MissReason::NoEntry { same_digest }) => same_digest,
         other => panic!("expected a plain miss, got {other:?}"),
@@ -299,14 +303,14 @@ fn a_missing_lookup_reads_only_a_checked_sibling_index() {
     assert_eq!(listed(&dir), Vec::<String>::new());
 }
 
-/// A sibling index that holds [`MAX_SIBLINGS_BYTES`](disk::MAX_SIBLINGS_BYTES) is no longer
+/// A sibling index that holds [`MAX_SIBLINGS_BYTES`](schedule_cache::admin::MAX_SIBLINGS_BYTES) is no longer
 /// appended to: a store of a new key of the digest leaves it as it was. One byte short of the
 /// cap, the key's line is appended.
 #[test]
 fn a_full_sibling_index_is_no_longer_appended_to() {
     let (_tmp, dir, _entry) = stocked();
-    let index = dir.join(disk::siblings_file_name(DIGEST).expect("name"));
-    let cap = usize::try_from(disk::MAX_SIBLINGS_BYTES).expect("the cap fits");
+    let index = dir.join(schedule_cache::admin::siblings_file_name(DIGEST).expect("name"));
+    let cap = usize::try_from(schedule_cache::admin::MAX_SIBLINGS_BYTES).expect("the cap fits");
     let store_key = |rest: &str| {
         let (dir, k) = (dir.clone(), key(rest));
         no_hang("store", move || {

@@ -3,19 +3,19 @@
 
 mod disk_support;
 
+use schedule_cache::Store as _;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
+use cache_dir::LOCK_FILE;
+use cache_dir::STAMP_FILE;
 use disk_support::{DIGEST, key, payload, snapshot, staging_names};
-use schedule_cache::disk::{
-    self, CACHE_REGIME_VERSION, DiskCache, LOCK_FILE, Lookup, MissReason, Op, Outcome, Refusal,
-    STAMP_FILE, StoreOutcome,
-};
+use schedule_cache::admin::{CACHE_REGIME_VERSION, Op, Outcome};
 use schedule_cache::placement::PlacementEntry;
-use schedule_cache::{CacheKey, Error};
+use schedule_cache::{CacheKey, DiskCache, Error, Lookup, MissReason, Refusal, StoreOutcome};
 
 fn stamp(dir: &Path) -> String {
     fs::read_to_string(dir.join(STAMP_FILE)).expect("stamp")
@@ -26,10 +26,12 @@ fn a_none_key_does_nothing_at_all() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("never");
     let e = payload(1, 2, 3, 0);
-    let (results, events) = disk::record(|| {
+    let (results, events) = schedule_cache::admin::record(|| {
         (
-            disk::store(&dir, None, &e).expect("store"),
-            disk::lookup::<PlacementEntry>(&dir, None, DIGEST),
+            schedule_cache::DiskCache::new(&dir)
+                .store(None, &e)
+                .expect("store"),
+            schedule_cache::DiskCache::new(&dir).lookup::<PlacementEntry>(None, DIGEST),
         )
     });
     assert_eq!(results, (StoreOutcome::Skipped, None));
@@ -47,7 +49,9 @@ fn a_none_key_does_nothing_at_all() {
     fs::write(owned.join(STAMP_FILE), "999\n").expect("stamp");
     let before = snapshot(tmp.path());
     assert_eq!(
-        disk::store(&owned, None, &e).expect("store"),
+        schedule_cache::DiskCache::new(&owned)
+            .store(None, &e)
+            .expect("store"),
         StoreOutcome::Skipped
     );
     assert_eq!(snapshot(tmp.path()), before);
@@ -61,16 +65,23 @@ fn store_creates_parents_and_lookup_hits() {
     let k = key("cc-n1");
     let e = payload(4, 5, 6, 10);
     assert_eq!(
-        disk::store(&dir, Some(&k), &e).expect("store"),
+        schedule_cache::DiskCache::new(&dir)
+            .store(Some(&k), &e)
+            .expect("store"),
         StoreOutcome::Stored
     );
     assert_eq!(
         stamp(&dir),
-        format!("{} {CACHE_REGIME_VERSION}\n", disk::STORE_KIND)
+        format!(
+            "{} {CACHE_REGIME_VERSION}\n",
+            schedule_cache::admin::STORE_KIND
+        )
     );
     assert!(dir.join(LOCK_FILE).is_file());
     assert!(dir.join(format!("{k}.placement.ron")).is_file());
-    let (found, events) = disk::record(|| disk::lookup(&dir, Some(&k), DIGEST));
+    let (found, events) = schedule_cache::admin::record(|| {
+        schedule_cache::DiskCache::new(&dir).lookup(Some(&k), DIGEST)
+    });
     assert_eq!(found, Some(e));
     assert_eq!(events[0].op, Op::Lookup);
     assert_eq!(events[0].outcome, Outcome::Hit);
@@ -86,10 +97,12 @@ fn last_write_wins() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let k = key("lww");
     for i in 0..3 {
-        disk::store(tmp.path(), Some(&k), &payload(i, 0, 0, i)).expect("store");
+        schedule_cache::DiskCache::new(tmp.path())
+            .store(Some(&k), &payload(i, 0, 0, i))
+            .expect("store");
     }
     assert_eq!(
-        disk::lookup(tmp.path(), Some(&k), DIGEST),
+        schedule_cache::DiskCache::new(tmp.path()).lookup(Some(&k), DIGEST),
         Some(payload(2, 0, 0, 2))
     );
 }
@@ -99,7 +112,9 @@ fn lookup_never_creates_the_directory_and_explains_the_miss() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("absent");
     let k = key("x");
-    let (found, events) = disk::record(|| disk::lookup::<PlacementEntry>(&dir, Some(&k), DIGEST));
+    let (found, events) = schedule_cache::admin::record(|| {
+        schedule_cache::DiskCache::new(&dir).lookup::<PlacementEntry>(Some(&k), DIGEST)
+    });
     assert_eq!(found, None);
     assert_eq!(events[0].outcome, Outcome::Miss(MissReason::NoDirectory));
     assert!(!dir.exists());
@@ -133,15 +148,18 @@ fn an_absent_stamp_beside_entry_named_files_deletes_nothing() {
     }
     fs::create_dir(dir.join("subdir.ron")).expect("mkdir");
     let k = CacheKey::new("k2").expect("key");
-    let (found, events) = disk::record(|| disk::lookup::<PlacementEntry>(dir, Some(&k), "k2"));
+    let (found, events) = schedule_cache::admin::record(|| {
+        schedule_cache::DiskCache::new(dir).lookup::<PlacementEntry>(Some(&k), "k2")
+    });
     assert_eq!(found, None);
     assert!(
         matches!(&events[0].outcome, Outcome::Refused(r) if r.to_string().contains("no regime stamp")),
         "{:?}",
         events[0].outcome
     );
-    let (_, events) =
-        disk::record(|| DiskCache::new(dir).store(Some(&key("s")), &payload(1, 1, 1, 1)));
+    let (_, events) = schedule_cache::admin::record(|| {
+        DiskCache::new(dir).store(Some(&key("s")), &payload(1, 1, 1, 1))
+    });
     assert!(
         matches!(events[0].outcome, Outcome::Refused(_)),
         "{events:?}"
@@ -174,7 +192,10 @@ fn an_absent_stamp_beside_other_files_is_adopted() {
     }
     assert_eq!(
         stamp(dir),
-        format!("{} {CACHE_REGIME_VERSION}\n", disk::STORE_KIND)
+        format!(
+            "{} {CACHE_REGIME_VERSION}\n",
+            schedule_cache::admin::STORE_KIND
+        )
     );
 }
 
@@ -196,7 +217,7 @@ fn an_older_stamp_sweeps_every_entry_and_nothing_else() {
     }
     fs::create_dir(dir.join("subdir.ron")).expect("mkdir");
     let k = CacheKey::new("k2").expect("key");
-    let found = disk::lookup::<PlacementEntry>(dir, Some(&k), "k2");
+    let found = schedule_cache::DiskCache::new(dir).lookup::<PlacementEntry>(Some(&k), "k2");
     assert_eq!(found, None);
     for gone in ["k1.ron", "k2.placement.ron", "k3.keys"] {
         assert!(
@@ -212,7 +233,10 @@ fn an_older_stamp_sweeps_every_entry_and_nothing_else() {
     }
     assert_eq!(
         stamp(dir),
-        format!("{} {CACHE_REGIME_VERSION}\n", disk::STORE_KIND)
+        format!(
+            "{} {CACHE_REGIME_VERSION}\n",
+            schedule_cache::admin::STORE_KIND
+        )
     );
 }
 
@@ -225,7 +249,8 @@ fn an_older_stamp_sweeps_placement_entries_too() {
     old.store(Some(&k1), &payload(1, 1, 1, 1)).expect("store");
     old.store(Some(&k2), &payload(2, 2, 2, 2)).expect("store");
     assert_eq!(stamp(tmp.path()), "kcache-schedule-store 1\n");
-    let (found, events) = disk::record(|| new.lookup::<PlacementEntry>(Some(&k1), DIGEST));
+    let (found, events) =
+        schedule_cache::admin::record(|| new.lookup::<PlacementEntry>(Some(&k1), DIGEST));
     assert_eq!(found, None);
     assert_eq!(
         events[0].outcome,
@@ -261,7 +286,7 @@ fn newer_or_malformed_stamps_refuse_and_touch_nothing() {
         fs::write(dir.join(STAMP_FILE), content).expect("stamp");
         let old = DiskCache::new(&dir).with_regime(4);
         let before = snapshot(tmp.path());
-        let (out, events) = disk::record(|| {
+        let (out, events) = schedule_cache::admin::record(|| {
             (
                 old.store(Some(&k), &payload(9, 9, 9, 9)).expect("store"),
                 old.probe::<PlacementEntry>(Some(&k), DIGEST),
@@ -279,14 +304,22 @@ fn caller_mistakes_are_typed_errors_and_write_nothing() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("c");
     let other = CacheKey::new("ffff-cc").expect("key");
-    let err = disk::store(&dir, Some(&other), &payload(1, 1, 1, 1)).expect_err("mismatch");
+    let err = schedule_cache::DiskCache::new(&dir)
+        .store(Some(&other), &payload(1, 1, 1, 1))
+        .expect_err("mismatch");
     assert!(matches!(err, Error::KeyDigestMismatch { .. }), "{err}");
     // A key that merely starts with the digest's characters is not prefixed by the digest.
     let glued = CacheKey::new(&format!("{DIGEST}ff-cc")).expect("key");
-    assert!(disk::store(&dir, Some(&glued), &payload(1, 1, 1, 1)).is_err());
+    assert!(
+        schedule_cache::DiskCache::new(&dir)
+            .store(Some(&glued), &payload(1, 1, 1, 1))
+            .is_err()
+    );
     let mut stale = payload(1, 1, 1, 1);
     stale.version = 0;
-    let err = disk::store(&dir, Some(&key("v")), &stale).expect_err("version");
+    let err = schedule_cache::DiskCache::new(&dir)
+        .store(Some(&key("v")), &stale)
+        .expect_err("version");
     assert!(matches!(err, Error::EntryVersion { found: 0, .. }), "{err}");
     assert!(!dir.exists());
 }
@@ -296,14 +329,16 @@ fn the_lock_file_is_permanent() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     let k = key("k");
-    disk::store(dir, Some(&k), &payload(1, 1, 1, 1)).expect("store");
+    schedule_cache::DiskCache::new(dir)
+        .store(Some(&k), &payload(1, 1, 1, 1))
+        .expect("store");
     let ino = fs::metadata(dir.join(LOCK_FILE)).expect("lock").ino();
     DiskCache::new(dir)
         .with_regime(CACHE_REGIME_VERSION + 1)
         .store(Some(&k), &payload(2, 2, 2, 2))
         .expect("store");
     DiskCache::new(dir).gc(Some(Duration::ZERO)).expect("gc");
-    let _ = disk::lookup::<PlacementEntry>(dir, Some(&k), DIGEST);
+    let _ = schedule_cache::DiskCache::new(dir).lookup::<PlacementEntry>(Some(&k), DIGEST);
     assert_eq!(fs::metadata(dir.join(LOCK_FILE)).expect("lock").ino(), ino);
 }
 
@@ -370,7 +405,7 @@ fn stale_staging_is_swept_on_first_open_fresh_staging_is_kept() {
             .set_modified(two_hours_ago)
             .expect("set mtime");
     }
-    let _ = disk::lookup::<PlacementEntry>(dir, Some(&key("k")), DIGEST);
+    let _ = schedule_cache::DiskCache::new(dir).lookup::<PlacementEntry>(Some(&key("k")), DIGEST);
     assert!(
         !old_dir.exists(),
         "a staging dir idle for two hours is crash-stale"
@@ -393,8 +428,12 @@ fn gc_removes_old_entries_and_stale_staging_only() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     let (k1, k2) = (key("a"), key("b"));
-    disk::store(dir, Some(&k1), &payload(1, 1, 1, 1)).expect("store");
-    disk::store(dir, Some(&k2), &payload(2, 2, 2, 2)).expect("store");
+    schedule_cache::DiskCache::new(dir)
+        .store(Some(&k1), &payload(1, 1, 1, 1))
+        .expect("store");
+    schedule_cache::DiskCache::new(dir)
+        .store(Some(&k2), &payload(2, 2, 2, 2))
+        .expect("store");
     let path1 = dir.join(format!("{k1}.placement.ron"));
     fs::File::options()
         .write(true)
@@ -408,7 +447,7 @@ fn gc_removes_old_entries_and_stale_staging_only() {
     assert_eq!(report.entries_removed, 1);
     assert!(!path1.exists());
     assert_eq!(
-        disk::lookup(dir, Some(&k2), DIGEST),
+        schedule_cache::DiskCache::new(dir).lookup(Some(&k2), DIGEST),
         Some(payload(2, 2, 2, 2))
     );
     assert!(dir.join(LOCK_FILE).exists() && dir.join(STAMP_FILE).exists());
@@ -417,12 +456,14 @@ fn gc_removes_old_entries_and_stale_staging_only() {
 #[test]
 fn stats_count_outcomes() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let before = disk::stats();
+    let before = schedule_cache::admin::stats();
     let k = key("s");
-    disk::store(tmp.path(), Some(&k), &payload(1, 1, 1, 1)).expect("store");
-    let _ = disk::lookup::<PlacementEntry>(tmp.path(), Some(&k), DIGEST);
-    let _ = disk::lookup::<PlacementEntry>(tmp.path(), Some(&k), "other");
-    let after = disk::stats();
+    schedule_cache::DiskCache::new(tmp.path())
+        .store(Some(&k), &payload(1, 1, 1, 1))
+        .expect("store");
+    let _ = schedule_cache::DiskCache::new(tmp.path()).lookup::<PlacementEntry>(Some(&k), DIGEST);
+    let _ = schedule_cache::DiskCache::new(tmp.path()).lookup::<PlacementEntry>(Some(&k), "other");
+    let after = schedule_cache::admin::stats();
     // Other tests run in parallel threads, so only lower bounds hold.
     assert!(after.stored > before.stored);
     assert!(after.hits > before.hits);
@@ -435,10 +476,14 @@ fn a_miss_names_the_keys_the_same_code_is_stored_under() {
     let dir = tmp.path();
     let isolated = key("cc-n1-c2-p3-d4-tisolated");
     let other_code = CacheKey::new("77aa-cc-n1-c2-p3-d4-tqueued").expect("key");
-    disk::store(dir, Some(&isolated), &payload(1, 1, 1, 1)).expect("store");
+    schedule_cache::DiskCache::new(dir)
+        .store(Some(&isolated), &payload(1, 1, 1, 1))
+        .expect("store");
     let mut foreign = payload(2, 2, 2, 2);
     foreign.digest = "77aa".into();
-    disk::store(dir, Some(&other_code), &foreign).expect("store");
+    schedule_cache::DiskCache::new(dir)
+        .store(Some(&other_code), &foreign)
+        .expect("store");
     let queued = key("cc-n1-c2-p3-d4-tqueued");
     let got = DiskCache::new(dir).probe::<PlacementEntry>(Some(&queued), DIGEST);
     let Lookup::Miss(reason) = got else {
@@ -487,10 +532,16 @@ fn a_regime_change_sweeps_entries_of_every_version() {
     }
     fs::write(dir.join(STAMP_FILE), "kcache-schedule-store 1\n").expect("stamp");
     let k = key("any");
-    assert_eq!(disk::lookup::<PlacementEntry>(dir, Some(&k), DIGEST), None);
+    assert_eq!(
+        schedule_cache::DiskCache::new(dir).lookup::<PlacementEntry>(Some(&k), DIGEST),
+        None
+    );
     assert_eq!(
         stamp(dir),
-        format!("{} {CACHE_REGIME_VERSION}\n", disk::STORE_KIND)
+        format!(
+            "{} {CACHE_REGIME_VERSION}\n",
+            schedule_cache::admin::STORE_KIND
+        )
     );
     for name in &entries {
         assert!(
@@ -572,7 +623,7 @@ mod model {
                     }
                 }
                 if dir.exists() {
-                    let want = stamp.map(|v| format!("{} {v}\n", disk::STORE_KIND));
+                    let want = stamp.map(|v| format!("{} {v}\n", schedule_cache::admin::STORE_KIND));
                     prop_assert_eq!(fs::read_to_string(dir.join(STAMP_FILE)).ok(), want);
                 }
             }
@@ -626,7 +677,9 @@ mod log_events {
         let log = Collect::default();
         let k = key("logged");
         let out = tracing::subscriber::with_default(log.clone(), || {
-            disk::store(tmp.path(), Some(&k), &payload(1, 1, 1, 1)).expect("store")
+            schedule_cache::DiskCache::new(tmp.path())
+                .store(Some(&k), &payload(1, 1, 1, 1))
+                .expect("store")
         });
         assert!(matches!(out, StoreOutcome::Refused(_)));
         let events = log.0.lock().expect("log");

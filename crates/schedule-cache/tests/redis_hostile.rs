@@ -14,10 +14,8 @@ use std::time::{Duration, Instant};
 
 use redis_support::{DIGEST, key, payload};
 use redis_wire::testing::{self, Hostile};
-use schedule_cache::disk::{Lookup, Refusal, StoreOutcome};
 use schedule_cache::placement::PlacementEntry;
-use schedule_cache::redis_store::RedisStore;
-use schedule_cache::store::Store;
+use schedule_cache::{Lookup, RedisStore, Refusal, Store, StoreOutcome};
 use test_support::child;
 
 const HOSTILE: &str = "KCACHE_REDIS_HOSTILE";

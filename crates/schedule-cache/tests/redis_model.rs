@@ -11,9 +11,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use redis_support::{DIGEST, ServerExt, key, payload};
-use schedule_cache::disk::{Lookup, MissReason, Refusal, StoreOutcome};
 use schedule_cache::placement::PlacementEntry;
-use schedule_cache::store::Store;
+use schedule_cache::{Lookup, MissReason, Refusal, Store, StoreOutcome};
 
 #[derive(Clone, Debug)]
 enum Step {

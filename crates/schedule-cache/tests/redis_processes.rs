@@ -13,10 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redis_support::{DIGEST, ServerExt, decode, key, payload};
-use schedule_cache::disk::{Lookup, StoreOutcome};
 use schedule_cache::placement::PlacementEntry;
-use schedule_cache::redis_store::RedisStore;
-use schedule_cache::store::Store;
+use schedule_cache::{Lookup, RedisStore, Store, StoreOutcome};
 
 const WORKER: &str = "KCACHE_REDIS_WORKER";
 const URL: &str = "KCACHE_REDIS_URL";
@@ -177,7 +175,7 @@ fn redis_bump_worker() {
         .expect("url")
         .get_connection_with_timeout(Duration::from_secs(2))
         .expect("connect");
-    let r = schedule_cache::disk::CACHE_REGIME_VERSION;
+    let r = schedule_cache::admin::CACHE_REGIME_VERSION;
     let mut regime = r;
     let mut x = id.wrapping_mul(2_654_435_761) | 1;
     let mut next = move |n: u32| {
@@ -218,8 +216,7 @@ fn redis_bump_worker() {
                     new_stored.insert(ki);
                 }
             }
-            StoreOutcome::Refused(schedule_cache::disk::Refusal::NewerRegime { .. })
-                if regime == r => {}
+            StoreOutcome::Refused(schedule_cache::Refusal::NewerRegime { .. }) if regime == r => {}
             other => fail(3, format!("worker {id} (regime {regime}): store {other:?}")),
         }
         let kj = next(KEYS + 2);
@@ -236,7 +233,7 @@ fn redis_bump_worker() {
                 format!("worker {id}: lost its own new-regime entry k{kj}: {m}"),
             ),
             Lookup::Miss(_) => {}
-            Lookup::Refused(schedule_cache::disk::Refusal::NewerRegime { .. }) if regime == r => {}
+            Lookup::Refused(schedule_cache::Refusal::NewerRegime { .. }) if regime == r => {}
             other => fail(
                 7,
                 format!("worker {id} (regime {regime}): lookup {other:?}"),
@@ -292,7 +289,7 @@ fn a_regime_bump_amid_writer_processes_sweeps_exactly_the_old_regime() {
             }
         }
     }
-    let r = schedule_cache::disk::CACHE_REGIME_VERSION;
+    let r = schedule_cache::admin::CACHE_REGIME_VERSION;
     assert!(
         stored.iter().any(|&(_, _, s)| regime_of(s) == r),
         "no old-regime store"

@@ -15,14 +15,12 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redis_support::{DIGEST, ServerExt, key, payload};
-use schedule_cache::disk::{
-    self, CACHE_REGIME_VERSION, DiskCache, Lookup, MissReason, Op, Outcome, Refusal, Space,
-    StoreOutcome,
-};
+use schedule_cache::admin::{CACHE_REGIME_VERSION, Op, Outcome, Space};
 use schedule_cache::placement::{PLACEMENT_ENTRY_VERSION, PlacementEntry};
-use schedule_cache::redis_store::RedisStore;
-use schedule_cache::store::{CacheStore, Store, TwoLevel};
-use schedule_cache::{CacheKey, Error, ScheduleEntry};
+use schedule_cache::{
+    CacheKey, DiskCache, Error, Lookup, MissReason, RedisStore, Refusal, ScheduleEntry, Store,
+    StoreOutcome, TwoLevel,
+};
 
 /// Every key on the server, sorted.
 fn all_keys(con: &mut redis::Connection) -> BTreeSet<String> {
@@ -38,7 +36,8 @@ fn store_lookup_round_trip_in_both_spaces() {
     let store = server.store();
     let k = key("cc-n1");
     let entry = payload(1, 1, 40);
-    let (out, events) = disk::record(|| store.store(Some(&k), &entry).expect("store"));
+    let (out, events) =
+        schedule_cache::admin::record(|| store.store(Some(&k), &entry).expect("store"));
     assert_eq!(out, StoreOutcome::Stored);
     assert_eq!(events.len(), 1);
     assert_eq!(
@@ -271,7 +270,7 @@ fn a_server_killed_mid_run_turns_operations_into_refusals_then_recovers() {
         store.store(Some(&k), &payload(1, 1, 8)).expect("store"),
         StoreOutcome::Stored
     );
-    let stats_before = disk::stats();
+    let stats_before = schedule_cache::admin::stats();
 
     let killed = AtomicBool::new(false);
     let live_hits = AtomicU32::new(0);
@@ -281,8 +280,9 @@ fn a_server_killed_mid_run_turns_operations_into_refusals_then_recovers() {
             let deadline = Instant::now() + Duration::from_secs(20);
             while refusals_after < 20 && Instant::now() < deadline {
                 let was_killed = killed.load(Ordering::SeqCst);
-                let (found, events) =
-                    disk::record(|| store.probe::<PlacementEntry>(Some(&k), DIGEST));
+                let (found, events) = schedule_cache::admin::record(|| {
+                    store.probe::<PlacementEntry>(Some(&k), DIGEST)
+                });
                 let stored = store
                     .store(Some(&k), &payload(1, 1, 8))
                     .expect("no caller error");
@@ -321,7 +321,7 @@ fn a_server_killed_mid_run_turns_operations_into_refusals_then_recovers() {
         "lookups after the kill were not refusals"
     );
     assert!(store.unreachable_count() >= 1);
-    assert!(disk::stats().refused >= stats_before.refused + 40);
+    assert!(schedule_cache::admin::stats().refused >= stats_before.refused + 40);
 
     // A fresh server on the same address (empty: no persistence) is used again once the retry
     // pause is over; its absent stamp is set by the first operation.
@@ -390,7 +390,8 @@ fn two_level_mode_back_fills_the_local_directory() {
     // Machine B starts with an empty directory: local miss, shared hit, back-fill.
     let b_dir = tmp.path().join("b");
     let b = TwoLevel::new(DiskCache::new(&b_dir), server.store());
-    let (found, events) = disk::record(|| b.lookup::<PlacementEntry>(Some(&k), DIGEST));
+    let (found, events) =
+        schedule_cache::admin::record(|| b.lookup::<PlacementEntry>(Some(&k), DIGEST));
     assert_eq!(found.as_ref(), Some(&entry));
     let seen: Vec<(String, Op, Outcome)> = events
         .iter()
@@ -405,14 +406,19 @@ fn two_level_mode_back_fills_the_local_directory() {
                 Op::Lookup,
                 Outcome::Miss(MissReason::NoDirectory)
             ),
-            (b.shared().location(), Op::Lookup, Outcome::Hit),
+            (
+                b.shared().expect("a shared level").location(),
+                Op::Lookup,
+                Outcome::Hit
+            ),
             (local.clone(), Op::Store, Outcome::Stored),
         ]
     );
     assert!(b_dir.join(Space::Placement.file_name(&k)).is_file());
 
     // The second lookup is answered locally; the server is not consulted.
-    let (found, events) = disk::record(|| b.lookup::<PlacementEntry>(Some(&k), DIGEST));
+    let (found, events) =
+        schedule_cache::admin::record(|| b.lookup::<PlacementEntry>(Some(&k), DIGEST));
     assert_eq!(found, Some(entry.clone()));
     assert_eq!(events.len(), 1);
     assert_eq!(
@@ -430,95 +436,21 @@ fn a_configured_disk_then_redis_store_shares_winners_between_directories() {
     let server = redis_support::Server::start();
     let tmp = tempfile::tempdir().expect("tempdir");
     assert!(matches!(
-        CacheStore::disk_then_redis(tmp.path().join("x"), "no scheme"),
+        TwoLevel::disk_then_redis(tmp.path().join("x"), "no scheme"),
         Err(Error::InvalidStoreConfig { .. })
     ));
     let k = key("cc-shared");
-    let a = CacheStore::disk_then_redis(tmp.path().join("a"), &server.url()).expect("url");
+    let a = TwoLevel::disk_then_redis(tmp.path().join("a"), &server.url()).expect("url");
     assert_eq!(
         a.store(Some(&k), &payload(8, 8, 8)).expect("store"),
         StoreOutcome::Stored
     );
-    let b = CacheStore::disk_then_redis(tmp.path().join("b"), &server.url()).expect("url");
+    let b = TwoLevel::disk_then_redis(tmp.path().join("b"), &server.url()).expect("url");
     assert_eq!(b.lookup(Some(&k), DIGEST), Some(payload(8, 8, 8)));
     assert_eq!(
         b.local().lookup(Some(&k), DIGEST),
         Some(payload(8, 8, 8)),
         "back-filled"
-    );
-}
-
-/// The front door over the Redis store alone, and over a directory in front of it: a stored
-/// schedule replays from the server, and a miss names the differing component computed from
-/// the keys the server lists for the same code.
-#[test]
-fn the_front_door_explains_misses_over_redis_too() {
-    use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
-    use reference_ir::schedule::{ReferenceLanguage, Schedule};
-    use schedule_cache::{KeyComponent, Measurements, Miss, ScheduleCache, TimingIdentity};
-
-    let server = redis_support::Server::start();
-    let build = || {
-        let i = Symbol::fresh("i");
-        let y = TensorNode::new("y", &[32], Precision::F32);
-        let body = vec![Stmt::set(&y, vec![Index::var(&i)], Expr::Const(3.0))];
-        (Code::new(vec![Stmt::for_(&i, 0, 32, body)]), i)
-    };
-    let front = |store: RedisStore, device: &str| {
-        ScheduleCache::new(
-            ReferenceLanguage,
-            "cc",
-            TimingIdentity {
-                device: device.into(),
-                toolchain: None,
-            },
-            store,
-        )
-    };
-    let (code, i) = build();
-    let mut s = Schedule::new();
-    s.split(&i, 4);
-    let published = front(server.store(), "gpu-a")
-        .store(&code, &s.ops, Measurements::new(vec![1e-6]))
-        .expect("store");
-    assert!(published.outcome.is_stored(), "{:?}", published.outcome);
-
-    let (again, _) = build();
-    let hit = front(server.store(), "gpu-a")
-        .lookup(&again)
-        .expect("lookup")
-        .expect("a hit from the server");
-    assert_eq!(hit.ops.len(), 1);
-    let miss = front(server.store(), "gpu-b")
-        .lookup(&again)
-        .expect("lookup")
-        .expect_err("another device");
-    assert!(
-        matches!(&miss, Miss::NotFound { differing, .. } if differing == &[KeyComponent::Device]),
-        "{miss}"
-    );
-    assert!(
-        miss.to_string()
-            .ends_with("differ in: device (device: gpu-a → gpu-b)"),
-        "{miss}"
-    );
-
-    // A directory in front of the server: the shared level's siblings explain the miss.
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let both = ScheduleCache::new(
-        ReferenceLanguage,
-        "cc",
-        TimingIdentity {
-            device: "gpu-b".into(),
-            toolchain: None,
-        },
-        TwoLevel::new(DiskCache::new(tmp.path()), server.store()),
-    );
-    let miss = both.lookup(&again).expect("lookup").expect_err("miss");
-    assert!(
-        miss.to_string()
-            .ends_with("differ in: device (device: gpu-a → gpu-b)"),
-        "{miss}"
     );
 }
 
@@ -533,7 +465,7 @@ fn a_value_past_the_cap_is_a_miss_without_being_fetched() {
     let mut raw = server.raw();
     let k = key("huge");
     store.store(Some(&k), &payload(1, 1, 1)).expect("store");
-    let cap = usize::try_from(disk::MAX_ENTRY_BYTES).expect("cap");
+    let cap = usize::try_from(schedule_cache::admin::MAX_ENTRY_BYTES).expect("cap");
     let _: () = raw
         .set(store.entry_key(Space::Placement, &k), vec![b'x'; cap + 1])
         .expect("SET");

@@ -9,8 +9,6 @@
 //!   binary, saying how to install it, never skips.
 //! - `lines::Lines` (feature `lines`): a kernel-cache backend whose program is its kernels'
 //!   texts, counting its compiles, optionally bound to a host part.
-//! - `fill` (feature `fill`): schedule-cache placement entries of today's key shape, and a
-//!   directory filled with many of them quickly.
 //! - [`Rng`]: xorshift64*, deterministic, for generated inputs.
 //! - [`child`]: re-running the current test binary as a child process (one test, an
 //!   environment variable set), and limiting a child's address space.
@@ -26,8 +24,6 @@ pub mod alloc;
 pub mod bench;
 pub mod cc;
 pub mod child;
-#[cfg(feature = "fill")]
-pub mod fill;
 #[cfg(feature = "lines")]
 pub mod lines;
 pub mod lock;

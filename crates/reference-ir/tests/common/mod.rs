@@ -5,7 +5,7 @@
 
 use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode, UnOp};
 use reference_ir::schedule::{RefOp, Schedule};
-use schedule_cache::identity::{NodeId, Placement};
+use schedule_cache::{NodeId, Placement};
 use std::collections::BTreeMap;
 
 /// A small deterministic PRNG (test-support's xorshift64*), so a shape is a pure function of

@@ -114,7 +114,7 @@ pub enum Found {
     Entry(EntryFile),
     /// A staging artifact.
     Staging(StagingArtifact),
-    /// A digest's sibling index (`<digest>.keys`, see [`SIBLINGS_SUFFIX`](super::SIBLINGS_SUFFIX)).
+    /// A digest's sibling index (`<digest>.keys`, see `SIBLINGS_SUFFIX`).
     Index(String),
     /// Any other name (including entries of an older key shape, which a regime change sweeps).
     Foreign(String),
@@ -210,9 +210,9 @@ pub fn inventory(dir: &Path) -> Result<Inventory, Error> {
 }
 
 /// How many leading bytes [`entry_version`] reads.
-pub const HEADER_BYTES: u64 = 256;
+pub(super) const HEADER_BYTES: u64 = 256;
 
-/// The `version` an entry file records, read from its first [`HEADER_BYTES`] only (as every
+/// The `version` an entry file records, read from its first `HEADER_BYTES` only (as every
 /// store writes it: `(` then `version: N` first): the cheap check `kcache stats` makes on every
 /// entry. A file whose header is not of that shape is reported `Unparsable`; the rest of the
 /// file is not looked at ([`verify_entry`] parses the whole entry).

@@ -3,54 +3,30 @@
 //!
 //! The directory protocol is the [`cache_dir`] crate's (one home for every kcache store on
 //! disk); this module adds the schedule store's entry spaces, encodings and explained misses.
-//! The protocol, in short (docs/disk-format.md is the full specification):
-//!
-//! - A `None` key is a complete no-op: no directory, no lock, no stamp change.
-//! - Every store and lookup first *opens* the cache: it takes the directory's in-process lock,
-//!   then an `flock` on [`LOCK_FILE`] (opened read-write, never unlinked), and reads
-//!   [`STAMP_FILE`]. Equal stamp: admitted. Newer or malformed stamp: refused, nothing
-//!   touched. Older stamp: under the exclusive lock, every entry of any version
-//!   ([`is_entry_of_any_version`]) is deleted, then the stamp is atomically
-//!   replaced, then the operation is admitted. Absent stamp: the stamp is published and the
-//!   operation admitted if no file is named like an entry; if one is (a user's
-//!   `settings.ron`), the directory is no cache: refused, nothing deleted.
-//! - Files are read only if they are regular files, without blocking and without following a
-//!   link, up to [`MAX_ENTRY_BYTES`]: no directory content can hang or exhaust a lookup. A
-//!   directory this process cannot write (a read-only mount) still serves lookups.
-//! - The lock is held through the entry I/O; entries are published with `atomicwrites`, so a
-//!   reader sees a whole old entry or a whole new one, never a torn one. A store under
-//!   [`StorePolicy::KeepFaster`] holds the exclusive lock from reading the existing entry to
-//!   publishing (or not) the new one ([`DiskCache::store_with`]).
-//! - Every lock wait is bounded ([`DiskCache::with_lock_wait`]): a [`ScheduleCache`](crate::ScheduleCache)
-//!   call waits at most one lock wait in all, and after a wait timed out the store only tries
-//!   its lock for a back-off interval ([`DiskCache::with_lock_backoff`]).
-//! - The first open of a directory in a process also removes crash-stale staging directories.
-//! - A filesystem refusal is an [`Outcome::Refused`] (a future miss), never an error; a lookup
-//!   never creates the directory. Every operation is reported to [`record`]ers, to [`stats`]
-//!   and as a `tracing` event, so a miss always says why.
+//! docs/disk-format.md is the specification (cache-open, locks, waits, sizes, refusals).
 //!
 //! ```
-//! use schedule_cache::CacheKey;
-//! use schedule_cache::disk::{self, Outcome, StoreOutcome};
+//! use schedule_cache::admin::{Outcome, record};
 //! use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+//! use schedule_cache::{CacheKey, DiskCache, MissReason, Store, StoreOutcome};
 //!
 //! let tmp = tempfile::tempdir()?;
-//! let dir = tmp.path().join("cache");
+//! let disk = DiskCache::new(tmp.path().join("cache"));
 //! let digest = "0f1e2d";
 //! let key = CacheKey::new("0f1e2d-cc-n1-c2-p3-d4-tisolated")?;
 //! let entry = PlacementEntry::new(digest, vec![Flip { node: 3, direction: Direction::Inline }], Shipped::Refined);
 //!
-//! assert_eq!(disk::store(&dir, Some(&key), &entry)?, StoreOutcome::Stored);
-//! let (found, events) = disk::record(|| disk::lookup::<PlacementEntry>(&dir, Some(&key), "other"));
+//! assert_eq!(disk.store(Some(&key), &entry)?, StoreOutcome::Stored);
+//! let (found, events) = record(|| disk.lookup::<PlacementEntry>(Some(&key), "other"));
 //! assert_eq!(found, None);
-//! assert!(matches!(events[0].outcome, Outcome::Miss(disk::MissReason::DigestMismatch { .. })));
-//! assert_eq!(disk::lookup(&dir, Some(&key), digest), Some(entry));
+//! assert!(matches!(events[0].outcome, Outcome::Miss(MissReason::DigestMismatch { .. })));
+//! assert_eq!(disk.lookup(Some(&key), digest), Some(entry));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod inspect;
 mod policy;
-mod record;
+pub(crate) mod record;
 mod regime;
 mod wait;
 
@@ -60,25 +36,22 @@ use std::time::Duration;
 
 use cache_dir::{CacheDir, Mode};
 
+use crate::store::{NearIndexError, Store};
 use crate::{CacheKey, DiskEntry, Error};
 
-pub use cache_dir::LOCK_FILE;
-pub use cache_dir::{
-    DEFAULT_STALE_STAGING_AFTER, RegimeStamp, STAGING_PREFIX, STAMP_FILE, is_staging, parse_stamp,
-    read_stamp, render_stamp, staging_age,
-};
+pub(crate) use cache_dir::{LOCK_FILE, RegimeStamp, STAMP_FILE, read_stamp};
 pub use inspect::{
-    EntryFile, EntryProblem, Found, GcReport, HEADER_BYTES, Inventory, StagingArtifact,
-    entry_version, inventory, scan, verify_entry,
+    EntryFile, EntryProblem, Found, GcReport, Inventory, StagingArtifact, entry_version, inventory,
+    scan, verify_entry,
 };
-pub use policy::{Claim, KeptExisting, StorePolicy, best_time};
-#[cfg(feature = "redis")]
-pub(crate) use record::note;
-pub use record::{DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record, stats};
+pub(crate) use policy::{Claim, best_time};
+pub use policy::{KeptExisting, StorePolicy};
+pub use record::{
+    DirRefusal, DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record, stats,
+};
 #[cfg(test)]
 pub(crate) use regime::tests::check_history as regime_history_check;
 pub use regime::{CACHE_REGIME_VERSION, STORE_KIND};
-pub use wait::DEFAULT_LOCK_BACKOFF;
 pub(crate) use wait::one_call;
 
 /// The largest entry file a lookup reads (16 MiB): a larger file at an entry's name is a miss
@@ -115,7 +88,7 @@ pub fn is_entry_of_any_version(name: &str) -> bool {
 /// missing lookup to name the keys that hold the same code under other components — so a miss
 /// never lists the whole directory. A hint only: lines whose entry file is gone are ignored,
 /// and a regime change deletes the index with the entries.
-pub const SIBLINGS_SUFFIX: &str = ".keys";
+pub(crate) const SIBLINGS_SUFFIX: &str = ".keys";
 
 /// A sibling index past this size is no longer appended to (nor read past it).
 pub const MAX_SIBLINGS_BYTES: u64 = 64 << 10;
@@ -164,7 +137,7 @@ fn note_sibling(dir: &cache_dir::Guard<'_>, space: Space, digest: &str, key: &Ca
 const NEAR_LETTER: &str = "n";
 
 /// At most this many keys are returned by [`DiskCache::near_keys`].
-pub const MAX_NEAR: usize = 16;
+pub(crate) const MAX_NEAR: usize = 16;
 
 /// Appends `key` to the shape's near-code index unless it is already listed (as
 /// [`note_sibling`] does, same bounds and same hint semantics).
@@ -258,8 +231,28 @@ impl Space {
     }
 }
 
-mod sealed {
-    pub trait Sealed {}
+pub(crate) mod sealed {
+    use super::Claim;
+
+    /// What the stores read from an entry under [`StorePolicy::KeepFaster`](super::StorePolicy)
+    /// (sealed: the crate's two entry types only).
+    pub trait Sealed {
+        /// What the entry's times were measured for, as one line (`Claim::identity`): its
+        /// digest and, for a schedule entry, its full key components.
+        fn claim_identity(&self) -> String;
+
+        /// The entry's best time (`best_time` of a schedule entry's times; a placement
+        /// entry has none).
+        fn best_time(&self) -> Option<f64>;
+
+        /// The entry's `Claim`, if it has a best time.
+        fn claim(&self) -> Option<Claim> {
+            self.best_time().map(|time| Claim {
+                time,
+                identity: self.claim_identity(),
+            })
+        }
+    }
 }
 
 /// An entry type the store knows how to place: a [`DiskEntry`] with its filename space.
@@ -267,33 +260,17 @@ mod sealed {
 pub trait Stored: DiskEntry + sealed::Sealed {
     /// The filename space entries of this type live in.
     const SPACE: Space;
+}
 
-    /// What the entry's times were measured for, as one line ([`Claim::identity`]): its
-    /// digest and, for a schedule entry, its full key components.
-    fn claim_identity(&self) -> String;
-
-    /// The entry's best time ([`best_time`] of a schedule entry's times; a placement entry
-    /// has none).
-    fn best_time(&self) -> Option<f64>;
-
-    /// The entry's [`Claim`] under [`StorePolicy::KeepFaster`], if it has a best time.
-    fn claim(&self) -> Option<Claim> {
-        self.best_time().map(|time| Claim {
-            time,
-            identity: self.claim_identity(),
-        })
-    }
+impl<Op: serde::Serialize + serde::de::DeserializeOwned> Stored
+    for crate::entry::ScheduleEntry<Op>
+{
+    const SPACE: Space = Space::Schedule;
 }
 
 impl<Op: serde::Serialize + serde::de::DeserializeOwned> sealed::Sealed
     for crate::entry::ScheduleEntry<Op>
 {
-}
-impl<Op: serde::Serialize + serde::de::DeserializeOwned> Stored
-    for crate::entry::ScheduleEntry<Op>
-{
-    const SPACE: Space = Space::Schedule;
-
     fn claim_identity(&self) -> String {
         let mut line = format!("digest={}", self.digest);
         for (c, v) in &self.key_parts.parts {
@@ -307,10 +284,11 @@ impl<Op: serde::Serialize + serde::de::DeserializeOwned> Stored
     }
 }
 
-impl sealed::Sealed for crate::placement::PlacementEntry {}
 impl Stored for crate::placement::PlacementEntry {
     const SPACE: Space = Space::Placement;
+}
 
+impl sealed::Sealed for crate::placement::PlacementEntry {
     fn claim_identity(&self) -> String {
         format!("digest={}", self.digest)
     }
@@ -353,10 +331,20 @@ pub enum Lookup<E> {
 
 impl<E> Lookup<E> {
     /// The entry on a hit.
-    pub fn hit(self) -> Option<E> {
+    pub(crate) fn hit(self) -> Option<E> {
         match self {
             Lookup::Hit(e) => Some(e),
             _ => None,
+        }
+    }
+
+    /// The event recorders and [`stats`] see for this answer.
+    pub(crate) fn noted(&self) -> Outcome {
+        match self {
+            Lookup::Hit(_) => Outcome::Hit,
+            Lookup::Miss(m) => Outcome::Miss(m.clone()),
+            Lookup::Refused(r) => Outcome::Refused(r.clone()),
+            Lookup::Skipped => Outcome::Skipped,
         }
     }
 }
@@ -379,9 +367,7 @@ fn refusal(e: cache_dir::Error) -> Refusal {
         cache_dir::Error::NewerRegime { found, ours, .. } => Refusal::NewerRegime { found, ours },
         cache_dir::Error::MalformedStamp { content, .. } => Refusal::MalformedStamp { content },
         e @ (cache_dir::Error::ForeignStore { .. } | cache_dir::Error::UnkindedStamp { .. }) => {
-            Refusal::OtherStore {
-                message: e.to_string(),
-            }
+            Refusal::OtherStore(DirRefusal::new(e))
         }
         cache_dir::Error::Unadopted { name, .. } => Refusal::Unadopted { name },
         cache_dir::Error::Io { during, source, .. } => Refusal::io(during, &source),
@@ -395,11 +381,7 @@ fn refusal(e: cache_dir::Error) -> Refusal {
             kind: io::ErrorKind::TimedOut,
             message: short(&e.to_string()),
         },
-        other => Refusal::Io {
-            during: "open the cache",
-            kind: io::ErrorKind::Other,
-            message: short(&other.to_string()),
-        },
+        other => Refusal::Protocol(DirRefusal::new(other)),
     }
 }
 
@@ -408,7 +390,7 @@ fn refusal(e: cache_dir::Error) -> Refusal {
 /// such a reason should cut its own.
 ///
 /// ```
-/// use schedule_cache::disk::{MAX_MESSAGE_CHARS, short};
+/// use schedule_cache::admin::{MAX_MESSAGE_CHARS, short};
 /// assert_eq!(short("fine"), "fine");
 /// let cut = short(&"x".repeat(MAX_MESSAGE_CHARS + 1));
 /// assert_eq!(cut, format!("{}…", "x".repeat(MAX_MESSAGE_CHARS)));
@@ -424,7 +406,7 @@ pub fn short(message: &str) -> String {
 
 /// Whether `key` is `digest`, or starts with `digest` followed by `-` (the key's first
 /// component is the digest of the identity it was built from).
-pub fn key_starts_with_digest(key: &str, digest: &str) -> bool {
+pub(crate) fn key_starts_with_digest(key: &str, digest: &str) -> bool {
     !digest.is_empty()
         && key
             .strip_prefix(digest)
@@ -461,7 +443,7 @@ impl DiskCache {
     }
 
     /// Staging directories untouched for at least `after` count as crash-stale (default
-    /// [`DEFAULT_STALE_STAGING_AFTER`]).
+    /// `DEFAULT_STALE_STAGING_AFTER`).
     pub fn with_stale_staging_after(self, after: Duration) -> DiskCache {
         DiskCache {
             dir: self.dir.with_stale_staging_after(after),
@@ -489,7 +471,7 @@ impl DiskCache {
     }
 
     /// The same store, backing off for `interval` after a lock wait timed out (default
-    /// [`DEFAULT_LOCK_BACKOFF`], 5 minutes): in the interval every store and lookup of this
+    /// `DEFAULT_LOCK_BACKOFF`, 5 minutes): in the interval every store and lookup of this
     /// value and its clones, on any thread, only tries the lock, never waits for it (a lock
     /// free at once is taken; one held refuses the operation at once, kind `WouldBlock`,
     /// saying so); once the interval passed, the first operation waits again (the others
@@ -590,120 +572,6 @@ impl DiskCache {
         Ok(r)
     }
 
-    /// Publishes `entry` at `key` (see the module docs for the protocol). Creates the directory
-    /// and its parents. With `key == None` nothing at all happens.
-    ///
-    /// # Errors
-    /// Only caller mistakes: [`Error::EntryVersion`] if `entry.version()` is not `E::VERSION`,
-    /// [`Error::KeyDigestMismatch`] if the key does not start with `entry.digest()`,
-    /// [`Error::Encode`] if the entry cannot be encoded. Filesystem and protocol refusals are
-    /// `Ok(StoreOutcome::Refused(_))`.
-    pub fn store<E: Stored>(
-        &self,
-        key: Option<&CacheKey>,
-        entry: &E,
-    ) -> Result<StoreOutcome, Error> {
-        self.store_with(key, entry, StorePolicy::LastWriteWins)
-    }
-
-    /// [`DiskCache::store`] under `policy`. Under [`StorePolicy::KeepFaster`] the store holds
-    /// the directory's **exclusive** lock (not the shared one) from reading the existing entry
-    /// through publishing the new one, so no other store or lookup of any process runs in
-    /// between: the read, the comparison and the write are one step. The existing entry's
-    /// claim is read as a lookup of `entry.digest()` would read it (an entry the lookup would
-    /// not return has no claim and is replaced). On a directory this process cannot write (a
-    /// read-only mount) the claim is read under the shared lock: an existing entry that stays
-    /// is [`StoreOutcome::KeptExisting`] with nothing written, and only a store that would
-    /// publish is refused.
-    ///
-    /// # Errors
-    /// As [`DiskCache::store`]: caller mistakes only.
-    pub fn store_with<E: Stored>(
-        &self,
-        key: Option<&CacheKey>,
-        entry: &E,
-        policy: StorePolicy,
-    ) -> Result<StoreOutcome, Error> {
-        let Some(key) = key else {
-            self.note(Op::Store, E::SPACE, None, Outcome::Skipped);
-            return Ok(StoreOutcome::Skipped);
-        };
-        let text = encode_for_key(key, entry)?;
-        let outcome = match policy {
-            StorePolicy::LastWriteWins => {
-                match self.publish(key, E::SPACE, entry.digest(), text.as_bytes()) {
-                    Ok(()) => StoreOutcome::Stored,
-                    Err(r) => StoreOutcome::Refused(r),
-                }
-            }
-            StorePolicy::KeepFaster => match self.publish_if_faster(key, entry, text.as_bytes()) {
-                Ok(Ok(())) => StoreOutcome::Stored,
-                Ok(Err(kept)) => StoreOutcome::KeptExisting(kept),
-                Err(r) => StoreOutcome::Refused(r),
-            },
-        };
-        self.note(Op::Store, E::SPACE, Some(key), outcome.noted());
-        Ok(outcome)
-    }
-
-    /// The entry at `key` if it is of the current version and was saved for `digest`; `None`
-    /// otherwise (see [`DiskCache::probe`] for the reason). Never creates the directory.
-    /// Panics of the running program are not caught and an interrupted read is retried: a
-    /// process-level failure is never turned into a miss.
-    pub fn lookup<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Option<E> {
-        self.probe(key, digest).hit()
-    }
-
-    /// Like [`DiskCache::lookup`], returning why nothing usable was found.
-    pub fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
-        let Some(key) = key else {
-            self.note(Op::Lookup, E::SPACE, None, Outcome::Skipped);
-            return Lookup::Skipped;
-        };
-        let found = match self.gated(Mode::Shared, false, |dir| read_entry::<E>(dir, key, digest)) {
-            Err(cache_dir::Error::NoDirectory { .. }) => Lookup::Miss(MissReason::NoDirectory),
-            Err(e) => Lookup::Refused(refusal(e)),
-            Ok(Ok(e)) => Lookup::Hit(e),
-            Ok(Err(m)) => Lookup::Miss(m),
-        };
-        let noted = match &found {
-            Lookup::Hit(_) => Outcome::Hit,
-            Lookup::Miss(m) => Outcome::Miss(m.clone()),
-            Lookup::Refused(r) => Outcome::Refused(r.clone()),
-            Lookup::Skipped => Outcome::Skipped,
-        };
-        self.note(Op::Lookup, E::SPACE, Some(key), noted);
-        found
-    }
-
-    /// Notes in the near-code index (`<shape>.keys`, lines `n <key>`) that the schedule entry
-    /// at `key` holds code of size-free identity `shape`, under the shared lock (the directory
-    /// must exist: call it after a store published the entry). A hint, like the sibling
-    /// index: a lost line only makes fewer seeds; a regime change deletes it with the entries.
-    ///
-    /// # Errors
-    /// The refusal if the directory cannot be opened or the index not written.
-    pub fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), Refusal> {
-        match self.gated(Mode::Shared, false, |dir| note_near_line(dir, shape, key)) {
-            Ok(r) => r,
-            Err(e) => Err(refusal(e)),
-        }
-    }
-
-    /// The keys of schedule entries noted under size-free identity `shape` whose entry file
-    /// exists (sorted, at most [`MAX_NEAR`]); none when the directory does not exist. Read
-    /// under the shared lock; never creates anything.
-    ///
-    /// # Errors
-    /// The refusal if the directory cannot be opened (a newer or malformed stamp, say).
-    pub fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, Refusal> {
-        match self.gated(Mode::Shared, false, |dir| near_lines(dir, shape)) {
-            Ok(keys) => Ok(keys),
-            Err(cache_dir::Error::NoDirectory { .. }) => Ok(Vec::new()),
-            Err(e) => Err(refusal(e)),
-        }
-    }
-
     /// Removes the directory's crash-stale staging artifacts now (under the exclusive lock),
     /// regardless of whether this process already swept it. Returns how many were removed.
     /// Does not change the stamp. A directory that is no cache of this store (no stamp, a
@@ -741,6 +609,118 @@ impl DiskCache {
         })
         .and_then(|published| published)
         .map_err(refusal)
+    }
+}
+
+/// The directory store as a level: the protocol of the module docs.
+impl Store for DiskCache {
+    /// Publishes `entry` at `key` (see the module docs for the protocol). Creates the directory
+    /// and its parents. With `key == None` nothing at all happens.
+    ///
+    /// # Errors
+    /// Only caller mistakes: [`Error::EntryVersion`] if `entry.version()` is not `E::VERSION`,
+    /// [`Error::KeyDigestMismatch`] if the key does not start with `entry.digest()`,
+    /// [`Error::Encode`] if the entry cannot be encoded. Filesystem and protocol refusals are
+    /// `Ok(StoreOutcome::Refused(_))`.
+    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
+        self.store_with(key, entry, StorePolicy::LastWriteWins)
+    }
+
+    /// [`DiskCache::store`] under `policy`. Under [`StorePolicy::KeepFaster`] the store holds
+    /// the directory's **exclusive** lock (not the shared one) from reading the existing entry
+    /// through publishing the new one, so no other store or lookup of any process runs in
+    /// between: the read, the comparison and the write are one step. The existing entry's
+    /// claim is read as a lookup of `entry.digest()` would read it (an entry the lookup would
+    /// not return has no claim and is replaced). On a directory this process cannot write (a
+    /// read-only mount) the claim is read under the shared lock: an existing entry that stays
+    /// is [`StoreOutcome::KeptExisting`] with nothing written, and only a store that would
+    /// publish is refused.
+    ///
+    /// # Errors
+    /// As [`DiskCache::store`]: caller mistakes only.
+    fn store_with<E: Stored>(
+        &self,
+        key: Option<&CacheKey>,
+        entry: &E,
+        policy: StorePolicy,
+    ) -> Result<StoreOutcome, Error> {
+        let Some(key) = key else {
+            self.note(Op::Store, E::SPACE, None, Outcome::Skipped);
+            return Ok(StoreOutcome::Skipped);
+        };
+        let text = encode_for_key(key, entry)?;
+        let outcome = match policy {
+            StorePolicy::LastWriteWins => {
+                match self.publish(key, E::SPACE, entry.digest(), text.as_bytes()) {
+                    Ok(()) => StoreOutcome::Stored,
+                    Err(r) => StoreOutcome::Refused(r),
+                }
+            }
+            StorePolicy::KeepFaster => match self.publish_if_faster(key, entry, text.as_bytes()) {
+                Ok(Ok(())) => StoreOutcome::Stored,
+                Ok(Err(kept)) => StoreOutcome::KeptExisting(kept),
+                Err(r) => StoreOutcome::Refused(r),
+            },
+        };
+        self.note(Op::Store, E::SPACE, Some(key), outcome.noted());
+        Ok(outcome)
+    }
+
+    /// The entry at `key` if it is of the current version and was saved for `digest`; `None`
+    /// otherwise (see [`DiskCache::probe`] for the reason). Never creates the directory.
+    /// Panics of the running program are not caught and an interrupted read is retried: a
+    /// process-level failure is never turned into a miss.
+    fn lookup<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Option<E> {
+        self.probe(key, digest).hit()
+    }
+
+    /// Like [`DiskCache::lookup`], returning why nothing usable was found.
+    fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
+        let Some(key) = key else {
+            self.note(Op::Lookup, E::SPACE, None, Outcome::Skipped);
+            return Lookup::Skipped;
+        };
+        let found = match self.gated(Mode::Shared, false, |dir| read_entry::<E>(dir, key, digest)) {
+            Err(cache_dir::Error::NoDirectory { .. }) => Lookup::Miss(MissReason::NoDirectory),
+            Err(e) => Lookup::Refused(refusal(e)),
+            Ok(Ok(e)) => Lookup::Hit(e),
+            Ok(Err(m)) => Lookup::Miss(m),
+        };
+        self.note(Op::Lookup, E::SPACE, Some(key), found.noted());
+        found
+    }
+
+    /// Notes in the near-code index (`<shape>.keys`, lines `n <key>`) that the schedule entry
+    /// at `key` holds code of size-free identity `shape`, under the shared lock (the directory
+    /// must exist: call it after a store published the entry). A hint, like the sibling
+    /// index: a lost line only makes fewer seeds; a regime change deletes it with the entries.
+    ///
+    /// # Errors
+    /// The refusal if the directory cannot be opened or the index not written.
+    fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
+        match self.gated(Mode::Shared, false, |dir| note_near_line(dir, shape, key)) {
+            Ok(r) => r,
+            Err(e) => Err(refusal(e)),
+        }
+        .map_err(NearIndexError::Refused)
+    }
+
+    /// The keys of schedule entries noted under size-free identity `shape` whose entry file
+    /// exists (sorted, at most `MAX_NEAR`); none when the directory does not exist. Read
+    /// under the shared lock; never creates anything.
+    ///
+    /// # Errors
+    /// The refusal if the directory cannot be opened (a newer or malformed stamp, say).
+    fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
+        match self.gated(Mode::Shared, false, |dir| near_lines(dir, shape)) {
+            Ok(keys) => Ok(keys),
+            Err(cache_dir::Error::NoDirectory { .. }) => Ok(Vec::new()),
+            Err(e) => Err(NearIndexError::Refused(refusal(e))),
+        }
+    }
+
+    fn location(&self) -> String {
+        self.dir().display().to_string()
     }
 }
 
@@ -813,14 +793,6 @@ impl StoreOutcome {
             StoreOutcome::KeptExisting(k) => Outcome::KeptExisting(*k),
             StoreOutcome::Refused(r) => Outcome::Refused(r.clone()),
             StoreOutcome::Skipped => Outcome::Skipped,
-        }
-    }
-
-    /// What a [`StorePolicy::KeepFaster`] store kept instead of the new entry, if it did.
-    pub fn kept_existing(&self) -> Option<&KeptExisting> {
-        match self {
-            StoreOutcome::KeptExisting(k) => Some(k),
-            _ => None,
         }
     }
 }
@@ -906,7 +878,7 @@ pub(crate) fn decode_entry<E: Stored>(bytes: &[u8], digest: Option<&str>) -> Res
 }
 
 /// At most this many sibling keys are listed in [`MissReason::NoEntry`].
-pub const MAX_SIBLINGS: usize = 8;
+pub(crate) const MAX_SIBLINGS: usize = 8;
 
 /// Keys of `space` in `dir` holding entries for `digest` (other than `except`), from the
 /// digest's sibling index ([`SIBLINGS_SUFFIX`]): a bounded read, never a directory listing.
@@ -973,24 +945,6 @@ pub(crate) fn unreadable(e: cache_dir::Error) -> MissReason {
     }
 }
 
-/// [`DiskCache::store`] on `DiskCache::new(dir)`: publishes `entry` at `key` under this
-/// build's regime. `None` key: nothing happens.
-///
-/// # Errors
-/// As [`DiskCache::store`]: caller mistakes only.
-pub fn store<E: Stored>(
-    dir: &Path,
-    key: Option<&CacheKey>,
-    entry: &E,
-) -> Result<StoreOutcome, Error> {
-    DiskCache::new(dir).store(key, entry)
-}
-
-/// [`DiskCache::lookup`] on `DiskCache::new(dir)`.
-pub fn lookup<E: Stored>(dir: &Path, key: Option<&CacheKey>, digest: &str) -> Option<E> {
-    DiskCache::new(dir).lookup(key, digest)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1022,7 +976,7 @@ mod tests {
             for name in [
                 LOCK_FILE.to_owned(),
                 STAMP_FILE.to_owned(),
-                format!("{STAGING_PREFIX}{suffix}"),
+                format!("{}{suffix}", cache_dir::STAGING_PREFIX),
                 format!(".{suffix}.ron"),
             ] {
                 prop_assert_eq!(Space::of_file_name(&name), None);

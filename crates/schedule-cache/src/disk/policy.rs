@@ -17,7 +17,7 @@ pub enum StorePolicy {
     /// seed's protocol, and the default).
     #[default]
     LastWriteWins,
-    /// Publish only if the existing entry has no [`Claim`] this entry's claim beats: the
+    /// Publish only if the existing entry has no `Claim` this entry's claim beats: the
     /// entry is published when there is no existing entry, when the existing one has no
     /// claim (it is unreadable, unparsable, of another version, saved for another digest or
     /// under other key components, or holds no usable time), or when the new entry's best time
@@ -45,7 +45,7 @@ pub struct Claim {
 }
 
 /// The best time of `times` as [`Claim`] defines it: the smallest finite non-negative one.
-pub fn best_time(times: &[f64]) -> Option<f64> {
+pub(crate) fn best_time(times: &[f64]) -> Option<f64> {
     times
         .iter()
         .copied()

@@ -27,7 +27,7 @@ pub enum MissReason {
     /// The cache directory does not exist (lookup never creates it).
     NoDirectory,
     /// No entry file at this key. `same_digest` lists (sorted, at most
-    /// [`MAX_SIBLINGS`](super::MAX_SIBLINGS)) the keys of this space that hold entries for the
+    /// `MAX_SIBLINGS`) the keys of this space that hold entries for the
     /// same digest under other key components (another numerics policy, codegen environment,
     /// pool, device or timing objective): the components where they differ from the key looked
     /// up explain the miss.
@@ -87,6 +87,36 @@ impl fmt::Display for MissReason {
     }
 }
 
+/// A refusal of the directory protocol, the [`cache_dir::Error`] itself (structured: match on
+/// [`DirRefusal::error`]). Two are equal when they read the same.
+#[derive(Clone, Debug)]
+pub struct DirRefusal(std::sync::Arc<cache_dir::Error>);
+
+impl DirRefusal {
+    pub(crate) fn new(e: cache_dir::Error) -> DirRefusal {
+        DirRefusal(std::sync::Arc::new(e))
+    }
+
+    /// The directory protocol's error.
+    pub fn error(&self) -> &cache_dir::Error {
+        &self.0
+    }
+}
+
+impl PartialEq for DirRefusal {
+    fn eq(&self, other: &DirRefusal) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for DirRefusal {}
+
+impl fmt::Display for DirRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// Why the cache declined an operation without touching the directory's stamp or entries.
 /// A refusal is never a failed run: a refused store is a future miss, a refused lookup a miss.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,14 +143,13 @@ pub enum Refusal {
         name: String,
     },
     /// The directory is another store's (its stamp names another store kind, the kernel
-    /// store's, say), or its stamp is a bare legacy version and it holds a file the schedule
-    /// store never writes, so whose it is cannot be told. Nothing in it was swept, created or
-    /// stamped.
-    OtherStore {
-        /// The directory protocol's message: the path and both store kinds (or the file that
-        /// tells the directory is not this store's), and what to do.
-        message: String,
-    },
+    /// store's, say: [`cache_dir::Error::ForeignStore`]), or its stamp is a bare legacy version
+    /// and it holds a file the schedule store never writes, so whose it is cannot be told
+    /// ([`cache_dir::Error::UnkindedStamp`]). Nothing in it was swept, created or stamped.
+    OtherStore(DirRefusal),
+    /// Another refusal of the directory protocol (a name it does not allow, a directory
+    /// another user could write, a stamp changed under a lock-free read), kept whole.
+    Protocol(DirRefusal),
     /// The filesystem said no (permissions, a file where the directory should be, a full disk…).
     Io {
         /// What the cache was doing: "create the directory", "lock", "read the stamp", ….
@@ -149,7 +178,7 @@ impl fmt::Display for Refusal {
                 write!(f, "stamp has newer regime {found} (this build: {ours})")
             }
             Refusal::MalformedStamp { content } => write!(f, "malformed regime stamp {content:?}"),
-            Refusal::OtherStore { message } => f.write_str(message),
+            Refusal::OtherStore(e) | Refusal::Protocol(e) => write!(f, "{e}"),
             Refusal::Unadopted { name } => write!(
                 f,
                 "no regime stamp but holds {name:?}, named like an entry: not a cache directory \

@@ -31,7 +31,7 @@ use cache_dir::Mode;
 
 /// How long, by default, a directory store only tries its lock after a lock wait timed out
 /// ([`DiskCache::with_lock_backoff`](super::DiskCache::with_lock_backoff)).
-pub const DEFAULT_LOCK_BACKOFF: Duration = Duration::from_secs(300);
+pub(super) const DEFAULT_LOCK_BACKOFF: Duration = Duration::from_secs(300);
 
 thread_local! {
     /// The front-door call running on this thread: how many [`one_call`] scopes are open,

@@ -93,7 +93,7 @@ pub fn staging_names(dir: &Path) -> Vec<String> {
         .map(|rd| {
             rd.flatten()
                 .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-                .filter(|n| schedule_cache::disk::is_staging(n))
+                .filter(|n| cache_dir::is_staging(n))
                 .collect()
         })
         .unwrap_or_default()

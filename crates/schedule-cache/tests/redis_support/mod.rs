@@ -4,9 +4,8 @@
 
 use std::time::Duration;
 
-use schedule_cache::CacheKey;
 use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
-use schedule_cache::redis_store::RedisStore;
+use schedule_cache::{CacheKey, RedisStore};
 
 /// The digest every test entry uses (the first key component).
 pub const DIGEST: &str = "5eed0000bb";

@@ -1,14 +1,18 @@
 //! schedule-cache placement entries of today's key shape, and a directory filled with many of
-//! them fast (the scale benches' large directories).
+//! them fast (the scale benches' large directories; kcache-cli's `commands_scale` includes this
+//! file too). Kept with the benches, not in test-support, so test-support never depends on
+//! schedule-cache (no dev-dependency cycle).
+#![allow(dead_code, unreachable_pub)]
 
+use schedule_cache::Store as _;
 use std::fs;
 use std::path::Path;
 
-use schedule_cache::CacheKey;
-use schedule_cache::disk::{DiskCache, Space, StoreOutcome};
+use schedule_cache::admin::Space;
 use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
+use schedule_cache::{CacheKey, DiskCache, StoreOutcome};
 
-use crate::Rng;
+use test_support::Rng;
 
 /// `count` flips: flip `i` on node `i * stride + offset`, directions in turn.
 pub fn flips(count: u32, stride: u32, offset: u32) -> Vec<Flip> {
@@ -57,27 +61,4 @@ pub fn fill(dir: &Path, n: usize, rng: &mut Rng) -> Vec<(CacheKey, String)> {
         keys.push((key, e.digest.clone()));
     }
     keys
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use schedule_cache::disk::Lookup;
-
-    /// Entries written directly read back through the store like the one it stored.
-    #[test]
-    fn a_filled_directory_reads_back_through_the_store() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let keys = fill(tmp.path(), 20, &mut Rng(3));
-        let cache = DiskCache::new(tmp.path());
-        for (key, digest) in &keys {
-            let found = cache.probe::<PlacementEntry>(Some(key), digest);
-            assert!(matches!(found, Lookup::Hit(_)), "{key}: {found:?}");
-        }
-        assert_eq!(key_len(&keys[0].0), 185);
-    }
-
-    fn key_len(k: &CacheKey) -> usize {
-        k.to_string().len()
-    }
 }

@@ -4,8 +4,9 @@
 
 use proptest::prelude::*;
 use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+use reference_ir::render::REFERENCE_SETTINGS;
 use reference_ir::schedule::SavedRefOp;
-use schedule_cache::config::{REFERENCE_SETTINGS, TIMING_SETTING};
+use schedule_cache::TIMING_SETTING;
 use schedule_cache::{
     CacheKey, CompleteIdentity, Config, DiskEntry, ENTRY_VERSION, Error, HINT_DIGITS,
     KEY_COMPONENTS, KeyComponent, KeyInputs, Limits, Registry, Relevance, ScheduleEntry,
@@ -65,7 +66,7 @@ fn device() -> TimingIdentity {
 }
 
 fn cfg() -> Config {
-    Config::new(SettingsRegistry::reference())
+    Config::new(reference_ir::render::reference_settings())
 }
 
 /// The inputs the tests key under: backend `cc`, the objective the configuration gives, no
@@ -329,7 +330,7 @@ fn a_new_undeclared_setting_fails_the_guard() {
     let err = digest_completeness(&c, codegen).unwrap_err();
     assert!(matches!(&err, Error::UndeclaredSettings(v) if v == &["unroll_threshold".to_owned()]));
     // Declaring it (as entering codegen) fixes the guard and puts it in the key.
-    let mut reg = SettingsRegistry::reference();
+    let mut reg = reference_ir::render::reference_settings();
     reg.declare(SettingDecl {
         name: "unroll_threshold",
         relevance: Relevance::Enters(KeyComponent::Codegen),
@@ -347,7 +348,7 @@ fn a_new_undeclared_setting_fails_the_guard() {
 
 #[test]
 fn every_reference_setting_is_classified() {
-    let reg = SettingsRegistry::reference();
+    let reg = reference_ir::render::reference_settings();
     for d in REFERENCE_SETTINGS {
         assert_eq!(reg.relevance(d.name), Some(d.relevance));
         if let Relevance::Irrelevant(reason) = d.relevance {
@@ -425,7 +426,7 @@ fn schedule_entries_round_trip_and_check_their_digest() {
 /// The reference registry with each `(name, component)` of `extra` declared as entering
 /// that component.
 fn reference_with(extra: &[(&'static str, KeyComponent)]) -> SettingsRegistry {
-    let mut reg = SettingsRegistry::reference();
+    let mut reg = reference_ir::render::reference_settings();
     for &(name, c) in extra {
         reg.declare(SettingDecl {
             name,
@@ -597,8 +598,7 @@ fn every_accepted_declaration_changes_the_key_in_its_component() {
 #[test]
 fn the_disk_format_worked_example_matches_the_code() {
     use reference_ir::schedule::ReferenceLanguage;
-    use schedule_cache::store::CacheStore;
-    use schedule_cache::{ScheduleCache, canonicalize};
+    use schedule_cache::{DiskCache, ScheduleCache, canonicalize};
 
     let doc = include_str!("../../../docs/disk-format.md");
     let example = &doc[doc.find("**Worked example**").expect("the example")..];
@@ -663,15 +663,10 @@ fn the_disk_format_worked_example_matches_the_code() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::write(tmp.path().join("regime.stamp"), "2\n").unwrap();
     std::fs::write(tmp.path().join(format!("{key}.ron")), block("```ron\n")).unwrap();
-    let cache = ScheduleCache::new(
-        ReferenceLanguage,
-        "cc",
-        device,
-        CacheStore::disk(tmp.path()),
-    )
-    .with_limits(limits)
-    .with_config(config)
-    .with_schedule_format("ops-1");
+    let cache = ScheduleCache::new(ReferenceLanguage, "cc", device, DiskCache::new(tmp.path()))
+        .with_limits(limits)
+        .with_config(config)
+        .with_schedule_format("ops-1");
     let hit = cache
         .lookup(&code)
         .unwrap()

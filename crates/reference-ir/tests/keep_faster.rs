@@ -8,7 +8,7 @@
 //! The workers are this test binary itself, re-run with `KCACHE_KEEP_FASTER_ID` set; each
 //! runs all 50 rounds, meeting the others at a file barrier before each round's store.
 
-#[cfg(feature = "redis")]
+#[path = "../../schedule-cache/tests/redis_support/mod.rs"]
 mod redis_support;
 
 use std::fs;
@@ -16,14 +16,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[cfg(feature = "redis")]
 use redis_support::ServerExt as _;
 
 use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::schedule::{ReferenceLanguage, Schedule};
-use schedule_cache::disk::{KeptExisting, StoreOutcome, StorePolicy};
-use schedule_cache::store::{CacheStore, Store};
-use schedule_cache::{Measurements, ScheduleCache, TimingIdentity};
+use schedule_cache::{
+    DiskCache, KeptExisting, Measurements, ScheduleCache, Store, StoreOutcome, StorePolicy,
+    TimingIdentity,
+};
 
 const ID: &str = "KCACHE_KEEP_FASTER_ID";
 const DIR: &str = "KCACHE_KEEP_FASTER_DIR";
@@ -121,17 +121,14 @@ fn keep_faster_worker() {
     let id: u32 = id.parse().expect("id");
     let sync = PathBuf::from(std::env::var(DIR).expect("sync dir"));
     match std::env::var(URL) {
-        #[cfg(feature = "redis")]
         Ok(url) => rounds(
             id,
             &sync,
-            schedule_cache::redis_store::RedisStore::open(&url)
+            schedule_cache::RedisStore::open(&url)
                 .unwrap_or_else(|e| fail(2, format!("url: {e}")))
                 .with_timeouts(Duration::from_secs(1), Duration::from_secs(5)),
         ),
-        #[cfg(not(feature = "redis"))]
-        Ok(_) => fail(2, "built without redis".into()),
-        Err(_) => rounds(id, &sync, CacheStore::disk(sync.join("cache"))),
+        Err(_) => rounds(id, &sync, DiskCache::new(sync.join("cache"))),
     }
 }
 
@@ -241,11 +238,10 @@ fn six_processes_leave_the_fastest_on_disk_in_each_of_50_rounds() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
-    let reader = cache(CacheStore::disk(tmp.path().join("cache")));
+    let reader = cache(DiskCache::new(tmp.path().join("cache")));
     race(tmp.path(), &[], |round| stored_times(&reader, round));
 }
 
-#[cfg(feature = "redis")]
 #[test]
 fn six_processes_leave_the_fastest_on_redis_in_each_of_50_rounds() {
     if std::env::var(ID).is_ok() {
@@ -314,7 +310,7 @@ fn corrupt_on_disk(dir: &Path) -> impl Fn(&str) {
     move |what| {
         let key = |round: u32, format: &str| {
             let (code, _) = code(round);
-            cache(CacheStore::disk(&dir))
+            cache(DiskCache::new(&dir))
                 .with_schedule_format(format)
                 .key(&code)
                 .expect("key")
@@ -324,11 +320,11 @@ fn corrupt_on_disk(dir: &Path) -> impl Fn(&str) {
         let bytes = match what {
             "garbage" => b"(version: 2, digest: ".to_vec(),
             "another digest" => {
-                store_round(&cache(CacheStore::disk(&dir)), 1, vec![1e-6]);
+                store_round(&cache(DiskCache::new(&dir)), 1, vec![1e-6]);
                 fs::read(dir.join(format!("{}.ron", key(1, "keep-faster-1")))).expect("read")
             }
             _ => {
-                let other = cache(CacheStore::disk(&dir)).with_schedule_format("other-format");
+                let other = cache(DiskCache::new(&dir)).with_schedule_format("other-format");
                 store_round(&other, 0, vec![1e-6]);
                 fs::read(dir.join(format!("{}.ron", key(0, "other-format")))).expect("read")
             }
@@ -344,13 +340,12 @@ fn on_disk_a_faster_entry_is_kept_and_one_no_lookup_returns_is_replaced() {
     }
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("cache");
-    kept_and_replaced(CacheStore::disk(&dir), &corrupt_on_disk(&dir));
+    kept_and_replaced(DiskCache::new(&dir), &corrupt_on_disk(&dir));
 }
 
-#[cfg(feature = "redis")]
 #[test]
 fn on_redis_a_faster_entry_is_kept_and_one_no_lookup_returns_is_replaced() {
-    use schedule_cache::disk::Space;
+    use schedule_cache::admin::Space;
     if std::env::var(ID).is_ok() {
         return;
     }
@@ -420,7 +415,7 @@ fn by_default_the_last_write_wins() {
         return;
     }
     let tmp = tempfile::tempdir().expect("tempdir");
-    let c = cache(CacheStore::disk(tmp.path()));
+    let c = cache(DiskCache::new(tmp.path()));
     assert_eq!(c.store_policy(), StorePolicy::LastWriteWins);
     assert_eq!(store_round(&c, 0, vec![1e-4]), StoreOutcome::Stored);
     assert_eq!(store_round(&c, 0, vec![9e-4]), StoreOutcome::Stored);
@@ -483,9 +478,7 @@ fn mixed_policies_follow_the_reference_model() {
     if std::env::var(ID).is_ok() {
         return;
     }
-    #[cfg(feature = "redis")]
     let server = redis_support::Server::start();
-    #[cfg(feature = "redis")]
     let redis = server.store();
     let config = ProptestConfig {
         cases: 24,
@@ -495,7 +488,6 @@ fn mixed_policies_follow_the_reference_model() {
     let case = std::cell::Cell::new(0u32);
     proptest!(config, |(steps in steps())| {
         case.set(case.get() + 1);
-        #[cfg(feature = "redis")]
         let case = case.get();
         let tmp = tempfile::tempdir().expect("tempdir");
         let mut model = Model::default();
@@ -508,9 +500,8 @@ fn mixed_policies_follow_the_reference_model() {
                 prop_assert!(now.as_ref().is_some_and(|n| same_times(n, want)), "{:?} != {:?}", now, want);
                 Ok(())
             };
-            let disk = cache(CacheStore::disk(tmp.path())).with_store_policy(policy);
+            let disk = cache(DiskCache::new(tmp.path())).with_store_policy(policy);
             check(store_round(&disk, 0, times.clone()), stored_times(&disk, 0))?;
-            #[cfg(feature = "redis")]
             {
                 // A key of its own per case on the one server.
                 let redis = cache(&redis)
@@ -527,8 +518,7 @@ fn mixed_policies_follow_the_reference_model() {
 /// `KeptExisting`.
 #[test]
 fn two_levels_apply_the_policy_each_to_its_own_entry() {
-    use schedule_cache::disk::DiskCache;
-    use schedule_cache::store::TwoLevel;
+    use schedule_cache::{DiskCache, TwoLevel};
     if std::env::var(ID).is_ok() {
         return;
     }
@@ -556,10 +546,9 @@ fn two_levels_apply_the_policy_each_to_its_own_entry() {
 
 /// A claim is indexed with its entry, so a regime change sweeps it: no claim of an old regime
 /// can outlive its entry and keep a new regime's winner out.
-#[cfg(feature = "redis")]
 #[test]
 fn on_redis_a_regime_change_sweeps_the_claims() {
-    use schedule_cache::disk::{CACHE_REGIME_VERSION, Space};
+    use schedule_cache::admin::{CACHE_REGIME_VERSION, Space};
     if std::env::var(ID).is_ok() {
         return;
     }

@@ -17,8 +17,10 @@ use std::process::Command;
 
 use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::schedule::{ReferenceLanguage, Schedule};
-use schedule_cache::disk::{DiskCache, KeptExisting, Refusal, StoreOutcome, StorePolicy};
-use schedule_cache::{Measurements, ScheduleCache, TimingIdentity};
+use schedule_cache::{
+    DiskCache, KeptExisting, Measurements, Refusal, ScheduleCache, StoreOutcome, StorePolicy,
+    TimingIdentity,
+};
 
 const DIR: &str = "KCACHE_READ_ONLY_DIR";
 const STORED: f64 = 2e-6;
@@ -176,7 +178,7 @@ fn keep_faster_on_a_read_only_mount_keeps_the_faster_entry_without_writing() {
         );
         if !with_lock_file {
             // As a tool copying a store's entries would leave it: no lock file to lock.
-            fs::remove_file(dir.join(schedule_cache::disk::LOCK_FILE)).expect("rm lock");
+            fs::remove_file(dir.join(cache_dir::LOCK_FILE)).expect("rm lock");
         }
         let before = snapshot(&dir);
         run_on_read_only_mount(&dir);

@@ -10,13 +10,14 @@
 use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
+use cache_dir::LOCK_FILE;
 use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::schedule::{ReferenceLanguage, Schedule};
-use schedule_cache::disk::{
-    self, DiskCache, LOCK_FILE, Outcome, Refusal, StoreOutcome, StorePolicy,
+use schedule_cache::admin::Outcome;
+use schedule_cache::{
+    DiskCache, Limits, Measurements, Miss, NearIndexError, Refusal, ScheduleCache, StoreOutcome,
+    StorePolicy, TimingIdentity,
 };
-use schedule_cache::store::NearIndexError;
-use schedule_cache::{Limits, Measurements, Miss, ScheduleCache, TimingIdentity};
 use test_support::lock::LockHolder;
 
 const WAIT: Duration = Duration::from_millis(600);
@@ -87,7 +88,7 @@ fn a_stopped_holder_costs_one_wait_per_backoff_interval_not_one_per_call() {
     // The first call takes two locks (its own key's probe, then the near-code index): one
     // wait, timed out; the second lock gets nothing of the call's used-up deadline.
     let (code96, _) = code(96);
-    let (seeds, events) = disk::record(|| b.seeds(&code96).expect("seeds"));
+    let (seeds, events) = schedule_cache::admin::record(|| b.seeds(&code96).expect("seeds"));
     let first_call = started.elapsed();
     assert!(seeds.is_empty());
     let kinds: Vec<_> = events.iter().map(|e| refused_kind(&e.outcome)).collect();
@@ -97,7 +98,7 @@ fn a_stopped_holder_costs_one_wait_per_backoff_interval_not_one_per_call() {
     // Twenty more calls while the holder is stopped: the store backs off, every lock is only
     // tried, every answer a miss or a refused store, none a wait.
     let (code64, _) = code(64);
-    let (_, events) = disk::record(|| {
+    let (_, events) = schedule_cache::admin::record(|| {
         for round in 0..5 {
             let miss = a.lookup(&code64).expect("lookup").expect_err("held");
             assert!(matches!(miss, Miss::Refused(_)), "{miss}");
@@ -162,7 +163,7 @@ fn without_a_backoff_each_call_still_waits_at_most_once() {
     holder.stop();
     let (code96, _) = code(96);
     for _ in 0..2 {
-        let (seeds, events) = disk::record(|| b.seeds(&code96).expect("seeds"));
+        let (seeds, events) = schedule_cache::admin::record(|| b.seeds(&code96).expect("seeds"));
         let kinds: Vec<_> = events.iter().map(|e| refused_kind(&e.outcome)).collect();
         assert_eq!(kinds, [Some(ErrorKind::TimedOut)], "{events:?}");
         // The index read got what the call's deadline left: nothing, so it only tried.
@@ -188,7 +189,7 @@ fn a_stopped_shared_holder_backs_off_only_the_exclusive_stores() {
     holder.stop();
     let (code64, _) = code(64);
     let (c, ops) = split(64, 4);
-    let (_, events) = disk::record(|| {
+    let (_, events) = schedule_cache::admin::record(|| {
         for _ in 0..4 {
             let hit = a
                 .lookup(&code64)
@@ -208,7 +209,7 @@ fn a_stopped_shared_holder_backs_off_only_the_exclusive_stores() {
     });
     let stores: Vec<_> = events
         .iter()
-        .filter(|e| e.op == disk::Op::Store)
+        .filter(|e| e.op == schedule_cache::admin::Op::Store)
         .map(|e| refused_kind(&e.outcome))
         .collect();
     assert_eq!(

@@ -2,16 +2,18 @@
 //! crate's IR, canonical identity, saved schedule, key parts), next to placement entries at the
 //! same key.
 
+use schedule_cache::Store as _;
 use std::collections::BTreeMap;
 
 use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::schedule::{ReferenceLanguage, SavedRefOp, Schedule};
-use schedule_cache::disk::{self, DiskCache, Lookup, MissReason, Space, StoreOutcome};
+use schedule_cache::admin::Space;
 use schedule_cache::placement::{PlacementEntry, Shipped};
 use schedule_cache::{
     CompleteIdentity, Config, KeyComponent, KeyInputs, Limits, Registry, ScheduleEntry,
-    SettingsRegistry, TimingIdentity, cache_key, canonicalize, key_parts, to_saved,
+    TimingIdentity, cache_key, canonicalize, key_parts, to_saved,
 };
+use schedule_cache::{DiskCache, Lookup, MissReason, StoreOutcome};
 
 struct World {
     config: Config,
@@ -22,7 +24,7 @@ struct World {
 impl World {
     fn new() -> World {
         World {
-            config: Config::new(SettingsRegistry::reference()),
+            config: Config::new(reference_ir::render::reference_settings()),
             limits: Limits {
                 codegen_tag: "gcc-13-O2".into(),
                 worker_pool_tag: "pool8".into(),
@@ -81,22 +83,25 @@ fn a_schedule_entry_round_trips_and_replays() {
     let (id, e) = entry(&inputs);
     let key = cache_key(&id, &inputs).expect("key");
     assert_eq!(
-        disk::store(tmp.path(), Some(&key), &e).expect("store"),
+        schedule_cache::DiskCache::new(tmp.path())
+            .store(Some(&key), &e)
+            .expect("store"),
         StoreOutcome::Stored
     );
     assert!(tmp.path().join(format!("{key}.ron")).is_file());
-    let back: ScheduleEntry<SavedRefOp> =
-        disk::lookup(tmp.path(), Some(&key), id.digest()).expect("hit");
+    let back: ScheduleEntry<SavedRefOp> = schedule_cache::DiskCache::new(tmp.path())
+        .lookup(Some(&key), id.digest())
+        .expect("hit");
     assert_eq!(back, e);
     let (ops, _) = back.replay(&ReferenceLanguage, &id).expect("replay");
     assert_eq!(ops.len(), 1);
 
     // The tools read it without knowing the op type, and it verifies.
-    let inv = disk::inventory(tmp.path()).expect("inventory");
+    let inv = schedule_cache::admin::inventory(tmp.path()).expect("inventory");
     assert_eq!(inv.entries.len(), 1);
     assert_eq!(inv.entries[0].space, Space::Schedule);
     assert_eq!(
-        disk::verify_entry(tmp.path(), &inv.entries[0]),
+        schedule_cache::admin::verify_entry(tmp.path(), &inv.entries[0]),
         Ok(id.digest().to_owned())
     );
 }
@@ -112,11 +117,14 @@ fn no_timing_identity_means_no_key_and_no_disk_io() {
     let key = cache_key(&id, &inputs);
     assert!(key.is_none());
     assert_eq!(
-        disk::store(&dir, key.as_ref(), &e).expect("store"),
+        schedule_cache::DiskCache::new(&dir)
+            .store(key.as_ref(), &e)
+            .expect("store"),
         StoreOutcome::Skipped
     );
     assert_eq!(
-        disk::lookup::<ScheduleEntry<SavedRefOp>>(&dir, key.as_ref(), id.digest()),
+        schedule_cache::DiskCache::new(&dir)
+            .lookup::<ScheduleEntry<SavedRefOp>>(key.as_ref(), id.digest()),
         None
     );
     assert!(!dir.exists());
@@ -130,12 +138,23 @@ fn schedule_and_placement_spaces_share_keys_without_colliding() {
     let (id, e) = entry(&inputs);
     let key = cache_key(&id, &inputs).expect("key");
     let p = PlacementEntry::new(id.digest(), vec![], Shipped::B);
-    disk::store(tmp.path(), Some(&key), &e).expect("store");
-    disk::store(tmp.path(), Some(&key), &p).expect("store");
-    assert_eq!(disk::lookup(tmp.path(), Some(&key), id.digest()), Some(e));
-    assert_eq!(disk::lookup(tmp.path(), Some(&key), id.digest()), Some(p));
+    schedule_cache::DiskCache::new(tmp.path())
+        .store(Some(&key), &e)
+        .expect("store");
+    schedule_cache::DiskCache::new(tmp.path())
+        .store(Some(&key), &p)
+        .expect("store");
+    assert_eq!(
+        schedule_cache::DiskCache::new(tmp.path()).lookup(Some(&key), id.digest()),
+        Some(e)
+    );
+    assert_eq!(
+        schedule_cache::DiskCache::new(tmp.path()).lookup(Some(&key), id.digest()),
+        Some(p)
+    );
     // A regime transition sweeps both spaces.
-    let next = DiskCache::new(tmp.path()).with_regime(disk::CACHE_REGIME_VERSION + 1);
+    let next =
+        DiskCache::new(tmp.path()).with_regime(schedule_cache::admin::CACHE_REGIME_VERSION + 1);
     assert_eq!(
         next.lookup::<ScheduleEntry<SavedRefOp>>(Some(&key), id.digest()),
         None
@@ -151,7 +170,9 @@ fn a_miss_under_another_objective_is_explained_by_the_differing_component() {
     let queued = w.inputs(Some("queued"));
     let (id, e) = entry(&isolated);
     let stored_key = cache_key(&id, &isolated).expect("key");
-    disk::store(tmp.path(), Some(&stored_key), &e).expect("store");
+    schedule_cache::DiskCache::new(tmp.path())
+        .store(Some(&stored_key), &e)
+        .expect("store");
 
     let wanted = key_parts(&id, &queued).expect("parts");
     let wanted_key = wanted.key().expect("key");
@@ -164,8 +185,9 @@ fn a_miss_under_another_objective_is_explained_by_the_differing_component() {
     assert_eq!(same_digest, vec![stored_key.as_str().to_owned()]);
     // The sibling's recorded key parts say which component made the difference.
     let sibling = schedule_cache::CacheKey::new(&same_digest[0]).expect("key");
-    let found: ScheduleEntry<SavedRefOp> =
-        disk::lookup(tmp.path(), Some(&sibling), id.digest()).expect("hit");
+    let found: ScheduleEntry<SavedRefOp> = schedule_cache::DiskCache::new(tmp.path())
+        .lookup(Some(&sibling), id.digest())
+        .expect("hit");
     assert_eq!(
         found.key_parts.differing(&wanted),
         vec![KeyComponent::Timing]

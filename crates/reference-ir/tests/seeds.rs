@@ -4,12 +4,11 @@
 
 use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::schedule::{ReferenceLanguage, Schedule, apply_ops};
-use schedule_cache::disk::{DiskCache, Lookup, StoreOutcome, StorePolicy, Stored};
-use schedule_cache::store::{NearIndexError, Store};
 use schedule_cache::{
     CacheKey, Error, KeyComponent, Limits, Measurements, ScheduleCache, SeedOrigin, TimingIdentity,
     size_free_digest,
 };
+use schedule_cache::{DiskCache, Lookup, NearIndexError, Store, StoreOutcome, StorePolicy, Stored};
 
 /// `for i in 0..n { for j in 0..n { y[i*n+j] = x[i*n+j] * 2 } }` with fresh ids; with
 /// `extra`, one more statement (another loop nest).

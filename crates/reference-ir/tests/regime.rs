@@ -5,7 +5,7 @@
 
 use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::schedule::{ReferenceLanguage, Schedule};
-use schedule_cache::store::CacheStore;
+use schedule_cache::DiskCache;
 use schedule_cache::{
     Cpu, KeyComponent, Limits, Measurements, Miss, ScheduleCache, TimingIdentity, Toolchain,
 };
@@ -39,7 +39,7 @@ fn cpu(model: &str, features: &[&str]) -> Cpu {
 }
 
 fn cache(dir: &Path, timing: TimingIdentity) -> ScheduleCache<ReferenceLanguage> {
-    ScheduleCache::new(ReferenceLanguage, "cc", timing, CacheStore::disk(dir))
+    ScheduleCache::new(ReferenceLanguage, "cc", timing, DiskCache::new(dir))
         .with_schedule_format("ref-ops-1")
 }
 
