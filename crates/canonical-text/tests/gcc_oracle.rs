@@ -71,7 +71,8 @@ enum Role {
     Stem(usize),
     /// A bound parameter `n<n>_w`.
     Bound(usize),
-    /// The kernel's own name `k__seg<n>` (or `k_<n>`, minted).
+    /// The kernel's own name `<stem>__seg<n>` (or `<stem>_<n>`, minted), the stem from
+    /// [`OWN_STEMS`] (issue 36: twins' own names vary, keyed by their role).
     Own,
     /// A bound local spelled from [`FN_POOL`] (issue 35): like a library built-in
     /// (`abs`, `labs`), an attribute (`cold`, `hot`) or neither, by the bound ids.
@@ -84,6 +85,9 @@ enum Role {
 /// The spellings of [`Role::Fn`]: `__has_builtin` answers 1 for the first two,
 /// `__has_attribute` for the last two.
 const FN_POOL: [&str; 6] = ["abs", "f7_w", "labs", "f8_w", "cold", "hot"];
+
+/// The stems of [`Role::Own`]: tinygrad's shapes and deduplications, a plain word.
+const OWN_STEMS: [&str; 5] = ["k", "E_4", "r_16_4", "relu", "E_4n"];
 
 /// The functions [`Role::Math`] is spelled as.
 const MATH: [&str; 5] = ["expf", "sqrtf", "logf", "sinf", "cosf"];
@@ -125,6 +129,9 @@ struct Naming {
     scheme: usize,
     /// Index into [`MATH`] (a renamed twin keeps it: it calls the same function).
     math: usize,
+    /// Index into [`OWN_STEMS`] (a renamed twin draws another: the own name is keyed by
+    /// its role).
+    stem: usize,
 }
 
 impl Naming {
@@ -153,6 +160,7 @@ impl Naming {
             minted: sym[0] % 2 == 0,
             scheme: (local[0] + bound[0]) as usize % SCHEMES.len(),
             math: (sym[1] + bound[1]) as usize % MATH.len(),
+            stem: (sym[2] + local[1]) as usize % OWN_STEMS.len(),
         }
     }
     /// The renamed twin: every id moved by one bijection (collisions kept), another
@@ -169,12 +177,14 @@ impl Naming {
             minted: self.minted,
             scheme: self.scheme,
             math: self.math,
+            stem: (self.stem + shift as usize) % OWN_STEMS.len(),
         }
     }
 
-    /// What the own name's spelling keeps in the key.
-    fn token(&self) -> &'static str {
-        if self.minted { "k_" } else { "k__seg" }
+    /// What the own name's spelling keeps in the key when keyed as spelled.
+    fn token(&self) -> String {
+        let sep = if self.minted { "_" } else { "__seg" };
+        format!("{}{sep}", OWN_STEMS[self.stem])
     }
 
     fn spell(&self, r: Role) -> String {
@@ -1193,7 +1203,7 @@ fn naive_key(text: &str, naming: &Naming) -> String {
                 let n = *map.entry(w.to_owned()).or_insert(n);
                 out.push_str(&format!("\u{1}{n}\u{1}"));
             } else if w == naming.spell(Role::Own) {
-                out.push_str(naming.token());
+                out.push_str(&naming.token());
             } else {
                 out.push_str(w);
             }
@@ -1212,6 +1222,9 @@ struct Stats {
     /// Of those, pairs of renderers that declare nothing (schemes 1 and 2: only the
     /// names the text binds itself renamed).
     text_named_equal: usize,
+    /// Of those, pairs whose own names have different stems (`k__seg1`, `E_4_2`): keyed
+    /// by their role (issue 36).
+    other_own_equal: usize,
     violations: Vec<String>,
     naive_equal_keys: usize,
     naive_violations: usize,
@@ -1251,6 +1264,7 @@ fn equal_keys_imply_identical_object_code() {
                         equal_keys: 0,
                         equal_keys_different_text: 0,
                         text_named_equal: 0,
+                        other_own_equal: 0,
                         violations: Vec::new(),
                         naive_equal_keys: 0,
                         naive_violations: 0,
@@ -1277,7 +1291,7 @@ fn equal_keys_imply_identical_object_code() {
         "gcc oracle: {} templates ({} compiled with clang, {} of their kernels compiled), \
          {} kernels compiled ({} did not compile, {} refused renaming), \
          {} pairs, {} with equal keys ({} of them with different texts, {} of renderers declaring \
-         no names), {} violations; \
+         no names, {} of own names with other stems), {} violations; \
          the naive renamer: {} pairs with equal keys, {} violations; \
          today's rule before issue 35: {} pairs with equal keys, {} violations",
         cases,
@@ -1290,6 +1304,7 @@ fn equal_keys_imply_identical_object_code() {
         sum(|s| s.equal_keys),
         sum(|s| s.equal_keys_different_text),
         sum(|s| s.text_named_equal),
+        sum(|s| s.other_own_equal),
         violations.len(),
         sum(|s| s.naive_equal_keys),
         sum(|s| s.naive_violations),
@@ -1342,6 +1357,7 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
     ];
     let mut done = Vec::new();
     let mut schemes = Vec::new();
+    let mut stems = Vec::new();
     for (k, (text, naming)) in variants.iter().enumerate() {
         let names = naming
             .names()
@@ -1372,6 +1388,7 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
             todays_key(text, naming),
         ));
         schemes.push(naming.scheme);
+        stems.push(naming.stem);
     }
     for a in 0..done.len() {
         for b in a + 1..done.len() {
@@ -1390,6 +1407,9 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
                     st.equal_keys_different_text += 1;
                     if schemes[a] != 0 && schemes[b] != 0 {
                         st.text_named_equal += 1;
+                    }
+                    if stems[a] != stems[b] {
+                        st.other_own_equal += 1;
                     }
                 }
                 if ca != cb {
@@ -1448,6 +1468,7 @@ fn the_oracle_catches_a_naive_renamer() {
             minted: false,
             scheme: 0,
             math: 0,
+            stem: 0,
         }
     };
     let mut naive_violations = 0;
@@ -1519,6 +1540,7 @@ fn the_oracle_catches_todays_key_rule() {
         minted: false,
         scheme: 0,
         math: 0,
+        stem: 0,
     };
     let b_naming = Naming {
         bound: [3, 3],
