@@ -155,8 +155,8 @@
 //!     .buffer_mut("out", Elem::F32, Extent::of("n"))
 //!     .buffer("x", Elem::F32, Extent::of("n"))
 //!     .scalar("n", Elem::I32);
-//! // One kernel as two runs of a renderer name it (a fissioned routine's segment kernel,
-//! // whose index is not in the key: see `canonical_text::kernel_token`).
+//! // One kernel as two runs of a renderer name it (a fissioned routine's segment kernel:
+//! // its own name is keyed by its role, `canonical_text::Names::kernel_name_by_role`).
 //! let render = |name: &str, out: &str, x: &str| {
 //!     let text = format!("void {name}(float *{out}, const float *{x}, int n) {{\n\
 //!                         for (int i = 0; i < n; ++i) {out}[i] = sqrtf({x}[i]);\n}}");
