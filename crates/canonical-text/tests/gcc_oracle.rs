@@ -1740,3 +1740,102 @@ fn renaming_declared_names_without_the_scope_check_is_caught() {
     }
     assert_eq!(naive_caught, a.len(), "the naive reading was not caught");
 }
+
+/// Issue 36: the kernel's own name keyed by its role. Kernels that use their own name in
+/// every way a renderer's text does (a prototype, recursion, a function pointer cast, a
+/// comment, a caller beside it, a string, `__func__`, a zeroing loop gcc turns into a
+/// `memset` call) are compiled under a pool of own names: tinygrad's minted shapes and
+/// deduplications, segment names, and names the compiler knows (`memset`, `sqrtf`,
+/// `abs`, `main`, `exp10`) or may (`relu`). Every pair with equal keys has identical
+/// object code, and pairs with different own names do share keys; a deliberately naive
+/// rule that keys every own name by its role is caught (a kernel named `memset` or
+/// `sqrtf` compiles otherwise than its twin).
+#[test]
+fn own_names_keyed_by_role_give_identical_object_code() {
+    const TEMPLATES: &[&str] = &[
+        "void @OWN(float *restrict d0, const float *restrict d1) {\n  for (int i = 0; i < 64; i++) d0[i] = d1[i] * 2.0f;\n}\n",
+        "int @OWN(int n) { if (n <= 1) return 1; int (*f)(int) = (int (*)(int))@OWN; return n * f(n - 1); }\n",
+        "/* @OWN: a scaled copy */\nstatic float h(float x) { return x * 3.0f; }\nvoid @OWN(float *d0, int n);\nvoid @OWN(float *d0, int n) { for (int i = 0; i < n; i++) d0[i] = h(d0[i]); }\n",
+        "void @OWN(char *d0, unsigned long n) { for (unsigned long i = 0; i < n; i++) d0[i] = 0; }\n",
+        "float @OWN(float x) { return x * x; }\nfloat g(float y) { return @OWN(y) + @OWN(2.0f); }\n",
+        "int puts(const char *);\nvoid @OWN(void) { puts(__func__); }\n",
+        "const char *@OWN(void) { return \"@OWN\"; }\n",
+        "int @OWN(int x) { return x + 1; }\n",
+    ];
+    const OWN: &[&str] = &[
+        "E_4",
+        "E_4n1",
+        "r_16_4_577",
+        "r_16_4_578",
+        "step__seg3",
+        "k_1",
+        "memset",
+        "sqrtf",
+        "abs",
+        "main",
+        "exp10",
+        "relu",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let names = Names::new();
+    // Every own name by its role: each whole word spelled like it replaced by one word.
+    let naive = |text: &str, own: &str| {
+        let (mut out, mut word) = (String::new(), String::new());
+        for c in text.chars().chain(std::iter::once('\0')) {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                word.push(c);
+            } else {
+                out.push_str(if word == own { "OWN_0" } else { &word });
+                word.clear();
+                if c != '\0' {
+                    out.push(c);
+                }
+            }
+        }
+        canonical_text::digest_of_parts(&[out.as_bytes()])
+    };
+    let (mut equal, mut other_own, mut naive_violations) = (0, 0, 0);
+    let mut k = 0;
+    for t in TEMPLATES {
+        let mut done = Vec::new();
+        for own in OWN {
+            let text = t.replace("@OWN", own);
+            let c = canonical_kernel(&text, Some(own), &names);
+            let code = compile(dir.path(), k, &text);
+            k += 1;
+            done.push((
+                *own,
+                text.clone(),
+                c.key(&[b"-O2"]),
+                naive(&text, own),
+                code,
+            ));
+        }
+        for a in 0..done.len() {
+            for b in a + 1..done.len() {
+                let (oa, ta, ka, na, ca) = &done[a];
+                let (ob, tb, kb, nb, cb) = &done[b];
+                if ka == kb {
+                    equal += 1;
+                    other_own += usize::from(oa != ob);
+                    assert_eq!(
+                        ca, cb,
+                        "equal keys, different object code:\n--- {oa}\n{ta}\n--- {ob}\n{tb}"
+                    );
+                }
+                if na == nb && ca != cb {
+                    naive_violations += 1;
+                }
+            }
+        }
+    }
+    eprintln!(
+        "own names by role: {equal} pairs with equal keys ({other_own} with other own names); \
+         the naive rule: {naive_violations} violations"
+    );
+    assert!(other_own > 0, "no twins with other own names shared a key");
+    assert!(
+        naive_violations > 0,
+        "the oracle did not catch the naive own-name rule"
+    );
+}
