@@ -908,6 +908,14 @@ mod tests {
         let c = canonical_kernel(&pin("E_4"), Some("E_4"), &n);
         assert_eq!(c.pinned(), ["E_4"]);
         assert!(c.kernel_name_kept().is_some_and(|w| w.contains("pinned")));
+        assert!(
+            c.kept_names()
+                .iter()
+                .any(|l| l.starts_with("kernel name: ") && l.contains("pinned")),
+            "{:?}",
+            c.kept_names()
+        );
+        assert!(c.kept_names().iter().any(|l| l.contains("`E_4`: pinned")));
         assert_ne!(
             key(&pin("E_4"), "E_4", &n).0,
             key(&pin("E_4n1"), "E_4n1", &n).0

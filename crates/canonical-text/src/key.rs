@@ -197,8 +197,11 @@ impl Canonical {
             .map(|r| format!("refused: {r}"))
             .collect();
         if let Some(why) = self.own_kept {
-            let name = self.kernel_token().unwrap_or_default();
-            out.push(format!("kernel name `{name}`: {why}"));
+            // Keyed by its role but pinned: its spelling is among the pinned names.
+            match self.kernel_token().filter(|_| !self.by_role) {
+                Some(name) => out.push(format!("kernel name `{name}`: {why}")),
+                None => out.push(format!("kernel name: {why}")),
+            }
         }
         let t = &self.text_names;
         if let Some(why) = t.refused() {
