@@ -413,7 +413,9 @@
 //! reading's tokenizing and interning (`Parser::new`, the lexer inlined) is 31% of the
 //! samples, its hash table and name compares 9%, its declaration reading 9%, the block
 //! scan 19%: the time is the lexer's per-token dispatch, spread thin, so no local change
-//! to the reading reaches the targets; the fold is still the way.
+//! to the reading reaches the targets; the fold is still the way. One such change: the
+//! reading skips blanks between tokens without a whitespace token, 2.2% fewer instructions
+//! per call under callgrind (keys unchanged: the corpus key dump is byte-identical).
 //!
 //! # Versions
 //!
