@@ -27,10 +27,12 @@
 //! checks that no line outside names a kcache crate.
 //!
 //! **The kernel's own name.** The renderer mints its kernel names with a counter
-//! (`axpb_1207`) and says so (`Names::with_minted_kernel_names("_")`): the counter is then
-//! not part of the key, as a `<routine>__seg<N>` index is not. Without that declaration the
-//! name would be keyed as spelled: the replaying process, whose counter differs, would miss
-//! the stored program and compile it again (never a wrong hit).
+//! (`axpb_1207`). By default kcache keys such a name by its role (issue 36:
+//! `Names::kernel_name_by_role`), and the renderer also says how it mints them
+//! (`Names::with_minted_kernel_names("_")`), which drops the counter where the name must
+//! be keyed as spelled (a text the reading cannot read exactly). Without either the name
+//! would be keyed as spelled: the replaying process, whose counter differs, would miss the
+//! stored program and compile it again (never a wrong hit).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -21,14 +21,14 @@
 //! The parent asserts both counts from the processes' census and that the replaying
 //! process spelled the kernels otherwise.
 //!
-//! **What is declared.** Nothing about the names in the text: the kernel keys use
-//! `Names::default()`, so kcache renames the names the text binds itself (parameters,
-//! block-scope and `for` declarations) whatever their spelling. The only declaration is
-//! that kernel names end in `_<counter>` (`with_minted_kernel_names("_")`): whether a
-//! trailing number of a file-scope function name is a counter or part of what the routine
-//! is (`r_16_64_4`) is not in the text. This needs canonical-text's names from the text
-//! (issue 36); without them the text is keyed as spelled and the replay compiles its three
-//! kernels again, which the parent reports as a failed assertion naming the count.
+//! **What is declared.** Nothing: the kernel keys use `Names::default()`, so kcache
+//! renames the names the text binds itself (parameters, block-scope and `for`
+//! declarations) whatever their spelling, and keys each kernel's own name by its role
+//! (`r_16_64_4_577` and `r_16_64_4_578` alike; a hit is called under the stored twin's
+//! symbol, `Resolved::symbol`). This needs canonical-text's names from the text and the
+//! own name by its role (issue 36); without them the text is keyed as spelled and the
+//! replay compiles its three kernels again, which the parent reports as a failed
+//! assertion naming the count.
 //!
 //! The kcache glue is every line between a `// kcache-glue: begin` and the next
 //! `// kcache-glue: end`; `cargo xtask tidy` counts it (at most 100 non-blank lines).
@@ -384,9 +384,9 @@ fn open(dir: &str) -> Res<Kcache> {
 }
 
 /// Compiles (or finds, or loads) rendered kernels in one batch, each answered on its own.
-/// No name is declared; kernel names end in a counter.
+/// No name is declared, not even how kernel names are minted.
 fn compile(k: &Kcache, rendered: &[Rendered]) -> Res<(Vec<Res<Resolved<CcProgram>>>, Census)> {
-    let names = Names::default().with_minted_kernel_names("_");
+    let names = Names::default();
     let batch: Vec<_> = rendered
         .iter()
         .map(|r| {

@@ -17,7 +17,8 @@ fuzz_target!(|data: &[u8]| {
     let listed_only = plain.clone().with_text_names(false);
     let nothing_listed = Names::new().with_free(["expf"]);
     for names in [&derived, &plain, &listed_only, &nothing_listed] {
-        for own in [Some("k__seg1"), Some("x"), None] {
+        // Own names keyed by their role (`k__seg1`, `E_4n1`) and as spelled (`x`).
+        for own in [Some("k__seg1"), Some("E_4n1"), Some("x"), None] {
             if let Some(d) = disagreement(&text, own, names) {
                 panic!("{d} in {text:?}");
             }

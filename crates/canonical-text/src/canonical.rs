@@ -16,13 +16,17 @@ use crate::rename::{Ambiguous, Renamer, pinned_names, redo};
 /// when given) replaced by its kernel token ([`Names::kernel_token`]).
 ///
 /// **The kernel's own name** (`kernel_name`: the name `text` defines the kernel under)
-/// stays part of the key except for a segment index: `step__seg3` and `step__seg7`
-/// (see [`segment_kernel_name`](crate::segment_kernel_name)) share a key, while names
-/// numbered any other way do not (tinygrad's `E_4` and its deduplicated `E_4n1` get
-/// different keys: a miss, never a wrong hit), unless the renderer declared how it mints
-/// its kernel names ([`Names::with_minted_kernel_names`]: with `"_"`, `relu_17` and
-/// `relu_18` share a key). With `None`, the text's function names are treated like any
-/// other name.
+/// is keyed by its role, not its spelling, where that is sound
+/// ([`Names::kernel_name_by_role`], default on): tinygrad's `E_4` and its deduplicated
+/// `E_4n1`, `r_16_64_4_577` and `r_16_64_4_578`, `step__seg3` and `step__seg7` share a key
+/// when their texts are twins, and a cache hit answers one with the other's code, called
+/// under the other's symbol. Where it is not sound (a name the compiler may know, one the
+/// caller keeps or frees, one the text does not define, an observed spelling, ...) it is
+/// keyed as spelled, except for a segment index
+/// (see [`segment_kernel_name`](crate::segment_kernel_name)) or the counter of a renderer
+/// that declared how it mints its kernel names ([`Names::with_minted_kernel_names`]), and
+/// [`Canonical::kernel_name_kept`] says why. With `None`, the text's function names are
+/// treated like any other name.
 ///
 /// **Renamed** (each distinct name to its own number, in order of first occurrence,
 /// comments included):
@@ -69,7 +73,13 @@ use crate::rename::{Ambiguous, Renamer, pinned_names, redo};
 /// let text = "void k__seg1(float *n3_out) { n3_out[0] = 1; }";
 /// let plain = canonical_kernel(text, Some("k__seg1"), &names);
 /// assert!(plain.refusals().is_empty());
-/// assert_eq!((plain.renamed_count(), plain.kernel_token()), (1, Some("k__seg")));
+/// // A minted own name is keyed by its role...
+/// assert!(plain.kernel_name_by_role());
+/// assert_eq!((plain.renamed_count(), plain.kernel_token()), (1, Some("kc_kernel")));
+/// // ...or, when the caller says so, as spelled less its segment index.
+/// let spelled = names.clone().with_kernel_name_by_role(false);
+/// let c = canonical_kernel(text, Some("k__seg1"), &spelled);
+/// assert_eq!(c.kernel_token(), Some("k__seg"));
 /// // The kernel prints its own name: nothing is renamed, the name is kept whole.
 /// let logs = "void k__seg1(float *n3_out) { n3_out[0] = 1; puts(__func__); }";
 /// let c = canonical_kernel(logs, Some("k__seg1"), &names);
@@ -84,8 +94,17 @@ pub fn canonical_kernel(text: &str, kernel_name: Option<&str>, names: &Names) ->
         let filters = crate::names::Filters::new(names);
         return crate::declared::canonical_with_text_names(text, kernel_name, names, filters, &[]);
     }
-    canonical_prepared(text, kernel_name, &Prepared::deferred(names))
+    canonical_prepared(
+        text,
+        kernel_name,
+        &Prepared::deferred(names),
+        Err(KEPT_NO_READING),
+    )
 }
+
+/// Why the own name is kept as spelled when the text's declarations are not read.
+pub(crate) const KEPT_NO_READING: &str =
+    "the text's declarations are not read (`Names::text_names` is off)";
 
 impl NameScope {
     /// [`canonical_kernel`] of `text` with the scope's names and `bound`, the names the
@@ -110,22 +129,32 @@ impl NameScope {
                 &bound,
             );
         }
-        canonical_prepared(text, kernel_name, &self.prepared(&bound))
+        canonical_prepared(
+            text,
+            kernel_name,
+            &self.prepared(&bound),
+            Err(KEPT_NO_READING),
+        )
     }
 }
 
-/// [`canonical_kernel`] given what the call prepared from its names.
+/// [`canonical_kernel`] given what the call prepared from its names; `role` is `Ok` when
+/// the own name is keyed by its role ([`Names::kernel_name_by_role`]), else why not.
 pub(crate) fn canonical_prepared(
     text: &str,
     kernel_name: Option<&str>,
     prepared: &Prepared<'_>,
+    role: Result<(), &'static str>,
 ) -> Canonical {
     let src = text.as_bytes();
     let names = prepared.names;
     let bound_ok = prepared.refusal.is_none();
 
     let own = kernel_name.map(str::as_bytes);
-    let token = kernel_name.map(|n| names.kernel_token(n));
+    let token = kernel_name.map(|n| match role {
+        Ok(()) => crate::key::ROLE_TOKEN,
+        Err(_) => names.kernel_token(n),
+    });
     let token_bytes = token.map(str::as_bytes).unwrap_or_default();
     let token_len = token.map(str::len);
 
@@ -139,7 +168,7 @@ pub(crate) fn canonical_prepared(
         // The bound names the preparation left unread refuse renaming: again, with
         // them checked (then nothing is left unread).
         drop(r);
-        return canonical_prepared(text, kernel_name, &prepared.settled(Some(refusal)));
+        return canonical_prepared(text, kernel_name, &prepared.settled(Some(refusal)), role);
     }
     let mut outcome = r.run();
     if outcome.is_ok() && r.redo && r.collisions.is_none() {
@@ -211,8 +240,18 @@ pub(crate) fn canonical_prepared(
     }
     match outcome {
         Ok(()) => {
+            let pinned = pinned_names(&r);
+            let own_pinned = kernel_name.is_some_and(|n| pinned.iter().any(|p| p == n));
+            let own_kept = match (kernel_name, role) {
+                (None, _) => None,
+                (Some(_), Err(why)) => Some(why),
+                (Some(_), Ok(())) if own_pinned => Some(KEPT_PINNED),
+                (Some(_), Ok(())) => None,
+            };
             let c = Canonical {
-                pinned: pinned_names(&r),
+                by_role: kernel_name.is_some() && role.is_ok(),
+                own_kept,
+                pinned,
                 encoding: std::mem::take(&mut r.out),
                 side: std::mem::take(&mut r.side),
                 token_len,
@@ -250,6 +289,10 @@ pub(crate) fn canonical_prepared(
         }
     }
 }
+
+/// Why an own name keyed by its role is still spelled in the encoding.
+const KEPT_PINNED: &str =
+    "it also occurs where nothing is renamed (pinned): its spelling is in the key";
 
 /// The first word inside a GNU or Microsoft attribute region or a feature test's
 /// ([`crate::phases::attribute_regions_at`]) that `c` renamed, or the kernel's own name
@@ -733,15 +776,17 @@ mod tests {
 
     #[test]
     fn own_name_becomes_its_kernel_token() {
+        // Keyed as spelled (the by-role tests follow).
+        let spelled = Names::new().with_kernel_name_by_role(false);
         let a = canonical_kernel(
             "void step__seg3(float *x) { step__seg4(x); }",
             Some("step__seg3"),
-            &Names::new(),
+            &spelled,
         );
         let b = canonical_kernel(
             "void step__seg7(float *x) { step__seg4(x); }",
             Some("step__seg7"),
-            &Names::new(),
+            &spelled,
         );
         assert_eq!(a.text(), "void step__seg(float *x) { step__seg4(x); }");
         assert_eq!(a.kernel_token(), Some("step__seg"));
@@ -750,31 +795,135 @@ mod tests {
         let c = canonical_kernel(
             "void walk__seg3(float *x) { step__seg4(x); }",
             Some("walk__seg3"),
-            &Names::new(),
+            &spelled,
         );
         assert_ne!(a.key(&[]), c.key(&[]));
         // An identifier spelled like the kernel token is not the own name.
-        let d = canonical_kernel(
-            "void r__seg3() { r__seg(); }",
-            Some("r__seg3"),
-            &Names::new(),
-        );
-        let e = canonical_kernel(
-            "void r__seg3() { r__seg3(); }",
-            Some("r__seg3"),
-            &Names::new(),
-        );
+        let d = canonical_kernel("void r__seg3() { r__seg(); }", Some("r__seg3"), &spelled);
+        let e = canonical_kernel("void r__seg3() { r__seg3(); }", Some("r__seg3"), &spelled);
         assert_eq!(d.text(), e.text());
         assert_ne!(d.key(&[]), e.key(&[]));
         // No kernel name differs from any kernel name.
         let f = canonical_kernel("void r__seg3() {}", None, &Names::new());
         assert_ne!(
             f.key(&[]),
-            canonical_kernel("void r__seg3() {}", Some("q"), &Names::new()).key(&[])
+            canonical_kernel("void r__seg3() {}", Some("q"), &spelled).key(&[])
         );
         // A name that is no segment name stays whole.
-        let g = canonical_kernel("void main_k() {}", Some("main_k"), &Names::new());
+        let g = canonical_kernel("void main_k() {}", Some("main_k"), &spelled);
         assert_eq!(g.text(), "void main_k() {}");
+    }
+
+    /// Issue 36: the own name is keyed by its role by default where that is sound, and
+    /// as spelled (with the reason) everywhere else.
+    #[test]
+    fn own_name_is_keyed_by_its_role_where_sound() {
+        let key = |text: &str, own: &str, names: &Names| {
+            let c = canonical_kernel(text, Some(own), names);
+            (
+                c.key(&[b"o"]),
+                c.kernel_name_by_role(),
+                c.kernel_name_kept(),
+            )
+        };
+        let n = Names::new();
+        let body = |own: &str| format!("void {own}(float *d0) {{ d0[0] = 1; }}");
+        // tinygrad's deduplicated and counter-minted names, segment names.
+        for (a, b) in [
+            ("E_4", "E_4n1"),
+            ("r_16_64_4_577", "r_16_64_4_578"),
+            ("step__seg3", "walk__seg7"),
+        ] {
+            let (ka, ra, wa) = key(&body(a), a, &n);
+            let (kb, rb, _) = key(&body(b), b, &n);
+            assert!(ra && rb && wa.is_none(), "{a}: {wa:?}");
+            assert_eq!(ka, kb, "{a} vs {b}");
+        }
+        let c = canonical_kernel(&body("E_4"), Some("E_4"), &n);
+        assert_eq!(c.text(), "void kc_kernel(float *kc0) { kc0[0] = 1; }");
+        assert_eq!(c.kernel_token(), Some(crate::ROLE_TOKEN));
+        // Recursion and a function pointer cast: every occurrence renamed alike.
+        let rec = |own: &str| {
+            format!(
+                "void {own}(float *d0, int n) {{ if (n > 0) {own}(d0, n - 1); \
+                 void (*f)(float *, int) = (void (*)(float *, int)){own}; (void)f; d0[0] = 1; }}"
+            )
+        };
+        assert_eq!(
+            key(&rec("E_4"), "E_4", &n).0,
+            key(&rec("E_4n1"), "E_4n1", &n).0
+        );
+        // A twin calling another kernel is another kernel.
+        let other = "void E_4n1(float *d0, int n) { if (n > 0) E_4(d0, n - 1); \
+                     void (*f)(float *, int) = (void (*)(float *, int))E_4n1; (void)f; d0[0] = 1; }";
+        assert_ne!(key(&rec("E_4"), "E_4", &n).0, key(other, "E_4n1", &n).0);
+        // Keyed as spelled, each with its reason.
+        let spelled = |text: &str, own: &str, names: &Names| {
+            let (k, role, why) = key(text, own, names);
+            assert!(!role, "{own} in {text:?}");
+            let why = why.unwrap_or_else(|| panic!("no reason for {own} in {text:?}"));
+            (k, why)
+        };
+        // Caller's choice.
+        let off = Names::new().with_kernel_name_by_role(false);
+        assert!(spelled(&body("E_4"), "E_4", &off).1.contains("caller"));
+        assert_ne!(
+            key(&body("E_4"), "E_4", &off).0,
+            key(&body("E_4n1"), "E_4n1", &off).0
+        );
+        // Kept and free names.
+        let kept = Names::new().with_keep(["E_4"]);
+        assert!(spelled(&body("E_4"), "E_4", &kept).1.contains("kept"));
+        let free = Names::new().with_free(["E_4"]);
+        assert!(spelled(&body("E_4"), "E_4", &free).1.contains("free"));
+        // Reserved, and names the compiler may know (no digit, or no `_`).
+        for own in ["_E_4", "__k_1", "memset", "exp10", "main", "relu"] {
+            spelled(&body(own), own, &n);
+        }
+        // Not defined by the text, or the text not read exactly.
+        spelled("void E_5(float *d0) { E_4(d0); }", "E_4", &n);
+        let cond = "#ifdef X\n#endif\nvoid E_4(float *d0) { d0[0] = 1; }";
+        assert!(spelled(cond, "E_4", &n).1.contains("could not be read"));
+        // A header whose macros nobody learned may define it.
+        let inc = "#include \"mine.h\"\nvoid E_4(float *d0) { d0[0] = 1; }";
+        spelled(inc, "E_4", &n);
+        let learned = Names::new().with_included_macros_known(true);
+        assert!(key(inc, "E_4", &learned).1);
+        // Observed: `__func__`, a stringizing macro, `assert`: the exact text, whole name.
+        for text in [
+            "void E_4(float *d0) { puts(__func__); }",
+            "#define S(x) #x\nvoid E_4(float *d0) { puts(S(E_4)); }",
+            "void E_4(float *d0) { assert(d0); }",
+        ] {
+            let (_, why) = spelled(text, "E_4", &n);
+            let c = canonical_kernel(text, Some("E_4"), &n);
+            assert_eq!((c.kernel_token(), why), (Some("E_4"), crate::key::KEPT_RAW));
+        }
+        // In a feature test's parentheses: refused, whole name.
+        let ft = "void E_4(float *d0) { d0[0] = __has_builtin(E_4); }";
+        assert!(spelled(ft, "E_4", &n).1.contains("exact text"));
+        // Pinned: also in a string's place nothing is renamed (a directive here); its
+        // spelling stays in the key.
+        let pin = |own: &str| format!("#define K {own}\nvoid {own}(float *d0) {{ d0[0] = 1; }}");
+        let c = canonical_kernel(&pin("E_4"), Some("E_4"), &n);
+        assert_eq!(c.pinned(), ["E_4"]);
+        assert!(c.kernel_name_kept().is_some_and(|w| w.contains("pinned")));
+        assert!(
+            c.kept_names()
+                .iter()
+                .any(|l| l.starts_with("kernel name: ") && l.contains("pinned")),
+            "{:?}",
+            c.kept_names()
+        );
+        assert!(c.kept_names().iter().any(|l| l.contains("`E_4`: pinned")));
+        assert_ne!(
+            key(&pin("E_4"), "E_4", &n).0,
+            key(&pin("E_4n1"), "E_4n1", &n).0
+        );
+        // `R` is no spelled token: a kernel spelled like the role token differs.
+        let role = key("void kc_kernel(float *d0) { d0[0] = 1; }", "kc_kernel", &n);
+        assert!(!role.1);
+        assert_ne!(role.0, key(&body("E_4"), "E_4", &n).0);
     }
 
     #[test]
@@ -1145,7 +1294,12 @@ mod tests {
             }
             text.push('}');
             let deferred = canonical_kernel(&text, Some("k"), &names);
-            let eager = canonical_prepared(&text, Some("k"), &Prepared::new(&names));
+            let eager = canonical_prepared(
+                &text,
+                Some("k"),
+                &Prepared::new(&names),
+                Err(KEPT_NO_READING),
+            );
             proptest::prop_assert_eq!(deferred.key(&[b"o"]), eager.key(&[b"o"]), "{:?}", text);
             proptest::prop_assert_eq!(deferred.text(), eager.text());
             proptest::prop_assert_eq!(deferred.refusals(), eager.refusals());

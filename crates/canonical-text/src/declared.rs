@@ -59,6 +59,10 @@ pub(crate) struct TextBound<'t> {
     pub(crate) kept: Vec<(&'t str, &'static str)>,
     /// Why the text has no text-bound names at all, when its structure cannot be read.
     pub(crate) refused: Option<&'static str>,
+    /// The names of the function definitions the text holds.
+    pub(crate) functions: Vec<&'t str>,
+    /// Whether the text has an `#include`, `#include_next` or `#import` line.
+    pub(crate) includes: bool,
 }
 
 /// Why a declared name is kept: used outside its declarations' scope.
@@ -197,14 +201,19 @@ pub(crate) fn canonical_with_text_names(
     }
     kept.extend(found.kept.iter().copied());
     let from_text = &all[extra.len()..];
+    let role = match kernel_name {
+        Some(own) => own_role(own, names, filters, &found, &listed),
+        None => Ok(()),
+    };
     let mut c = if all.is_empty() {
         // Nothing to add: the call as without text names.
-        crate::canonical::canonical_prepared(text, kernel_name, &Prepared::deferred(names))
+        crate::canonical::canonical_prepared(text, kernel_name, &Prepared::deferred(names), role)
     } else {
         crate::canonical::canonical_prepared(
             text,
             kernel_name,
             &Prepared::with(names, filters, &all),
+            role,
         )
     };
     let renamed = if c.renamed_count == 0 {
@@ -226,6 +235,58 @@ pub(crate) fn canonical_with_text_names(
         refused: found.refused,
     };
     c
+}
+
+/// Whether the kernel's own name `own` may be keyed by its role
+/// ([`Names::kernel_name_by_role`](crate::Names::kernel_name_by_role)), else why it is
+/// keyed as spelled. `found` is the text's reading, `listed` the caller's declared names
+/// of a [`NameScope`](crate::NameScope) call, sorted. The observers, the pins and the
+/// attribute regions are the renamer's to apply afterwards (an observed spelling keys the
+/// exact text with the whole name, a pinned one stays in the encoding).
+pub(crate) fn own_role(
+    own: &str,
+    names: &Names,
+    filters: Filters,
+    found: &TextBound<'_>,
+    listed: &[&str],
+) -> Result<(), &'static str> {
+    let b = own.as_bytes();
+    if !names.kernel_name_by_role {
+        return Err("keyed as spelled by the caller (`Names::kernel_name_by_role` is off)");
+    }
+    if !names.text_names {
+        return Err(crate::canonical::KEPT_NO_READING);
+    }
+    if found.refused.is_some() {
+        return Err("the text's declarations could not be read exactly");
+    }
+    if is_reserved(own) {
+        return Err("in the reserved namespace");
+    }
+    let minted = b.contains(&b'_')
+        && b.iter().any(u8::is_ascii_digit)
+        && b.first().is_some_and(u8::is_ascii_alphabetic)
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
+    if !minted {
+        return Err(
+            "not a minted name (a letter first, then letters, digits and `_`, with a `_` and a digit): the compiler may give its spelling a meaning",
+        );
+    }
+    if (filters.kept.may_contain(b) && (names.keep.contains(own) || names.free.contains(own)))
+        || names.bound.contains(own)
+        || listed.binary_search(&own).is_ok()
+    {
+        return Err("a free, kept or bound name of the caller");
+    }
+    if !found.functions.contains(&own) {
+        return Err("the text defines no function of that name");
+    }
+    if found.includes && !names.included_macros_known {
+        return Err(
+            "the text includes a header whose macros were not learned (`Names::included_macros_known`)",
+        );
+    }
+    Ok(())
 }
 
 /// A multiply-rotate hash over 8-byte words (the names of one text, in a table of one
@@ -418,6 +479,10 @@ struct Parser<'t> {
     func: u32,
     labels: Vec<(u32, u32)>,
     gotos: Vec<(u32, u32)>,
+    /// The names of the function definitions read.
+    defined: Vec<u32>,
+    /// Whether a directive includes a header.
+    includes: bool,
     /// The reference's log, when `logging`.
     logging: bool,
     log: Log,
@@ -448,6 +513,8 @@ impl<'t> Parser<'t> {
             func: 0,
             labels: Vec::new(),
             gotos: Vec::new(),
+            defined: Vec::new(),
+            includes: false,
             logging: false,
             log: Log::default(),
         };
@@ -476,7 +543,12 @@ impl<'t> Parser<'t> {
         // The last name seen per (first byte, last byte, length) slot: most names repeat,
         // and a hit here costs one compare instead of a table lookup.
         let mut recent = [u32::MAX; 256];
-        for t in Lexer::new(bytes) {
+        let mut lexer = Lexer::new(bytes);
+        loop {
+            // Blanks are skipped without a token (the tokens read are the lexer's all the
+            // same): about 5% of this reading's instructions.
+            lexer.skip_blanks();
+            let Some(t) = lexer.next() else { break };
             let b = t.bytes(bytes);
             match t.kind {
                 TokenKind::Whitespace | TokenKind::LineComment | TokenKind::BlockComment => {}
@@ -566,6 +638,7 @@ impl<'t> Parser<'t> {
             b"include" | b"include_next" | b"import" if depth != 0 => {
                 self.refuse("an #include inside a function")
             }
+            b"include" | b"include_next" | b"import" => self.includes = true,
             b"define" => {
                 let (m, body) = word(after);
                 if m.is_empty() {
@@ -617,11 +690,13 @@ impl<'t> Parser<'t> {
     fn finish(self) -> TextBound<'t> {
         let mut out = TextBound {
             refused: self.refused,
+            includes: self.includes,
             ..TextBound::default()
         };
         if out.refused.is_some() {
             return out;
         }
+        out.functions = self.defined.iter().map(|&id| self.spelling(id)).collect();
         for (i, s) in self.names.iter().enumerate() {
             if !s.declared {
                 continue;
@@ -1398,6 +1473,7 @@ impl<'t> Parser<'t> {
                 }
                 if kw == Kw::None && self.is(k + 1, b'(') {
                     params = Some(k + 1);
+                    self.defined.push(id);
                     break;
                 }
             }

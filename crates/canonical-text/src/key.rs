@@ -20,10 +20,12 @@ use crate::sha::BlockHasher;
 /// identifier, not inside a longer word (`__tvm_assert_parts`); v5 -- a byte from 0x80
 /// outside string and character literals refuses renaming (clang reads U+00A0 and other
 /// Unicode spaces as white space: `i1 -\u{a0}i2` and `\u{a0}assert(i1)` were renamed);
-/// v6 -- the names the text binds itself are renamed by default (`Names::text_names`).
+/// v6 -- the names the text binds itself are renamed by default (`Names::text_names`);
+/// v7 -- the kernel's own name is keyed by its role where sound
+/// (`Names::kernel_name_by_role`): its key part is `R` instead of `K` and the token.
 /// Its length part and it fill exactly one SHA-256 block, so each key starts from a
 /// hash state computed once ([`key_state`]).
-pub(crate) const KEY_DOMAIN: &[u8] = b"kcache canonical-text v6 -- the key of a kernel encoding";
+pub(crate) const KEY_DOMAIN: &[u8] = b"kcache canonical-text v7 -- the key of a kernel encoding";
 const _: () = assert!(8 + KEY_DOMAIN.len() == 64);
 
 /// The SHA-256 state after the length-prefixed [`KEY_DOMAIN`] (one whole block).
@@ -47,6 +49,10 @@ pub struct Canonical {
     /// the renamed names in number order, each as its length (LEB128) and its bytes.
     pub(crate) side: Vec<u8>,
     pub(crate) token_len: Option<usize>,
+    /// Whether the own name was keyed by its role ([`ROLE_TOKEN`] is then the token).
+    pub(crate) by_role: bool,
+    /// Why the own name was keyed as spelled, when a kernel name was given and it was.
+    pub(crate) own_kept: Option<&'static str>,
     pub(crate) renamed_count: usize,
     pub(crate) refusals: Vec<Refusal>,
     pub(crate) pinned: Vec<String>,
@@ -57,7 +63,9 @@ pub struct Canonical {
 
 impl PartialEq for Canonical {
     fn eq(&self, other: &Self) -> bool {
-        self.kernel_token() == other.kernel_token() && self.encoding == other.encoding
+        self.by_role == other.by_role
+            && self.kernel_token() == other.kernel_token()
+            && self.encoding == other.encoding
     }
 }
 
@@ -86,6 +94,11 @@ impl Canonical {
         // block.
         let mut h = BlockHasher::resume(key_state(), 1);
         match self.token_bytes() {
+            // By its role: no spelling enters the key.
+            Some(_) if self.by_role => {
+                h.update(&crate::part_len(1));
+                h.update(b"R");
+            }
             Some(t) => {
                 h.update(&crate::part_len(1 + t.len()));
                 h.update(b"K");
@@ -112,7 +125,10 @@ impl Canonical {
         &self.encoding
     }
 
-    /// The kernel token that replaced the kernel's own name, if a name was given.
+    /// The kernel token that replaced the kernel's own name, if a name was given: the
+    /// name less a segment index or a declared counter ([`Names::kernel_token`](crate::Names::kernel_token)),
+    /// the whole name when the text was keyed over its exact text, or [`ROLE_TOKEN`] when
+    /// the name was keyed by its role ([`Canonical::kernel_name_by_role`]).
     pub fn kernel_token(&self) -> Option<&str> {
         // The token was copied from a `&str` at a char boundary, so this never fails.
         self.token_bytes()
@@ -134,6 +150,78 @@ impl Canonical {
             at += name.len();
             String::from_utf8_lossy(name)
         })
+    }
+
+    /// Whether the kernel's own name was keyed by its role, not its spelling
+    /// ([`Names::kernel_name_by_role`](crate::Names::kernel_name_by_role)): then two
+    /// kernels differing only in their names' spellings share the key, and a cache hit
+    /// answers one with the other's code, to be called under the other's symbol.
+    pub fn kernel_name_by_role(&self) -> bool {
+        self.by_role
+    }
+
+    /// Why the kernel's own name was keyed as spelled (less a segment index or a declared
+    /// counter) rather than by its role; `None` when it was keyed by its role or no
+    /// kernel name was given. With [`Canonical::text_names`], [`Canonical::pinned`] and
+    /// [`Canonical::refusals`], it says which names made a kernel's key unique to its
+    /// spelling; [`Canonical::kept_names`] lists them all.
+    ///
+    /// ```
+    /// use canonical_text::{canonical_kernel, Names};
+    /// let c = canonical_kernel("void E_4(float *o) { o[0] = 1; }", Some("E_4"), &Names::new());
+    /// assert_eq!(c.kernel_name_kept(), None);
+    /// let c = canonical_kernel("void relu(float *o) { o[0] = 1; }", Some("relu"), &Names::new());
+    /// assert!(c.kernel_name_kept().unwrap().contains("digit"));
+    /// ```
+    pub fn kernel_name_kept(&self) -> Option<&'static str> {
+        self.own_kept
+    }
+
+    /// Every reason this key is tied to spellings, one line each, for a census, a miss
+    /// explanation or `kcache key`: the refusals (the exact text was keyed), the own name
+    /// kept as spelled and why, each declared name kept and why (the first
+    /// [`TextNames::KEPT_LISTED`](crate::TextNames::KEPT_LISTED), then how many more),
+    /// why the text's declarations were not read, and the pinned names. Empty when every
+    /// name the kernel owns was renamed.
+    ///
+    /// ```
+    /// use canonical_text::{canonical_kernel, Names};
+    /// let text = "void E_4(float *o) { { float t = 1; } o[0] = t; }";
+    /// let c = canonical_kernel(text, Some("E_4"), &Names::new());
+    /// assert_eq!(c.kept_names(), ["name `t`: used outside its declarations' scope"]);
+    /// ```
+    pub fn kept_names(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .refusals
+            .iter()
+            .map(|r| format!("refused: {r}"))
+            .collect();
+        if let Some(why) = self.own_kept {
+            // Keyed by its role but pinned: its spelling is among the pinned names.
+            match self.kernel_token().filter(|_| !self.by_role) {
+                Some(name) => out.push(format!("kernel name `{name}`: {why}")),
+                None => out.push(format!("kernel name: {why}")),
+            }
+        }
+        let t = &self.text_names;
+        if let Some(why) = t.refused() {
+            out.push(format!("declared names not read: the text holds {why}"));
+        }
+        for (name, why) in t.kept() {
+            out.push(format!("name `{name}`: {why}"));
+        }
+        if t.kept_total() > t.kept().len() {
+            out.push(format!(
+                "{} more declared names kept",
+                t.kept_total() - t.kept().len()
+            ));
+        }
+        for name in &self.pinned {
+            out.push(format!(
+                "name `{name}`: pinned (it also occurs where nothing is renamed)"
+            ));
+        }
+        out
     }
 
     /// How many distinct names were renamed.
@@ -169,6 +257,13 @@ impl Canonical {
     }
 }
 
+/// The token that stands for the kernel's own name when it is keyed by its role (in
+/// [`Canonical::text`] and [`Canonical::kernel_token`]; the key holds no spelling then).
+pub const ROLE_TOKEN: &str = "kc_kernel";
+
+/// Why the own name is kept as spelled in a text keyed over its exact bytes.
+pub(crate) const KEPT_RAW: &str = "the text is keyed over its exact text (see the refusals)";
+
 /// The canonical form that renames nothing: the exact text, and the kernel's own name
 /// whole (its segment index included) as the kernel token, since what refused may
 /// observe it.
@@ -177,6 +272,8 @@ pub(crate) fn raw(src: &[u8], kernel_name: Option<&str>, refusals: Vec<Refusal>)
         encoding: src.to_vec(),
         side: kernel_name.map(str::as_bytes).unwrap_or_default().to_vec(),
         token_len: kernel_name.map(str::len),
+        by_role: false,
+        own_kept: kernel_name.map(|_| KEPT_RAW),
         renamed_count: 0,
         refusals,
         pinned: Vec::new(),

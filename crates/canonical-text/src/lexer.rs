@@ -182,6 +182,18 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// Moves past the spaces and tabs at the lexer's position without a token: what
+    /// follows is what [`Iterator::next`] would read after the whitespace token holding
+    /// them (a token never starts inside white space, and white space without a line end
+    /// leaves the line-start state as it was). For readers that skip white space; single
+    /// blanks between tokens are most of it (skipping line ends too measured no better).
+    #[inline(always)]
+    pub(crate) fn skip_blanks(&mut self) {
+        while matches!(self.src.get(self.pos), Some(b' ' | b'\t')) {
+            self.pos += 1;
+        }
+    }
+
     /// A lexer at byte `pos` of `src`, which must start an identifier the lexer reads
     /// there (not at a line start, since the identifier is no white space): from there it
     /// reads the tokens a lexer from the start of `src` reads.
@@ -619,6 +631,30 @@ mod tests {
             let src = s.as_bytes();
             let p = from.min(src.len());
             proptest::prop_assert_eq!(preprocessor_end(src, p), preprocessor_end_bytewise(src, p));
+        }
+    }
+
+    proptest::proptest! {
+        /// Skipping blanks before each token reads the lexer's non-whitespace tokens.
+        #[test]
+        fn skipping_blanks_reads_the_same_tokens(
+            s in r#"([a-z0-9#/*"'\\ \t\r\x0b\x0c%:.<>\[\]{}()_]|\n){0,120}"#,
+        ) {
+            let src = s.as_bytes();
+            let all: Vec<Token> = tokenize(src)
+                .into_iter()
+                .filter(|t| t.kind != Whitespace)
+                .collect();
+            let mut skipping = Vec::new();
+            let mut lexer = Lexer::new(src);
+            loop {
+                lexer.skip_blanks();
+                let Some(t) = lexer.next() else { break };
+                if t.kind != Whitespace {
+                    skipping.push(t);
+                }
+            }
+            proptest::prop_assert_eq!(all, skipping);
         }
     }
 

@@ -64,8 +64,10 @@ impl Derivation {
 /// the shapes off ([`Names::with_minted_shapes`](crate::Names::with_minted_shapes)`(false)`: then only listed names are
 /// renamed).
 ///
-/// `Names` says nothing about the kernel's own name, which is handled by the
-/// `kernel_name` argument of [`canonical_kernel`](crate::canonical_kernel).
+/// The kernel's own name is the `kernel_name` argument of
+/// [`canonical_kernel`](crate::canonical_kernel); `Names` says only how it is keyed
+/// ([`Names::kernel_name_by_role`](crate::Names::kernel_name_by_role),
+/// [`Names::minted_kernel_separator`](crate::Names::minted_kernel_separator)).
 #[derive(Clone, Debug)]
 pub struct Names {
     /// Names the kernel declares for its tensor nodes (parameters, locals), bare or
@@ -130,6 +132,23 @@ pub struct Names {
     /// in the reserved namespace. With `false`, only listed names and the minted shapes are
     /// renamed.
     pub text_names: bool,
+    /// Whether the kernel's own name (`kernel_name`) is keyed by its role rather than its
+    /// spelling (default `true`): every occurrence of it stands for "the kernel", so
+    /// `E_4` and `E_4n1`, or `r_16_64_4_577` and `r_16_64_4_578`, give twins one key.
+    /// Only with [`Names::text_names`](crate::Names::text_names) on (the reading tells
+    /// that the text defines it), and only where that is sound; otherwise the own name is
+    /// keyed as spelled (less a segment index or a declared counter, see
+    /// [`Names::kernel_token`]) and [`Canonical::kernel_name_kept`](crate::Canonical::kernel_name_kept)
+    /// says why. Sound means: the text defines a function of that name (and its reading
+    /// was exact), the name holds a `_` and a digit (the shape of a minted name; no
+    /// function a C compiler or its library knows outside the reserved namespace has
+    /// both, so the compiler gives the spelling no meaning), it is not reserved, not in
+    /// [`Names::keep`](crate::Names::keep), [`Names::free`](crate::Names::free) or
+    /// [`Names::bound`](crate::Names::bound), the text includes no header whose macros
+    /// the caller did not learn ([`Names::included_macros_known`](crate::Names::included_macros_known)),
+    /// and no observer sees it (an observed spelling keys the exact text with the whole
+    /// name; an occurrence where nothing is renamed pins it).
+    pub kernel_name_by_role: bool,
 }
 
 impl Default for Names {
@@ -144,6 +163,7 @@ impl Default for Names {
             minted_kernel_separator: None,
             included_macros_known: false,
             text_names: true,
+            kernel_name_by_role: true,
         }
     }
 }
@@ -179,13 +199,33 @@ impl Names {
         self
     }
 
+    /// Sets [`Names::kernel_name_by_role`](crate::Names::kernel_name_by_role): whether the
+    /// kernel's own name is keyed by its role where that is sound.
+    ///
+    /// ```
+    /// use canonical_text::{canonical_kernel, Names};
+    /// let text = |name: &str| format!("void {name}(float *out) {{ out[0] = 0; }}");
+    /// let key = |name: &str, n: &Names| canonical_kernel(&text(name), Some(name), n).key(&[]);
+    /// assert_eq!(key("E_4", &Names::new()), key("E_4n1", &Names::new()));
+    /// let spelled = Names::new().with_kernel_name_by_role(false);
+    /// assert_ne!(key("E_4", &spelled), key("E_4n1", &spelled));
+    /// ```
+    pub fn with_kernel_name_by_role(mut self, on: bool) -> Self {
+        self.kernel_name_by_role = on;
+        self
+    }
+
     /// Sets [`Names::minted_kernel_separator`](crate::Names::minted_kernel_separator): the
     /// renderer names its kernels `<stem><separator><counter>`, and the counter is not part of
     /// the key.
     ///
     /// ```
     /// use canonical_text::{canonical_kernel, Names};
-    /// let names = Names::new().with_bound(["out"]).with_minted_kernel_names("_");
+    /// // (with the own name keyed as spelled; by default `relu_17` is keyed by its role)
+    /// let names = Names::new()
+    ///     .with_bound(["out"])
+    ///     .with_kernel_name_by_role(false)
+    ///     .with_minted_kernel_names("_");
     /// let a = canonical_kernel("void relu_17(float *out) { out[0] = 0; }", Some("relu_17"), &names);
     /// let b = canonical_kernel("void relu_18(float *out) { out[0] = 0; }", Some("relu_18"), &names);
     /// assert_eq!(a.key(&[]), b.key(&[]));
@@ -194,7 +234,7 @@ impl Names {
     /// let c = canonical_kernel("void gelu_17(float *out) { out[0] = 0; }", Some("gelu_17"), &names);
     /// assert_ne!(a.key(&[]), c.key(&[]));
     /// // Without the declaration the counter is part of the name, and of the key.
-    /// let plain = Names::new().with_bound(["out"]);
+    /// let plain = Names::new().with_bound(["out"]).with_kernel_name_by_role(false);
     /// let d = canonical_kernel("void relu_18(float *out) { out[0] = 0; }", Some("relu_18"), &plain);
     /// assert_eq!(d.kernel_token(), Some("relu_18"));
     /// ```

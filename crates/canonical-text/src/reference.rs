@@ -92,7 +92,26 @@ pub fn disagreement(text: &str, kernel_name: Option<&str>, names: &Names) -> Opt
     let token_at = |i: usize| token_at(&tokens, i);
     // The own name counts as renamed only where its token differs from it (a segment
     // index dropped); otherwise its tag stands for the very same spelling.
-    let own_changes = kernel_name.is_some_and(|n| crate::kernel_token(n) != n);
+    let own_changes = kernel_name.is_some_and(|n| c.kernel_token() != Some(n));
+    // The own name keyed by its role: only a minted, unreserved name the caller neither
+    // keeps nor frees, which the text defines as a function.
+    if c.kernel_name_by_role()
+        && let Some(n) = kernel_name
+    {
+        let minted = n.contains('_') && n.bytes().any(|b| b.is_ascii_digit());
+        if !minted
+            || crate::names::is_reserved(n)
+            || names.keep.contains(n)
+            || names.free.contains(n)
+        {
+            return Some(format!(
+                "own name {n:?} keyed by its role although it may not be"
+            ));
+        }
+        if !c.pinned().iter().any(|p| p == n) && !spans.iter().any(|s| s.2.is_none()) {
+            return Some(format!("own name {n:?} keyed by its role but never met"));
+        }
+    }
     let attributes = gnu_attribute_spans(src, &tokens);
     let calls = if names.included_macros_known {
         Vec::new()

@@ -292,3 +292,57 @@ fn default_names_keep_twins_keys_as_often_as_declared_names() {
         );
     }
 }
+
+/// Issue 36: renamed twins whose own name is respelled too (`E_4` and `E_4n1`): with
+/// default [`canonical_text::Names`] the own name is keyed by its role, so they keep the
+/// kernel's key wherever that is sound; with the declared names and the own name keyed as
+/// spelled (as before), never. Prints both counts per renderer, and the reasons the own
+/// name was kept.
+#[test]
+fn twins_with_another_own_name_keep_their_key_with_default_names() {
+    let Some(ks) = kernels() else { return };
+    // Per renderer: (twins, equal keyed as spelled, equal with default names).
+    let mut seen = BTreeMap::<&str, (usize, usize, usize)>::new();
+    let mut kept = BTreeMap::<&'static str, usize>::new();
+    for k in &ks {
+        let Some(twin) = corpus::own_name_respelled(&corpus::renamed_twin(k)) else {
+            continue;
+        };
+        let with = |k: &Kernel, names: &canonical_text::Names| {
+            canonical_kernel(&k.text, k.name.as_deref(), names).key(&[b"-O2"])
+        };
+        let spelled = |n: &canonical_text::Names| {
+            n.clone()
+                .with_text_names(false)
+                .with_kernel_name_by_role(false)
+        };
+        let declared = with(k, &spelled(&k.names)) == with(&twin, &spelled(&twin.names));
+        let default = canonical_text::Names::new();
+        let c = canonical_kernel(&k.text, k.name.as_deref(), &default);
+        let same = c.key(&[b"-O2"]) == with(&twin, &default);
+        if let Some(why) = c.kernel_name_kept() {
+            *kept.entry(why).or_default() += 1;
+        }
+        let e = seen.entry(k.renderer).or_default();
+        e.0 += 1;
+        e.1 += usize::from(declared);
+        e.2 += usize::from(same);
+    }
+    let total = seen
+        .values()
+        .fold((0, 0, 0), |a, v| (a.0 + v.0, a.1 + v.1, a.2 + v.2));
+    eprintln!(
+        "twins with another own name keeping the kernel's key, (twins, declared names and \
+         own name as spelled, default names): {seen:?}; all: as spelled {}/{}, default {}/{}; \
+         own name kept, by reason: {kept:?}",
+        total.1, total.0, total.2, total.0
+    );
+    assert_eq!(
+        total.1, 0,
+        "an own name respelled changes the key when keyed as spelled"
+    );
+    assert!(
+        seen.get("tinygrad").is_some_and(|&(_, _, d)| d > 0),
+        "tinygrad's twins keep their key: {seen:?}"
+    );
+}

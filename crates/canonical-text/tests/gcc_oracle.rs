@@ -71,7 +71,8 @@ enum Role {
     Stem(usize),
     /// A bound parameter `n<n>_w`.
     Bound(usize),
-    /// The kernel's own name `k__seg<n>` (or `k_<n>`, minted).
+    /// The kernel's own name `<stem>__seg<n>` (or `<stem>_<n>`, minted), the stem from
+    /// [`OWN_STEMS`] (issue 36: twins' own names vary, keyed by their role).
     Own,
     /// A bound local spelled from [`FN_POOL`] (issue 35): like a library built-in
     /// (`abs`, `labs`), an attribute (`cold`, `hot`) or neither, by the bound ids.
@@ -84,6 +85,9 @@ enum Role {
 /// The spellings of [`Role::Fn`]: `__has_builtin` answers 1 for the first two,
 /// `__has_attribute` for the last two.
 const FN_POOL: [&str; 6] = ["abs", "f7_w", "labs", "f8_w", "cold", "hot"];
+
+/// The stems of [`Role::Own`]: tinygrad's shapes and deduplications, a plain word.
+const OWN_STEMS: [&str; 5] = ["k", "E_4", "r_16_4", "relu", "E_4n"];
 
 /// The functions [`Role::Math`] is spelled as.
 const MATH: [&str; 5] = ["expf", "sqrtf", "logf", "sinf", "cosf"];
@@ -125,6 +129,9 @@ struct Naming {
     scheme: usize,
     /// Index into [`MATH`] (a renamed twin keeps it: it calls the same function).
     math: usize,
+    /// Index into [`OWN_STEMS`] (a renamed twin draws another: the own name is keyed by
+    /// its role).
+    stem: usize,
 }
 
 impl Naming {
@@ -153,6 +160,7 @@ impl Naming {
             minted: sym[0] % 2 == 0,
             scheme: (local[0] + bound[0]) as usize % SCHEMES.len(),
             math: (sym[1] + bound[1]) as usize % MATH.len(),
+            stem: (sym[2] + local[1]) as usize % OWN_STEMS.len(),
         }
     }
     /// The renamed twin: every id moved by one bijection (collisions kept), another
@@ -169,12 +177,14 @@ impl Naming {
             minted: self.minted,
             scheme: self.scheme,
             math: self.math,
+            stem: (self.stem + shift as usize) % OWN_STEMS.len(),
         }
     }
 
-    /// What the own name's spelling keeps in the key.
-    fn token(&self) -> &'static str {
-        if self.minted { "k_" } else { "k__seg" }
+    /// What the own name's spelling keeps in the key when keyed as spelled.
+    fn token(&self) -> String {
+        let sep = if self.minted { "_" } else { "__seg" };
+        format!("{}{sep}", OWN_STEMS[self.stem])
     }
 
     fn spell(&self, r: Role) -> String {
@@ -1193,7 +1203,7 @@ fn naive_key(text: &str, naming: &Naming) -> String {
                 let n = *map.entry(w.to_owned()).or_insert(n);
                 out.push_str(&format!("\u{1}{n}\u{1}"));
             } else if w == naming.spell(Role::Own) {
-                out.push_str(naming.token());
+                out.push_str(&naming.token());
             } else {
                 out.push_str(w);
             }
@@ -1212,6 +1222,9 @@ struct Stats {
     /// Of those, pairs of renderers that declare nothing (schemes 1 and 2: only the
     /// names the text binds itself renamed).
     text_named_equal: usize,
+    /// Of those, pairs whose own names have different stems (`k__seg1`, `E_4_2`): keyed
+    /// by their role (issue 36).
+    other_own_equal: usize,
     violations: Vec<String>,
     naive_equal_keys: usize,
     naive_violations: usize,
@@ -1251,6 +1264,7 @@ fn equal_keys_imply_identical_object_code() {
                         equal_keys: 0,
                         equal_keys_different_text: 0,
                         text_named_equal: 0,
+                        other_own_equal: 0,
                         violations: Vec::new(),
                         naive_equal_keys: 0,
                         naive_violations: 0,
@@ -1277,7 +1291,7 @@ fn equal_keys_imply_identical_object_code() {
         "gcc oracle: {} templates ({} compiled with clang, {} of their kernels compiled), \
          {} kernels compiled ({} did not compile, {} refused renaming), \
          {} pairs, {} with equal keys ({} of them with different texts, {} of renderers declaring \
-         no names), {} violations; \
+         no names, {} of own names with other stems), {} violations; \
          the naive renamer: {} pairs with equal keys, {} violations; \
          today's rule before issue 35: {} pairs with equal keys, {} violations",
         cases,
@@ -1290,6 +1304,7 @@ fn equal_keys_imply_identical_object_code() {
         sum(|s| s.equal_keys),
         sum(|s| s.equal_keys_different_text),
         sum(|s| s.text_named_equal),
+        sum(|s| s.other_own_equal),
         violations.len(),
         sum(|s| s.naive_equal_keys),
         sum(|s| s.naive_violations),
@@ -1342,6 +1357,7 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
     ];
     let mut done = Vec::new();
     let mut schemes = Vec::new();
+    let mut stems = Vec::new();
     for (k, (text, naming)) in variants.iter().enumerate() {
         let names = naming
             .names()
@@ -1372,6 +1388,7 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
             todays_key(text, naming),
         ));
         schemes.push(naming.scheme);
+        stems.push(naming.stem);
     }
     for a in 0..done.len() {
         for b in a + 1..done.len() {
@@ -1390,6 +1407,9 @@ fn run_case(dir: &Path, seed: u64, case: usize, st: &mut Stats) {
                     st.equal_keys_different_text += 1;
                     if schemes[a] != 0 && schemes[b] != 0 {
                         st.text_named_equal += 1;
+                    }
+                    if stems[a] != stems[b] {
+                        st.other_own_equal += 1;
                     }
                 }
                 if ca != cb {
@@ -1448,6 +1468,7 @@ fn the_oracle_catches_a_naive_renamer() {
             minted: false,
             scheme: 0,
             math: 0,
+            stem: 0,
         }
     };
     let mut naive_violations = 0;
@@ -1519,6 +1540,7 @@ fn the_oracle_catches_todays_key_rule() {
         minted: false,
         scheme: 0,
         math: 0,
+        stem: 0,
     };
     let b_naming = Naming {
         bound: [3, 3],
@@ -1717,4 +1739,103 @@ fn renaming_declared_names_without_the_scope_check_is_caught() {
         );
     }
     assert_eq!(naive_caught, a.len(), "the naive reading was not caught");
+}
+
+/// Issue 36: the kernel's own name keyed by its role. Kernels that use their own name in
+/// every way a renderer's text does (a prototype, recursion, a function pointer cast, a
+/// comment, a caller beside it, a string, `__func__`, a zeroing loop gcc turns into a
+/// `memset` call) are compiled under a pool of own names: tinygrad's minted shapes and
+/// deduplications, segment names, and names the compiler knows (`memset`, `sqrtf`,
+/// `abs`, `main`, `exp10`) or may (`relu`). Every pair with equal keys has identical
+/// object code, and pairs with different own names do share keys; a deliberately naive
+/// rule that keys every own name by its role is caught (a kernel named `memset` or
+/// `sqrtf` compiles otherwise than its twin).
+#[test]
+fn own_names_keyed_by_role_give_identical_object_code() {
+    const TEMPLATES: &[&str] = &[
+        "void @OWN(float *restrict d0, const float *restrict d1) {\n  for (int i = 0; i < 64; i++) d0[i] = d1[i] * 2.0f;\n}\n",
+        "int @OWN(int n) { if (n <= 1) return 1; int (*f)(int) = (int (*)(int))@OWN; return n * f(n - 1); }\n",
+        "/* @OWN: a scaled copy */\nstatic float h(float x) { return x * 3.0f; }\nvoid @OWN(float *d0, int n);\nvoid @OWN(float *d0, int n) { for (int i = 0; i < n; i++) d0[i] = h(d0[i]); }\n",
+        "void @OWN(char *d0, unsigned long n) { for (unsigned long i = 0; i < n; i++) d0[i] = 0; }\n",
+        "float @OWN(float x) { return x * x; }\nfloat g(float y) { return @OWN(y) + @OWN(2.0f); }\n",
+        "int puts(const char *);\nvoid @OWN(void) { puts(__func__); }\n",
+        "const char *@OWN(void) { return \"@OWN\"; }\n",
+        "int @OWN(int x) { return x + 1; }\n",
+    ];
+    const OWN: &[&str] = &[
+        "E_4",
+        "E_4n1",
+        "r_16_4_577",
+        "r_16_4_578",
+        "step__seg3",
+        "k_1",
+        "memset",
+        "sqrtf",
+        "abs",
+        "main",
+        "exp10",
+        "relu",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let names = Names::new();
+    // Every own name by its role: each whole word spelled like it replaced by one word.
+    let naive = |text: &str, own: &str| {
+        let (mut out, mut word) = (String::new(), String::new());
+        for c in text.chars().chain(std::iter::once('\0')) {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                word.push(c);
+            } else {
+                out.push_str(if word == own { "OWN_0" } else { &word });
+                word.clear();
+                if c != '\0' {
+                    out.push(c);
+                }
+            }
+        }
+        canonical_text::digest_of_parts(&[out.as_bytes()])
+    };
+    let (mut equal, mut other_own, mut naive_violations) = (0, 0, 0);
+    let mut k = 0;
+    for t in TEMPLATES {
+        let mut done = Vec::new();
+        for own in OWN {
+            let text = t.replace("@OWN", own);
+            let c = canonical_kernel(&text, Some(own), &names);
+            let code = compile(dir.path(), k, &text);
+            k += 1;
+            done.push((
+                *own,
+                text.clone(),
+                c.key(&[b"-O2"]),
+                naive(&text, own),
+                code,
+            ));
+        }
+        for a in 0..done.len() {
+            for b in a + 1..done.len() {
+                let (oa, ta, ka, na, ca) = &done[a];
+                let (ob, tb, kb, nb, cb) = &done[b];
+                if ka == kb {
+                    equal += 1;
+                    other_own += usize::from(oa != ob);
+                    assert_eq!(
+                        ca, cb,
+                        "equal keys, different object code:\n--- {oa}\n{ta}\n--- {ob}\n{tb}"
+                    );
+                }
+                if na == nb && ca != cb {
+                    naive_violations += 1;
+                }
+            }
+        }
+    }
+    eprintln!(
+        "own names by role: {equal} pairs with equal keys ({other_own} with other own names); \
+         the naive rule: {naive_violations} violations"
+    );
+    assert!(other_own > 0, "no twins with other own names shared a key");
+    assert!(
+        naive_violations > 0,
+        "the oracle did not catch the naive own-name rule"
+    );
 }

@@ -350,17 +350,18 @@ fn key_is_pinned() {
     assert_eq!(
         c.text(),
         "/* relu over kc0 */\n#define TILE 64\n\
-         void step__seg(const float *restrict kc0, float *restrict kc1) {\n\
+         void kc_kernel(const float *restrict kc0, float *restrict kc1) {\n\
          \x20 for (int kc2 = 0; kc2 < TILE; ++kc2) {\n\
          \x20   float kc3 = kc0[kc2];\n\
          \x20   kc1[kc2] = kc3 > 0.0f ? kc3 : 0.0f; // max(kc3, 0)\n\
          \x20 }\n}\n"
     );
+    assert!(c.kernel_name_by_role());
     assert_eq!(c.key(&[b"-O3"]), PINNED_KEY);
 }
 
 /// Computed independently by `tests/data/pinned_key.py`.
-const PINNED_KEY: &str = "a0ecd411fb9b56522f6ec72cc24378f2c8a7c568b53420dba61eaf5f7f3d2bd5";
+const PINNED_KEY: &str = "8aa58ee233c0b422581bea94421a4921312ae8cdd59d0a76bfc49f0f65cd16bc";
 
 /// (6) Determinism across threads: every thread computes the same keys.
 #[test]

@@ -103,7 +103,8 @@ impl Source {
     }
 
     /// The kernel's key: [`kernel_key`] over [`keyed_text`](Source::keyed_text) (its
-    /// own names renamed as `names` allows, `symbol` reduced to its kernel token), the
+    /// own names renamed as `names` allows, `symbol` keyed by its role where that is sound
+    /// or else reduced to its kernel token: `canonical_text::Names::kernel_name_by_role`), the
     /// option list, and `backend_identity` together with the signature (its
     /// [`keyed_form`](Signature::keyed_form): types, access and extents, not the
     /// parameter names, which the text's renaming covers). Two sources

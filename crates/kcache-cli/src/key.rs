@@ -55,8 +55,10 @@ pub(crate) fn read(path: &Path) -> Result<Vec<u8>, Failure> {
     Ok(bytes)
 }
 
-/// Prints the key (64 hex digits, one line) to `out`; notes on renaming switched off go to
-/// `err`.
+/// Prints the key (64 hex digits, one line) to `out`; to `err`, a note per reason the key
+/// depends on a spelling ([`canonical_text::Canonical::kept_names`]: refusals, the kernel's
+/// own name kept as spelled, declared names kept, pinned names), or that the own name was
+/// keyed by its role.
 pub(crate) fn key(
     out: &mut impl Write,
     err: &mut impl Write,
@@ -74,8 +76,16 @@ pub(crate) fn key(
     };
     let key = kernel_cache::kernel_key(&text, k.symbol, k.names, k.options, &identity);
     writeln!(out, "{key}")?;
-    for r in canonical_text::canonical_kernel(&text, Some(k.symbol), k.names).refusals() {
-        writeln!(err, "kcache key: note: {r}")?;
+    let canonical = canonical_text::canonical_kernel(&text, Some(k.symbol), k.names);
+    if canonical.kernel_name_by_role() && canonical.kernel_name_kept().is_none() {
+        writeln!(
+            err,
+            "kcache key: note: kernel name `{}` keyed by its role (a twin spelled otherwise shares the key)",
+            k.symbol
+        )?;
+    }
+    for line in canonical.kept_names() {
+        writeln!(err, "kcache key: note: {line}")?;
     }
     Ok(ExitCode::SUCCESS)
 }

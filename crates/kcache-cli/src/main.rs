@@ -79,7 +79,14 @@ Extent::of(\"n\")).scalar(\"n\", Elem::I32))` keyed as kernel `k` with names bou
 
 cc-backend keys more where its compiler says so, which this command does not ask: a
 name the prelude declares is never renamed, and a text naming a prelude macro that
-observes spellings is keyed over its exact text (for such a kernel the keys differ).";
+observes spellings is keyed over its exact text (for such a kernel the keys differ).
+Having learned the macros of the headers the text includes, cc-backend also keys the
+kernel's own name by its role in a text that includes headers; this command keys it as
+spelled there, and says so.
+
+On standard error, a note says whether the kernel's own name was keyed by its role, and
+one line per reason the key is tied to spellings: a refusal (the exact text is keyed),
+the own name kept as spelled and why, a declared name kept and why, a pinned name.";
 
 /// What `kcache --help` prints after the commands: the exit statuses and the layout.
 const AFTER_HELP: &str = "\
@@ -165,13 +172,18 @@ enum Command {
     Canon {
         /// The C source file ("-" for standard input); at most 64 MiB.
         file: PathBuf,
-        /// The kernel's own name (a segment name `<routine>__seg<i>` loses its index).
+        /// The kernel's own name: keyed by its role where sound, else as spelled (a segment
+        /// name `<routine>__seg<i>` loses its index).
         #[arg(long)]
         name: Option<String>,
         /// The renderer mints kernel names `<stem><SEP><counter>`: the counter leaves the key
         /// (`Names::with_minted_kernel_names`).
         #[arg(long, value_name = "SEP")]
         minted: Option<String>,
+        /// Key the kernel's own name as spelled, not by its role
+        /// (`Names::with_kernel_name_by_role(false)`).
+        #[arg(long)]
+        spelled_kernel_name: bool,
         /// Names the kernel binds for its tensor nodes (renamed), comma-separated.
         #[arg(long, value_delimiter = ',')]
         bound: Vec<String>,
@@ -214,13 +226,18 @@ enum Command {
     Key {
         /// The kernel's text ("-" for standard input), hashed exactly as read; at most 64 MiB.
         file: PathBuf,
-        /// The kernel's own name, its symbol (a segment name `<routine>__seg<i>` loses its index).
+        /// The kernel's own name, its symbol: keyed by its role where sound, else as spelled (a
+        /// segment name `<routine>__seg<i>` loses its index).
         #[arg(long)]
         symbol: String,
         /// The renderer mints kernel names `<stem><SEP><counter>`: the counter leaves the key
         /// (`Names::with_minted_kernel_names`).
         #[arg(long, value_name = "SEP")]
         minted: Option<String>,
+        /// Key the kernel's own name as spelled, not by its role
+        /// (`Names::with_kernel_name_by_role(false)`).
+        #[arg(long)]
+        spelled_kernel_name: bool,
         /// A compiler option, repeated in order (a compiler reads flags in order); may start
         /// with `-`.
         #[arg(long = "option", allow_hyphen_values = true)]
@@ -301,6 +318,7 @@ fn main() -> ExitCode {
             file,
             name,
             minted,
+            spelled_kernel_name,
             bound,
             free,
             keep,
@@ -310,7 +328,8 @@ fn main() -> ExitCode {
             let names = canonical_text::Names::new()
                 .with_bound(bound)
                 .with_free(free)
-                .with_keep(keep);
+                .with_keep(keep)
+                .with_kernel_name_by_role(!spelled_kernel_name);
             let names = match minted {
                 Some(separator) => names.with_minted_kernel_names(separator),
                 None => names,
@@ -328,6 +347,7 @@ fn main() -> ExitCode {
             file,
             symbol,
             minted,
+            spelled_kernel_name,
             options,
             bound,
             free,
@@ -338,7 +358,8 @@ fn main() -> ExitCode {
             let names = kernel_cache::Names::new()
                 .with_bound(bound)
                 .with_free(free)
-                .with_keep(keep);
+                .with_keep(keep)
+                .with_kernel_name_by_role(!spelled_kernel_name);
             let names = match minted {
                 Some(separator) => names.with_minted_kernel_names(separator),
                 None => names,

@@ -342,6 +342,15 @@ pub(crate) fn canon(
     for r in canonical.refusals() {
         writeln!(out, "refusal: {r}")?;
     }
+    if let (Some(name), Some(why)) = (name, canonical.kernel_name_kept()) {
+        writeln!(out, "kernel name kept: {name}: {why}")?;
+    }
+    for (n, why) in canonical.text_names().kept() {
+        writeln!(out, "kept: {n}: {why}")?;
+    }
+    if let Some(why) = canonical.text_names().refused() {
+        writeln!(out, "declared names not read: the text holds {why}")?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

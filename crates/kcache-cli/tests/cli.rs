@@ -262,8 +262,9 @@ fn canon_prints_the_library_text_and_key() {
     assert_prints(&refused, "refusal: ");
     let only = canon(&["--key-only"]);
     assert_eq!(stdout(&only), format!("{}\n", c.key(&[b"-O3"])));
-    // A counter-minted kernel name: with --minted its counter leaves the key, as the
-    // library's Names::with_minted_kernel_names does; without, it stays.
+    // A counter-minted kernel name: keyed by its role by default; keyed as spelled
+    // (--spelled-kernel-name), --minted drops its counter, as the library's
+    // Names::with_minted_kernel_names does; without, it stays.
     let minted = |name: &str, more: &[&str]| {
         fs::write(tmp.path().join("m.c"), src.replace("step__seg3", name)).expect("write");
         let m = tmp.path().join("m.c");
@@ -276,19 +277,25 @@ fn canon_prints_the_library_text_and_key() {
         ];
         stdout(&kcache(&[&args[..], more].concat()))
     };
+    assert_eq!(minted("relu_17", &[]), minted("relu_18", &[]));
+    let spelled = ["--spelled-kernel-name"];
+    let spelled_minted = ["--spelled-kernel-name", "--minted", "_"];
     assert_eq!(
-        minted("relu_17", &["--minted", "_"]),
-        minted("relu_18", &["--minted", "_"])
+        minted("relu_17", &spelled_minted),
+        minted("relu_18", &spelled_minted)
     );
-    assert_ne!(minted("relu_17", &[]), minted("relu_18", &[]));
-    let names = canonical_text::Names::new().with_minted_kernel_names("_");
+    assert_ne!(minted("relu_17", &spelled), minted("relu_18", &spelled));
+    assert_ne!(minted("relu_17", &spelled_minted), minted("relu_17", &[]));
+    let names = canonical_text::Names::new()
+        .with_kernel_name_by_role(false)
+        .with_minted_kernel_names("_");
     let lib = canonical_text::canonical_kernel(
         &src.replace("step__seg3", "relu_17"),
         Some("relu_17"),
         &names,
     );
     assert_eq!(
-        minted("relu_17", &["--minted", "_"]),
+        minted("relu_17", &spelled_minted),
         format!("{}\n", lib.key(&[]))
     );
 }
@@ -676,4 +683,62 @@ fn gc_on_an_unadopted_directory_creates_nothing() {
         .map(|e| e.expect("item").file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(left, ["README.txt"], "gc wrote into the directory");
+}
+
+/// Issue 36: `kcache key` says on stderr when the kernel's own name was keyed by its role,
+/// and each reason the key is tied to a spelling (`Canonical::kept_names`); `canon` prints
+/// the own name's and the declared names' reasons.
+#[test]
+fn key_and_canon_say_which_names_were_kept_and_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        fs::write(&p, text).expect("write");
+        p.display().to_string()
+    };
+    let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    // A minted name the text defines: keyed by its role, a twin shares the key.
+    let a = file("a.c", "void E_4(float *d0) { d0[0] = 1; }");
+    let b = file("b.c", "void E_4n1(float *d1) { d1[0] = 1; }");
+    let oa = kcache(&["key", &a, "--symbol", "E_4"]);
+    let ob = kcache(&["key", &b, "--symbol", "E_4n1"]);
+    assert!(oa.status.success(), "{oa:?}");
+    assert_eq!(stdout(&oa), stdout(&ob));
+    assert!(
+        stderr(&oa).contains("`E_4` keyed by its role"),
+        "{}",
+        stderr(&oa)
+    );
+    // A name the compiler may know, and a declared name used outside its scope: each kept,
+    // each said why.
+    let c = file(
+        "c.c",
+        "void relu(float *d0) { { float t = 1; } d0[0] = t; }",
+    );
+    let oc = kcache(&["key", &c, "--symbol", "relu"]);
+    let err = stderr(&oc);
+    assert!(
+        err.contains("kernel name `relu`: not a minted name"),
+        "{err}"
+    );
+    assert!(
+        err.contains("name `t`: used outside its declarations' scope"),
+        "{err}"
+    );
+    assert!(!err.contains("keyed by its role"), "{err}");
+    let canon = kcache(&["canon", &c, "--name", "relu"]);
+    let out = stdout(&canon);
+    assert!(
+        out.contains("kernel name kept: relu: not a minted name"),
+        "{out}"
+    );
+    assert!(out.contains("kept: t: used outside"), "{out}");
+    // Observed: the exact text, the refusal said.
+    let d = file("d.c", "void E_4(float *d0) { puts(__func__); }");
+    let err = stderr(&kcache(&["key", &d, "--symbol", "E_4"]));
+    assert!(err.contains("refused: "), "{err}");
+    assert!(
+        err.contains("kernel name `E_4`: the text is keyed over its exact text"),
+        "{err}"
+    );
 }

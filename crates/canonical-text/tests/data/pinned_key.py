@@ -1,6 +1,7 @@
 # Independent computation of PINNED_KEY in tests/properties.rs (python3 pinned_key.py).
 # The format: the text's UTF-8 bytes as written, each renamed name replaced by 0xFF and its
-# number (LEB128), the own name by 0xFE; key = SHA-256 over the parts [domain, "K" + kernel token, encoding, extras],
+# number (LEB128), the own name by 0xFE; key = SHA-256 over the parts [domain, "R" (the own name keyed by its role;
+# "K" + kernel token when keyed as spelled), encoding, extras],
 # each prefixed by its length as a little-endian u64.
 import hashlib, re, struct
 
@@ -30,6 +31,6 @@ for m in re.finditer(r'[A-Za-z_][A-Za-z0-9_]*', text):
         last = m.end()
 enc += text[last:].encode()
 h = hashlib.sha256()
-for p in [b'kcache canonical-text v6 -- the key of a kernel encoding', b'Kstep__seg', enc, b'-O3']:
+for p in [b'kcache canonical-text v7 -- the key of a kernel encoding', b'R', enc, b'-O3']:
     h.update(struct.pack('<Q', len(p))); h.update(p)
 print(h.hexdigest())

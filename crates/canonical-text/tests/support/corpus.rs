@@ -206,6 +206,39 @@ pub(crate) fn renamed_twin(k: &Kernel) -> Kernel {
     }
 }
 
+/// `k` with its own name respelled as a deduplicating renderer would (`E_4` becomes
+/// `E_4n1`, tinygrad's spelling of a second kernel of one shape), in code and as a whole
+/// word in comments; `None` when it has no own name.
+pub(crate) fn own_name_respelled(k: &Kernel) -> Option<Kernel> {
+    let name = k.name.as_deref()?;
+    let src = k.text.as_bytes();
+    let tokens = tokenize(src);
+    let mut fresh = format!("{name}n1");
+    while k.text.contains(&fresh) {
+        fresh.push('1');
+    }
+    let map = BTreeMap::from([(name.to_owned(), fresh.clone())]);
+    let mut out = String::with_capacity(k.text.len() + 16);
+    for t in &tokens {
+        let piece = &k.text[t.start..t.end];
+        match t.kind {
+            TokenKind::Ident => out.push_str(map.get(piece).map_or(piece, String::as_str)),
+            TokenKind::LineComment | TokenKind::BlockComment => {
+                out.push_str(&respell_words(piece, &map))
+            }
+            _ => out.push_str(piece),
+        }
+    }
+    Some(Kernel {
+        renderer: k.renderer,
+        label: format!("{} (own name respelled)", k.label),
+        name: Some(fresh),
+        text: out,
+        names: k.names.clone(),
+        compiler: k.compiler,
+    })
+}
+
 /// `s` with every whole word (a maximal run of letters, digits and `_`) that `map` holds
 /// respelled.
 fn respell_words(s: &str, map: &BTreeMap<String, String>) -> String {
