@@ -34,7 +34,7 @@ pub(crate) fn key_state() -> [u32; 8] {
     *STATE.get_or_init(|| {
         let mut block = [0u8; 64];
         let (len, domain) = block.split_at_mut(8);
-        len.copy_from_slice(&crate::part_len(KEY_DOMAIN.len()));
+        len.copy_from_slice(&kcache_digest::part_len(KEY_DOMAIN.len()));
         domain.copy_from_slice(KEY_DOMAIN);
         crate::sha::state_after(&block)
     })
@@ -96,26 +96,26 @@ impl Canonical {
         match self.token_bytes() {
             // By its role: no spelling enters the key.
             Some(_) if self.by_role => {
-                h.update(&crate::part_len(1));
+                h.update(&kcache_digest::part_len(1));
                 h.update(b"R");
             }
             Some(t) => {
-                h.update(&crate::part_len(1 + t.len()));
+                h.update(&kcache_digest::part_len(1 + t.len()));
                 h.update(b"K");
                 h.update(t);
             }
             None => {
-                h.update(&crate::part_len(1));
+                h.update(&kcache_digest::part_len(1));
                 h.update(b"N");
             }
         }
-        h.update(&crate::part_len(self.encoding.len()));
+        h.update(&kcache_digest::part_len(self.encoding.len()));
         h.update(&self.encoding);
         for p in extra_parts {
-            h.update(&crate::part_len(p.len()));
+            h.update(&kcache_digest::part_len(p.len()));
             h.update(p);
         }
-        crate::hex_lower(&h.finish())
+        crate::sha::hex_lower(&h.finish())
     }
 
     /// The byte stream the key is taken over: the kernel's bytes as written, each

@@ -444,7 +444,7 @@ mod sha;
 pub use canonical::canonical_kernel;
 pub use declared::TextNames;
 pub use key::{Canonical, ROLE_TOKEN};
-pub use names::{Derivation, NameScope, Names};
+pub use names::{Derivation, NameScope, Names, kernel_token, segment_kernel_name};
 pub use refusal::Refusal;
 
 /// The allow lists the key relies on, as data: tests hold them to the installed compilers
@@ -503,58 +503,6 @@ pub fn inexact_reading(src: &[u8]) -> Option<(usize, &'static str)> {
 
 pub use kcache_digest::digest_of_parts;
 
-pub(crate) use kcache_digest::part_len;
-
-/// `bytes` as lowercase hex.
-pub(crate) fn hex_lower(bytes: &[u8]) -> String {
-    /// Each byte's two hex digits.
-    static PAIRS: [[u8; 2]; 256] = {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        let mut t = [[0u8; 2]; 256];
-        let mut b = 0;
-        while b < 256 {
-            t[b] = [DIGITS[b >> 4], DIGITS[b & 15]];
-            b += 1;
-        }
-        t
-    };
-    let mut out = String::with_capacity(2 * bytes.len());
-    // A digest at a time through a stack buffer (one UTF-8 check per 32 bytes).
-    for chunk in bytes.chunks(32) {
-        let mut buf = [0u8; 64];
-        for (pair, &b) in buf.chunks_exact_mut(2).zip(chunk) {
-            pair.copy_from_slice(&PAIRS[usize::from(b)]);
-        }
-        // Only ASCII digits and letters were written.
-        out.push_str(std::str::from_utf8(&buf[..2 * chunk.len()]).unwrap_or_default());
-    }
-    out
-}
-
-/// The name a fissioned routine's segment kernel `i` is given: `<routine>__seg<i>`.
-pub fn segment_kernel_name(routine: &str, i: usize) -> String {
-    format!("{routine}__seg{i}")
-}
-
-/// What a kernel's own name contributes to its canonical text: a name made by
-/// [`segment_kernel_name`] (`<routine>__seg<digits>`) loses its positional index and
-/// becomes `<routine>__seg`; any other name is returned unchanged.
-///
-/// The routine's name stays because it can decide whether the text compiles at all; the
-/// segment index never can, and adding or removing a segment shifts every later index.
-pub fn kernel_token(name: &str) -> &str {
-    // The index is the trailing run of digits; it must be non-empty and follow `__seg`
-    // (the last `__seg` in the name, since the digits hold no `__seg`).
-    let b = name.as_bytes();
-    let digits = b.iter().rev().take_while(|c| c.is_ascii_digit()).count();
-    let end = b.len() - digits;
-    if digits > 0 && b[..end].ends_with(b"__seg") {
-        // `end` follows an ASCII byte, so it is a char boundary.
-        return name.get(..end).unwrap_or(name);
-    }
-    name
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,8 +511,8 @@ mod tests {
     fn hex_is_lowercase_and_complete() {
         let bytes: Vec<u8> = (0..=255).chain(0..=7).collect();
         let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex_lower(&bytes), expected);
-        assert_eq!(hex_lower(&[]), "");
+        assert_eq!(crate::sha::hex_lower(&bytes), expected);
+        assert_eq!(crate::sha::hex_lower(&[]), "");
     }
 
     #[test]

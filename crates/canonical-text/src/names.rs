@@ -261,7 +261,7 @@ impl Names {
                 return name.get(..end).unwrap_or(name);
             }
         }
-        crate::kernel_token(name)
+        kernel_token(name)
     }
 
     /// Sets [`Names::included_macros_known`](crate::Names::included_macros_known): the
@@ -631,4 +631,28 @@ pub(crate) fn is_scope_local(name: &[u8]) -> bool {
 
 pub(crate) fn all_digits(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The name a fissioned routine's segment kernel `i` is given: `<routine>__seg<i>`.
+pub fn segment_kernel_name(routine: &str, i: usize) -> String {
+    format!("{routine}__seg{i}")
+}
+
+/// What a kernel's own name contributes to its canonical text: a name made by
+/// [`segment_kernel_name`] (`<routine>__seg<digits>`) loses its positional index and
+/// becomes `<routine>__seg`; any other name is returned unchanged.
+///
+/// The routine's name stays because it can decide whether the text compiles at all; the
+/// segment index never can, and adding or removing a segment shifts every later index.
+pub fn kernel_token(name: &str) -> &str {
+    // The index is the trailing run of digits; it must be non-empty and follow `__seg`
+    // (the last `__seg` in the name, since the digits hold no `__seg`).
+    let b = name.as_bytes();
+    let digits = b.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+    let end = b.len() - digits;
+    if digits > 0 && b[..end].ends_with(b"__seg") {
+        // `end` follows an ASCII byte, so it is a char boundary.
+        return name.get(..end).unwrap_or(name);
+    }
+    name
 }

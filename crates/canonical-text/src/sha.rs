@@ -91,6 +91,32 @@ impl BlockHasher {
     }
 }
 
+/// `bytes` as lowercase hex.
+pub(crate) fn hex_lower(bytes: &[u8]) -> String {
+    /// Each byte's two hex digits.
+    static PAIRS: [[u8; 2]; 256] = {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut t = [[0u8; 2]; 256];
+        let mut b = 0;
+        while b < 256 {
+            t[b] = [DIGITS[b >> 4], DIGITS[b & 15]];
+            b += 1;
+        }
+        t
+    };
+    let mut out = String::with_capacity(2 * bytes.len());
+    // A digest at a time through a stack buffer (one UTF-8 check per 32 bytes).
+    for chunk in bytes.chunks(32) {
+        let mut buf = [0u8; 64];
+        for (pair, &b) in buf.chunks_exact_mut(2).zip(chunk) {
+            pair.copy_from_slice(&PAIRS[usize::from(b)]);
+        }
+        // Only ASCII digits and letters were written.
+        out.push_str(std::str::from_utf8(&buf[..2 * chunk.len()]).unwrap_or_default());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
