@@ -2,7 +2,7 @@
 //! [`Backend`](kernel_cache::Backend) implementation calls it (the shared object's bytes,
 //! with each kernel's symbol and signature).
 
-use kernel_cache::{BatchKernel, Compiled, SavedProgram};
+use kernel_cache::{Compiled, SavedProgram};
 
 use crate::backend::CcBackend;
 use crate::deps::{self, Dep, Kind, Manifest, Witness};
@@ -10,7 +10,6 @@ use crate::error::CcError;
 use crate::image::Image;
 use crate::program::CcProgram;
 use crate::signature::{Reader, Signature, check_symbol, put_str};
-use crate::source::Source;
 use crate::toolchain::{dependency_option, targets_host};
 use crate::unlisted;
 
@@ -240,62 +239,5 @@ impl CcBackend {
             weight: program.size(),
             program,
         })
-    }
-
-    /// For an option list that targets the host processor (`-march=native`, `-mcpu=native`,
-    /// `-mtune=native`: any option containing `native`), the SHA-256 of what the compiler
-    /// prints for it under `-E -###` here, run in `/` (its expansion to this processor's
-    /// model and features: the digest a saved program records and `load` compares,
-    /// computed once per option list); `None` for any other list. The store names such a kernel's entry by
-    /// it, so machines of different processors sharing a store or farm each keep their own
-    /// program. An error running the compiler is the error (the kernel is compiled
-    /// without the store).
-    pub(crate) fn host_part_of(&self, options: &[String]) -> Result<Option<[u8; 32]>, CcError> {
-        if targets_host(options) {
-            self.host_target(options).map(Some)
-        } else {
-            Ok(None)
-        }
-    }
-
-    /// Keeps the saved program when the failure is this process's environment's, not the
-    /// program's: an I/O error (making or writing the memory file, or the file of the work
-    /// directory, the shared object is loaded from: no memory, a file-size limit, too many
-    /// open files), a work directory refused ([`CcError::WorkDir`]), a system that lacks
-    /// what loading needs ([`CcError::Environment`]: no `/proc` and no usable work
-    /// directory, a `noexec` work directory); and for a program compiled for another
-    /// processor ([`CcError::OtherHost`]: it still serves the machines it was compiled
-    /// for, in a store several share). Every other load error (a header changed, the
-    /// include search finds another header, malformed bytes, a loader refusal of a file
-    /// it could read) removes it.
-    pub(crate) fn keeps_saved_after(&self, error: &CcError) -> bool {
-        matches!(
-            error,
-            CcError::Io { .. }
-                | CcError::WorkDir { .. }
-                | CcError::Environment { .. }
-                | CcError::OtherHost { .. }
-        )
-    }
-
-    /// Remembers a kernel's own failure when it is a property of its text, prelude and
-    /// options under this identity, by an allow list (see `CcBackend`'s docs, "Remembered
-    /// failures"): [`CcError::UndefinedKernel`], [`CcError::ReservedReference`], and a
-    /// [`CcError::Compiler`] naming only this kernel, from a compiler that exited (not one
-    /// killed by a signal) with an error on a line of the kernel's unit (`kernel.c:L:C:
-    /// error:`) or a link's undefined reference, and none of the marks of a failing
-    /// environment (a fatal error, an internal compiler error, a full disk, a killed
-    /// program, a failed final link). And only for a kernel whose compile reads no file the
-    /// user may change under the same key: a prelude of nothing but standard C headers, a
-    /// text that neither includes nor embeds, options of the merge allow list (no `-I`,
-    /// `-include` or file-naming option) and no include-path variable. Everything else,
-    /// environmental or not (a compiler that could not be started, an I/O error, a refused
-    /// work directory), is compiled again next time.
-    pub(crate) fn remembered_as(
-        &self,
-        kernel: &BatchKernel<Source>,
-        error: &CcError,
-    ) -> Option<String> {
-        self.remembers(kernel, error)
     }
 }
