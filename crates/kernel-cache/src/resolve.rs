@@ -135,14 +135,10 @@ impl<'a, B: Backend> Resolver<'a, B> {
     ///
     /// **Failures are not cached** in memory: nothing of a failed kernel is published or
     /// saved, so the next resolve of it compiles it again, unless the kernel store
-    /// remembers it: with the store's [`FailureMemory::Remember`] (the default) a kernel
-    /// that fails alone with a failure the backend calls the kernel's own
-    /// ([`remembered`](Backend::remembered)) is remembered by its key, identity and host
-    /// part while its compile lock is held, and a later resolve of it in any process that
-    /// finds no program for it answers it with [`KernelError::Remembered`], compiling
-    /// nothing for it ([`Census::kernels_remembered_failed`]). A failure of a whole
-    /// program is never remembered. Each failed representative counts in
-    /// [`Census::kernels_failed`] and, in the cache's statistics, as a miss.
+    /// remembers it ([`FailureMemory`], written while its compile lock is held): then it
+    /// is answered with [`KernelError::Remembered`] ([`Census::kernels_remembered_failed`]).
+    /// Each failed representative counts in [`Census::kernels_failed`] and, in the cache's
+    /// statistics, as a miss.
     ///
     /// cc-backend's crate docs show a tuning round with the real compiler.
     #[allow(clippy::type_complexity)]

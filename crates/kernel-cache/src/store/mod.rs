@@ -1204,18 +1204,24 @@ impl KernelStore {
         })
     }
 
-    /// Bytes of blobs and entries now, without locking (a cheap check before evicting).
-    fn usage(guard: &Guard<'_>) -> u64 {
-        let Ok(entries) = guard.entries() else {
-            return 0;
-        };
-        cache_dir::total_bytes(
-            entries
-                .filter_map(Result::ok)
-                .filter(|e| !format::is_failure_name(&e.name))
-                .filter_map(|e| e.item.metadata().ok())
-                .map(|m| m.len()),
-        )
+    /// What the directory holds now (its counters left at zero).
+    fn tally(guard: &Guard<'_>) -> StoreStats {
+        let mut s = StoreStats::default();
+        for e in guard.entries().into_iter().flatten().filter_map(Result::ok) {
+            let len = e.item.metadata().map(|m| m.len()).unwrap_or(0);
+            if format::is_failure_name(&e.name) {
+                s.failures += 1;
+                s.failure_bytes = s.failure_bytes.saturating_add(len);
+                continue;
+            }
+            s.bytes = s.bytes.saturating_add(len);
+            if format::is_blob_name(&e.name) {
+                s.blobs += 1;
+            } else {
+                s.entries += 1;
+            }
+        }
+        s
     }
 
     /// Evicts least-recently-used blobs (and their entries) until the store holds at
@@ -1224,7 +1230,7 @@ impl KernelStore {
     /// [`KernelStore::with_lock_wait`]): the store stays over its limit until the next
     /// save or `gc`, by at most what the saves made meanwhile.
     fn evict_to(&self, max_bytes: u64) -> Trimmed {
-        let over = match self.open(false, |g| Self::usage(g) > max_bytes) {
+        let over = match self.open(false, |g| Self::tally(g).bytes > max_bytes) {
             Ok(over) => over,
             Err(e) => {
                 self.note_timeout(&e, "measure the store before evicting");
@@ -1383,33 +1389,16 @@ impl KernelStore {
     /// # Errors
     /// The refusal if the directory is missing, not private or cannot be opened.
     pub fn stats(&self) -> Result<StoreStats, cache_dir::Error> {
-        self.dir.with_shared(false, |guard| {
-            let mut s = StoreStats::default();
-            if let Ok(entries) = guard.entries() {
-                for e in entries.filter_map(Result::ok) {
-                    let len = e.item.metadata().map(|m| m.len()).unwrap_or(0);
-                    if format::is_failure_name(&e.name) {
-                        s.failures += 1;
-                        s.failure_bytes = s.failure_bytes.saturating_add(len);
-                        continue;
-                    }
-                    s.bytes = s.bytes.saturating_add(len);
-                    if format::is_blob_name(&e.name) {
-                        s.blobs += 1;
-                    } else {
-                        s.entries += 1;
-                    }
-                }
-            }
-            s.counters = counters::read(guard.dir()).unwrap_or_default();
-            s
+        self.dir.with_shared(false, |guard| StoreStats {
+            counters: counters::read(guard.dir()).unwrap_or_default(),
+            ..Self::tally(guard)
         })
     }
 
     /// Adds `delta` to the store's counters; while the directory does not exist yet
     /// (a first lookup, before the first save creates it) the counts wait in memory.
     fn count(&self, delta: Counters) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pending = lock(&self.pending);
         pending.add(delta);
         // Only into the store's own private directory (never through a link at its path,
         // never into a directory it refuses, such as another store's: the stamp must be
