@@ -546,26 +546,15 @@ impl CcBackend {
         Ok(dirs)
     }
 
-    /// Compiles `prepared`'s units and links them.
-    ///
-    /// First the merge candidates are checked on what the compiler makes of them (one
-    /// `-E` of the prelude and their texts: [`merge::mergeable_after_expansion`]), those
-    /// that pass are cut into merged units, and the merged units are compiled,
-    /// concurrently (a failed one is no error: its kernels are compiled alone). Every
-    /// object compiled has every symbol but its kernels' entries made local
+    /// Compiles `prepared`'s units and links them. The merge candidates that pass
+    /// [`CcBackend::merge_check`] are compiled in merged units, concurrently (a failed one
+    /// is no error: its kernels are compiled alone); every object is isolated
     /// ([`CcBackend::isolate`]) before the link. Strict (`each` false): the kernels' own
-    /// units in kernel order, the first unit that fails stops the compile and is the
-    /// error (no later unit is compiled), and a failed link is the error. Per unit (`each`
-    /// true): every unit is compiled once, concurrently; those that fail are returned with
-    /// their own diagnostics (positions in the program's kernel order) and removed from
-    /// `prepared`; when the link of the others fails, each object is linked alone, a kernel
-    /// whose own unit does not link fails alone with that link's diagnostics (the kernels
-    /// of a merged unit that does not link are compiled alone first), and the others are
-    /// linked (no link when every unit failed). An `Err` is the whole program's failure
-    /// (the compiler could not be started, the link failed in strict mode, or it failed
-    /// although every object links alone).
-    ///
-    /// [`merge::mergeable_after_expansion`]: merge::mergeable_after_expansion
+    /// units in kernel order, the first that fails (no later one compiled) or a failed link
+    /// is the error. Per unit (`each` true): as [`CcBackend`]'s docs and
+    /// [`compile_group_each`](Backend::compile_group_each) say; the failed units are returned
+    /// (positions in kernel order) and removed from `prepared`. An `Err` is the whole
+    /// program's failure.
     fn run_compiler(
         &self,
         prepared: &mut PreparedProgram,
