@@ -51,25 +51,12 @@ fn invalid(why: &str) -> CcError {
 /// [`Backend`](kernel_cache::Backend)'s persistence methods, which `backend.rs`'s
 /// implementation forwards to; its `identity` is [`CcBackend::identity`].
 impl CcBackend {
-    /// Refused ([`CcError::DependencyChanged`]) when a file the compile read (a header)
-    /// changed (its inode's change time: any write, or a rename over it; or that of any
-    /// symbolic link met resolving its path) after the compile began or less than 2 s before, is named by a relative path or cannot be
-    /// read: what it holds now may not be what the program was compiled from.
-    ///
-    /// Refused ([`CcError::IncludeSearch`]) when a path an include search looked at before
-    /// a recorded header's directory exists and changed after the compile began or less
-    /// than 2 s before, an include directory is relative, or the compiler's search list
-    /// (`-E -v`) does not parse.
-    ///
-    /// Refused ([`CcError::UnlistedInput`]) when the compile may have read a file its
-    /// dependency list does not name: `.incbin` or `.include` (assembler, through `asm`),
-    /// `#embed` or `__has_embed` in the unit or a header it read, `__has_include` in the
-    /// unit, or an option naming a file (`@file`, profiles, `-Wa,`; see the module
-    /// `unlisted`).
-    ///
-    /// Refused too ([`CcError::DependencyOption`]) when an option changes the compiler's
-    /// dependency output (`-MMD` and the like): the list of files read may then leave
-    /// headers out.
+    /// The saved form of `program` ([`SAVED_FORMAT`]'s layout), refused as [`CcBackend`]'s
+    /// docs say ("What a key does not cover"): [`CcError::DependencyChanged`] (a header
+    /// that changed, relative or unreadable), [`CcError::IncludeSearch`] (a path the search
+    /// looked at changed, a relative include directory, a search list that does not
+    /// parse), [`CcError::UnlistedInput`] (a file read but not listed) or
+    /// [`CcError::DependencyOption`].
     pub(crate) fn save_program(&self, program: &CcProgram) -> Result<SavedProgram, CcError> {
         if let Some(option) = dependency_option(program.options()) {
             return Err(CcError::DependencyOption {
@@ -115,24 +102,12 @@ impl CcBackend {
         })
     }
 
-    /// Checks that every file the compile read (every header) still holds what it held
-    /// then ([`CcError::DependencyChanged`] otherwise: the program is compiled again), that
-    /// every path an include search looked at before a recorded header's directory resolves
-    /// as it did ([`CcError::IncludeSearch`] otherwise: a header created there would shadow
-    /// the recorded one) and,
-    /// for a program compiled with `-march=native` or the like, that those options mean
-    /// on this machine what they meant on the compiling one ([`CcError::OtherHost`]),
-    /// copies the shared object's bytes into a sealed memory file of its own (Linux; no
-    /// file of the work directory, nor any other path, is written or read; where the
-    /// system makes no executable memory file, an unnamed file of the checked work
-    /// directory, which only this process can write; where `/proc` is not mounted, a new
-    /// file of a fresh private directory of the checked work directory, read back and
-    /// compared, or else [`CcError::Environment`] saying what the system lacks) and loads it
-    /// from there with `RTLD_NOW`, checking every kernel and entry symbol: the bytes run
-    /// are exactly the bytes given, whoever can write the temporary directory. On other
-    /// targets it writes them to a new file in a fresh directory of the checked work
-    /// directory (see [`CcBackend::with_work_dir`]) and loads it by path. It never
-    /// compiles and never counts as a compile.
+    /// Checks that every file the compile read still holds what it held then
+    /// ([`CcError::DependencyChanged`]), that the include search finds what it found
+    /// ([`CcError::IncludeSearch`]) and that host-targeting options mean here what they
+    /// meant there ([`CcError::OtherHost`]), then loads the shared object's bytes from an
+    /// [`Image`] (the bytes run are exactly the bytes given), checking every kernel and
+    /// entry symbol. It never compiles and never counts as a compile.
     ///
     /// `saved` is machine code that is run, trusted as a kernel's C text is: give it only
     /// bytes [`save`](kernel_cache::Backend::save) produced (as the kernel store does, which
