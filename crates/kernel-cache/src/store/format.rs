@@ -4,7 +4,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::MissReason;
+use super::record::MissReason;
 use crate::backend::SavedProgram;
 
 /// First line of every blob file (2: the blob lists the kernels it was compiled for).

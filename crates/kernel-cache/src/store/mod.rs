@@ -818,14 +818,9 @@ impl KernelStore {
             return Err(MissReason::BadEntry);
         };
         let blob_name = format!("b-{}", entry.blob);
-        let saved = match blobs.get(&entry.blob) {
-            Some(r) => r.clone(),
-            None => {
-                let r = self.read_blob(guard, &blob_name, &entry.blob, delta);
-                blobs.insert(entry.blob.clone(), r.clone());
-                r
-            }
-        };
+        let saved = (blobs.entry(entry.blob.clone()))
+            .or_insert_with(|| self.read_blob(guard, &blob_name, &entry.blob, delta))
+            .clone();
         let (saved, compiled_for) = match saved {
             Ok(s) => s,
             Err(MissReason::NoEntry) => {
