@@ -48,7 +48,7 @@ fn invalid(why: &str) -> CcError {
     CcError::InvalidSignature(format!("saved program: {why}"))
 }
 
-/// [`Backend`](kernel_cache::Backend)'s persistence methods, which `backend.rs`'s
+/// [`Backend`](kernel_cache::Backend)'s `save` and `load`, which `backend.rs`'s
 /// implementation forwards to; its `identity` is [`CcBackend::identity`].
 impl CcBackend {
     /// The saved form of `program` ([`SAVED_FORMAT`]'s layout), refused as [`CcBackend`]'s
