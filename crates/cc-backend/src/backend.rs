@@ -21,7 +21,9 @@ use crate::persist::SAVED_FORMAT;
 use crate::program::CcProgram;
 use crate::signature::{RESERVED_INFIX, Signature, check_symbol, entry_symbol, exported_symbol};
 use crate::source::Source;
-use crate::toolchain::{BASE_FLAGS, DEP_FILE, LINK_FLAGS, OBJECT_NAME, Toolchain, UNIT_NAME};
+use crate::toolchain::{
+    BASE_FLAGS, DEP_FILE, LINK_FLAGS, OBJECT_NAME, Toolchain, UNIT_NAME, targets_host,
+};
 use crate::workdir::WorkDir;
 use crate::{merge, observers};
 
@@ -544,26 +546,15 @@ impl CcBackend {
         Ok(dirs)
     }
 
-    /// Compiles `prepared`'s units and links them.
-    ///
-    /// First the merge candidates are checked on what the compiler makes of them (one
-    /// `-E` of the prelude and their texts: [`merge::mergeable_after_expansion`]), those
-    /// that pass are cut into merged units, and the merged units are compiled,
-    /// concurrently (a failed one is no error: its kernels are compiled alone). Every
-    /// object compiled has every symbol but its kernels' entries made local
+    /// Compiles `prepared`'s units and links them. The merge candidates that pass
+    /// [`CcBackend::merge_check`] are compiled in merged units, concurrently (a failed one
+    /// is no error: its kernels are compiled alone); every object is isolated
     /// ([`CcBackend::isolate`]) before the link. Strict (`each` false): the kernels' own
-    /// units in kernel order, the first unit that fails stops the compile and is the
-    /// error (no later unit is compiled), and a failed link is the error. Per unit (`each`
-    /// true): every unit is compiled once, concurrently; those that fail are returned with
-    /// their own diagnostics (positions in the program's kernel order) and removed from
-    /// `prepared`; when the link of the others fails, each object is linked alone, a kernel
-    /// whose own unit does not link fails alone with that link's diagnostics (the kernels
-    /// of a merged unit that does not link are compiled alone first), and the others are
-    /// linked (no link when every unit failed). An `Err` is the whole program's failure
-    /// (the compiler could not be started, the link failed in strict mode, or it failed
-    /// although every object links alone).
-    ///
-    /// [`merge::mergeable_after_expansion`]: merge::mergeable_after_expansion
+    /// units in kernel order, the first that fails (no later one compiled) or a failed link
+    /// is the error. Per unit (`each` true): as [`CcBackend`]'s docs and
+    /// [`compile_group_each`](Backend::compile_group_each) say; the failed units are returned
+    /// (positions in kernel order) and removed from `prepared`. An `Err` is the whole
+    /// program's failure.
     fn run_compiler(
         &self,
         prepared: &mut PreparedProgram,
@@ -906,10 +897,20 @@ impl CcBackend {
         Ok((!output.status.success()).then(|| CcError::failed(&output, symbols.to_vec())))
     }
 
-    /// [`Backend::remembered`](kernel_cache::Backend::remembered) for
-    /// this backend (see its docs there): the message to remember `kernel`'s own failure
-    /// `error` by, or `None`.
-    pub(crate) fn remembers(
+    /// Remembers a kernel's own failure when it is a property of its text, prelude and
+    /// options under this identity, by an allow list (see `CcBackend`'s docs, "Remembered
+    /// failures"): [`CcError::UndefinedKernel`], [`CcError::ReservedReference`], and a
+    /// [`CcError::Compiler`] naming only this kernel, from a compiler that exited (not one
+    /// killed by a signal) with an error on a line of the kernel's unit (`kernel.c:L:C:
+    /// error:`) or a link's undefined reference, and none of the marks of a failing
+    /// environment (a fatal error, an internal compiler error, a full disk, a killed
+    /// program, a failed final link). And only for a kernel whose compile reads no file the
+    /// user may change under the same key: a prelude of nothing but standard C headers, a
+    /// text that neither includes nor embeds, options of the merge allow list (no `-I`,
+    /// `-include` or file-naming option) and no include-path variable. Everything else,
+    /// environmental or not (a compiler that could not be started, an I/O error, a refused
+    /// work directory), is compiled again next time.
+    fn remembers(
         &self,
         kernel: &kernel_cache::BatchKernel<Source>,
         error: &CcError,
@@ -1174,13 +1175,14 @@ impl Backend for CcBackend {
 
     fn compile_group(&self, group: &Group<'_, Source>) -> Result<Compiled<CcProgram>, CcError> {
         let mut prepared = self.prepare(group)?;
-        self.compile(&mut prepared)?;
+        self.run_compiler(&mut prepared, false)?;
         self.finish(prepared)
     }
 
     /// Each kernel's unit is compiled once; a unit that fails is reported alone with its
-    /// own diagnostics and the others are linked into the program without it (see
-    /// `compile_each`). A kernel whose symbol or signature is refused
+    /// own diagnostics ([`CcError::Compiler`] naming that one kernel, or the loader's
+    /// [`CcError::Load`] for a unit whose object links but does not load) and the others
+    /// are linked and loaded into the program without it. A kernel whose symbol or signature is refused
     /// before any compile ([`CcError::InvalidSymbol`], [`CcError::InvalidSignature`],
     /// [`CcError::DuplicateSymbol`]) and a failed link fail the whole group.
     fn compile_group_each(
@@ -1188,7 +1190,7 @@ impl Backend for CcBackend {
         group: &Group<'_, Source>,
     ) -> Result<Units<CcProgram, CcError>, CcError> {
         let mut prepared = self.prepare(group)?;
-        let failed = self.compile_each(&mut prepared)?;
+        let failed = self.run_compiler(&mut prepared, true)?;
         let program = if failed.len() == group.kernels.len() {
             None
         } else {
@@ -1215,16 +1217,44 @@ impl Backend for CcBackend {
         Some(self.load_saved(saved))
     }
 
+    /// For an option list that targets the host processor (`-march=native`, `-mcpu=native`,
+    /// `-mtune=native`: any option containing `native`), the SHA-256 of what the compiler
+    /// prints for it under `-E -###` here, run in `/` (its expansion to this processor's
+    /// model and features: the digest a saved program records and `load` compares,
+    /// computed once per option list); `None` for any other list. The store names such a kernel's entry by
+    /// it, so machines of different processors sharing a store or farm each keep their own
+    /// program. An error running the compiler is the error (the kernel is compiled
+    /// without the store).
     fn host_part(&self, options: &[String]) -> Result<Option<[u8; 32]>, CcError> {
-        self.host_part_of(options)
+        if targets_host(options) {
+            self.host_target(options).map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
+    /// Keeps the saved program when the failure is this process's environment's, not the
+    /// program's: an I/O error (making or writing the memory file, or the file of the work
+    /// directory, the shared object is loaded from: no memory, a file-size limit, too many
+    /// open files), a work directory refused ([`CcError::WorkDir`]), a system that lacks
+    /// what loading needs ([`CcError::Environment`]: no `/proc` and no usable work
+    /// directory, a `noexec` work directory); and for a program compiled for another
+    /// processor ([`CcError::OtherHost`]: it still serves the machines it was compiled
+    /// for, in a store several share). Every other load error (a header changed, the
+    /// include search finds another header, malformed bytes, a loader refusal of a file
+    /// it could read) removes it.
     fn keeps_saved(&self, error: &CcError) -> bool {
-        self.keeps_saved_after(error)
+        matches!(
+            error,
+            CcError::Io { .. }
+                | CcError::WorkDir { .. }
+                | CcError::Environment { .. }
+                | CcError::OtherHost { .. }
+        )
     }
 
     fn remembered(&self, kernel: &BatchKernel<Source>, error: &CcError) -> Option<String> {
-        self.remembered_as(kernel, error)
+        self.remembers(kernel, error)
     }
 }
 
@@ -1243,21 +1273,6 @@ impl CcBackend {
             .map(|k| (k.symbol.as_str(), &k.source))
             .collect();
         self.prepare_parts(&kernels, group.options)
-    }
-
-    fn compile(&self, prepared: &mut PreparedProgram) -> Result<(), CcError> {
-        self.run_compiler(prepared, false).map(|_| ())
-    }
-
-    /// Compiles every unit once, returns those that failed with their own diagnostics
-    /// ([`CcError::Compiler`] naming that one kernel, or the loader's [`CcError::Load`] for
-    /// a unit whose object links but does not load) and links and loads the others: the
-    /// program `finish` returns holds exactly them.
-    fn compile_each(
-        &self,
-        prepared: &mut PreparedProgram,
-    ) -> Result<Vec<(usize, CcError)>, CcError> {
-        self.run_compiler(prepared, true)
     }
 
     fn finish(&self, mut prepared: PreparedProgram) -> Result<Compiled<CcProgram>, CcError> {

@@ -39,13 +39,9 @@ pub(crate) struct Image {
 }
 
 impl Image {
-    /// An image holding `bytes`, ready to load from [`Image::path`], held as [`Image`] says:
-    /// a sealed memory file; where the system makes none (no `memfd_create`, or
-    /// `vm.memfd_noexec` 2), an unnamed file (`O_TMPFILE`, or created `O_EXCL` and unlinked
-    /// at once) of the checked work directory `work` gives; either loaded as
-    /// `/proc/self/fd/N` after checking that this path leads to that very file (the same
-    /// device and inode). Without `/proc` (not mounted, or the path leads elsewhere or is
-    /// refused), a [`named_file`].
+    /// An image holding `bytes`, ready to load from [`Image::path`], held as [`Image`] says
+    /// (the fallbacks' files in the checked work directory `work` gives; `/proc/self/fd/N`
+    /// checked to lead to that very file, same device and inode).
     ///
     /// Errors with [`CcError::Environment`] saying what the system lacks (a memory file,
     /// `/proc`, a usable work directory, one not mounted `noexec`) when no way of loading

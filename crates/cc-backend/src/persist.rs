@@ -2,7 +2,7 @@
 //! [`Backend`](kernel_cache::Backend) implementation calls it (the shared object's bytes,
 //! with each kernel's symbol and signature).
 
-use kernel_cache::{BatchKernel, Compiled, SavedProgram};
+use kernel_cache::{Compiled, SavedProgram};
 
 use crate::backend::CcBackend;
 use crate::deps::{self, Dep, Kind, Manifest, Witness};
@@ -10,7 +10,6 @@ use crate::error::CcError;
 use crate::image::Image;
 use crate::program::CcProgram;
 use crate::signature::{Reader, Signature, check_symbol, put_str};
-use crate::source::Source;
 use crate::toolchain::{dependency_option, targets_host};
 use crate::unlisted;
 
@@ -49,28 +48,15 @@ fn invalid(why: &str) -> CcError {
     CcError::InvalidSignature(format!("saved program: {why}"))
 }
 
-/// [`Backend`](kernel_cache::Backend)'s persistence methods, which `backend.rs`'s
+/// [`Backend`](kernel_cache::Backend)'s `save` and `load`, which `backend.rs`'s
 /// implementation forwards to; its `identity` is [`CcBackend::identity`].
 impl CcBackend {
-    /// Refused ([`CcError::DependencyChanged`]) when a file the compile read (a header)
-    /// changed (its inode's change time: any write, or a rename over it; or that of any
-    /// symbolic link met resolving its path) after the compile began or less than 2 s before, is named by a relative path or cannot be
-    /// read: what it holds now may not be what the program was compiled from.
-    ///
-    /// Refused ([`CcError::IncludeSearch`]) when a path an include search looked at before
-    /// a recorded header's directory exists and changed after the compile began or less
-    /// than 2 s before, an include directory is relative, or the compiler's search list
-    /// (`-E -v`) does not parse.
-    ///
-    /// Refused ([`CcError::UnlistedInput`]) when the compile may have read a file its
-    /// dependency list does not name: `.incbin` or `.include` (assembler, through `asm`),
-    /// `#embed` or `__has_embed` in the unit or a header it read, `__has_include` in the
-    /// unit, or an option naming a file (`@file`, profiles, `-Wa,`; see the module
-    /// `unlisted`).
-    ///
-    /// Refused too ([`CcError::DependencyOption`]) when an option changes the compiler's
-    /// dependency output (`-MMD` and the like): the list of files read may then leave
-    /// headers out.
+    /// The saved form of `program` ([`SAVED_FORMAT`]'s layout), refused as [`CcBackend`]'s
+    /// docs say ("What a key does not cover"): [`CcError::DependencyChanged`] (a header
+    /// that changed, relative or unreadable), [`CcError::IncludeSearch`] (a path the search
+    /// looked at changed, a relative include directory, a search list that does not
+    /// parse), [`CcError::UnlistedInput`] (a file read but not listed) or
+    /// [`CcError::DependencyOption`].
     pub(crate) fn save_program(&self, program: &CcProgram) -> Result<SavedProgram, CcError> {
         if let Some(option) = dependency_option(program.options()) {
             return Err(CcError::DependencyOption {
@@ -116,24 +102,12 @@ impl CcBackend {
         })
     }
 
-    /// Checks that every file the compile read (every header) still holds what it held
-    /// then ([`CcError::DependencyChanged`] otherwise: the program is compiled again), that
-    /// every path an include search looked at before a recorded header's directory resolves
-    /// as it did ([`CcError::IncludeSearch`] otherwise: a header created there would shadow
-    /// the recorded one) and,
-    /// for a program compiled with `-march=native` or the like, that those options mean
-    /// on this machine what they meant on the compiling one ([`CcError::OtherHost`]),
-    /// copies the shared object's bytes into a sealed memory file of its own (Linux; no
-    /// file of the work directory, nor any other path, is written or read; where the
-    /// system makes no executable memory file, an unnamed file of the checked work
-    /// directory, which only this process can write; where `/proc` is not mounted, a new
-    /// file of a fresh private directory of the checked work directory, read back and
-    /// compared, or else [`CcError::Environment`] saying what the system lacks) and loads it
-    /// from there with `RTLD_NOW`, checking every kernel and entry symbol: the bytes run
-    /// are exactly the bytes given, whoever can write the temporary directory. On other
-    /// targets it writes them to a new file in a fresh directory of the checked work
-    /// directory (see [`CcBackend::with_work_dir`]) and loads it by path. It never
-    /// compiles and never counts as a compile.
+    /// Checks that every file the compile read still holds what it held then
+    /// ([`CcError::DependencyChanged`]), that the include search finds what it found
+    /// ([`CcError::IncludeSearch`]) and that host-targeting options mean here what they
+    /// meant there ([`CcError::OtherHost`]), then loads the shared object's bytes from an
+    /// [`Image`] (the bytes run are exactly the bytes given), checking every kernel and
+    /// entry symbol. It never compiles and never counts as a compile.
     ///
     /// `saved` is machine code that is run, trusted as a kernel's C text is: give it only
     /// bytes [`save`](kernel_cache::Backend::save) produced (as the kernel store does, which
@@ -240,62 +214,5 @@ impl CcBackend {
             weight: program.size(),
             program,
         })
-    }
-
-    /// For an option list that targets the host processor (`-march=native`, `-mcpu=native`,
-    /// `-mtune=native`: any option containing `native`), the SHA-256 of what the compiler
-    /// prints for it under `-E -###` here, run in `/` (its expansion to this processor's
-    /// model and features: the digest a saved program records and `load` compares,
-    /// computed once per option list); `None` for any other list. The store names such a kernel's entry by
-    /// it, so machines of different processors sharing a store or farm each keep their own
-    /// program. An error running the compiler is the error (the kernel is compiled
-    /// without the store).
-    pub(crate) fn host_part_of(&self, options: &[String]) -> Result<Option<[u8; 32]>, CcError> {
-        if targets_host(options) {
-            self.host_target(options).map(Some)
-        } else {
-            Ok(None)
-        }
-    }
-
-    /// Keeps the saved program when the failure is this process's environment's, not the
-    /// program's: an I/O error (making or writing the memory file, or the file of the work
-    /// directory, the shared object is loaded from: no memory, a file-size limit, too many
-    /// open files), a work directory refused ([`CcError::WorkDir`]), a system that lacks
-    /// what loading needs ([`CcError::Environment`]: no `/proc` and no usable work
-    /// directory, a `noexec` work directory); and for a program compiled for another
-    /// processor ([`CcError::OtherHost`]: it still serves the machines it was compiled
-    /// for, in a store several share). Every other load error (a header changed, the
-    /// include search finds another header, malformed bytes, a loader refusal of a file
-    /// it could read) removes it.
-    pub(crate) fn keeps_saved_after(&self, error: &CcError) -> bool {
-        matches!(
-            error,
-            CcError::Io { .. }
-                | CcError::WorkDir { .. }
-                | CcError::Environment { .. }
-                | CcError::OtherHost { .. }
-        )
-    }
-
-    /// Remembers a kernel's own failure when it is a property of its text, prelude and
-    /// options under this identity, by an allow list (see `CcBackend`'s docs, "Remembered
-    /// failures"): [`CcError::UndefinedKernel`], [`CcError::ReservedReference`], and a
-    /// [`CcError::Compiler`] naming only this kernel, from a compiler that exited (not one
-    /// killed by a signal) with an error on a line of the kernel's unit (`kernel.c:L:C:
-    /// error:`) or a link's undefined reference, and none of the marks of a failing
-    /// environment (a fatal error, an internal compiler error, a full disk, a killed
-    /// program, a failed final link). And only for a kernel whose compile reads no file the
-    /// user may change under the same key: a prelude of nothing but standard C headers, a
-    /// text that neither includes nor embeds, options of the merge allow list (no `-I`,
-    /// `-include` or file-naming option) and no include-path variable. Everything else,
-    /// environmental or not (a compiler that could not be started, an I/O error, a refused
-    /// work directory), is compiled again next time.
-    pub(crate) fn remembered_as(
-        &self,
-        kernel: &BatchKernel<Source>,
-        error: &CcError,
-    ) -> Option<String> {
-        self.remembers(kernel, error)
     }
 }

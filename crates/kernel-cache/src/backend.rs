@@ -80,11 +80,9 @@ pub struct SavedProgram {
 
 /// A compiler backend: compiles groups of kernels into programs.
 ///
-/// A resolve ([`Resolver`](crate::Resolver)) cuts the kernels it must compile into
-/// programs (one option list each, cut further by its [`Split`](crate::Split)) and
-/// compiles each on a thread of its own, concurrently with the others (so a backend is
-/// `Sync`), under the cache's compile lock; code of the backend never runs while the
-/// cache holds a map reference.
+/// A [`Resolver`](crate::Resolver) compiles the programs it cuts concurrently, each on a
+/// thread of its own (so a backend is `Sync`), under the cache's compile lock; code of the
+/// backend never runs while the cache holds a map reference.
 ///
 /// A program must depend on nothing the kernels' keys do not cover (their texts, option
 /// lists and the backend identity): not on the directory, file names or time of the

@@ -204,12 +204,7 @@ impl<P> KernelCache<P> {
     /// key is absent or the cache is disabled. Takes no lock of the cache's own.
     pub fn find(&self, key: &str) -> Option<Resolved<P>> {
         let found = self.lookup(key, self.capacity());
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.count(u64::from(found.is_some()), u64::from(found.is_none()));
         found
     }
 

@@ -3,22 +3,16 @@
 //!
 //! A compiler backend renders kernels, compiles groups of them into programs (shared
 //! objects, modules) and looks each kernel up by symbol. [`KernelCache`] keeps those
-//! programs keyed by kernel key (see [`kernel_key`]: kernels that differ only in the
-//! names they own share a key), evicting the oldest groups past a byte capacity. A
-//! [`Resolver`] (a cache, a [`Backend`], optionally a [`store::KernelStore`] under the
-//! cache and a [`Split`]) answers a whole batch: lock-free lookups first, then the store,
-//! then one representative per distinct key compiled, each option list's kernels in
-//! programs compiled at once on threads of their own. It returns one answer per kernel
-//! with what the call did ([`Resolution`]: its [`Census`] and the store's events); nothing
-//! is observed from the side.
+//! programs keyed by kernel key ([`kernel_key`]: kernels that differ only in the names
+//! they own share a key). A [`Resolver`] (a cache, a [`Backend`], optionally a
+//! [`store::KernelStore`] and a [`Split`]) answers a whole batch and returns what the call
+//! did ([`Resolution`]: an answer per kernel, a [`Census`], the store's events); nothing is
+//! observed from the side.
 //!
-//! **A failed candidate fails alone.** [`Resolver::resolve`] answers each kernel with an
-//! [`Outcome`]: a failed kernel's error ([`KernelError::Unit`]) holds its own unit's
-//! diagnostics, every other kernel is compiled once, published, saved and returned; an
-//! autotuner renders a round's candidates, resolves them in one batch, times the `Ok`s and
-//! skips the `Err`s. [`Resolver::resolve_strict`] keeps the seed's semantics: the first
-//! failure in batch order fails the call. [`CachedBackend`] holds backend, cache and store
-//! together for an adopter.
+//! **A failed candidate fails alone** with [`Resolver::resolve`] ([`Outcome`] per kernel):
+//! an autotuner renders a round's candidates, resolves them in one batch, times the `Ok`s
+//! and skips the `Err`s. [`Resolver::resolve_strict`] fails the call at the first failure.
+//! [`CachedBackend`] holds backend, cache and store together for an adopter.
 //!
 //! The backend is a trait; this crate never compiles anything itself. `cc-backend` is the
 //! reference backend (C via the system compiler); its crate docs show a complete use
@@ -63,13 +57,10 @@
 //!
 //! # Threads
 //!
-//! A cache is shared by reference and looked up from any number of threads at once, but
-//! compiles into one cache do not overlap: a resolve that misses holds the cache's
-//! compile lock while it compiles (and, with a kernel store, loads and saves), so
-//! resolves from several threads, each with its own misses, compile one after the other.
-//! A search that renders candidates on several threads compiles them in parallel by
-//! handing their kernels to one resolve with a [`Split`], not by resolving from each
-//! thread.
+//! A cache is looked up from any number of threads at once, but compiles into one cache do
+//! not overlap (a [`Resolver`] that misses holds the cache's compile lock): a search
+//! compiles its candidates in parallel by handing them to one resolve with a [`Split`], not
+//! by resolving from each thread.
 //!
 //! # Versions
 //!

@@ -135,14 +135,10 @@ impl<'a, B: Backend> Resolver<'a, B> {
     ///
     /// **Failures are not cached** in memory: nothing of a failed kernel is published or
     /// saved, so the next resolve of it compiles it again, unless the kernel store
-    /// remembers it: with the store's [`FailureMemory::Remember`] (the default) a kernel
-    /// that fails alone with a failure the backend calls the kernel's own
-    /// ([`remembered`](Backend::remembered)) is remembered by its key, identity and host
-    /// part while its compile lock is held, and a later resolve of it in any process that
-    /// finds no program for it answers it with [`KernelError::Remembered`], compiling
-    /// nothing for it ([`Census::kernels_remembered_failed`]). A failure of a whole
-    /// program is never remembered. Each failed representative counts in
-    /// [`Census::kernels_failed`] and, in the cache's statistics, as a miss.
+    /// remembers it ([`FailureMemory`], written while its compile lock is held): then it
+    /// is answered with [`KernelError::Remembered`] ([`Census::kernels_remembered_failed`]).
+    /// Each failed representative counts in [`Census::kernels_failed`] and, in the cache's
+    /// statistics, as a miss.
     ///
     /// cc-backend's crate docs show a tuning round with the real compiler.
     #[allow(clippy::type_complexity)]
@@ -217,13 +213,8 @@ impl<'a, B: Backend> Resolver<'a, B> {
         census: &mut Census,
     ) -> thread::Result<Result<Outcomes<B::Program, B::Error>, Error<B::Error>>> {
         let (cache, backend) = (self.cache, self.backend);
-        if let Some((symbol, first, second)) = duplicate_symbol(batch) {
-            let symbol = symbol.to_string();
-            return Ok(Err(Error::DuplicateSymbol {
-                symbol,
-                first,
-                second,
-            }));
+        if let Err(refused) = duplicate_symbol(batch) {
+            return Ok(Err(refused));
         }
         let n = batch.len() as u64;
         let mut answers: Answers<B::Program, B::Error> = cache
@@ -428,7 +419,6 @@ impl<'a, B: Backend> Resolver<'a, B> {
                     }
                     Ok(Ok(units)) => units,
                 };
-                let mut rest = Vec::with_capacity(idxs.len());
                 let mut alone = vec![false; idxs.len()];
                 for (position, source) in failed {
                     // A position out of range or given again is ignored (see `Units`).
@@ -440,12 +430,9 @@ impl<'a, B: Backend> Resolver<'a, B> {
                     let error = KernelError::Unit(failure(source, symbols));
                     fail_all(&idxs[position..=position], error, answers, census);
                 }
-                rest.extend(
-                    idxs.iter()
-                        .zip(&alone)
-                        .filter(|(_, a)| !**a)
-                        .map(|(&i, _)| i),
-                );
+                let rest: Vec<usize> = (idxs.iter().zip(&alone))
+                    .filter_map(|(&i, &a)| (!a).then_some(i))
+                    .collect();
                 if rest.is_empty() {
                     continue;
                 }
@@ -702,17 +689,24 @@ impl<B: Backend> StoreLevel<'_, B> {
 }
 
 /// The first pair of kernels (in batch order of the later one) with different keys and
-/// one symbol: `(symbol, first index, second index)`.
-fn duplicate_symbol<S>(batch: &[BatchKernel<S>]) -> Option<(&str, usize, usize)> {
+/// one symbol, as the refusal [`Error::DuplicateSymbol`].
+fn duplicate_symbol<S, E: std::error::Error + 'static>(
+    batch: &[BatchKernel<S>],
+) -> Result<(), Error<E>> {
     let mut seen: HashMap<&str, usize> = HashMap::with_capacity(batch.len());
-    for (i, kernel) in batch.iter().enumerate() {
+    for (second, kernel) in batch.iter().enumerate() {
         // One hash of the symbol per kernel (this runs on every resolve, hits included).
-        let first = *seen.entry(kernel.symbol.as_str()).or_insert(i);
-        if first != i && batch[first].key != kernel.key {
-            return Some((&kernel.symbol, first, i));
+        let first = *seen.entry(kernel.symbol.as_str()).or_insert(second);
+        if first != second && batch[first].key != kernel.key {
+            let symbol = kernel.symbol.clone();
+            return Err(Error::DuplicateSymbol {
+                symbol,
+                first,
+                second,
+            });
         }
     }
-    None
+    Ok(())
 }
 
 /// Looks `reps` up in the persistent level; publishes each program found as one group

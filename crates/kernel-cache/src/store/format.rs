@@ -4,6 +4,7 @@
 
 use sha2::{Digest, Sha256};
 
+use super::record::MissReason;
 use crate::backend::SavedProgram;
 
 /// First line of every blob file (2: the blob lists the kernels it was compiled for).
@@ -55,6 +56,32 @@ pub(crate) struct CompiledFor {
     pub(crate) host: String,
     /// The kernel's symbol in the program.
     pub(crate) symbol: String,
+}
+
+impl CompiledFor {
+    /// `key` compiled for the identity whose [`identity_digest`] is `identity`, under `host`,
+    /// as `symbol`.
+    pub(crate) fn new(identity: &str, key: &str, host: Option<&[u8; 32]>, symbol: &str) -> Self {
+        CompiledFor {
+            identity: identity.to_string(),
+            key: sha256_hex(key.as_bytes()),
+            host: host_text(host),
+            symbol: symbol.to_string(),
+        }
+    }
+
+    /// Whether every field is well-formed (what a blob may hold).
+    fn is_valid(&self) -> bool {
+        is_hex64(&self.identity)
+            && is_hex64(&self.key)
+            && is_host_text(&self.host)
+            && is_valid_symbol(&self.symbol)
+    }
+
+    /// Whether `identity`, `key` and `host` are this kernel's (the symbol is not compared).
+    pub(crate) fn names(&self, identity: &str, key: &str, host: &str) -> bool {
+        (identity, key, host) == (&self.identity, &self.key, &self.host)
+    }
 }
 
 /// How a host part is written in blobs and entries: 64 lowercase hex digits, or `-`.
@@ -157,13 +184,7 @@ pub(crate) fn encode_blob(saved: &SavedProgram, kernels: &[CompiledFor]) -> Opti
     if !saved.symbols.iter().all(|s| is_valid_symbol(s)) || saved.symbols.len() > MAX_SYMBOLS {
         return None;
     }
-    let valid = |k: &CompiledFor| {
-        is_hex64(&k.identity)
-            && is_hex64(&k.key)
-            && is_host_text(&k.host)
-            && is_valid_symbol(&k.symbol)
-    };
-    if kernels.len() > MAX_KERNELS || !kernels.iter().all(valid) {
+    if kernels.len() > MAX_KERNELS || !kernels.iter().all(CompiledFor::is_valid) {
         return None;
     }
     let mut out = Vec::with_capacity(saved.bytes.len() + 64 + saved.symbols.len() * 16);
@@ -192,12 +213,18 @@ fn line<'a>(rest: &mut &'a [u8]) -> Option<&'a str> {
     std::str::from_utf8(l).ok()
 }
 
+/// Splits off one `<tag> <value>` line; the value.
+fn field(rest: &mut &[u8], tag: &str) -> Option<String> {
+    Some(
+        line(rest)?
+            .strip_prefix(tag)?
+            .strip_prefix(' ')?
+            .to_string(),
+    )
+}
+
 fn count_line(rest: &mut &[u8], tag: &str) -> Option<usize> {
-    line(rest)?
-        .strip_prefix(tag)?
-        .strip_prefix(' ')?
-        .parse()
-        .ok()
+    field(rest, tag)?.parse().ok()
 }
 
 /// The program a blob file holds and the kernels it was compiled for, or `None` for
@@ -232,11 +259,7 @@ pub(crate) fn decode_blob(file: &[u8]) -> Option<BlobFile> {
             host: fields.next()?.to_string(),
             symbol: fields.next()?.to_string(),
         };
-        let valid = is_hex64(&k.identity)
-            && is_hex64(&k.key)
-            && is_host_text(&k.host)
-            && is_valid_symbol(&k.symbol);
-        if !valid {
+        if !k.is_valid() {
             return None;
         }
         kernels.push(k);
@@ -291,20 +314,35 @@ impl EntryRecord {
         }
     }
 
+    /// Whether this entry is for `want`'s kernel (identity, key and host part).
+    pub(crate) fn is_for(&self, want: &CompiledFor) -> bool {
+        want.names(&self.identity, &self.key, &self.host)
+    }
+
+    /// Whether `saved` (verified by its digest) holds this entry's symbol and says it was
+    /// compiled (`kernels`) for this very kernel: an entry rewritten to name another
+    /// kernel's blob (or another symbol of its own) is no load of the other kernel.
+    pub(crate) fn fits(
+        &self,
+        saved: &SavedProgram,
+        kernels: &[CompiledFor],
+    ) -> Result<(), MissReason> {
+        if !saved.symbols.contains(&self.symbol) {
+            return Err(MissReason::NoSymbol);
+        }
+        if !kernels.contains(&self.compiled_for()) {
+            return Err(MissReason::WrongBlob);
+        }
+        Ok(())
+    }
+
     /// The entry an entry file holds, or `None` for anything malformed.
     pub(crate) fn decode(file: &[u8]) -> Option<EntryRecord> {
         let mut rest = file;
         if line(&mut rest)? != ENTRY_MAGIC {
             return None;
         }
-        let mut field = |tag: &str| -> Option<String> {
-            Some(
-                line(&mut rest)?
-                    .strip_prefix(tag)?
-                    .strip_prefix(' ')?
-                    .to_string(),
-            )
-        };
+        let mut field = |tag: &str| field(&mut rest, tag);
         let record = EntryRecord {
             blob: field("blob")?,
             symbol: field("symbol")?,
@@ -373,14 +411,7 @@ impl FailureRecord {
         if line(&mut rest)? != FAILURE_MAGIC {
             return None;
         }
-        let mut field = |tag: &str| -> Option<String> {
-            Some(
-                line(&mut rest)?
-                    .strip_prefix(tag)?
-                    .strip_prefix(' ')?
-                    .to_string(),
-            )
-        };
+        let mut field = |tag: &str| field(&mut rest, tag);
         let identity = field("identity")?;
         let key = field("key")?;
         let host = field("host")?;

@@ -1,10 +1,8 @@
 //! The persistent kernel store: compiled programs that outlive the process.
 //!
-//! A [`KernelStore`] is a directory (for example `<cache-dir>/kernels`) of
-//! content-addressed program blobs (`b-<sha256>`: a [`SavedProgram`]'s symbol table and
-//! bytes, named by the SHA-256 of the file) and key entries (`k-<digest of backend
-//! identity and kernel key>`, and of the backend's host part for options whose code
-//! depends on the machine, [`Backend::host_part`]: which blob, which symbol).
+//! A [`KernelStore`] is a directory of content-addressed program blobs (`b-<sha256>`, a
+//! [`SavedProgram`]) and key entries (`k-<digest>` of backend identity, kernel key and
+//! [`Backend::host_part`]: which blob, which symbol).
 //! It sits under a [`KernelCache`](crate::KernelCache) as a second level: give it to a
 //! [`Resolver`](crate::Resolver) and a memory miss is
 //! looked up here before anything is compiled, and what is compiled is saved here after
@@ -32,13 +30,8 @@
 //! Nothing the store does fails a resolve: a refused directory, a failing save, a
 //! corrupt blob are misses and warnings.
 //!
-//! Give the store a directory of its own. Another kcache store's directory (the one
-//! schedule-cache's disk store uses, say) is not one: every store stamps its directory
-//! with its kind and regime version (`kcache-kernel-store 2`, [`STORE_KIND`]), and this
-//! store refuses a directory stamped by another kind ([`DirError::ForeignStore`], naming the
-//! path and both kinds, nothing swept) or with a newer regime than [`REGIME`] (every lookup
-//! and save a miss, which only `tracing` and a resolve's events show; [`KernelStore::create`]
-//! returns the refusal). A subdirectory of it, such as `<cache-dir>/kernels`, is the place.
+//! Give the store a directory of its own, such as `<cache-dir>/kernels`: another store's
+//! ([`STORE_KIND`]) or a newer regime's ([`REGIME`]) is refused ([`KernelStore::create`]).
 //!
 //! ```
 //! use kernel_cache::store::{DirError, KernelStore, MissReason, REGIME};
@@ -627,11 +620,6 @@ impl KernelStore {
         self.open_gated(Mode::Shared, create, f)
     }
 
-    /// The exclusive counterpart of [`KernelStore::open`] (never creating the directory).
-    fn open_exclusive<R>(&self, f: impl FnOnce(&Guard<'_>) -> R) -> Result<R, Denied> {
-        self.open_gated(Mode::Exclusive, false, f)
-    }
-
     /// The cache-open in `mode`, waiting for the lock at most what the resolve's budget
     /// leaves (not at all while backing off), then `f`; the wait is settled
     /// ([`KernelStore::settle`]).
@@ -749,12 +737,7 @@ impl KernelStore {
                 .map(|(key, host)| {
                     let host = host.as_ref().map_err(Clone::clone)?;
                     let digest = entry_digest(identity, key, host.as_ref());
-                    let want = CompiledFor {
-                        identity: id_digest.clone(),
-                        key: sha256_hex(key.as_bytes()),
-                        host: host_text(host.as_ref()),
-                        symbol: String::new(),
-                    };
+                    let want = CompiledFor::new(&id_digest, key, host.as_ref(), "");
                     self.lookup_one(guard, &want, key, &digest, failures, &mut blobs, &mut delta)
                 })
                 .collect::<Vec<_>>()
@@ -814,7 +797,7 @@ impl KernelStore {
         #[cfg(not(feature = "redis"))]
         let _ = key;
         let name = format!("k-{digest}");
-        let read = read_private(guard, &name, 4096);
+        let read = read_private(guard, &name, 4096).map(|(_, b)| b);
         if failures && matches!(read, Err(MissReason::NoEntry)) {
             Self::remembered_failure(guard, want, digest, delta)?;
         }
@@ -830,23 +813,14 @@ impl KernelStore {
                 delta.removed_bad += 1;
             }
         };
-        let Some(entry) = EntryRecord::decode(&bytes) else {
+        let Some(entry) = EntryRecord::decode(&bytes).filter(|e| e.is_for(want)) else {
             remove(&name, delta);
             return Err(MissReason::BadEntry);
         };
-        if entry.identity != want.identity || entry.key != want.key || entry.host != want.host {
-            remove(&name, delta);
-            return Err(MissReason::BadEntry);
-        }
         let blob_name = format!("b-{}", entry.blob);
-        let saved = match blobs.get(&entry.blob) {
-            Some(r) => r.clone(),
-            None => {
-                let r = self.read_blob(guard, &blob_name, &entry.blob, delta);
-                blobs.insert(entry.blob.clone(), r.clone());
-                r
-            }
-        };
+        let saved = (blobs.entry(entry.blob.clone()))
+            .or_insert_with(|| self.read_blob(guard, &blob_name, &entry.blob, delta))
+            .clone();
         let (saved, compiled_for) = match saved {
             Ok(s) => s,
             Err(MissReason::NoEntry) => {
@@ -855,16 +829,9 @@ impl KernelStore {
             }
             Err(why) => return Err(why),
         };
-        if !saved.symbols.contains(&entry.symbol) {
+        if let Err(why) = entry.fits(&saved, &compiled_for) {
             remove(&name, delta);
-            return Err(MissReason::NoSymbol);
-        }
-        // The blob (verified by its digest) must say it was compiled for this very kernel:
-        // an entry rewritten to name another kernel's blob (or another symbol of its own)
-        // is no load of the other kernel.
-        if !compiled_for.contains(&entry.compiled_for()) {
-            remove(&name, delta);
-            return Err(MissReason::WrongBlob);
+            return Err(why);
         }
         Ok((
             FoundBlob {
@@ -887,14 +854,14 @@ impl KernelStore {
     ) -> Result<(), MissReason> {
         let name = format!("f-{digest}");
         let bytes = match read_private(guard, &name, format::MAX_FAILURE_FILE) {
-            Ok(bytes) => bytes,
+            Ok((_, bytes)) => bytes,
             Err(MissReason::NoEntry) => return Ok(()),
             Err(MissReason::NotPrivate(why)) => return Err(MissReason::NotPrivate(why)),
             // Oversized (`Corrupt`) or unreadable: not a failure this store wrote.
             Err(_) => Vec::new(),
         };
         match FailureRecord::decode(&bytes) {
-            Some(f) if f.identity == want.identity && f.key == want.key && f.host == want.host => {
+            Some(f) if want.names(&f.identity, &f.key, &f.host) => {
                 Err(MissReason::Remembered(f.message))
             }
             _ => {
@@ -938,11 +905,7 @@ impl KernelStore {
                 self.forget_past_cap(guard);
                 Ok(())
             };
-            match self.open(true, write) {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(e) => Err(e.to_string()),
-            }
+            (self.open(true, write).and_then(|r| r.map_err(Denied::Dir))).map_err(|e| e.to_string())
         };
         for (key, _, _) in failures {
             self.note(key, Outcome::Remembered(outcome.clone()));
@@ -991,7 +954,7 @@ impl KernelStore {
                 .map(|(remembered, name, _)| {
                     let record = read_private(guard, &name, format::MAX_FAILURE_FILE)
                         .ok()
-                        .and_then(|b| FailureRecord::decode(&b));
+                        .and_then(|(_, b)| FailureRecord::decode(&b));
                     RememberedFailure {
                         key_sha256: record.as_ref().map(|r| r.key.clone()).unwrap_or_default(),
                         message: record.map(|r| r.message),
@@ -1042,24 +1005,18 @@ impl KernelStore {
         let max_blob = self.max_bytes.max(1 << 20);
         let (entry_bytes, blob_file) =
             farm.fetch(digest, max_blob, |e| EntryRecord::decode(e).map(|r| r.blob))?;
-        let entry = EntryRecord::decode(&entry_bytes).ok_or(MissReason::BadEntry)?;
-        if entry.identity != want.identity || entry.key != want.key || entry.host != want.host {
-            return Err(MissReason::BadEntry);
-        }
+        let entry = (EntryRecord::decode(&entry_bytes).filter(|e| e.is_for(want)))
+            .ok_or(MissReason::BadEntry)?;
         if sha256_hex(&blob_file) != entry.blob {
             return Err(MissReason::Corrupt);
         }
         let blob = format::decode_blob(&blob_file).ok_or(MissReason::Corrupt)?;
-        if !blob.saved.symbols.contains(&entry.symbol) {
-            return Err(MissReason::NoSymbol);
-        }
-        if !blob.kernels.contains(&entry.compiled_for()) {
-            return Err(MissReason::WrongBlob);
-        }
+        entry.fits(&blob.saved, &blob.kernels)?;
         let saved = blob.saved;
         let blob_name = format!("b-{}", entry.blob);
-        let backfill = publish_private(guard, &blob_name, &blob_file)
-            .and_then(|()| publish_private(guard, &format!("k-{digest}"), &entry_bytes));
+        let backfill = guard
+            .publish(&blob_name, &blob_file)
+            .and_then(|()| guard.publish(&format!("k-{digest}"), &entry_bytes));
         if let Err(e) = backfill {
             tracing::warn!(target: "kernel_cache::store", key, error = %e, "farm hit not back-filled");
         }
@@ -1081,10 +1038,7 @@ impl KernelStore {
         digest: &str,
         delta: &mut Counters,
     ) -> Result<ReadBlob, MissReason> {
-        let path = guard
-            .path(name)
-            .map_err(|e| MissReason::Refused(e.to_string()))?;
-        let read = read_private_file(&path, self.max_bytes.max(1 << 20));
+        let read = read_private(guard, name, self.max_bytes.max(1 << 20));
         let (file, parsed) = match read {
             Ok((file, bytes)) => {
                 let parsed = (sha256_hex(&bytes) == digest)
@@ -1186,12 +1140,7 @@ impl KernelStore {
         let host_hex = host_text(host.as_ref());
         let compiled_for: Vec<CompiledFor> = kernels
             .iter()
-            .map(|(key, symbol)| CompiledFor {
-                identity: id_digest.clone(),
-                key: sha256_hex(key.as_bytes()),
-                host: host_hex.clone(),
-                symbol: symbol.to_string(),
-            })
+            .map(|(key, symbol)| CompiledFor::new(&id_digest, key, host.as_ref(), symbol))
             .collect();
         let file = format::encode_blob(saved, &compiled_for)
             .ok_or_else(|| NotSaved::Backend("invalid symbol in the saved table".into()))?;
@@ -1231,7 +1180,7 @@ impl KernelStore {
                     let _ = f.set_modified(SystemTime::now());
                 }
             } else {
-                publish_private(guard, &blob_name, &file)?;
+                guard.publish(&blob_name, &file)?;
             }
             publish_entries(guard, &entries)?;
             // A kernel with a program forgets its remembered failure (a retry that
@@ -1241,29 +1190,33 @@ impl KernelStore {
             }
             Ok(())
         };
-        match self.open(true, write) {
-            Ok(Ok(())) => Ok(Written {
-                digest,
-                blob: file,
-                entries,
-            }),
-            Ok(Err(e)) => Err(NotSaved::Refused(e.to_string())),
-            Err(e) => Err(NotSaved::Refused(e.to_string())),
-        }
+        let written = self.open(true, write).and_then(|r| r.map_err(Denied::Dir));
+        written.map_err(|e| NotSaved::Refused(e.to_string()))?;
+        Ok(Written {
+            digest,
+            blob: file,
+            entries,
+        })
     }
 
-    /// Bytes of blobs and entries now, without locking (a cheap check before evicting).
-    fn usage(guard: &Guard<'_>) -> u64 {
-        let Ok(entries) = guard.entries() else {
-            return 0;
-        };
-        cache_dir::total_bytes(
-            entries
-                .filter_map(Result::ok)
-                .filter(|e| !format::is_failure_name(&e.name))
-                .filter_map(|e| e.item.metadata().ok())
-                .map(|m| m.len()),
-        )
+    /// What the directory holds now (its counters left at zero).
+    fn tally(guard: &Guard<'_>) -> StoreStats {
+        let mut s = StoreStats::default();
+        for e in guard.entries().into_iter().flatten().filter_map(Result::ok) {
+            let len = e.item.metadata().map(|m| m.len()).unwrap_or(0);
+            if format::is_failure_name(&e.name) {
+                s.failures += 1;
+                s.failure_bytes = s.failure_bytes.saturating_add(len);
+                continue;
+            }
+            s.bytes = s.bytes.saturating_add(len);
+            if format::is_blob_name(&e.name) {
+                s.blobs += 1;
+            } else {
+                s.entries += 1;
+            }
+        }
+        s
     }
 
     /// Evicts least-recently-used blobs (and their entries) until the store holds at
@@ -1272,7 +1225,7 @@ impl KernelStore {
     /// [`KernelStore::with_lock_wait`]): the store stays over its limit until the next
     /// save or `gc`, by at most what the saves made meanwhile.
     fn evict_to(&self, max_bytes: u64) -> Trimmed {
-        let over = match self.open(false, |g| Self::usage(g) > max_bytes) {
+        let over = match self.open(false, |g| Self::tally(g).bytes > max_bytes) {
             Ok(over) => over,
             Err(e) => {
                 self.note_timeout(&e, "measure the store before evicting");
@@ -1282,7 +1235,9 @@ impl KernelStore {
         if !over {
             return Trimmed::default();
         }
-        match self.open_exclusive(|g| self.evict_locked(g, max_bytes, None, false)) {
+        match self.open_gated(Mode::Exclusive, false, |g| {
+            self.evict_locked(g, max_bytes, None, false)
+        }) {
             Ok(trimmed) => trimmed,
             Err(e) => {
                 self.note_timeout(&e, "evict");
@@ -1429,33 +1384,16 @@ impl KernelStore {
     /// # Errors
     /// The refusal if the directory is missing, not private or cannot be opened.
     pub fn stats(&self) -> Result<StoreStats, cache_dir::Error> {
-        self.dir.with_shared(false, |guard| {
-            let mut s = StoreStats::default();
-            if let Ok(entries) = guard.entries() {
-                for e in entries.filter_map(Result::ok) {
-                    let len = e.item.metadata().map(|m| m.len()).unwrap_or(0);
-                    if format::is_failure_name(&e.name) {
-                        s.failures += 1;
-                        s.failure_bytes = s.failure_bytes.saturating_add(len);
-                        continue;
-                    }
-                    s.bytes = s.bytes.saturating_add(len);
-                    if format::is_blob_name(&e.name) {
-                        s.blobs += 1;
-                    } else {
-                        s.entries += 1;
-                    }
-                }
-            }
-            s.counters = counters::read(guard.dir()).unwrap_or_default();
-            s
+        self.dir.with_shared(false, |guard| StoreStats {
+            counters: counters::read(guard.dir()).unwrap_or_default(),
+            ..Self::tally(guard)
         })
     }
 
     /// Adds `delta` to the store's counters; while the directory does not exist yet
     /// (a first lookup, before the first save creates it) the counts wait in memory.
     fn count(&self, delta: Counters) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pending = lock(&self.pending);
         pending.add(delta);
         // Only into the store's own private directory (never through a link at its path,
         // never into a directory it refuses, such as another store's: the stamp must be
@@ -1556,11 +1494,11 @@ impl KernelStore {
 }
 
 /// Reads the private regular file `name` of the directory, at most `max` bytes.
-fn read_private(guard: &Guard<'_>, name: &str, max: u64) -> Result<Vec<u8>, MissReason> {
+fn read_private(guard: &Guard<'_>, name: &str, max: u64) -> Result<(File, Vec<u8>), MissReason> {
     let path = guard
         .path(name)
         .map_err(|e| MissReason::Refused(e.to_string()))?;
-    read_private_file(&path, max).map(|(_, b)| b)
+    read_private_file(&path, max)
 }
 
 /// Opens `path` with `cache-dir`'s bounded, non-blocking, no-follow read, checks the
@@ -1588,12 +1526,6 @@ fn read_private_file(path: &Path, max: u64) -> Result<(File, Vec<u8>), MissReaso
         return Err(MissReason::Corrupt);
     }
     Ok((file, bytes))
-}
-
-/// Publishes `bytes` as `name`, private from its first byte (the store's `CacheDir` is
-/// private: the staged file is created `0600` on its descriptor before the rename).
-fn publish_private(guard: &Guard<'_>, name: &str, bytes: &[u8]) -> Result<(), cache_dir::Error> {
-    guard.publish(name, bytes)
 }
 
 /// At most this many threads publish one save's entries.
