@@ -198,7 +198,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// directory, with the translation units written (a merged kernel's own unit only if its
 /// merged unit fails) and (after compile) the shared object built.
 #[derive(Debug)]
-pub struct PreparedProgram {
+pub(crate) struct PreparedProgram {
     dir: tempfile::TempDir,
     /// The checked work directory holding `dir`.
     work: Arc<WorkDir>,

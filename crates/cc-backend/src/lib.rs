@@ -77,7 +77,7 @@ mod unlisted;
 mod words;
 mod workdir;
 
-pub use backend::{CcBackend, PreparedProgram};
+pub use backend::CcBackend;
 pub use error::CcError;
 pub use generate::{elementwise_kernel, realistic_kernel, realistic_kernel_numbered};
 pub use persist::SAVED_FORMAT;

@@ -8,13 +8,14 @@ use crate::backend::BatchKernel;
 /// so keys of two layouts never meet.
 const KEY_LAYOUT: &[u8] = b"kcache-kernel-key-1";
 
-/// The key of a kernel: the canonical-text key of `text` (its own bindings renamed,
-/// its name `kernel_name` reduced to its kernel token, see `canonical_text`), together
+/// The key of a kernel: the canonical-text key of `text` (its own bindings renamed; its
+/// name `kernel_name` keyed by its role where sound, else as its kernel token:
+/// `canonical_text::Names::kernel_name_by_role`), together
 /// with its compiler option list (in order: a compiler reads flags in order) and
 /// `backend_identity` (what identifies the compiler, for example
 /// `CcBackend::identity`).
 ///
-/// Two kernels get equal keys exactly when their canonical forms (kernel token and
+/// Two kernels get equal keys exactly when their canonical forms (own-name part and
 /// encoding, see `canonical_text::Canonical::key`), option lists and backend identities
 /// are equal, so a hit never answers a kernel compiled under other
 /// options or by another compiler; a difference in anything else costs a miss, never a
