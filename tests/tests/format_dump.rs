@@ -1,7 +1,7 @@
 //! The format dump: what a fixed workload writes, one line per fact, so a change meant to
 //! leave keys and formats alone (a refactor) can be compared byte for byte before and after.
 //!
-//! The workload: the 64 kernels of the cold-compile bench (`cc_backend::realistic_kernel`),
+//! The workload: the 64 kernels of the cold-compile bench (`test_support::kernels::realistic_kernel`),
 //! under two option lists and with `-march=native` (a host part), 8 renamed twins, one kernel the
 //! compiler refuses, resolved per kernel through the real C compiler into a fresh kernel
 //! store; and 24 schedule-store entries of today's key shape (schedule-cache's bench entries,
@@ -16,12 +16,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use cc_backend::{CcBackend, Signature, Source, realistic_kernel};
+use cc_backend::{CcBackend, Signature, Source};
 use kernel_cache::store::KernelStore;
 use kernel_cache::{BatchKernel, KernelCache, Names, Resolver};
 use schedule_cache::Store as _;
 use schedule_cache::{DiskCache, StoreOutcome};
 use test_support::Rng;
+use test_support::kernels::realistic_kernel;
 
 /// schedule-cache's bench entries (today's key shape), the same file its benches use.
 #[path = "../../crates/schedule-cache/benches/fill/mod.rs"]

@@ -24,9 +24,10 @@ use std::process::Command;
 use std::time::Instant;
 use test_support::child::Worker;
 
-use cc_backend::{CcBackend, DEFAULT_PRELUDE, Signature, Source, realistic_kernel};
+use cc_backend::{CcBackend, DEFAULT_PRELUDE, Signature, Source};
 use kernel_cache::store::KernelStore;
 use kernel_cache::{BatchKernel, KernelCache, Names, Resolver, Split};
+use test_support::kernels::realistic_kernel;
 use test_support::lines::censused;
 
 /// The variables that make this binary a worker (see `test_support::child::Worker`).

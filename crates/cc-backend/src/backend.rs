@@ -1389,7 +1389,7 @@ mod tests {
             .unwrap_or_else(|| "cc".to_string());
         let run_path = "/kcache-test-run-path";
         let source = Source::new(
-            crate::elementwise_kernel("k", "a[i] + b[i]"),
+            test_support::kernels::elementwise_kernel("k", "a[i] + b[i]"),
             crate::Signature::out_a_b_n(),
         );
         let program_bytes = |b: &CcBackend| {
@@ -1480,7 +1480,7 @@ mod tests {
         );
         assert!(!identity.contains(&format!("{two:?}")), "{identity}");
         let source = Source::new(
-            crate::elementwise_kernel("k", "a[i] * SCALE"),
+            test_support::kernels::elementwise_kernel("k", "a[i] * SCALE"),
             crate::Signature::out_a_b_n(),
         )
         .with_prelude("#include \"scale.h\"\n");

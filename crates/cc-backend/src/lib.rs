@@ -64,7 +64,6 @@
 mod backend;
 mod deps;
 mod error;
-mod generate;
 mod image;
 mod merge;
 mod observers;
@@ -79,7 +78,6 @@ mod workdir;
 
 pub use backend::CcBackend;
 pub use error::CcError;
-pub use generate::{elementwise_kernel, realistic_kernel, realistic_kernel_numbered};
 pub use persist::SAVED_FORMAT;
 pub use program::{CcProgram, Kernel};
 pub use signature::{Arg, Elem, Extent, MAX_PARAMS, Param, Signature};

@@ -385,7 +385,8 @@ impl Kernel {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::{CcBackend, Source, elementwise_kernel};
+    use crate::{CcBackend, Source};
+    use test_support::kernels::elementwise_kernel;
 
     /// The bytes of a program of one kernel `k` computing `expr`, linked `-z nodelete`
     /// (`dlclose` then leaves it loaded: user options may say so).

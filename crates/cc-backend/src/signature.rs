@@ -238,9 +238,8 @@ impl Signature {
     }
 
     /// `(float *out, const float *a, const float *b, int n)`, each buffer of `n`
-    /// elements: the signature of the crate's generated kernels
-    /// ([`elementwise_kernel`](crate::elementwise_kernel),
-    /// [`realistic_kernel`](crate::realistic_kernel)).
+    /// elements: the signature of the generated kernels of the tests and benches
+    /// (test-support's `kernels`).
     pub fn out_a_b_n() -> Signature {
         Signature::new()
             .buffer_mut("out", Elem::F32, Extent::of("n"))

@@ -5,9 +5,8 @@
 
 use std::sync::Arc;
 
-use cc_backend::{
-    Arg, CcBackend, CcError, Kernel, Signature, Source, elementwise_kernel, realistic_kernel,
-};
+use cc_backend::{Arg, CcBackend, CcError, Kernel, Signature, Source};
+use test_support::kernels::{elementwise_kernel, realistic_kernel};
 
 fn backend() -> CcBackend {
     CcBackend::new().expect("a C compiler is installed")

@@ -24,8 +24,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cc_backend::{Arg, CcBackend, CcError, CcProgram, Signature, Source, elementwise_kernel};
+use cc_backend::{Arg, CcBackend, CcError, CcProgram, Signature, Source};
 use kernel_cache::Backend;
+use test_support::kernels::elementwise_kernel;
 
 /// The uid and gid of user `nobody`, the attacker when this test runs as root.
 const NOBODY: u32 = 65534;

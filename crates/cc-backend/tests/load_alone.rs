@@ -7,8 +7,9 @@
 
 mod common;
 
-use cc_backend::{CcBackend, CcError, Signature, Source, elementwise_kernel};
+use cc_backend::{CcBackend, CcError, Signature, Source};
 use kernel_cache::{KernelCache, KernelError, Names, Resolver};
+use test_support::kernels::elementwise_kernel;
 use test_support::lines::censused;
 
 /// Where the kernel that does not load sits.

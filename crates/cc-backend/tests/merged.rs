@@ -10,9 +10,10 @@ mod common;
 
 use std::sync::Arc;
 
-use cc_backend::{Arg, CcBackend, CcError, CcProgram, Signature, Source, realistic_kernel};
+use cc_backend::{Arg, CcBackend, CcError, CcProgram, Signature, Source};
 use common::run_abn;
 use kernel_cache::{KernelCache, Names, Resolver};
+use test_support::kernels::realistic_kernel;
 
 fn backend() -> CcBackend {
     CcBackend::new().expect("a C compiler is installed")
@@ -289,7 +290,7 @@ fn a_failed_merged_unit_falls_back_to_one_unit_each() {
     let b = backend();
     let good = |s: &str| {
         Source::new(
-            cc_backend::elementwise_kernel(s, "a[i] + b[i]"),
+            test_support::kernels::elementwise_kernel(s, "a[i] + b[i]"),
             Signature::out_a_b_n(),
         )
     };

@@ -49,9 +49,10 @@
 
 use std::sync::Arc;
 
-use cc_backend::{Arg, CcBackend, CcProgram, Kernel, Signature, Source, realistic_kernel};
+use cc_backend::{Arg, CcBackend, CcProgram, Kernel, Signature, Source};
 use kernel_cache::{KernelCache, Names, Resolver};
 use test_support::Rng;
+use test_support::kernels::realistic_kernel;
 
 const HEAD: &str = "(float *out, const float *a, const float *b, int n)";
 

@@ -19,11 +19,12 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
 
-use cc_backend::{Arg, CcBackend, Kernel, Signature, Source, elementwise_kernel};
+use cc_backend::{Arg, CcBackend, Kernel, Signature, Source};
 use kernel_cache::store::KernelStore;
 use kernel_cache::{BatchKernel, KernelCache, Names, Resolved, Resolver};
 use sha2::{Digest, Sha256};
 use test_support::child::{field, stdout_of};
+use test_support::kernels::elementwise_kernel;
 use test_support::lines::censused;
 
 const ROLE: &str = "NOPROC_ROLE";

@@ -16,9 +16,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cc_backend::{Arg, CcBackend, Kernel, Signature, Source, elementwise_kernel};
+use cc_backend::{Arg, CcBackend, Kernel, Signature, Source};
 use kernel_cache::store::{KernelStore, MissReason, NotSaved, Outcome};
 use kernel_cache::{Backend, BatchKernel, KernelCache, Names, Resolved, Resolver};
+use test_support::kernels::elementwise_kernel;
 use test_support::lines::{censused, recorded};
 
 const ROLE: &str = "PERSIST_ROLE";

@@ -15,11 +15,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use cc_backend::{
-    Arg, CcBackend, CcError, CcProgram, Kernel, Signature, Source, elementwise_kernel,
-};
+use cc_backend::{Arg, CcBackend, CcError, CcProgram, Kernel, Signature, Source};
 use kernel_cache::store::{FailureMemory, KernelStore};
 use kernel_cache::{BatchKernel, KernelCache, KernelError, Names, Outcome, Resolver};
+use test_support::kernels::elementwise_kernel;
 use test_support::lines::censused;
 
 const ROLE: &str = "REMEMBER_ROLE";

@@ -14,10 +14,11 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use cc_backend::{CcBackend, CcProgram, Signature, Source, elementwise_kernel, realistic_kernel};
+use cc_backend::{CcBackend, CcProgram, Signature, Source};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use dashmap::DashMap;
 use kernel_cache::{Backend, BatchKernel, Compiled, Group, KernelCache, Names, Resolver, Split};
+use test_support::kernels::{elementwise_kernel, realistic_kernel};
 
 /// A compiled program stand-in for the all-hit figures (see the module doc).
 type StandIn = [u64; 4];

@@ -14,9 +14,10 @@ use std::path::Path;
 use std::time::Instant;
 use test_support::child::Worker;
 
-use cc_backend::{CcBackend, Signature, Source, realistic_kernel};
+use cc_backend::{CcBackend, Signature, Source};
 use kernel_cache::store::KernelStore;
 use kernel_cache::{BatchKernel, KernelCache, Names, Resolver};
+use test_support::kernels::realistic_kernel;
 use test_support::lines::censused;
 
 /// The variables that make this binary a worker (see `test_support::child::Worker`).

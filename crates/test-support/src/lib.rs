@@ -24,6 +24,7 @@ pub mod alloc;
 pub mod bench;
 pub mod cc;
 pub mod child;
+pub mod kernels;
 #[cfg(feature = "lines")]
 pub mod lines;
 pub mod lock;

@@ -2,11 +2,9 @@
 
 #![allow(dead_code, clippy::unwrap_used)]
 
-use cc_backend::{
-    Arg, CcBackend, CcProgram, Kernel, Signature, Source, elementwise_kernel, realistic_kernel,
-    realistic_kernel_numbered,
-};
+use cc_backend::{Arg, CcBackend, CcProgram, Kernel, Signature, Source};
 use std::sync::OnceLock;
+use test_support::kernels::{elementwise_kernel, realistic_kernel, realistic_kernel_numbered};
 
 use kernel_cache::{BatchKernel, Names, Resolved};
 

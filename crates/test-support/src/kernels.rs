@@ -1,6 +1,6 @@
-//! Generated kernel texts of [`Signature::out_a_b_n`](crate::Signature::out_a_b_n),
-//! `void name(float *out, const float *a, const float *b, int n)`, for tests,
-//! benchmarks and demos:
+//! Generated kernel texts of cc-backend's `Signature::out_a_b_n`,
+//! `void name(float *out, const float *a, const float *b, int n)`, for tests and
+//! benchmarks:
 //! [`realistic_kernel`] (fused stages like a tensor compiler emits) and
 //! [`elementwise_kernel`] (one line).
 
@@ -29,11 +29,11 @@ impl Constants {
     }
 }
 
-/// A one-line kernel `out[i] = <expr>` of [`Signature::out_a_b_n`](crate::Signature::out_a_b_n), where `expr` may use
+/// A one-line kernel `out[i] = <expr>` of cc-backend's `Signature::out_a_b_n`, where `expr` may use
 /// `a[i]`, `b[i]` and `i`.
 ///
 /// ```
-/// let text = cc_backend::elementwise_kernel("add", "a[i] + b[i]");
+/// let text = test_support::kernels::elementwise_kernel("add", "a[i] + b[i]");
 /// assert!(text.contains("void add(float *out, const float *a, const float *b, int n)"));
 /// ```
 pub fn elementwise_kernel(name: &str, expr: &str) -> String {
@@ -43,7 +43,7 @@ pub fn elementwise_kernel(name: &str, expr: &str) -> String {
     )
 }
 
-/// A kernel of [`Signature::out_a_b_n`](crate::Signature::out_a_b_n) shaped like what a tensor compiler emits for a
+/// A kernel of cc-backend's `Signature::out_a_b_n` shaped like what a tensor compiler emits for a
 /// fused operator: two to four stages chosen by `seed` among a bias-GELU, a row
 /// softmax, a row layer-norm, a short convolution with unrolled taps and a small tiled
 /// matrix product, each with constants drawn from `seed`, all safe for any `n >= 0`
@@ -51,9 +51,9 @@ pub fn elementwise_kernel(name: &str, expr: &str) -> String {
 /// seeds give different kernels.
 ///
 /// ```
-/// let k = cc_backend::realistic_kernel("fused_7", 7);
+/// let k = test_support::kernels::realistic_kernel("fused_7", 7);
 /// assert!(k.starts_with("void fused_7(float *out, const float *a, const float *b, int n)"));
-/// assert_ne!(k, cc_backend::realistic_kernel("fused_7", 8));
+/// assert_ne!(k, test_support::kernels::realistic_kernel("fused_7", 8));
 /// ```
 pub fn realistic_kernel(name: &str, seed: u64) -> String {
     realistic_kernel_numbered(name, seed, 0)
@@ -66,8 +66,8 @@ pub fn realistic_kernel(name: &str, seed: u64) -> String {
 /// the names it owns, and compute the same results.
 ///
 /// ```
-/// let a = cc_backend::realistic_kernel_numbered("step__seg1", 3, 0);
-/// let b = cc_backend::realistic_kernel_numbered("step__seg4", 3, 40);
+/// let a = test_support::kernels::realistic_kernel_numbered("step__seg1", 3, 0);
+/// let b = test_support::kernels::realistic_kernel_numbered("step__seg4", 3, 40);
 /// assert!(a.contains("i0") && b.contains("i40") && !b.contains("i0 "));
 /// ```
 pub fn realistic_kernel_numbered(name: &str, seed: u64, first_symbol: u64) -> String {
