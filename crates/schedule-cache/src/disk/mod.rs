@@ -106,27 +106,66 @@ fn space_letter(space: Space) -> &'static str {
     }
 }
 
-/// Appends `key` to `digest`'s sibling index unless it is already listed (one `write` with
-/// `O_APPEND`, so concurrent appenders never interleave lines; not fsynced: a lost line only
-/// makes a later miss explain less). Failures are ignored for the same reason.
-fn note_sibling(dir: &cache_dir::Guard<'_>, space: Space, digest: &str, key: &CacheKey) {
-    let Some(name) = siblings_file_name(digest) else {
-        return;
-    };
-    let line = format!("{} {}\n", space_letter(space), key.as_str());
-    match dir.read(&name, MAX_SIBLINGS_BYTES) {
+/// Appends the line `<letter> <key>` to the index file `name` unless it is already listed (one
+/// `write` with `O_APPEND`, so concurrent appenders never interleave lines; not fsynced: an
+/// index is a hint, a lost line only makes a later miss explain less or fewer seeds).
+fn append_index_line(
+    dir: &cache_dir::Guard<'_>,
+    name: &str,
+    letter: &str,
+    key: &CacheKey,
+) -> Result<(), cache_dir::Error> {
+    let line = format!("{letter} {}\n", key.as_str());
+    match dir.read(name, MAX_SIBLINGS_BYTES) {
         Ok(existing)
             if existing
                 .split(|&b| b == b'\n')
                 .any(|l| l == line.trim_end().as_bytes()) =>
         {
-            return;
+            return Ok(());
         }
         Ok(_) => {}
         Err(e) if e.is_not_found() => {}
-        Err(_) => return,
+        Err(e) => return Err(e),
     }
-    let _ = dir.append(&name, line.as_bytes(), MAX_SIBLINGS_BYTES);
+    dir.append(name, line.as_bytes(), MAX_SIBLINGS_BYTES)
+}
+
+/// The keys on the lines `<letter> <key>` of the index file `name` that `keep` accepts and
+/// whose entry file of `space` exists, sorted, at most `max`: a bounded read, never a
+/// directory listing. None when the file cannot be named or read.
+fn index_keys(
+    dir: &cache_dir::Guard<'_>,
+    name: Option<String>,
+    (letter, space): (&str, Space),
+    max: usize,
+    keep: impl Fn(&CacheKey) -> bool,
+) -> Vec<CacheKey> {
+    let Some(Ok(index)) = name.map(|name| dir.read(&name, MAX_SIBLINGS_BYTES)) else {
+        return Vec::new();
+    };
+    let mut keys: Vec<CacheKey> = String::from_utf8_lossy(&index)
+        .lines()
+        .filter_map(|line| {
+            let (l, k) = line.split_once(' ')?;
+            let k = CacheKey::new(k).ok()?;
+            (l == letter && keep(&k)).then_some(k)
+        })
+        .filter(|k| {
+            std::fs::symlink_metadata(dir.dir().join(space.file_name(k))).is_ok_and(|m| m.is_file())
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.truncate(max);
+    keys
+}
+
+/// Appends `key` to `digest`'s sibling index ([`append_index_line`]); failures are ignored.
+fn note_sibling(dir: &cache_dir::Guard<'_>, space: Space, digest: &str, key: &CacheKey) {
+    if let Some(name) = siblings_file_name(digest) {
+        let _ = append_index_line(dir, &name, space_letter(space), key);
+    }
 }
 
 /// The line letter of a near-code index line: `n <key>` in `<shape>.keys`, where `<shape>` is
@@ -139,8 +178,7 @@ const NEAR_LETTER: &str = "n";
 /// At most this many keys are returned by [`DiskCache::near_keys`].
 pub(crate) const MAX_NEAR: usize = 16;
 
-/// Appends `key` to the shape's near-code index unless it is already listed (as
-/// [`note_sibling`] does, same bounds and same hint semantics).
+/// Appends `key` to the shape's near-code index ([`append_index_line`]).
 fn note_near_line(dir: &cache_dir::Guard<'_>, shape: &str, key: &CacheKey) -> Result<(), Refusal> {
     let Some(name) = siblings_file_name(shape) else {
         return Err(Refusal::Io {
@@ -149,47 +187,7 @@ fn note_near_line(dir: &cache_dir::Guard<'_>, shape: &str, key: &CacheKey) -> Re
             message: short(shape),
         });
     };
-    let line = format!("{NEAR_LETTER} {}\n", key.as_str());
-    match dir.read(&name, MAX_SIBLINGS_BYTES) {
-        Ok(existing)
-            if existing
-                .split(|&b| b == b'\n')
-                .any(|l| l == line.trim_end().as_bytes()) =>
-        {
-            return Ok(());
-        }
-        Ok(_) => {}
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(refusal(e)),
-    }
-    dir.append(&name, line.as_bytes(), MAX_SIBLINGS_BYTES)
-        .map_err(refusal)
-}
-
-/// The keys the shape's near-code index lists whose schedule entry file exists, sorted,
-/// at most [`MAX_NEAR`].
-fn near_lines(dir: &cache_dir::Guard<'_>, shape: &str) -> Vec<CacheKey> {
-    let Some(name) = siblings_file_name(shape) else {
-        return Vec::new();
-    };
-    let Ok(index) = dir.read(&name, MAX_SIBLINGS_BYTES) else {
-        return Vec::new();
-    };
-    let mut keys: Vec<CacheKey> = String::from_utf8_lossy(&index)
-        .lines()
-        .filter_map(|line| {
-            let (l, k) = line.split_once(' ')?;
-            (l == NEAR_LETTER).then(|| CacheKey::new(k).ok())?
-        })
-        .filter(|k| {
-            std::fs::symlink_metadata(dir.dir().join(Space::Schedule.file_name(k)))
-                .is_ok_and(|m| m.is_file())
-        })
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys.truncate(MAX_NEAR);
-    keys
+    append_index_line(dir, &name, NEAR_LETTER, key).map_err(refusal)
 }
 
 /// The filename space an entry type lives in. Spaces never share a file name: a key has no
@@ -584,16 +582,6 @@ impl DiskCache {
         self.dir.sweep_stale_staging().map_err(refusal)
     }
 
-    fn note(&self, op: Op, space: Space, key: Option<&CacheKey>, outcome: Outcome) {
-        record::note(DiskEvent {
-            op,
-            space,
-            dir: self.dir.dir().to_path_buf(),
-            key: key.map(|k| k.as_str().to_owned()),
-            outcome,
-        });
-    }
-
     fn publish(
         &self,
         key: &CacheKey,
@@ -601,7 +589,6 @@ impl DiskCache {
         digest: &str,
         bytes: &[u8],
     ) -> Result<(), Refusal> {
-        check_entry_size(bytes.len())?;
         self.gated(Mode::Shared, true, |dir| {
             dir.publish(&space.file_name(key), bytes)?;
             note_sibling(dir, space, digest, key);
@@ -614,80 +601,46 @@ impl DiskCache {
 
 /// The directory store as a level: the protocol of the module docs.
 impl Store for DiskCache {
-    /// Publishes `entry` at `key` (see the module docs for the protocol). Creates the directory
-    /// and its parents. With `key == None` nothing at all happens.
-    ///
-    /// # Errors
-    /// Only caller mistakes: [`Error::EntryVersion`] if `entry.version()` is not `E::VERSION`,
-    /// [`Error::KeyDigestMismatch`] if the key does not start with `entry.digest()`,
-    /// [`Error::Encode`] if the entry cannot be encoded. Filesystem and protocol refusals are
-    /// `Ok(StoreOutcome::Refused(_))`.
-    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
-        self.store_with(key, entry, StorePolicy::LastWriteWins)
-    }
-
-    /// [`DiskCache::store`] under `policy`. Under [`StorePolicy::KeepFaster`] the store holds
-    /// the directory's **exclusive** lock (not the shared one) from reading the existing entry
-    /// through publishing the new one, so no other store or lookup of any process runs in
-    /// between: the read, the comparison and the write are one step. The existing entry's
-    /// claim is read as a lookup of `entry.digest()` would read it (an entry the lookup would
-    /// not return has no claim and is replaced). On a directory this process cannot write (a
-    /// read-only mount) the claim is read under the shared lock: an existing entry that stays
-    /// is [`StoreOutcome::KeptExisting`] with nothing written, and only a store that would
-    /// publish is refused.
-    ///
-    /// # Errors
-    /// As [`DiskCache::store`]: caller mistakes only.
+    /// [`Store::store_with`] on the directory, which it creates with its parents. Under
+    /// [`StorePolicy::KeepFaster`] the store holds the directory's **exclusive** lock (not the
+    /// shared one) from reading the existing entry through publishing the new one, so no other
+    /// store or lookup of any process runs in between: the read, the comparison and the write
+    /// are one step. The existing entry's claim is read as a lookup of `entry.digest()` would
+    /// read it (an entry the lookup would not return has no claim and is replaced). On a
+    /// directory this process cannot write (a read-only mount) the claim is read under the
+    /// shared lock: an existing entry that stays is [`StoreOutcome::KeptExisting`] with
+    /// nothing written, and only a store that would publish is refused.
     fn store_with<E: Stored>(
         &self,
         key: Option<&CacheKey>,
         entry: &E,
         policy: StorePolicy,
     ) -> Result<StoreOutcome, Error> {
-        let Some(key) = key else {
-            self.note(Op::Store, E::SPACE, None, Outcome::Skipped);
-            return Ok(StoreOutcome::Skipped);
-        };
-        let text = encode_for_key(key, entry)?;
-        let outcome = match policy {
-            StorePolicy::LastWriteWins => {
-                match self.publish(key, E::SPACE, entry.digest(), text.as_bytes()) {
-                    Ok(()) => StoreOutcome::Stored,
-                    Err(r) => StoreOutcome::Refused(r),
-                }
+        level_store(self.dir(), key, entry, |key, text| match policy {
+            StorePolicy::LastWriteWins => self
+                .publish(key, E::SPACE, entry.digest(), text.as_bytes())
+                .map(|()| StoreOutcome::Stored),
+            StorePolicy::KeepFaster => {
+                self.publish_if_faster(key, entry, text.as_bytes())
+                    .map(|kept| {
+                        kept.map_or_else(StoreOutcome::KeptExisting, |()| StoreOutcome::Stored)
+                    })
             }
-            StorePolicy::KeepFaster => match self.publish_if_faster(key, entry, text.as_bytes()) {
-                Ok(Ok(())) => StoreOutcome::Stored,
-                Ok(Err(kept)) => StoreOutcome::KeptExisting(kept),
-                Err(r) => StoreOutcome::Refused(r),
-            },
-        };
-        self.note(Op::Store, E::SPACE, Some(key), outcome.noted());
-        Ok(outcome)
+        })
     }
 
-    /// The entry at `key` if it is of the current version and was saved for `digest`; `None`
-    /// otherwise (see [`DiskCache::probe`] for the reason). Never creates the directory.
-    /// Panics of the running program are not caught and an interrupted read is retried: a
-    /// process-level failure is never turned into a miss.
-    fn lookup<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Option<E> {
-        self.probe(key, digest).hit()
-    }
-
-    /// Like [`DiskCache::lookup`], returning why nothing usable was found.
+    /// [`Store::probe`] of the directory, which it never creates. Panics of the running program
+    /// are not caught and an interrupted read is retried: a process-level failure is never
+    /// turned into a miss.
     fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
-        let Some(key) = key else {
-            self.note(Op::Lookup, E::SPACE, None, Outcome::Skipped);
-            return Lookup::Skipped;
-        };
-        let found = match self.gated(Mode::Shared, false, |dir| read_entry::<E>(dir, key, digest)) {
-            Err(cache_dir::Error::NoDirectory { .. }) => Lookup::Miss(MissReason::NoDirectory),
-            Err(e) => Lookup::Refused(refusal(e)),
-            Ok(Ok(e)) => Lookup::Hit(e),
-            Ok(Err(m)) => Lookup::Miss(m),
-        };
-        self.note(Op::Lookup, E::SPACE, Some(key), found.noted());
-        found
+        level_probe(self.dir(), key, |key| {
+            match self.gated(Mode::Shared, false, |dir| read_entry::<E>(dir, key, digest)) {
+                Err(cache_dir::Error::NoDirectory { .. }) => Lookup::Miss(MissReason::NoDirectory),
+                Err(e) => Lookup::Refused(refusal(e)),
+                Ok(Ok(e)) => Lookup::Hit(e),
+                Ok(Err(m)) => Lookup::Miss(m),
+            }
+        })
     }
 
     /// Notes in the near-code index (`<shape>.keys`, lines `n <key>`) that the schedule entry
@@ -712,7 +665,13 @@ impl Store for DiskCache {
     /// # Errors
     /// The refusal if the directory cannot be opened (a newer or malformed stamp, say).
     fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
-        match self.gated(Mode::Shared, false, |dir| near_lines(dir, shape)) {
+        let keys = |dir: &cache_dir::Guard<'_>| {
+            let name = siblings_file_name(shape);
+            index_keys(dir, name, (NEAR_LETTER, Space::Schedule), MAX_NEAR, |_| {
+                true
+            })
+        };
+        match self.gated(Mode::Shared, false, keys) {
             Ok(keys) => Ok(keys),
             Err(cache_dir::Error::NoDirectory { .. }) => Ok(Vec::new()),
             Err(e) => Err(NearIndexError::Refused(refusal(e))),
@@ -736,7 +695,6 @@ impl DiskCache {
         entry: &E,
         bytes: &[u8],
     ) -> Result<Result<(), KeptExisting>, Refusal> {
-        check_entry_size(bytes.len())?;
         let name = E::SPACE.file_name(key);
         let (identity, new_time) = (entry.claim_identity(), entry.best_time());
         let decided = self
@@ -797,9 +755,54 @@ impl StoreOutcome {
     }
 }
 
+/// One level's store with the bookkeeping every level shares: a `None` key is skipped; the
+/// entry is checked and encoded ([`encode_for_key`]: caller mistakes are the only errors) and
+/// refused past [`MAX_ENTRY_BYTES`] ([`check_entry_size`]) before `write` gets the key and the
+/// encoding; the outcome is reported to recorders and [`stats`] with `at` as the event's `dir`.
+pub(crate) fn level_store<E: Stored>(
+    at: &Path,
+    key: Option<&CacheKey>,
+    entry: &E,
+    write: impl FnOnce(&CacheKey, &str) -> Result<StoreOutcome, Refusal>,
+) -> Result<StoreOutcome, Error> {
+    let outcome = match key {
+        None => StoreOutcome::Skipped,
+        Some(key) => {
+            let text = encode_for_key(key, entry)?;
+            check_entry_size(text.len())
+                .and_then(|()| write(key, &text))
+                .unwrap_or_else(StoreOutcome::Refused)
+        }
+    };
+    note(Op::Store, E::SPACE, at, key, outcome.noted());
+    Ok(outcome)
+}
+
+/// One level's lookup with the bookkeeping every level shares: a `None` key is skipped, and
+/// the answer of `read` is reported as [`level_store`] reports a store's.
+pub(crate) fn level_probe<E: Stored>(
+    at: &Path,
+    key: Option<&CacheKey>,
+    read: impl FnOnce(&CacheKey) -> Lookup<E>,
+) -> Lookup<E> {
+    let found = key.map_or(Lookup::Skipped, read);
+    note(Op::Lookup, E::SPACE, at, key, found.noted());
+    found
+}
+
+fn note(op: Op, space: Space, at: &Path, key: Option<&CacheKey>, outcome: Outcome) {
+    record::note(DiskEvent {
+        op,
+        space,
+        dir: at.to_path_buf(),
+        key: key.map(|k| k.as_str().to_owned()),
+        outcome,
+    });
+}
+
 /// The refusal of a store whose encoded entry is past [`MAX_ENTRY_BYTES`] (every store
 /// refuses what no lookup would read).
-pub(crate) fn check_entry_size(len: usize) -> Result<(), Refusal> {
+fn check_entry_size(len: usize) -> Result<(), Refusal> {
     if len as u64 > MAX_ENTRY_BYTES {
         return Err(Refusal::Io {
             during: "publish the entry",
@@ -881,37 +884,17 @@ pub(crate) fn decode_entry<E: Stored>(bytes: &[u8], digest: Option<&str>) -> Res
 pub(crate) const MAX_SIBLINGS: usize = 8;
 
 /// Keys of `space` in `dir` holding entries for `digest` (other than `except`), from the
-/// digest's sibling index ([`SIBLINGS_SUFFIX`]): a bounded read, never a directory listing.
-/// Only keys whose entry file exists are named.
+/// digest's sibling index ([`SIBLINGS_SUFFIX`], [`index_keys`]).
 fn same_digest_keys(
     dir: &cache_dir::Guard<'_>,
     space: Space,
     digest: &str,
     except: &CacheKey,
 ) -> Vec<String> {
-    let Some(name) = siblings_file_name(digest) else {
-        return Vec::new();
-    };
-    let Ok(index) = dir.read(&name, MAX_SIBLINGS_BYTES) else {
-        return Vec::new();
-    };
-    let letter = space_letter(space);
-    let mut keys: Vec<String> = String::from_utf8_lossy(&index)
-        .lines()
-        .filter_map(|line| {
-            let (l, k) = line.split_once(' ')?;
-            let k = CacheKey::new(k).ok()?;
-            (l == letter && &k != except && key_starts_with_digest(k.as_str(), digest)).then_some(k)
-        })
-        .filter(|k| {
-            std::fs::symlink_metadata(dir.dir().join(space.file_name(k))).is_ok_and(|m| m.is_file())
-        })
-        .map(|k| k.as_str().to_owned())
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys.truncate(MAX_SIBLINGS);
-    keys
+    let keep = |k: &CacheKey| k != except && key_starts_with_digest(k.as_str(), digest);
+    let name = siblings_file_name(digest);
+    let keys = index_keys(dir, name, (space_letter(space), space), MAX_SIBLINGS, keep);
+    keys.into_iter().map(|k| k.as_str().to_owned()).collect()
 }
 
 fn read_entry<E: Stored>(
