@@ -4,25 +4,6 @@
 //! The directory protocol is the [`cache_dir`] crate's (one home for every kcache store on
 //! disk); this module adds the schedule store's entry spaces, encodings and explained misses.
 //! docs/disk-format.md is the specification (cache-open, locks, waits, sizes, refusals).
-//!
-//! ```
-//! use schedule_cache::admin::{Outcome, record};
-//! use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
-//! use schedule_cache::{CacheKey, DiskCache, MissReason, Store, StoreOutcome};
-//!
-//! let tmp = tempfile::tempdir()?;
-//! let disk = DiskCache::new(tmp.path().join("cache"));
-//! let digest = "0f1e2d";
-//! let key = CacheKey::new("0f1e2d-cc-n1-c2-p3-d4-tisolated")?;
-//! let entry = PlacementEntry::new(digest, vec![Flip { node: 3, direction: Direction::Inline }], Shipped::Refined);
-//!
-//! assert_eq!(disk.store(Some(&key), &entry)?, StoreOutcome::Stored);
-//! let (found, events) = record(|| disk.lookup::<PlacementEntry>(Some(&key), "other"));
-//! assert_eq!(found, None);
-//! assert!(matches!(events[0].outcome, Outcome::Miss(MissReason::DigestMismatch { .. })));
-//! assert_eq!(disk.lookup(Some(&key), digest), Some(entry));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
 
 mod inspect;
 mod policy;
@@ -443,10 +424,8 @@ impl DiskCache {
     /// Staging directories untouched for at least `after` count as crash-stale (default
     /// `DEFAULT_STALE_STAGING_AFTER`).
     pub fn with_stale_staging_after(self, after: Duration) -> DiskCache {
-        DiskCache {
-            dir: self.dir.with_stale_staging_after(after),
-            locks: self.locks,
-        }
+        let dir = self.dir.with_stale_staging_after(after);
+        DiskCache { dir, ..self }
     }
 
     /// Each operation waits at most `wait` for the directory's lock (default
@@ -457,10 +436,8 @@ impl DiskCache {
     /// process that holds the lock and never lets go (stopped with `SIGSTOP`, say) costs a
     /// call at most `wait`, and this store at most `wait` per back-off interval.
     pub fn with_lock_wait(self, wait: Duration) -> DiskCache {
-        DiskCache {
-            dir: self.dir.with_lock_wait(wait),
-            locks: self.locks,
-        }
+        let dir = self.dir.with_lock_wait(wait);
+        DiskCache { dir, ..self }
     }
 
     /// The bound on one lock wait ([`DiskCache::with_lock_wait`]).
@@ -479,10 +456,8 @@ impl DiskCache {
     /// belongs to this value and its clones, not to the directory: another
     /// [`DiskCache::new`] of the same directory keeps its own.
     pub fn with_lock_backoff(self, interval: Duration) -> DiskCache {
-        DiskCache {
-            dir: self.dir,
-            locks: self.locks.with_backoff(interval),
-        }
+        let locks = self.locks.with_backoff(interval);
+        DiskCache { locks, ..self }
     }
 
     /// The cache-open in `mode` for one store or lookup (see [`DiskCache::with_lock_wait`]):
@@ -643,13 +618,9 @@ impl Store for DiskCache {
         })
     }
 
-    /// Notes in the near-code index (`<shape>.keys`, lines `n <key>`) that the schedule entry
-    /// at `key` holds code of size-free identity `shape`, under the shared lock (the directory
-    /// must exist: call it after a store published the entry). A hint, like the sibling
-    /// index: a lost line only makes fewer seeds; a regime change deletes it with the entries.
-    ///
-    /// # Errors
-    /// The refusal if the directory cannot be opened or the index not written.
+    /// [`Store::note_near`] as the line `n <key>` of `<shape>.keys`, under the shared lock (the
+    /// directory must exist: call it after a store published the entry); a regime change
+    /// deletes it with the entries.
     fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
         match self.gated(Mode::Shared, false, |dir| note_near_line(dir, shape, key)) {
             Ok(r) => r,
@@ -658,12 +629,8 @@ impl Store for DiskCache {
         .map_err(NearIndexError::Refused)
     }
 
-    /// The keys of schedule entries noted under size-free identity `shape` whose entry file
-    /// exists (sorted, at most `MAX_NEAR`); none when the directory does not exist. Read
-    /// under the shared lock; never creates anything.
-    ///
-    /// # Errors
-    /// The refusal if the directory cannot be opened (a newer or malformed stamp, say).
+    /// [`Store::near_keys`]: those whose entry file exists (sorted, at most `MAX_NEAR`); none
+    /// when the directory does not exist. Read under the shared lock; never creates anything.
     fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
         let keys = |dir: &cache_dir::Guard<'_>| {
             let name = siblings_file_name(shape);
