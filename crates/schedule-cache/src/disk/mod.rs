@@ -5,7 +5,8 @@
 //! disk); this module adds the schedule store's entry spaces, encodings and explained misses.
 //! docs/disk-format.md is the specification (cache-open, locks, waits, sizes, refusals).
 
-mod inspect;
+// Its items reach `admin` from the root directly, so this module never imports its tools.
+pub(crate) mod inspect;
 mod policy;
 pub(crate) mod record;
 mod regime;
@@ -21,10 +22,6 @@ use crate::store::{NearIndexError, Store};
 use crate::{CacheKey, DiskEntry, Error};
 
 pub(crate) use cache_dir::{LOCK_FILE, RegimeStamp, STAMP_FILE, read_stamp};
-pub use inspect::{
-    EntryFile, EntryProblem, Found, GcReport, Inventory, StagingArtifact, entry_version, inventory,
-    scan, verify_entry,
-};
 pub(crate) use policy::{Claim, best_time};
 pub use policy::{KeptExisting, StorePolicy};
 pub use record::{
