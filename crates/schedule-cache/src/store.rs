@@ -65,7 +65,10 @@ pub trait Store {
 
     /// [`Store::probe`] reduced to the hit.
     fn lookup<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Option<E> {
-        self.probe(key, digest).hit()
+        match self.probe(key, digest) {
+            Lookup::Hit(entry) => Some(entry),
+            _ => None,
+        }
     }
 
     /// Where the store keeps its entries, for reports and log lines (never holds a password).

@@ -306,14 +306,6 @@ pub enum Lookup<E> {
 }
 
 impl<E> Lookup<E> {
-    /// The entry on a hit.
-    pub(crate) fn hit(self) -> Option<E> {
-        match self {
-            Lookup::Hit(e) => Some(e),
-            _ => None,
-        }
-    }
-
     /// The event recorders and [`stats`] see for this answer.
     pub(crate) fn noted(&self) -> Outcome {
         match self {
