@@ -189,13 +189,6 @@ fn check_prefix(prefix: &str) -> Result<(), Error> {
     }
 }
 
-fn space_name(space: Space) -> &'static str {
-    match space {
-        Space::Schedule => "schedule",
-        Space::Placement => "placement",
-    }
-}
-
 fn refusal_of(during: &'static str, e: &WireError) -> Refusal {
     Refusal::Io {
         during,
@@ -340,28 +333,27 @@ impl RedisStore {
 
     /// The Redis key of the entry at `key` in `space`.
     pub fn entry_key(&self, space: Space, key: &CacheKey) -> String {
-        format!(
-            "{}:entry:{}:{}",
-            self.prefix,
-            space_name(space),
-            key.as_str()
-        )
+        self.space_key("entry", space, key.as_str())
     }
 
     /// The Redis key of the claim of the entry at `key` in `space` (a hash read by keep-faster
     /// stores: `sha`, `id`, `time`; see docs/disk-format.md).
     pub fn claim_key(&self, space: Space, key: &CacheKey) -> String {
-        format!(
-            "{}:claim:{}:{}",
-            self.prefix,
-            space_name(space),
-            key.as_str()
-        )
+        self.space_key("claim", space, key.as_str())
     }
 
     /// The Redis key of the set of keys holding entries of `space` for `digest`.
     pub fn digest_key(&self, space: Space, digest: &str) -> String {
-        format!("{}:digest:{}:{}", self.prefix, space_name(space), digest)
+        self.space_key("digest", space, digest)
+    }
+
+    /// `<prefix>:<what>:<space>:<name>`, the space `schedule` or `placement`.
+    fn space_key(&self, what: &str, space: Space, name: &str) -> String {
+        let space = match space {
+            Space::Schedule => "schedule",
+            Space::Placement => "placement",
+        };
+        format!("{}:{what}:{space}:{name}", self.prefix)
     }
 
     /// The Redis key of the set of every name a regime transition deletes.
