@@ -335,8 +335,8 @@ fn placement_source_identity_numbers_every_node_and_sees_lineage() {
     let lineage = Lineage::default();
     let a = canonicalize_source(&code, &[], &lineage, &none);
     assert_eq!(a.nodes(), &[y.id(), w.id(), x.id()]);
-    assert_eq!(a.tn_of_ref(1).unwrap(), w.id());
-    assert!(a.tn_of_ref(3).is_err());
+    assert_eq!(a.node_at(1).unwrap(), w.id());
+    assert!(a.node_at(3).is_err());
     // Differs from the code identities of the same code.
     assert_ne!(
         a.digest(),

@@ -187,7 +187,8 @@ pub enum Miss {
     },
 }
 
-fn names(components: &[KeyComponent]) -> String {
+/// The components' names, comma-separated.
+pub(crate) fn names(components: &[KeyComponent]) -> String {
     components
         .iter()
         .map(|c| c.name())

@@ -16,51 +16,51 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The features that change the code a compiler emits or its speed, as Rust's run-time
-/// detection names them: an allow list, checked one by one where the architecture has them
-/// (x86, x86-64, AArch64); what the operating system lets code use, not only what the CPU has.
-pub(crate) const CODE_FEATURES: &[&str] = &[
-    "sse3",
-    "ssse3",
-    "sse4.1",
-    "sse4.2",
-    "popcnt",
-    "aes",
-    "pclmulqdq",
-    "sha",
-    "avx",
-    "avx2",
-    "fma",
-    "f16c",
-    "bmi1",
-    "bmi2",
-    "lzcnt",
-    "movbe",
-    "avx512f",
-    "avx512cd",
-    "avx512bw",
-    "avx512dq",
-    "avx512vl",
-    "avx512ifma",
-    "avx512vbmi",
-    "avx512vbmi2",
-    "avx512vnni",
-    "avx512bitalg",
-    "avx512vpopcntdq",
-    "avx512bf16",
-    "avx512fp16",
-    "gfni",
-    "vaes",
-    "vpclmulqdq",
-    "neon",
-    "sha2",
-    "fp16",
-    "dotprod",
-    "i8mm",
-    "bf16",
-    "sve",
-    "sve2",
-];
+/// Writes [`CODE_FEATURES`] and [`detected_features`] from one list per architecture (the
+/// detection macros need literal names): the x86 names, then the AArch64 names not among
+/// them, then the x86 names AArch64 also detects.
+macro_rules! code_features {
+    (x86: [$($x:tt),*], aarch64: [$($a:tt),*], aarch64_also: [$($s:tt),*]) => {
+        /// The features that change the code a compiler emits or its speed, as Rust's run-time
+        /// detection names them: an allow list, checked one by one where the architecture has
+        /// them (x86, x86-64, AArch64); what the operating system lets code use, not only what
+        /// the CPU has.
+        pub(crate) const CODE_FEATURES: &[&str] = &[$($x,)* $($a,)*];
+
+        /// The [`CODE_FEATURES`] this process can use, detected at run time, in the allow
+        /// list's order whatever the detection's.
+        fn detected_features() -> Vec<String> {
+            #[allow(unused_mut)]
+            let mut found: Vec<&str> = Vec::new();
+            #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+            {
+                $(if std::arch::is_x86_feature_detected!($x) { found.push($x); })*
+            }
+            #[cfg(target_arch = "aarch64")]
+            {
+                $(if std::arch::is_aarch64_feature_detected!($a) { found.push($a); })*
+                $(if std::arch::is_aarch64_feature_detected!($s) { found.push($s); })*
+            }
+            CODE_FEATURES
+                .iter()
+                .filter(|f| found.contains(f))
+                .map(|f| f.to_string())
+                .collect()
+        }
+    };
+}
+
+code_features! {
+    x86: [
+        "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "aes", "pclmulqdq", "sha", "avx", "avx2",
+        "fma", "f16c", "bmi1", "bmi2", "lzcnt", "movbe", "avx512f", "avx512cd", "avx512bw",
+        "avx512dq", "avx512vl", "avx512ifma", "avx512vbmi", "avx512vbmi2", "avx512vnni",
+        "avx512bitalg", "avx512vpopcntdq", "avx512bf16", "avx512fp16", "gfni", "vaes",
+        "vpclmulqdq"
+    ],
+    aarch64: ["neon", "sha2", "fp16", "dotprod", "i8mm", "bf16", "sve", "sve2"],
+    aarch64_also: ["aes"]
+}
 
 /// The machine timings are measured on. Build it with [`Cpu::this_machine`], or construct one
 /// (every field is public) to describe another.
@@ -218,73 +218,6 @@ fn value(v: &str) -> String {
     } else {
         format!("{v:?}")
     }
-}
-
-/// The [`CODE_FEATURES`] this process can use, detected at run time. The detection macros
-/// need literal names, so each architecture's list is written out below; whatever it finds
-/// outside [`CODE_FEATURES`] is dropped, so every name written there must be listed there
-/// too (`aarch64`'s `sha2` was not).
-fn detected_features() -> Vec<String> {
-    let mut found = Vec::new();
-    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-    {
-        macro_rules! detect {
-            ($($f:tt),*) => {
-                $(if std::arch::is_x86_feature_detected!($f) { found.push($f.to_string()); })*
-            };
-        }
-        detect!(
-            "sse3",
-            "ssse3",
-            "sse4.1",
-            "sse4.2",
-            "popcnt",
-            "aes",
-            "pclmulqdq",
-            "sha",
-            "avx",
-            "avx2",
-            "fma",
-            "f16c",
-            "bmi1",
-            "bmi2",
-            "lzcnt",
-            "movbe",
-            "avx512f",
-            "avx512cd",
-            "avx512bw",
-            "avx512dq",
-            "avx512vl",
-            "avx512ifma",
-            "avx512vbmi",
-            "avx512vbmi2",
-            "avx512vnni",
-            "avx512bitalg",
-            "avx512vpopcntdq",
-            "avx512bf16",
-            "avx512fp16",
-            "gfni",
-            "vaes",
-            "vpclmulqdq"
-        );
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        macro_rules! detect {
-            ($($f:tt),*) => {
-                $(if std::arch::is_aarch64_feature_detected!($f) { found.push($f.to_string()); })*
-            };
-        }
-        detect!(
-            "neon", "aes", "sha2", "fp16", "dotprod", "i8mm", "bf16", "sve", "sve2"
-        );
-    }
-    // In the allow list's order, whatever the detection's.
-    CODE_FEATURES
-        .iter()
-        .filter(|f| found.iter().any(|x| x == *f))
-        .map(|f| f.to_string())
-        .collect()
 }
 
 /// The concrete device capabilities timings were measured on (and, optionally, observed

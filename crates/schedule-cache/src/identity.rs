@@ -11,7 +11,7 @@
 //! a tensor node lives: local scratch and a device buffer generate different kernels) are
 //! for every adopter. The *placement decision problem*'s identity (OCANNL decides per tensor
 //! node whether it is virtual, local or materialized, from the raw code and the lowering's
-//! lineage) is [`crate::placement`]'s, over the same walk ([`canonical_walk`]).
+//! lineage) is [`crate::placement`]'s, over the same walk ([`Canonicalizer::run`]).
 
 use crate::Error;
 use std::collections::BTreeMap;
@@ -320,15 +320,6 @@ impl Identity {
             })
     }
 
-    /// The tensor node a placement-decision reference names (same numbering as
-    /// [`Identity::node_at`], named for [`canonicalize_source`](crate::placement::canonicalize_source) identities).
-    ///
-    /// # Errors
-    /// [`Error::NodeIndexOutOfRange`] if `index` is out of range.
-    pub fn tn_of_ref(&self, index: usize) -> Result<NodeId, Error> {
-        self.node_at(index)
-    }
-
     /// Why two identities differ, for explaining a miss: `None` when the renderings are
     /// equal, else the first differing token of each with a few tokens of common context.
     pub fn explain_difference(&self, other: &Identity) -> Option<String> {
@@ -422,17 +413,6 @@ pub fn canonicalize(
     Canonicalizer::run(kind, code, static_indices, &tag)
 }
 
-/// The canonical walk of `code` with each node's tags given by `tag` (the one walk every
-/// identity kind shares; placement's `canonicalize_source` is another caller).
-pub(crate) fn canonical_walk(
-    kind: IdentityKind,
-    code: &dyn LoopCode,
-    static_indices: &[SymId],
-    tag: &dyn Fn(NodeId) -> Vec<String>,
-) -> Identity {
-    Canonicalizer::run(kind, code, static_indices, tag)
-}
-
 #[derive(Clone, Copy)]
 enum Bound {
     Loop(usize),
@@ -440,7 +420,7 @@ enum Bound {
     Static(usize),
 }
 
-struct Canonicalizer<'t> {
+pub(crate) struct Canonicalizer<'t> {
     tokens: Vec<String>,
     complete: bool,
     reasons: Vec<String>,
@@ -457,7 +437,9 @@ struct Canonicalizer<'t> {
 }
 
 impl Canonicalizer<'_> {
-    fn run(
+    /// The canonical walk of `code` with each node's tags given by `tag` (the one walk every
+    /// identity kind shares; placement's `canonicalize_source` is another caller).
+    pub(crate) fn run(
         kind: IdentityKind,
         code: &dyn LoopCode,
         static_indices: &[SymId],

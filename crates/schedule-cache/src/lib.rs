@@ -180,11 +180,13 @@ pub use walk_check::{WalkCheck, WalkProblem, WalkReport};
 /// store's directory, and the recorders that say what each store operation did. An adopter
 /// needs none of it to look up and store schedules.
 pub mod admin {
+    pub use crate::disk::inspect::{
+        EntryFile, EntryProblem, Found, GcReport, Inventory, StagingArtifact, entry_version,
+        inventory, scan, verify_entry,
+    };
     pub use crate::disk::{CACHE_REGIME_VERSION, STORE_KIND};
     pub use crate::disk::{
-        DiskEvent, DiskStats, EntryFile, EntryProblem, Found, GcReport, Inventory, MAX_ENTRY_BYTES,
-        MAX_MESSAGE_CHARS, MAX_SIBLINGS_BYTES, Op, Outcome, Space, StagingArtifact, entry_version,
-        inventory, is_entry_of_any_version, record, scan, short, siblings_file_name, stats,
-        verify_entry,
+        DiskEvent, DiskStats, MAX_ENTRY_BYTES, MAX_MESSAGE_CHARS, MAX_SIBLINGS_BYTES, Op, Outcome,
+        Space, is_entry_of_any_version, record, short, siblings_file_name, stats,
     };
 }

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::DiskEntry;
-use crate::identity::{IdentityKind, canonical_walk};
+use crate::identity::{Canonicalizer, IdentityKind};
 use crate::{Identity, LoopCode, NodeId, Placement, SymId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -80,7 +80,7 @@ impl Lineage {
 /// space distinguishes per node; return an empty string for nothing).
 ///
 /// The numbering addresses every node the source sets or reads, so a decision can name a node
-/// the default policy inlines away; [`Identity::tn_of_ref`] resolves it back.
+/// the default policy inlines away; [`Identity::node_at`] resolves it back.
 pub fn canonicalize_source(
     source: &dyn LoopCode,
     static_indices: &[SymId],
@@ -93,7 +93,7 @@ pub fn canonicalize_source(
             format!("caller={}", node_tag(node)),
         ]
     };
-    canonical_walk(IdentityKind::PlacementSource, source, static_indices, &tag)
+    Canonicalizer::run(IdentityKind::PlacementSource, source, static_indices, &tag)
 }
 
 /// Payload format version of [`PlacementEntry`], independent of the schedule entry's version

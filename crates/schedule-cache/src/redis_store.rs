@@ -1,34 +1,8 @@
 //! A shared store on a Redis server (cargo feature `redis`), for tuning farms and CI runners
-//! that share winners: the directory store's contract over Redis keys.
-//!
-//! Its keys under a prefix `P` (`P:regime`, `P:entry:…`, `P:digest:…`, `P:claim:…`, `P:index`)
-//! are specified in docs/disk-format.md, section "The Redis store".
-//!
-//! Every operation is one server-side Lua script that checks the stamp and does the entry I/O
-//! atomically, so a writer of an old regime can never publish after a transition, and a value
-//! is always written whole by a single `SET`. An absent or older stamp is transitioned by a
-//! second script (compare-and-swap on the stamp: delete every indexed name, then set the stamp),
-//! after which the operation is retried. A newer or malformed stamp refuses and changes nothing.
-//! A [`StorePolicy::KeepFaster`] store compares its best time with the existing entry's claim
-//! inside that same script, so concurrent keep-faster stores of one key leave the fastest.
-//!
-//! An unreachable, slow or refusing server is a [`Refusal::Io`] (a miss for a lookup, a future
-//! miss for a store), reported like every disk operation to recorders, `disk::stats` and
-//! `tracing`; after a connection failure the store does not try to connect again for a short
-//! while ([`RedisStore::with_retry_after`]), so a dead server costs one connect timeout, not
-//! one per operation. A refusal after a command timeout does not mean nothing happened: the
-//! server may still have run (or later run) the script, so a store reported as refused may
-//! have published its entry, and a transition reported as refused may have swept. Entries stay
-//! whole either way (one `SET` of the full payload inside an atomic script).
-//!
-//! The server is a peer that can fail in any way: whatever answers at its address makes an
-//! operation a refusal or a miss, never a panic, an abort, a hang or an unbounded allocation.
-//! Replies are read by [`redis_wire`], bounded before anything is allocated: a bulk string of
-//! at most [`disk::MAX_ENTRY_BYTES`] (16 MiB; the script never sends a longer entry), 4096
-//! array elements, nesting depth 4, 64 KiB status lines, 17 MiB in all; and each command's
-//! write and whole reply within the I/O timeout (a deadline over the reply: a peer trickling
-//! bytes is cut off at it). A reply past a bound, or not Redis's protocol, is a refusal that
-//! drops the connection and starts the pause like a connection failure.
+//! that share winners: the directory store's contract over Redis keys. docs/disk-format.md,
+//! section "The Redis store", is its one specification: the keys under a prefix, one atomic
+//! Lua script per operation, the regime transition, unreachable servers and command
+//! timeouts, and the bounds on what the server sends.
 
 use std::io;
 use std::path::PathBuf;
@@ -41,8 +15,8 @@ use redis_wire::{Connection, Limits, Script, Target, Value, WireError};
 use cache_dir::{parse_stamp, render_stamp};
 
 use crate::disk::{
-    self, CACHE_REGIME_VERSION, DiskEvent, KeptExisting, Lookup, MAX_SIBLINGS, MissReason, Op,
-    Outcome, Refusal, Space, StoreOutcome, StorePolicy, Stored,
+    self, CACHE_REGIME_VERSION, KeptExisting, Lookup, MAX_SIBLINGS, MissReason, Refusal, Space,
+    StoreOutcome, StorePolicy, Stored,
 };
 use crate::store::Store;
 use crate::{CacheKey, Error};
@@ -68,14 +42,8 @@ const SETTLE_ATTEMPTS: usize = 3;
 /// bytes of the stamp are sent, a longer one is malformed anyway); `{1}` stored; `{1, value}`
 /// found; `{2, siblings}` no entry (members longer than a key are left out); `{3, error}`
 /// unreadable; `{4, length}` a value past the cap (not sent); `{5, time}` a `keep` (keep
-/// faster) that left the existing entry, whose best time is `time`.
-/// A store adds the names to the index and the digest set before it writes the entry: a
-/// server error (a value of another type at one of them) then leaves no entry the index does
-/// not name (Redis does not roll back a failed script's earlier writes). Every store replaces
-/// the entry's claim (a hash: the SHA-1 of the entry it describes, the identity, the best
-/// time) or deletes it when the payload has no time; a `keep` honours an existing claim only
-/// if its SHA-1 is the entry's and its identity the payload's, so an entry written by anything
-/// else has no claim and is replaced.
+/// faster) that left the existing entry, whose best time is `time`. The write order and the
+/// claim rules are docs/disk-format.md's ("Operations").
 const OP_SCRIPT: &str = r"
 local s = redis.call('GET', KEYS[1])
 if s ~= ARGV[1] and s ~= ARGV[2] then
@@ -142,7 +110,10 @@ return removed
 ";
 
 /// A schedule-cache store on a Redis server: same keys, entry types and versions, regime stamp
-/// semantics and refusal rules as the directory store (see the module docs).
+/// semantics and refusal rules as the directory store (docs/disk-format.md, "The Redis
+/// store"). Every operation is one atomic server-side script; an unreachable, slow or
+/// refusing server, or a reply past a bound, is a refusal (a miss), never a panic, a hang or
+/// an unbounded allocation.
 ///
 /// Safe to share between threads (operations of one store take turns on one connection).
 /// Construct with [`RedisStore::open`]; nothing is contacted until the first operation.
@@ -215,13 +186,6 @@ fn check_prefix(prefix: &str) -> Result<(), Error> {
             what: "redis key prefix",
             reason: format!("{prefix:?} is not 1 to 100 bytes of [A-Za-z0-9_.-]"),
         })
-    }
-}
-
-fn space_name(space: Space) -> &'static str {
-    match space {
-        Space::Schedule => "schedule",
-        Space::Placement => "placement",
     }
 }
 
@@ -329,7 +293,7 @@ impl RedisStore {
 
     /// Bounds on connecting (TCP connect and handshake) and on each command's write and reply.
     /// An operation that exceeds one is refused (a miss), never waited for longer; the server
-    /// may still apply a command that timed out (see the module docs).
+    /// may still apply a command that timed out (docs/disk-format.md).
     pub fn with_timeouts(mut self, connect: Duration, io: Duration) -> RedisStore {
         self.connect_timeout = connect;
         self.io_timeout = io;
@@ -369,43 +333,32 @@ impl RedisStore {
 
     /// The Redis key of the entry at `key` in `space`.
     pub fn entry_key(&self, space: Space, key: &CacheKey) -> String {
-        format!(
-            "{}:entry:{}:{}",
-            self.prefix,
-            space_name(space),
-            key.as_str()
-        )
+        self.space_key("entry", space, key.as_str())
     }
 
     /// The Redis key of the claim of the entry at `key` in `space` (a hash read by keep-faster
     /// stores: `sha`, `id`, `time`; see docs/disk-format.md).
     pub fn claim_key(&self, space: Space, key: &CacheKey) -> String {
-        format!(
-            "{}:claim:{}:{}",
-            self.prefix,
-            space_name(space),
-            key.as_str()
-        )
+        self.space_key("claim", space, key.as_str())
     }
 
     /// The Redis key of the set of keys holding entries of `space` for `digest`.
     pub fn digest_key(&self, space: Space, digest: &str) -> String {
-        format!("{}:digest:{}:{}", self.prefix, space_name(space), digest)
+        self.space_key("digest", space, digest)
+    }
+
+    /// `<prefix>:<what>:<space>:<name>`, the space `schedule` or `placement`.
+    fn space_key(&self, what: &str, space: Space, name: &str) -> String {
+        let space = match space {
+            Space::Schedule => "schedule",
+            Space::Placement => "placement",
+        };
+        format!("{}:{what}:{space}:{name}", self.prefix)
     }
 
     /// The Redis key of the set of every name a regime transition deletes.
     pub fn index_key(&self) -> String {
         format!("{}:index", self.prefix)
-    }
-
-    fn note(&self, op: Op, space: Space, key: Option<&CacheKey>, outcome: Outcome) {
-        disk::record::note(DiskEvent {
-            op,
-            space,
-            dir: PathBuf::from(self.location()),
-            key: key.map(|k| k.as_str().to_owned()),
-            outcome,
-        });
     }
 
     fn lock_state(&self) -> MutexGuard<'_, ConnState> {
@@ -621,100 +574,89 @@ impl crate::TwoLevel<crate::DiskCache, RedisStore> {
 
 impl Store for RedisStore {
     /// Under [`StorePolicy::KeepFaster`] the comparison happens inside the store's Lua script,
-    /// against the claim the last store of the key recorded with its entry (module docs).
+    /// against the claim the last store of the key recorded with its entry.
     fn store_with<E: Stored>(
         &self,
         key: Option<&CacheKey>,
         entry: &E,
         policy: StorePolicy,
     ) -> Result<StoreOutcome, Error> {
-        let Some(key) = key else {
-            self.note(Op::Store, E::SPACE, None, Outcome::Skipped);
-            return Ok(StoreOutcome::Skipped);
-        };
-        // The directory store's checks and exact encoding, so an entry can be copied between stores.
-        let text = crate::disk::encode_for_key(key, entry)?;
-        let write = Write {
-            payload: &text,
-            policy,
-            identity: entry.claim_identity(),
-            time: entry.best_time(),
-        };
-        let unexpected = || {
-            StoreOutcome::Refused(Refusal::Io {
+        let at = PathBuf::from(self.location());
+        disk::level_store(&at, key, entry, |key, text| {
+            let write = Write {
+                payload: text,
+                policy,
+                identity: entry.claim_identity(),
+                time: entry.best_time(),
+            };
+            let unexpected = || Refusal::Io {
                 during: "run the cache script",
                 kind: io::ErrorKind::InvalidData,
                 message: "unexpected reply to a store".into(),
-            })
-        };
-        let outcome = match disk::check_entry_size(text.len())
-            .and_then(|()| self.operate(E::SPACE, key, entry.digest(), Some(&write)))
-        {
-            Ok(Answer::Stored) => StoreOutcome::Stored,
-            Ok(Answer::KeptExisting(time)) if policy == StorePolicy::KeepFaster => {
-                match std::str::from_utf8(&time)
-                    .ok()
-                    .and_then(|t| t.parse::<f64>().ok())
-                {
-                    Some(existing_time) if existing_time.is_finite() && existing_time >= 0.0 => {
-                        StoreOutcome::KeptExisting(KeptExisting {
-                            existing_time: existing_time + 0.0,
-                            new_time: write.time,
-                        })
+            };
+            match self.operate(E::SPACE, key, entry.digest(), Some(&write))? {
+                Answer::Stored => Ok(StoreOutcome::Stored),
+                Answer::KeptExisting(time) if policy == StorePolicy::KeepFaster => {
+                    match std::str::from_utf8(&time)
+                        .ok()
+                        .and_then(|t| t.parse::<f64>().ok())
+                    {
+                        Some(existing_time)
+                            if existing_time.is_finite() && existing_time >= 0.0 =>
+                        {
+                            Ok(StoreOutcome::KeptExisting(KeptExisting {
+                                existing_time: existing_time + 0.0,
+                                new_time: write.time,
+                            }))
+                        }
+                        _ => Err(unexpected()),
                     }
-                    _ => unexpected(),
                 }
+                _ => Err(unexpected()),
             }
-            Ok(_) => unexpected(),
-            Err(r) => StoreOutcome::Refused(r),
-        };
-        self.note(Op::Store, E::SPACE, Some(key), outcome.noted());
-        Ok(outcome)
+        })
     }
 
     fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
-        let Some(key) = key else {
-            self.note(Op::Lookup, E::SPACE, None, Outcome::Skipped);
-            return Lookup::Skipped;
-        };
-        let found = match self.operate(E::SPACE, key, digest, None) {
-            Ok(Answer::Found(bytes)) => match disk::decode_entry::<E>(&bytes, Some(digest)) {
-                Ok(e) => Lookup::Hit(e),
-                Err(m) => Lookup::Miss(m),
-            },
-            Ok(Answer::NoEntry(mut same_digest)) => {
-                // Only keys of this digest, as the directory store's sibling index.
-                same_digest.retain(|k| {
-                    k != key.as_str()
-                        && CacheKey::new(k).is_ok()
-                        && disk::key_starts_with_digest(k, digest)
-                });
-                same_digest.sort();
-                same_digest.truncate(MAX_SIBLINGS);
-                Lookup::Miss(MissReason::NoEntry { same_digest })
-            }
-            Ok(Answer::Unreadable(message)) => Lookup::Miss(MissReason::Unreadable {
-                kind: io::ErrorKind::InvalidData,
-                message: disk::short(&message),
-            }),
-            Ok(Answer::TooLarge(len)) => Lookup::Miss(MissReason::Unreadable {
-                kind: io::ErrorKind::FileTooLarge,
-                message: format!(
-                    "a value of {len} bytes, larger than the cap of {} bytes",
-                    disk::MAX_ENTRY_BYTES
-                ),
-            }),
-            Ok(Answer::Stored | Answer::Stamp(_) | Answer::KeptExisting(_)) => {
-                Lookup::Refused(Refusal::Io {
-                    during: "run the cache script",
+        let at = PathBuf::from(self.location());
+        disk::level_probe(&at, key, |key| {
+            match self.operate(E::SPACE, key, digest, None) {
+                Ok(Answer::Found(bytes)) => match disk::decode_entry::<E>(&bytes, Some(digest)) {
+                    Ok(e) => Lookup::Hit(e),
+                    Err(m) => Lookup::Miss(m),
+                },
+                Ok(Answer::NoEntry(mut same_digest)) => {
+                    // Only keys of this digest, as the directory store's sibling index.
+                    same_digest.retain(|k| {
+                        k != key.as_str()
+                            && CacheKey::new(k).is_ok()
+                            && disk::key_starts_with_digest(k, digest)
+                    });
+                    same_digest.sort();
+                    same_digest.truncate(MAX_SIBLINGS);
+                    Lookup::Miss(MissReason::NoEntry { same_digest })
+                }
+                Ok(Answer::Unreadable(message)) => Lookup::Miss(MissReason::Unreadable {
                     kind: io::ErrorKind::InvalidData,
-                    message: "unexpected reply to a lookup".into(),
-                })
+                    message: disk::short(&message),
+                }),
+                Ok(Answer::TooLarge(len)) => Lookup::Miss(MissReason::Unreadable {
+                    kind: io::ErrorKind::FileTooLarge,
+                    message: format!(
+                        "a value of {len} bytes, larger than the cap of {} bytes",
+                        disk::MAX_ENTRY_BYTES
+                    ),
+                }),
+                Ok(Answer::Stored | Answer::Stamp(_) | Answer::KeptExisting(_)) => {
+                    Lookup::Refused(Refusal::Io {
+                        during: "run the cache script",
+                        kind: io::ErrorKind::InvalidData,
+                        message: "unexpected reply to a lookup".into(),
+                    })
+                }
+                Err(r) => Lookup::Refused(r),
             }
-            Err(r) => Lookup::Refused(r),
-        };
-        self.note(Op::Lookup, E::SPACE, Some(key), found.noted());
-        found
+        })
     }
 
     fn location(&self) -> String {
@@ -725,6 +667,7 @@ impl Store for RedisStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disk::Outcome;
 
     #[test]
     fn prefixes_are_checked_and_urls_parsed_without_connecting() {

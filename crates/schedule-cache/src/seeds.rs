@@ -127,14 +127,10 @@ impl SeedOrigin {
 }
 
 fn names(components: &[KeyComponent]) -> String {
-    if components.is_empty() {
-        return "nothing else".to_owned();
+    match components {
+        [] => "nothing else".to_owned(),
+        some => crate::cache::names(some),
     }
-    components
-        .iter()
-        .map(|c| c.name())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 impl fmt::Display for SeedOrigin {
@@ -182,16 +178,8 @@ impl<Op> Seed<Op> {
     /// The best (smallest finite non-negative) time stored with the seed's entry: measured
     /// under the origin's regime and size, so it ranks seeds and is nobody's time here.
     pub fn origin_best_time(&self) -> Option<f64> {
-        best_time(&self.entry.times)
+        crate::disk::best_time(&self.entry.times)
     }
-}
-
-fn best_time(times: &[f64]) -> Option<f64> {
-    times
-        .iter()
-        .copied()
-        .filter(|t| t.is_finite() && *t >= 0.0)
-        .min_by(f64::total_cmp)
 }
 
 /// Seeds: where a search can start after a miss, from what was learned under other regimes

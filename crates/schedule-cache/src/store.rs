@@ -1,13 +1,6 @@
-//! Where entries live: the [`Store`] abstraction over the directory store ([`DiskCache`], the
-//! embedded default), the shared Redis store (`RedisStore`, cargo feature `redis`) and the
-//! [`TwoLevel`] combination of a local store in front of a shared one.
-//!
-//! Every store follows the same contract as the directory store: the same keys, entry types and
-//! entry versions, a regime stamp that sweeps older entries and refuses newer or malformed
-//! stamps, entries published whole, and refusals (an unreachable server, a read-only
-//! directory) that are future misses, never failed runs. Every operation of every level is
-//! reported to [`disk::record`](crate::disk::record)ers, so a two-level miss says what each
-//! level answered.
+//! Where entries live: the [`Store`] trait (its contract), the directory store ([`DiskCache`]),
+//! the shared Redis store (`RedisStore`, cargo feature `redis`) and the [`TwoLevel`]
+//! composition of a local store in front of a shared one.
 //!
 //! ```
 //! use schedule_cache::{CacheKey, DiskCache, StoreOutcome, Store, TwoLevel};
@@ -72,7 +65,10 @@ pub trait Store {
 
     /// [`Store::probe`] reduced to the hit.
     fn lookup<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Option<E> {
-        self.probe(key, digest).hit()
+        match self.probe(key, digest) {
+            Lookup::Hit(entry) => Some(entry),
+            _ => None,
+        }
     }
 
     /// Where the store keeps its entries, for reports and log lines (never holds a password).
@@ -172,7 +168,7 @@ impl<S: Store + ?Sized> Store for &S {
 ///   [`StorePolicy`] each level applies it to its own existing entry. The outcome is `Stored`
 ///   if at least one level stored the entry, else `KeptExisting` if one level kept its
 ///   existing entry (the shared level's if both did), else the shared level's refusal;
-///   [`TwoLevel::store_each`] and `TwoLevel::store_each_with` return both outcomes.
+///   [`TwoLevel::store_each`] returns both outcomes.
 ///
 /// Regimes are per level: each level's stamp is checked and transitioned by that level alone.
 #[derive(Clone, Debug)]
@@ -220,15 +216,11 @@ impl<L: Store, S: Store> TwoLevel<L, S> {
         key: Option<&CacheKey>,
         entry: &E,
     ) -> Result<(StoreOutcome, StoreOutcome), Error> {
-        self.store_each_with(key, entry, StorePolicy::LastWriteWins)
+        self.store_both(key, entry, StorePolicy::LastWriteWins)
     }
 
-    /// [`TwoLevel::store_each`] under `policy`, which each level applies on its own (each
-    /// compares with its own existing entry).
-    ///
-    /// # Errors
-    /// The caller mistakes of [`Store::store`], raised before either level writes anything.
-    pub(crate) fn store_each_with<E: Stored>(
+    /// [`TwoLevel::store_each`] under `policy`, which each level applies on its own.
+    fn store_both<E: Stored>(
         &self,
         key: Option<&CacheKey>,
         entry: &E,
@@ -250,7 +242,7 @@ impl<L: Store, S: Store> Store for TwoLevel<L, S> {
         entry: &E,
         policy: StorePolicy,
     ) -> Result<StoreOutcome, Error> {
-        let (local, shared) = self.store_each_with(key, entry, policy)?;
+        let (local, shared) = self.store_both(key, entry, policy)?;
         Ok(match (local, shared) {
             (StoreOutcome::Stored, _) | (_, StoreOutcome::Stored) => StoreOutcome::Stored,
             (_, StoreOutcome::KeptExisting(k)) | (StoreOutcome::KeptExisting(k), _) => {

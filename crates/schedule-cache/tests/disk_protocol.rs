@@ -92,6 +92,33 @@ fn store_creates_parents_and_lookup_hits() {
     );
 }
 
+/// A lookup of another digest than the entry's misses and says why (moved from the private
+/// `disk` module's docs, which no reader saw rendered).
+#[test]
+fn a_lookup_of_another_digest_misses_and_says_so() -> Result<(), Box<dyn std::error::Error>> {
+    use schedule_cache::placement::{Direction, Flip, Shipped};
+    let tmp = tempfile::tempdir()?;
+    let disk = DiskCache::new(tmp.path().join("cache"));
+    let digest = "0f1e2d";
+    let key = CacheKey::new("0f1e2d-cc-n1-c2-p3-d4-tisolated")?;
+    let flips = vec![Flip {
+        node: 3,
+        direction: Direction::Inline,
+    }];
+    let entry = PlacementEntry::new(digest, flips, Shipped::Refined);
+
+    assert_eq!(disk.store(Some(&key), &entry)?, StoreOutcome::Stored);
+    let (found, events) =
+        schedule_cache::admin::record(|| disk.lookup::<PlacementEntry>(Some(&key), "other"));
+    assert_eq!(found, None);
+    assert!(matches!(
+        events[0].outcome,
+        Outcome::Miss(MissReason::DigestMismatch { .. })
+    ));
+    assert_eq!(disk.lookup(Some(&key), digest), Some(entry));
+    Ok(())
+}
+
 #[test]
 fn last_write_wins() {
     let tmp = tempfile::tempdir().expect("tempdir");

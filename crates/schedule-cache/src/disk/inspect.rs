@@ -97,6 +97,17 @@ fn inspect_err(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
     }
 }
 
+/// The problem of an entry file at `path` that could not be read.
+fn unreadable_at(path: &Path) -> impl FnOnce(io::Error) -> EntryProblem + '_ {
+    move |source| {
+        EntryProblem::Invalid(unreadable(cache_dir::Error::Io {
+            during: "read the entry",
+            path: path.to_path_buf(),
+            source,
+        }))
+    }
+}
+
 fn age_of(meta: &fs::Metadata) -> Duration {
     meta.modified()
         .ok()
@@ -225,23 +236,12 @@ pub fn entry_version(dir: &Path, entry: &EntryFile) -> Result<u32, EntryProblem>
         return Err(EntryProblem::NotAFile);
     }
     // `entry` comes from a listing whose `lstat` said regular file.
-    let (file, _) = cache_dir::open_listed_regular(&dir.join(&entry.name)).map_err(|e| {
-        EntryProblem::Invalid(unreadable(cache_dir::Error::Io {
-            during: "read the entry",
-            path: dir.join(&entry.name),
-            source: e,
-        }))
-    })?;
+    let path = dir.join(&entry.name);
+    let (file, _) = cache_dir::open_listed_regular(&path).map_err(unreadable_at(&path))?;
     let mut head = Vec::with_capacity(HEADER_BYTES as usize);
     file.take(HEADER_BYTES)
         .read_to_end(&mut head)
-        .map_err(|e| {
-            EntryProblem::Invalid(unreadable(cache_dir::Error::Io {
-                during: "read the entry",
-                path: dir.join(&entry.name),
-                source: e,
-            }))
-        })?;
+        .map_err(unreadable_at(&path))?;
     parse_version_header(&head).ok_or(EntryProblem::Invalid(MissReason::Unparsable {
         message: "no `(version: N` header".into(),
     }))
@@ -281,13 +281,8 @@ pub fn verify_entry(dir: &Path, entry: &EntryFile) -> Result<String, EntryProble
     if !entry.is_file {
         return Err(EntryProblem::NotAFile);
     }
-    let bytes = cache_dir::read_regular(&dir.join(&entry.name), MAX_ENTRY_BYTES).map_err(|e| {
-        EntryProblem::Invalid(unreadable(cache_dir::Error::Io {
-            during: "read the entry",
-            path: dir.join(&entry.name),
-            source: e,
-        }))
-    })?;
+    let path = dir.join(&entry.name);
+    let bytes = cache_dir::read_regular(&path, MAX_ENTRY_BYTES).map_err(unreadable_at(&path))?;
     let digest = match entry.space {
         Space::Placement => decode_entry::<PlacementEntry>(&bytes, None)
             .map(|e| e.digest().to_owned())

@@ -4,27 +4,9 @@
 //! The directory protocol is the [`cache_dir`] crate's (one home for every kcache store on
 //! disk); this module adds the schedule store's entry spaces, encodings and explained misses.
 //! docs/disk-format.md is the specification (cache-open, locks, waits, sizes, refusals).
-//!
-//! ```
-//! use schedule_cache::admin::{Outcome, record};
-//! use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
-//! use schedule_cache::{CacheKey, DiskCache, MissReason, Store, StoreOutcome};
-//!
-//! let tmp = tempfile::tempdir()?;
-//! let disk = DiskCache::new(tmp.path().join("cache"));
-//! let digest = "0f1e2d";
-//! let key = CacheKey::new("0f1e2d-cc-n1-c2-p3-d4-tisolated")?;
-//! let entry = PlacementEntry::new(digest, vec![Flip { node: 3, direction: Direction::Inline }], Shipped::Refined);
-//!
-//! assert_eq!(disk.store(Some(&key), &entry)?, StoreOutcome::Stored);
-//! let (found, events) = record(|| disk.lookup::<PlacementEntry>(Some(&key), "other"));
-//! assert_eq!(found, None);
-//! assert!(matches!(events[0].outcome, Outcome::Miss(MissReason::DigestMismatch { .. })));
-//! assert_eq!(disk.lookup(Some(&key), digest), Some(entry));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
 
-mod inspect;
+// Its items reach `admin` from the root directly, so this module never imports its tools.
+pub(crate) mod inspect;
 mod policy;
 pub(crate) mod record;
 mod regime;
@@ -40,10 +22,6 @@ use crate::store::{NearIndexError, Store};
 use crate::{CacheKey, DiskEntry, Error};
 
 pub(crate) use cache_dir::{LOCK_FILE, RegimeStamp, STAMP_FILE, read_stamp};
-pub use inspect::{
-    EntryFile, EntryProblem, Found, GcReport, Inventory, StagingArtifact, entry_version, inventory,
-    scan, verify_entry,
-};
 pub(crate) use policy::{Claim, best_time};
 pub use policy::{KeptExisting, StorePolicy};
 pub use record::{
@@ -106,27 +84,66 @@ fn space_letter(space: Space) -> &'static str {
     }
 }
 
-/// Appends `key` to `digest`'s sibling index unless it is already listed (one `write` with
-/// `O_APPEND`, so concurrent appenders never interleave lines; not fsynced: a lost line only
-/// makes a later miss explain less). Failures are ignored for the same reason.
-fn note_sibling(dir: &cache_dir::Guard<'_>, space: Space, digest: &str, key: &CacheKey) {
-    let Some(name) = siblings_file_name(digest) else {
-        return;
-    };
-    let line = format!("{} {}\n", space_letter(space), key.as_str());
-    match dir.read(&name, MAX_SIBLINGS_BYTES) {
+/// Appends the line `<letter> <key>` to the index file `name` unless it is already listed (one
+/// `write` with `O_APPEND`, so concurrent appenders never interleave lines; not fsynced: an
+/// index is a hint, a lost line only makes a later miss explain less or fewer seeds).
+fn append_index_line(
+    dir: &cache_dir::Guard<'_>,
+    name: &str,
+    letter: &str,
+    key: &CacheKey,
+) -> Result<(), cache_dir::Error> {
+    let line = format!("{letter} {}\n", key.as_str());
+    match dir.read(name, MAX_SIBLINGS_BYTES) {
         Ok(existing)
             if existing
                 .split(|&b| b == b'\n')
                 .any(|l| l == line.trim_end().as_bytes()) =>
         {
-            return;
+            return Ok(());
         }
         Ok(_) => {}
         Err(e) if e.is_not_found() => {}
-        Err(_) => return,
+        Err(e) => return Err(e),
     }
-    let _ = dir.append(&name, line.as_bytes(), MAX_SIBLINGS_BYTES);
+    dir.append(name, line.as_bytes(), MAX_SIBLINGS_BYTES)
+}
+
+/// The keys on the lines `<letter> <key>` of the index file `name` that `keep` accepts and
+/// whose entry file of `space` exists, sorted, at most `max`: a bounded read, never a
+/// directory listing. None when the file cannot be named or read.
+fn index_keys(
+    dir: &cache_dir::Guard<'_>,
+    name: Option<String>,
+    (letter, space): (&str, Space),
+    max: usize,
+    keep: impl Fn(&CacheKey) -> bool,
+) -> Vec<CacheKey> {
+    let Some(Ok(index)) = name.map(|name| dir.read(&name, MAX_SIBLINGS_BYTES)) else {
+        return Vec::new();
+    };
+    let mut keys: Vec<CacheKey> = String::from_utf8_lossy(&index)
+        .lines()
+        .filter_map(|line| {
+            let (l, k) = line.split_once(' ')?;
+            let k = CacheKey::new(k).ok()?;
+            (l == letter && keep(&k)).then_some(k)
+        })
+        .filter(|k| {
+            std::fs::symlink_metadata(dir.dir().join(space.file_name(k))).is_ok_and(|m| m.is_file())
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.truncate(max);
+    keys
+}
+
+/// Appends `key` to `digest`'s sibling index ([`append_index_line`]); failures are ignored.
+fn note_sibling(dir: &cache_dir::Guard<'_>, space: Space, digest: &str, key: &CacheKey) {
+    if let Some(name) = siblings_file_name(digest) {
+        let _ = append_index_line(dir, &name, space_letter(space), key);
+    }
 }
 
 /// The line letter of a near-code index line: `n <key>` in `<shape>.keys`, where `<shape>` is
@@ -139,8 +156,7 @@ const NEAR_LETTER: &str = "n";
 /// At most this many keys are returned by [`DiskCache::near_keys`].
 pub(crate) const MAX_NEAR: usize = 16;
 
-/// Appends `key` to the shape's near-code index unless it is already listed (as
-/// [`note_sibling`] does, same bounds and same hint semantics).
+/// Appends `key` to the shape's near-code index ([`append_index_line`]).
 fn note_near_line(dir: &cache_dir::Guard<'_>, shape: &str, key: &CacheKey) -> Result<(), Refusal> {
     let Some(name) = siblings_file_name(shape) else {
         return Err(Refusal::Io {
@@ -149,47 +165,7 @@ fn note_near_line(dir: &cache_dir::Guard<'_>, shape: &str, key: &CacheKey) -> Re
             message: short(shape),
         });
     };
-    let line = format!("{NEAR_LETTER} {}\n", key.as_str());
-    match dir.read(&name, MAX_SIBLINGS_BYTES) {
-        Ok(existing)
-            if existing
-                .split(|&b| b == b'\n')
-                .any(|l| l == line.trim_end().as_bytes()) =>
-        {
-            return Ok(());
-        }
-        Ok(_) => {}
-        Err(e) if e.is_not_found() => {}
-        Err(e) => return Err(refusal(e)),
-    }
-    dir.append(&name, line.as_bytes(), MAX_SIBLINGS_BYTES)
-        .map_err(refusal)
-}
-
-/// The keys the shape's near-code index lists whose schedule entry file exists, sorted,
-/// at most [`MAX_NEAR`].
-fn near_lines(dir: &cache_dir::Guard<'_>, shape: &str) -> Vec<CacheKey> {
-    let Some(name) = siblings_file_name(shape) else {
-        return Vec::new();
-    };
-    let Ok(index) = dir.read(&name, MAX_SIBLINGS_BYTES) else {
-        return Vec::new();
-    };
-    let mut keys: Vec<CacheKey> = String::from_utf8_lossy(&index)
-        .lines()
-        .filter_map(|line| {
-            let (l, k) = line.split_once(' ')?;
-            (l == NEAR_LETTER).then(|| CacheKey::new(k).ok())?
-        })
-        .filter(|k| {
-            std::fs::symlink_metadata(dir.dir().join(Space::Schedule.file_name(k)))
-                .is_ok_and(|m| m.is_file())
-        })
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys.truncate(MAX_NEAR);
-    keys
+    append_index_line(dir, &name, NEAR_LETTER, key).map_err(refusal)
 }
 
 /// The filename space an entry type lives in. Spaces never share a file name: a key has no
@@ -330,14 +306,6 @@ pub enum Lookup<E> {
 }
 
 impl<E> Lookup<E> {
-    /// The entry on a hit.
-    pub(crate) fn hit(self) -> Option<E> {
-        match self {
-            Lookup::Hit(e) => Some(e),
-            _ => None,
-        }
-    }
-
     /// The event recorders and [`stats`] see for this answer.
     pub(crate) fn noted(&self) -> Outcome {
         match self {
@@ -445,10 +413,8 @@ impl DiskCache {
     /// Staging directories untouched for at least `after` count as crash-stale (default
     /// `DEFAULT_STALE_STAGING_AFTER`).
     pub fn with_stale_staging_after(self, after: Duration) -> DiskCache {
-        DiskCache {
-            dir: self.dir.with_stale_staging_after(after),
-            locks: self.locks,
-        }
+        let dir = self.dir.with_stale_staging_after(after);
+        DiskCache { dir, ..self }
     }
 
     /// Each operation waits at most `wait` for the directory's lock (default
@@ -459,10 +425,8 @@ impl DiskCache {
     /// process that holds the lock and never lets go (stopped with `SIGSTOP`, say) costs a
     /// call at most `wait`, and this store at most `wait` per back-off interval.
     pub fn with_lock_wait(self, wait: Duration) -> DiskCache {
-        DiskCache {
-            dir: self.dir.with_lock_wait(wait),
-            locks: self.locks,
-        }
+        let dir = self.dir.with_lock_wait(wait);
+        DiskCache { dir, ..self }
     }
 
     /// The bound on one lock wait ([`DiskCache::with_lock_wait`]).
@@ -481,10 +445,8 @@ impl DiskCache {
     /// belongs to this value and its clones, not to the directory: another
     /// [`DiskCache::new`] of the same directory keeps its own.
     pub fn with_lock_backoff(self, interval: Duration) -> DiskCache {
-        DiskCache {
-            dir: self.dir,
-            locks: self.locks.with_backoff(interval),
-        }
+        let locks = self.locks.with_backoff(interval);
+        DiskCache { locks, ..self }
     }
 
     /// The cache-open in `mode` for one store or lookup (see [`DiskCache::with_lock_wait`]):
@@ -584,16 +546,6 @@ impl DiskCache {
         self.dir.sweep_stale_staging().map_err(refusal)
     }
 
-    fn note(&self, op: Op, space: Space, key: Option<&CacheKey>, outcome: Outcome) {
-        record::note(DiskEvent {
-            op,
-            space,
-            dir: self.dir.dir().to_path_buf(),
-            key: key.map(|k| k.as_str().to_owned()),
-            outcome,
-        });
-    }
-
     fn publish(
         &self,
         key: &CacheKey,
@@ -601,7 +553,6 @@ impl DiskCache {
         digest: &str,
         bytes: &[u8],
     ) -> Result<(), Refusal> {
-        check_entry_size(bytes.len())?;
         self.gated(Mode::Shared, true, |dir| {
             dir.publish(&space.file_name(key), bytes)?;
             note_sibling(dir, space, digest, key);
@@ -614,89 +565,51 @@ impl DiskCache {
 
 /// The directory store as a level: the protocol of the module docs.
 impl Store for DiskCache {
-    /// Publishes `entry` at `key` (see the module docs for the protocol). Creates the directory
-    /// and its parents. With `key == None` nothing at all happens.
-    ///
-    /// # Errors
-    /// Only caller mistakes: [`Error::EntryVersion`] if `entry.version()` is not `E::VERSION`,
-    /// [`Error::KeyDigestMismatch`] if the key does not start with `entry.digest()`,
-    /// [`Error::Encode`] if the entry cannot be encoded. Filesystem and protocol refusals are
-    /// `Ok(StoreOutcome::Refused(_))`.
-    fn store<E: Stored>(&self, key: Option<&CacheKey>, entry: &E) -> Result<StoreOutcome, Error> {
-        self.store_with(key, entry, StorePolicy::LastWriteWins)
-    }
-
-    /// [`DiskCache::store`] under `policy`. Under [`StorePolicy::KeepFaster`] the store holds
-    /// the directory's **exclusive** lock (not the shared one) from reading the existing entry
-    /// through publishing the new one, so no other store or lookup of any process runs in
-    /// between: the read, the comparison and the write are one step. The existing entry's
-    /// claim is read as a lookup of `entry.digest()` would read it (an entry the lookup would
-    /// not return has no claim and is replaced). On a directory this process cannot write (a
-    /// read-only mount) the claim is read under the shared lock: an existing entry that stays
-    /// is [`StoreOutcome::KeptExisting`] with nothing written, and only a store that would
-    /// publish is refused.
-    ///
-    /// # Errors
-    /// As [`DiskCache::store`]: caller mistakes only.
+    /// [`Store::store_with`] on the directory, which it creates with its parents. Under
+    /// [`StorePolicy::KeepFaster`] the store holds the directory's **exclusive** lock (not the
+    /// shared one) from reading the existing entry through publishing the new one, so no other
+    /// store or lookup of any process runs in between: the read, the comparison and the write
+    /// are one step. The existing entry's claim is read as a lookup of `entry.digest()` would
+    /// read it (an entry the lookup would not return has no claim and is replaced). On a
+    /// directory this process cannot write (a read-only mount) the claim is read under the
+    /// shared lock: an existing entry that stays is [`StoreOutcome::KeptExisting`] with
+    /// nothing written, and only a store that would publish is refused.
     fn store_with<E: Stored>(
         &self,
         key: Option<&CacheKey>,
         entry: &E,
         policy: StorePolicy,
     ) -> Result<StoreOutcome, Error> {
-        let Some(key) = key else {
-            self.note(Op::Store, E::SPACE, None, Outcome::Skipped);
-            return Ok(StoreOutcome::Skipped);
-        };
-        let text = encode_for_key(key, entry)?;
-        let outcome = match policy {
-            StorePolicy::LastWriteWins => {
-                match self.publish(key, E::SPACE, entry.digest(), text.as_bytes()) {
-                    Ok(()) => StoreOutcome::Stored,
-                    Err(r) => StoreOutcome::Refused(r),
-                }
+        level_store(self.dir(), key, entry, |key, text| match policy {
+            StorePolicy::LastWriteWins => self
+                .publish(key, E::SPACE, entry.digest(), text.as_bytes())
+                .map(|()| StoreOutcome::Stored),
+            StorePolicy::KeepFaster => {
+                self.publish_if_faster(key, entry, text.as_bytes())
+                    .map(|kept| {
+                        kept.map_or_else(StoreOutcome::KeptExisting, |()| StoreOutcome::Stored)
+                    })
             }
-            StorePolicy::KeepFaster => match self.publish_if_faster(key, entry, text.as_bytes()) {
-                Ok(Ok(())) => StoreOutcome::Stored,
-                Ok(Err(kept)) => StoreOutcome::KeptExisting(kept),
-                Err(r) => StoreOutcome::Refused(r),
-            },
-        };
-        self.note(Op::Store, E::SPACE, Some(key), outcome.noted());
-        Ok(outcome)
+        })
     }
 
-    /// The entry at `key` if it is of the current version and was saved for `digest`; `None`
-    /// otherwise (see [`DiskCache::probe`] for the reason). Never creates the directory.
-    /// Panics of the running program are not caught and an interrupted read is retried: a
-    /// process-level failure is never turned into a miss.
-    fn lookup<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Option<E> {
-        self.probe(key, digest).hit()
-    }
-
-    /// Like [`DiskCache::lookup`], returning why nothing usable was found.
+    /// [`Store::probe`] of the directory, which it never creates. Panics of the running program
+    /// are not caught and an interrupted read is retried: a process-level failure is never
+    /// turned into a miss.
     fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
-        let Some(key) = key else {
-            self.note(Op::Lookup, E::SPACE, None, Outcome::Skipped);
-            return Lookup::Skipped;
-        };
-        let found = match self.gated(Mode::Shared, false, |dir| read_entry::<E>(dir, key, digest)) {
-            Err(cache_dir::Error::NoDirectory { .. }) => Lookup::Miss(MissReason::NoDirectory),
-            Err(e) => Lookup::Refused(refusal(e)),
-            Ok(Ok(e)) => Lookup::Hit(e),
-            Ok(Err(m)) => Lookup::Miss(m),
-        };
-        self.note(Op::Lookup, E::SPACE, Some(key), found.noted());
-        found
+        level_probe(self.dir(), key, |key| {
+            match self.gated(Mode::Shared, false, |dir| read_entry::<E>(dir, key, digest)) {
+                Err(cache_dir::Error::NoDirectory { .. }) => Lookup::Miss(MissReason::NoDirectory),
+                Err(e) => Lookup::Refused(refusal(e)),
+                Ok(Ok(e)) => Lookup::Hit(e),
+                Ok(Err(m)) => Lookup::Miss(m),
+            }
+        })
     }
 
-    /// Notes in the near-code index (`<shape>.keys`, lines `n <key>`) that the schedule entry
-    /// at `key` holds code of size-free identity `shape`, under the shared lock (the directory
-    /// must exist: call it after a store published the entry). A hint, like the sibling
-    /// index: a lost line only makes fewer seeds; a regime change deletes it with the entries.
-    ///
-    /// # Errors
-    /// The refusal if the directory cannot be opened or the index not written.
+    /// [`Store::note_near`] as the line `n <key>` of `<shape>.keys`, under the shared lock (the
+    /// directory must exist: call it after a store published the entry); a regime change
+    /// deletes it with the entries.
     fn note_near(&self, shape: &str, key: &CacheKey) -> Result<(), NearIndexError> {
         match self.gated(Mode::Shared, false, |dir| note_near_line(dir, shape, key)) {
             Ok(r) => r,
@@ -705,14 +618,16 @@ impl Store for DiskCache {
         .map_err(NearIndexError::Refused)
     }
 
-    /// The keys of schedule entries noted under size-free identity `shape` whose entry file
-    /// exists (sorted, at most `MAX_NEAR`); none when the directory does not exist. Read
-    /// under the shared lock; never creates anything.
-    ///
-    /// # Errors
-    /// The refusal if the directory cannot be opened (a newer or malformed stamp, say).
+    /// [`Store::near_keys`]: those whose entry file exists (sorted, at most `MAX_NEAR`); none
+    /// when the directory does not exist. Read under the shared lock; never creates anything.
     fn near_keys(&self, shape: &str) -> Result<Vec<CacheKey>, NearIndexError> {
-        match self.gated(Mode::Shared, false, |dir| near_lines(dir, shape)) {
+        let keys = |dir: &cache_dir::Guard<'_>| {
+            let name = siblings_file_name(shape);
+            index_keys(dir, name, (NEAR_LETTER, Space::Schedule), MAX_NEAR, |_| {
+                true
+            })
+        };
+        match self.gated(Mode::Shared, false, keys) {
             Ok(keys) => Ok(keys),
             Err(cache_dir::Error::NoDirectory { .. }) => Ok(Vec::new()),
             Err(e) => Err(NearIndexError::Refused(refusal(e))),
@@ -736,7 +651,6 @@ impl DiskCache {
         entry: &E,
         bytes: &[u8],
     ) -> Result<Result<(), KeptExisting>, Refusal> {
-        check_entry_size(bytes.len())?;
         let name = E::SPACE.file_name(key);
         let (identity, new_time) = (entry.claim_identity(), entry.best_time());
         let decided = self
@@ -797,9 +711,54 @@ impl StoreOutcome {
     }
 }
 
+/// One level's store with the bookkeeping every level shares: a `None` key is skipped; the
+/// entry is checked and encoded ([`encode_for_key`]: caller mistakes are the only errors) and
+/// refused past [`MAX_ENTRY_BYTES`] ([`check_entry_size`]) before `write` gets the key and the
+/// encoding; the outcome is reported to recorders and [`stats`] with `at` as the event's `dir`.
+pub(crate) fn level_store<E: Stored>(
+    at: &Path,
+    key: Option<&CacheKey>,
+    entry: &E,
+    write: impl FnOnce(&CacheKey, &str) -> Result<StoreOutcome, Refusal>,
+) -> Result<StoreOutcome, Error> {
+    let outcome = match key {
+        None => StoreOutcome::Skipped,
+        Some(key) => {
+            let text = encode_for_key(key, entry)?;
+            check_entry_size(text.len())
+                .and_then(|()| write(key, &text))
+                .unwrap_or_else(StoreOutcome::Refused)
+        }
+    };
+    note(Op::Store, E::SPACE, at, key, outcome.noted());
+    Ok(outcome)
+}
+
+/// One level's lookup with the bookkeeping every level shares: a `None` key is skipped, and
+/// the answer of `read` is reported as [`level_store`] reports a store's.
+pub(crate) fn level_probe<E: Stored>(
+    at: &Path,
+    key: Option<&CacheKey>,
+    read: impl FnOnce(&CacheKey) -> Lookup<E>,
+) -> Lookup<E> {
+    let found = key.map_or(Lookup::Skipped, read);
+    note(Op::Lookup, E::SPACE, at, key, found.noted());
+    found
+}
+
+fn note(op: Op, space: Space, at: &Path, key: Option<&CacheKey>, outcome: Outcome) {
+    record::note(DiskEvent {
+        op,
+        space,
+        dir: at.to_path_buf(),
+        key: key.map(|k| k.as_str().to_owned()),
+        outcome,
+    });
+}
+
 /// The refusal of a store whose encoded entry is past [`MAX_ENTRY_BYTES`] (every store
 /// refuses what no lookup would read).
-pub(crate) fn check_entry_size(len: usize) -> Result<(), Refusal> {
+fn check_entry_size(len: usize) -> Result<(), Refusal> {
     if len as u64 > MAX_ENTRY_BYTES {
         return Err(Refusal::Io {
             during: "publish the entry",
@@ -881,37 +840,17 @@ pub(crate) fn decode_entry<E: Stored>(bytes: &[u8], digest: Option<&str>) -> Res
 pub(crate) const MAX_SIBLINGS: usize = 8;
 
 /// Keys of `space` in `dir` holding entries for `digest` (other than `except`), from the
-/// digest's sibling index ([`SIBLINGS_SUFFIX`]): a bounded read, never a directory listing.
-/// Only keys whose entry file exists are named.
+/// digest's sibling index ([`SIBLINGS_SUFFIX`], [`index_keys`]).
 fn same_digest_keys(
     dir: &cache_dir::Guard<'_>,
     space: Space,
     digest: &str,
     except: &CacheKey,
 ) -> Vec<String> {
-    let Some(name) = siblings_file_name(digest) else {
-        return Vec::new();
-    };
-    let Ok(index) = dir.read(&name, MAX_SIBLINGS_BYTES) else {
-        return Vec::new();
-    };
-    let letter = space_letter(space);
-    let mut keys: Vec<String> = String::from_utf8_lossy(&index)
-        .lines()
-        .filter_map(|line| {
-            let (l, k) = line.split_once(' ')?;
-            let k = CacheKey::new(k).ok()?;
-            (l == letter && &k != except && key_starts_with_digest(k.as_str(), digest)).then_some(k)
-        })
-        .filter(|k| {
-            std::fs::symlink_metadata(dir.dir().join(space.file_name(k))).is_ok_and(|m| m.is_file())
-        })
-        .map(|k| k.as_str().to_owned())
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys.truncate(MAX_SIBLINGS);
-    keys
+    let keep = |k: &CacheKey| k != except && key_starts_with_digest(k.as_str(), digest);
+    let name = siblings_file_name(digest);
+    let keys = index_keys(dir, name, (space_letter(space), space), MAX_SIBLINGS, keep);
+    keys.into_iter().map(|k| k.as_str().to_owned()).collect()
 }
 
 fn read_entry<E: Stored>(

@@ -1,11 +1,5 @@
-//! Store policies: what a store does when an entry already sits at the key it publishes to.
-//!
-//! The seed's default is [`StorePolicy::LastWriteWins`]: every store publishes, and of two
-//! concurrent stores of one key the later one stays. [`StorePolicy::KeepFaster`] is opt-in: the
-//! new entry replaces the existing one only when it measured faster, decided atomically with
-//! the write (on disk under the directory's exclusive lock, on Redis inside the store's Lua
-//! script), so two tuners storing one key concurrently leave the faster winner whatever the
-//! order. [`Claim`] defines "faster".
+//! Store policies: what a store does when an entry already sits at the key it publishes to
+//! ([`StorePolicy`]); [`Claim`] defines "faster".
 
 use std::fmt;
 

@@ -1,26 +1,8 @@
-//! How long the directory store waits for its lock: **one deadline per front-door call** for
-//! every lock the call takes, and a **back-off** after a lock wait timed out, so a process that
-//! holds `cache.lock` and never lets go (stopped with `SIGSTOP`, a hung NFS client) costs one
-//! bounded wait per back-off interval, not one per call or per lock.
-//!
-//! - A [`ScheduleCache`](crate::ScheduleCache) call (`lookup`, `store`, `seeds`) takes the
-//!   directory's lock several times (a lookup's probes of the same code's other entries, a
-//!   store's near-code note, the seeds' probes and index read). Run inside [`one_call`], the
-//!   first wait of the call sets the deadline (now plus the store's lock wait) and every later
-//!   wait of the call gets only what is left of it: in all, the call waits at most one lock
-//!   wait, however many locks it takes.
-//! - After a wait timed out, the store backs off for its interval
-//!   ([`DiskCache::with_lock_backoff`](super::DiskCache::with_lock_backoff)): every operation
-//!   of the store value (and its clones, on any thread) only *tries* the lock (taken if free
-//!   at once, else refused at once with kind `WouldBlock`); the first operation after the
-//!   interval waits again (the others still only try). A lock got in a mode at least as strong
-//!   as the one that timed out ends the back-off; another timeout starts a new interval. This
-//!   is the Redis store's pause after a dead server, for the lock (the model the kernel store
-//!   follows too).
-//!
-//! A wait that timed out is refused with kind `TimedOut`, one given up at once (backing off,
-//! or the call's deadline passed) with kind `WouldBlock`; both are misses or refused stores
-//! reported to [`record`](super::record)ers like every refusal.
+//! How long the directory store waits for its lock: one deadline per front-door call for
+//! every lock the call takes ([`one_call`]), and a back-off after a lock wait timed out, as
+//! [`DiskCache::with_lock_wait`](super::DiskCache::with_lock_wait) and
+//! [`DiskCache::with_lock_backoff`](super::DiskCache::with_lock_backoff) state and
+//! docs/disk-format.md ("Lock waits") specifies.
 
 use std::cell::Cell;
 use std::io;
