@@ -315,13 +315,10 @@ fn render(code: &Kernel) -> Rendered {
 }
 
 // kcache-glue: begin
-use cache_dir::Layout;
 use cc_backend::{Arg, CcBackend, CcError, CcProgram, DEFAULT_PRELUDE, Elem, Extent, Signature};
-use kernel_cache::{CachedBackend, Census, Names, Outcomes, Resolved};
-use schedule_cache::{
-    Error, LoopCode, Measurements, NodeAttrs, NodeId, Replayer, Resolver, ScheduleCache,
-    ScheduleLanguage, SymId, SymRef, Visitor,
-};
+use kernel_cache::{CachedBackend, Census, Layout, Names, Outcomes, Resolved};
+use schedule_cache::{Error, LoopCode, Measurements, NodeAttrs, NodeId, Replayer, Resolver};
+use schedule_cache::{ScheduleCache, ScheduleLanguage, SymId, SymRef, Visitor};
 
 /// What the schedule key sees of the code: every piece the renderer prints.
 impl LoopCode for Kernel {
