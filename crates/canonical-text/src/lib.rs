@@ -516,29 +516,6 @@ mod tests {
     }
 
     #[test]
-    fn digest_is_sha256_of_length_prefixed_parts() {
-        // SHA-256 of the empty input.
-        assert_eq!(
-            digest_of_parts(&[]),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
-        // SHA-256 of eight zero bytes: one empty part.
-        assert_eq!(
-            digest_of_parts(&[b""]),
-            "af5570f5a1810b7af78caf4bc70a660f0df51e42baf91d4de5b2328de0e83dfc"
-        );
-        let d = digest_of_parts(&[b"ab", b"c"]);
-        assert_eq!(d.len(), 64);
-        assert!(
-            d.bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-        );
-        assert_ne!(d, digest_of_parts(&[b"a", b"bc"]));
-        assert_ne!(d, digest_of_parts(&[b"abc"]));
-        assert_ne!(digest_of_parts(&[b""]), digest_of_parts(&[b"", b""]));
-    }
-
-    #[test]
     fn segment_names_and_tokens() {
         assert_eq!(segment_kernel_name("step", 4), "step__seg4");
         assert_eq!(kernel_token("step__seg4"), "step__seg");
