@@ -5,7 +5,6 @@
 //!
 //! Without a `redis-server` binary each test fails, saying how to install one
 //! (`cargo xtask test` and `.ci/run` install it when missing and they may).
-#![cfg(feature = "redis")]
 
 use std::net::TcpListener;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! The kernel store's shared level on a Redis server (cargo feature `redis`): one machine's
+//! The kernel store's shared level on a Redis server (always built): one machine's
 //! compile serves every machine of a tuning farm.
 //!
 //! A [`KernelStore`](super::KernelStore) given a [`FarmLevel`] looks a key up in its local

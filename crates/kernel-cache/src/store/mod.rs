@@ -57,7 +57,6 @@
 //! ```
 
 mod counters;
-#[cfg(feature = "redis")]
 mod farm;
 mod format;
 mod record;
@@ -82,7 +81,6 @@ use crate::backend::SavedProgram;
 /// return.
 pub use cache_dir::Error as DirError;
 pub use counters::Counters;
-#[cfg(feature = "redis")]
 pub use farm::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_IO_TIMEOUT, DEFAULT_MAX_BLOB_BYTES, DEFAULT_RETRY_AFTER,
     FarmLevel, WireError,
@@ -231,7 +229,6 @@ pub struct KernelStore {
     /// lock waits and what its waits came to.
     session: Option<Arc<Session>>,
     /// The shared level on a Redis server, if any.
-    #[cfg(feature = "redis")]
     farm: Option<Arc<FarmLevel>>,
 }
 
@@ -304,9 +301,7 @@ pub(crate) struct FoundBlob {
 /// What a save wrote: the blob's digest and file, and each entry's digest and file.
 struct Written {
     digest: String,
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     blob: Vec<u8>,
-    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     entries: Vec<(String, Vec<u8>)>,
 }
 
@@ -349,7 +344,6 @@ impl KernelStore {
             lock_backoff: DEFAULT_LOCK_BACKOFF,
             backoff: Arc::default(),
             session: None,
-            #[cfg(feature = "redis")]
             farm: None,
         }
     }
@@ -563,20 +557,16 @@ impl KernelStore {
         ))
     }
 
-    /// The same store in front of a farm's shared level (cargo feature `redis`): a key
+    /// The same store in front of a farm's shared level (a Redis server): a key
     /// missing locally is looked up there (verified by the farm's MAC and the blob's
     /// digest) and back-filled locally; a saved program is pushed there too.
-    #[cfg(feature = "redis")]
     pub fn with_farm(mut self, farm: FarmLevel) -> KernelStore {
         self.farm = Some(Arc::new(farm));
         self
     }
 
     fn has_farm(&self) -> bool {
-        #[cfg(feature = "redis")]
-        return self.farm.is_some();
-        #[cfg(not(feature = "redis"))]
-        return false;
+        self.farm.is_some()
     }
 
     /// The store's directory.
@@ -793,16 +783,12 @@ impl KernelStore {
         blobs: &mut HashMap<String, Result<ReadBlob, MissReason>>,
         delta: &mut Counters,
     ) -> Result<(FoundBlob, String), MissReason> {
-        // The key is read only on the farm's path.
-        #[cfg(not(feature = "redis"))]
-        let _ = key;
         let name = format!("k-{digest}");
         let read = read_private(guard, &name, 4096).map(|(_, b)| b);
         if failures && matches!(read, Err(MissReason::NoEntry)) {
             Self::remembered_failure(guard, want, digest, delta)?;
         }
         let bytes = match read {
-            #[cfg(feature = "redis")]
             Err(MissReason::NoEntry) if self.farm.is_some() => {
                 return self.lookup_farm(guard, want, key, digest);
             }
@@ -990,7 +976,6 @@ impl KernelStore {
     /// Looks `key` up on the farm's shared level at its entry digest `digest` (the local
     /// entry's name): verified (MACs, blob digest, identity, key, symbol), then
     /// back-filled into the local directory (blob first).
-    #[cfg(feature = "redis")]
     fn lookup_farm(
         &self,
         guard: &Guard<'_>,
@@ -1100,7 +1085,6 @@ impl KernelStore {
                 },
             );
         }
-        #[cfg(feature = "redis")]
         if let (Some(farm), Ok(w)) = (&self.farm, &outcome)
             && let Err(e) = farm.push(&w.digest, &w.blob, &w.entries)
         {
