@@ -591,38 +591,31 @@ impl Store for DiskCache {
         entry: &E,
         policy: StorePolicy,
     ) -> Result<StoreOutcome, Error> {
-        level_store(
-            (self.dir(), self.observer.as_deref()),
-            key,
-            entry,
-            |key, text| match policy {
-                StorePolicy::LastWriteWins => self
-                    .publish(key, E::SPACE, entry.digest(), text.as_bytes())
-                    .map(|()| StoreOutcome::Stored),
-                StorePolicy::KeepFaster => {
-                    self.publish_if_faster(key, entry, text.as_bytes())
-                        .map(|kept| {
-                            kept.map_or_else(StoreOutcome::KeptExisting, |()| StoreOutcome::Stored)
-                        })
-                }
-            },
-        )
+        level_store(self.level(), key, entry, |key, text| match policy {
+            StorePolicy::LastWriteWins => self
+                .publish(key, E::SPACE, entry.digest(), text.as_bytes())
+                .map(|()| StoreOutcome::Stored),
+            StorePolicy::KeepFaster => {
+                self.publish_if_faster(key, entry, text.as_bytes())
+                    .map(|kept| {
+                        kept.map_or_else(StoreOutcome::KeptExisting, |()| StoreOutcome::Stored)
+                    })
+            }
+        })
     }
 
     /// [`Store::probe`] of the directory, which it never creates. Panics of the running program
     /// are not caught and an interrupted read is retried: a process-level failure is never
     /// turned into a miss.
     fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
-        level_probe(
-            (self.dir(), self.observer.as_deref()),
-            key,
-            |key| match self.gated(Mode::Shared, false, |dir| read_entry::<E>(dir, key, digest)) {
+        level_probe(self.level(), key, |key| {
+            match self.gated(Mode::Shared, false, |dir| read_entry::<E>(dir, key, digest)) {
                 Err(cache_dir::Error::NoDirectory { .. }) => Lookup::Miss(MissReason::NoDirectory),
                 Err(e) => Lookup::Refused(refusal(e)),
                 Ok(Ok(e)) => Lookup::Hit(e),
                 Ok(Err(m)) => Lookup::Miss(m),
-            },
-        )
+            }
+        })
     }
 
     /// [`Store::note_near`] as the line `n <key>` of `<shape>.keys`, under the shared lock (the
@@ -658,6 +651,11 @@ impl Store for DiskCache {
 }
 
 impl DiskCache {
+    /// Where this level's events come from and go: its directory and observer.
+    fn level(&self) -> (&Path, Option<&Observer>) {
+        (self.dir(), self.observer.as_deref())
+    }
+
     /// The keep-faster store: under the exclusive lock, reads the existing entry's claim,
     /// compares, and publishes only if the new entry wins. Where this process cannot write the
     /// directory (a read-only mount: the exclusive open is refused), the existing entry is
