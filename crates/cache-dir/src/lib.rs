@@ -36,7 +36,7 @@
 //! - **One layout of a kcache directory** ([`Layout`]): the schedule store at its root, the
 //!   kernel store at `kernels/` inside it, for every program and the `kcache` tool.
 //!
-//! What a store keeps in its entries, how it explains a miss and how it reports to recorders is
+//! What a store keeps in its entries, how it explains a miss and how it reports to observers is
 //! the store's own; this crate reports its own events (regime transitions, staging sweeps) to
 //! `tracing` under target `cache_dir`. `docs/disk-format.md` ("The directory protocol") is the
 //! full specification.

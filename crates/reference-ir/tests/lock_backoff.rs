@@ -3,7 +3,7 @@
 //! wait timed out the store backs off, so 20 further calls (lookups, stores of both policies,
 //! seeds) only try the lock and are refused at once: one bounded wait per back-off interval,
 //! not one per call. Each answer is right: a miss or a refused store while the lock is held,
-//! the stored winner once the holder is gone. Waits are told apart by what the recorders see
+//! the stored winner once the holder is gone. Waits are told apart by what the store's observer sees
 //! (kind `TimedOut`: a wait reached its bound; `WouldBlock`: only tried), never by the clock.
 //! The holder is `flock(1)` (test-support's `LockHolder`).
 
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use cache_dir::LOCK_FILE;
 use reference_ir::ir::{Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
 use reference_ir::schedule::{ReferenceLanguage, Schedule};
-use schedule_cache::admin::Outcome;
+use schedule_cache::admin::{Observer, Outcome};
 use schedule_cache::{
     DiskCache, Limits, Measurements, Miss, NearIndexError, Refusal, ScheduleCache, StoreOutcome,
     StorePolicy, TimingIdentity,
@@ -77,9 +77,11 @@ fn a_stopped_holder_costs_one_wait_per_backoff_interval_not_one_per_call() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("c");
     populated(&dir);
+    let observer = Observer::new();
     let store = DiskCache::new(&dir)
         .with_lock_wait(WAIT)
-        .with_lock_backoff(Duration::from_secs(3600));
+        .with_lock_backoff(Duration::from_secs(3600))
+        .with_observer(observer.clone());
     let (a, b) = (cache(store.clone(), "A"), cache(store, "B"));
     let mut holder = LockHolder::hold(&dir, LOCK_FILE, true);
     holder.stop();
@@ -88,7 +90,8 @@ fn a_stopped_holder_costs_one_wait_per_backoff_interval_not_one_per_call() {
     // The first call takes two locks (its own key's probe, then the near-code index): one
     // wait, timed out; the second lock gets nothing of the call's used-up deadline.
     let (code96, _) = code(96);
-    let (seeds, events) = schedule_cache::admin::record(|| b.seeds(&code96).expect("seeds"));
+    let seeds = b.seeds(&code96).expect("seeds");
+    let events = observer.take();
     let first_call = started.elapsed();
     assert!(seeds.is_empty());
     let kinds: Vec<_> = events.iter().map(|e| refused_kind(&e.outcome)).collect();
@@ -98,25 +101,24 @@ fn a_stopped_holder_costs_one_wait_per_backoff_interval_not_one_per_call() {
     // Twenty more calls while the holder is stopped: the store backs off, every lock is only
     // tried, every answer a miss or a refused store, none a wait.
     let (code64, _) = code(64);
-    let (_, events) = schedule_cache::admin::record(|| {
-        for round in 0..5 {
-            let miss = a.lookup(&code64).expect("lookup").expect_err("held");
-            assert!(matches!(miss, Miss::Refused(_)), "{miss}");
-            let (c, ops) = split(64, 4);
-            for policy in [StorePolicy::LastWriteWins, StorePolicy::KeepFaster] {
-                let p = a
-                    .store_with_policy(&c, &ops, Measurements::new(vec![1e-6]), policy)
-                    .expect("store");
-                assert!(
-                    matches!(p.outcome, StoreOutcome::Refused(_)),
-                    "{round}: {p:?}"
-                );
-            }
-            let seeds = b.seeds(&code96).expect("seeds");
-            assert!(seeds.is_empty());
-            assert_eq!(near_kind(&seeds.near_index), Some(ErrorKind::WouldBlock));
+    for round in 0..5 {
+        let miss = a.lookup(&code64).expect("lookup").expect_err("held");
+        assert!(matches!(miss, Miss::Refused(_)), "{miss}");
+        let (c, ops) = split(64, 4);
+        for policy in [StorePolicy::LastWriteWins, StorePolicy::KeepFaster] {
+            let p = a
+                .store_with_policy(&c, &ops, Measurements::new(vec![1e-6]), policy)
+                .expect("store");
+            assert!(
+                matches!(p.outcome, StoreOutcome::Refused(_)),
+                "{round}: {p:?}"
+            );
         }
-    });
+        let seeds = b.seeds(&code96).expect("seeds");
+        assert!(seeds.is_empty());
+        assert_eq!(near_kind(&seeds.near_index), Some(ErrorKind::WouldBlock));
+    }
+    let events = observer.take();
     let all = started.elapsed();
     assert_eq!(events.len(), 20, "{events:?}");
     for e in &events {
@@ -153,17 +155,20 @@ fn without_a_backoff_each_call_still_waits_at_most_once() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("c");
     populated(&dir);
+    let observer = Observer::new();
     let b = cache(
         DiskCache::new(&dir)
             .with_lock_wait(WAIT)
-            .with_lock_backoff(Duration::ZERO),
+            .with_lock_backoff(Duration::ZERO)
+            .with_observer(observer.clone()),
         "B",
     );
     let holder = LockHolder::hold(&dir, LOCK_FILE, true);
     holder.stop();
     let (code96, _) = code(96);
     for _ in 0..2 {
-        let (seeds, events) = schedule_cache::admin::record(|| b.seeds(&code96).expect("seeds"));
+        let seeds = b.seeds(&code96).expect("seeds");
+        let events = observer.take();
         let kinds: Vec<_> = events.iter().map(|e| refused_kind(&e.outcome)).collect();
         assert_eq!(kinds, [Some(ErrorKind::TimedOut)], "{events:?}");
         // The index read got what the call's deadline left: nothing, so it only tried.
@@ -179,34 +184,35 @@ fn a_stopped_shared_holder_backs_off_only_the_exclusive_stores() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("c");
     populated(&dir);
+    let observer = Observer::new();
     let a = cache(
         DiskCache::new(&dir)
             .with_lock_wait(WAIT)
-            .with_lock_backoff(Duration::from_secs(3600)),
+            .with_lock_backoff(Duration::from_secs(3600))
+            .with_observer(observer.clone()),
         "A",
     );
     let holder = LockHolder::hold(&dir, LOCK_FILE, false);
     holder.stop();
     let (code64, _) = code(64);
     let (c, ops) = split(64, 4);
-    let (_, events) = schedule_cache::admin::record(|| {
-        for _ in 0..4 {
-            let hit = a
-                .lookup(&code64)
-                .expect("lookup")
-                .expect("a shared lock is free");
-            assert_eq!(hit.entry.times, [2e-6]);
-            let p = a
-                .store_with_policy(
-                    &c,
-                    &ops,
-                    Measurements::new(vec![1e-6]),
-                    StorePolicy::KeepFaster,
-                )
-                .expect("store");
-            assert!(matches!(p.outcome, StoreOutcome::Refused(_)), "{p:?}");
-        }
-    });
+    for _ in 0..4 {
+        let hit = a
+            .lookup(&code64)
+            .expect("lookup")
+            .expect("a shared lock is free");
+        assert_eq!(hit.entry.times, [2e-6]);
+        let p = a
+            .store_with_policy(
+                &c,
+                &ops,
+                Measurements::new(vec![1e-6]),
+                StorePolicy::KeepFaster,
+            )
+            .expect("store");
+        assert!(matches!(p.outcome, StoreOutcome::Refused(_)), "{p:?}");
+    }
+    let events = observer.take();
     let stores: Vec<_> = events
         .iter()
         .filter(|e| e.op == schedule_cache::admin::Op::Store)

@@ -500,7 +500,7 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
     fn lookup_once(&self, subject: Subject<'_>) -> Result<Result<Hit<L>, Miss>, Error> {
         let identity = subject.identity()?;
         let Some(parts) = self.key_parts(&identity) else {
-            // Reported to recorders and statistics like every skipped operation.
+            // Reported to the store's observer like every skipped operation.
             let _ = self
                 .store
                 .probe::<ScheduleEntry<L::SavedOp>>(None, identity.digest());

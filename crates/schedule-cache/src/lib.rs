@@ -177,7 +177,7 @@ pub use toolchain::Toolchain;
 pub use walk_check::{WalkCheck, WalkProblem, WalkReport};
 
 /// What the `kcache` tool needs to inspect, verify, garbage-collect and count a schedule
-/// store's directory, and the recorders that say what each store operation did. An adopter
+/// store's directory, and the observer that says what each store operation did. An adopter
 /// needs none of it to look up and store schedules.
 pub mod admin {
     pub use crate::disk::inspect::{
@@ -186,7 +186,7 @@ pub mod admin {
     };
     pub use crate::disk::{CACHE_REGIME_VERSION, STORE_KIND};
     pub use crate::disk::{
-        DiskEvent, DiskStats, MAX_ENTRY_BYTES, MAX_MESSAGE_CHARS, MAX_SIBLINGS_BYTES, Op, Outcome,
-        Space, is_entry_of_any_version, record, short, siblings_file_name, stats,
+        DiskEvent, DiskStats, MAX_ENTRY_BYTES, MAX_MESSAGE_CHARS, MAX_SIBLINGS_BYTES, Observer, Op,
+        Outcome, Space, is_entry_of_any_version, short, siblings_file_name,
     };
 }

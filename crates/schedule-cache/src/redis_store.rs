@@ -7,7 +7,7 @@
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use redis_wire::{Connection, Limits, Script, Target, Value, WireError};
@@ -15,8 +15,8 @@ use redis_wire::{Connection, Limits, Script, Target, Value, WireError};
 use cache_dir::{parse_stamp, render_stamp};
 
 use crate::disk::{
-    self, CACHE_REGIME_VERSION, KeptExisting, Lookup, MAX_SIBLINGS, MissReason, Refusal, Space,
-    StoreOutcome, StorePolicy, Stored,
+    self, CACHE_REGIME_VERSION, KeptExisting, Lookup, MAX_SIBLINGS, MissReason, Observer, Refusal,
+    Space, StoreOutcome, StorePolicy, Stored,
 };
 use crate::store::Store;
 use crate::{CacheKey, Error};
@@ -129,6 +129,7 @@ pub struct RedisStore {
     transition_script: Script,
     state: Mutex<ConnState>,
     unreachable: AtomicU64,
+    observer: Option<Arc<Observer>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -270,6 +271,7 @@ impl RedisStore {
             transition_script: Script::new(TRANSITION_SCRIPT),
             state: Mutex::new(ConnState::default()),
             unreachable: AtomicU64::new(0),
+            observer: None,
         })
     }
 
@@ -309,6 +311,14 @@ impl RedisStore {
         self
     }
 
+    /// The same store, reporting every store and lookup to `observer` ([`Observer`]), as
+    /// `DiskCache::with_observer` does. Without one, operations are only logged through
+    /// `tracing`.
+    pub fn with_observer(mut self, observer: Arc<Observer>) -> RedisStore {
+        self.observer = Some(observer);
+        self
+    }
+
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix
@@ -321,7 +331,7 @@ impl RedisStore {
 
     /// How many times this store failed to reach the server (a failed connect, a timeout or a
     /// dropped connection); operations refused during the pause after a failure are not counted
-    /// here (they are counted as refusals in `disk::stats`).
+    /// here (they are counted as refusals by the store's [`Observer`]).
     pub fn unreachable_count(&self) -> u64 {
         self.unreachable.load(Ordering::Relaxed)
     }
@@ -582,7 +592,7 @@ impl Store for RedisStore {
         policy: StorePolicy,
     ) -> Result<StoreOutcome, Error> {
         let at = PathBuf::from(self.location());
-        disk::level_store(&at, key, entry, |key, text| {
+        disk::level_store((&at, self.observer.as_deref()), key, entry, |key, text| {
             let write = Write {
                 payload: text,
                 policy,
@@ -619,7 +629,7 @@ impl Store for RedisStore {
 
     fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
         let at = PathBuf::from(self.location());
-        disk::level_probe(&at, key, |key| {
+        disk::level_probe((&at, self.observer.as_deref()), key, |key| {
             match self.operate(E::SPACE, key, digest, None) {
                 Ok(Answer::Found(bytes)) => match disk::decode_entry::<E>(&bytes, Some(digest)) {
                     Ok(e) => Lookup::Hit(e),
@@ -750,8 +760,10 @@ mod tests {
             .expect("parses")
             .with_timeouts(Duration::from_millis(200), Duration::from_millis(200));
         let key = CacheKey::new("ab-cc").expect("key");
-        let (found, events) =
-            disk::record(|| store.probe::<crate::placement::PlacementEntry>(Some(&key), "ab"));
+        let observer = disk::Observer::new();
+        let store = store.with_observer(observer.clone());
+        let found = store.probe::<crate::placement::PlacementEntry>(Some(&key), "ab");
+        let events = observer.take();
         assert!(
             matches!(found, Lookup::Refused(Refusal::Io { .. })),
             "{found:?}"

@@ -277,8 +277,7 @@ where
     /// Without a timing identity there is no key to compare with: no seeds. The subject's
     /// own key is never a seed (a lookup answers it). Cost: a probe of the subject's key
     /// and one of each key the indexes name (at most 8 + `MAX_NEAR`),
-    /// each reported to [`disk::record`](crate::disk::record)ers and statistics as the
-    /// lookup it is. On a directory store all of them wait for its lock at most one lock wait
+    /// each reported to the store's [`Observer`](crate::disk::Observer) as the lookup it is. On a directory store all of them wait for its lock at most one lock wait
     /// in all ([`DiskCache::with_lock_wait`](crate::disk::DiskCache::with_lock_wait)).
     ///
     /// # Errors

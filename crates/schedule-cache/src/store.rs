@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use schedule_cache::{CacheKey, DiskCache, StoreOutcome, Store, TwoLevel};
-//! use schedule_cache::admin::Outcome;
+//! use schedule_cache::admin::{Observer, Outcome};
 //! use schedule_cache::placement::{Direction, Flip, PlacementEntry, Shipped};
 //!
 //! let tmp = tempfile::tempdir()?;
@@ -14,10 +14,12 @@
 //! assert_eq!(far.store(Some(&key), &entry)?, StoreOutcome::Stored);
 //!
 //! // The near level misses, the far level hits and the entry is back-filled near.
-//! let both = TwoLevel::new(near.clone(), far);
-//! let (found, events) = schedule_cache::admin::record(|| both.lookup::<PlacementEntry>(Some(&key), "0f1e2d"));
+//! // One observer given to both levels sees what each did, in order.
+//! let observer = Observer::new();
+//! let both = TwoLevel::new(near.clone().with_observer(observer.clone()), far.with_observer(observer.clone()));
+//! let found = both.lookup::<PlacementEntry>(Some(&key), "0f1e2d");
 //! assert_eq!(found.as_ref(), Some(&entry));
-//! let outcomes: Vec<_> = events.iter().map(|e| e.outcome.clone()).collect();
+//! let outcomes: Vec<_> = observer.take().into_iter().map(|e| e.outcome).collect();
 //! assert!(matches!(outcomes.as_slice(), [Outcome::Miss(_), Outcome::Hit, Outcome::Stored]));
 //! assert_eq!(near.lookup(Some(&key), "0f1e2d"), Some(entry));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -30,9 +32,8 @@ use crate::{CacheKey, Error};
 /// (docs/disk-format.md): same keys, entry types and versions; regime stamp semantics; whole
 /// entries; refusals instead of failed runs.
 ///
-/// Implementations report every operation (including `None` keys) to the
-/// [`disk::record`](crate::disk::record)ers and [`disk::stats`](crate::disk::stats) of the
-/// calling thread.
+/// The stores of this crate report every operation (including `None` keys) to the
+/// [`Observer`](crate::disk::Observer) they were given, if any, and to `tracing`.
 pub trait Store {
     /// Publishes `entry` at `key`. With `key == None` nothing is done ([`StoreOutcome::Skipped`]).
     ///
@@ -163,7 +164,7 @@ impl<S: Store + ?Sized> Store for &S {
 /// - Lookup consults `local` first; on a local hit the shared store is not contacted. Otherwise
 ///   it consults `shared`; on a shared hit the entry is **back-filled** into `local` (a local
 ///   refusal is reported but does not turn the hit into a miss). When neither level hits, the
-///   result is the shared level's answer (the local answer is in the recorders).
+///   result is the shared level's answer (the local answer is in the local level's observer).
 /// - Store publishes to `local`, then to `shared` (write-through); under a
 ///   [`StorePolicy`] each level applies it to its own existing entry. The outcome is `Stored`
 ///   if at least one level stored the entry, else `KeptExisting` if one level kept its
@@ -322,7 +323,7 @@ impl<L: Store, S: Store> Store for TwoLevel<L, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::disk::{self, DiskCache, MissReason, Outcome, Refusal};
+    use crate::disk::{DiskCache, MissReason, Observer, Outcome, Refusal};
     use crate::placement::{Direction, Flip, PlacementEntry, Shipped};
 
     fn entry(digest: &str) -> PlacementEntry {
@@ -339,9 +340,10 @@ mod tests {
     #[test]
     fn a_local_hit_never_consults_the_shared_level() {
         let tmp = tempfile::tempdir().expect("tempdir");
+        let observer = Observer::new();
         let (near, far) = (
-            DiskCache::new(tmp.path().join("near")),
-            DiskCache::new(tmp.path().join("far")),
+            DiskCache::new(tmp.path().join("near")).with_observer(observer.clone()),
+            DiskCache::new(tmp.path().join("far")).with_observer(observer.clone()),
         );
         let key = CacheKey::new("abc-cc").expect("key");
         let both = TwoLevel::new(&near, &far);
@@ -349,7 +351,9 @@ mod tests {
             both.store(Some(&key), &entry("abc")).expect("store"),
             StoreOutcome::Stored
         );
-        let (found, events) = disk::record(|| both.probe::<PlacementEntry>(Some(&key), "abc"));
+        observer.take();
+        let found = both.probe::<PlacementEntry>(Some(&key), "abc");
+        let events = observer.take();
         assert_eq!(found, Lookup::Hit(entry("abc")));
         assert_eq!(events.len(), 1);
         assert_eq!(events[0].dir, near.dir());
@@ -358,11 +362,13 @@ mod tests {
     #[test]
     fn a_double_miss_reports_the_shared_answer_and_back_fills_nothing() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let near = DiskCache::new(tmp.path().join("near"));
-        let far = DiskCache::new(tmp.path().join("far"));
+        let observer = Observer::new();
+        let near = DiskCache::new(tmp.path().join("near")).with_observer(observer.clone());
+        let far = DiskCache::new(tmp.path().join("far")).with_observer(observer.clone());
         let key = CacheKey::new("abc-cc").expect("key");
         let both = TwoLevel::new(near, far);
-        let (found, events) = disk::record(|| both.probe::<PlacementEntry>(Some(&key), "abc"));
+        let found = both.probe::<PlacementEntry>(Some(&key), "abc");
+        let events = observer.take();
         assert_eq!(found, Lookup::Miss(MissReason::NoDirectory));
         assert_eq!(events.len(), 2);
         assert!(!tmp.path().join("near").exists());
@@ -373,14 +379,17 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let near_dir = tmp.path().join("near");
         std::fs::write(&near_dir, "a file where the directory should be").expect("write");
-        let near = DiskCache::new(&near_dir);
-        let far = DiskCache::new(tmp.path().join("far"));
+        let observer = Observer::new();
+        let near = DiskCache::new(&near_dir).with_observer(observer.clone());
+        let far = DiskCache::new(tmp.path().join("far")).with_observer(observer.clone());
         let key = CacheKey::new("abc-cc").expect("key");
         let both = TwoLevel::new(near, far);
         let (local, shared) = both.store_each(Some(&key), &entry("abc")).expect("store");
         assert!(matches!(local, StoreOutcome::Refused(Refusal::Io { .. })));
         assert_eq!(shared, StoreOutcome::Stored);
-        let (found, events) = disk::record(|| both.lookup::<PlacementEntry>(Some(&key), "abc"));
+        observer.take();
+        let found = both.lookup::<PlacementEntry>(Some(&key), "abc");
+        let events = observer.take();
         assert_eq!(found, Some(entry("abc")));
         let outcomes: Vec<&Outcome> = events.iter().map(|e| &e.outcome).collect();
         assert!(matches!(
@@ -412,8 +421,10 @@ mod tests {
     #[test]
     fn a_local_only_composition_is_the_directory_store() {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let store =
-            TwoLevel::<DiskCache, DiskCache>::local_only(DiskCache::new(tmp.path().join("c")));
+        let observer = Observer::new();
+        let store = TwoLevel::<DiskCache, DiskCache>::local_only(
+            DiskCache::new(tmp.path().join("c")).with_observer(observer.clone()),
+        );
         let key = CacheKey::new("abc-cc").expect("key");
         assert_eq!(
             store.store(Some(&key), &entry("abc")).expect("store"),
@@ -423,7 +434,9 @@ mod tests {
         assert_eq!(store.location(), tmp.path().join("c").display().to_string());
         // A miss is the directory's own answer (no shared level to ask), and nothing else runs.
         let other = CacheKey::new("abd-cc").expect("key");
-        let (found, events) = disk::record(|| store.probe::<PlacementEntry>(Some(&other), "abd"));
+        observer.take();
+        let found = store.probe::<PlacementEntry>(Some(&other), "abd");
+        let events = observer.take();
         assert_eq!(
             found,
             Lookup::Miss(MissReason::NoEntry {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use cache_dir::STAMP_FILE;
 use disk_support::{DIGEST, key, payload, snapshot};
-use schedule_cache::admin::Outcome;
+use schedule_cache::admin::{Observer, Outcome};
 use schedule_cache::placement::{PLACEMENT_ENTRY_VERSION, PlacementEntry};
 use schedule_cache::{CacheKey, DiskCache, Error, Lookup, MissReason, Refusal, StoreOutcome};
 
@@ -138,17 +138,21 @@ fn an_unwritable_cache_directory_is_a_refusal_not_an_error() {
     // A file where the cache directory should be (works for every user, root included).
     fs::write(sb.dir(), "I am a file").expect("write");
     let before = snapshot(sb.tmp.path());
-    let (out, events) = schedule_cache::admin::record(|| {
-        (
-            schedule_cache::DiskCache::new(sb.dir())
-                .store(Some(&k), &payload(1, 1, 1, 1))
-                .expect("store"),
-            schedule_cache::DiskCache::new(sb.dir().join("sub"))
-                .store(Some(&k), &payload(1, 1, 1, 1))
-                .expect("store"),
-            probe(&sb.dir(), &k),
-        )
-    });
+    let observer = Observer::new();
+    let out = (
+        schedule_cache::DiskCache::new(sb.dir())
+            .with_observer(observer.clone())
+            .store(Some(&k), &payload(1, 1, 1, 1))
+            .expect("store"),
+        schedule_cache::DiskCache::new(sb.dir().join("sub"))
+            .with_observer(observer.clone())
+            .store(Some(&k), &payload(1, 1, 1, 1))
+            .expect("store"),
+        DiskCache::new(sb.dir())
+            .with_observer(observer.clone())
+            .probe::<PlacementEntry>(Some(&k), DIGEST),
+    );
+    let events = observer.take();
     assert!(
         matches!(out.0, StoreOutcome::Refused(Refusal::Io { .. })),
         "{:?}",
@@ -267,18 +271,19 @@ fn keys_with_path_syntax_are_rejected_before_any_path_is_built() {
 }
 
 #[test]
-fn a_panic_in_recorded_code_propagates() {
+fn a_panic_in_observed_code_propagates() {
+    let observer = Observer::new();
     let caught = std::panic::catch_unwind(|| {
-        schedule_cache::admin::record(|| {
-            let _ = schedule_cache::DiskCache::new(Path::new("/nonexistent-kcache"))
-                .lookup::<PlacementEntry>(None, DIGEST);
-            panic!("user panic");
-        })
+        let _ = schedule_cache::DiskCache::new(Path::new("/nonexistent-kcache"))
+            .with_observer(observer.clone())
+            .lookup::<PlacementEntry>(None, DIGEST);
+        panic!("user panic");
     });
     assert!(caught.is_err());
-    // The recorder stack was unwound with it: a new recorder sees only its own events.
-    let ((), events) = schedule_cache::admin::record(|| ());
-    assert!(events.is_empty());
+    // The observer outlives the panic whole, with what it saw before it; a new observer sees
+    // only its own events.
+    assert_eq!(observer.take().len(), 1);
+    assert!(Observer::new().take().is_empty());
 }
 
 mod props {

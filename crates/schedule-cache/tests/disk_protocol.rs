@@ -1,5 +1,5 @@
 //! The disk protocol in one process: no-op keys, directory creation, the regime stamp
-//! transitions and refusals, the permanent lock file, recorders and the staging sweep.
+//! transitions and refusals, the permanent lock file, observers and the staging sweep.
 
 mod disk_support;
 
@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use cache_dir::LOCK_FILE;
 use cache_dir::STAMP_FILE;
 use disk_support::{DIGEST, key, payload, snapshot, staging_names};
-use schedule_cache::admin::{CACHE_REGIME_VERSION, Op, Outcome};
+use schedule_cache::admin::{CACHE_REGIME_VERSION, DiskStats, Observer, Op, Outcome};
 use schedule_cache::placement::PlacementEntry;
 use schedule_cache::{CacheKey, DiskCache, Error, Lookup, MissReason, Refusal, StoreOutcome};
 
@@ -26,14 +26,17 @@ fn a_none_key_does_nothing_at_all() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("never");
     let e = payload(1, 2, 3, 0);
-    let (results, events) = schedule_cache::admin::record(|| {
-        (
-            schedule_cache::DiskCache::new(&dir)
-                .store(None, &e)
-                .expect("store"),
-            schedule_cache::DiskCache::new(&dir).lookup::<PlacementEntry>(None, DIGEST),
-        )
-    });
+    let observer = Observer::new();
+    let results = (
+        schedule_cache::DiskCache::new(&dir)
+            .with_observer(observer.clone())
+            .store(None, &e)
+            .expect("store"),
+        schedule_cache::DiskCache::new(&dir)
+            .with_observer(observer.clone())
+            .lookup::<PlacementEntry>(None, DIGEST),
+    );
+    let events = observer.take();
     assert_eq!(results, (StoreOutcome::Skipped, None));
     assert!(!dir.exists(), "a None key must not create the directory");
     assert_eq!(events.len(), 2);
@@ -79,9 +82,11 @@ fn store_creates_parents_and_lookup_hits() {
     );
     assert!(dir.join(LOCK_FILE).is_file());
     assert!(dir.join(format!("{k}.placement.ron")).is_file());
-    let (found, events) = schedule_cache::admin::record(|| {
-        schedule_cache::DiskCache::new(&dir).lookup(Some(&k), DIGEST)
-    });
+    let observer = Observer::new();
+    let found = schedule_cache::DiskCache::new(&dir)
+        .with_observer(observer.clone())
+        .lookup(Some(&k), DIGEST);
+    let events = observer.take();
     assert_eq!(found, Some(e));
     assert_eq!(events[0].op, Op::Lookup);
     assert_eq!(events[0].outcome, Outcome::Hit);
@@ -98,7 +103,8 @@ fn store_creates_parents_and_lookup_hits() {
 fn a_lookup_of_another_digest_misses_and_says_so() -> Result<(), Box<dyn std::error::Error>> {
     use schedule_cache::placement::{Direction, Flip, Shipped};
     let tmp = tempfile::tempdir()?;
-    let disk = DiskCache::new(tmp.path().join("cache"));
+    let observer = Observer::new();
+    let disk = DiskCache::new(tmp.path().join("cache")).with_observer(observer.clone());
     let digest = "0f1e2d";
     let key = CacheKey::new("0f1e2d-cc-n1-c2-p3-d4-tisolated")?;
     let flips = vec![Flip {
@@ -108,8 +114,9 @@ fn a_lookup_of_another_digest_misses_and_says_so() -> Result<(), Box<dyn std::er
     let entry = PlacementEntry::new(digest, flips, Shipped::Refined);
 
     assert_eq!(disk.store(Some(&key), &entry)?, StoreOutcome::Stored);
-    let (found, events) =
-        schedule_cache::admin::record(|| disk.lookup::<PlacementEntry>(Some(&key), "other"));
+    observer.take();
+    let found = disk.lookup::<PlacementEntry>(Some(&key), "other");
+    let events = observer.take();
     assert_eq!(found, None);
     assert!(matches!(
         events[0].outcome,
@@ -139,9 +146,11 @@ fn lookup_never_creates_the_directory_and_explains_the_miss() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("absent");
     let k = key("x");
-    let (found, events) = schedule_cache::admin::record(|| {
-        schedule_cache::DiskCache::new(&dir).lookup::<PlacementEntry>(Some(&k), DIGEST)
-    });
+    let observer = Observer::new();
+    let found = schedule_cache::DiskCache::new(&dir)
+        .with_observer(observer.clone())
+        .lookup::<PlacementEntry>(Some(&k), DIGEST);
+    let events = observer.take();
     assert_eq!(found, None);
     assert_eq!(events[0].outcome, Outcome::Miss(MissReason::NoDirectory));
     assert!(!dir.exists());
@@ -175,18 +184,21 @@ fn an_absent_stamp_beside_entry_named_files_deletes_nothing() {
     }
     fs::create_dir(dir.join("subdir.ron")).expect("mkdir");
     let k = CacheKey::new("k2").expect("key");
-    let (found, events) = schedule_cache::admin::record(|| {
-        schedule_cache::DiskCache::new(dir).lookup::<PlacementEntry>(Some(&k), "k2")
-    });
+    let observer = Observer::new();
+    let found = schedule_cache::DiskCache::new(dir)
+        .with_observer(observer.clone())
+        .lookup::<PlacementEntry>(Some(&k), "k2");
+    let events = observer.take();
     assert_eq!(found, None);
     assert!(
         matches!(&events[0].outcome, Outcome::Refused(r) if r.to_string().contains("no regime stamp")),
         "{:?}",
         events[0].outcome
     );
-    let (_, events) = schedule_cache::admin::record(|| {
-        DiskCache::new(dir).store(Some(&key("s")), &payload(1, 1, 1, 1))
-    });
+    let _ = DiskCache::new(dir)
+        .with_observer(observer.clone())
+        .store(Some(&key("s")), &payload(1, 1, 1, 1));
+    let events = observer.take();
     assert!(
         matches!(events[0].outcome, Outcome::Refused(_)),
         "{events:?}"
@@ -271,13 +283,16 @@ fn an_older_stamp_sweeps_every_entry_and_nothing_else() {
 fn an_older_stamp_sweeps_placement_entries_too() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let old = DiskCache::new(tmp.path()).with_regime(1);
-    let new = DiskCache::new(tmp.path()).with_regime(2);
+    let observer = Observer::new();
+    let new = DiskCache::new(tmp.path())
+        .with_regime(2)
+        .with_observer(observer.clone());
     let (k1, k2) = (key("one"), key("two"));
     old.store(Some(&k1), &payload(1, 1, 1, 1)).expect("store");
     old.store(Some(&k2), &payload(2, 2, 2, 2)).expect("store");
     assert_eq!(stamp(tmp.path()), "kcache-schedule-store 1\n");
-    let (found, events) =
-        schedule_cache::admin::record(|| new.lookup::<PlacementEntry>(Some(&k1), DIGEST));
+    let found = new.lookup::<PlacementEntry>(Some(&k1), DIGEST);
+    let events = observer.take();
     assert_eq!(found, None);
     assert_eq!(
         events[0].outcome,
@@ -311,14 +326,16 @@ fn newer_or_malformed_stamps_refuse_and_touch_nothing() {
         ),
     ] {
         fs::write(dir.join(STAMP_FILE), content).expect("stamp");
-        let old = DiskCache::new(&dir).with_regime(4);
+        let observer = Observer::new();
+        let old = DiskCache::new(&dir)
+            .with_regime(4)
+            .with_observer(observer.clone());
         let before = snapshot(tmp.path());
-        let (out, events) = schedule_cache::admin::record(|| {
-            (
-                old.store(Some(&k), &payload(9, 9, 9, 9)).expect("store"),
-                old.probe::<PlacementEntry>(Some(&k), DIGEST),
-            )
-        });
+        let out = (
+            old.store(Some(&k), &payload(9, 9, 9, 9)).expect("store"),
+            old.probe::<PlacementEntry>(Some(&k), DIGEST),
+        );
+        let events = observer.take();
         assert_eq!(out.0, StoreOutcome::Refused(want.clone()));
         assert_eq!(out.1, Lookup::Refused(want.clone()));
         assert_eq!(events[1].outcome, Outcome::Refused(want));
@@ -483,18 +500,29 @@ fn gc_removes_old_entries_and_stale_staging_only() {
 #[test]
 fn stats_count_outcomes() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let before = schedule_cache::admin::stats();
+    let observer = Observer::new();
+    let before = observer.stats();
     let k = key("s");
-    schedule_cache::DiskCache::new(tmp.path())
-        .store(Some(&k), &payload(1, 1, 1, 1))
-        .expect("store");
+    let disk = schedule_cache::DiskCache::new(tmp.path()).with_observer(observer.clone());
+    disk.store(Some(&k), &payload(1, 1, 1, 1)).expect("store");
+    let _ = disk.lookup::<PlacementEntry>(Some(&k), DIGEST);
+    let _ = disk.lookup::<PlacementEntry>(Some(&k), "other");
+    // Another store of the same directory without the observer is not counted.
     let _ = schedule_cache::DiskCache::new(tmp.path()).lookup::<PlacementEntry>(Some(&k), DIGEST);
-    let _ = schedule_cache::DiskCache::new(tmp.path()).lookup::<PlacementEntry>(Some(&k), "other");
-    let after = schedule_cache::admin::stats();
-    // Other tests run in parallel threads, so only lower bounds hold.
+    let after = observer.stats();
     assert!(after.stored > before.stored);
     assert!(after.hits > before.hits);
     assert!(after.misses > before.misses);
+    // The counts are this observer's own, so they are exact.
+    assert_eq!(
+        after,
+        DiskStats {
+            stored: 1,
+            hits: 1,
+            misses: 1,
+            ..DiskStats::default()
+        }
+    );
 }
 
 #[test]

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redis_support::{DIGEST, ServerExt, key, payload};
-use schedule_cache::admin::{CACHE_REGIME_VERSION, Op, Outcome, Space};
+use schedule_cache::admin::{CACHE_REGIME_VERSION, Observer, Op, Outcome, Space};
 use schedule_cache::placement::{PLACEMENT_ENTRY_VERSION, PlacementEntry};
 use schedule_cache::{
     CacheKey, DiskCache, Error, Lookup, MissReason, RedisStore, Refusal, ScheduleEntry, Store,
@@ -33,11 +33,12 @@ fn all_keys(con: &mut redis::Connection) -> BTreeSet<String> {
 #[test]
 fn store_lookup_round_trip_in_both_spaces() {
     let server = redis_support::Server::start();
-    let store = server.store();
+    let observer = Observer::new();
+    let store = server.store().with_observer(observer.clone());
     let k = key("cc-n1");
     let entry = payload(1, 1, 40);
-    let (out, events) =
-        schedule_cache::admin::record(|| store.store(Some(&k), &entry).expect("store"));
+    let out = store.store(Some(&k), &entry).expect("store");
+    let events = observer.take();
     assert_eq!(out, StoreOutcome::Stored);
     assert_eq!(events.len(), 1);
     assert_eq!(
@@ -264,13 +265,14 @@ fn a_regime_bump_by_one_client_invalidates_for_another() {
 #[test]
 fn a_server_killed_mid_run_turns_operations_into_refusals_then_recovers() {
     let mut server = redis_support::Server::start();
-    let store = server.store();
+    let observer = Observer::new();
+    let store = server.store().with_observer(observer.clone());
     let k = key("live");
     assert_eq!(
         store.store(Some(&k), &payload(1, 1, 8)).expect("store"),
         StoreOutcome::Stored
     );
-    let stats_before = schedule_cache::admin::stats();
+    let stats_before = observer.stats();
 
     let killed = AtomicBool::new(false);
     let live_hits = AtomicU32::new(0);
@@ -280,9 +282,9 @@ fn a_server_killed_mid_run_turns_operations_into_refusals_then_recovers() {
             let deadline = Instant::now() + Duration::from_secs(20);
             while refusals_after < 20 && Instant::now() < deadline {
                 let was_killed = killed.load(Ordering::SeqCst);
-                let (found, events) = schedule_cache::admin::record(|| {
-                    store.probe::<PlacementEntry>(Some(&k), DIGEST)
-                });
+                observer.take();
+                let found = store.probe::<PlacementEntry>(Some(&k), DIGEST);
+                let events = observer.take();
                 let stored = store
                     .store(Some(&k), &payload(1, 1, 8))
                     .expect("no caller error");
@@ -321,7 +323,7 @@ fn a_server_killed_mid_run_turns_operations_into_refusals_then_recovers() {
         "lookups after the kill were not refusals"
     );
     assert!(store.unreachable_count() >= 1);
-    assert!(schedule_cache::admin::stats().refused >= stats_before.refused + 40);
+    assert!(observer.stats().refused >= stats_before.refused + 40);
 
     // A fresh server on the same address (empty: no persistence) is used again once the retry
     // pause is over; its absent stamp is set by the first operation.
@@ -389,9 +391,13 @@ fn two_level_mode_back_fills_the_local_directory() {
 
     // Machine B starts with an empty directory: local miss, shared hit, back-fill.
     let b_dir = tmp.path().join("b");
-    let b = TwoLevel::new(DiskCache::new(&b_dir), server.store());
-    let (found, events) =
-        schedule_cache::admin::record(|| b.lookup::<PlacementEntry>(Some(&k), DIGEST));
+    let observer = Observer::new();
+    let b = TwoLevel::new(
+        DiskCache::new(&b_dir).with_observer(observer.clone()),
+        server.store().with_observer(observer.clone()),
+    );
+    let found = b.lookup::<PlacementEntry>(Some(&k), DIGEST);
+    let events = observer.take();
     assert_eq!(found.as_ref(), Some(&entry));
     let seen: Vec<(String, Op, Outcome)> = events
         .iter()
@@ -417,8 +423,8 @@ fn two_level_mode_back_fills_the_local_directory() {
     assert!(b_dir.join(Space::Placement.file_name(&k)).is_file());
 
     // The second lookup is answered locally; the server is not consulted.
-    let (found, events) =
-        schedule_cache::admin::record(|| b.lookup::<PlacementEntry>(Some(&k), DIGEST));
+    let found = b.lookup::<PlacementEntry>(Some(&k), DIGEST);
+    let events = observer.take();
     assert_eq!(found, Some(entry.clone()));
     assert_eq!(events.len(), 1);
     assert_eq!(

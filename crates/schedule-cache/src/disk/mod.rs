@@ -14,6 +14,7 @@ mod wait;
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cache_dir::{CacheDir, Mode};
@@ -24,9 +25,7 @@ use crate::{CacheKey, DiskEntry, Error};
 pub(crate) use cache_dir::{LOCK_FILE, RegimeStamp, STAMP_FILE, read_stamp};
 pub(crate) use policy::{Claim, best_time};
 pub use policy::{KeptExisting, StorePolicy};
-pub use record::{
-    DirRefusal, DiskEvent, DiskStats, MissReason, Op, Outcome, Refusal, record, stats,
-};
+pub use record::{DirRefusal, DiskEvent, DiskStats, MissReason, Observer, Op, Outcome, Refusal};
 #[cfg(test)]
 pub(crate) use regime::tests::check_history as regime_history_check;
 pub use regime::{CACHE_REGIME_VERSION, STORE_KIND};
@@ -285,8 +284,8 @@ pub enum StoreOutcome {
     /// Under [`StorePolicy::KeepFaster`]: the existing entry measured at least as fast, so it
     /// stays and the new entry was not published.
     KeptExisting(KeptExisting),
-    /// The cache refused; the entry is a future miss. The reason is also reported to
-    /// recorders, [`stats`] and `tracing`.
+    /// The cache refused; the entry is a future miss. The reason is also reported to the
+    /// store's [`Observer`] and `tracing`.
     Refused(Refusal),
     /// The key was `None`: nothing was done.
     Skipped,
@@ -306,7 +305,7 @@ pub enum Lookup<E> {
 }
 
 impl<E> Lookup<E> {
-    /// The event recorders and [`stats`] see for this answer.
+    /// The event an [`Observer`] sees for this answer.
     pub(crate) fn noted(&self) -> Outcome {
         match self {
             Lookup::Hit(_) => Outcome::Hit,
@@ -322,11 +321,13 @@ impl<E> Lookup<E> {
 /// [`DiskCache::new`] uses this build's [`CACHE_REGIME_VERSION`] and the default stale-staging
 /// threshold; the `with_*` methods exist for tools and for tests that simulate other builds.
 ///
-/// Clones share the lock back-off ([`DiskCache::with_lock_backoff`]).
+/// Clones share the lock back-off ([`DiskCache::with_lock_backoff`]) and the observer
+/// ([`DiskCache::with_observer`]).
 #[derive(Clone, Debug)]
 pub struct DiskCache {
     dir: CacheDir,
     locks: wait::LockPolicy,
+    observer: Option<Arc<Observer>>,
 }
 
 /// The refusal for a protocol error of [`cache_dir`] (the `during` strings are the protocol's).
@@ -396,6 +397,7 @@ impl DiskCache {
                 is_entry_of_any_version,
             ),
             locks: wait::LockPolicy::default(),
+            observer: None,
         }
     }
 
@@ -406,7 +408,16 @@ impl DiskCache {
             dir: CacheDir::new(self.dir.dir(), STORE_KIND, regime, is_entry_of_any_version)
                 .with_stale_staging_after(self.dir.stale_staging_after())
                 .with_lock_wait(self.dir.lock_wait()),
-            locks: self.locks,
+            ..self
+        }
+    }
+
+    /// The same store, reporting every store and lookup (of this value and its clones) to
+    /// `observer` ([`Observer`]). Without one, operations are only logged through `tracing`.
+    pub fn with_observer(self, observer: Arc<Observer>) -> DiskCache {
+        DiskCache {
+            observer: Some(observer),
+            ..self
         }
     }
 
@@ -580,7 +591,7 @@ impl Store for DiskCache {
         entry: &E,
         policy: StorePolicy,
     ) -> Result<StoreOutcome, Error> {
-        level_store(self.dir(), key, entry, |key, text| match policy {
+        level_store(self.level(), key, entry, |key, text| match policy {
             StorePolicy::LastWriteWins => self
                 .publish(key, E::SPACE, entry.digest(), text.as_bytes())
                 .map(|()| StoreOutcome::Stored),
@@ -597,7 +608,7 @@ impl Store for DiskCache {
     /// are not caught and an interrupted read is retried: a process-level failure is never
     /// turned into a miss.
     fn probe<E: Stored>(&self, key: Option<&CacheKey>, digest: &str) -> Lookup<E> {
-        level_probe(self.dir(), key, |key| {
+        level_probe(self.level(), key, |key| {
             match self.gated(Mode::Shared, false, |dir| read_entry::<E>(dir, key, digest)) {
                 Err(cache_dir::Error::NoDirectory { .. }) => Lookup::Miss(MissReason::NoDirectory),
                 Err(e) => Lookup::Refused(refusal(e)),
@@ -640,6 +651,11 @@ impl Store for DiskCache {
 }
 
 impl DiskCache {
+    /// Where this level's events come from and go: its directory and observer.
+    fn level(&self) -> (&Path, Option<&Observer>) {
+        (self.dir(), self.observer.as_deref())
+    }
+
     /// The keep-faster store: under the exclusive lock, reads the existing entry's claim,
     /// compares, and publishes only if the new entry wins. Where this process cannot write the
     /// directory (a read-only mount: the exclusive open is refused), the existing entry is
@@ -700,7 +716,7 @@ fn existing_claim<E: Stored>(
 }
 
 impl StoreOutcome {
-    /// The event recorders and [`stats`] see for this outcome.
+    /// The event an [`Observer`] sees for this outcome.
     pub(crate) fn noted(&self) -> Outcome {
         match self {
             StoreOutcome::Stored => Outcome::Stored,
@@ -714,9 +730,10 @@ impl StoreOutcome {
 /// One level's store with the bookkeeping every level shares: a `None` key is skipped; the
 /// entry is checked and encoded ([`encode_for_key`]: caller mistakes are the only errors) and
 /// refused past [`MAX_ENTRY_BYTES`] ([`check_entry_size`]) before `write` gets the key and the
-/// encoding; the outcome is reported to recorders and [`stats`] with `at` as the event's `dir`.
+/// encoding; the outcome is reported ([`record::note`]) to the level's observer with `at` as the
+/// event's `dir`.
 pub(crate) fn level_store<E: Stored>(
-    at: &Path,
+    at: (&Path, Option<&Observer>),
     key: Option<&CacheKey>,
     entry: &E,
     write: impl FnOnce(&CacheKey, &str) -> Result<StoreOutcome, Refusal>,
@@ -737,7 +754,7 @@ pub(crate) fn level_store<E: Stored>(
 /// One level's lookup with the bookkeeping every level shares: a `None` key is skipped, and
 /// the answer of `read` is reported as [`level_store`] reports a store's.
 pub(crate) fn level_probe<E: Stored>(
-    at: &Path,
+    at: (&Path, Option<&Observer>),
     key: Option<&CacheKey>,
     read: impl FnOnce(&CacheKey) -> Lookup<E>,
 ) -> Lookup<E> {
@@ -746,14 +763,21 @@ pub(crate) fn level_probe<E: Stored>(
     found
 }
 
-fn note(op: Op, space: Space, at: &Path, key: Option<&CacheKey>, outcome: Outcome) {
-    record::note(DiskEvent {
+fn note(
+    op: Op,
+    space: Space,
+    (at, observer): (&Path, Option<&Observer>),
+    key: Option<&CacheKey>,
+    outcome: Outcome,
+) {
+    let event = DiskEvent {
         op,
         space,
         dir: at.to_path_buf(),
         key: key.map(|k| k.as_str().to_owned()),
         outcome,
-    });
+    };
+    record::note(observer, event);
 }
 
 /// The refusal of a store whose encoded entry is past [`MAX_ENTRY_BYTES`] (every store

@@ -1,12 +1,10 @@
-//! What every disk operation reports: its outcome (with the reason for a miss or a refusal),
-//! nestable in-process recorders that collect those outcomes, process-wide counters, and a
-//! `tracing` event.
+//! What every disk operation reports: its outcome (with the reason for a miss or a refusal), to
+//! the store's [`Observer`] if it was given one (events and counts), and as a `tracing` event.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{KeptExisting, Space};
 
@@ -224,7 +222,7 @@ impl fmt::Display for Outcome {
     }
 }
 
-/// One disk operation as the recorders see it.
+/// One disk operation as an [`Observer`] sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiskEvent {
     /// Store or lookup.
@@ -239,40 +237,7 @@ pub struct DiskEvent {
     pub outcome: Outcome,
 }
 
-thread_local! {
-    static RECORDERS: RefCell<Vec<Vec<DiskEvent>>> = const { RefCell::new(Vec::new()) };
-}
-
-struct Frame;
-
-impl Drop for Frame {
-    fn drop(&mut self) {
-        RECORDERS.with(|r| {
-            r.borrow_mut().pop();
-        });
-    }
-}
-
-/// Runs `f` and returns its result together with every disk operation it performed on this
-/// thread, in order. Recorders nest: an operation is seen by every recorder active on the
-/// thread, so an outer recorder also sees what an inner one saw. Operations on other threads
-/// are not recorded (so parallel tests never see each other's events). If `f` panics, the
-/// panic propagates and the recorder is discarded.
-pub fn record<R>(f: impl FnOnce() -> R) -> (R, Vec<DiskEvent>) {
-    RECORDERS.with(|r| r.borrow_mut().push(Vec::new()));
-    let frame = Frame;
-    let out = f();
-    let events = RECORDERS.with(|r| {
-        r.borrow_mut()
-            .last_mut()
-            .map(std::mem::take)
-            .unwrap_or_default()
-    });
-    drop(frame);
-    (out, events)
-}
-
-/// Process-wide counts of disk operation outcomes since the process started.
+/// Counts of operation outcomes an [`Observer`] saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DiskStats {
     /// Lookups that returned an entry.
@@ -289,32 +254,38 @@ pub struct DiskStats {
     pub kept_existing: u64,
 }
 
-static COUNTS: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+/// What the stores it is given to did: every operation, in the order the operations ended,
+/// and counts of their outcomes. Given explicitly (`DiskCache::with_observer`,
+/// `RedisStore::with_observer`; clones of a store share it, and several stores may share one),
+/// it sees those stores' operations on every thread and nothing else. The events are kept
+/// until [`Observer::take`]n; the counts since it was made.
+#[derive(Debug, Default)]
+pub struct Observer(Mutex<(Vec<DiskEvent>, DiskStats)>);
 
-/// The process-wide outcome counters.
-pub fn stats() -> DiskStats {
-    let c = |i: usize| COUNTS[i].load(Ordering::Relaxed);
-    DiskStats {
-        hits: c(0),
-        misses: c(1),
-        stored: c(2),
-        refused: c(3),
-        skipped: c(4),
-        kept_existing: c(5),
+impl Observer {
+    /// A new observer, to give to stores.
+    pub fn new() -> Arc<Observer> {
+        Arc::default()
+    }
+
+    /// The events seen since the last `take`, in order, and forgets them.
+    pub fn take(&self) -> Vec<DiskEvent> {
+        std::mem::take(&mut self.lock().0)
+    }
+
+    /// The outcome counts of every operation seen (not reset by [`Observer::take`]).
+    pub fn stats(&self) -> DiskStats {
+        self.lock().1
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<DiskEvent>, DiskStats)> {
+        // Nothing panics while the lock is held; a poisoned lock holds whole data.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// Reports one operation to the counters, the recorders and `tracing`.
-pub(crate) fn note(event: DiskEvent) {
-    let slot = match event.outcome {
-        Outcome::Hit => 0,
-        Outcome::Miss(_) => 1,
-        Outcome::Stored => 2,
-        Outcome::Refused(_) => 3,
-        Outcome::Skipped => 4,
-        Outcome::KeptExisting(_) => 5,
-    };
-    COUNTS[slot].fetch_add(1, Ordering::Relaxed);
+/// Reports one operation to `tracing` and to the store's observer, if it has one.
+pub(crate) fn note(observer: Option<&Observer>, event: DiskEvent) {
     let key = event.key.as_deref().unwrap_or("-");
     match &event.outcome {
         Outcome::Refused(r) => tracing::warn!(
@@ -336,11 +307,20 @@ pub(crate) fn note(event: DiskEvent) {
             "cache operation"
         ),
     }
-    RECORDERS.with(|r| {
-        for frame in r.borrow_mut().iter_mut() {
-            frame.push(event.clone());
-        }
-    });
+    if let Some(observer) = observer {
+        let mut seen = observer.lock();
+        let stats = &mut seen.1;
+        let count = match event.outcome {
+            Outcome::Hit => &mut stats.hits,
+            Outcome::Miss(_) => &mut stats.misses,
+            Outcome::Stored => &mut stats.stored,
+            Outcome::Refused(_) => &mut stats.refused,
+            Outcome::Skipped => &mut stats.skipped,
+            Outcome::KeptExisting(_) => &mut stats.kept_existing,
+        };
+        *count += 1;
+        seen.0.push(event);
+    }
 }
 
 #[cfg(test)]
@@ -358,26 +338,25 @@ mod tests {
     }
 
     #[test]
-    fn recorders_nest_and_outer_sees_inner() {
-        let ((), outer) = record(|| {
-            note(ev(Outcome::Hit));
-            let ((), inner) = record(|| note(ev(Outcome::Skipped)));
-            assert_eq!(inner, vec![ev(Outcome::Skipped)]);
-            note(ev(Outcome::Stored));
-        });
-        assert_eq!(
-            outer,
-            vec![ev(Outcome::Hit), ev(Outcome::Skipped), ev(Outcome::Stored)]
+    fn an_observer_sees_what_it_is_given_in_order_and_counts_it() {
+        let (shared, other) = (Observer::new(), Observer::new());
+        note(Some(&shared), ev(Outcome::Hit));
+        note(Some(&other), ev(Outcome::Skipped));
+        note(
+            None,
+            ev(Outcome::Refused(Refusal::MalformedStamp {
+                content: "x".into(),
+            })),
         );
-    }
-
-    #[test]
-    fn a_panic_propagates_and_discards_the_recorder() {
-        let caught = std::panic::catch_unwind(|| record(|| panic!("user code")));
-        assert!(caught.is_err());
-        // The frame was popped: a fresh recorder starts empty and nothing leaks into it.
-        let ((), events) = record(|| ());
-        assert!(events.is_empty());
-        RECORDERS.with(|r| assert!(r.borrow().is_empty()));
+        note(Some(&shared), ev(Outcome::Stored));
+        assert_eq!(other.take(), vec![ev(Outcome::Skipped)]);
+        assert_eq!(shared.take(), vec![ev(Outcome::Hit), ev(Outcome::Stored)]);
+        assert!(shared.take().is_empty(), "take forgets");
+        let counted = DiskStats {
+            hits: 1,
+            stored: 1,
+            ..DiskStats::default()
+        };
+        assert_eq!(shared.stats(), counted, "take does not reset the counts");
     }
 }
