@@ -179,15 +179,6 @@ impl<E: std::error::Error + 'static> Error<E> {
         }
     }
 
-    /// The backend's error, owned, unless the batch itself was refused.
-    pub fn into_backend_error(self) -> Option<E> {
-        match self {
-            Error::BeforeCompile(e) => Some(e),
-            Error::Compile(failure) => Some(failure.source),
-            Error::DuplicateSymbol { .. } => None,
-        }
-    }
-
     /// The failing program's details, when a compile failed.
     pub fn compile_failure(&self) -> Option<&CompileFailure<E>> {
         match self {

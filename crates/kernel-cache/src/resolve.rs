@@ -447,7 +447,10 @@ impl<'a, B: Backend> Resolver<'a, B> {
                 let held = group_of(batch, j, n_programs, group.options, &rest);
                 let program = publish(cache, &held, &rest, compiled, answers, census);
                 if let Some(level) = level {
-                    let kernels = save_list(&held);
+                    // The `(key, symbol)`s the save is for.
+                    let kernels: Vec<(&str, &str)> = (held.kernels.iter())
+                        .map(|k| (k.key.as_str(), k.symbol.as_str()))
+                        .collect();
                     let options = group.options;
                     let task = {
                         let (program, kernels) = (Arc::clone(&program), kernels.clone());
@@ -795,13 +798,6 @@ fn publish<P: Send + Sync + 'static, S, E: std::error::Error + 'static>(
     census.programs_compiled += 1;
     census.kernels_compiled += idxs.len() as u64;
     program
-}
-
-/// The `(key, symbol)`s a save of `group`'s program is for.
-fn save_list<'a, S>(group: &Group<'a, S>) -> Vec<(&'a str, &'a str)> {
-    (group.kernels.iter())
-        .map(|k| (k.key.as_str(), k.symbol.as_str()))
-        .collect()
 }
 
 /// Answers every kernel of `idxs` with one shared `error`.

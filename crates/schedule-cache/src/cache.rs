@@ -658,15 +658,15 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
         // The size-free identity goes into the entry (a near-code seed is checked against
         // it) and names the near-code index line.
         let shape = crate::seeds::size_free_digest(&subject)?;
-        let entry = ScheduleEntry::new(
+        let mut entry = ScheduleEntry::new(
             &identity,
             parts,
             saved.clone(),
             measurements.times,
             measurements.baseline_time,
-        )?
-        .with_key_summary(key_summary(&self.inputs()).unwrap_or_default())
-        .with_size_free(shape.clone());
+        )?;
+        entry.key_summary = key_summary(&self.inputs()).unwrap_or_default();
+        entry.size_free = Some(shape.clone());
         let outcome = self.store.store_with(Some(&key), &entry, policy)?;
         if outcome.is_stored() {
             // The near-code index (a hint: a store without one, or a lost note, only means

@@ -98,22 +98,6 @@ impl<Op> ScheduleEntry<Op> {
             size_free: None,
         })
     }
-
-    /// This entry with `summary` as its readable key summary.
-    pub(crate) fn with_key_summary(
-        mut self,
-        summary: Vec<(KeyComponent, String)>,
-    ) -> ScheduleEntry<Op> {
-        self.key_summary = summary;
-        self
-    }
-
-    /// This entry with `shape` as the size-free identity of its code
-    /// ([`crate::seeds::size_free_digest`] of the subject it was saved against).
-    pub(crate) fn with_size_free(mut self, shape: String) -> ScheduleEntry<Op> {
-        self.size_free = Some(shape);
-        self
-    }
 }
 
 impl<Op> ScheduleEntry<Op>

@@ -7,7 +7,7 @@
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis_wire::{Connection, Limits, Script, Target, Value, WireError};
@@ -371,11 +371,6 @@ impl RedisStore {
         format!("{}:index", self.prefix)
     }
 
-    fn lock_state(&self) -> MutexGuard<'_, ConnState> {
-        // No user code runs under this lock; a poisoned state is still a valid state.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// A connected connection, or the refusal (during the pause after a failure, immediately).
     fn connection<'a>(&self, state: &'a mut ConnState) -> Result<&'a mut Connection, Refusal> {
         if state.conn.is_none() {
@@ -464,7 +459,7 @@ impl RedisStore {
         let bare = self.regime.to_string();
         let stamp_key = self.stamp_key();
         let index_key = self.index_key();
-        let mut state = self.lock_state();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let entry_key = self.entry_key(space, key);
         let digest_key = self.digest_key(space, digest);
         let claim_key = self.claim_key(space, key);

@@ -48,22 +48,13 @@ pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// store's byte limit (1 GiB by default), so a lookup holds at most this much of one value.
 pub const DEFAULT_MAX_BLOB_BYTES: u64 = 16 << 20;
 
-/// The farm's secret: the key of every MAC. Never printed.
-#[derive(Clone)]
-struct Secret(Vec<u8>);
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<secret>")
-    }
-}
-
 /// A Redis server shared by a farm's kernel stores (see the module docs).
 pub struct FarmLevel {
     target: Target,
     location: String,
     prefix: String,
-    secret: Secret,
+    /// The key of every MAC; never printed (the `Debug` below leaves it out).
+    secret: Vec<u8>,
     connect_timeout: Duration,
     io_timeout: Duration,
     retry_after: Duration,
@@ -92,8 +83,8 @@ impl fmt::Debug for FarmLevel {
 
 /// What a MAC covers: a domain, the key prefix, the value's kind and name, its bytes (each
 /// length-prefixed, so no two different tuples feed the same bytes).
-fn mac(secret: &Secret, prefix: &str, kind: &str, name: &str, bytes: &[u8]) -> Hmac<Sha256> {
-    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&secret.0)
+fn mac(secret: &[u8], prefix: &str, kind: &str, name: &str, bytes: &[u8]) -> Hmac<Sha256> {
+    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(secret)
         .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
     // Domain 2: the prefix joined the MAC (values signed under domain 1 are refused, and
     // repaired by the next save).
@@ -126,7 +117,7 @@ impl FarmLevel {
             target,
             location,
             prefix: "kcache".into(),
-            secret: Secret(secret.into()),
+            secret: secret.into(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             io_timeout: DEFAULT_IO_TIMEOUT,
             retry_after: DEFAULT_RETRY_AFTER,

@@ -565,10 +565,6 @@ impl KernelStore {
         self
     }
 
-    fn has_farm(&self) -> bool {
-        self.farm.is_some()
-    }
-
     /// The store's directory.
     pub fn dir(&self) -> &Path {
         self.dir.dir()
@@ -721,7 +717,7 @@ impl KernelStore {
     ) -> Vec<Result<(FoundBlob, String), MissReason>> {
         let mut delta = Counters::default();
         let id_digest = identity_digest(identity);
-        let out = self.open(self.has_farm(), |guard| {
+        let out = self.open(self.farm.is_some(), |guard| {
             let mut blobs: HashMap<String, Result<ReadBlob, MissReason>> = HashMap::new();
             keys.iter()
                 .map(|(key, host)| {
