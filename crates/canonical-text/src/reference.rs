@@ -299,14 +299,20 @@ fn gnu_attribute_spans(src: &[u8], tokens: &[Token]) -> Vec<(usize, usize)> {
             )
         })
         .collect();
+    call_spans(src, &code, |w| {
+        matches!(w, b"__attribute__" | b"__attribute" | b"__declspec")
+            || w.starts_with(b"__has_")
+            || w.starts_with(b"__is_")
+    })
+}
+
+/// The spans of `code` (the text's tokens as the caller filtered them: no white space or
+/// comments) from each identifier `name` accepts that is followed by a `(`, through the `)`
+/// that balances it or the end of the text.
+fn call_spans(src: &[u8], code: &[&Token], name: impl Fn(&[u8]) -> bool) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     for (k, t) in code.iter().enumerate() {
-        let kw = matches!(
-            t.bytes(src),
-            b"__attribute__" | b"__attribute" | b"__declspec"
-        ) || t.bytes(src).starts_with(b"__has_")
-            || t.bytes(src).starts_with(b"__is_");
-        if t.kind != TokenKind::Ident || !kw {
+        if t.kind != TokenKind::Ident || !name(t.bytes(src)) {
             continue;
         }
         if code
@@ -370,40 +376,12 @@ fn observing_call_spans(src: &[u8], tokens: &[Token]) -> Vec<(usize, usize)> {
             )
         })
         .collect();
-    let mut out = Vec::new();
-    for (k, t) in code.iter().enumerate() {
-        let w = t.bytes(src);
-        let observing = crate::allow_lists::STANDARD_HEADER_OBSERVERS
+    call_spans(src, &code, |w| {
+        crate::allow_lists::STANDARD_HEADER_OBSERVERS
             .iter()
             .any(|o| o.as_bytes() == w)
-            || defined.contains(&w);
-        if t.kind != TokenKind::Ident || !observing {
-            continue;
-        }
-        if code
-            .get(k + 1)
-            .is_none_or(|u| u.kind != TokenKind::Punct || u.bytes(src) != b"(")
-        {
-            continue;
-        }
-        let mut depth = 0i64;
-        let mut end = src.len();
-        for u in &code[k + 1..] {
-            if u.kind == TokenKind::Punct {
-                depth += match u.bytes(src) {
-                    b"(" => 1,
-                    b")" => -1,
-                    _ => 0,
-                };
-                if depth == 0 {
-                    end = u.end;
-                    break;
-                }
-            }
-        }
-        out.push((t.start, end));
-    }
-    out
+            || defined.contains(&w)
+    })
 }
 
 #[cfg(test)]
