@@ -650,7 +650,7 @@ impl KernelStore {
     }
 
     /// Reports a lock wait that timed out, or an operation given up while backing off (to
-    /// the recorders and `tracing`); other refusals are left to the caller.
+    /// the resolve's events and `tracing`); other refusals are left to the caller.
     fn note_timeout(&self, e: &Denied, during: &str) {
         match e {
             Denied::Dir(e @ cache_dir::Error::LockTimeout { .. }) => self.note(
