@@ -153,6 +153,9 @@ pub(crate) fn canonical_prepared(
     let own = kernel_name.map(str::as_bytes);
     let token = kernel_name.map(|n| match role {
         Ok(()) => crate::key::ROLE_TOKEN,
+        // State twins would share: the whole name, no index or counter dropped either.
+        Err(why) if why == crate::declared::KEEPS_STATE => n,
+        Err(why) if why == crate::declared::FILE_SCOPE_OBJECTS => n,
         Err(_) => names.kernel_token(n),
     });
     let token_bytes = token.map(str::as_bytes).unwrap_or_default();
@@ -839,6 +842,38 @@ mod tests {
             assert!(ra && rb && wa.is_none(), "{a}: {wa:?}");
             assert_eq!(ka, kb, "{a} vs {b}");
         }
+        // State kept across calls, or an object defined at file scope, would be shared by
+        // twins answered with one function: such an own name is keyed as spelled.
+        for text in [
+            "void E_4(float *d0) { static float acc = 5.0f; acc += 1.0f; d0[0] = acc; }",
+            "void E_4(float *d0) { static _Thread_local int k; d0[0] = k++; }",
+            "float g;\nvoid E_4(float *d0) { g += 1; d0[0] = g; }",
+            "float h(float);\nvoid E_4(float *d0) { d0[0] = h(1); }",
+        ] {
+            let (ka, ra, why) = key(text, "E_4", &n);
+            let (kb, _, _) = key(&text.replace("E_4", "E_4n1"), "E_4n1", &n);
+            assert!(!ra && why.is_some(), "{text}: {why:?}");
+            assert_ne!(ka, kb, "{text}");
+        }
+        // Nor is a segment index or a declared counter dropped from such a name.
+        let seg = |own: &str| format!("void {own}(float *d0) {{ static int k; d0[0] = k++; }}");
+        let (ka, _, _) = key(&seg("step__seg1"), "step__seg1", &n);
+        let (kb, _, _) = key(&seg("step__seg6"), "step__seg6", &n);
+        assert_ne!(ka, kb);
+        let minted = Names::new().with_minted_kernel_names("_");
+        let (ka, _, _) = key(&seg("E_16_3"), "E_16_3", &minted);
+        let (kb, _, _) = key(&seg("E_16_4"), "E_16_4", &minted);
+        assert_ne!(ka, kb);
+        // A typedef holds no state: tinygrad's vector types keep the own name by role.
+        let vec4 = |own: &str| {
+            format!(
+                "typedef float float4 __attribute__((aligned(16)));\nvoid {own}(float *d0) {{ d0[0] = 1; }}"
+            )
+        };
+        let (ka, ra, _) = key(&vec4("E_4"), "E_4", &n);
+        let (kb, _, _) = key(&vec4("E_4n1"), "E_4n1", &n);
+        assert!(ra);
+        assert_eq!(ka, kb);
         let c = canonical_kernel(&body("E_4"), Some("E_4"), &n);
         assert_eq!(c.text(), "void kc_kernel(float *kc0) { kc0[0] = 1; }");
         assert_eq!(c.kernel_token(), Some(crate::ROLE_TOKEN));
@@ -1784,7 +1819,9 @@ mod tests {
         let text =
             "#include <stdint.h>\nlong x = INT64_C(k__seg1);\nint k__seg1(void) { return 0; }\n";
         let c = canonical_kernel(text, Some("k__seg1"), &Names::new());
-        assert_eq!(c.pinned(), ["k__seg1"]);
+        // The file-scope object keeps the whole name in the key (no index dropped), so it
+        // needs no pin.
+        assert_eq!(c.kernel_token(), Some("k__seg1"));
         let twin = text.replace("k__seg1", "k__seg2");
         assert_ne!(
             c.key(&[]),

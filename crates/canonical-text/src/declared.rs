@@ -63,7 +63,22 @@ pub(crate) struct TextBound<'t> {
     pub(crate) functions: Vec<&'t str>,
     /// Whether the text has an `#include`, `#include_next` or `#import` line.
     pub(crate) includes: bool,
+    /// Whether every file-scope construct of the text is a function definition or a
+    /// `typedef` (no object or prototype declared at file scope).
+    pub(crate) only_functions: bool,
+    /// Whether the text spells a storage class that keeps state across calls (`static`,
+    /// `_Thread_local`, `thread_local`, `__thread`).
+    pub(crate) keeps_state: bool,
 }
+
+/// Why an own name is keyed whole (not by its role, nor less a segment index or a
+/// declared counter): twins keyed alike share one compiled function, and so would share
+/// this state.
+pub(crate) const KEEPS_STATE: &str =
+    "the text keeps state across calls (`static` or thread-local storage)";
+/// As [`KEEPS_STATE`], for an object (or a prototype) declared at file scope.
+pub(crate) const FILE_SCOPE_OBJECTS: &str =
+    "the text declares something at file scope besides function definitions and typedefs";
 
 /// Why a declared name is kept: used outside its declarations' scope.
 pub(crate) const OUTSIDE: &str = "used outside its declarations' scope";
@@ -281,6 +296,15 @@ pub(crate) fn own_role(
     if !found.functions.contains(&own) {
         return Err("the text defines no function of that name");
     }
+    // Twins keyed alike share one compiled function: state it keeps across calls, or an
+    // object the text defines at file scope, would then be shared by two kernels that each
+    // have their own when compiled apart.
+    if found.keeps_state {
+        return Err(KEEPS_STATE);
+    }
+    if !found.only_functions {
+        return Err(FILE_SCOPE_OBJECTS);
+    }
     if found.includes && !names.included_macros_known {
         return Err(
             "the text includes a header whose macros were not learned (`Names::included_macros_known`)",
@@ -481,6 +505,10 @@ struct Parser<'t> {
     gotos: Vec<(u32, u32)>,
     /// The names of the function definitions read.
     defined: Vec<u32>,
+    /// File-scope constructs read (`typedef`s aside), and how many of them were function
+    /// definitions.
+    constructs: usize,
+    functions: usize,
     /// Whether a directive includes a header.
     includes: bool,
     /// The reference's log, when `logging`.
@@ -514,6 +542,8 @@ impl<'t> Parser<'t> {
             labels: Vec::new(),
             gotos: Vec::new(),
             defined: Vec::new(),
+            constructs: 0,
+            functions: 0,
             includes: false,
             logging: false,
             log: Log::default(),
@@ -697,6 +727,13 @@ impl<'t> Parser<'t> {
             return out;
         }
         out.functions = self.defined.iter().map(|&id| self.spelling(id)).collect();
+        out.only_functions = self.constructs == self.functions;
+        out.keeps_state = (0..self.names.len()).any(|i| {
+            matches!(
+                self.spelling(i as u32),
+                "static" | "_Thread_local" | "thread_local" | "__thread"
+            )
+        });
         for (i, s) in self.names.iter().enumerate() {
             if !s.declared {
                 continue;
@@ -719,6 +756,11 @@ impl<'t> Parser<'t> {
         }
         let mut i = 0;
         while i < self.toks.len() && self.refused.is_none() {
+            // A `typedef` declares a type: it holds no state, as a function definition.
+            let typedef = self
+                .ident(i)
+                .is_some_and(|id| self.spelling(id) == "typedef");
+            self.constructs += usize::from(!typedef);
             i = self.external(i);
         }
     }
@@ -1461,6 +1503,7 @@ impl<'t> Parser<'t> {
 
     /// A function definition `i..brace` with its body at `brace`; the index after it.
     fn function(&mut self, i: usize, brace: usize) -> usize {
+        self.functions += 1;
         // The parameter list follows the first plain name followed by `(`.
         let mut params = None;
         let mut k = i;

@@ -146,8 +146,12 @@ pub struct Names {
     /// [`Names::keep`](crate::Names::keep), [`Names::free`](crate::Names::free) or
     /// [`Names::bound`](crate::Names::bound), the text includes no header whose macros
     /// the caller did not learn ([`Names::included_macros_known`](crate::Names::included_macros_known)),
-    /// and no observer sees it (an observed spelling keys the exact text with the whole
-    /// name; an occurrence where nothing is renamed pins it).
+    /// no observer sees it (an observed spelling keys the exact text with the whole
+    /// name; an occurrence where nothing is renamed pins it), and the text keeps no state
+    /// two kernels would share once keyed alike and answered with one compiled function:
+    /// no `static` or thread-local storage, nothing at file scope but function
+    /// definitions and `typedef`s (otherwise the whole name is keyed, no segment index or
+    /// declared counter dropped either).
     pub kernel_name_by_role: bool,
 }
 
