@@ -860,6 +860,21 @@ mod tests {
         let (ka, _, _) = key(&seg("step__seg1"), "step__seg1", &n);
         let (kb, _, _) = key(&seg("step__seg6"), "step__seg6", &n);
         assert_ne!(ka, kb);
+        // Read-only static data is no state: the role is kept.
+        let table = |own: &str| {
+            format!("void {own}(float *d0) {{ static const float t[2] = {{1, 2}}; d0[0] = t[1]; }}")
+        };
+        let (ka, ra, _) = key(&table("E_4"), "E_4", &n);
+        let (kb, _, _) = key(&table("E_4n1"), "E_4n1", &n);
+        assert!(ra);
+        assert_eq!(ka, kb);
+        let ptr = |own: &str| {
+            format!("void {own}(float *d0) {{ static const float *p; p = d0; d0[0] = 1; }}")
+        };
+        assert_ne!(
+            key(&ptr("E_4"), "E_4", &n).0,
+            key(&ptr("E_4n1"), "E_4n1", &n).0
+        );
         let minted = Names::new().with_minted_kernel_names("_");
         let (ka, _, _) = key(&seg("E_16_3"), "E_16_3", &minted);
         let (kb, _, _) = key(&seg("E_16_4"), "E_16_4", &minted);

@@ -75,7 +75,7 @@ pub(crate) struct TextBound<'t> {
 /// declared counter): twins keyed alike share one compiled function, and so would share
 /// this state.
 pub(crate) const KEEPS_STATE: &str =
-    "the text keeps state across calls (`static` or thread-local storage)";
+    "the text keeps state across calls (writable `static` or thread-local storage)";
 /// As [`KEEPS_STATE`], for an object (or a prototype) declared at file scope.
 pub(crate) const FILE_SCOPE_OBJECTS: &str =
     "the text declares something at file scope besides function definitions and typedefs";
@@ -728,12 +728,7 @@ impl<'t> Parser<'t> {
         }
         out.functions = self.defined.iter().map(|&id| self.spelling(id)).collect();
         out.only_functions = self.constructs == self.functions;
-        out.keeps_state = (0..self.names.len()).any(|i| {
-            matches!(
-                self.spelling(i as u32),
-                "static" | "_Thread_local" | "thread_local" | "__thread"
-            )
-        });
+        out.keeps_state = (0..self.toks.len()).any(|i| self.keeps_state_at(i));
         for (i, s) in self.names.iter().enumerate() {
             if !s.declared {
                 continue;
@@ -762,6 +757,35 @@ impl<'t> Parser<'t> {
                 .is_some_and(|id| self.spelling(id) == "typedef");
             self.constructs += usize::from(!typedef);
             i = self.external(i);
+        }
+    }
+
+    /// Whether the token at `i` begins storage that keeps state across calls: thread-local
+    /// storage, or `static` storage that is not `const` all through (a `static const`
+    /// declaration with no `*` before its `;`, `=` or `{` is read-only; anything else,
+    /// `static` functions included, counts).
+    fn keeps_state_at(&self, i: usize) -> bool {
+        let word = |k: usize| self.ident(k).map(|id| self.spelling(id));
+        match word(i) {
+            Some("_Thread_local" | "thread_local" | "__thread") => true,
+            Some("static") => {
+                if word(i + 1) != Some("const") {
+                    return true;
+                }
+                let mut k = i + 2;
+                while let Some(t) = self.toks.get(k) {
+                    if t.id == PUNCT {
+                        match t.p {
+                            [b'*', 0] => return true,
+                            [b';' | b'=' | b'{', 0] => return false,
+                            _ => {}
+                        }
+                    }
+                    k += 1;
+                }
+                true
+            }
+            _ => false,
         }
     }
 

@@ -149,7 +149,8 @@ pub struct Names {
     /// no observer sees it (an observed spelling keys the exact text with the whole
     /// name; an occurrence where nothing is renamed pins it), and the text keeps no state
     /// two kernels would share once keyed alike and answered with one compiled function:
-    /// no `static` or thread-local storage, nothing at file scope but function
+    /// no thread-local or writable `static` storage (`static const` data without a `*` is
+    /// read-only), nothing at file scope but function
     /// definitions and `typedef`s (otherwise the whole name is keyed, no segment index or
     /// declared counter dropped either).
     pub kernel_name_by_role: bool,
