@@ -469,7 +469,28 @@ struct OpenSchedules {
 /// (or says why it missed), `store(code, ops, times)` keeps a winner (keep-faster by
 /// default: a slower winner never replaces a faster one), `seeds(code)` offers schedules of
 /// the same code under other key components and of the same code at other sizes, to start a
-/// search from. Code and schedules are plain Python data (see the module docs: help(kcache)).
+/// search from.
+///
+/// Code and schedules are plain data. **The code** (what the key sees of a loop nest) is a
+/// tree: a list (or tuple) starting with a `str` is a construct of that kind and its
+/// children; an `int` or `float` is a value (floats bit for bit; a `bool` is its `int`); any
+/// other `str`, and `None`, is a word; `{"loop": name}` binds a loop symbol, `{"local": name}`
+/// a local (a runtime parameter: a `["param", "i64"]` construct, then `{"local": "n"}`),
+/// `{"sym": name}` uses one; `{"node": name, "dims": [...], "dtype": "f32"}` uses a tensor
+/// node; `{"opaque": what}` is something the key cannot see (such code is never keyed).
+/// Symbol names are renamed canonically: code differing only in them shares a key.
+///
+/// ```python
+/// code = ["kernel", ["param", "i64"], {"local": "n"},
+///         ["for", {"loop": "i"}, ["extent", 64],
+///          ["set", {"node": "out", "dims": [64], "dtype": "f32"}, ["mul", {"sym": "i"}, 2.0]]]]
+/// ```
+///
+/// **A schedule** is a list of ops, each plain data (`None`, `bool`, `int`, `float`, `str`,
+/// lists, dicts with `str` keys) saved as it is, except `{"sym": name}` and `{"node": name}`,
+/// which name a symbol or node of the code: saved by position, replayed under the names of
+/// the code looked up (`[{"unroll": {"sym": "i"}, "by": 4}]` stored for loop `i` comes back
+/// as `{"sym": "j"}` for the same code spelled with `j`).
 ///
 /// The key holds the code (up to its names), `backend`, the device timings are measured on
 /// (this CPU unless `device` is given), the toolchain (`compiler`, `options`, `prelude`) and
