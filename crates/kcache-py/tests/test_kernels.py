@@ -228,3 +228,26 @@ def test_threads_compile_through_one_cache_at_once(tmp_path):
     for t in ts:
         t.join()
     assert all((o == 5).all() for o in outs)
+
+
+def test_the_gil_is_released_while_compiling(tmp_path):
+    """Another Python thread makes progress while a compile runs (with the GIL held through
+    the compile it could not run at all between the two reads)."""
+    cache = kcache.KernelCache(tmp_path)
+    ticks = [0]
+    done = threading.Event()
+
+    def spin():
+        while not done.is_set():
+            ticks[0] += 1
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        before = ticks[0]
+        cache.compile([scale_source(f"g{j}", j) for j in range(4)])
+        during = ticks[0] - before
+    finally:
+        done.set()
+        spinner.join()
+    assert during > 0
