@@ -69,17 +69,7 @@ pub(crate) fn venv(root: &Path, only: &[&str]) -> Result<PathBuf, String> {
     let python = dir.join("bin/python");
     if !python.is_file() {
         let base = std::env::var("KCACHE_PYTHON").unwrap_or_else(|_| "python3".to_string());
-        let found = Command::new(&base)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            return Err(format!(
-                "`{base}` is not there: the Python package's tests need Python 3 with its \
-                 venv module and pip (Debian: `apt-get install python3 python3-venv python3-pip`; \
-                 or set KCACHE_PYTHON to an interpreter)"
-            ));
-        }
+        base_python(&base)?;
         run(
             root,
             Path::new(&base),
@@ -120,6 +110,23 @@ pub(crate) fn venv(root: &Path, only: &[&str]) -> Result<PathBuf, String> {
         )
     })?;
     Ok(python)
+}
+
+/// Checks that `base` runs as a Python 3 interpreter, else says what to install.
+fn base_python(base: &str) -> Result<(), String> {
+    let found = Command::new(base)
+        .args(["-c", "import sys, venv; assert sys.version_info >= (3, 9)"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{base}` is not a Python 3.9+ with its venv module: the Python package's tests \
+             need Python 3 with venv and pip (Debian: `apt-get install python3 python3-venv \
+             python3-pip`; or set KCACHE_PYTHON to an interpreter)"
+        ))
+    }
 }
 
 /// Builds the wheel into `target/wheels` and installs it into the venv; returns its path.
@@ -285,6 +292,16 @@ mod tests {
                 "{name} in {pins:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_missing_python_fails_saying_what_to_install() {
+        let e = base_python("/nonexistent/python3").expect_err("no such interpreter");
+        assert!(
+            e.contains("python3-venv") && e.contains("KCACHE_PYTHON"),
+            "{e}"
+        );
+        assert!(base_python("false").is_err());
     }
 
     #[test]
