@@ -245,12 +245,14 @@ pub(crate) fn pytest(root: &Path, corpus: Option<&Path>) -> Result<(), String> {
     let python = venv_dir(root).join("bin/python");
     let tinygrad = tinygrad_tests(root, &python)?;
     // The Rust side of the key and shared-store tests: the `kcache` command and the
-    // kernel-store peer (an example of kcache-py, linking no Python).
+    // kernel-store peer (an example of kcache-tests: built by `cargo test --workspace
+    // --all-targets` already, and away from kcache-py, whose pyo3 maturin builds with other
+    // settings, so neither build undoes the other's).
     crate::cargo(&["build", "--package", "kcache-cli"])?;
     crate::cargo(&[
         "build",
         "--package",
-        "kcache-py",
+        "kcache-tests",
         "--example",
         "kernel_store_peer",
     ])?;
