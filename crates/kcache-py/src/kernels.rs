@@ -96,8 +96,8 @@ impl ExtentArg {
 ///        .scalar("n", "i64"))             # int64_t n
 /// ```
 ///
-/// Element types: `f32`, `f64`, `i32`, `i64`, `u8`, `f16` (half-precision bits: pass
-/// `uint16` arrays, e.g. `a.view(numpy.uint16)`); numpy's names (`float32`) work too.
+/// Element types: `f32`, `f64`, `i32`, `i64`, `u8`, `f16` (half-precision bits, C
+/// `uint16_t`: pass numpy `float16` or `uint16` arrays); numpy's names (`float32`) work too.
 /// Extents: an `int`, the name of an integer scalar parameter, or a sequence of both
 /// multiplied (`("m", "k")`, `(4, "n")`).
 #[pyclass(module = "kcache", frozen, skip_from_py_object, name = "Signature")]
@@ -366,6 +366,13 @@ impl PyKernel {
                 Param::Buffer {
                     name, elem, writes, ..
                 } => {
+                    // numpy's float16 arrays (format `e`) are read as their bits, through
+                    // a `uint16` view sharing their memory (so a written one is written).
+                    let obj = if *elem == Elem::F16Bits {
+                        float16_bits(&obj)
+                    } else {
+                        obj
+                    };
                     let h = match elem {
                         Elem::F32 => Held::F32(buffer_of::<f32>(py, &obj, name, *elem, *writes)?.1),
                         Elem::F64 => Held::F64(buffer_of::<f64>(py, &obj, name, *elem, *writes)?.1),
@@ -461,6 +468,19 @@ impl PyKernel {
             self.kernel.signature()
         )
     }
+}
+
+/// `obj` itself, or for a numpy `float16` array its `uint16` view (same memory).
+fn float16_bits<'py>(obj: &Bound<'py, PyAny>) -> Bound<'py, PyAny> {
+    let is_f16 = obj
+        .getattr("dtype")
+        .and_then(|d| d.getattr("name"))
+        .and_then(|n| n.extract::<String>())
+        .is_ok_and(|n| n == "float16");
+    if is_f16 && let Ok(view) = obj.call_method1("view", ("uint16",)) {
+        return view;
+    }
+    obj.clone()
 }
 
 /// A copy of a scalar argument (an `Arg` scalar holds no borrow).

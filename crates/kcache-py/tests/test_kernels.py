@@ -251,3 +251,18 @@ def test_the_gil_is_released_while_compiling(tmp_path):
         done.set()
         spinner.join()
     assert during > 0
+
+
+def test_half_precision_buffers_pass_as_their_bits(tmp_path):
+    sig = kcache.Signature().buffer_mut("out", "f16", "n").buffer("x", "f16", "n").scalar("n", "i64")
+    text = "void neg(uint16_t *out, const uint16_t *x, int64_t n) { for (int64_t i = 0; i < n; ++i) out[i] = x[i] ^ 0x8000; }"
+    k = kcache.KernelCache(tmp_path).compile_one(kcache.Source("neg", text, sig))
+    x = np.array([1.5, -2.0, 0.25], dtype=np.float16)
+    out = np.zeros(3, dtype=np.float16)
+    k(out, x, 3)
+    np.testing.assert_array_equal(out, -x)
+    bits = np.zeros(3, dtype=np.uint16)
+    k(bits, x.view(np.uint16), 3)
+    np.testing.assert_array_equal(bits.view(np.float16), -x)
+    with pytest.raises(kcache.SignatureError):
+        k(np.zeros(3, dtype=np.float32), x, 3)
