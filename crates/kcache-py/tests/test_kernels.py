@@ -266,3 +266,18 @@ def test_half_precision_buffers_pass_as_their_bits(tmp_path):
     np.testing.assert_array_equal(bits.view(np.float16), -x)
     with pytest.raises(kcache.SignatureError):
         k(np.zeros(3, dtype=np.float32), x, 3)
+
+
+def test_two_processes_compiling_into_one_store_at_once(tmp_path):
+    """Both get correct kernels; the store ends up holding them, so a third compiles 0."""
+    procs = [subprocess.Popen([sys.executable, "-c", SECOND_PROCESS, str(tmp_path), AXPY],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate() for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    runs = [o.split(maxsplit=2) for o, _ in outs]
+    assert all(r[2] == "[10.0, 20.0, 30.0]\n" for r in runs), runs
+    assert 1 <= sum(int(r[0]) for r in runs) <= 2, runs
+    third = subprocess.run([sys.executable, "-c", SECOND_PROCESS, str(tmp_path), AXPY],
+                           capture_output=True, text=True, check=True).stdout.split(maxsplit=2)
+    assert third[:2] == ["0", "1"], third
