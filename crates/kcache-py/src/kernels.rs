@@ -652,7 +652,8 @@ impl PyKernelCache {
     /// `kcache.StoreError`), or memory only without `dir`. `compiler` is the C compiler
     /// command (default: `cc`, or `$CC`); a missing one raises `kcache.BackendError`.
     #[new]
-    #[pyo3(signature = (dir=None, *, capacity_bytes=64 << 20, compiler=None, work_dir=None))]
+    #[pyo3(signature = (dir=None, *, capacity_bytes=64 << 20, compiler=None, work_dir=None),
+        text_signature = "(dir=None, *, capacity_bytes=67108864, compiler=None, work_dir=None)")]
     fn new(
         py: Python<'_>,
         dir: Option<std::path::PathBuf>,
@@ -692,7 +693,8 @@ impl PyKernelCache {
     /// options (in the key); `names` the `kcache.Names` of the key (default: names from the
     /// text). Raises only for the batch as a whole (two kernels with different keys but one
     /// symbol; a closed cache).
-    #[pyo3(signature = (sources, *, options=Vec::new(), names=None))]
+    #[pyo3(signature = (sources, *, options=Vec::new(), names=None),
+        text_signature = "(self, sources, *, options=(), names=None)")]
     fn compile<'py>(
         &self,
         py: Python<'py>,
@@ -705,7 +707,8 @@ impl PyKernelCache {
 
     /// `compile_census(...)`: as `compile`, with the census of this call (a dict:
     /// `kernels_compiled`, `kernels_loaded`, `kernels_reused`, `kernels_failed`, ...).
-    #[pyo3(signature = (sources, *, options=Vec::new(), names=None))]
+    #[pyo3(signature = (sources, *, options=Vec::new(), names=None),
+        text_signature = "(self, sources, *, options=(), names=None)")]
     fn compile_census<'py>(
         &self,
         py: Python<'py>,
@@ -719,7 +722,8 @@ impl PyKernelCache {
 
     /// `compile_one(source, *, options=(), names=None) -> Kernel`: one kernel; its failure
     /// is raised as `kcache.CompileError`.
-    #[pyo3(signature = (source, *, options=Vec::new(), names=None))]
+    #[pyo3(signature = (source, *, options=Vec::new(), names=None),
+        text_signature = "(self, source, *, options=(), names=None)")]
     fn compile_one<'py>(
         &self,
         py: Python<'py>,
@@ -738,7 +742,8 @@ impl PyKernelCache {
 
     /// `key(source, *, options=(), names=None) -> str`: the key `compile` files `source`
     /// under (cc-backend's `Source::key` with this compiler's identity).
-    #[pyo3(signature = (source, *, options=Vec::new(), names=None))]
+    #[pyo3(signature = (source, *, options=Vec::new(), names=None),
+        text_signature = "(self, source, *, options=(), names=None)")]
     fn key(
         &self,
         py: Python<'_>,
