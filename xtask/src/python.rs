@@ -3,8 +3,9 @@
 //! - [`venv`]: `target/kcache-venv`, made with `python3 -m venv` (or `$KCACHE_PYTHON -m venv`)
 //!   when absent, then the pins of `crates/kcache-py/requirements.txt` installed into it with
 //!   pip from the package registry (all of them, or only maturin for a wheel alone). A missing
-//!   `python3`, `venv` module or `pip`, or a failed install, fails loudly with the reason:
-//!   never a skip.
+//!   `python3` or `venv` module is installed from Debian's packages when running as root with
+//!   `apt-get` (as `setup` does for the other tools); otherwise it, a missing `pip`, or a
+//!   failed install fails loudly with the reason: never a skip.
 //! - [`wheel`]: `maturin build` of `crates/kcache-py` into `target/wheels` (the debug profile
 //!   by default, so the workspace's debug build of the dependencies is reused; `--release`
 //!   for timing), then the wheel installed into the venv.
@@ -69,7 +70,25 @@ pub(crate) fn venv(root: &Path, only: &[&str]) -> Result<PathBuf, String> {
     let python = dir.join("bin/python");
     if !python.is_file() {
         let base = std::env::var("KCACHE_PYTHON").unwrap_or_else(|_| "python3".to_string());
-        base_python(&base)?;
+        if let Err(why) = base_python(&base) {
+            // As for the other tools (see `setup`): Debian's packages, when this may install.
+            if !crate::setup::is_root() || crate::setup::find_on_path("apt-get").is_none() {
+                return Err(format!(
+                    "{why}; not installing them here (needs root and apt-get)"
+                ));
+            }
+            eprintln!("xtask: {why}: installing python3 python3-venv python3-pip now");
+            crate::setup::apt(&["update", "-qq"])?;
+            crate::setup::apt(&[
+                "install",
+                "-y",
+                "-qq",
+                "python3",
+                "python3-venv",
+                "python3-pip",
+            ])?;
+            base_python(&base)?;
+        }
         run(
             root,
             Path::new(&base),
