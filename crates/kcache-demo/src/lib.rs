@@ -47,6 +47,7 @@
 mod error;
 mod kernels;
 mod keys;
+mod plain;
 mod report;
 mod search;
 
@@ -60,6 +61,7 @@ use schedule_cache::{DiskCache, Refusal, TwoLevel};
 
 pub use error::DemoError;
 pub use keys::{KeyMode, verbatim_key};
+pub use plain::{PlainCandidate, PlainOptions, PlainReport, plain_loop};
 pub use report::{
     ColdComparison, KernelReport, Origin, Report, Seeding, Totals, load_average, timing_note,
 };

@@ -107,7 +107,7 @@ pub(crate) struct Session<'t> {
 /// The compiler options the renderer asks for, from the configuration. Run under
 /// schedule-cache's digest-completeness guard: every setting consulted here must be
 /// declared with the key component it enters.
-fn compiler_options(config: &Config) -> Vec<String> {
+pub(crate) fn compiler_options(config: &Config) -> Vec<String> {
     let mut options = vec![
         // Keep float results reproducible, so outputs can be checked against Rust.
         "-ffp-contract=off".to_string(),
@@ -1247,14 +1247,14 @@ struct Fresh {
 
 /// A routine's input data (deterministic) and expected output.
 pub(crate) struct Data {
-    seed: u64,
-    a: Vec<f32>,
-    b: Vec<f32>,
-    expected: Vec<f32>,
+    pub(crate) seed: u64,
+    pub(crate) a: Vec<f32>,
+    pub(crate) b: Vec<f32>,
+    pub(crate) expected: Vec<f32>,
 }
 
 impl Data {
-    fn new(routine: &Routine) -> Data {
+    pub(crate) fn new(routine: &Routine) -> Data {
         let seed = seed_of(routine.name);
         let mut rng = SplitMix(seed);
         let mut values =
