@@ -228,4 +228,44 @@ mod tests {
             assert_eq!(differ, 1, "{q:?} is a neighbour of the best {best:?}");
         }
     }
+
+    proptest::proptest! {
+        /// Driven as a search drives it (a batch at a time, every proposal recorded and
+        /// measured), neither strategy proposes a point twice, an illegal point, or more
+        /// than asked; and together they cover the space before saying they are done.
+        #[test]
+        fn strategies_never_propose_a_point_twice(
+            dims in proptest::collection::vec(1usize..5, 1..4),
+            hole in 0usize..7,
+            seed in 0u64..1000,
+            want in 1usize..9,
+            explore in 0usize..6,
+            neighbourhood in proptest::bool::ANY,
+        ) {
+            let space = Space::filtered(dims, |p| p.iter().sum::<usize>() % 7 != hole)
+                .expect("valid");
+            let mut strategy: Box<dyn Strategy> = if neighbourhood {
+                Box::new(NeighbourhoodSearch::new(explore, 2))
+            } else {
+                Box::new(RandomSearch::new())
+            };
+            let mut rng = OrderRng::seed_from_u64(seed);
+            let mut history = History::new();
+            loop {
+                let batch = strategy.propose(&space, &history, want, &mut rng);
+                proptest::prop_assert!(batch.len() <= want);
+                if batch.is_empty() {
+                    break;
+                }
+                for p in &batch {
+                    proptest::prop_assert!(space.contains(p), "{:?} is not legal", p);
+                    proptest::prop_assert!(history.propose(p), "{:?} proposed twice", p);
+                    // A time that depends on the point, so leaders change.
+                    let t = p.iter().enumerate().map(|(i, c)| (i + 1) * (c + 1)).sum::<usize>();
+                    history.record(p, t as f64);
+                }
+            }
+            proptest::prop_assert_eq!(history.proposed(), space.len());
+        }
+    }
 }
