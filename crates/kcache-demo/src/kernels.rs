@@ -44,6 +44,13 @@ pub(crate) struct Built {
     pub(crate) params: Vec<(NodeId, Binding)>,
 }
 
+impl schedule_cache::LoopCode for Built {
+    /// The code's walk: the handles on its loops and nodes are not part of it.
+    fn walk(&self, visitor: &mut dyn schedule_cache::Visitor) {
+        self.code.walk(visitor)
+    }
+}
+
 impl Built {
     fn new(
         code: Code,
