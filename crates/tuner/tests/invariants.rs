@@ -66,14 +66,14 @@ fn search_invariants() {
         prop_assert_eq!(attempts, (1..=report.attempts).collect::<Vec<_>>());
         // The finalists are the fastest correct candidates as the search measured them.
         let mut medians: Vec<f64> = report.trials.iter().filter(|t| t.measurement.correct)
-            .map(|t| t.measurement.median).collect();
+            .map(|t| t.measurement.time).collect();
         medians.sort_by(f64::total_cmp);
-        let mut finalists: Vec<f64> = report.finalists.iter().map(|f| f.search_median).collect();
+        let mut finalists: Vec<f64> = report.finalists.iter().map(|f| f.search_time).collect();
         finalists.sort_by(f64::total_cmp);
         prop_assert_eq!(&finalists[..], &medians[..finalists.len()]);
         // The winner is the best re-measured finalist.
         let best = report.finalists.iter()
-            .min_by(|a, b| a.remeasured.median.total_cmp(&b.remeasured.median))
+            .min_by(|a, b| a.remeasured.time.total_cmp(&b.remeasured.time))
             .expect("a finalist");
         prop_assert_eq!(report.winner.attempt, best.attempt);
         prop_assert_eq!(&report.winner.measurement, &best.remeasured);
