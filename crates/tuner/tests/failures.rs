@@ -181,3 +181,63 @@ fn seeds_that_fail_or_exceed_the_cap_are_counted_with_reasons() {
         "{seeds:?}"
     );
 }
+
+fn vectorizes(w: &RefWorkload<Matmul>, point: &[usize]) -> bool {
+    let code = w.build();
+    w.ops_at(&code, point)
+        .is_some_and(|ops| ops.iter().any(|o| matches!(o, RefOp::Vectorize { .. })))
+}
+
+#[test]
+fn a_candidate_with_wrong_output_is_rejected_never_a_winner_never_stored() {
+    let backend = CcBackend::new().expect("a C compiler");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut w = RefWorkload::new(Matmul { n: 16 }, &backend, base_options());
+    w.miscompute_vectorize = true;
+    let schedules = w.schedules(&backend, dir.path());
+    let cache = kernel_cache();
+    let tuner = Tuner::new(&schedules, &backend, &cache)
+        .with_measure(Measure::quick())
+        .with_progress(ProgressMode::Quiet);
+    let options = SearchOptions {
+        budget: w.space.len(),
+        batch: 16,
+        ..SearchOptions::default()
+    };
+    let tuned = with_cache(true, |memo| {
+        tuner.tune(&w, &mut RandomSearch::new(), &options, memo)
+    })
+    .expect("tuned");
+    let Tuned::Searched { report, stored, .. } = tuned else {
+        panic!("nothing to replay");
+    };
+    let mut rejected = 0;
+    for t in &report.trials {
+        let point = t.point.as_deref().expect("a point");
+        if vectorizes(&w, point) {
+            assert!(!t.measurement.correct, "{point:?} was accepted");
+            assert!(
+                t.measurement
+                    .wrong
+                    .as_deref()
+                    .is_some_and(|w| w.contains("error"))
+            );
+            rejected += 1;
+        } else {
+            assert!(
+                t.measurement.correct,
+                "{point:?}: {:?}",
+                t.measurement.wrong
+            );
+        }
+    }
+    assert!(rejected > 0);
+    assert!(stored.is_stored());
+    let winner = report.winner.point.as_deref().expect("a point");
+    assert!(!vectorizes(&w, winner), "a wrong candidate won: {winner:?}");
+    assert!(report.finalists.iter().all(|f| f.remeasured.correct));
+    match tuner.replay(&w).expect("replay") {
+        Replayed::Hit(hit) => assert!(hit.measurement.correct),
+        other => panic!("the stored winner should replay: {other:?}"),
+    }
+}

@@ -188,6 +188,9 @@ pub struct RefWorkload<P> {
     /// A deliberately broken renderer: a candidate whose schedule unrolls a loop gets a
     /// line that is not C in its last kernel, so it fails to compile alone.
     pub poison_unroll: bool,
+    /// Another: a candidate whose schedule vectorizes a loop zero-fills with ones, so it
+    /// compiles and runs but computes a wrong result.
+    pub miscompute_vectorize: bool,
 }
 
 /// The compiler options every kernel gets (the demo's).
@@ -236,6 +239,7 @@ impl<P: Problem> RefWorkload<P> {
             expected,
             tolerance: 1e-4,
             poison_unroll: false,
+            miscompute_vectorize: false,
         }
     }
 
@@ -329,6 +333,10 @@ impl<P: Problem> Workload<ReferenceLanguage, CcBackend> for RefWorkload<P> {
                 };
             }
             let mut text = rendered.text.clone();
+            if self.miscompute_vectorize && ops.iter().any(|o| matches!(o, RefOp::Vectorize { .. }))
+            {
+                text = text.replace("= 0.0f;", "= 1.0f;");
+            }
             if poison && index == last {
                 text = text.replacen('{', "{ this is not C;", 1);
             }
