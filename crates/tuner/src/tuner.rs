@@ -519,16 +519,14 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
             }
         }
         let mut number = 0;
-        while run.attempts + first.len() < options.budget {
-            let want = options
-                .batch
-                .saturating_sub(first.len())
-                .min(options.budget - run.attempts - first.len());
+        while run.attempts < options.budget {
+            let room = options.batch.min(options.budget - run.attempts);
             let mut batch = std::mem::take(&mut first);
+            let want = room.saturating_sub(batch.len());
             if want > 0 {
                 for p in strategy.propose(space, &run.history, want, &mut rng) {
                     // The contract, enforced: legal, new, at most `want`.
-                    if batch.len() >= options.batch || !space.contains(&p) {
+                    if batch.len() >= room || !space.contains(&p) {
                         continue;
                     }
                     if run.history.propose(&p) {
