@@ -72,15 +72,15 @@ impl<C, O> ColdComparison<C, O> {
         or_over(self.seeded_trials, &self.seeded) / or_over(self.cold_trials, &self.cold)
     }
 
-    /// The seeded winner's re-measured median over the cold winner's (below 1: the seeded
+    /// The seeded winner's re-measured time over the cold winner's (below 1: the seeded
     /// winner is faster).
     pub fn quality(&self) -> f64 {
-        self.seeded_time.median / self.cold_time.median
+        self.seeded_time.time / self.cold_time.time
     }
 }
 
 /// The first attempt of `report` within `target` seconds: the first trial whose search
-/// median is within it, or the winner's attempt when only its re-measured time
+/// time is within it, or the winner's attempt when only its re-measured time
 /// (`winner_time`) is.
 pub fn trials_to_match<C, O>(
     report: &SearchReport<C, O>,
@@ -133,9 +133,9 @@ impl<L: ScheduleLanguage, S: Store, B: Backend> Tuner<'_, L, S, B> {
         let (mut times, _) = self.side_by_side(w, &pair, options.rounds)?;
         let cold_time = times.pop().ok_or_else(|| missing(w))?;
         let seeded_time = times.pop().ok_or_else(|| missing(w))?;
-        let target = seeded_time.median.min(cold_time.median) * (1.0 + options.within);
-        let seeded_trials = trials_to_match(&seeded, seeded_time.median, target);
-        let cold_trials = trials_to_match(&cold, cold_time.median, target);
+        let target = seeded_time.time.min(cold_time.time) * (1.0 + options.within);
+        let seeded_trials = trials_to_match(&seeded, seeded_time.time, target);
+        let cold_trials = trials_to_match(&cold, cold_time.time, target);
         Ok(ColdComparison {
             seeded,
             cold,

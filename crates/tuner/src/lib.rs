@@ -149,7 +149,7 @@ mod workload;
 
 pub use cold::{ColdComparison, ColdOptions, trials_to_match};
 pub use error::Error;
-pub use measure::{Measure, Measurement, median, spread};
+pub use measure::{Estimate, Measure, Measurement, median, spread};
 pub use progress::ProgressMode;
 pub use space::{Point, Space};
 pub use strategy::{History, NeighbourhoodSearch, OrderRng, RandomSearch, Strategy};

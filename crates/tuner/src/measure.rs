@@ -6,6 +6,18 @@ use std::time::{Duration, Instant};
 
 use crate::Error;
 
+/// Which statistic of a measurement's samples ranks candidates ([`Measurement::time`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Estimate {
+    /// The median sample.
+    Median,
+    /// The fastest sample. Other processes only add time to a sample, so on a shared,
+    /// loaded machine the minimum is the steadiest estimate of what a candidate costs
+    /// (the median moves with the load once most samples are interrupted).
+    #[default]
+    Min,
+}
+
 /// How candidates are timed.
 ///
 /// One *sample* runs the candidate as many times as it takes to last at least
@@ -31,12 +43,14 @@ pub struct Measure {
     pub finalists: usize,
     /// Rounds of the interleaved re-measurement (each round one sample of each).
     pub finalist_rounds: usize,
+    /// The statistic that ranks candidates.
+    pub estimate: Estimate,
 }
 
 impl Default for Measure {
     /// 2 warm-up runs, samples of at least 200 µs (at most 4096 runs each), 5 to 25
-    /// samples until the spread is within 3%, 3 finalists re-measured over 7
-    /// interleaved rounds.
+    /// samples until the spread is within 3%, 3 finalists re-measured over 9
+    /// interleaved rounds, ranked by the fastest sample.
     fn default() -> Measure {
         Measure {
             warmup: 2,
@@ -46,7 +60,8 @@ impl Default for Measure {
             max_samples: 25,
             spread_bound: 0.03,
             finalists: 3,
-            finalist_rounds: 7,
+            finalist_rounds: 9,
+            estimate: Estimate::Min,
         }
     }
 }
@@ -64,6 +79,7 @@ impl Measure {
             spread_bound: 0.10,
             finalists: 2,
             finalist_rounds: 3,
+            estimate: Estimate::Min,
         }
     }
 
@@ -87,7 +103,7 @@ impl Measure {
     }
 
     /// The parts of the settings that change a measurement, for the memo key.
-    pub(crate) fn key_parts(&self) -> [u64; 6] {
+    pub(crate) fn key_parts(&self) -> [u64; 7] {
         [
             self.warmup as u64,
             self.min_sample.as_nanos() as u64,
@@ -95,6 +111,10 @@ impl Measure {
             self.min_samples as u64,
             self.max_samples as u64,
             self.spread_bound.to_bits(),
+            match self.estimate {
+                Estimate::Median => 0,
+                Estimate::Min => 1,
+            },
         ]
     }
 }
@@ -107,8 +127,13 @@ pub struct Measurement {
     pub correct: bool,
     /// Why the output was wrong (the workload's words), when it was.
     pub wrong: Option<String>,
-    /// The median of the samples: seconds per run (infinite when not correct).
+    /// The estimate that ranks it ([`Measure::estimate`] of the samples): seconds per
+    /// run (infinite when not correct).
+    pub time: f64,
+    /// The median sample: seconds per run (infinite when not correct).
     pub median: f64,
+    /// The fastest sample: seconds per run (infinite when not correct).
+    pub min: f64,
     /// The samples' spread (see [`spread`]).
     pub spread: f64,
     /// Every sample, in order: seconds per run.
@@ -123,19 +148,28 @@ impl Measurement {
         Measurement {
             correct: false,
             wrong: Some(why),
+            time: f64::INFINITY,
             median: f64::INFINITY,
+            min: f64::INFINITY,
             spread: 0.0,
             samples: Vec::new(),
             iterations: 0,
         }
     }
 
-    /// A correct candidate's measurement from its samples.
-    pub fn of_samples(samples: Vec<f64>, iterations: u32) -> Measurement {
+    /// A correct candidate's measurement from its samples, ranked by `estimate`.
+    pub fn of_samples(samples: Vec<f64>, iterations: u32, estimate: Estimate) -> Measurement {
+        let median = median(&samples).unwrap_or(f64::INFINITY);
+        let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
         Measurement {
             correct: true,
             wrong: None,
-            median: median(&samples).unwrap_or(f64::INFINITY),
+            time: match estimate {
+                Estimate::Median => median,
+                Estimate::Min => min,
+            },
+            median,
+            min,
             spread: spread(&samples),
             samples,
             iterations,
@@ -207,7 +241,7 @@ pub(crate) fn time(run: &mut RunOnce<'_>, m: &Measure) -> Result<Measurement, St
             break;
         }
     }
-    Ok(Measurement::of_samples(samples, iterations))
+    Ok(Measurement::of_samples(samples, iterations, m.estimate))
 }
 
 /// Re-measures candidates side by side: a warm-up and calibration each, then `rounds`
@@ -235,7 +269,7 @@ pub(crate) fn interleaved(
     Ok(samples
         .into_iter()
         .zip(iterations)
-        .map(|(s, n)| Measurement::of_samples(s, n))
+        .map(|(s, n)| Measurement::of_samples(s, n, m.estimate))
         .collect())
 }
 

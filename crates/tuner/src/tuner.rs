@@ -144,8 +144,8 @@ pub struct SeedRound {
 pub struct Finalist {
     /// Its attempt number.
     pub attempt: usize,
-    /// Its median during the search (seconds).
-    pub search_median: f64,
+    /// Its time during the search (seconds, the ranking estimate).
+    pub search_time: f64,
     /// Its interleaved re-measurement.
     pub remeasured: Measurement,
 }
@@ -190,7 +190,7 @@ pub struct SearchReport<C, O> {
     pub finalists: Vec<Finalist>,
     /// The winner.
     pub winner: Winner<C, O>,
-    /// The unscheduled code's median, when it was measured correct.
+    /// The unscheduled code's time, when it was measured correct.
     pub baseline: Option<f64>,
     /// Measurements the memo table answered in this search.
     pub memo_hits: u64,
@@ -201,11 +201,11 @@ pub struct SearchReport<C, O> {
 }
 
 impl<C, O> SearchReport<C, O> {
-    /// The first attempt whose search median is at most `target` seconds.
+    /// The first attempt whose search time is at most `target` seconds.
     pub fn first_within(&self, target: f64) -> Option<usize> {
         self.trials
             .iter()
-            .find(|t| t.measurement.correct && t.measurement.median <= target)
+            .find(|t| t.measurement.correct && t.measurement.time <= target)
             .map(|t| t.attempt)
     }
 }
@@ -389,7 +389,7 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
         }
         progress.say(&format!(
             "replayed the winner stored at {key}: {:.4} ms (spread {:.1}%)",
-            m.median * 1e3,
+            m.time * 1e3,
             m.spread * 100.0
         ));
         Ok(Replayed::Hit(ReplayHit {
@@ -526,15 +526,13 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
         }
         let mut number = 0;
         while run.attempts < options.budget {
-            let want = options
-                .batch
-                .saturating_sub(first.len())
-                .min(options.budget - run.attempts - first.len());
+            let room = options.batch.min(options.budget - run.attempts);
             let mut batch = std::mem::take(&mut first);
+            let want = room.saturating_sub(batch.len());
             if want > 0 {
                 for p in strategy.propose(space, &run.history, want, &mut rng) {
                     // The contract, enforced: legal, new, at most `want`.
-                    if batch.len() >= options.batch || !space.contains(&p) {
+                    if batch.len() >= room || !space.contains(&p) {
                         continue;
                     }
                     if run.history.propose(&p) {
@@ -610,11 +608,11 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
             .iter()
             .filter(|t| t.measurement.correct)
             .collect();
-        correct.sort_by(|a, b| a.measurement.median.total_cmp(&b.measurement.median));
+        correct.sort_by(|a, b| a.measurement.time.total_cmp(&b.measurement.time));
         let finalists: Vec<(usize, f64)> = correct
             .iter()
             .take(self.measure.finalists)
-            .map(|t| (t.attempt, t.measurement.median))
+            .map(|t| (t.attempt, t.measurement.time))
             .collect();
         if finalists.is_empty() {
             return Err(Error::NoCorrectCandidate {
@@ -634,15 +632,15 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
         let best = remeasured
             .iter()
             .enumerate()
-            .min_by(|a, b| a.1.median.total_cmp(&b.1.median))
+            .min_by(|a, b| a.1.time.total_cmp(&b.1.time))
             .map(|(i, _)| i)
             .unwrap_or(0);
         let finalists: Vec<Finalist> = finalists
             .iter()
             .zip(remeasured)
-            .map(|((attempt, search_median), remeasured)| Finalist {
+            .map(|((attempt, search_time), remeasured)| Finalist {
                 attempt: *attempt,
-                search_median: *search_median,
+                search_time: *search_time,
                 remeasured,
             })
             .collect();
@@ -666,7 +664,7 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
             "winner: attempt {} {} at {:.4} ms (spread {:.1}%), of {} finalists re-measured interleaved",
             win.attempt,
             point.as_deref().map_or("(a seed outside the space)".to_string(), |p| w.describe(p)),
-            win.remeasured.median * 1e3,
+            win.remeasured.time * 1e3,
             win.remeasured.spread * 100.0,
             finalists.len()
         ));
@@ -682,7 +680,7 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
             .trials
             .iter()
             .find(|t| t.origin == Origin::Baseline && t.measurement.correct)
-            .map(|t| t.measurement.median);
+            .map(|t| t.measurement.time);
         let after = memo.map(|t| t.stats());
         let (memo_hits, memo_misses) = match (stats_before, after) {
             (Some(b), Some(a)) => (a.hits - b.hits, a.misses - b.misses),
@@ -866,7 +864,7 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
             if let Some(why) = &measurement.wrong {
                 progress.say(&format!("candidate {label} REJECTED: wrong output: {why}"));
             } else if let Some(point) = &p.point {
-                run.history.record(point, measurement.median);
+                run.history.record(point, measurement.time);
             }
             if measurement.correct {
                 run.kept.insert(attempt, (p.code, p.ops));
@@ -883,7 +881,7 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
             .trials
             .iter()
             .filter(|t| t.measurement.correct)
-            .map(|t| t.measurement.median)
+            .map(|t| t.measurement.time)
             .min_by(f64::total_cmp);
         let measured = run.trials.len() - before;
         let failed = run.failed.len() - failed_before;

@@ -45,7 +45,7 @@ fn search_invariants() {
             Ok(r) => r,
             // Every candidate of a tiny budget may have failed: then there is no winner.
             Err(tuner::Error::NoCorrectCandidate { measured: 0, failed, .. }) => {
-                prop_assert!(failed <= budget);
+                prop_assert!(failed > 0 && failed <= budget, "{} failed of {}", failed, budget);
                 return Ok(());
             }
             Err(e) => return Err(TestCaseError::fail(e.to_string())),
@@ -66,17 +66,53 @@ fn search_invariants() {
         prop_assert_eq!(attempts, (1..=report.attempts).collect::<Vec<_>>());
         // The finalists are the fastest correct candidates as the search measured them.
         let mut medians: Vec<f64> = report.trials.iter().filter(|t| t.measurement.correct)
-            .map(|t| t.measurement.median).collect();
+            .map(|t| t.measurement.time).collect();
         medians.sort_by(f64::total_cmp);
-        let mut finalists: Vec<f64> = report.finalists.iter().map(|f| f.search_median).collect();
+        let mut finalists: Vec<f64> = report.finalists.iter().map(|f| f.search_time).collect();
         finalists.sort_by(f64::total_cmp);
         prop_assert_eq!(&finalists[..], &medians[..finalists.len()]);
         // The winner is the best re-measured finalist.
         let best = report.finalists.iter()
-            .min_by(|a, b| a.remeasured.median.total_cmp(&b.remeasured.median))
+            .min_by(|a, b| a.remeasured.time.total_cmp(&b.remeasured.time))
             .expect("a finalist");
         prop_assert_eq!(report.winner.attempt, best.attempt);
         prop_assert_eq!(&report.winner.measurement, &best.remeasured);
         prop_assert!(report.winner.measurement.correct);
     });
+}
+
+/// Small budgets are spent exactly, the baseline first when asked (a budget of one tries
+/// the baseline alone).
+#[test]
+fn small_budgets_are_spent_exactly() {
+    let backend = CcBackend::new().expect("a C compiler");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w = RefWorkload::new(Matmul { n: 16 }, &backend, base_options());
+    let schedules = w.schedules(&backend, dir.path());
+    let cache = kernel_cache();
+    let tuner = Tuner::new(&schedules, &backend, &cache)
+        .with_measure(Measure::quick())
+        .with_progress(ProgressMode::Quiet);
+    for budget in 1..=3 {
+        for baseline_first in [true, false] {
+            for batch in [1, 2, 8] {
+                let options = SearchOptions {
+                    budget,
+                    batch,
+                    baseline_first,
+                    ..SearchOptions::default()
+                };
+                let report = with_cache(true, |memo| {
+                    tuner.search(&w, &mut RandomSearch::new(), &options, memo)
+                })
+                .expect("a search");
+                assert_eq!(report.attempts, budget, "{options:?}");
+                assert_eq!(report.trials.len(), budget);
+                if baseline_first {
+                    assert_eq!(report.trials[0].origin, tuner::Origin::Baseline);
+                    assert!(report.baseline.is_some());
+                }
+            }
+        }
+    }
 }

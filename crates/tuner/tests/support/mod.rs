@@ -185,6 +185,12 @@ pub struct RefWorkload<P> {
     pub b: Vec<f32>,
     pub expected: Vec<f32>,
     pub tolerance: f32,
+    /// A deliberately broken renderer: a candidate whose schedule unrolls a loop gets a
+    /// line that is not C in its last kernel, so it fails to compile alone.
+    pub poison_unroll: bool,
+    /// Another: a candidate whose schedule vectorizes a loop zero-fills with ones, so it
+    /// compiles and runs but computes a wrong result.
+    pub miscompute_vectorize: bool,
 }
 
 /// The compiler options every kernel gets (the demo's).
@@ -232,6 +238,8 @@ impl<P: Problem> RefWorkload<P> {
             b,
             expected,
             tolerance: 1e-4,
+            poison_unroll: false,
+            miscompute_vectorize: false,
         }
     }
 
@@ -291,7 +299,10 @@ impl<P: Problem> Workload<ReferenceLanguage, CcBackend> for RefWorkload<P> {
         let scheduled = apply_ops(ops, &code.code).map_err(|e| e.to_string())?;
         let mut kernels = Vec::new();
         let mut plan = Vec::new();
-        for segment in segments(&scheduled) {
+        let segs = segments(&scheduled);
+        let last = segs.len().saturating_sub(1);
+        let poison = self.poison_unroll && ops.iter().any(|o| matches!(o, RefOp::Unroll { .. }));
+        for (index, segment) in segs.into_iter().enumerate() {
             let symbol = format!("{}__k{}", self.name, first_kernel + kernels.len());
             let params = signature_of(&segment, &[]);
             let rendered = render(&segment, &symbol, &params, Naming::Minted, &self.config)
@@ -321,9 +332,17 @@ impl<P: Problem> Workload<ReferenceLanguage, CcBackend> for RefWorkload<P> {
                     ParamKind::Index { .. } => return Err("an index parameter".to_string()),
                 };
             }
+            let mut text = rendered.text.clone();
+            if self.miscompute_vectorize && ops.iter().any(|o| matches!(o, RefOp::Vectorize { .. }))
+            {
+                text = text.replace("= 0.0f;", "= 1.0f;");
+            }
+            if poison && index == last {
+                text = text.replacen('{', "{ this is not C;", 1);
+            }
             let source = Source {
                 prelude: rendered.prelude.clone(),
-                text: rendered.text.clone(),
+                text,
                 signature,
             };
             let names = Names::new().with_bound(rendered.owned.iter().cloned());
