@@ -539,6 +539,20 @@ const FIGURES: &[Figure] = &[
     .unit("share")
     .at_most(0.05)
     .scale(),
+    Figure::printed(
+        "tune_session_vs_plain",
+        "kcache-demo",
+        "tune_session",
+        "the same candidates and measurements in a plain loop without kcache: one C file and one cc per candidate, no memo (wall time; kcache: the demo's kernels tuned by the tuner, a fresh directory)",
+    )
+    .at_most(0.5),
+    Figure::printed(
+        "tune_session_replay_vs_plain",
+        "kcache-demo",
+        "tune_session",
+        "the same plain loop (kcache: a second process tuning the same kernels with the first's store, spawn to exit)",
+    )
+    .at_most(0.05),
 ];
 
 /// What the command line asked for.

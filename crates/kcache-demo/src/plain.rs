@@ -18,8 +18,8 @@ use reference_ir::render::{Naming, Param, render, segments, signature_of};
 use schedule_cache::Config;
 
 use crate::error::DemoError;
-use crate::kernels::{Routine, routines_sized};
-use crate::search::{Data, compiler_options, median};
+use crate::kernels::{Data, Routine, compiler_options, routines_sized};
+use tuner::median;
 
 /// One candidate of the plain loop: a point of a demo kernel's space and how it is timed.
 #[derive(Clone, Debug, PartialEq)]
