@@ -99,8 +99,10 @@ pub struct DemoOptions {
     pub round1: usize,
     /// At most this many candidates of round 2 per kernel (neighbours of round 1's best).
     pub round2: usize,
-    /// Timed samples per measurement (the median is kept), each running the candidate for
-    /// about 0.2 ms; 1 to [`MAX_REPS`] (a value outside is taken as the nearer bound).
+    /// The fewest timed samples per measurement (the median is kept; the tuner takes up to
+    /// 25 while their spread is above 3%, and at most `reps` when `reps` is below 5), each
+    /// running the candidate for at least 0.2 ms; 1 to [`MAX_REPS`] (a value outside is
+    /// taken as the nearer bound).
     pub reps: usize,
     /// The C compiler command (a program and its leading arguments); `None` uses `$CC`,
     /// else `cc`.
