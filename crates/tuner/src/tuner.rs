@@ -221,6 +221,10 @@ pub struct ReplayHit<C, O> {
     pub ops: Vec<O>,
     /// The stored samples (seconds per run).
     pub stored_times: Vec<f64>,
+    /// The stored entry's baseline time (the unscheduled code's), if it has one.
+    pub baseline: Option<f64>,
+    /// What the replay's resolve compiled, reused and loaded.
+    pub census: Census,
     /// Its measurement now.
     pub measurement: Measurement,
 }
@@ -370,7 +374,7 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
             Ok(r) => r,
             Err(why) => return unusable(format!("it does not apply or render: {why}")),
         };
-        let (answers, _) = self.resolve(w, &rendered.kernels)?;
+        let (answers, census) = self.resolve(w, &rendered.kernels)?;
         let kernels = match resolved_of(&answers, 0..rendered.kernels.len()) {
             Ok(k) => k,
             Err((why, _)) => return unusable(format!("it fails to compile: {why}")),
@@ -392,8 +396,10 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
             key,
             code,
             ops: hit.ops,
+            baseline: hit.entry.baseline_time,
             stored_times: hit.entry.times,
             measurement: m,
+            census,
         }))
     }
 

@@ -63,7 +63,15 @@ fn a_search_measures_within_budget_and_replays_its_stored_winner() {
         .with_measure(Measure::quick())
         .with_progress(ProgressMode::Quiet);
     match again.replay(&w).expect("replay") {
-        Replayed::Hit(hit) => assert!(hit.measurement.correct),
+        Replayed::Hit(hit) => {
+            assert!(hit.measurement.correct);
+            assert_eq!(
+                hit.baseline, report.baseline,
+                "the stored baseline comes back"
+            );
+            // A fresh kernel cache and no kernel store: the winner's kernels are compiled.
+            assert!(hit.census.kernels_compiled > 0);
+        }
         other => panic!("expected a replay, got {other:?}"),
     }
 }
