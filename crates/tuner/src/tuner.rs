@@ -230,6 +230,8 @@ pub struct ReplayHit<C, O> {
 }
 
 /// What looking a stored winner up gave.
+// Returned once per lookup: boxing the hit would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Replayed<C, O> {
     /// Found, applied, compiled, checked correct and timed.
