@@ -652,15 +652,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let budget = if o.quick { 10.0 } else { 60.0 };
     // Seconds each binary has taken so far, and its last round's.
     let mut spent: BTreeMap<(&str, &str), (f64, f64)> = BTreeMap::new();
-    // A full run without `--rounds` gives each binary at least its figures' `min_rounds`.
-    let explicit = o.max_rounds == o.rounds;
-    let floor = |figs: &[Figure]| {
-        if o.quick || explicit {
-            0
-        } else {
-            figs.iter().map(|f| f.min_rounds).max().unwrap_or(0)
-        }
-    };
+    let floor = |figs: &[Figure]| least_rounds(&o, figs);
     let all_rounds = by_binary
         .values()
         .map(|figs| o.max_rounds.max(floor(figs)))
@@ -756,6 +748,18 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The fewest rounds a binary measuring `figs` runs: its figures' `min_rounds` in a full
+/// run without `--rounds` (a `--quick` run and an explicit `--rounds N` keep theirs), else 0.
+fn least_rounds(o: &Options, figs: &[Figure]) -> usize {
+    // Without `--rounds`, a cheap binary may run three times the rounds (`parse`).
+    let explicit = o.max_rounds == o.rounds;
+    if o.quick || explicit {
+        0
+    } else {
+        figs.iter().map(|f| f.min_rounds).max().unwrap_or(0)
+    }
 }
 
 /// The `BENCH` line of one figure.
@@ -1079,6 +1083,28 @@ mod tests {
         assert_eq!(show(&f, 0.5), "0.5000");
         assert_eq!(show(&f, 0.0), "0.0000");
         assert_eq!(show(&f, 250.0), "250");
+    }
+
+    #[test]
+    fn transfer_figures_get_at_least_nine_rounds_in_a_full_run() {
+        let transfer: Vec<Figure> = FIGURES
+            .iter()
+            .filter(|f| f.name.starts_with("transfer_"))
+            .copied()
+            .collect();
+        assert_eq!(transfer.len(), 6);
+        let full = parse(&[]).expect("parse");
+        assert_eq!(least_rounds(&full, &transfer), 9);
+        let quick = parse(&["--quick".to_string()]).expect("parse");
+        assert_eq!(least_rounds(&quick, &transfer), 0);
+        let three = parse(&["--rounds".to_string(), "3".to_string()]).expect("parse");
+        assert_eq!(least_rounds(&three, &transfer), 0);
+        let others: Vec<Figure> = FIGURES
+            .iter()
+            .filter(|f| f.min_rounds == 0)
+            .copied()
+            .collect();
+        assert_eq!(least_rounds(&full, &others), 0);
     }
 
     #[test]
