@@ -251,7 +251,7 @@ const FIGURES: &[Figure] = &[
         "transfer_final_quality_size",
         "tuner",
         "transfer",
-        "the unseeded winner at the same budget, both re-measured side by side, interleaved (after matmul 64 -> 96)",
+        "the unseeded winner at the same budget, both re-measured side by side, interleaved (after 128^3 -> 96^3)",
     )
     .at_most(1.0)
     .min_rounds(9),
