@@ -107,3 +107,84 @@ fn a_candidate_that_fails_to_compile_is_skipped_and_reported() {
     );
     assert!(text.contains("4 failed"), "{text}");
 }
+
+/// Run as a child process by `progress_is_plain_lines_off_a_terminal_and_nothing_when_quiet`
+/// (the variable says which mode); a no-op in a normal run.
+#[test]
+fn progress_child() {
+    let mode = match std::env::var("TUNER_PROGRESS_CHILD").as_deref() {
+        Ok("auto") => ProgressMode::Auto,
+        Ok("quiet") => ProgressMode::Quiet,
+        _ => return,
+    };
+    let backend = backend();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w = RefWorkload::new(Matmul { n: 8 }, &backend, base_options());
+    let schedules = w.schedules(&backend, dir.path());
+    let cache = kernel_cache();
+    let tuner = Tuner::new(&schedules, &backend, &cache)
+        .with_measure(Measure::quick())
+        .with_progress(mode);
+    let options = SearchOptions {
+        budget: 4,
+        ..SearchOptions::default()
+    };
+    with_cache(true, |memo| {
+        tuner.search(&w, &mut RandomSearch::new(), &options, memo)
+    })
+    .expect("a search");
+}
+
+#[test]
+fn progress_is_plain_lines_off_a_terminal_and_nothing_when_quiet() {
+    let run = |mode: &str| {
+        let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+            .args([
+                "--exact",
+                "progress_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("TUNER_PROGRESS_CHILD", mode)
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .output()
+            .expect("the child runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // Standard error is a pipe here, not a terminal: Auto writes plain lines, no bar.
+    let auto = run("auto");
+    assert!(auto.contains("[tuner] matmul: batch 1: "), "{auto}");
+    assert!(auto.contains("[tuner] matmul: winner: attempt "), "{auto}");
+    assert!(
+        !auto.contains('\u{1b}'),
+        "no escape codes off a terminal: {auto}"
+    );
+    let quiet = run("quiet");
+    assert!(!quiet.contains("[tuner]"), "{quiet}");
+}
+
+/// On a terminal (a pseudo-terminal from util-linux's `script`), Auto draws indicatif's bar.
+#[test]
+fn progress_is_a_bar_on_a_terminal() {
+    let exe = std::env::current_exe().expect("the test binary");
+    let command = format!(
+        "{} --exact progress_child --nocapture --test-threads=1",
+        exe.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("TUNER_PROGRESS_CHILD", "auto")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("`script` (util-linux) runs");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("/4 trials"), "the bar: {text}");
+    assert!(text.contains("\u{1b}["), "drawn with escape codes: {text}");
+    assert!(
+        !text.contains("[tuner]"),
+        "no plain lines on a terminal: {text}"
+    );
+}
