@@ -646,7 +646,14 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
                 remeasured,
             })
             .collect();
-        let win = &finalists[best];
+        let Some(win) = finalists.get(best) else {
+            return Err(Error::NoCorrectCandidate {
+                workload: w.name().to_string(),
+                measured: run.trials.len(),
+                failed: run.failed.len(),
+                first_failure: Some("no finalist could be re-measured".to_string()),
+            });
+        };
         let trial = run
             .trials
             .iter()
