@@ -57,6 +57,33 @@ fn a_search_measures_within_budget_and_replays_its_stored_winner() {
         .fold(f64::INFINITY, f64::min);
     assert_eq!(report.winner.measurement.time, best);
 
+    // Under keep-faster (the tuner's default), a faster entry stored meanwhile stays.
+    assert_eq!(
+        tuner.store_policy(),
+        schedule_cache::StorePolicy::KeepFaster
+    );
+    let faster = RefWorkload::new(Matmul { n: 32 }, &backend, base_options());
+    let code = tuner::Workload::build(&faster);
+    let placements = tuner::Workload::placements(&faster, &code);
+    let ops = tuner::Workload::ops_at(&faster, &code, &[1, 0, 0, 0, 0]).expect("legal");
+    let fake = schedules
+        .store_with_policy(
+            schedule_cache::Subject::new(&code).with_placements(&placements),
+            &ops,
+            schedule_cache::Measurements::new(vec![1e-12]),
+            schedule_cache::StorePolicy::LastWriteWins,
+        )
+        .expect("stored");
+    assert!(fake.outcome.is_stored());
+    let (again, _) = tuner
+        .store(&w, &report, tuner.store_policy())
+        .expect("offered");
+    assert!(again.kept_existing().is_some(), "{again:?}");
+    let (replaced, _) = tuner
+        .store(&w, &report, schedule_cache::StorePolicy::LastWriteWins)
+        .expect("offered");
+    assert!(replaced.is_stored());
+
     // A second tuner over the same directory replays it, checked.
     let cache2 = kernel_cache();
     let again = Tuner::new(&schedules, &backend, &cache2)
