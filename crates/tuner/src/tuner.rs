@@ -230,7 +230,7 @@ pub struct ReplayHit<C, O> {
 }
 
 /// What looking a stored winner up gave.
-// Returned once per lookup: boxing the hit would buy nothing.
+// Returned once per replayed workload: boxing the hit would buy nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Replayed<C, O> {
