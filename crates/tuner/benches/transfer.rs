@@ -1,11 +1,13 @@
 //! Transfer figures through the tuner's cold-comparison harness (issue 37), with the real
-//! C compiler. One invocation is one paired round: a search tunes the source (matmul at
-//! the base size, gcc, the base options) and stores its winner; then, in the same cache,
+//! C compiler, on reference-ir's large space (`space::TiledMatmul`: 2,000 legal schedules
+//! of a tiled matrix product, few of them near the best). One invocation is one paired
+//! round: a search tunes the source (the product at 128, gcc, the base options) and stores
+//! its winner; then, in the same cache,
 //! three changes are each searched from the seeds the cache offers, beside an unseeded
 //! search with its own memo table and its own candidate order, both winners re-measured
 //! interleaved ([`tuner::Tuner::compare_cold`]):
 //!
-//! - `size`: the matrix product at a larger size (near code of the same loop nest);
+//! - `size`: the product at 96 (near code of the same loop nest);
 //! - `option`: `-O3` added to the compiler options (the same code, another codegen);
 //! - `compiler`: clang instead of gcc (the same code, another toolchain and timing).
 //!
@@ -21,9 +23,8 @@
 //! Every round draws fresh order seeds (from the clock and the process id, printed), so the
 //! rounds' orders are independent of each other and of the kernel's name.
 //!
-//! The space is the demo's matmul space (64 legal points), the largest on this branch
-//! until reference-ir's large space lands. Without `--bench` (as `cargo xtask test` runs
-//! it), or with `KCACHE_BENCH_QUICK=1`, it runs a small version.
+//! Without `--bench` (as `cargo xtask test` runs it), or with `KCACHE_BENCH_QUICK=1`, it
+//! runs a small version (64 -> 96, small budgets, quick measurement settings).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -31,7 +32,7 @@ mod support;
 use cc_backend::CcBackend;
 use memo_cache::with_cache;
 use schedule_cache::StorePolicy;
-use support::{Matmul, RefWorkload, base_options, kernel_cache};
+use support::{RefWorkload, Tiled, base_options, kernel_cache};
 use tuner::{
     ColdComparison, ColdOptions, Measure, NeighbourhoodSearch, ProgressMode, SearchOptions,
     Strategy, Tuner,
@@ -59,7 +60,7 @@ fn order_base() -> u64 {
 fn compare(
     change: &str,
     backend: &CcBackend,
-    target: &RefWorkload<Matmul>,
+    target: &RefWorkload<Tiled>,
     dir: &std::path::Path,
     s: &Sizes,
     order: u64,
@@ -138,16 +139,16 @@ fn main() {
     let quick = std::env::var("KCACHE_BENCH_QUICK").as_deref() == Ok("1");
     let s = if bench && !quick {
         Sizes {
-            n: 64,
+            n: 128,
             n_changed: 96,
-            source_budget: 32,
-            budget: 24,
+            source_budget: 48,
+            budget: 32,
             measure: Measure::default(),
         }
     } else {
         Sizes {
-            n: 32,
-            n_changed: 48,
+            n: 64,
+            n_changed: 96,
             source_budget: 12,
             budget: 10,
             measure: Measure::quick(),
@@ -160,7 +161,7 @@ fn main() {
     let dir = tempfile::tempdir().expect("a temporary directory");
 
     // The source: tuned and stored once per round.
-    let source = RefWorkload::new(Matmul { n: s.n }, &gcc, base_options());
+    let source = RefWorkload::new(Tiled::new(s.n), &gcc, base_options());
     {
         let schedules = source.schedules(&gcc, dir.path());
         let cache = kernel_cache();
@@ -182,20 +183,20 @@ fn main() {
             .expect("stored");
         assert!(stored.is_stored(), "{stored:?}");
         eprintln!(
-            "transfer source: matmul {n}, winner {:?} at {:.4} ms",
+            "transfer source: tiled matmul {n}, winner {:?} at {:.4} ms",
             report.winner.point,
             report.winner.measurement.time * 1e3,
             n = s.n
         );
     }
 
-    let size = RefWorkload::new(Matmul { n: s.n_changed }, &gcc, base_options());
+    let size = RefWorkload::new(Tiled::new(s.n_changed), &gcc, base_options());
     let c = compare("size", &gcc, &size, dir.path(), &s, order.wrapping_add(1));
     print("size", &c);
 
     let mut o3 = base_options();
     o3.push("-O3".to_string());
-    let option = RefWorkload::new(Matmul { n: s.n }, &gcc, o3);
+    let option = RefWorkload::new(Tiled::new(s.n), &gcc, o3);
     let c = compare(
         "option",
         &gcc,
@@ -206,7 +207,7 @@ fn main() {
     );
     print("option", &c);
 
-    let compiler = RefWorkload::new(Matmul { n: s.n }, &clang, base_options());
+    let compiler = RefWorkload::new(Tiled::new(s.n), &clang, base_options());
     let c = compare(
         "compiler",
         &clang,

@@ -155,3 +155,76 @@ fn missing<L: ScheduleLanguage, B: Backend, W: Workload<L, B>>(w: &W) -> Error {
         why: "no measurement".to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::Measurement;
+    use crate::tuner::{Origin, SearchReport, Trial, Winner};
+    use kernel_cache::Census;
+
+    fn report(times: &[f64], winner: usize) -> SearchReport<(), ()> {
+        let trials = times
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| Trial {
+                attempt: i + 1,
+                point: Some(vec![i]),
+                origin: Origin::Strategy,
+                measurement: Measurement::of_samples(vec![t], 1, Default::default()),
+                memo_hit: false,
+            })
+            .collect();
+        SearchReport {
+            workload: "w".to_string(),
+            strategy: "s".to_string(),
+            order_seed: 0,
+            budget: 10,
+            attempts: times.len(),
+            trials,
+            failed: Vec::new(),
+            seeds: None,
+            finalists: Vec::new(),
+            winner: Winner {
+                attempt: winner,
+                point: None,
+                origin: Origin::Strategy,
+                code: (),
+                ops: Vec::new(),
+                measurement: Measurement::of_samples(vec![1.0], 1, Default::default()),
+            },
+            baseline: None,
+            memo_hits: 0,
+            memo_misses: 0,
+            census: Census::default(),
+        }
+    }
+
+    #[test]
+    fn trials_to_match_is_the_first_attempt_within_the_target() {
+        let r = report(&[3.0, 1.2, 1.04, 1.0], 4);
+        assert_eq!(trials_to_match(&r, 1.0, 1.05), Some(3));
+        // Nothing measured within, but the re-measured winner is: its attempt.
+        let r = report(&[3.0, 1.2, 1.1], 2);
+        assert_eq!(trials_to_match(&r, 1.0, 1.05), Some(2));
+        // Neither: never.
+        assert_eq!(trials_to_match(&r, 1.2, 1.05), None);
+    }
+
+    #[test]
+    fn a_search_that_never_matches_counts_its_budget_plus_one() {
+        let seeded = report(&[1.0], 1);
+        let cold = report(&[2.0], 1);
+        let c = ColdComparison {
+            seeded_time: Measurement::of_samples(vec![1.0], 1, Default::default()),
+            cold_time: Measurement::of_samples(vec![2.0], 1, Default::default()),
+            target: 1.05,
+            seeded_trials: Some(1),
+            cold_trials: None,
+            seeded,
+            cold,
+        };
+        assert_eq!(c.trials_ratio(), 1.0 / 11.0);
+        assert_eq!(c.quality(), 0.5);
+    }
+}

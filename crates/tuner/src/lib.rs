@@ -16,9 +16,10 @@
 //!   compiled in batches through kernel-cache's per-kernel resolve (a failing candidate
 //!   skipped and reported, a failure the kernel store remembers not compiled again);
 //! - memoizes measurements in a memo-cache table, and measures with warm-up, repeats
-//!   until the spread is within a bound or a cap ([`Measure`]), and re-measures the
-//!   finalists interleaved before one wins; the spread is in the report, and the stored
-//!   entry keeps the winner's samples;
+//!   until the spread is within a bound or a cap ([`Measure`]), ranks candidates by the
+//!   fastest sample unless told otherwise ([`Estimate`]: other processes only add time),
+//!   and re-measures the finalists interleaved before one wins; the spread is in the
+//!   report, and the stored entry keeps the winner's samples;
 //! - stores the winner under keep-faster ([`Tuner::tune`], [`Tuner::store`]);
 //! - shows progress: a bar on a terminal, plain lines otherwise, nothing when quiet
 //!   ([`ProgressMode`]);

@@ -25,13 +25,14 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    /// A display for a search of `label` over `len` trials.
+    /// A display for a search of `label` over `len` trials (no bar for none: a replay
+    /// says its lines plainly).
     pub(crate) fn start(mode: ProgressMode, label: &str, len: usize) -> Progress {
         let terminal = std::io::stderr().is_terminal();
         let (bar, lines) = match mode {
             ProgressMode::Quiet => (None, false),
             ProgressMode::Lines => (None, true),
-            ProgressMode::Auto if terminal => {
+            ProgressMode::Auto if terminal && len > 0 => {
                 let bar = ProgressBar::new(len as u64);
                 let style =
                     ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} trials {msg}")

@@ -290,11 +290,13 @@ pub struct Tuner<'a, L: ScheduleLanguage, S: Store, B: Backend> {
     split: Option<Split>,
     measure: Measure,
     progress: ProgressMode,
+    policy: StorePolicy,
 }
 
 impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
-    /// A tuner storing winners through `schedules`, compiling with `backend` into
-    /// `cache`; default [`Measure`], progress [`ProgressMode::Auto`], no kernel store.
+    /// A tuner storing winners through `schedules` under keep-faster (whatever the cache's
+    /// own policy), compiling with `backend` into `cache`; default [`Measure`], progress
+    /// [`ProgressMode::Auto`], no kernel store.
     pub fn new(
         schedules: &'a ScheduleCache<L, S>,
         backend: &'a B,
@@ -308,7 +310,20 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
             split: None,
             measure: Measure::default(),
             progress: ProgressMode::Auto,
+            policy: StorePolicy::KeepFaster,
         }
+    }
+
+    /// Stores [`Tuner::tune`]'s winners under `policy` (default
+    /// [`StorePolicy::KeepFaster`]: concurrent tuners leave the fastest entry, not the last).
+    pub fn with_store_policy(mut self, policy: StorePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The policy [`Tuner::tune`] stores winners under.
+    pub fn store_policy(&self) -> StorePolicy {
+        self.policy
     }
 
     /// Resolves through a persistent kernel store too.
@@ -406,7 +421,7 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
     }
 
     /// Replays the stored winner if there is a usable one; else searches and offers the
-    /// winner to the store (under the cache's policy, keep-faster by default; an entry
+    /// winner to the store (under [`Tuner::store_policy`], keep-faster by default; an entry
     /// found unusable is replaced whatever its time).
     pub fn tune<W: Workload<L, B>>(
         &self,
@@ -417,7 +432,7 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
     ) -> Result<Tuned<W::Code, L::Op>, Error> {
         let (miss, policy) = match self.replay(w)? {
             Replayed::Hit(hit) => return Ok(Tuned::Replayed(hit)),
-            Replayed::Miss(why) => (why, self.schedules.store_policy()),
+            Replayed::Miss(why) => (why, self.policy),
             Replayed::Unusable { key, why } => (
                 format!("the winner stored at {key} cannot be used: {why}"),
                 StorePolicy::LastWriteWins,
@@ -646,7 +661,14 @@ impl<'a, L: ScheduleLanguage, S: Store, B: Backend> Tuner<'a, L, S, B> {
                 remeasured,
             })
             .collect();
-        let win = &finalists[best];
+        let Some(win) = finalists.get(best) else {
+            return Err(Error::NoCorrectCandidate {
+                workload: w.name().to_string(),
+                measured: run.trials.len(),
+                failed: run.failed.len(),
+                first_failure: Some("no finalist could be re-measured".to_string()),
+            });
+        };
         let trial = run
             .trials
             .iter()

@@ -2,9 +2,9 @@
 //! with reference-ir's renderer, compiled by cc-backend, run on deterministic data and
 //! checked against a Rust reference.
 //!
-//! The matrix product's space is the demo's (order x hoist x tile x inner x init: 96
-//! points, 64 legal), the largest space on this branch; the large space of issue 37 is
-//! reference-ir's to add.
+//! Two matrix products: [`Matmul`], the demo's small space (order x hoist x tile x inner
+//! x init: 96 points, 64 legal, many near the best), and [`Tiled`], reference-ir's large
+//! space (`space::TiledMatmul`: 2,000 legal points, few near the best).
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 use std::collections::BTreeMap;
@@ -32,6 +32,8 @@ pub enum Buf {
 #[derive(Debug)]
 pub struct Built {
     pub code: Code,
+    /// The large space's own handles, for [`Tiled`].
+    pub tiled: Option<reference_ir::space::MatmulCode>,
     pub loops: BTreeMap<&'static str, Symbol>,
     pub nodes: BTreeMap<&'static str, TensorNode>,
     pub params: Vec<(NodeId, Buf)>,
@@ -113,6 +115,7 @@ impl Problem for Matmul {
         );
         Built {
             code: Code::new(vec![init, compute]),
+            tiled: None,
             loops: [("i0", i0), ("j0", j0), ("i", i), ("j", j), ("k", k)]
                 .into_iter()
                 .collect(),
@@ -170,6 +173,47 @@ impl Problem for Matmul {
                 out[i * mm + j] = acc;
             }
         }
+    }
+}
+
+/// reference-ir's large space: a tiled n x n x n matrix product.
+pub struct Tiled(pub reference_ir::space::TiledMatmul);
+
+impl Tiled {
+    /// The product at `n` (a multiple of 32).
+    pub fn new(n: usize) -> Tiled {
+        Tiled(reference_ir::space::TiledMatmul::new(n).expect("a multiple of 32"))
+    }
+}
+
+impl Problem for Tiled {
+    fn name(&self) -> String {
+        "tiled_matmul".to_string()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn build(&self) -> Built {
+        let m = self.0.build();
+        Built {
+            code: m.code.clone(),
+            loops: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            params: vec![(m.c.id(), Buf::Out), (m.a.id(), Buf::A), (m.b.id(), Buf::B)],
+            tiled: Some(m),
+        }
+    }
+    fn dims(&self) -> Vec<usize> {
+        reference_ir::space::TiledMatmul::DIMS
+            .iter()
+            .map(|(_, c)| c.len())
+            .collect()
+    }
+    fn schedule(&self, b: &Built, p: &[usize]) -> Option<Schedule> {
+        self.0.schedule(b.tiled.as_ref()?, p)
+    }
+    fn reference(&self, a: &[f32], b: &[f32], out: &mut [f32]) {
+        self.0.reference(a, b, out)
     }
 }
 
