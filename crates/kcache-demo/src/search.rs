@@ -462,7 +462,7 @@ pub(crate) fn measure_of(reps: usize) -> Measure {
     let base = Measure::default();
     let reps = reps.clamp(1, crate::MAX_REPS);
     Measure {
-        min_samples: reps.min(base.min_samples),
+        min_samples: reps,
         max_samples: if reps < base.min_samples {
             reps
         } else {
@@ -1077,6 +1077,24 @@ fn describe(
 mod tests {
     use super::*;
     use crate::kernels::routines;
+
+    /// `--reps` is the fewest samples: the tuner may take more (up to its cap) while the
+    /// spread is high, never more than `reps` below the default's minimum; always a
+    /// setting the tuner accepts.
+    #[test]
+    fn reps_are_the_fewest_samples() {
+        for (reps, min, max) in [
+            (1, 1, 1),
+            (3, 3, 3),
+            (7, 7, 25),
+            (40, 40, 40),
+            (5000, 1000, 1000),
+        ] {
+            let m = measure_of(reps);
+            assert_eq!((m.min_samples, m.max_samples), (min, max), "reps {reps}");
+            m.check().unwrap();
+        }
+    }
 
     /// Two candidates of one routine whose kernels are the same text (so the same kernel
     /// keys) but whose parameters are bound to other buffers are two measurements: their
