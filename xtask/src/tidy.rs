@@ -37,6 +37,7 @@ const KCACHE_PATHS: &[&str] = &[
     "schedule_cache",
     "memo_cache",
     "redis_wire",
+    "tuner",
 ];
 
 /// Checks every rule; `Err` lists each problem found, one per entry.

@@ -110,6 +110,16 @@ pub enum DemoError {
         /// The stamp's content (at most 64 characters).
         content: String,
     },
+    /// The tuner stopped on a routine (a setting out of range, a batch it could not
+    /// resolve at all, a correct candidate failing when timed).
+    #[error("tuning {routine}")]
+    Tune {
+        /// The routine.
+        routine: String,
+        /// The tuner's error.
+        #[source]
+        source: tuner::Error,
+    },
     /// A filesystem operation of the demo itself failed.
     #[error("I/O error on {}", path.display())]
     Io {

@@ -44,6 +44,13 @@ pub(crate) struct Built {
     pub(crate) params: Vec<(NodeId, Binding)>,
 }
 
+impl schedule_cache::LoopCode for Built {
+    /// The code's walk: the handles on its loops and nodes are not part of it.
+    fn walk(&self, visitor: &mut dyn schedule_cache::Visitor) {
+        self.code.walk(visitor)
+    }
+}
+
 impl Built {
     fn new(
         code: Code,
@@ -586,6 +593,72 @@ pub(crate) fn routines_sized(mm: usize) -> Vec<Routine> {
             tolerance: 1e-4,
         },
     ]
+}
+
+/// The compiler options the renderer asks for, from the configuration. Run under
+/// schedule-cache's digest-completeness guard: every setting consulted here must be
+/// declared with the key component it enters.
+pub(crate) fn compiler_options(config: &schedule_cache::Config) -> Vec<String> {
+    let mut options = vec![
+        // Keep float results reproducible, so outputs can be checked against Rust.
+        "-ffp-contract=off".to_string(),
+        // Honour the renderer's `#pragma omp simd` without linking OpenMP.
+        "-fopenmp-simd".to_string(),
+    ];
+    if config.get("numerics.fast_math") == Some("true") {
+        options.push("-ffast-math".to_string());
+    }
+    options
+}
+
+/// A routine's input data (deterministic) and expected output.
+pub(crate) struct Data {
+    pub(crate) seed: u64,
+    pub(crate) a: Vec<f32>,
+    pub(crate) b: Vec<f32>,
+    pub(crate) expected: Vec<f32>,
+}
+
+impl Data {
+    pub(crate) fn new(routine: &Routine) -> Data {
+        let seed = seed_of(routine.name);
+        let mut rng = SplitMix(seed);
+        let mut values =
+            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 2.0 - 1.0).collect() };
+        let a = values(routine.len);
+        let b = values(routine.len);
+        let mut expected = vec![0.0; routine.len];
+        (routine.reference)(&a, &b, &mut expected);
+        Data {
+            seed,
+            a,
+            b,
+            expected,
+        }
+    }
+}
+
+/// SplitMix64: a small deterministic generator for data and candidate order.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+pub(crate) fn seed_of(name: &str) -> u64 {
+    name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! every kcache crate, and replays its winners from disk on the next run.
 //!
 //! [`run`] tunes a few kernels (a matrix product, a fused elementwise chain, a row
-//! reduction and a two-segment softmax). Each kernel is loop code in the
+//! reduction and a two-segment softmax) with the tuner crate's loop; what is the demo's
+//! own is the workload: rendering, data, checking output. Each kernel is loop code in the
 //! reference IR (crate reference-ir); candidate schedules (split, reorder, unroll, vectorize, hoist) are
 //! applied to freshly built code and rendered to C by reference-ir's renderer with the
 //! names a real renderer mints (`i<id>` loop symbols, `v<id>_…` locals, `n<id>_<label>`
@@ -47,6 +48,7 @@
 mod error;
 mod kernels;
 mod keys;
+mod plain;
 mod report;
 mod search;
 
@@ -60,8 +62,10 @@ use schedule_cache::{DiskCache, Refusal, TwoLevel};
 
 pub use error::DemoError;
 pub use keys::{KeyMode, verbatim_key};
+pub use plain::{PlainCandidate, PlainOptions, PlainReport, plain_loop};
 pub use report::{
-    ColdComparison, KernelReport, Origin, Report, Seeding, Totals, load_average, timing_note,
+    ColdComparison, KernelReport, Measured, Origin, Report, Seeding, Totals, load_average,
+    timing_note,
 };
 
 use kernels::Routine;
@@ -95,8 +99,10 @@ pub struct DemoOptions {
     pub round1: usize,
     /// At most this many candidates of round 2 per kernel (neighbours of round 1's best).
     pub round2: usize,
-    /// Timed samples per measurement (the median is kept), each running the candidate for
-    /// about 0.2 ms; 1 to [`MAX_REPS`] (a value outside is taken as the nearer bound).
+    /// The fewest timed samples per measurement (the median is kept; the tuner takes up to
+    /// 25 while their spread is above 3%, and at most `reps` when `reps` is below 5), each
+    /// running the candidate for at least 0.2 ms; 1 to [`MAX_REPS`] (a value outside is
+    /// taken as the nearer bound).
     pub reps: usize,
     /// The C compiler command (a program and its leading arguments); `None` uses `$CC`,
     /// else `cc`.
@@ -286,7 +292,7 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         );
     }
     let (kernels, totals) = memo_cache::with_cache(options.memo, |memo| {
-        let mut session = Session::new(
+        let session = Session::new(
             backend,
             match &options.redis {
                 None => TwoLevel::local_only(DiskCache::new(
@@ -303,28 +309,11 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
             memo,
             options,
         )?;
-        let mut reports: Vec<Option<KernelReport>> = vec![None; selected.len()];
-        let mut replays = Vec::new();
-        let mut replayed_at = Vec::new();
-        for (i, routine) in selected.iter().enumerate() {
-            match session.try_replay(routine)? {
-                Ok(replay) => {
-                    replays.push((routine, replay));
-                    replayed_at.push(i);
-                }
-                Err(why) => reports[i] = Some(session.search(routine, why)?),
-            }
+        let mut reports = Vec::with_capacity(selected.len());
+        for routine in &selected {
+            reports.push(session.tune(routine)?);
         }
-        // A replayed winner that turns out unusable (it cannot be rendered, or computes a
-        // wrong result) is a miss: its routine is searched and the new winner replaces it.
-        let finished = session.finish_replays(replays)?;
-        for (i, report) in replayed_at.into_iter().zip(finished) {
-            reports[i] = Some(match report {
-                Ok(report) => report,
-                Err(why) => session.search(&selected[i], why)?,
-            });
-        }
-        Ok::<_, DemoError>((reports.into_iter().flatten().collect(), session.totals))
+        Ok::<_, DemoError>((reports, session.finish()))
     })?;
     let store = match &options.redis {
         None => "disk".to_string(),
@@ -342,6 +331,7 @@ pub fn run(options: &DemoOptions) -> Result<Report, DemoError> {
         cold_search_candidates,
         cold_search_kernels,
         total_seconds: start.elapsed().as_secs_f64(),
+        measure: search::measure_of(options.reps),
     })
 }
 

@@ -37,7 +37,8 @@ struct Args {
     /// Round-2 candidates per kernel (neighbours of round 1's best).
     #[arg(long, default_value_t = 12, value_name = "N")]
     round2: usize,
-    /// Timed samples per measurement, each running the candidate for about 0.2 ms (1 to
+    /// Timed samples per measurement, at least (up to 25 while their spread is above 3%;
+    /// at most N when N is below 5), each running the candidate for at least 0.2 ms (1 to
     /// 1000).
     #[arg(long, default_value_t = 7, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=MAX_REPS as i64))]

@@ -54,6 +54,23 @@ pub struct KernelReport {
     /// Candidates that failed to compile, each with the compiler's first diagnostics:
     /// reported and skipped (never measured, never a winner), not a failed run.
     pub failed_to_compile: Vec<String>,
+    /// The candidates the search measured (or the memo table answered), in order: what
+    /// a plain loop would compile and time to do the same search
+    /// ([`plain_loop`](crate::plain_loop)). Empty when replayed.
+    pub measured: Vec<Measured>,
+}
+
+/// One candidate a search measured, as the tuner timed it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    /// Its point in the kernel's space (`None` for a seed outside it).
+    pub point: Option<Vec<usize>>,
+    /// Timed samples.
+    pub samples: usize,
+    /// Runs per sample.
+    pub iterations: u32,
+    /// Whether the memo table answered it (nothing was run this time).
+    pub memo_hit: bool,
 }
 
 /// What seeding did for one searched kernel.
@@ -87,18 +104,17 @@ pub struct Seeding {
 pub struct ColdComparison {
     /// Candidates the cold search measured.
     pub cold_trials: usize,
-    /// The first trial (1-based, in the seeded search's order) measured within 5% of the
-    /// cold search's winner; `None` if none was.
+    /// The seeded search's first attempt (1-based) within 5% of the faster of the two
+    /// winners as re-measured side by side (the tuner's `trials_to_match`); `None` if none
+    /// was.
     pub trials_to_match: Option<usize>,
     /// The seeded winner, re-measured side by side with the cold winner (median of
     /// interleaved measurements), in seconds.
     pub seeded_seconds: f64,
-    /// The cold winner, re-measured side by side with the seeded winner, in seconds. When
-    /// both winners are the same program (their kernels' keys are equal), it was timed once
-    /// and this equals [`seeded_seconds`](ColdComparison::seeded_seconds).
+    /// The cold winner, re-measured side by side with the seeded winner (interleaved, always,
+    /// even when both are the same point), in seconds.
     pub cold_seconds: f64,
-    /// Both winners are the same program (the same schedule, or schedules rendering to
-    /// kernels of equal keys).
+    /// Both winners are the same point of the space (still timed apart).
     pub same_program: bool,
 }
 
@@ -183,6 +199,8 @@ pub struct Report {
     pub cold_search_kernels: usize,
     /// Whole run wall time, in seconds.
     pub total_seconds: f64,
+    /// How candidates were timed (the tuner's settings for this run's `reps`).
+    pub measure: tuner::Measure,
 }
 
 impl Report {

@@ -1,33 +1,85 @@
-//! The autotuning search and the replay of stored winners.
+//! What the demo's tuning has of its own: the reference IR's kernels as a workload of the
+//! tuner crate ([`DemoWorkload`]: rendering, data, checking output, the replay caps, the
+//! kernel keys of `--keys`, the kernel dump), and the session that runs the tuner over
+//! each kernel and turns its reports into the demo's. The loop itself (replay, seed
+//! round, search, measurement, finalists, store) is the tuner's.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use canonical_text::segment_kernel_name;
 use cc_backend::{Arg, CcBackend, CcProgram, Elem, Extent, Kernel, Signature, Source};
 use kernel_cache::store::KernelStore;
-use kernel_cache::{BatchKernel, KernelCache, Names, Resolver, Split};
-use memo_cache::{Key, KeyBuilder, Table, Value, try_fetch_or_put};
+use kernel_cache::{BatchKernel, KernelCache, Names, Resolved, Split};
+use memo_cache::{Key, Table};
 use reference_ir::ir::Precision;
 use reference_ir::render::{
     Naming, Param as RenderParam, ParamKind, Rendered, render, segments, signature_of,
 };
-use reference_ir::schedule::{ReferenceLanguage, SavedRefOp, Schedule, apply_ops};
+use reference_ir::schedule::{RefOp, ReferenceLanguage, SavedRefOp};
 use schedule_cache::{
-    CompleteIdentity, Config, Limits, Measurements, Miss, Registry, SavedSchedule, ScheduleCache,
-    ScheduleEntry, SeedOrigin, Subject, SymRef, TimingIdentity, Toolchain, digest_completeness,
-    to_saved,
+    CompleteIdentity, Config, DiskCache, Limits, NodeId, Placement, RedisStore, Registry,
+    SavedSchedule, ScheduleCache, SeedOrigin, StoreOutcome, StorePolicy, Subject, SymRef,
+    TimingIdentity, Toolchain, TwoLevel, digest_completeness, to_saved,
 };
-use schedule_cache::{
-    DiskCache, NodeId, Placement, RedisStore, StoreOutcome, StorePolicy, TwoLevel,
+use tuner::{
+    ColdOptions, Measure, Measurement, NeighbourhoodSearch, Origin as TrialOrigin, ProgressMode,
+    Replayed, SearchOptions, SearchReport, Space, Strategy, Tuner, Workload,
 };
 
 use crate::DemoOptions;
 use crate::error::DemoError;
-use crate::kernels::{Binding, Built, Routine};
+use crate::kernels::{Binding, Built, Data, Routine, compiler_options, seed_of};
 use crate::keys::{KeyMode, verbatim_key};
-use crate::report::{ColdComparison, KernelReport, Origin, Seeding, Totals, count};
+use crate::report::{ColdComparison, KernelReport, Origin, Seeding, Totals};
+
+/// At most this many seeds are measured per kernel (they count against the budget).
+const MAX_SEED_TRIALS: usize = 4;
+
+/// Interleaved rounds of the side-by-side re-measurement of `--compare-cold`.
+const SIDE_BY_SIDE_ROUNDS: usize = 7;
+
+/// What the workload's renders, binds and runs counted over a run (it renders through
+/// `&self`).
+#[derive(Default)]
+struct Counts {
+    kernels_rendered: u64,
+    verbatim_seen: HashSet<String>,
+    verbatim_compiles: u64,
+    dumped: u64,
+    /// Set by a render, taken by the first bind after it: the resolve in between.
+    resolve_started: Option<(Instant, u64)>,
+    resolves: u64,
+    compiling_resolves: u64,
+    compile_seconds: f64,
+    measure_seconds: f64,
+}
+
+/// Everything one demo run shares: the real backend, the in-process kernel cache, the
+/// schedule cache and its regime, the memo table and the counters.
+pub(crate) struct Session<'t> {
+    backend: CcBackend,
+    cache: KernelCache<CcProgram>,
+    /// The persistent kernel store under the cache directory, unless disabled.
+    kernel_store: Option<KernelStore>,
+    /// Where to write the stream of kernels resolved (see `DemoOptions::dump_kernels`).
+    dump_kernels: Option<PathBuf>,
+    compiler_options: Vec<String>,
+    /// The schedule cache's front door, built once from the regime.
+    schedules: ScheduleCache<ReferenceLanguage, Schedules>,
+    memo: Option<&'t Table<Key, Measurement>>,
+    keys: KeyMode,
+    progress: bool,
+    reps: usize,
+    round1: usize,
+    round2: usize,
+    seeding: bool,
+    compare_cold: bool,
+    counts: RefCell<Counts>,
+    totals: RefCell<Totals>,
+}
 
 /// Bumped whenever the renderer's output changes for the same code: it enters the
 /// codegen key component, so winners stored under another renderer never replay.
@@ -35,9 +87,6 @@ const RENDERER_VERSION: &str = "schedule-cache-render-minted-2";
 
 /// The backend name in disk keys.
 const BACKEND_NAME: &str = "cc";
-
-/// The least duration of one timed sample (a candidate is run repeatedly within it).
-const SAMPLE_SECONDS: f64 = 200e-6;
 
 /// How many round-1 leaders round 2 explores around.
 const LEADERS: usize = 3;
@@ -54,71 +103,6 @@ pub(crate) const MAX_REPLAY_OPS: usize = 64;
 /// a foreign entry that unrolls every loop renders a copy per iteration, megabytes the
 /// compiler would chew on for minutes. More is a miss.
 pub(crate) const MAX_REPLAY_C_BYTES: usize = 256 << 10;
-
-/// A measured candidate (what the memo table stores).
-#[derive(Clone, Debug)]
-pub(crate) struct Measurement {
-    /// Median time of one run of all the candidate's kernels, in seconds.
-    pub(crate) median: f64,
-    /// Every timed sample (the mean time of one run within the sample), in seconds.
-    pub(crate) times: Vec<f64>,
-    /// Largest relative error against the Rust reference.
-    pub(crate) error: f32,
-    /// Whether the output matched the reference within tolerance.
-    pub(crate) correct: bool,
-}
-
-/// Everything one demo run shares: the real backend, the in-process kernel cache, the
-/// configuration and key inputs, the disk cache and the counters.
-pub(crate) struct Session<'t> {
-    pub(crate) backend: CcBackend,
-    pub(crate) cache: KernelCache<CcProgram>,
-    /// The persistent kernel store under the cache directory, unless disabled.
-    pub(crate) kernel_store: Option<KernelStore>,
-    /// Where to write the stream of kernels resolved (see `DemoOptions::dump_kernels`).
-    pub(crate) dump_kernels: Option<PathBuf>,
-    /// Kernels written to the dump directory so far.
-    pub(crate) dumped: u64,
-    pub(crate) compiler_options: Vec<String>,
-    /// The schedule cache's front door, built once from the regime.
-    pub(crate) schedules: ScheduleCache<ReferenceLanguage, Schedules>,
-    pub(crate) memo: Option<&'t Table<Key, Measurement>>,
-    /// How kernels are keyed.
-    pub(crate) keys: KeyMode,
-    /// The verbatim keys of every kernel resolved so far (what a verbatim-keyed cache
-    /// would hold), to count its compiles over the same stream in either mode.
-    pub(crate) verbatim_seen: HashSet<String>,
-    pub(crate) progress: bool,
-    pub(crate) reps: usize,
-    pub(crate) round1: usize,
-    pub(crate) round2: usize,
-    /// Start searches from the cache's seeds.
-    pub(crate) seeding: bool,
-    /// Compare each seeded search with a cold one.
-    pub(crate) compare_cold: bool,
-    /// Candidates of the current search that failed to compile (skipped).
-    pub(crate) failures: Vec<Failure>,
-    /// Routines whose stored winner was found but could not be used: their new winner
-    /// replaces it whatever its time (under keep-faster a faster broken entry would stay).
-    pub(crate) unusable_stored: HashSet<String>,
-    pub(crate) totals: Totals,
-}
-
-/// The compiler options the renderer asks for, from the configuration. Run under
-/// schedule-cache's digest-completeness guard: every setting consulted here must be
-/// declared with the key component it enters.
-fn compiler_options(config: &Config) -> Vec<String> {
-    let mut options = vec![
-        // Keep float results reproducible, so outputs can be checked against Rust.
-        "-ffp-contract=off".to_string(),
-        // Honour the renderer's `#pragma omp simd` without linking OpenMP.
-        "-fopenmp-simd".to_string(),
-    ];
-    if config.get("numerics.fast_math") == Some("true") {
-        options.push("-ffast-math".to_string());
-    }
-    options
-}
 
 fn vector_bytes() -> u32 {
     #[cfg(target_arch = "x86_64")]
@@ -189,21 +173,18 @@ impl<'t> Session<'t> {
                 )
             }),
             dump_kernels: options.dump_kernels.clone(),
-            dumped: 0,
             compiler_options,
             schedules,
             memo,
             keys: options.keys,
-            verbatim_seen: HashSet::new(),
             progress: options.progress,
             reps: options.reps.clamp(1, crate::MAX_REPS),
             round1: options.round1.max(1),
             round2: options.round2,
             seeding: options.seeds,
             compare_cold: options.compare_cold,
-            failures: Vec::new(),
-            unusable_stored: HashSet::new(),
-            totals: Totals::default(),
+            counts: RefCell::new(Counts::default()),
+            totals: RefCell::new(Totals::default()),
         })
     }
 
@@ -213,555 +194,181 @@ impl<'t> Session<'t> {
         }
     }
 
-    /// The placement classes of a routine's freshly built code (its parameters live on the
-    /// device), which enter the code's identity.
-    fn placements(built: &Built) -> BTreeMap<NodeId, Placement> {
-        built
-            .params
-            .iter()
-            .map(|(id, _)| (*id, Placement::OnDevice))
-            .collect()
+    fn measure(&self) -> Measure {
+        measure_of(self.reps)
     }
 
-    /// Renders the candidates' code (already scheduled) into one batch, one kernel per
-    /// segment, named by its position in the batch, with the segment's nodes as its
-    /// parameters. Returns, per candidate, the indices of its kernels.
-    ///
-    /// With `max_c_bytes`, a candidate whose kernels render to more bytes of C (prelude
-    /// and text) is [`DemoError::Render`], found as each segment is rendered, before it is
-    /// copied or keyed.
-    fn render_batch(
-        &self,
-        routine: &Routine,
-        codes: &[(&Built, &reference_ir::ir::Code)],
-        batch: &mut Batch,
-        max_c_bytes: Option<usize>,
-    ) -> Result<Vec<Vec<usize>>, DemoError> {
-        let mut owners = Vec::new();
-        for (built, code) in codes {
-            let mut mine = Vec::new();
-            let mut c_bytes = 0;
-            for segment in segments(code) {
-                let symbol = segment_kernel_name(routine.name, batch.kernels.len());
-                let params = signature_of(&segment, &[]);
-                let config = self.schedules.config();
-                let rendered = render(&segment, &symbol, &params, Naming::Minted, config)
-                    .map_err(|e| DemoError::Render(e.to_string()))?;
-                c_bytes += rendered.prelude.len() + rendered.text.len();
-                if let Some(max) = max_c_bytes
-                    && c_bytes > max
-                {
-                    return Err(DemoError::Render(format!(
-                        "it renders to more than {max} bytes of C, the most the demo compiles"
-                    )));
-                }
-                let bindings = params
-                    .iter()
-                    .map(|p| match p {
-                        RenderParam::Node(n) => built
-                            .params
-                            .iter()
-                            .find(|(id, _)| *id == n.id())
-                            .map(|(_, b)| *b)
-                            .ok_or_else(|| {
-                                DemoError::Render(format!(
-                                    "node {} is bound to no buffer",
-                                    n.label()
-                                ))
-                            }),
-                        RenderParam::Static(s) => {
-                            Err(DemoError::Render(format!("static {s} has no argument")))
-                        }
-                    })
-                    .collect::<Result<Vec<Binding>, DemoError>>()?;
-                let source = Source {
-                    prelude: rendered.prelude.clone(),
-                    text: rendered.text.clone(),
-                    signature: signature(&rendered)?,
-                };
-                let key = match self.keys {
-                    KeyMode::Canonical => source.key(
-                        &symbol,
-                        &Names::new().with_bound(rendered.owned.iter().cloned()),
-                        &self.compiler_options,
-                        self.backend.identity(),
-                    ),
-                    KeyMode::Verbatim => {
-                        verbatim_of(&source, &self.compiler_options, self.backend.identity())
-                    }
-                };
-                mine.push(batch.kernels.len());
-                batch.kernels.push(BatchKernel {
-                    key,
-                    options: self.compiler_options.clone(),
-                    symbol,
-                    source,
-                });
-                batch.bindings.push(bindings);
-            }
-            owners.push(mine);
-        }
-        Ok(owners)
+    fn workload<'s>(&'s self, routine: &'s Routine) -> Result<DemoWorkload<'s>, DemoError> {
+        let space = Space::new(
+            routine.space.iter().map(|(_, c)| c.len()).collect(),
+            legal_points(routine),
+        )
+        .map_err(|source| tune_error(routine, source))?;
+        Ok(DemoWorkload {
+            routine,
+            space,
+            data: Data::new(routine),
+            config: self.schedules.config(),
+            compiler_options: &self.compiler_options,
+            backend: &self.backend,
+            keys: self.keys,
+            dump: self.dump_kernels.as_deref(),
+            counts: &self.counts,
+        })
     }
 
-    /// Resolves a batch through the kernel cache with the real backend (split compile
-    /// on, one outcome per kernel), counting what it compiled and reused. Returns, per
-    /// kernel, the callable kernel or why it has none (its unit failed to compile: the
-    /// compiler's first diagnostics): a kernel that fails fails alone, the batch's other
-    /// kernels are compiled once and answered.
-    fn resolve(
-        &mut self,
-        label: &str,
-        whole: &Batch,
-    ) -> Result<Vec<Result<Bound, String>>, DemoError> {
-        let batch = &whole.kernels[..];
-        self.dump(batch)?;
-        let start = Instant::now();
-        let resolved = Resolver::new(&self.cache, &self.backend)
-            .store(self.kernel_store.as_ref())
-            .split(self.backend.split())
-            .resolve(batch);
-        let seconds = start.elapsed().as_secs_f64();
-        let (resolved, census) =
-            resolved
-                .map(|r| (r.answers, r.census))
-                .map_err(|source| DemoError::Resolve {
-                    routine: label.to_string(),
-                    source,
-                })?;
-        // What a cache keyed by the exact text would have compiled of this batch.
-        let identity = self.backend.identity();
-        let verbatim_new = batch
-            .iter()
-            .filter(|k| {
-                self.verbatim_seen
-                    .insert(verbatim_of(&k.source, &k.options, identity))
-            })
-            .count() as u64;
-        let t = &mut self.totals;
-        t.verbatim_compiles += verbatim_new;
-        t.kernels_rendered += batch.len() as u64;
-        t.kernels_compiled += census.kernels_compiled;
-        t.kernels_reused += census.kernels_reused;
-        t.programs_compiled += census.programs_compiled;
-        t.kernels_loaded += census.kernels_loaded;
-        t.programs_loaded += census.programs_loaded;
-        t.resolves += 1;
-        if census.programs_compiled > 0 {
-            t.compiling_resolves += 1;
-        }
-        t.compile_seconds += seconds;
-        let twins = (batch.len() as u64).saturating_sub(
-            census.kernels_compiled + census.kernels_reused + census.kernels_loaded,
-        );
-        self.say(&format!(
-            "{label}: {} -> {} compiled in {} ({seconds:.2} s), {} loaded from the kernel store, {} reused from the kernel cache, {twins} renamed twins in the batch",
-            count(batch.len() as u64, "kernel"),
-            census.kernels_compiled,
-            count(census.programs_compiled, "program"),
-            census.kernels_loaded,
-            census.kernels_reused,
-        ));
-        resolved
-            .iter()
-            .zip(&whole.bindings)
-            .map(|(r, bindings)| match r {
-                Ok(r) => Ok(Ok(Bound {
-                    kernel: Kernel::from_resolved(r).map_err(DemoError::Backend)?,
-                    bindings: bindings.clone(),
-                })),
-                Err(e) => {
-                    // The compiler's first error line (else the error's first line).
-                    let text = e.to_string();
-                    let why = text
-                        .lines()
-                        .skip(1)
-                        .find(|l| l.contains("error"))
-                        .or_else(|| text.lines().next())
-                        .unwrap_or("")
-                        .trim();
-                    Ok(Err(schedule_cache::admin::short(why)))
-                }
-            })
-            .collect()
-    }
-
-    /// Appends the batch's kernels to the dump directory, if any.
-    fn dump(&mut self, batch: &[BatchKernel<Source>]) -> Result<(), DemoError> {
-        let Some(dir) = &self.dump_kernels else {
-            return Ok(());
-        };
-        let io = |path: PathBuf| move |source| DemoError::Io { path, source };
-        std::fs::create_dir_all(dir).map_err(io(dir.clone()))?;
-        let options = dir.join("options");
-        std::fs::write(&options, self.compiler_options.join("\n")).map_err(io(options))?;
-        for kernel in batch {
-            let path = dir.join(format!("{}.c", self.dumped));
-            std::fs::write(&path, kernel.source.keyed_text()).map_err(io(path))?;
-            self.dumped += 1;
-        }
-        Ok(())
-    }
-
-    /// Times a candidate (its kernels run in order on `data`), through the memo table:
-    /// a candidate whose kernels were measured before (under any names) with the same
-    /// buffers bound to their parameters is not re-run.
-    fn measure(
-        &mut self,
-        routine: &Routine,
-        keys: &[&str],
-        kernels: &[Bound],
-        data: &Data,
-    ) -> Result<Measurement, DemoError> {
-        let key = memo_key(routine, keys, kernels, self.reps, data.seed);
-        let reps = self.reps;
-        let tolerance = routine.tolerance;
-        let start = Instant::now();
-        let fetched = try_fetch_or_put(self.memo, key, || {
-            run_and_time(kernels, data, reps, tolerance)
-        })?;
-        self.totals.measure_seconds += start.elapsed().as_secs_f64();
-        if fetched.is_hit() {
-            self.totals.memo_hits += 1;
-        } else {
-            self.totals.memo_misses += 1;
-        }
-        Ok(fetched.into_value())
-    }
-
-    /// Looks a routine's winner up on disk; on a hit, replays it on freshly built code.
-    /// `Ok(Err(why))` says why no winner was found (the miss explained).
-    pub(crate) fn try_replay(
-        &mut self,
-        routine: &Routine,
-    ) -> Result<Result<Replay, String>, DemoError> {
-        let built = (routine.build)();
-        let placements = Self::placements(&built);
-        let found = self
-            .schedules
-            .lookup(Subject::new(&built.code).with_placements(&placements))
-            .map_err(|e| schedule_error(routine, e))?;
-        self.totals.disk_lookups += 1;
-        let hit = match found {
-            Ok(hit) => hit,
-            Err(Miss::Refused(refusal)) => {
-                self.say(&format!("{}: disk cache refused ({refusal})", routine.name));
-                return Ok(Err(format!("refused: {refusal}")));
-            }
-            Err(Miss::NoTiming) => {
-                return Ok(Err("skipped: no timing identity, no key".to_string()));
-            }
-            Err(miss) => {
-                self.say(&format!("{}: no winner on disk ({miss})", routine.name));
-                return Ok(Err(format!("miss: {miss}")));
-            }
-        };
-        // The front door replayed the entry behind its digest and key-component guards; its
-        // ops may still not apply to the code (a corrupted or hand-edited entry): a miss,
-        // searched again, and the new winner replaces the entry. (Counted as a disk hit
-        // only once the replayed winner computes the right result.)
-        if hit.ops.len() > MAX_REPLAY_OPS {
-            let why = format!(
-                "it has {} ops, more than the {MAX_REPLAY_OPS} the demo replays",
-                hit.ops.len()
-            );
-            return Ok(Err(self.unusable(routine, &hit.key, &why)));
-        }
-        let code = match apply_ops(&hit.ops, &built.code) {
-            Ok(code) => code,
-            Err(e) => return Ok(Err(self.unusable(routine, &hit.key, &e.to_string()))),
-        };
-        let describe = describe(&hit.entry.schedule, &hit.identity, &built);
-        self.say(&format!(
-            "{}: replaying the winner stored at {}: {describe}",
-            routine.name, hit.key
-        ));
-        Ok(Ok(Replay {
-            built,
-            code,
-            entry: hit.entry,
-            key: hit.key.as_str().to_string(),
-            describe,
-        }))
-    }
-
-    /// A stored winner found at `key` that cannot be used (`why`): said on the progress
-    /// line, and returned as the miss the report shows (the routine is searched again).
-    fn unusable(&mut self, routine: &Routine, key: &impl std::fmt::Display, why: &str) -> String {
-        self.unusable_stored.insert(routine.name.to_string());
-        let why = schedule_cache::admin::short(why);
-        self.say(&format!(
-            "{}: the winner stored at {key} cannot be used ({why}); searching again",
-            routine.name
-        ));
-        format!("miss: the stored winner cannot be used: {why}")
-    }
-
-    /// Compiles the replayed winners in one batch, checks and times each, and reports, in
-    /// order. A winner that cannot be rendered or computes a wrong result is `Err(why)`: a
-    /// miss (the caller searches that routine again), never a failed run.
-    pub(crate) fn finish_replays(
-        &mut self,
-        replays: Vec<(&Routine, Replay)>,
-    ) -> Result<Vec<Result<KernelReport, String>>, DemoError> {
-        if replays.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut batch = Batch::default();
-        let mut owners = Vec::new();
-        for (routine, replay) in &replays {
-            // One batch for every winner: segment names stay unique by position.
-            let before = batch.kernels.len();
-            let why = match self.render_batch(
-                routine,
-                &[(&replay.built, &replay.code)],
-                &mut batch,
-                Some(MAX_REPLAY_C_BYTES),
-            ) {
-                Ok(mut o) => {
-                    owners.push(Ok(o.pop().unwrap_or_default()));
-                    continue;
-                }
-                Err(DemoError::Render(why)) => format!("cannot render: {why}"),
-                Err(e) => return Err(e),
-            };
-            // Nothing of this winner stays in the batch.
-            batch.kernels.truncate(before);
-            batch.bindings.truncate(before);
-            owners.push(Err(self.unusable(routine, &replay.key, &why)));
-        }
-        let kernels = self.resolve("replayed winners", &batch)?;
-        let mut reports = Vec::new();
-        for ((routine, replay), mine) in replays.into_iter().zip(owners) {
-            let mine = match mine {
-                Ok(mine) => mine,
-                Err(why) => {
-                    reports.push(Err(why));
-                    continue;
-                }
-            };
-            let data = Data::new(routine);
-            let keys: Vec<&str> = mine
-                .iter()
-                .map(|&i| batch.kernels[i].key.as_str())
-                .collect();
-            let ks = match bound_of(&kernels, &mine) {
-                Ok(ks) => ks,
-                Err(why) => {
-                    reports.push(Err(self.unusable(
-                        routine,
-                        &replay.key,
-                        &format!("it fails to compile: {why}"),
-                    )));
-                    continue;
-                }
-            };
-            let m = self.measure(routine, &keys, &ks, &data)?;
-            if !m.correct {
-                reports.push(Err(self.unusable(
-                    routine,
-                    &replay.key,
-                    &format!(
-                        "it computes a wrong result (max relative error {:.2e})",
-                        m.error
-                    ),
-                )));
-                continue;
-            }
-            self.totals.disk_hits += 1;
-            let stored = median(&replay.entry.times);
-            let timing_note = crate::report::timing_note(
-                &replay.entry.times,
-                &m.times,
-                crate::report::load_average(),
-            );
-            self.say(&format!(
-                "{}: replayed winner runs in {} (stored: {})",
-                routine.name,
-                ms(m.median),
-                stored.map_or("-".to_string(), ms)
-            ));
-            reports.push(Ok(KernelReport {
-                name: routine.name.to_string(),
-                description: routine.description.to_string(),
-                origin: Origin::Replayed,
-                candidates: 0,
-                rejected: 0,
-                kernels_rendered: mine.len(),
-                baseline_seconds: replay.entry.baseline_time,
-                best_seconds: m.median,
-                stored_best_seconds: stored,
-                timing_note,
-                schedule: replay.describe,
-                schedule_ron: replay
-                    .entry
-                    .schedule
-                    .to_ron()
-                    .map_err(|e| schedule_error(routine, e))?,
-                key: replay.key,
-                disk_lookup: "hit".to_string(),
-                seeding: None,
-                failed_to_compile: Vec::new(),
-            }));
-        }
-        Ok(reports)
-    }
-
-    /// The two-round search (after the seeds' round when `seeds`): every candidate tried,
-    /// in order, and what seeding did.
-    fn explore(
-        &mut self,
-        routine: &Routine,
-        data: &Data,
-        seeds: bool,
-    ) -> Result<Explored, DemoError> {
-        self.failures.clear();
-        let legal = legal_points(routine);
-        let mut round1: Vec<Vec<usize>> = vec![vec![0; routine.space.len()]];
-        let mut rest: Vec<&Vec<usize>> =
-            legal.iter().filter(|p| p.iter().any(|&c| c != 0)).collect();
-        shuffle(&mut rest, seed_of(routine.name));
-        let seeded = if seeds {
-            Some(self.seed_candidates(routine, &legal)?)
-        } else {
-            None
-        };
-        let seed_points: Vec<Vec<usize>> = seeded
-            .iter()
-            .flat_map(|(fresh, _)| fresh.iter().map(|f| f.point.clone()))
-            .collect();
-        let seed_trials = seeded.as_ref().map_or(0, |(fresh, _)| fresh.len());
-        round1.extend(
-            rest.into_iter()
-                .filter(|p| !seed_points.contains(p))
-                .take(self.round1.saturating_sub(1 + seed_trials))
-                .cloned(),
-        );
-        self.say(&format!(
-            "{}: searching {} legal schedules of {} ({} dims): round 1 tries {}",
-            routine.name,
-            legal.len(),
-            routine.description,
-            routine.space.len(),
-            round1.len()
-        ));
-        let mut tried: Vec<Tried> = Vec::new();
-        let mut seeding = None;
-        if let Some((fresh, notes)) = seeded {
-            if !fresh.is_empty() {
-                self.measure_round(routine, "seeds", fresh, data, &mut tried)?;
-            }
-            seeding = Some(notes);
-        }
-        self.run_round(routine, "round 1", &round1, data, &mut tried)?;
-
-        // Round 2: the neighbours of the round's leaders (one dimension changed). The
-        // tuner does not remember what it measured: the memo table does.
-        let mut leaders: Vec<&Tried> = tried
-            .iter()
-            .filter(|t| t.measurement.correct && t.point.len() == routine.space.len())
-            .collect();
-        leaders.sort_by(|a, b| a.measurement.median.total_cmp(&b.measurement.median));
-        let mut round2: Vec<Vec<usize>> = Vec::new();
-        'fill: for leader in leaders.iter().take(LEADERS) {
-            for (d, (_, choices)) in routine.space.iter().enumerate() {
-                for c in 0..choices.len() {
-                    if round2.len() >= self.round2 {
-                        break 'fill;
-                    }
-                    let mut p = leader.point.clone();
-                    p[d] = c;
-                    if legal.contains(&p) && !round2.contains(&p) {
-                        round2.push(p);
-                    }
-                }
-            }
-        }
-        if !round2.is_empty() {
-            self.run_round(routine, "round 2", &round2, data, &mut tried)?;
-        }
-        if let Some(notes) = seeding.as_mut() {
-            notes.trials = tried.len();
-            notes.seeds_rejected = tried
-                .iter()
-                .filter(|t| t.seeded && !t.measurement.correct)
-                .count();
-            notes.seeds_failed = self.failures.iter().filter(|f| f.seeded).count();
-        }
-        Ok((tried, seeding, std::mem::take(&mut self.failures)))
-    }
-
-    /// Searches a routine's schedule space in two rounds and stores the winner on disk.
-    /// With seeding on, the search starts from the seeds the schedule cache offers (each
-    /// rebuilt on fresh code, applied, checked against the reference and measured in its own
-    /// round before it can win; a seed that does not apply is dropped and reported); with
-    /// `compare_cold`, an unseeded search of the same budget runs too (nothing of it stored)
-    /// and both winners are re-measured side by side, interleaved.
-    pub(crate) fn search(
-        &mut self,
-        routine: &Routine,
-        disk_lookup: String,
-    ) -> Result<KernelReport, DemoError> {
-        let rendered_before = self.totals.kernels_rendered;
-        let data = Data::new(routine);
-        let (tried, mut seeding, failures) = self.explore(routine, &data, self.seeding)?;
-        if tried.is_empty()
-            && let Some(first) = failures.first()
-        {
-            return Err(DemoError::NothingCompiled {
-                routine: routine.name.to_string(),
-                first: first.why.clone(),
+    /// Tunes one routine with the tuner: its stored winner replayed (checked) when there
+    /// is a usable one, else a search (from the cache's seeds when seeding is on; beside a
+    /// cold search with `compare_cold`) whose winner is stored under keep-faster (a stored
+    /// winner found unusable is replaced whatever its time).
+    pub(crate) fn tune(&self, routine: &Routine) -> Result<KernelReport, DemoError> {
+        let work = self.workload(routine)?;
+        let tuner = Tuner::new(&self.schedules, &self.backend, &self.cache)
+            .with_kernel_store(self.kernel_store.as_ref())
+            .with_split(self.backend.split())
+            .with_measure(self.measure())
+            .with_progress(if self.progress {
+                ProgressMode::Auto
+            } else {
+                ProgressMode::Quiet
             });
-        }
-        if let Some(seeding) = seeding.as_mut()
-            && self.compare_cold
-        {
-            seeding.cold = Some(self.compare_with_cold(routine, &data, &tried)?);
-        }
-        let candidates = tried.len();
-        let rejected = tried.iter().filter(|t| !t.measurement.correct).count();
-        let baseline = tried
-            .iter()
-            .find(|t| t.point.iter().all(|&c| c == 0) && t.measurement.correct)
-            .map(|t| t.measurement.median);
-        let winner = tried
-            .into_iter()
-            .filter(|t| t.measurement.correct)
-            .min_by(|a, b| a.measurement.median.total_cmp(&b.measurement.median))
-            .ok_or_else(|| DemoError::NoCorrectCandidate(routine.name.to_string()))?;
-        if let Some(seeding) = seeding.as_mut() {
-            seeding.winner_from_seed = winner.seeded;
-        }
-
-        // Save the winner against the code it was built on, and store it on disk.
-        let placements = Self::placements(&winner.built);
-        let subject = Subject::new(&winner.built.code).with_placements(&placements);
-        let identity = subject.identity().map_err(|e| schedule_error(routine, e))?;
-        let mut measurements = Measurements::new(winner.measurement.times.clone());
-        measurements.baseline_time = baseline;
-        let policy = if self.unusable_stored.contains(routine.name) {
-            StorePolicy::LastWriteWins
-        } else {
-            self.schedules.store_policy()
+        let rendered_before = self.counts.borrow().kernels_rendered;
+        let (disk_lookup, policy) = match tuner.replay(&work).map_err(|e| tune_error(routine, e))? {
+            Replayed::Hit(hit) => {
+                let (describe, schedule_ron) = saved_words(routine, &hit.code, &hit.ops)?;
+                let timing_note = crate::report::timing_note(
+                    &hit.stored_times,
+                    &hit.measurement.samples,
+                    crate::report::load_average(),
+                );
+                self.add_census(&hit.census);
+                let mut t = self.totals.borrow_mut();
+                t.disk_lookups += 1;
+                t.disk_hits += 1;
+                // The replayed winner was run and timed once (not through the memo table).
+                t.memo_misses += 1;
+                return Ok(KernelReport {
+                    name: routine.name.to_string(),
+                    description: routine.description.to_string(),
+                    origin: Origin::Replayed,
+                    candidates: 0,
+                    rejected: 0,
+                    kernels_rendered: (self.counts.borrow().kernels_rendered - rendered_before)
+                        as usize,
+                    baseline_seconds: hit.baseline,
+                    best_seconds: hit.measurement.median,
+                    stored_best_seconds: median(&hit.stored_times),
+                    timing_note,
+                    schedule: describe,
+                    schedule_ron,
+                    key: hit.key.as_str().to_string(),
+                    disk_lookup: "hit".to_string(),
+                    seeding: None,
+                    failed_to_compile: Vec::new(),
+                    measured: Vec::new(),
+                });
+            }
+            // A refusal (`refused: …`) and a skipped lookup say so themselves.
+            Replayed::Miss(why) if why.starts_with("refused") || why.starts_with("skipped") => {
+                (why, self.schedules.store_policy())
+            }
+            Replayed::Miss(why) => (format!("miss: {why}"), self.schedules.store_policy()),
+            Replayed::Unusable { why, .. } => {
+                // The op's own words: the tuner's and the renderer's prefixes add nothing
+                // to "cannot be used".
+                let why = why
+                    .strip_prefix("it does not apply or render: ")
+                    .unwrap_or(&why);
+                let why = why
+                    .strip_prefix("it no longer applies (")
+                    .and_then(|w| w.strip_suffix(')'))
+                    .unwrap_or(why);
+                (
+                    format!(
+                        "miss: the stored winner cannot be used: {}",
+                        schedule_cache::admin::short(why)
+                    ),
+                    StorePolicy::LastWriteWins,
+                )
+            }
         };
-        let published = self
-            .schedules
-            .store_with_policy(subject, &winner.schedule.ops, measurements, policy)
-            .map_err(|e| schedule_error(routine, e))?;
-        let describe = describe(&published.saved, &identity, &winner.built);
-        let schedule_ron = published
-            .saved
-            .to_ron()
-            .map_err(|e| schedule_error(routine, e))?;
-        let key = published.key;
-        match published.outcome {
-            StoreOutcome::Stored => self.totals.disk_stored += 1,
+        // The seeds the cache offers (the tuner takes the same list): the report names
+        // them in the demo's words.
+        let offered = if self.seeding {
+            let built = work.build();
+            let placements = placements(&built);
+            self.schedules
+                .seeds(Subject::new(&built).with_placements(&placements))
+                .map_err(|e| schedule_error(routine, e))?
+                .seeds
+        } else {
+            Vec::new()
+        };
+        let budget = self.round1 + self.round2;
+        let batch = self.round1.max(self.round2).max(1);
+        let order_seed = seed_of(routine.name);
+        let round1 = self.round1;
+        let mut strategy =
+            || -> Box<dyn Strategy> { Box::new(NeighbourhoodSearch::new(round1, LEADERS)) };
+        let (report, cold) = if self.compare_cold && self.seeding {
+            let cmp = tuner
+                .compare_cold(
+                    &work,
+                    &mut strategy,
+                    &ColdOptions {
+                        budget,
+                        batch,
+                        seeded_order: order_seed,
+                        // Independent of the seeded search's order (and of the name).
+                        cold_order: order_seed ^ clock_seed(),
+                        max_seeds: MAX_SEED_TRIALS,
+                        rounds: SIDE_BY_SIDE_ROUNDS,
+                        within: 0.05,
+                    },
+                )
+                .map_err(|e| tune_error(routine, e))?;
+            let same_program = cmp.seeded.winner.point.is_some()
+                && cmp.seeded.winner.point == cmp.cold.winner.point;
+            let cold = ColdComparison {
+                cold_trials: cmp.cold.trials.len(),
+                trials_to_match: cmp.seeded_trials,
+                seeded_seconds: cmp.seeded_time.median,
+                cold_seconds: cmp.cold_time.median,
+                same_program,
+            };
+            (cmp.seeded, Some(cold))
+        } else {
+            let options = SearchOptions {
+                budget,
+                batch,
+                order_seed,
+                seeds: self.seeding,
+                max_seeds: MAX_SEED_TRIALS,
+                baseline_first: true,
+            };
+            let report = tuner
+                .search(&work, &mut *strategy(), &options, self.memo)
+                .map_err(|e| tune_error(routine, e))?;
+            (report, None)
+        };
+        let (outcome, key) = tuner
+            .store(&work, &report, policy)
+            .map_err(|e| tune_error(routine, e))?;
+        self.add_census(&report.census);
+        {
+            let mut t = self.totals.borrow_mut();
+            t.disk_lookups += 1;
+            t.memo_hits += report.memo_hits;
+            t.memo_misses += report.memo_misses;
+        }
+        match outcome {
+            StoreOutcome::Stored => self.totals.borrow_mut().disk_stored += 1,
             StoreOutcome::Refused(r) => self.say(&format!(
                 "{}: the disk cache refused the winner ({r})",
                 routine.name
             )),
             StoreOutcome::KeptExisting(kept) => {
-                self.totals.disk_kept_faster += 1;
+                self.totals.borrow_mut().disk_kept_faster += 1;
                 self.say(&format!(
                     "{}: kept the faster winner already stored (best time {} against this search's {})",
                     routine.name,
@@ -772,7 +379,9 @@ impl<'t> Session<'t> {
             StoreOutcome::Skipped => {}
             other => self.say(&format!("{}: the disk cache said {other:?}", routine.name)),
         }
-        let speedup = baseline.map_or(String::new(), |b| {
+        let winner = &report.winner;
+        let (describe, schedule_ron) = saved_words(routine, &winner.code, &winner.ops)?;
+        let speedup = report.baseline.map_or(String::new(), |b| {
             format!(
                 " ({:.1}x over the unscheduled code)",
                 b / winner.measurement.median
@@ -783,14 +392,21 @@ impl<'t> Session<'t> {
             routine.name,
             ms(winner.measurement.median)
         ));
+        let seeding = self
+            .seeding
+            .then(|| seeding_of(routine, &report, &offered, cold));
         Ok(KernelReport {
             name: routine.name.to_string(),
             description: routine.description.to_string(),
             origin: Origin::Searched,
-            candidates,
-            rejected,
-            kernels_rendered: (self.totals.kernels_rendered - rendered_before) as usize,
-            baseline_seconds: baseline,
+            candidates: report.trials.len(),
+            rejected: report
+                .trials
+                .iter()
+                .filter(|t| !t.measurement.correct)
+                .count(),
+            kernels_rendered: (self.counts.borrow().kernels_rendered - rendered_before) as usize,
+            baseline_seconds: report.baseline,
             best_seconds: winner.measurement.median,
             stored_best_seconds: None,
             timing_note: None,
@@ -799,369 +415,180 @@ impl<'t> Session<'t> {
             key: key.map(|k| k.as_str().to_string()).unwrap_or_default(),
             disk_lookup,
             seeding,
-            failed_to_compile: failures.iter().map(|f| f.why.clone()).collect(),
+            failed_to_compile: report.failed.iter().map(|f| f.why.clone()).collect(),
+            measured: report
+                .trials
+                .iter()
+                .map(|t| crate::report::Measured {
+                    point: t.point.clone(),
+                    samples: t.measurement.samples.len(),
+                    iterations: t.measurement.iterations,
+                    memo_hit: t.memo_hit,
+                })
+                .collect(),
         })
     }
 
-    /// The seeds the schedule cache offers for the routine's code, each rebuilt on fresh
-    /// code and applied (a seed that does not rebuild or apply, or is beyond the replay caps,
-    /// is dropped and named in the notes). At most [`MAX_SEED_TRIALS`] are kept.
-    fn seed_candidates(
-        &mut self,
-        routine: &Routine,
-        legal: &[Vec<usize>],
-    ) -> Result<(Vec<Fresh>, Seeding), DemoError> {
-        let built = (routine.build)();
-        let placements = Self::placements(&built);
-        let seeds = self
-            .schedules
-            .seeds(Subject::new(&built.code).with_placements(&placements))
-            .map_err(|e| schedule_error(routine, e))?;
-        let mut notes = Seeding {
-            offered: seeds.seeds.len(),
-            ..Seeding::default()
+    fn add_census(&self, c: &kernel_cache::Census) {
+        let mut t = self.totals.borrow_mut();
+        t.kernels_reused += c.kernels_reused;
+        t.kernels_loaded += c.kernels_loaded;
+        t.programs_loaded += c.programs_loaded;
+    }
+
+    /// The run's totals: the counters of the searches and replays, and what the backend
+    /// and the workload's renders counted.
+    pub(crate) fn finish(&self) -> Totals {
+        let c = self.counts.borrow();
+        Totals {
+            kernels_rendered: c.kernels_rendered,
+            kernels_compiled: self.backend.kernels_compiled(),
+            programs_compiled: self.backend.programs_compiled(),
+            verbatim_compiles: c.verbatim_compiles,
+            resolves: c.resolves,
+            compiling_resolves: c.compiling_resolves,
+            compile_seconds: c.compile_seconds,
+            measure_seconds: c.measure_seconds,
+            ..*self.totals.borrow()
+        }
+    }
+}
+
+/// How candidates are timed: the tuner's default (warm-up, samples of at least 200 µs,
+/// repeats until the spread is within 3%, finalists re-measured interleaved), at least
+/// `reps` samples (and at most `reps` when `reps` is below the default's 5: the tests'
+/// quick runs).
+pub(crate) fn measure_of(reps: usize) -> Measure {
+    let base = Measure::default();
+    let reps = reps.clamp(1, crate::MAX_REPS);
+    Measure {
+        min_samples: reps,
+        max_samples: if reps < base.min_samples {
+            reps
+        } else {
+            base.max_samples.max(reps)
+        },
+        finalist_rounds: base.finalist_rounds.min(reps),
+        ..base
+    }
+}
+
+/// Render failures of a seed that mean it was never compiled (it does not apply to the
+/// code, or is beyond the replay caps): reported as dropped seeds, as before the tuner.
+const NOT_COMPILED: [&str; 3] = ["it no longer applies", "it has ", "it renders to more than"];
+
+/// What seeding did, from the seeded search's report and the seeds the cache offered
+/// (the demo's words for them: `1 entry (differ in: codegen)`, `matmul 64x64x64`).
+fn seeding_of<C>(
+    routine: &Routine,
+    report: &SearchReport<C, RefOp>,
+    offered: &[schedule_cache::Seed<SavedRefOp>],
+    cold: Option<ColdComparison>,
+) -> Seeding {
+    let round = report.seeds.clone().unwrap_or_default();
+    let label_of = |from: &str| -> (String, Option<&schedule_cache::Seed<SavedRefOp>>) {
+        match offered
+            .iter()
+            .find(|s| from == format!("{} at {}", s.origin(), s.key()))
+        {
+            Some(seed) => (
+                match seed.origin() {
+                    SeedOrigin::SameCode { .. } => "the same code".to_string(),
+                    SeedOrigin::NearCode { digest, .. } => near_label(routine, digest),
+                    other => format!("{other:?}"),
+                },
+                Some(seed),
+            ),
+            None => (from.to_string(), None),
+        }
+    };
+    let seed_from = |o: &TrialOrigin| match o {
+        TrialOrigin::Seed { from } => Some(from.clone()),
+        _ => None,
+    };
+    let mut dropped: Vec<String> = round
+        .dropped
+        .iter()
+        .map(|d| format!("{}: {}", label_of(&d.from).0, d.reason))
+        .collect();
+    let (mut same, mut differing, mut near) = (0, Vec::new(), Vec::<String>::new());
+    let mut failed = 0;
+    let mut count = |from: &str| {
+        let (label, seed) = label_of(from);
+        match seed.map(|s| s.origin()) {
+            Some(SeedOrigin::SameCode { differing: d }) => {
+                same += 1;
+                for c in d {
+                    if !differing.contains(c) {
+                        differing.push(*c);
+                    }
+                }
+            }
+            _ => {
+                if !near.contains(&label) {
+                    near.push(label);
+                }
+            }
+        }
+    };
+    for t in &report.trials {
+        if let Some(from) = seed_from(&t.origin) {
+            count(&from);
+        }
+    }
+    for f in &report.failed {
+        let Some(from) = seed_from(&f.origin) else {
+            continue;
         };
-        let mut fresh: Vec<Fresh> = Vec::new();
-        let mut differing: Vec<schedule_cache::KeyComponent> = Vec::new();
-        let mut near: Vec<String> = Vec::new();
-        let mut same = 0;
-        for seed in &seeds.seeds {
-            if fresh.len() >= MAX_SEED_TRIALS {
-                break;
-            }
-            let built = (routine.build)();
-            let placements = Self::placements(&built);
-            let subject = Subject::new(&built.code).with_placements(&placements);
-            let origin = match seed.origin() {
-                SeedOrigin::SameCode { .. } => "the same code".to_string(),
-                SeedOrigin::NearCode { digest, .. } => near_label(routine, digest),
-                other => format!("{other:?}"),
+        if NOT_COMPILED.iter().any(|p| f.why.starts_with(p)) {
+            let why = match f
+                .why
+                .strip_prefix("it no longer applies (")
+                .and_then(|w| w.strip_suffix(')'))
+            {
+                Some(op) => format!(
+                    "it no longer applies ({})",
+                    schedule_cache::admin::short(op)
+                ),
+                None => schedule_cache::admin::short(&f.why),
             };
-            let candidate = match self.schedules.candidate(seed, subject) {
-                Ok(c) => c,
-                Err(dropped) => {
-                    notes.dropped.push(format!("{origin}: {}", dropped.reason));
-                    continue;
-                }
-            };
-            if candidate.ops.len() > MAX_REPLAY_OPS {
-                notes.dropped.push(format!(
-                    "{origin}: {} ops, more than the {MAX_REPLAY_OPS} the demo replays",
-                    candidate.ops.len()
-                ));
-                continue;
-            }
-            let code = match apply_ops(&candidate.ops, &built.code) {
-                Ok(code) => code,
-                Err(e) => {
-                    notes.dropped.push(format!(
-                        "{origin}: it no longer applies ({})",
-                        schedule_cache::admin::short(&e.to_string())
-                    ));
-                    continue;
-                }
-            };
-            // Beyond the rendered-C cap: dropped before anything is compiled.
-            let mut scratch = Batch::default();
-            if let Err(e) = self.render_batch(
-                routine,
-                &[(&built, &code)],
-                &mut scratch,
-                Some(MAX_REPLAY_C_BYTES),
-            ) {
-                notes.dropped.push(format!("{origin}: cannot render: {e}"));
-                continue;
-            }
-            let point = point_of(routine, legal, &built, &candidate.ops).unwrap_or_default();
-            if fresh.iter().any(|f| !point.is_empty() && f.point == point) {
-                continue;
-            }
-            match seed.origin() {
-                SeedOrigin::SameCode { differing: d } => {
-                    same += 1;
-                    for c in d {
-                        if !differing.contains(c) {
-                            differing.push(*c);
-                        }
-                    }
-                }
-                // Near code, and any kind of seed this demo does not know yet.
-                _ => {
-                    if !near.contains(&origin) {
-                        near.push(origin.clone());
-                    }
-                }
-            }
-            fresh.push(Fresh {
-                point,
-                built,
-                schedule: Schedule { ops: candidate.ops },
-                code,
-                seeded: true,
-            });
+            dropped.push(format!("{}: {why}", label_of(&from).0));
+        } else {
+            failed += 1;
+            count(&from);
         }
-        differing.sort();
-        let mut parts = Vec::new();
-        if same > 0 {
-            let names: Vec<&str> = differing.iter().map(|c| c.name()).collect();
-            parts.push(format!(
-                "{same} {} (differ in: {})",
-                if same == 1 { "entry" } else { "entries" },
-                names.join(", ")
-            ));
-        }
-        parts.extend(near);
-        notes.summary = if parts.is_empty() {
+    }
+    differing.sort();
+    let mut parts = Vec::new();
+    if same > 0 {
+        let names: Vec<&str> = differing.iter().map(|c| c.name()).collect();
+        parts.push(format!(
+            "{same} {} (differ in: {})",
+            if same == 1 { "entry" } else { "entries" },
+            names.join(", ")
+        ));
+    }
+    parts.extend(near);
+    let seed_trials = report
+        .trials
+        .iter()
+        .filter(|t| matches!(t.origin, TrialOrigin::Seed { .. }))
+        .count();
+    Seeding {
+        summary: if parts.is_empty() {
             "no seed".to_string()
         } else {
             format!("seeded from {}", parts.join(" and "))
-        };
-        notes.seed_trials = fresh.len();
-        self.say(&format!(
-            "{}: {} offered, {} measured first; {} dropped{}",
-            routine.name,
-            notes.summary,
-            fresh.len(),
-            notes.dropped.len(),
-            notes
-                .dropped
-                .iter()
-                .map(|d| format!("\n  dropped: {d}"))
-                .collect::<String>()
-        ));
-        Ok((fresh, notes))
+        },
+        offered: round.offered,
+        seed_trials,
+        trials: report.trials.len(),
+        dropped,
+        seeds_rejected: round.wrong,
+        seeds_failed: failed,
+        winner_from_seed: matches!(report.winner.origin, TrialOrigin::Seed { .. }),
+        cold,
     }
-
-    /// An unseeded search of the same budget (nothing of it stored), then both winners
-    /// re-measured side by side, interleaved, in this process.
-    fn compare_with_cold(
-        &mut self,
-        routine: &Routine,
-        data: &Data,
-        seeded: &[Tried],
-    ) -> Result<ColdComparison, DemoError> {
-        let (cold, _, _) = self.explore(routine, data, false)?;
-        let best = |tried: &[Tried]| -> Option<usize> {
-            tried
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.measurement.correct)
-                .min_by(|a, b| a.1.measurement.median.total_cmp(&b.1.measurement.median))
-                .map(|(i, _)| i)
-        };
-        let (Some(si), Some(ci)) = (best(seeded), best(cold.as_slice())) else {
-            return Err(DemoError::NoCorrectCandidate(routine.name.to_string()));
-        };
-        let (s, c) = (&seeded[si], &cold[ci]);
-        let mut scheduled = Vec::new();
-        for t in [s, c] {
-            scheduled.push(
-                t.schedule
-                    .apply(&t.built.code)
-                    .map_err(|e| schedule_error(routine, e))?,
-            );
-        }
-        let codes: Vec<(&Built, &reference_ir::ir::Code)> =
-            vec![(&s.built, &scheduled[0]), (&c.built, &scheduled[1])];
-        let cold_median = c.measurement.median;
-        let mut batch = Batch::default();
-        let owners = self.render_batch(routine, &codes, &mut batch, None)?;
-        let kernels = self.resolve(&format!("{} side by side", routine.name), &batch)?;
-        let compiled = |o: &Vec<usize>| {
-            bound_of(&kernels, o).map_err(|why| {
-                DemoError::Render(format!(
-                    "a winner compared side by side failed to compile: {why}"
-                ))
-            })
-        };
-        let (ks, kc) = (compiled(&owners[0])?, compiled(&owners[1])?);
-        // Both winners rendering to kernels of equal keys are one program (equal keys mean
-        // the same object code): timing it twice would only compare noise, so it is timed
-        // once and both sides get that time.
-        let keys_of = |o: &Vec<usize>| -> Vec<&str> {
-            o.iter().map(|&i| batch.kernels[i].key.as_str()).collect()
-        };
-        let same_program = keys_of(&owners[0]) == keys_of(&owners[1]);
-        let (mut ts, mut tc) = (Vec::new(), Vec::new());
-        for _ in 0..SIDE_BY_SIDE_ROUNDS {
-            ts.push(run_and_time(&ks, data, self.reps, routine.tolerance)?.median);
-            if !same_program {
-                tc.push(run_and_time(&kc, data, self.reps, routine.tolerance)?.median);
-            }
-        }
-        let seeded_seconds = median(&ts).unwrap_or(f64::INFINITY);
-        let cold_seconds = if same_program {
-            seeded_seconds
-        } else {
-            median(&tc).unwrap_or(f64::INFINITY)
-        };
-        // The first trial of the seeded search within 5% of the cold winner (times as the
-        // searches measured them, in this process).
-        let target = cold_median * 1.05;
-        let trials_to_match = seeded
-            .iter()
-            .position(|t| t.measurement.correct && t.measurement.median <= target)
-            .map(|i| i + 1);
-        Ok(ColdComparison {
-            cold_trials: cold.len(),
-            trials_to_match,
-            seeded_seconds,
-            cold_seconds,
-            same_program,
-        })
-    }
-
-    fn run_round(
-        &mut self,
-        routine: &Routine,
-        round: &str,
-        points: &[Vec<usize>],
-        data: &Data,
-        tried: &mut Vec<Tried>,
-    ) -> Result<(), DemoError> {
-        let mut fresh = Vec::new();
-        for point in points {
-            // Each candidate is lowered anew: fresh symbols, fresh node ids, fresh names.
-            let built = (routine.build)();
-            let Some(schedule) = (routine.schedule)(&built, point) else {
-                continue;
-            };
-            let code = schedule
-                .apply(&built.code)
-                .map_err(|e| schedule_error(routine, e))?;
-            fresh.push(Fresh {
-                point: point.clone(),
-                built,
-                schedule,
-                code,
-                seeded: false,
-            });
-        }
-        self.measure_round(routine, round, fresh, data, tried)
-    }
-
-    /// Compiles the round's candidates in one batch, checks and times each, in order.
-    fn measure_round(
-        &mut self,
-        routine: &Routine,
-        round: &str,
-        fresh: Vec<Fresh>,
-        data: &Data,
-        tried: &mut Vec<Tried>,
-    ) -> Result<(), DemoError> {
-        let codes: Vec<(&Built, &reference_ir::ir::Code)> =
-            fresh.iter().map(|f| (&f.built, &f.code)).collect();
-        let mut batch = Batch::default();
-        let owners = self.render_batch(routine, &codes, &mut batch, None)?;
-        let kernels = self.resolve(&format!("{} {round}", routine.name), &batch)?;
-        let (hits_before, rejected_before) = (self.totals.memo_hits, tried.len());
-        for (f, mine) in fresh.into_iter().zip(owners) {
-            let Fresh {
-                point,
-                built,
-                schedule,
-                seeded,
-                ..
-            } = f;
-            let keys: Vec<&str> = mine
-                .iter()
-                .map(|&i| batch.kernels[i].key.as_str())
-                .collect();
-            let ks = match bound_of(&kernels, &mine) {
-                Ok(ks) => ks,
-                Err(why) => {
-                    // Reported and skipped: never measured, never a winner, never a failed run.
-                    self.say(&format!(
-                        "{}: candidate {} SKIPPED: it fails to compile: {why}",
-                        routine.name,
-                        candidate_label(routine, &point, seeded)
-                    ));
-                    self.failures.push(Failure { seeded, why });
-                    continue;
-                }
-            };
-            let measurement = self.measure(routine, &keys, &ks, data)?;
-            if !measurement.correct {
-                self.say(&format!(
-                    "{}: candidate {} REJECTED: wrong output (max relative error {:.2e})",
-                    routine.name,
-                    candidate_label(routine, &point, seeded),
-                    measurement.error
-                ));
-            }
-            tried.push(Tried {
-                point,
-                built,
-                schedule,
-                measurement,
-                seeded,
-            });
-        }
-        let best = tried[rejected_before..]
-            .iter()
-            .filter(|t| t.measurement.correct)
-            .map(|t| t.measurement.median)
-            .min_by(f64::total_cmp);
-        self.say(&format!(
-            "{} {round}: {} candidates measured ({} answered by the memo table), best {}",
-            routine.name,
-            tried.len() - rejected_before,
-            self.totals.memo_hits - hits_before,
-            best.map_or("-".to_string(), ms)
-        ));
-        Ok(())
-    }
-}
-
-/// At most this many seeds are measured per kernel (they count against round 1's budget).
-const MAX_SEED_TRIALS: usize = 4;
-
-/// Interleaved re-measurements of the two winners [`Session::compare_with_cold`] compares.
-const SIDE_BY_SIDE_ROUNDS: usize = 7;
-
-/// The callable kernels of one candidate (`mine`, indices into the batch), or why one of them
-/// failed to compile.
-fn bound_of(kernels: &[Result<Bound, String>], mine: &[usize]) -> Result<Vec<Bound>, String> {
-    mine.iter()
-        .map(|&i| {
-            kernels
-                .get(i)
-                .cloned()
-                .unwrap_or_else(|| Err("no such kernel".to_string()))
-        })
-        .collect()
-}
-
-/// What a search tried (in order), what seeding did, and the candidates that failed to
-/// compile.
-type Explored = (Vec<Tried>, Option<Seeding>, Vec<Failure>);
-
-/// A candidate that failed to compile (skipped, never measured).
-pub(crate) struct Failure {
-    seeded: bool,
-    why: String,
-}
-
-/// The point of the routine's space whose schedule, built on `built`, saves to the same ops
-/// as `ops` (so the seed's neighbours can be explored), if any.
-fn point_of(
-    routine: &Routine,
-    legal: &[Vec<usize>],
-    built: &Built,
-    ops: &[reference_ir::schedule::RefOp],
-) -> Option<Vec<usize>> {
-    let placements = Session::placements(built);
-    let identity = Subject::new(&built.code)
-        .with_placements(&placements)
-        .identity()
-        .ok()?;
-    let registry = Registry::new(&identity);
-    let (want, _) = to_saved(&ReferenceLanguage, &registry, ops).ok()?;
-    legal.iter().find_map(|p| {
-        let s = (routine.schedule)(built, p)?;
-        let (have, _) = to_saved(&ReferenceLanguage, &registry, &s.ops).ok()?;
-        (have.ops == want.ops).then(|| p.clone())
-    })
 }
 
 /// "matmul 64x64x64" for near code of the matrix product whose digest is `digest`, else
@@ -1174,7 +601,7 @@ fn near_label(routine: &Routine, digest: &str) -> String {
                 break;
             };
             let built = (r.build)();
-            let placements = Session::placements(&built);
+            let placements = placements(&built);
             if Subject::new(&built.code)
                 .with_placements(&placements)
                 .identity()
@@ -1191,84 +618,301 @@ fn near_label(routine: &Routine, digest: &str) -> String {
     )
 }
 
-/// The memo table's key of a measurement: the routine, the kernels run in order (their
-/// kernel keys), the buffer each kernel's parameters are bound to (in parameter order),
-/// the data and the number of timed runs. The kernel key covers the text and signature
-/// but not which buffer a parameter receives, so the bindings are in the key themselves:
-/// two candidates with the same kernels bound to other buffers are other measurements.
-fn memo_key(routine: &Routine, keys: &[&str], kernels: &[Bound], reps: usize, seed: u64) -> Key {
-    let bindings = kernels
+/// A winner's schedule in words and as saved RON, from its ops on the code they were
+/// built for.
+fn saved_words(
+    routine: &Routine,
+    built: &Built,
+    ops: &[RefOp],
+) -> Result<(String, String), DemoError> {
+    let placements = placements(built);
+    let identity = Subject::new(&built.code)
+        .with_placements(&placements)
+        .identity()
+        .map_err(|e| schedule_error(routine, e))?;
+    let (saved, _) = to_saved(&ReferenceLanguage, &Registry::new(&identity), ops)
+        .map_err(|e| schedule_error(routine, e))?;
+    let ron = saved.to_ron().map_err(|e| schedule_error(routine, e))?;
+    Ok((describe(&saved, &identity, built), ron))
+}
+
+/// The placement classes of a routine's freshly built code (its parameters live on the
+/// device), which enter the code's identity.
+fn placements(built: &Built) -> BTreeMap<NodeId, Placement> {
+    built
+        .params
         .iter()
-        .map(|k| Value::List(k.bindings.iter().map(|b| Value::from(b.name())).collect()))
-        .collect();
-    let fields = [
-        ("routine", Value::from(routine.name)),
-        (
-            "kernels",
-            Value::List(keys.iter().map(|k| Value::from(*k)).collect()),
-        ),
-        ("bindings", Value::List(bindings)),
-        ("n", Value::Int(routine.len as i64)),
-        ("reps", Value::Int(reps as i64)),
-        ("data_seed", Value::Int(seed as i64)),
-    ];
-    KeyBuilder::new("kcache-demo/measurement/v1")
-        .fields(fields.iter().map(|(n, v)| (*n, v)))
-        .finish()
+        .map(|(id, _)| (*id, Placement::OnDevice))
+        .collect()
 }
 
-/// A routine's winner found on disk and replayed on fresh code.
-pub(crate) struct Replay {
-    built: Built,
-    code: reference_ir::ir::Code,
-    entry: ScheduleEntry<SavedRefOp>,
-    key: String,
-    describe: String,
-}
-
-pub(crate) struct Tried {
-    /// The point of the routine's space (empty for a seed outside it).
-    point: Vec<usize>,
-    built: Built,
-    schedule: Schedule,
-    measurement: Measurement,
-    /// Whether it came from a seed.
-    seeded: bool,
-}
-
-/// A candidate built and scheduled, before it is compiled and measured.
-struct Fresh {
-    point: Vec<usize>,
-    built: Built,
-    schedule: Schedule,
-    code: reference_ir::ir::Code,
-    seeded: bool,
-}
-
-/// A routine's input data (deterministic) and expected output.
-pub(crate) struct Data {
-    seed: u64,
-    a: Vec<f32>,
-    b: Vec<f32>,
-    expected: Vec<f32>,
-}
-
-impl Data {
-    fn new(routine: &Routine) -> Data {
-        let seed = seed_of(routine.name);
-        let mut rng = SplitMix(seed);
-        let mut values =
-            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() * 2.0 - 1.0).collect() };
-        let a = values(routine.len);
-        let b = values(routine.len);
-        let mut expected = vec![0.0; routine.len];
-        (routine.reference)(&a, &b, &mut expected);
-        Data {
-            seed,
-            a,
-            b,
-            expected,
+/// A tuner error as the demo's: no correct candidate because none compiled is
+/// [`DemoError::NothingCompiled`] (with the compiler's first error), the schedule cache's
+/// failures are [`DemoError::Schedule`].
+fn tune_error(routine: &Routine, e: tuner::Error) -> DemoError {
+    match e {
+        tuner::Error::NoCorrectCandidate {
+            measured: 0,
+            first_failure: Some(first),
+            ..
+        } => DemoError::NothingCompiled {
+            routine: routine.name.to_string(),
+            first,
+        },
+        tuner::Error::NoCorrectCandidate { .. } => {
+            DemoError::NoCorrectCandidate(routine.name.to_string())
         }
+        tuner::Error::Schedule { source, .. } => schedule_error(routine, source),
+        other => DemoError::Tune {
+            routine: routine.name.to_string(),
+            source: other,
+        },
+    }
+}
+
+/// A seed from the clock, for a cold search's order independent of everything else.
+fn clock_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        | 1
+}
+
+/// A routine of the demo as the tuner's workload.
+pub(crate) struct DemoWorkload<'s> {
+    routine: &'s Routine,
+    space: Space,
+    data: Data,
+    config: &'s Config,
+    compiler_options: &'s [String],
+    backend: &'s CcBackend,
+    keys: KeyMode,
+    dump: Option<&'s Path>,
+    counts: &'s RefCell<Counts>,
+}
+
+/// A candidate's kernels bound to the demo's buffers, and its output buffer.
+pub(crate) struct Bound {
+    kernels: Vec<(Kernel, Vec<Binding>)>,
+    out: Vec<f32>,
+}
+
+impl DemoWorkload<'_> {
+    /// Appends a kernel to the dump directory, if any.
+    fn dump(&self, source: &Source) -> Result<(), String> {
+        let Some(dir) = self.dump else {
+            return Ok(());
+        };
+        let io = |e: std::io::Error| format!("the kernel dump {}: {e}", dir.display());
+        std::fs::create_dir_all(dir).map_err(io)?;
+        std::fs::write(dir.join("options"), self.compiler_options.join("\n")).map_err(io)?;
+        let mut counts = self.counts.borrow_mut();
+        std::fs::write(
+            dir.join(format!("{}.c", counts.dumped)),
+            source.keyed_text(),
+        )
+        .map_err(io)?;
+        counts.dumped += 1;
+        Ok(())
+    }
+}
+
+impl Workload<ReferenceLanguage, CcBackend> for DemoWorkload<'_> {
+    type Code = Built;
+    type Plan = Vec<Vec<Binding>>;
+    type Bound = Bound;
+
+    fn name(&self) -> &str {
+        self.routine.name
+    }
+
+    fn space(&self) -> &Space {
+        &self.space
+    }
+
+    fn build(&self) -> Built {
+        (self.routine.build)()
+    }
+
+    fn placements(&self, code: &Built) -> BTreeMap<NodeId, Placement> {
+        placements(code)
+    }
+
+    fn ops_at(&self, code: &Built, point: &[usize]) -> Option<Vec<RefOp>> {
+        (self.routine.schedule)(code, point).map(|s| s.ops)
+    }
+
+    /// Applies the ops and renders one kernel per segment, named by its position in the
+    /// batch, with the segment's nodes as its parameters. A schedule of more than
+    /// [`MAX_REPLAY_OPS`] ops, or rendering to more than [`MAX_REPLAY_C_BYTES`] of C
+    /// (prelude and text, found as each segment is rendered), is refused: what the
+    /// demo's own schedules never reach (a foreign entry or seed would).
+    fn render(
+        &self,
+        code: &Built,
+        ops: &[RefOp],
+        first_kernel: usize,
+    ) -> Result<tuner::Rendered<Source, Vec<Vec<Binding>>>, String> {
+        if ops.len() > MAX_REPLAY_OPS {
+            return Err(format!(
+                "it has {} ops, more than the {MAX_REPLAY_OPS} the demo replays",
+                ops.len()
+            ));
+        }
+        let scheduled = reference_ir::schedule::apply_ops(ops, &code.code)
+            .map_err(|e| format!("it no longer applies ({e})"))?;
+        let (mut kernels, mut plan) = (Vec::new(), Vec::new());
+        let mut c_bytes = 0;
+        let identity = self.backend.identity();
+        for segment in segments(&scheduled) {
+            let symbol = segment_kernel_name(self.routine.name, first_kernel + kernels.len());
+            let params = signature_of(&segment, &[]);
+            let rendered = render(&segment, &symbol, &params, Naming::Minted, self.config)
+                .map_err(|e| e.to_string())?;
+            c_bytes += rendered.prelude.len() + rendered.text.len();
+            if c_bytes > MAX_REPLAY_C_BYTES {
+                return Err(format!(
+                    "it renders to more than {MAX_REPLAY_C_BYTES} bytes of C, the most the demo compiles"
+                ));
+            }
+            let bindings = params
+                .iter()
+                .map(|p| match p {
+                    RenderParam::Node(n) => code
+                        .params
+                        .iter()
+                        .find(|(id, _)| *id == n.id())
+                        .map(|(_, b)| *b)
+                        .ok_or_else(|| format!("node {} is bound to no buffer", n.label())),
+                    RenderParam::Static(s) => Err(format!("static {s} has no argument")),
+                })
+                .collect::<Result<Vec<Binding>, String>>()?;
+            let source = Source {
+                prelude: rendered.prelude.clone(),
+                text: rendered.text.clone(),
+                signature: signature(&rendered).map_err(|e| e.to_string())?,
+            };
+            let verbatim = verbatim_of(&source, self.compiler_options, identity);
+            let key = match self.keys {
+                KeyMode::Canonical => source.key(
+                    &symbol,
+                    &Names::new().with_bound(rendered.owned.iter().cloned()),
+                    self.compiler_options,
+                    identity,
+                ),
+                KeyMode::Verbatim => verbatim.clone(),
+            };
+            self.dump(&source)?;
+            {
+                let mut counts = self.counts.borrow_mut();
+                counts.kernels_rendered += 1;
+                // What a cache keyed by the exact text would have compiled.
+                if counts.verbatim_seen.insert(verbatim) {
+                    counts.verbatim_compiles += 1;
+                }
+            }
+            kernels.push(BatchKernel {
+                key,
+                options: self.compiler_options.to_vec(),
+                symbol,
+                source,
+            });
+            plan.push(bindings);
+        }
+        self.counts.borrow_mut().resolve_started =
+            Some((Instant::now(), self.backend.programs_compiled()));
+        // The kernel keys cover the text and signature but not which buffer a parameter
+        // receives: the bindings are in the memo tag, with the data.
+        let memo_tag = format!(
+            "routine={} n={} data_seed={} bindings={:?}",
+            self.routine.name,
+            self.routine.len,
+            self.data.seed,
+            plan.iter()
+                .map(|k: &Vec<Binding>| k.iter().map(|b| b.name()).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        );
+        Ok(tuner::Rendered {
+            kernels,
+            plan,
+            memo_tag,
+        })
+    }
+
+    fn bind(
+        &self,
+        plan: &Vec<Vec<Binding>>,
+        kernels: &[Resolved<CcProgram>],
+    ) -> Result<Bound, String> {
+        {
+            let mut counts = self.counts.borrow_mut();
+            if let Some((start, programs)) = counts.resolve_started.take() {
+                counts.compile_seconds += start.elapsed().as_secs_f64();
+                counts.resolves += 1;
+                if self.backend.programs_compiled() > programs {
+                    counts.compiling_resolves += 1;
+                }
+            }
+        }
+        let kernels = kernels
+            .iter()
+            .zip(plan)
+            .map(|(r, b)| {
+                Kernel::from_resolved(r)
+                    .map(|k| (k, b.clone()))
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(Bound {
+            kernels,
+            out: vec![0.0; self.routine.len],
+        })
+    }
+
+    fn run(&self, bound: &mut Bound) -> Result<(), String> {
+        let start = Instant::now();
+        for (kernel, bindings) in &bound.kernels {
+            let mut out = Some(&mut bound.out[..]);
+            let mut args = Vec::with_capacity(bindings.len());
+            for b in bindings {
+                args.push(match b {
+                    Binding::Out => {
+                        Arg::F32Mut(out.take().ok_or("a kernel with two output parameters")?)
+                    }
+                    Binding::A => Arg::F32(&self.data.a),
+                    Binding::B => Arg::F32(&self.data.b),
+                });
+            }
+            kernel.call(&mut args).map_err(|e| e.to_string())?;
+        }
+        self.counts.borrow_mut().measure_seconds += start.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// Runs the candidate once on a zeroed output buffer (as the reference's `out`
+    /// starts) and compares every element with the Rust reference (relative error at most
+    /// the routine's tolerance; a NaN is wrong).
+    fn check(&self, bound: &mut Bound) -> Result<(), String> {
+        bound.out.iter_mut().for_each(|o| *o = 0.0);
+        self.run(bound)?;
+        let error = bound
+            .out
+            .iter()
+            .zip(&self.data.expected)
+            .map(|(o, e)| {
+                let d = (o - e).abs() / e.abs().max(1.0);
+                if d.is_nan() { f32::INFINITY } else { d }
+            })
+            .fold(0.0f32, f32::max);
+        if error <= self.routine.tolerance {
+            Ok(())
+        } else {
+            Err(format!("max relative error {error:.2e}"))
+        }
+    }
+
+    fn describe(&self, point: &[usize]) -> String {
+        point_label(self.routine, point)
     }
 }
 
@@ -1277,20 +921,6 @@ impl Data {
 fn verbatim_of(source: &Source, options: &[String], identity: &str) -> String {
     let identity = format!("{identity}\nsignature {}", source.signature.keyed_form());
     verbatim_key(&source.keyed_text(), options, identity.as_bytes())
-}
-
-/// A batch of rendered kernels and, per kernel, the buffer each parameter is bound to.
-#[derive(Default)]
-struct Batch {
-    kernels: Vec<BatchKernel<Source>>,
-    bindings: Vec<Vec<Binding>>,
-}
-
-/// A callable kernel and the buffer each of its parameters is bound to.
-#[derive(Clone, Debug)]
-pub(crate) struct Bound {
-    kernel: Kernel,
-    bindings: Vec<Binding>,
 }
 
 /// The cc-backend signature of a rendered kernel: each node a buffer of exactly its
@@ -1325,85 +955,10 @@ fn signature(rendered: &Rendered) -> Result<Signature, DemoError> {
     Ok(signature)
 }
 
-/// Runs a kernel on `data`: each parameter gets the buffer it is bound to.
-fn call(bound: &Bound, out: &mut [f32], data: &Data) -> Result<(), DemoError> {
-    let mut out = Some(out);
-    let mut args = Vec::with_capacity(bound.bindings.len());
-    for b in &bound.bindings {
-        args.push(match b {
-            Binding::Out => Arg::F32Mut(out.take().ok_or_else(|| {
-                DemoError::Render("a kernel with two output parameters".to_string())
-            })?),
-            Binding::A => Arg::F32(&data.a),
-            Binding::B => Arg::F32(&data.b),
-        });
-    }
-    bound.kernel.call(&mut args).map_err(DemoError::Backend)
-}
-
-fn run_and_time(
-    kernels: &[Bound],
-    data: &Data,
-    reps: usize,
-    tolerance: f32,
-) -> Result<Measurement, DemoError> {
-    let mut out = vec![0.0f32; data.a.len()];
-    for k in kernels {
-        call(k, &mut out, data)?;
-    }
-    let error = out
-        .iter()
-        .zip(&data.expected)
-        .map(|(o, e)| {
-            let d = (o - e).abs() / e.abs().max(1.0);
-            if d.is_nan() { f32::INFINITY } else { d }
-        })
-        .fold(0.0f32, f32::max);
-    // Each timed sample runs the candidate often enough to last about SAMPLE_SECONDS,
-    // so short kernels are not timed at the clock's resolution.
-    let once = {
-        let start = Instant::now();
-        for k in kernels {
-            call(k, &mut out, data)?;
-        }
-        start.elapsed().as_secs_f64()
-    };
-    let iterations = (SAMPLE_SECONDS / once.max(1e-9)).ceil().clamp(1.0, 256.0) as u32;
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let start = Instant::now();
-        for _ in 0..iterations {
-            for k in kernels {
-                call(k, &mut out, data)?;
-            }
-        }
-        times.push(start.elapsed().as_secs_f64() / f64::from(iterations));
-    }
-    Ok(Measurement {
-        median: median(&times).unwrap_or(f64::INFINITY),
-        times,
-        error,
-        correct: error <= tolerance,
-    })
-}
-
 pub(crate) fn median(times: &[f64]) -> Option<f64> {
     let mut t = times.to_vec();
     t.sort_by(f64::total_cmp);
     t.get(t.len() / 2).copied()
-}
-
-/// Seconds as milliseconds, for progress lines and the report.
-/// A candidate as the progress lines name it: its point in the routine's space (or that it
-/// is a seed from outside it), marked when it is a seed.
-fn candidate_label(routine: &Routine, point: &[usize], seeded: bool) -> String {
-    let what = if point.len() == routine.space.len() {
-        point_label(routine, point)
-    } else {
-        "(a seed outside the demo's space)".to_string()
-    };
-    let seed = if seeded { " (a seed)" } else { "" };
-    format!("{what}{seed}")
 }
 
 pub(crate) fn ms(seconds: f64) -> String {
@@ -1517,101 +1072,62 @@ fn describe(
     }
 }
 
-/// SplitMix64: a small deterministic generator for data and candidate order.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
-
-fn seed_of(name: &str) -> u64 {
-    name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
-    })
-}
-
-fn shuffle<T>(items: &mut [T], seed: u64) {
-    let mut rng = SplitMix(seed);
-    for i in (1..items.len()).rev() {
-        let j = (rng.next() % (i as u64 + 1)) as usize;
-        items.swap(i, j);
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::kernels::routines;
 
+    /// `--reps` is the fewest samples: the tuner may take more (up to its cap) while the
+    /// spread is high, never more than `reps` below the default's minimum; always a
+    /// setting the tuner accepts.
+    #[test]
+    fn reps_are_the_fewest_samples() {
+        for (reps, min, max) in [
+            (1, 1, 1),
+            (3, 3, 3),
+            (7, 7, 25),
+            (40, 40, 40),
+            (5000, 1000, 1000),
+        ] {
+            let m = measure_of(reps);
+            assert_eq!((m.min_samples, m.max_samples), (min, max), "reps {reps}");
+            m.check().unwrap();
+        }
+    }
+
     /// Two candidates of one routine whose kernels are the same text (so the same kernel
-    /// keys) but whose parameters are bound to other buffers are two measurements: the
-    /// memo table never answers one with the other's (a wrong hit would report a wrong
-    /// candidate correct, and could pick it as the winner). Real renders, compiles and runs.
+    /// keys) but whose parameters are bound to other buffers are two measurements: their
+    /// memo tags differ, so the tuner's memo table never answers one with the other's (a
+    /// wrong hit would report a wrong candidate correct).
     #[test]
     fn candidates_differing_only_in_bindings_are_measured_apart() {
         let tmp = tempfile::tempdir().unwrap();
         let mut options = DemoOptions::new(tmp.path().join("cache"));
         (options.reps, options.progress, options.kernel_store) = (1, false, false);
         let chain = routines().into_iter().find(|r| r.name == "chain").unwrap();
-        memo_cache::with_cache(true, |memo| {
-            let backend = CcBackend::new().unwrap();
-            let disk = TwoLevel::local_only(DiskCache::new(&options.cache_dir));
-            let mut session = Session::new(backend, disk, memo, &options).unwrap();
-            let right = (chain.build)();
-            // The same code with x and y bound to each other's buffer.
-            let mut swapped = (chain.build)();
-            for (_, b) in &mut swapped.params {
-                *b = match *b {
-                    Binding::A => Binding::B,
-                    Binding::B => Binding::A,
-                    Binding::Out => Binding::Out,
-                };
-            }
-            let mut batch = Batch::default();
-            let codes = [(&right, &right.code), (&swapped, &swapped.code)];
-            let owners = session
-                .render_batch(&chain, &codes, &mut batch, None)
-                .unwrap();
-            let kernels = session.resolve("test", &batch).unwrap();
-            let keys = |o: &[usize]| {
-                o.iter()
-                    .map(|&i| batch.kernels[i].key.as_str())
-                    .collect::<Vec<_>>()
+        let backend = CcBackend::new().unwrap();
+        let disk = TwoLevel::local_only(DiskCache::new(&options.cache_dir));
+        let session = Session::new(backend, disk, None, &options).unwrap();
+        let work = session.workload(&chain).unwrap();
+        let right = work.build();
+        // The same code with x and y bound to each other's buffer.
+        let mut swapped = work.build();
+        for (_, b) in &mut swapped.params {
+            *b = match *b {
+                Binding::A => Binding::B,
+                Binding::B => Binding::A,
+                Binding::Out => Binding::Out,
             };
-            let bound = |o: &[usize]| bound_of(&kernels, o).unwrap();
-            assert_eq!(keys(&owners[0]), keys(&owners[1]), "the same kernel keys");
-            let data = Data::new(&chain);
-            let memo_key_of = |o: &[usize]| memo_key(&chain, &keys(o), &bound(o), 1, data.seed);
-            assert_ne!(memo_key_of(&owners[0]), memo_key_of(&owners[1]));
-            let first = session
-                .measure(&chain, &keys(&owners[0]), &bound(&owners[0]), &data)
-                .unwrap();
-            assert!(first.correct);
-            let second = session
-                .measure(&chain, &keys(&owners[1]), &bound(&owners[1]), &data)
-                .unwrap();
-            assert_eq!(
-                session.totals.memo_hits, 0,
-                "not answered by the memo table"
-            );
-            assert!(!second.correct, "x and y swapped compute another result");
-            // The same candidate again is answered.
-            session
-                .measure(&chain, &keys(&owners[1]), &bound(&owners[1]), &data)
-                .unwrap();
-            assert_eq!(session.totals.memo_hits, 1);
-        });
+        }
+        let a = work.render(&right, &[], 0).unwrap();
+        let b = work.render(&swapped, &[], 0).unwrap();
+        let keys = |r: &tuner::Rendered<Source, Vec<Vec<Binding>>>| {
+            r.kernels.iter().map(|k| k.key.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(keys(&a), keys(&b), "the same kernel keys");
+        assert_ne!(a.memo_tag, b.memo_tag, "other measurements");
+        assert_ne!(a.plan, b.plan);
     }
 }
 

@@ -28,8 +28,14 @@ fn search(keys: KeyMode, memo: bool) -> Report {
 fn verbatim_keys_compile_every_new_text_and_the_count_agrees() {
     let verbatim = search(KeyMode::Verbatim, true);
     let t = verbatim.totals;
-    // Every rendered kernel has fresh names, so its exact text is new: all compiled.
-    assert_eq!(t.kernels_compiled, t.kernels_rendered, "{verbatim}");
+    // Every candidate is rendered with fresh names, so its exact text is new: all
+    // compiled; the finalists re-rendered for their interleaved re-measurement (the same
+    // code, so mostly the same text) are the only repeats.
+    assert!(t.kernels_compiled <= t.kernels_rendered, "{verbatim}");
+    assert!(
+        t.kernels_compiled >= 2 * verbatim.kernels[0].candidates as u64,
+        "{verbatim}"
+    );
     assert_eq!(t.verbatim_compiles, t.kernels_compiled, "{verbatim}");
     assert!(verbatim.to_string().contains("kernel keys: verbatim"));
 }
@@ -38,7 +44,12 @@ fn verbatim_keys_compile_every_new_text_and_the_count_agrees() {
 fn canonical_keys_compile_fewer_than_verbatim_over_the_same_stream() {
     let canonical = search(KeyMode::Canonical, true);
     let t = canonical.totals;
-    assert_eq!(t.verbatim_compiles, t.kernels_rendered, "{canonical}");
+    // Fresh names per candidate: only the finalists' re-renders repeat a text.
+    assert!(t.verbatim_compiles <= t.kernels_rendered, "{canonical}");
+    assert!(
+        t.verbatim_compiles >= 2 * canonical.kernels[0].candidates as u64,
+        "{canonical}"
+    );
     assert!(
         t.kernels_compiled < t.verbatim_compiles,
         "renamed twins share compiles: {canonical}"

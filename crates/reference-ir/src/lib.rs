@@ -5,7 +5,8 @@
 //! adopter traits: [`ir::Code`] is a [`LoopCode`](schedule_cache::LoopCode) and
 //! [`schedule::ReferenceLanguage`] a [`ScheduleLanguage`](schedule_cache::ScheduleLanguage).
 //! A backend with its own IR does not need this crate (see schedule-cache's
-//! `examples/foreign_ir.rs`).
+//! `examples/foreign_ir.rs`). [`space`] holds a schedule space with real spread (a tiled
+//! matrix product's 2,000 legal schedules) for tuning figures.
 //!
 //! Tune a schedule on one build of the code, save it as RON, replay it on another build
 //! (fresh ids, as in another process): both give the same transformed code.
@@ -71,3 +72,4 @@
 pub mod ir;
 pub mod render;
 pub mod schedule;
+pub mod space;

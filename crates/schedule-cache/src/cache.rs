@@ -436,8 +436,9 @@ impl<L: ScheduleLanguage, S: Store> ScheduleCache<L, S> {
         &self.config
     }
 
-    /// The schedule language.
-    pub(crate) fn language(&self) -> &L {
+    /// The schedule language (for [`to_saved`](crate::to_saved) and
+    /// [`of_saved`](crate::of_saved) outside the front door).
+    pub fn language(&self) -> &L {
         &self.lang
     }
 
