@@ -20,13 +20,13 @@
 //! as memo-cache does for a same-thread re-entrant call. This covers a key asking for
 //! itself and any cycle through other keys or tables on one chain (A -> B -> A).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
 
 use memo_cache::{Key, KeyBuilder, Stats, Value};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRecursionError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
@@ -104,8 +104,20 @@ struct Link {
     /// The [`PyMemoTable::id`] of the table computing `key`.
     table: u64,
     key: Key,
+    /// The number of links on the chain, this one included.
+    depth: usize,
     outer: Chain,
 }
+
+/// The longest chain of requests each asked from inside the previous one's computation
+/// (Python's default recursion limit): each link is a thread, so an unbounded chain of new
+/// keys would otherwise start threads until none can be started. Deeper: `RecursionError`.
+const MAX_CHAIN_DEPTH: usize = 1000;
+
+/// The most re-entrant computations nested on one thread: they run on that thread's stack
+/// (a request thread's is Rust's default, 2 MiB), so a `compute` that always asks for its
+/// own key raises `RecursionError` here instead of overflowing it.
+const MAX_REENTRANT_NESTING: usize = 64;
 
 /// A call chain: `None` for a request made outside any computation (a Python thread).
 type Chain = Option<Arc<Link>>;
@@ -114,6 +126,29 @@ thread_local! {
     /// The chain whose innermost computation runs on this thread: set on a table's request
     /// thread while its `compute` runs, `None` on every other thread.
     static CHAIN: RefCell<Chain> = const { RefCell::new(None) };
+    /// How many re-entrant computations are running nested on this thread.
+    static NESTING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Counts one re-entrant computation nested on this thread while it lives.
+struct Nested;
+
+impl Nested {
+    /// `None` when [`MAX_REENTRANT_NESTING`] are running already.
+    fn enter() -> Option<Nested> {
+        NESTING.with(|n| {
+            (n.get() < MAX_REENTRANT_NESTING).then(|| {
+                n.set(n.get() + 1);
+                Nested
+            })
+        })
+    }
+}
+
+impl Drop for Nested {
+    fn drop(&mut self) {
+        NESTING.with(|n| n.set(n.get().saturating_sub(1)));
+    }
 }
 
 /// Whether `table`'s `key` is being computed on `chain` (so asking for it would wait for
@@ -163,9 +198,11 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
                         s.spawn(move || {
                             // This thread serves this one request: `compute`, and any
                             // request it makes, runs inside `key` on `chain`.
+                            let depth = chain.as_ref().map_or(0, |l| l.depth) + 1;
                             let link = Arc::new(Link {
                                 table: id,
                                 key,
+                                depth,
                                 outer: chain,
                             });
                             CHAIN.with(|c| *c.borrow_mut() = Some(link));
@@ -208,7 +245,10 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
 /// computation is in flight on the same call chain (its own key, or A -> B -> A through
 /// other keys or other tables, each asked from inside the previous one's `compute`) calls
 /// its `compute` right away and stores nothing, rather than waiting for itself; it counts
-/// as a miss (or a failure), and the outer call's value is the one stored. Waits that involve
+/// as a miss (or a failure), and the outer call's value is the one stored. More than 64
+/// such computations nested, or a chain of more than 1000 requests each asked from inside
+/// the previous one's `compute`, raise `RecursionError` (so a `compute` that always asks
+/// for its own key, or for a new key, ends as unbounded recursion does). Waits that involve
 /// other threads are not detected: a `compute` must not start a thread that asks for a
 /// key of its own chain and wait for it, and two threads must not each compute a key
 /// whose `compute` asks for the other's (each would wait for the other forever, as with
@@ -245,6 +285,12 @@ impl PyMemoTable {
         if on_chain(&chain, self.id, &key) {
             // Asked from inside `key`'s own computation (this thread is serving it, or a
             // request it is waiting for): compute here and store nothing.
+            let Some(_nested) = Nested::enter() else {
+                return Err(PyRecursionError::new_err(format!(
+                    "a memo table's compute asked for a key in flight on its own call chain \
+                     {MAX_REENTRANT_NESTING} times nested (each computed without storing)"
+                )));
+            };
             return match compute.call0(py) {
                 Ok(v) => {
                     self.reentrant_misses.fetch_add(1, Ordering::Relaxed);
@@ -255,6 +301,12 @@ impl PyMemoTable {
                     Err(e)
                 }
             };
+        }
+        if chain.as_ref().is_some_and(|l| l.depth >= MAX_CHAIN_DEPTH) {
+            return Err(PyRecursionError::new_err(format!(
+                "a memo table's call chain is deeper than {MAX_CHAIN_DEPTH} requests, each \
+                 asked from inside the previous one's compute"
+            )));
         }
         let (reply, answer) = channel();
         sender

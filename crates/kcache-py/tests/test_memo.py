@@ -203,3 +203,38 @@ def test_deep_reentrancy_on_one_key_terminates():
     """)
     assert out == "ok\n"
 
+
+def test_a_compute_that_always_asks_for_its_own_key_raises_recursion_error():
+    out = run_isolated("""
+        import kcache
+        memo = kcache.MemoTable()
+        def forever():
+            return memo.get("k", forever)
+        try:
+            memo.get("k", forever)
+        except RecursionError as e:
+            print("RecursionError")
+        assert len(memo) == 0
+        assert memo.get("k", lambda: 1) == 1
+    """)
+    assert out == "RecursionError\n"
+
+
+def test_an_unbounded_chain_of_new_keys_raises_recursion_error():
+    out = run_isolated("""
+        import kcache
+        memo = kcache.MemoTable()
+        def ask(n):
+            return memo.get(("n", n), lambda: ask(n + 1))
+        try:
+            ask(0)
+        except RecursionError:
+            print("RecursionError")
+        assert len(memo) == 0, len(memo)
+        # A deep chain under the limit still computes, each key once.
+        def fib(n):
+            return n if n < 2 else memo.get(("fib", n), lambda: fib(n - 1) + fib(n - 2))
+        assert fib(300) == 222232244629420445529739893461909967206666939096499764990979600
+        assert len(memo) == 299
+    """)
+    assert out == "RecursionError\n"
