@@ -195,7 +195,10 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
                         chain,
                         reply,
                     } => {
-                        s.spawn(move || {
+                        // A thread that cannot be started answers with an error, not a
+                        // panic of this scope (which would close the table).
+                        let failed = reply.clone();
+                        let started = std::thread::Builder::new().spawn_scoped(s, move || {
                             // This thread serves this one request: `compute`, and any
                             // request it makes, runs inside `key` on `chain`.
                             let depth = chain.as_ref().map_or(0, |l| l.depth) + 1;
@@ -214,6 +217,11 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
                                 (f.into_value(), hit)
                             }));
                         });
+                        if let Err(e) = started {
+                            let _ = failed.send(Err(Error::new_err(format!(
+                                "could not start a thread for the memo table's request: {e}"
+                            ))));
+                        }
                     }
                     Request::Stats(reply) => {
                         let _ = reply.send(table.stats());

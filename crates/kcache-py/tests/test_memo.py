@@ -1,6 +1,7 @@
 """MemoTable: memo-cache's single-flight table over Python values, keyed by KeyBuilder over
 plain data."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -96,13 +97,14 @@ def test_a_compute_may_use_the_table_for_other_keys():
 HANG_GUARD_SECONDS = 120
 
 
-def run_isolated(code: str) -> str:
-    """Runs `code` in a fresh interpreter (this venv's, so this kcache); fails if it hangs,
-    dies or raises, and returns its stdout."""
+def run_isolated(code: str, env: dict[str, str] | None = None) -> str:
+    """Runs `code` in a fresh interpreter (this venv's, so this kcache) with `env` added to
+    the environment; fails if it hangs, dies or raises, and returns its stdout."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(code)],
             capture_output=True, text=True, timeout=HANG_GUARD_SECONDS,
+            env={**os.environ, **(env or {})},
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"hung: no answer in {HANG_GUARD_SECONDS} s (a compute waiting for itself?)")
@@ -238,3 +240,29 @@ def test_an_unbounded_chain_of_new_keys_raises_recursion_error():
         assert len(memo) == 299
     """)
     assert out == "RecursionError\n"
+
+
+def test_a_request_thread_that_cannot_start_raises_and_the_table_stays_open():
+    # The address space is capped just above what the process uses, so a chain of requests
+    # (a thread each, 2 MiB of stack) runs out of threads long before its 900 links; one
+    # malloc arena keeps glibc's per-thread arenas from using the room first.
+    out = run_isolated("""
+        import re, resource
+        import kcache
+        memo = kcache.MemoTable()
+        vm = int(re.search(r"VmSize:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
+        resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 256 * 2**20, resource.RLIM_INFINITY))
+        def ask(n):
+            return memo.get(("n", n), lambda: 0 if n == 900 else ask(n + 1))
+        try:
+            ask(0)
+        except kcache.Error as e:
+            assert "could not start a thread" in str(e), e
+        else:
+            raise AssertionError("900 threads started under the cap: the test proves nothing")
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        assert not memo.closed and len(memo) == 0
+        assert memo.get("x", lambda: 5) == 5
+        print("ok")
+    """, env={"MALLOC_ARENA_MAX": "1"})
+    assert out == "ok\n"
