@@ -1,6 +1,10 @@
 """MemoTable: memo-cache's single-flight table over Python values, keyed by KeyBuilder over
 plain data."""
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -82,3 +86,183 @@ def test_a_compute_may_use_the_table_for_other_keys():
     memo = kcache.MemoTable()
     assert memo.get("outer", lambda: memo.get("inner", lambda: 1) + 1) == 2
     assert memo.fetch("inner", lambda: 9) == (1, True)
+
+
+# ---- re-entrancy: a compute that asks for a key in flight on its own call chain ----------
+#
+# Each case runs in a child interpreter with a timeout, so a regression (a compute waiting for
+# itself) fails the test instead of hanging the suite. The timeout guards against a hang; it
+# asserts no time.
+
+HANG_GUARD_SECONDS = 120
+
+
+def run_isolated(code: str, env: dict[str, str] | None = None) -> str:
+    """Runs `code` in a fresh interpreter (this venv's, so this kcache) with `env` added to
+    the environment; fails if it hangs, dies or raises, and returns its stdout."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            capture_output=True, text=True, timeout=HANG_GUARD_SECONDS,
+            env={**os.environ, **(env or {})},
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"hung: no answer in {HANG_GUARD_SECONDS} s (a compute waiting for itself?)")
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_a_compute_asking_for_its_own_key_computes_without_storing():
+    out = run_isolated("""
+        import kcache
+        calls = []
+        with kcache.MemoTable(tag="pytest/reentrant") as memo:
+            def outer():
+                calls.append("outer")
+                return memo.get(("k", 1), lambda: calls.append("inner") or 1) + 1
+            assert memo.fetch(("k", 1), outer) == (2, False)
+            assert calls == ["outer", "inner"], calls
+            # The outer value is the one stored; the inner one was not.
+            assert memo.fetch(("k", 1), lambda: 99) == (2, True)
+            s = memo.stats()
+            assert (s["entries"], s["misses"], s["hits"], s["failures"]) == (1, 2, 1, 0), s
+        print("ok")
+    """)
+    assert out == "ok\n"
+
+
+def test_a_chain_a_b_a_computes_the_inner_a_without_storing():
+    out = run_isolated("""
+        import kcache
+        calls = []
+        with kcache.MemoTable(tag="pytest/reentrant") as memo:
+            def a():
+                calls.append("A")
+                return memo.get("B", b) + 1
+            def b():
+                calls.append("B")
+                return memo.get("A", lambda: calls.append("inner A") or 10) * 2
+            assert memo.get("A", a) == 21
+            assert calls == ["A", "B", "inner A"], calls
+            assert memo.fetch("B", lambda: -1) == (20, True)
+            assert memo.fetch("A", lambda: -1) == (21, True)
+            s = memo.stats()
+            assert (s["entries"], s["misses"], s["hits"]) == (2, 3, 2), s
+        print("ok")
+    """)
+    assert out == "ok\n"
+
+
+def test_a_chain_through_another_table_is_seen_too():
+    out = run_isolated("""
+        import kcache
+        x, y = kcache.MemoTable(tag="pytest/x"), kcache.MemoTable(tag="pytest/x")
+        # Same tag, same key: still two tables, so y's "k" is not x's "k" in flight.
+        v = x.get("k", lambda: y.get("k", lambda: x.get("k", lambda: 1) + 1) + 1)
+        assert v == 3, v
+        assert (len(x), len(y)) == (1, 1)
+        assert y.get("k", lambda: -1) == 2 and x.get("k", lambda: -1) == 3
+        print("ok")
+    """)
+    assert out == "ok\n"
+
+
+def test_a_raising_inner_compute_stores_nothing_and_reaches_the_outer_one():
+    out = run_isolated("""
+        import kcache
+        memo = kcache.MemoTable()
+        def outer():
+            try:
+                memo.get("k", lambda: 1 / 0)
+            except ZeroDivisionError:
+                return "caught"
+        assert memo.get("k", outer) == "caught"
+        s = memo.stats()
+        assert (s["entries"], s["misses"], s["failures"]) == (1, 1, 1), s
+        try:
+            memo.get("j", lambda: memo.get("j", lambda: 1 / 0))
+        except ZeroDivisionError:
+            pass
+        else:
+            raise AssertionError("no exception")
+        assert memo.get("j", lambda: 5) == 5
+        s = memo.stats()
+        assert (s["entries"], s["failures"]) == (2, 3), s
+        print("ok")
+    """)
+    assert out == "ok\n"
+
+
+def test_deep_reentrancy_on_one_key_terminates():
+    out = run_isolated("""
+        import kcache
+        memo = kcache.MemoTable()
+        def down(n):
+            return lambda: 0 if n == 0 else memo.get("same", down(n - 1)) + 1
+        assert memo.get("same", down(40)) == 40
+        assert len(memo) == 1
+        print("ok")
+    """)
+    assert out == "ok\n"
+
+
+def test_a_compute_that_always_asks_for_its_own_key_raises_recursion_error():
+    out = run_isolated("""
+        import kcache
+        memo = kcache.MemoTable()
+        def forever():
+            return memo.get("k", forever)
+        try:
+            memo.get("k", forever)
+        except RecursionError as e:
+            print("RecursionError")
+        assert len(memo) == 0
+        assert memo.get("k", lambda: 1) == 1
+    """)
+    assert out == "RecursionError\n"
+
+
+def test_an_unbounded_chain_of_new_keys_raises_recursion_error():
+    out = run_isolated("""
+        import kcache
+        memo = kcache.MemoTable()
+        def ask(n):
+            return memo.get(("n", n), lambda: ask(n + 1))
+        try:
+            ask(0)
+        except RecursionError:
+            print("RecursionError")
+        assert len(memo) == 0, len(memo)
+        # A deep chain under the limit still computes, each key once.
+        def fib(n):
+            return n if n < 2 else memo.get(("fib", n), lambda: fib(n - 1) + fib(n - 2))
+        assert fib(300) == 222232244629420445529739893461909967206666939096499764990979600
+        assert len(memo) == 299
+    """)
+    assert out == "RecursionError\n"
+
+
+def test_a_request_thread_that_cannot_start_raises_and_the_table_stays_open():
+    # The address space is capped just above what the process uses, so a chain of requests
+    # (a thread each, 2 MiB of stack) runs out of threads long before its 900 links; one
+    # malloc arena keeps glibc's per-thread arenas from using the room first.
+    out = run_isolated("""
+        import re, resource
+        import kcache
+        memo = kcache.MemoTable()
+        vm = int(re.search(r"VmSize:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
+        resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 256 * 2**20, resource.RLIM_INFINITY))
+        def ask(n):
+            return memo.get(("n", n), lambda: 0 if n == 900 else ask(n + 1))
+        try:
+            ask(0)
+        except kcache.Error as e:
+            assert "could not start a thread" in str(e), e
+        else:
+            raise AssertionError("900 threads started under the cap: the test proves nothing")
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        assert not memo.closed and len(memo) == 0
+        assert memo.get("x", lambda: 5) == 5
+        print("ok")
+    """, env={"MALLOC_ARENA_MAX": "1"})
+    assert out == "ok\n"

@@ -242,10 +242,19 @@ class ScheduleCache:
 # ---- memo -------------------------------------------------------------------------------
 
 class MemoTable:
-    """A single-flight memo table for one search, keyed by plain data."""
+    """A single-flight memo table for one search, keyed by plain data.
+
+    A `compute` that asks (through `get`/`fetch`) for a key in flight on its own call chain
+    (its own key, or A -> B -> A through other keys or tables) gets that key computed again
+    without storing, never a wait for itself; more than 64 such computations nested, or a
+    chain of more than 1000 requests, raise `RecursionError`. Cycles across threads (a
+    compute waiting for a thread that asks for its key, two threads each computing the
+    other's key) are not detected and wait forever: a caller error."""
 
     def __init__(self, tag: str = "kcache-py/memo") -> None: ...
-    def get(self, key: Any, compute: Callable[[], Any]) -> Any: ...
+    def get(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """The value stored for `key`, else `compute()`'s (stored; computed without storing
+        when `key` is in flight on the calling compute's own chain)."""
     def fetch(self, key: Any, compute: Callable[[], Any]) -> tuple[Any, bool]: ...
     def key(self, key: Any) -> str: ...
     @property
