@@ -5,19 +5,20 @@
 //!
 //! memo-cache makes a table only for a scope (`with_cache`), never one that outlives it.
 //! A Python object cannot borrow, so each `MemoTable` runs its scope on a thread of its own:
-//! `with_cache` there, and inside it a scoped thread per request, which asks the table as
-//! any caller would (so concurrent requests for one key compute once, and a computation
-//! may use the table for other keys). The scope ends, and the table with every value in it
+//! `with_cache` there, where each request is looked up (`Table::get`, which never waits
+//! or computes) and a hit answered at once; a miss gets a scoped thread of its own, which
+//! asks the table as any caller would (so concurrent requests for one key compute once,
+//! and a computation may use the table for other keys). The scope ends, and the table with every value in it
 //! is dropped, when the `MemoTable` is closed (`close()`, the end of its `with` block) or
 //! collected.
 //!
 //! Re-entrancy: memo-cache sees a computation asking for its own key only on the thread
-//! that claimed it, and here every request, nested ones too, runs on a thread of its own.
-//! So each request carries its call chain (the (table, key) computations it runs inside,
-//! [`Link`]); the thread serving it keeps that chain, plus its own key, in [`CHAIN`] while
-//! `compute` runs (Python's `compute` runs on that thread), and a request whose (table, key)
-//! is already on the chain is computed right there, on the asking thread, without storing,
-//! as memo-cache does for a same-thread re-entrant call. This covers a key asking for
+//! that claimed it, and here every request that misses, nested ones too, runs on a thread
+//! of its own. So each request carries its call chain (the (table, key) computations it
+//! runs inside, [`Link`]); the thread serving it keeps that chain, plus its own key, in
+//! [`CHAIN`] while `compute` runs (Python's `compute` runs on that thread), and a request
+//! whose (table, key) is already on the chain is computed right there, on the asking
+//! thread, without storing, as memo-cache does for a same-thread re-entrant call. This covers a key asking for
 //! itself and any cycle through other keys or tables on one chain (A -> B -> A).
 
 use std::cell::{Cell, RefCell};
@@ -181,8 +182,8 @@ enum Request {
     Stats(Sender<Stats>),
 }
 
-/// Runs the scope of the table numbered `id`: `with_cache`, then one scoped thread per
-/// request until every sender is gone.
+/// Runs the scope of the table numbered `id`: `with_cache`, then, until every sender is
+/// gone, answers each request's hit itself and starts a scoped thread for each miss.
 fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
     memo_cache::with_cache(true, |table: Option<&memo_cache::Table<Key, Held>>| {
         let Some(table) = table else { return };
@@ -195,8 +196,16 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
                         chain,
                         reply,
                     } => {
-                        // A thread that cannot be started answers with an error, not a
-                        // panic of this scope (which would close the table).
+                        // A hit is answered here: a lookup, no thread (`get` never waits
+                        // or computes, so this thread never blocks on a computation).
+                        if let Some(value) = table.get(&key) {
+                            let _ = reply.send(Ok((value, true)));
+                            continue;
+                        }
+                        // A miss (or a key in flight) gets a thread of its own, which
+                        // computes or waits. A thread that cannot be started answers
+                        // with an error, not a panic of this scope (which would close
+                        // the table).
                         let failed = reply.clone();
                         let started = std::thread::Builder::new().spawn_scoped(s, move || {
                             // This thread serves this one request: `compute`, and any

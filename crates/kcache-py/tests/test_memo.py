@@ -266,3 +266,83 @@ def test_a_request_thread_that_cannot_start_raises_and_the_table_stays_open():
         print("ok")
     """, env={"MALLOC_ARENA_MAX": "1"})
     assert out == "ok\n"
+
+
+# ---- a hit starts no thread ---------------------------------------------------------------
+
+
+def test_a_hit_starts_no_thread():
+    # As above, the address space is capped; then blocked Python threads with a request
+    # thread's stack (2 MiB) take every cached stack and the room left, so no thread can
+    # start (a miss shows it). Hits are still answered: they start none.
+    out = run_isolated("""
+        import re, resource, threading
+        import kcache
+        memo = kcache.MemoTable()
+        assert memo.get("k", lambda: 1) == 1
+        for i in range(10):
+            memo.get(("warm", i), lambda: 0)
+            memo.get("k", None)
+        vm = int(re.search(r"VmSize:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
+        resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 32 * 2**20, resource.RLIM_INFINITY))
+        threading.stack_size(2 * 2**20)
+        release, blocked = threading.Event(), []
+        try:
+            while len(blocked) < 1000:
+                t = threading.Thread(target=release.wait)
+                t.start()
+                blocked.append(t)
+        except RuntimeError:
+            pass
+        try:
+            try:
+                memo.get("miss", lambda: 2)
+            except kcache.Error as e:
+                assert "could not start a thread" in str(e), e
+            else:
+                raise AssertionError("a thread started under the cap: the test proves nothing")
+            got = [memo.fetch("k", None) for _ in range(1000)]
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            release.set()
+            for t in blocked:
+                t.join()
+        assert got == [(1, True)] * 1000
+        s = memo.stats()
+        assert (s["hits"], s["misses"], s["entries"]) == (1010, 11, 11), s
+        assert memo.get("miss", lambda: 2) == 2
+        print("ok")
+    """, env={"MALLOC_ARENA_MAX": "1"})
+    assert out == "ok\n"
+
+
+def test_hits_are_answered_while_a_key_is_in_flight():
+    # One thread computes "slow" (held until the end), another waits for it; hits on the
+    # table, from this thread and from inside a compute, are answered meanwhile (the hang
+    # guard catches a table that serves requests only after the computation).
+    out = run_isolated("""
+        import threading
+        import kcache
+        memo = kcache.MemoTable()
+        memo.get("stored", lambda: "v")
+        started, release = threading.Event(), threading.Event()
+        def slow():
+            started.set()
+            release.wait()
+            return 42
+        results = []
+        ts = [threading.Thread(target=lambda: results.append(memo.get("slow", slow))) for _ in range(2)]
+        for t in ts:
+            t.start()
+        started.wait()
+        assert [memo.fetch("stored", None) for _ in range(100)] == [("v", True)] * 100
+        assert memo.get("other", lambda: memo.get("stored", None) + "w") == "vw"
+        release.set()
+        for t in ts:
+            t.join()
+        assert results == [42, 42], results
+        s = memo.stats()
+        assert (s["entries"], s["misses"], s["hits"], s["failures"]) == (3, 3, 102, 0), s
+        print("ok")
+    """)
+    assert out == "ok\n"
