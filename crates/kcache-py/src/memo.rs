@@ -112,7 +112,8 @@ struct Link {
 
 /// The longest chain of requests each asked from inside the previous one's computation
 /// (Python's default recursion limit): each link is a thread, so an unbounded chain of new
-/// keys would otherwise start threads until none can be started. Deeper: `RecursionError`.
+/// keys would otherwise start threads until none can be started. Deeper: `RecursionError`
+/// for a key not stored (a stored one is answered, as it starts no thread).
 const MAX_CHAIN_DEPTH: usize = 1000;
 
 /// The most re-entrant computations nested on one thread: they run on that thread's stack
@@ -202,6 +203,14 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
                             let _ = reply.send(Ok((value, true)));
                             continue;
                         }
+                        // Checked after the lookup: a stored key is answered at any depth.
+                        if chain.as_ref().is_some_and(|l| l.depth >= MAX_CHAIN_DEPTH) {
+                            let _ = reply.send(Err(PyRecursionError::new_err(format!(
+                                "a memo table's call chain is deeper than {MAX_CHAIN_DEPTH} \
+                                 requests, each asked from inside the previous one's compute"
+                            ))));
+                            continue;
+                        }
                         // A miss (or a key in flight) gets a thread of its own, which
                         // computes or waits. A thread that cannot be started answers
                         // with an error, not a panic of this scope (which would close
@@ -264,8 +273,9 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
 /// its `compute` right away and stores nothing, rather than waiting for itself; it counts
 /// as a miss (or a failure), and the outer call's value is the one stored. More than 64
 /// such computations nested, or a chain of more than 1000 requests each asked from inside
-/// the previous one's `compute`, raise `RecursionError` (so a `compute` that always asks
-/// for its own key, or for a new key, ends as unbounded recursion does). Waits that involve
+/// the previous one's `compute` (for a key not stored: a stored one is answered), raise
+/// `RecursionError` (so a `compute` that always asks for its own key, or for a new key,
+/// ends as unbounded recursion does). Waits that involve
 /// other threads are not detected: a `compute` must not start a thread that asks for a
 /// key of its own chain and wait for it, and two threads must not each compute a key
 /// whose `compute` asks for the other's (each would wait for the other forever, as with
@@ -318,12 +328,6 @@ impl PyMemoTable {
                     Err(e)
                 }
             };
-        }
-        if chain.as_ref().is_some_and(|l| l.depth >= MAX_CHAIN_DEPTH) {
-            return Err(PyRecursionError::new_err(format!(
-                "a memo table's call chain is deeper than {MAX_CHAIN_DEPTH} requests, each \
-                 asked from inside the previous one's compute"
-            )));
         }
         let (reply, answer) = channel();
         sender

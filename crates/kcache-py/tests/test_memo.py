@@ -242,6 +242,30 @@ def test_an_unbounded_chain_of_new_keys_raises_recursion_error():
     assert out == "RecursionError\n"
 
 
+def test_a_stored_key_is_answered_past_the_chain_limit():
+    # The request for "stored" is made 1000 links deep: answered, since a hit starts no
+    # thread; a new key there is refused.
+    out = run_isolated("""
+        import kcache
+        memo = kcache.MemoTable()
+        memo.get("stored", lambda: 1)
+        def deepest():
+            v = memo.get("stored", None)
+            try:
+                memo.get("new", lambda: 0)
+            except RecursionError:
+                return v + 100
+            return -1
+        def ask(n):
+            return memo.get(("n", n), deepest if n == 999 else lambda: ask(n + 1))
+        assert ask(0) == 101
+        s = memo.stats()
+        assert (s["entries"], s["hits"], s["misses"]) == (1001, 1, 1001), s
+        print("ok")
+    """)
+    assert out == "ok\n"
+
+
 def test_a_request_thread_that_cannot_start_raises_and_the_table_stays_open():
     # The address space is capped just above what the process uses, so a chain of requests
     # (a thread each, 2 MiB of stack) runs out of threads long before its 900 links; one
