@@ -200,11 +200,16 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
                         // A hit is answered here: a lookup, no thread (`get` never waits
                         // or computes, so this thread never blocks on a computation).
                         if let Some(value) = table.get(&key) {
+                            // `compute` goes before the reply, so the caller, re-attaching
+                            // to Python, releases it (a `Py` dropped while not attached
+                            // waits for the next attach), and with it what it captured.
+                            drop(compute);
                             let _ = reply.send(Ok((value, true)));
                             continue;
                         }
                         // Checked after the lookup: a stored key is answered at any depth.
                         if chain.as_ref().is_some_and(|l| l.depth >= MAX_CHAIN_DEPTH) {
+                            drop(compute);
                             let _ = reply.send(Err(PyRecursionError::new_err(format!(
                                 "a memo table's call chain is deeper than {MAX_CHAIN_DEPTH} \
                                  requests, each asked from inside the previous one's compute"
@@ -230,6 +235,8 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
                             let answer = table.try_fetch_or_put(key, || {
                                 Python::attach(|py| compute.call0(py).map(Arc::new))
                             });
+                            // Before the reply, as for a hit.
+                            drop(compute);
                             let _ = reply.send(answer.map(|f| {
                                 let hit = f.is_hit();
                                 (f.into_value(), hit)

@@ -7,6 +7,7 @@ import sys
 import textwrap
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -86,6 +87,27 @@ def test_a_compute_may_use_the_table_for_other_keys():
     memo = kcache.MemoTable()
     assert memo.get("outer", lambda: memo.get("inner", lambda: 1) + 1) == 2
     assert memo.fetch("inner", lambda: 9) == (1, True)
+
+
+def test_a_compute_is_released_when_its_call_returns():
+    # Hit or miss, the table holds no reference to `compute` once `get` has returned, so
+    # what it captured is freed with the caller's last reference. (A table dropping it
+    # after its reply loses a race with the caller: many calls, so that loss shows.)
+    class Captured:
+        pass
+
+    memo = kcache.MemoTable()
+    for key in ["k"] + [("other", i // 2) for i in range(40)]:  # misses, then hits
+        obj = Captured()
+        ref = weakref.ref(obj)
+        memo.get(key, lambda obj=obj: 1)
+        del obj
+        assert ref() is None, key
+        obj = Captured()
+        ref = weakref.ref(obj)
+        memo.fetch(key, lambda obj=obj: 1)
+        del obj
+        assert ref() is None, key
 
 
 # ---- re-entrancy: a compute that asks for a key in flight on its own call chain ----------
