@@ -5,19 +5,20 @@
 //!
 //! memo-cache makes a table only for a scope (`with_cache`), never one that outlives it.
 //! A Python object cannot borrow, so each `MemoTable` runs its scope on a thread of its own:
-//! `with_cache` there, and inside it a scoped thread per request, which asks the table as
-//! any caller would (so concurrent requests for one key compute once, and a computation
-//! may use the table for other keys). The scope ends, and the table with every value in it
+//! `with_cache` there, where each request is looked up (`Table::get`, which never waits
+//! or computes) and a hit answered at once; a miss gets a scoped thread of its own, which
+//! asks the table as any caller would (so concurrent requests for one key compute once,
+//! and a computation may use the table for other keys). The scope ends, and the table with every value in it
 //! is dropped, when the `MemoTable` is closed (`close()`, the end of its `with` block) or
 //! collected.
 //!
 //! Re-entrancy: memo-cache sees a computation asking for its own key only on the thread
-//! that claimed it, and here every request, nested ones too, runs on a thread of its own.
-//! So each request carries its call chain (the (table, key) computations it runs inside,
-//! [`Link`]); the thread serving it keeps that chain, plus its own key, in [`CHAIN`] while
-//! `compute` runs (Python's `compute` runs on that thread), and a request whose (table, key)
-//! is already on the chain is computed right there, on the asking thread, without storing,
-//! as memo-cache does for a same-thread re-entrant call. This covers a key asking for
+//! that claimed it, and here every request that misses, nested ones too, runs on a thread
+//! of its own. So each request carries its call chain (the (table, key) computations it
+//! runs inside, [`Link`]); the thread serving it keeps that chain, plus its own key, in
+//! [`CHAIN`] while `compute` runs (Python's `compute` runs on that thread), and a request
+//! whose (table, key) is already on the chain is computed right there, on the asking
+//! thread, without storing, as memo-cache does for a same-thread re-entrant call. This covers a key asking for
 //! itself and any cycle through other keys or tables on one chain (A -> B -> A).
 
 use std::cell::{Cell, RefCell};
@@ -111,7 +112,8 @@ struct Link {
 
 /// The longest chain of requests each asked from inside the previous one's computation
 /// (Python's default recursion limit): each link is a thread, so an unbounded chain of new
-/// keys would otherwise start threads until none can be started. Deeper: `RecursionError`.
+/// keys would otherwise start threads until none can be started. Deeper: `RecursionError`
+/// for a key not stored (a stored one is answered, as it starts no thread).
 const MAX_CHAIN_DEPTH: usize = 1000;
 
 /// The most re-entrant computations nested on one thread: they run on that thread's stack
@@ -181,8 +183,8 @@ enum Request {
     Stats(Sender<Stats>),
 }
 
-/// Runs the scope of the table numbered `id`: `with_cache`, then one scoped thread per
-/// request until every sender is gone.
+/// Runs the scope of the table numbered `id`: `with_cache`, then, until every sender is
+/// gone, answers each request's hit itself and starts a scoped thread for each miss.
 fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
     memo_cache::with_cache(true, |table: Option<&memo_cache::Table<Key, Held>>| {
         let Some(table) = table else { return };
@@ -195,8 +197,29 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
                         chain,
                         reply,
                     } => {
-                        // A thread that cannot be started answers with an error, not a
-                        // panic of this scope (which would close the table).
+                        // A hit is answered here: a lookup, no thread (`get` never waits
+                        // or computes, so this thread never blocks on a computation).
+                        if let Some(value) = table.get(&key) {
+                            // `compute` goes before the reply, so the caller, re-attaching
+                            // to Python, releases it (a `Py` dropped while not attached
+                            // waits for the next attach), and with it what it captured.
+                            drop(compute);
+                            let _ = reply.send(Ok((value, true)));
+                            continue;
+                        }
+                        // Checked after the lookup: a stored key is answered at any depth.
+                        if chain.as_ref().is_some_and(|l| l.depth >= MAX_CHAIN_DEPTH) {
+                            drop(compute);
+                            let _ = reply.send(Err(PyRecursionError::new_err(format!(
+                                "a memo table's call chain is deeper than {MAX_CHAIN_DEPTH} \
+                                 requests, each asked from inside the previous one's compute"
+                            ))));
+                            continue;
+                        }
+                        // A miss (or a key in flight) gets a thread of its own, which
+                        // computes or waits. A thread that cannot be started answers
+                        // with an error, not a panic of this scope (which would close
+                        // the table).
                         let failed = reply.clone();
                         let started = std::thread::Builder::new().spawn_scoped(s, move || {
                             // This thread serves this one request: `compute`, and any
@@ -212,6 +235,8 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
                             let answer = table.try_fetch_or_put(key, || {
                                 Python::attach(|py| compute.call0(py).map(Arc::new))
                             });
+                            // Before the reply, as for a hit.
+                            drop(compute);
                             let _ = reply.send(answer.map(|f| {
                                 let hit = f.is_hit();
                                 (f.into_value(), hit)
@@ -255,8 +280,9 @@ fn serve(id: u64, requests: std::sync::mpsc::Receiver<Request>) {
 /// its `compute` right away and stores nothing, rather than waiting for itself; it counts
 /// as a miss (or a failure), and the outer call's value is the one stored. More than 64
 /// such computations nested, or a chain of more than 1000 requests each asked from inside
-/// the previous one's `compute`, raise `RecursionError` (so a `compute` that always asks
-/// for its own key, or for a new key, ends as unbounded recursion does). Waits that involve
+/// the previous one's `compute` (for a key not stored: a stored one is answered), raise
+/// `RecursionError` (so a `compute` that always asks for its own key, or for a new key,
+/// ends as unbounded recursion does). Waits that involve
 /// other threads are not detected: a `compute` must not start a thread that asks for a
 /// key of its own chain and wait for it, and two threads must not each compute a key
 /// whose `compute` asks for the other's (each would wait for the other forever, as with
@@ -309,12 +335,6 @@ impl PyMemoTable {
                     Err(e)
                 }
             };
-        }
-        if chain.as_ref().is_some_and(|l| l.depth >= MAX_CHAIN_DEPTH) {
-            return Err(PyRecursionError::new_err(format!(
-                "a memo table's call chain is deeper than {MAX_CHAIN_DEPTH} requests, each \
-                 asked from inside the previous one's compute"
-            )));
         }
         let (reply, answer) = channel();
         sender

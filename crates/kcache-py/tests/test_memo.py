@@ -7,6 +7,7 @@ import sys
 import textwrap
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -86,6 +87,27 @@ def test_a_compute_may_use_the_table_for_other_keys():
     memo = kcache.MemoTable()
     assert memo.get("outer", lambda: memo.get("inner", lambda: 1) + 1) == 2
     assert memo.fetch("inner", lambda: 9) == (1, True)
+
+
+def test_a_compute_is_released_when_its_call_returns():
+    # Hit or miss, the table holds no reference to `compute` once `get` has returned, so
+    # what it captured is freed with the caller's last reference. (A table dropping it
+    # after its reply loses a race with the caller: many calls, so that loss shows.)
+    class Captured:
+        pass
+
+    memo = kcache.MemoTable()
+    for key in ["k"] + [("other", i // 2) for i in range(40)]:  # misses, then hits
+        obj = Captured()
+        ref = weakref.ref(obj)
+        memo.get(key, lambda obj=obj: 1)
+        del obj
+        assert ref() is None, key
+        obj = Captured()
+        ref = weakref.ref(obj)
+        memo.fetch(key, lambda obj=obj: 1)
+        del obj
+        assert ref() is None, key
 
 
 # ---- re-entrancy: a compute that asks for a key in flight on its own call chain ----------
@@ -242,6 +264,30 @@ def test_an_unbounded_chain_of_new_keys_raises_recursion_error():
     assert out == "RecursionError\n"
 
 
+def test_a_stored_key_is_answered_past_the_chain_limit():
+    # The request for "stored" is made 1000 links deep: answered, since a hit starts no
+    # thread; a new key there is refused.
+    out = run_isolated("""
+        import kcache
+        memo = kcache.MemoTable()
+        memo.get("stored", lambda: 1)
+        def deepest():
+            v = memo.get("stored", None)
+            try:
+                memo.get("new", lambda: 0)
+            except RecursionError:
+                return v + 100
+            return -1
+        def ask(n):
+            return memo.get(("n", n), deepest if n == 999 else lambda: ask(n + 1))
+        assert ask(0) == 101
+        s = memo.stats()
+        assert (s["entries"], s["hits"], s["misses"]) == (1001, 1, 1001), s
+        print("ok")
+    """)
+    assert out == "ok\n"
+
+
 def test_a_request_thread_that_cannot_start_raises_and_the_table_stays_open():
     # The address space is capped just above what the process uses, so a chain of requests
     # (a thread each, 2 MiB of stack) runs out of threads long before its 900 links; one
@@ -265,4 +311,84 @@ def test_a_request_thread_that_cannot_start_raises_and_the_table_stays_open():
         assert memo.get("x", lambda: 5) == 5
         print("ok")
     """, env={"MALLOC_ARENA_MAX": "1"})
+    assert out == "ok\n"
+
+
+# ---- a hit starts no thread ---------------------------------------------------------------
+
+
+def test_a_hit_starts_no_thread():
+    # As above, the address space is capped; then blocked Python threads with a request
+    # thread's stack (2 MiB) take every cached stack and the room left, so no thread can
+    # start (a miss shows it). Hits are still answered: they start none.
+    out = run_isolated("""
+        import re, resource, threading
+        import kcache
+        memo = kcache.MemoTable()
+        assert memo.get("k", lambda: 1) == 1
+        for i in range(10):
+            memo.get(("warm", i), lambda: 0)
+            memo.get("k", None)
+        vm = int(re.search(r"VmSize:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
+        resource.setrlimit(resource.RLIMIT_AS, (vm * 1024 + 32 * 2**20, resource.RLIM_INFINITY))
+        threading.stack_size(2 * 2**20)
+        release, blocked = threading.Event(), []
+        try:
+            while len(blocked) < 1000:
+                t = threading.Thread(target=release.wait)
+                t.start()
+                blocked.append(t)
+        except RuntimeError:
+            pass
+        try:
+            try:
+                memo.get("miss", lambda: 2)
+            except kcache.Error as e:
+                assert "could not start a thread" in str(e), e
+            else:
+                raise AssertionError("a thread started under the cap: the test proves nothing")
+            got = [memo.fetch("k", None) for _ in range(1000)]
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            release.set()
+            for t in blocked:
+                t.join()
+        assert got == [(1, True)] * 1000
+        s = memo.stats()
+        assert (s["hits"], s["misses"], s["entries"]) == (1010, 11, 11), s
+        assert memo.get("miss", lambda: 2) == 2
+        print("ok")
+    """, env={"MALLOC_ARENA_MAX": "1"})
+    assert out == "ok\n"
+
+
+def test_hits_are_answered_while_a_key_is_in_flight():
+    # One thread computes "slow" (held until the end), another waits for it; hits on the
+    # table, from this thread and from inside a compute, are answered meanwhile (the hang
+    # guard catches a table that serves requests only after the computation).
+    out = run_isolated("""
+        import threading
+        import kcache
+        memo = kcache.MemoTable()
+        memo.get("stored", lambda: "v")
+        started, release = threading.Event(), threading.Event()
+        def slow():
+            started.set()
+            release.wait()
+            return 42
+        results = []
+        ts = [threading.Thread(target=lambda: results.append(memo.get("slow", slow))) for _ in range(2)]
+        for t in ts:
+            t.start()
+        started.wait()
+        assert [memo.fetch("stored", None) for _ in range(100)] == [("v", True)] * 100
+        assert memo.get("other", lambda: memo.get("stored", None) + "w") == "vw"
+        release.set()
+        for t in ts:
+            t.join()
+        assert results == [42, 42], results
+        s = memo.stats()
+        assert (s["entries"], s["misses"], s["hits"], s["failures"]) == (3, 3, 102, 0), s
+        print("ok")
+    """)
     assert out == "ok\n"

@@ -1,5 +1,5 @@
 //! The scoped memo table: [`with_cache`] makes one, [`get_or_put`] and its variants
-//! use it, with single-flight computation of misses.
+//! use it, with single-flight computation of misses; [`Table::get`] only looks up.
 
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -134,7 +134,8 @@ impl<V> Fetched<V> {
 ///
 /// Every finished call counts exactly once as a hit, a miss or a failure, so
 /// `hits + misses + failures` is the number of calls (a call answered from the table
-/// whose `V::clone` panics is a hit). Counts are exact for every
+/// whose `V::clone` panics is a hit); a [`Table::get`] counts only when it finds a
+/// value (a hit), as it computes nothing. Counts are exact for every
 /// call that happens-before the read (e.g. calls of threads already joined).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -353,6 +354,25 @@ where
         self.compute(key, f)
     }
 
+    /// The value stored for `key`, if any; never computes, never waits, never claims.
+    ///
+    /// - **A hit counts:** a value found counts as a hit in [`Table::stats`] (before
+    ///   `V::clone`, as for the other calls); `None` counts nothing, so a caller that
+    ///   follows a `None` with [`Table::fetch_or_put`] (or a `try_` variant) for the same
+    ///   key has that one call counted once, as a hit, a miss or a failure.
+    /// - **A computation in progress is `None`:** a key another call is computing (on
+    ///   any thread, this one included) is not stored yet; `get` does not wait for it.
+    /// - **No lock held after it returns:** `V::clone` runs under a shard's read lock,
+    ///   as for every hit, and must not use this table; nothing else runs under it.
+    ///
+    /// So a caller can answer hits on a thread that must never block on a computation
+    /// (e.g. a thread serving requests) and hand only the `None`s to a thread of their
+    /// own that calls [`Table::fetch_or_put`].
+    #[inline]
+    pub fn get(&self, key: &K) -> Option<V> {
+        self.lookup(key)
+    }
+
     /// The hit path: a stored value, cloned out under the shard's read lock.
     #[inline(always)]
     fn lookup(&self, key: &K) -> Option<V> {
@@ -447,5 +467,111 @@ where
     /// Whether no value is stored.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::mpsc;
+
+    use super::*;
+
+    type T = Table<u32, String>;
+
+    #[test]
+    fn get_answers_only_stored_values_and_counts_only_hits() {
+        with_cache(true, |t: Option<&T>| {
+            let t = t.unwrap();
+            assert_eq!(t.get(&1), None);
+            assert_eq!(
+                t.stats(),
+                Stats::default(),
+                "a get finding nothing counts nothing"
+            );
+            assert_eq!(t.get_or_put(1, || "one".into()), "one");
+            assert_eq!(t.get(&1).as_deref(), Some("one"));
+            assert_eq!(t.get(&2), None);
+            let s = t.stats();
+            assert_eq!((s.hits, s.misses, s.failures, s.entries), (1, 1, 0, 1));
+        });
+    }
+
+    #[test]
+    fn get_never_stores_and_a_failure_leaves_none() {
+        with_cache(true, |t: Option<&T>| {
+            let t = t.unwrap();
+            assert_eq!(
+                t.try_get_or_put(3, || Err::<String, _>("refused")),
+                Err("refused")
+            );
+            assert_eq!(t.get(&3), None);
+            assert_eq!(t.len(), 0);
+            let s = t.stats();
+            assert_eq!((s.hits, s.misses, s.failures), (0, 0, 1));
+        });
+    }
+
+    /// A key in flight is `None` for its own computation's thread (no self-wait) and for
+    /// another thread (no wait: the computation is held until that thread has its answer).
+    #[test]
+    fn get_of_a_key_in_flight_is_none_and_never_waits() {
+        with_cache(true, |t: Option<&T>| {
+            let t = t.unwrap();
+            let (asked, answered) = (mpsc::channel(), mpsc::channel::<Option<String>>());
+            thread::scope(|s| {
+                let other = s.spawn(move || {
+                    asked.1.recv().unwrap();
+                    answered.0.send(t.get(&7)).unwrap();
+                });
+                let v = t.get_or_put(7, || {
+                    assert_eq!(t.get(&7), None);
+                    asked.0.send(()).unwrap();
+                    // Still computing: the other thread's get must return without us.
+                    // A guard against a get that waits (it would wait for us forever),
+                    // not a time assertion.
+                    let other_got = answered.1.recv_timeout(std::time::Duration::from_secs(60));
+                    assert_eq!(other_got, Ok(None), "the other thread's get waited");
+                    "seven".to_string()
+                });
+                other.join().unwrap();
+                assert_eq!(v, "seven");
+            });
+            assert_eq!(t.get(&7).as_deref(), Some("seven"));
+            let s = t.stats();
+            assert_eq!((s.hits, s.misses, s.waits), (1, 1, 0));
+        });
+    }
+
+    /// The pattern it is for: a `get`, then `fetch_or_put` for a `None`; each call counts
+    /// once, so `hits + misses + failures` is the number of calls.
+    #[test]
+    fn get_then_fetch_counts_each_call_once() {
+        with_cache(true, |t: Option<&T>| {
+            let t = t.unwrap();
+            let mut calls = 0u64;
+            for i in 0..50u32 {
+                let k = i % 7;
+                calls += 1;
+                let got = match t.get(&k) {
+                    Some(v) => Fetched::Hit(v),
+                    None => match t.try_fetch_or_put(k, || {
+                        if i % 5 == 0 {
+                            Err(())
+                        } else {
+                            Ok(k.to_string())
+                        }
+                    }) {
+                        Ok(f) => f,
+                        Err(()) => continue,
+                    },
+                };
+                assert_eq!(got.into_value(), k.to_string());
+            }
+            let s = t.stats();
+            assert_eq!(s.hits + s.misses + s.failures, calls);
+            assert_eq!(s.misses, s.entries as u64);
+        });
     }
 }

@@ -247,7 +247,7 @@ class MemoTable:
     A `compute` that asks (through `get`/`fetch`) for a key in flight on its own call chain
     (its own key, or A -> B -> A through other keys or tables) gets that key computed again
     without storing, never a wait for itself; more than 64 such computations nested, or a
-    chain of more than 1000 requests, raise `RecursionError`. Cycles across threads (a
+    chain of more than 1000 requests (for a key not stored), raise `RecursionError`. Cycles across threads (a
     compute waiting for a thread that asks for its key, two threads each computing the
     other's key) are not detected and wait forever: a caller error."""
 
