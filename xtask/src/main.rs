@@ -5,11 +5,16 @@
 //!   and each benchmark run once in test mode so it cannot rot). First it makes sure
 //!   the binaries the tests need are present, installing them on a fresh machine when
 //!   it may (see [`setup`]); a test that needs `redis-server` fails without it, never skips.
+//!   Then the Python package: its wheel into a venv with the pinned numpy, pytest and
+//!   tinygrad, and `pytest crates/kcache-py/tests` ([`python`]); a missing Python, venv or
+//!   pip fails, never skips.
 //!   Without the kernel corpus (`../shared/corpus`, or `$KCACHE_CORPUS`) canonical-text's
 //!   corpus tests check nothing: `test` warns, and fails when `CI` is set.
 //! - `ci`: `cargo fmt --check`, clippy with `-D warnings` on all targets, tidy, a type
 //!   check of the fuzz targets (`fuzz/`, a workspace of its own), `cargo doc` with
 //!   `-D warnings` (every doc link resolves), then `test`.
+//! - `wheel [--release]`: the Python package's wheel (`crates/kcache-py`, built by maturin
+//!   into `target/wheels`) installed into the venv `target/kcache-venv` (see [`python`]).
 //! - `tidy`: the repository rules of [`tidy`] (also run by `cargo test` as a plain test),
 //!   the import-circle rule of [`imports`] and the public-API snapshot of [`api`] among them.
 //! - `api [--bless] [--count]`: the public-API snapshot alone (see [`api`]): checks
@@ -35,6 +40,7 @@ mod fuzz;
 mod imports;
 mod loc;
 mod modules;
+mod python;
 mod setup;
 mod soundness;
 mod tidy;
@@ -46,6 +52,7 @@ use std::process::{Command, ExitCode};
 const USAGE: &str = "usage: cargo xtask <command>   (`cargo xtask <command> --help`: its flags)
   test                      every test (unit, property, integration, doc tests, benches once)
   ci                        fmt --check, clippy -D warnings, tidy, check fuzz/, doc -D warnings, then test
+  wheel [--release]         the Python package's wheel, installed into target/kcache-venv
   tidy                      the repository rules (import circles and the API snapshot among them)
   api [--bless] [--count]   the public-API snapshot docs/api/<crate>.txt: check, rewrite, count
   loc [CRATE…]              non-test source lines per crate
@@ -78,6 +85,14 @@ quiet <n>` line per figure, then a table against each figure's target.
   --only a,b     only the figures whose names contain a or b (one matching none is an error)
 How figures are measured and added: xtask/src/bench.rs.";
 
+/// `cargo xtask wheel --help`.
+const WHEEL_USAGE: &str = "usage: cargo xtask wheel [--release]
+Builds the Python package (crates/kcache-py) with maturin into target/wheels and installs it
+into the venv target/kcache-venv (made with python3 -m venv, maturin installed from the package
+registry at the version crates/kcache-py/requirements.txt pins). Then:
+  target/kcache-venv/bin/python -c 'import kcache'
+  --release   build with the release profile (default: debug, reusing the workspace's build)";
+
 /// `cargo xtask soundness --help`.
 const SOUNDNESS_USAGE: &str = "usage: cargo xtask soundness [--cases N] [--seed S] [--cc COMPILER]
 A long soak of the object-code oracle: N adversarial templates compiled by the real compiler
@@ -101,6 +116,7 @@ fn usage_of(cmd: &str) -> Option<String> {
     Some(match cmd {
         "test" => "usage: cargo xtask test\nEvery test of the workspace (unit, property, integration, doc tests, each bench once); no flags.".into(),
         "ci" => "usage: cargo xtask ci\nfmt --check, clippy -D warnings, tidy, a check of fuzz/, doc -D warnings, then test; no flags.".into(),
+        "wheel" => WHEEL_USAGE.into(),
         "tidy" => "usage: cargo xtask tidy\nThe repository rules (xtask/src/tidy.rs); no flags.".into(),
         "api" => API_USAGE.into(),
         "loc" => "usage: cargo xtask loc [CRATE…]\nNon-test source lines of each crate's src/ (all crates when none is named): every line less the #[cfg(test)] items.".into(),
@@ -124,6 +140,17 @@ fn no_arguments(cmd: &str, rest: &[String]) -> Result<(), String> {
             "takes no arguments (got {a:?}; `cargo xtask {cmd} --help`)"
         )),
     }
+}
+
+/// `cargo xtask wheel [--release]`.
+fn wheel_command(rest: &[String]) -> Result<(), String> {
+    if let Some(a) = rest.iter().find(|a| a.as_str() != "--release") {
+        return Err(format!(
+            "unknown argument {a:?} (`cargo xtask wheel --help`)"
+        ));
+    }
+    let release = rest.iter().any(|a| a == "--release");
+    python::wheel(&project_root(), release, &["maturin"]).map(|_| ())
 }
 
 /// `cargo xtask api [--bless] [--count]`.
@@ -162,6 +189,7 @@ fn main() -> ExitCode {
             })
         }),
         "api" => api_command(rest),
+        "wheel" => wheel_command(rest),
         "loc" => loc::command(&project_root(), rest),
         "bench" => setup::ensure_tools().and_then(|()| bench::run(&project_root(), rest)),
         "demo" => demo(rest),
@@ -225,7 +253,7 @@ fn test() -> Result<(), String> {
     // absent, and say so only on the test's captured output: CI must not pass that way,
     // and a developer is told where libtest would not show it.
     let corpus = setup::corpus_dir(&project_root(), std::env::var_os("KCACHE_CORPUS"));
-    let missing_corpus = match corpus {
+    let missing_corpus = match &corpus {
         Ok(_) => None,
         Err(looked) => Some(format!(
             "the kernel corpus is not at {} (a directory holding README.md; \
@@ -246,6 +274,8 @@ fn test() -> Result<(), String> {
     // their tests run too.
     cargo(&["test", "--workspace", "--all-features", "--all-targets"])?;
     cargo(&["test", "--workspace", "--all-features", "--doc"])?;
+    // The Python package: its wheel in a venv, then its pytest suite (tinygrad's included).
+    python::pytest(&project_root(), corpus.as_deref().ok())?;
     if let Some(why) = &missing_corpus {
         eprintln!("xtask test: warning: {why}");
     }
