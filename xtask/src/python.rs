@@ -10,7 +10,8 @@
 //!   for timing), then the wheel installed into the venv.
 //! - [`pytest`]: the wheel, every pin, tinygrad's `test/test_tiny.py` taken from its source
 //!   distribution on the registry (never committed), then `pytest crates/kcache-py/tests`
-//!   (every directory under it) with `KCACHE_CORPUS`, `KCACHE_CLI` and `TINYGRAD_TEST_DIR` set.
+//!   (every directory under it) with `KCACHE_CORPUS`, `KCACHE_CLI`, `KCACHE_PEER` and
+//!   `TINYGRAD_TEST_DIR` set.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -236,11 +237,21 @@ pub(crate) fn pytest(root: &Path, corpus: Option<&Path>) -> Result<(), String> {
     wheel(root, false, &[])?;
     let python = venv_dir(root).join("bin/python");
     let tinygrad = tinygrad_tests(root, &python)?;
-    // The Rust side of the shared-store and key tests: the `kcache` command.
+    // The Rust side of the key and shared-store tests: the `kcache` command and the
+    // kernel-store peer (an example of kcache-py, linking no Python).
     crate::cargo(&["build", "--package", "kcache-cli"])?;
+    crate::cargo(&[
+        "build",
+        "--package",
+        "kcache-py",
+        "--example",
+        "kernel_store_peer",
+    ])?;
     let cli = root.join("target/debug/kcache");
+    let peer = root.join("target/debug/examples/kernel_store_peer");
     let mut env = vec![
         ("KCACHE_CLI", cli.to_string_lossy().into_owned()),
+        ("KCACHE_PEER", peer.to_string_lossy().into_owned()),
         ("TINYGRAD_TEST_DIR", tinygrad.to_string_lossy().into_owned()),
     ];
     if let Some(c) = corpus {

@@ -60,7 +60,6 @@ pyo3::create_exception!(
 /// Every error this crate raises, before it becomes a Python exception: the variant picks
 /// the class, the string is the Rust error's message.
 #[derive(Debug, thiserror::Error)]
-#[allow(dead_code)] // skeleton: the kernel and schedule files raise the rest
 pub(crate) enum PyError {
     /// A kernel or its program did not compile.
     #[error("{0}")]
