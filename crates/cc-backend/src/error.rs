@@ -89,7 +89,8 @@ pub enum CcError {
     },
     /// An [`ObjectBackend`](crate::ObjectBackend)'s compiler command was refused when
     /// the backend was made: `word` is the word refused (empty when the command is), `why`
-    /// says why (an input or output the backend names itself, a compiler not found).
+    /// says why (an input or output the backend names itself, an empty command, a compiler
+    /// path that is not UTF-8 or holds white space).
     #[error("the object compiler command cannot use `{word}`: {why}")]
     ObjectCommand {
         /// The word refused.

@@ -88,7 +88,8 @@ impl ObjectProgram {
 /// file, `-`; a word after `-x` is its language), an output or mode option (`-o`, `-E`,
 /// `-S`), an option that changes the dependency list (`-MD` and the like: the backend
 /// writes its own) or names a file the dependency list would not name (`@file`,
-/// `-fprofile-use`, `-specs=`, ...; cc-backend's rule). Every word is a part of every key
+/// `-fprofile-use`, `-specs=`, ...; cc-backend's rule); a compiler not found is
+/// [`CcError::Spawn`]. Every word is a part of every key
 /// (the kernels' option list), in order.
 ///
 /// **The identity** (in every key and the kernel store's name for the programs): the
@@ -184,10 +185,12 @@ fn check_flags(flags: &[String]) -> Result<(), CcError> {
 /// else the first executable file of that name in `path` (the `PATH`'s value).
 fn find_program(word: &str, path: Option<OsString>) -> Result<PathBuf, CcError> {
     use std::os::unix::fs::PermissionsExt;
-    let missing = |why: &str| bad_command(word, why);
+    let missing = |why: &str| CcError::Spawn {
+        compiler: word.to_string(),
+        source: std::io::Error::new(std::io::ErrorKind::NotFound, why.to_string()),
+    };
     if word.contains('/') {
-        let found = std::path::absolute(word).map_err(|_| missing("cannot be made absolute"))?;
-        return Ok(found);
+        return std::path::absolute(word).map_err(|_| missing("cannot be made absolute"));
     }
     let path = path.ok_or_else(|| missing("not found: PATH is not set"))?;
     std::env::split_paths(&path)
@@ -231,8 +234,10 @@ impl ObjectBackend {
             .filter(|t| !t.chars().any(char::is_whitespace))
             .ok_or_else(|| bad_command(program, "its path is not UTF-8 or holds white space"))?
             .to_string();
-        let resolved = std::fs::canonicalize(&found)
-            .map_err(|e| bad_command(program, &format!("cannot be resolved: {e}")))?;
+        let resolved = std::fs::canonicalize(&found).map_err(|source| CcError::Spawn {
+            compiler: program.clone(),
+            source,
+        })?;
         let toolchain = Toolchain::find(&found_text, var)?.with_base_flags(&[]);
         let mut identity = format!(
             "kcache object backend\ncompiler {program}\nrun as {found_text}\nresolved {}\n{}\n{OBJECT_RULE}",

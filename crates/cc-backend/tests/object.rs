@@ -306,7 +306,6 @@ fn commands_naming_their_own_input_or_output_are_refused() {
         &["clang", "-E"],
         &["clang", "@opts"],
         &[],
-        &["no-such-compiler-kcache", "-c"],
     ] {
         let err = refused(words);
         assert!(
@@ -321,6 +320,15 @@ fn commands_naming_their_own_input_or_output_are_refused() {
         refused(&["clang", "-MMD"]),
         CcError::DependencyOption { .. }
     ));
+    for missing in [
+        &["no-such-compiler-kcache", "-c"][..],
+        &["/no/such/kcache-cc"],
+    ] {
+        assert!(
+            matches!(refused(missing), CcError::Spawn { .. }),
+            "{missing:?}"
+        );
+    }
     // A language after -x is no input file.
     assert!(ObjectBackend::new(&argv(false)).is_ok());
 }
