@@ -61,8 +61,8 @@ from kcache import ObjectCompiler
 __all__ = ["install", "uninstall", "KcacheClangCompiler", "compiler_for", "stats", "ENV_VAR", "LOG_VAR"]
 
 #: The environment variable naming a file to which every compile of every process (tinygrad's
-#: workers too) appends one line ``<pid> compiled|from_store|from_memory <name> <key>`` (for tests and
-#: benchmarks that count compiles across processes), then the kernel's name and key.
+#: workers too) appends one line ``<pid> compiled|from_store|from_memory <name> <key>`` (for
+#: tests and benchmarks that count compiles across processes).
 LOG_VAR = "KCACHE_TINYGRAD_LOG"
 
 #: The environment variable naming the store directory (read by :func:`install` when it is
