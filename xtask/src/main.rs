@@ -15,6 +15,7 @@
 //!   `-D warnings` (every doc link resolves), then `test`.
 //! - `wheel [--release]`: the Python package's wheel (`crates/kcache-py`, built by maturin
 //!   into `target/wheels`) installed into the venv `target/kcache-venv` (see [`python`]).
+//! - `pytest`: only the Python package's part of `test` (wheel, venv, pytest).
 //! - `tidy`: the repository rules of [`tidy`] (also run by `cargo test` as a plain test),
 //!   the import-circle rule of [`imports`] and the public-API snapshot of [`api`] among them.
 //! - `api [--bless] [--count]`: the public-API snapshot alone (see [`api`]): checks
@@ -53,6 +54,7 @@ const USAGE: &str = "usage: cargo xtask <command>   (`cargo xtask <command> --he
   test                      every test (unit, property, integration, doc tests, benches once)
   ci                        fmt --check, clippy -D warnings, tidy, check fuzz/, doc -D warnings, then test
   wheel [--release]         the Python package's wheel, installed into target/kcache-venv
+  pytest                    the Python package's tests alone (wheel, venv, pytest)
   tidy                      the repository rules (import circles and the API snapshot among them)
   api [--bless] [--count]   the public-API snapshot docs/api/<crate>.txt: check, rewrite, count
   loc [CRATE…]              non-test source lines per crate
@@ -117,6 +119,7 @@ fn usage_of(cmd: &str) -> Option<String> {
         "test" => "usage: cargo xtask test\nEvery test of the workspace (unit, property, integration, doc tests, each bench once); no flags.".into(),
         "ci" => "usage: cargo xtask ci\nfmt --check, clippy -D warnings, tidy, a check of fuzz/, doc -D warnings, then test; no flags.".into(),
         "wheel" => WHEEL_USAGE.into(),
+        "pytest" => "usage: cargo xtask pytest\nThe Python package's part of `cargo xtask test`: the wheel into target/kcache-venv with every pin of crates/kcache-py/requirements.txt, tinygrad's test/ from its source distribution, then pytest crates/kcache-py/tests; no flags.".into(),
         "tidy" => "usage: cargo xtask tidy\nThe repository rules (xtask/src/tidy.rs); no flags.".into(),
         "api" => API_USAGE.into(),
         "loc" => "usage: cargo xtask loc [CRATE…]\nNon-test source lines of each crate's src/ (all crates when none is named): every line less the #[cfg(test)] items.".into(),
@@ -190,6 +193,11 @@ fn main() -> ExitCode {
         }),
         "api" => api_command(rest),
         "wheel" => wheel_command(rest),
+        "pytest" => no_arguments(cmd, rest).and_then(|()| {
+            let root = project_root();
+            let corpus = setup::corpus_dir(&root, std::env::var_os("KCACHE_CORPUS")).ok();
+            python::pytest(&root, corpus.as_deref())
+        }),
         "loc" => loc::command(&project_root(), rest),
         "bench" => setup::ensure_tools().and_then(|()| bench::run(&project_root(), rest)),
         "demo" => demo(rest),

@@ -3,8 +3,9 @@
 //! - [`venv`]: `target/kcache-venv`, made with `python3 -m venv` (or `$KCACHE_PYTHON -m venv`)
 //!   when absent, then the pins of `crates/kcache-py/requirements.txt` installed into it with
 //!   pip from the package registry (all of them, or only maturin for a wheel alone). A missing
-//!   `python3`, `venv` module or `pip`, or a failed install, fails loudly with the reason:
-//!   never a skip.
+//!   `python3` or `venv` module is installed from Debian's packages when running as root with
+//!   `apt-get` (as `setup` does for the other tools); otherwise it, a missing `pip`, or a
+//!   failed install fails loudly with the reason: never a skip.
 //! - [`wheel`]: `maturin build` of `crates/kcache-py` into `target/wheels` (the debug profile
 //!   by default, so the workspace's debug build of the dependencies is reused; `--release`
 //!   for timing), then the wheel installed into the venv.
@@ -69,16 +70,24 @@ pub(crate) fn venv(root: &Path, only: &[&str]) -> Result<PathBuf, String> {
     let python = dir.join("bin/python");
     if !python.is_file() {
         let base = std::env::var("KCACHE_PYTHON").unwrap_or_else(|_| "python3".to_string());
-        let found = Command::new(&base)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            return Err(format!(
-                "`{base}` is not there: the Python package's tests need Python 3 with its \
-                 venv module and pip (Debian: `apt-get install python3 python3-venv python3-pip`; \
-                 or set KCACHE_PYTHON to an interpreter)"
-            ));
+        if let Err(why) = base_python(&base) {
+            // As for the other tools (see `setup`): Debian's packages, when this may install.
+            if !crate::setup::is_root() || crate::setup::find_on_path("apt-get").is_none() {
+                return Err(format!(
+                    "{why}; not installing them here (needs root and apt-get)"
+                ));
+            }
+            eprintln!("xtask: {why}: installing python3 python3-venv python3-pip now");
+            crate::setup::apt(&["update", "-qq"])?;
+            crate::setup::apt(&[
+                "install",
+                "-y",
+                "-qq",
+                "python3",
+                "python3-venv",
+                "python3-pip",
+            ])?;
+            base_python(&base)?;
         }
         run(
             root,
@@ -120,6 +129,23 @@ pub(crate) fn venv(root: &Path, only: &[&str]) -> Result<PathBuf, String> {
         )
     })?;
     Ok(python)
+}
+
+/// Checks that `base` runs as a Python 3 interpreter, else says what to install.
+fn base_python(base: &str) -> Result<(), String> {
+    let found = Command::new(base)
+        .args(["-c", "import sys, venv; assert sys.version_info >= (3, 9)"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{base}` is not a Python 3.9+ with its venv module: the Python package's tests \
+             need Python 3 with venv and pip (Debian: `apt-get install python3 python3-venv \
+             python3-pip`; or set KCACHE_PYTHON to an interpreter)"
+        ))
+    }
 }
 
 /// Builds the wheel into `target/wheels` and installs it into the venv; returns its path.
@@ -238,12 +264,14 @@ pub(crate) fn pytest(root: &Path, corpus: Option<&Path>) -> Result<(), String> {
     let python = venv_dir(root).join("bin/python");
     let tinygrad = tinygrad_tests(root, &python)?;
     // The Rust side of the key and shared-store tests: the `kcache` command and the
-    // kernel-store peer (an example of kcache-py, linking no Python).
+    // kernel-store peer (an example of kcache-tests: built by `cargo test --workspace
+    // --all-targets` already, and away from kcache-py, whose pyo3 maturin builds with other
+    // settings, so neither build undoes the other's).
     crate::cargo(&["build", "--package", "kcache-cli"])?;
     crate::cargo(&[
         "build",
         "--package",
-        "kcache-py",
+        "kcache-tests",
         "--example",
         "kernel_store_peer",
     ])?;
@@ -285,6 +313,16 @@ mod tests {
                 "{name} in {pins:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_missing_python_fails_saying_what_to_install() {
+        let e = base_python("/nonexistent/python3").expect_err("no such interpreter");
+        assert!(
+            e.contains("python3-venv") && e.contains("KCACHE_PYTHON"),
+            "{e}"
+        );
+        assert!(base_python("false").is_err());
     }
 
     #[test]

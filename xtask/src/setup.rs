@@ -127,7 +127,7 @@ pub(crate) fn ensure_tools() -> Result<(), String> {
     }
 }
 
-fn apt(args: &[&str]) -> Result<(), String> {
+pub(crate) fn apt(args: &[&str]) -> Result<(), String> {
     eprintln!("$ apt-get {}", args.join(" "));
     let status = Command::new("apt-get")
         .args(args)
@@ -150,7 +150,7 @@ fn present(tool: &Tool) -> bool {
 }
 
 /// The first `PATH` entry holding an executable file `name`.
-fn find_on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
@@ -186,7 +186,7 @@ pub(crate) fn is_ci(var: Option<OsString>) -> bool {
     var.is_some_and(|v| !v.is_empty() && v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()

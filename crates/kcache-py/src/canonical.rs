@@ -36,7 +36,10 @@ impl PyNames {
     #[pyo3(signature = (*, bound=Vec::new(), free=Vec::new(), keep=Vec::new(),
         observers=Vec::new(), derivations=Vec::new(), minted_kernel_separator=None,
         minted_shapes=true, text_names=true, kernel_name_by_role=true,
-        included_macros_known=false))]
+        included_macros_known=false),
+        text_signature = "(*, bound=(), free=(), keep=(), observers=(), derivations=(), \
+            minted_kernel_separator=None, minted_shapes=True, text_names=True, \
+            kernel_name_by_role=True, included_macros_known=False)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         bound: Vec<String>,
@@ -161,7 +164,7 @@ pub(crate) struct PyCanonical {
 #[pymethods]
 impl PyCanonical {
     /// The key (64 lowercase hex digits) with `extra_parts` (bytes or str, in order).
-    #[pyo3(signature = (extra_parts=Vec::new()))]
+    #[pyo3(signature = (extra_parts=Vec::new()), text_signature = "(self, extra_parts=())")]
     fn key(&self, py: Python<'_>, extra_parts: Vec<Part>) -> String {
         let parts: Vec<&[u8]> = extra_parts.iter().map(Part::bytes).collect();
         py.detach(|| self.inner.key(&parts))
@@ -237,7 +240,8 @@ impl Part {
 /// `canonical_kernel(text, kernel_name, names).key(extra_parts)`: two kernels differing only
 /// in the names they own share it. `names` defaults to `kcache.Names()`.
 #[pyfunction]
-#[pyo3(signature = (text, kernel_name=None, names=None, extra_parts=Vec::new()))]
+#[pyo3(signature = (text, kernel_name=None, names=None, extra_parts=Vec::new()),
+    text_signature = "(text, kernel_name=None, names=None, extra_parts=())")]
 fn canonical_key(
     py: Python<'_>,
     text: &str,
@@ -269,7 +273,8 @@ fn canonicalize(
 /// of `text` compiled as `symbol` with the compiler options `options` (in order) by the
 /// backend `identity` — kernel-cache's `kernel_key`, the same bytes `kcache key` prints.
 #[pyfunction]
-#[pyo3(signature = (text, symbol, names=None, options=Vec::new(), identity=Part::Bytes(Vec::new())))]
+#[pyo3(signature = (text, symbol, names=None, options=Vec::new(), identity=Part::Bytes(Vec::new())),
+    text_signature = "(text, symbol, names=None, options=(), identity=b'')")]
 fn kernel_key(
     py: Python<'_>,
     text: &str,

@@ -96,8 +96,8 @@ impl ExtentArg {
 ///        .scalar("n", "i64"))             # int64_t n
 /// ```
 ///
-/// Element types: `f32`, `f64`, `i32`, `i64`, `u8`, `f16` (half-precision bits: pass
-/// `uint16` arrays, e.g. `a.view(numpy.uint16)`); numpy's names (`float32`) work too.
+/// Element types: `f32`, `f64`, `i32`, `i64`, `u8`, `f16` (half-precision bits, C
+/// `uint16_t`: pass numpy `float16` or `uint16` arrays); numpy's names (`float32`) work too.
 /// Extents: an `int`, the name of an integer scalar parameter, or a sequence of both
 /// multiplied (`("m", "k")`, `(4, "n")`).
 #[pyclass(module = "kcache", frozen, skip_from_py_object, name = "Signature")]
@@ -366,6 +366,13 @@ impl PyKernel {
                 Param::Buffer {
                     name, elem, writes, ..
                 } => {
+                    // numpy's float16 arrays (format `e`) are read as their bits, through
+                    // a `uint16` view sharing their memory (so a written one is written).
+                    let obj = if *elem == Elem::F16Bits {
+                        float16_bits(&obj)
+                    } else {
+                        obj
+                    };
                     let h = match elem {
                         Elem::F32 => Held::F32(buffer_of::<f32>(py, &obj, name, *elem, *writes)?.1),
                         Elem::F64 => Held::F64(buffer_of::<f64>(py, &obj, name, *elem, *writes)?.1),
@@ -461,6 +468,19 @@ impl PyKernel {
             self.kernel.signature()
         )
     }
+}
+
+/// `obj` itself, or for a numpy `float16` array its `uint16` view (same memory).
+fn float16_bits<'py>(obj: &Bound<'py, PyAny>) -> Bound<'py, PyAny> {
+    let is_f16 = obj
+        .getattr("dtype")
+        .and_then(|d| d.getattr("name"))
+        .and_then(|n| n.extract::<String>())
+        .is_ok_and(|n| n == "float16");
+    if is_f16 && let Ok(view) = obj.call_method1("view", ("uint16",)) {
+        return view;
+    }
+    obj.clone()
 }
 
 /// A copy of a scalar argument (an `Arg` scalar holds no borrow).
@@ -632,7 +652,8 @@ impl PyKernelCache {
     /// `kcache.StoreError`), or memory only without `dir`. `compiler` is the C compiler
     /// command (default: `cc`, or `$CC`); a missing one raises `kcache.BackendError`.
     #[new]
-    #[pyo3(signature = (dir=None, *, capacity_bytes=64 << 20, compiler=None, work_dir=None))]
+    #[pyo3(signature = (dir=None, *, capacity_bytes=64 << 20, compiler=None, work_dir=None),
+        text_signature = "(dir=None, *, capacity_bytes=67108864, compiler=None, work_dir=None)")]
     fn new(
         py: Python<'_>,
         dir: Option<std::path::PathBuf>,
@@ -672,7 +693,8 @@ impl PyKernelCache {
     /// options (in the key); `names` the `kcache.Names` of the key (default: names from the
     /// text). Raises only for the batch as a whole (two kernels with different keys but one
     /// symbol; a closed cache).
-    #[pyo3(signature = (sources, *, options=Vec::new(), names=None))]
+    #[pyo3(signature = (sources, *, options=Vec::new(), names=None),
+        text_signature = "(self, sources, *, options=(), names=None)")]
     fn compile<'py>(
         &self,
         py: Python<'py>,
@@ -685,7 +707,8 @@ impl PyKernelCache {
 
     /// `compile_census(...)`: as `compile`, with the census of this call (a dict:
     /// `kernels_compiled`, `kernels_loaded`, `kernels_reused`, `kernels_failed`, ...).
-    #[pyo3(signature = (sources, *, options=Vec::new(), names=None))]
+    #[pyo3(signature = (sources, *, options=Vec::new(), names=None),
+        text_signature = "(self, sources, *, options=(), names=None)")]
     fn compile_census<'py>(
         &self,
         py: Python<'py>,
@@ -699,7 +722,8 @@ impl PyKernelCache {
 
     /// `compile_one(source, *, options=(), names=None) -> Kernel`: one kernel; its failure
     /// is raised as `kcache.CompileError`.
-    #[pyo3(signature = (source, *, options=Vec::new(), names=None))]
+    #[pyo3(signature = (source, *, options=Vec::new(), names=None),
+        text_signature = "(self, source, *, options=(), names=None)")]
     fn compile_one<'py>(
         &self,
         py: Python<'py>,
@@ -718,7 +742,8 @@ impl PyKernelCache {
 
     /// `key(source, *, options=(), names=None) -> str`: the key `compile` files `source`
     /// under (cc-backend's `Source::key` with this compiler's identity).
-    #[pyo3(signature = (source, *, options=Vec::new(), names=None))]
+    #[pyo3(signature = (source, *, options=Vec::new(), names=None),
+        text_signature = "(self, source, *, options=(), names=None)")]
     fn key(
         &self,
         py: Python<'_>,

@@ -5,13 +5,13 @@
 //! it, `python/kcache/_kcache.pyi` types it. One Rust module per file, each registering its
 //! functions and classes into the native module:
 //!
-//! - [`canonical`]: `kcache.Names`, `kcache.canonical_key`, `kcache.canonicalize`,
+//! - `canonical.rs`: `kcache.Names`, `kcache.canonical_key`, `kcache.canonicalize`,
 //!   `kcache.kernel_key` (canonical-text and kernel-cache's key, byte for byte);
-//! - [`kernels`]: `kcache.KernelCache` (the kernel cache, the persistent kernel store and
+//! - `kernels.rs`: `kcache.KernelCache` (the kernel cache, the persistent kernel store and
 //!   cc-backend's C compiler), `kcache.Signature`, `kcache.Kernel`;
-//! - [`schedules`]: `kcache.ScheduleCache` (schedule-cache over a directory store);
-//! - [`memo`]: `kcache.MemoTable` (memo-cache's table over Python values);
-//! - [`errors`]: the exceptions, under `kcache.Error`.
+//! - `schedules.rs`: `kcache.ScheduleCache` (schedule-cache over a directory store);
+//! - `memo.rs`: `kcache.MemoTable` (memo-cache's table over Python values);
+//! - `errors.rs`: the exceptions, under `kcache.Error`.
 //!
 //! ```python
 //! import kcache

@@ -192,7 +192,7 @@ impl PyMemoTable {
     /// `MemoTable(tag="kcache-py/memo")`: an empty table whose keys start with `tag` (name
     /// your search and its version: tables of other tags never share keys).
     #[new]
-    #[pyo3(signature = (tag="kcache-py/memo".to_string()))]
+    #[pyo3(signature = (tag="kcache-py/memo".to_string()), text_signature = "(tag='kcache-py/memo')")]
     fn new(tag: String) -> PyResult<PyMemoTable> {
         let (sender, requests) = channel();
         std::thread::Builder::new()

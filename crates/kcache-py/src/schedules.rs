@@ -522,7 +522,9 @@ impl PyScheduleCache {
     /// (cache-dir's layout: `kcache stats dir` reads it).
     #[new]
     #[pyo3(signature = (dir, backend, *, device=None, compiler=None, options=Vec::new(),
-        prelude=None, schedule_format=String::new(), keep_faster=true))]
+        prelude=None, schedule_format=String::new(), keep_faster=true),
+        text_signature = "(dir, backend, *, device=None, compiler=None, options=(), prelude=None, \
+            schedule_format='', keep_faster=True)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         dir: std::path::PathBuf,

@@ -3,7 +3,7 @@ Rust programs the tests hold the package to (the `kcache` command, the kernel-st
 
 `cargo xtask test` sets KCACHE_CLI, KCACHE_PEER and KCACHE_CORPUS; run by hand, the paths
 default to the workspace's debug build (`cargo build -p kcache-cli` and
-`cargo build -p kcache-py --example kernel_store_peer`) and ../shared/corpus. A missing Rust
+`cargo build -p kcache-tests --example kernel_store_peer`) and ../shared/corpus. A missing Rust
 program fails its tests (never skips); a missing corpus skips the corpus tests except under
 CI, where it fails, as the Rust corpus tests do.
 """
@@ -31,11 +31,11 @@ def kcache_cli() -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def peer() -> pathlib.Path:
-    """The Rust kernel-store peer (crates/kcache-py/examples/kernel_store_peer.rs)."""
+    """The Rust kernel-store peer (tests/examples/kernel_store_peer.rs in the workspace)."""
     return _program(
         "KCACHE_PEER",
         REPO / "target/debug/examples/kernel_store_peer",
-        "cargo build -p kcache-py --example kernel_store_peer",
+        "cargo build -p kcache-tests --example kernel_store_peer",
     )
 
 

@@ -66,3 +66,13 @@ def test_classes_say_where_they_live():
     for cls in (kcache.Names, kcache.KernelCache, kcache.ScheduleCache, kcache.MemoTable):
         assert cls.__module__ == "kcache"
         assert repr(cls).startswith("<class 'kcache.")
+
+
+def test_signatures_show_their_real_defaults():
+    for name in kcache.__all__:
+        obj = getattr(kcache, name)
+        if inspect.isclass(obj) or callable(obj):
+            text = pydoc.render_doc(obj, renderer=pydoc.plaintext)
+            assert "Ellipsis" not in text, name
+    assert str(inspect.signature(kcache.canonical_key)) == "(text, kernel_name=None, names=None, extra_parts=())"
+    assert "capacity_bytes=67108864" in pydoc.render_doc(kcache.KernelCache, renderer=pydoc.plaintext)

@@ -228,3 +228,56 @@ def test_threads_compile_through_one_cache_at_once(tmp_path):
     for t in ts:
         t.join()
     assert all((o == 5).all() for o in outs)
+
+
+def test_the_gil_is_released_while_compiling(tmp_path):
+    """Another Python thread makes progress while a compile runs (with the GIL held through
+    the compile it could not run at all between the two reads)."""
+    cache = kcache.KernelCache(tmp_path)
+    ticks = [0]
+    done = threading.Event()
+
+    def spin():
+        while not done.is_set():
+            ticks[0] += 1
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        before = ticks[0]
+        cache.compile([scale_source(f"g{j}", j) for j in range(4)])
+        during = ticks[0] - before
+    finally:
+        done.set()
+        spinner.join()
+    assert during > 0
+
+
+def test_half_precision_buffers_pass_as_their_bits(tmp_path):
+    sig = kcache.Signature().buffer_mut("out", "f16", "n").buffer("x", "f16", "n").scalar("n", "i64")
+    text = "void neg(uint16_t *out, const uint16_t *x, int64_t n) { for (int64_t i = 0; i < n; ++i) out[i] = x[i] ^ 0x8000; }"
+    k = kcache.KernelCache(tmp_path).compile_one(kcache.Source("neg", text, sig))
+    x = np.array([1.5, -2.0, 0.25], dtype=np.float16)
+    out = np.zeros(3, dtype=np.float16)
+    k(out, x, 3)
+    np.testing.assert_array_equal(out, -x)
+    bits = np.zeros(3, dtype=np.uint16)
+    k(bits, x.view(np.uint16), 3)
+    np.testing.assert_array_equal(bits.view(np.float16), -x)
+    with pytest.raises(kcache.SignatureError):
+        k(np.zeros(3, dtype=np.float32), x, 3)
+
+
+def test_two_processes_compiling_into_one_store_at_once(tmp_path):
+    """Both get correct kernels; the store ends up holding them, so a third compiles 0."""
+    procs = [subprocess.Popen([sys.executable, "-c", SECOND_PROCESS, str(tmp_path), AXPY],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate() for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    runs = [o.split(maxsplit=2) for o, _ in outs]
+    assert all(r[2] == "[10.0, 20.0, 30.0]\n" for r in runs), runs
+    assert 1 <= sum(int(r[0]) for r in runs) <= 2, runs
+    third = subprocess.run([sys.executable, "-c", SECOND_PROCESS, str(tmp_path), AXPY],
+                           capture_output=True, text=True, check=True).stdout.split(maxsplit=2)
+    assert third[:2] == ["0", "1"], third

@@ -1,6 +1,6 @@
 """One kernel store shared by a Rust process and a Python process: what one compiled, the
 other loads (compiles nothing), under the same key, and both compute the same result. The
-Rust process is examples/kernel_store_peer.rs (CachedBackend<CcBackend> over Layout(DIR))."""
+Rust process is tests/examples/kernel_store_peer.rs (CachedBackend<CcBackend> over Layout(DIR))."""
 
 import subprocess
 

@@ -1,4 +1,4 @@
-//! The Rust side of the Python package's shared-store test (`tests/test_shared_store.py`): a
+//! The Rust side of the Python package's shared-store test (`crates/kcache-py/tests/test_shared_store.py`): a
 //! Rust process resolving one C kernel through the kernel store of a cache directory, as
 //! `kcache.KernelCache(DIR)` does from Python, so each can load what the other compiled.
 //!
