@@ -56,7 +56,10 @@ impl PyObjectCompiler {
     /// `store_dir` may be `None` (memory only); `work_dir` is where compiles happen (default
     /// the system's temporary directory, checked as cc-backend checks it).
     #[new]
-    #[pyo3(signature = (store_dir, argv, *, capacity_bytes = 256 << 20, work_dir = None))]
+    #[pyo3(
+        signature = (store_dir, argv, *, capacity_bytes = 256 << 20, work_dir = None),
+        text_signature = "(store_dir, argv, *, capacity_bytes=268435456, work_dir=None)"
+    )]
     fn new(
         py: Python<'_>,
         store_dir: Option<std::path::PathBuf>,
