@@ -56,6 +56,10 @@
 //!   `Figure::printed("<name>", "<package>", "<target>", "what the baseline is")`, with
 //!   `.unit("…")` when the ratio is not read as `x`. The environment variable
 //!   `KCACHE_BENCH_QUICK` is set to `1` in a `--quick` run.
+//!
+//! The tinygrad figures (`tinygrad_beam_*`, kcache-py's `tinygrad_beam` bench) run Python
+//! processes of the venv `target/kcache-venv`: when one is selected, the release wheel is
+//! built and installed there first, with every pin (`python::wheel`).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -338,6 +342,38 @@ const FIGURES: &[Figure] = &[
         "memo_scale",
         "one thread on the same million-entry table (hits/s; higher is better, 2 is perfect)",
     ),
+    Figure::printed(
+        "tinygrad_beam_second_run_vs_first",
+        "kcache-py",
+        "tinygrad_beam",
+        "the first process's BEAM search over the same model through kcache, empty store (seconds; tinygrad's BEAM result cache on, its default)",
+    )
+    .at_most(0.2),
+    Figure::printed(
+        "tinygrad_beam_second_run_vs_tinygrad_cache",
+        "kcache-py",
+        "tinygrad_beam",
+        "tinygrad's own second process over its own compile and BEAM caches (seconds)",
+    ),
+    Figure::printed(
+        "tinygrad_beam_first_run_vs_tinygrad",
+        "kcache-py",
+        "tinygrad_beam",
+        "tinygrad's own first process, empty cache database (seconds)",
+    ),
+    Figure::printed(
+        "tinygrad_beam_research_second_run_vs_first",
+        "kcache-py",
+        "tinygrad_beam",
+        "the first process, both with IGNORE_BEAM_CACHE=1: the second searches again, its candidates following its own timings (seconds)",
+    ),
+    Figure::printed(
+        "tinygrad_beam_disk_bytes_vs_tinygrad_cache",
+        "kcache-py",
+        "tinygrad_beam",
+        "tinygrad's cache database after its two processes (bytes; kcache: its kernel store after its two)",
+    )
+    .unit("bytes"),
     Figure::printed(
         "demo_compiles_canonical_vs_verbatim",
         "kcache-demo",
@@ -664,6 +700,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<(), String> {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     let home = target.join("kcache-bench").join("criterion");
+    // The tinygrad figures run the venv's Python with the kcache wheel (release) and the pins.
+    if figures.iter().any(|f| f.package == "kcache-py") {
+        crate::python::wheel(root, true, &[])?;
+    }
     let binaries = build()?;
     // (package, bench) -> its figures, in table order.
     let mut by_binary: BTreeMap<(&str, &str), Vec<Figure>> = BTreeMap::new();

@@ -12,8 +12,6 @@ use std::time::SystemTime;
 
 use kernel_cache::{Backend, BatchKernel, Compiled, Group, SavedProgram, Split, Units};
 
-use sha2::{Digest, Sha256};
-
 use crate::deps::{self, Manifest};
 use crate::error::CcError;
 use crate::image::Image;
@@ -495,14 +493,7 @@ impl CcBackend {
             return Ok(*known);
         }
         let work = self.work()?;
-        let output =
-            self.toolchain
-                .probe(options, &["-E", "-###"], &[], Path::new("/"), work.path())?;
-        let mut hasher = Sha256::new();
-        hasher.update(&output.stdout);
-        hasher.update(&output.stderr);
-        let mut digest = [0u8; 32];
-        digest.copy_from_slice(&hasher.finalize());
+        let digest = self.toolchain.host_digest(options, work.path())?;
         lock(&self.host_targets).insert(options.to_vec(), digest);
         Ok(digest)
     }

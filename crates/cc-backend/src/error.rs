@@ -87,6 +87,17 @@ pub enum CcError {
         /// Why it is refused.
         why: String,
     },
+    /// An [`ObjectBackend`](crate::ObjectBackend)'s compiler command was refused when
+    /// the backend was made: `word` is the word refused (empty when the command is), `why`
+    /// says why (an input or output the backend names itself, an empty command, a compiler
+    /// path that is not UTF-8 or holds white space).
+    #[error("the object compiler command cannot use `{word}`: {why}")]
+    ObjectCommand {
+        /// The word refused.
+        word: String,
+        /// Why.
+        why: String,
+    },
     /// This system lacks what loading a program needs, whatever the program's bytes: `lacks`
     /// says what (no memory file and no usable work directory; `/proc` not mounted, so the
     /// loader cannot read a file by descriptor, and no file of the work directory can take

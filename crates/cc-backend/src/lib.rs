@@ -47,6 +47,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! [`ObjectBackend`] is the second backend: each kernel compiled with a caller-given compiler
+//! command to an ELF relocatable object of its own (for a runtime with its own object
+//! loader, such as tinygrad's CPU device), keyed canonically and kept in the kernel store.
+//!
 //! Per-kernel resolves (a tuning round whose candidates may fail) and the kernel store
 //! (programs that outlive the process) are [`kernel_cache`]'s; how this backend answers
 //! them is in [`CcBackend`]'s docs. Call a kernel through [`Kernel::from_resolved`].
@@ -66,6 +70,7 @@ mod deps;
 mod error;
 mod image;
 mod merge;
+mod object;
 mod observers;
 mod persist;
 mod program;
@@ -78,6 +83,7 @@ mod workdir;
 
 pub use backend::CcBackend;
 pub use error::CcError;
+pub use object::{KernelObject, OBJECT_FORMAT, ObjectBackend, ObjectProgram, defined_function};
 pub use persist::SAVED_FORMAT;
 pub use program::{CcProgram, Kernel};
 pub use signature::{Arg, Elem, Extent, MAX_PARAMS, Param, Signature};

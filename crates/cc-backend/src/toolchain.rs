@@ -126,6 +126,10 @@ pub(crate) struct Toolchain {
     /// are not ELF) or when neither answers (then every compile fails with
     /// [`CcError::Spawn`] naming `objcopy`).
     objcopy: Option<(OsString, String)>,
+    /// The flags [`Toolchain::command`] puts ahead of the options: [`BASE_FLAGS`] for
+    /// [`CcBackend`](crate::CcBackend), none for the object backend (its caller's command
+    /// line is all its flags).
+    base_flags: &'static [&'static str],
 }
 
 impl Toolchain {
@@ -164,7 +168,31 @@ impl Toolchain {
             compiler,
             version,
             objcopy,
+            base_flags: BASE_FLAGS,
         })
+    }
+
+    /// The same toolchain, putting `flags` instead of [`BASE_FLAGS`] ahead of every
+    /// command's options.
+    pub(crate) fn with_base_flags(mut self, flags: &'static [&'static str]) -> Toolchain {
+        self.base_flags = flags;
+        self
+    }
+
+    /// What `options` make of this machine's processor: the SHA-256 of what `<compiler>
+    /// <base flags> <options> -E -### -x c /dev/null` prints (the driver's expansion of
+    /// `-march=native` to the processor's model and features), run in `/` (clang prints
+    /// its working directory, which must not tell two machines of one processor apart),
+    /// temporaries in `tmp`.
+    pub(crate) fn host_digest(&self, options: &[String], tmp: &Path) -> Result<[u8; 32], CcError> {
+        use sha2::{Digest, Sha256};
+        let output = self.probe(options, &["-E", "-###"], &[], Path::new("/"), tmp)?;
+        let mut hasher = Sha256::new();
+        hasher.update(&output.stdout);
+        hasher.update(&output.stderr);
+        let mut digest = [0u8; 32];
+        digest.copy_from_slice(&hasher.finalize());
+        Ok(digest)
     }
 
     /// The first line of the compiler's `--version`.
@@ -209,7 +237,8 @@ impl Toolchain {
     /// The compiler command every compile, link and probe starts with: the command and its
     /// own arguments, [`COMPILER_INPUT_ENV`] as the toolchain found it, [`COMPILER_ENV`],
     /// [`TMP_ENV`] naming `tmp` (a private directory of the checked work directory) and
-    /// [`BASE_FLAGS`], then `options`.
+    /// the base flags ([`BASE_FLAGS`] unless [`Toolchain::with_base_flags`] said otherwise),
+    /// then `options`.
     pub(crate) fn command(&self, tmp: &Path, options: &[String]) -> Result<Command, CcError> {
         let (program, program_args) = self
             .compiler
@@ -226,7 +255,7 @@ impl Toolchain {
             .args(program_args)
             .envs(COMPILER_ENV)
             .envs(TMP_ENV.map(|name| (name, tmp)))
-            .args(BASE_FLAGS)
+            .args(self.base_flags)
             .args(options);
         Ok(command)
     }

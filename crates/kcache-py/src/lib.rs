@@ -35,6 +35,7 @@ mod canonical;
 mod errors;
 mod kernels;
 mod memo;
+mod object;
 mod schedules;
 
 /// The native module `kcache._kcache`: each file's items, registered in turn.
@@ -46,5 +47,6 @@ fn _kcache(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kernels::register(m)?;
     schedules::register(m)?;
     memo::register(m)?;
+    object::register(m)?;
     Ok(())
 }
