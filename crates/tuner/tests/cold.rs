@@ -7,37 +7,13 @@ mod support;
 use cc_backend::CcBackend;
 use memo_cache::with_cache;
 use reference_ir::schedule::ReferenceLanguage;
-use schedule_cache::{Measurements, StorePolicy, Subject};
 use support::{Matmul, Problem, RefWorkload, base_options, kernel_cache};
 use tuner::{
     ColdOptions, Measure, NeighbourhoodSearch, ProgressMode, SearchOptions, Strategy, Tuner,
-    Workload,
 };
 
 fn strategy() -> Box<dyn Strategy> {
     Box::new(NeighbourhoodSearch::new(6, 2))
-}
-
-/// Stores `point`'s schedule of `w`'s code as the winner under `w`'s regime in `dir`.
-fn store_point(
-    w: &RefWorkload<Matmul>,
-    backend: &CcBackend,
-    dir: &std::path::Path,
-    point: &[usize],
-) {
-    let schedules = w.schedules(backend, dir);
-    let code = w.build();
-    let ops = w.ops_at(&code, point).expect("a legal point");
-    let placements = w.placements(&code);
-    let published = schedules
-        .store_with_policy(
-            Subject::new(&code).with_placements(&placements),
-            &ops,
-            Measurements::new(vec![1e-9]),
-            StorePolicy::LastWriteWins,
-        )
-        .expect("stored");
-    assert!(published.outcome.is_stored(), "{:?}", published.outcome);
 }
 
 /// The workload under another regime: one more define, so its entries are seeds of the
@@ -54,7 +30,7 @@ fn cold_memo_is_its_own() {
     let dir = tempfile::tempdir().expect("tempdir");
     let target = RefWorkload::new(Matmul { n: 8 }, &backend, base_options());
     let source = other_regime(&backend, 8, "KCACHE_SOURCE");
-    store_point(&source, &backend, dir.path(), &[1, 0, 2, 2, 1]);
+    source.store_point(&backend, dir.path(), &[1, 0, 2, 2, 1]);
     let schedules = target.schedules(&backend, dir.path());
     let cache = kernel_cache();
     let tuner = Tuner::new(&schedules, &backend, &cache)
@@ -105,7 +81,7 @@ fn a_useless_seed_leaves_the_ratio_near_one() {
     let target = RefWorkload::new(Matmul { n: 32 }, &backend, base_options());
     let unrelated = other_regime(&backend, 32, "KCACHE_UNRELATED");
     let useless = [0, 0, 0, 1, 0];
-    store_point(&unrelated, &backend, dir.path(), &useless);
+    unrelated.store_point(&backend, dir.path(), &useless);
     let schedules = target.schedules(&backend, dir.path());
     let cache = kernel_cache();
     let tuner = Tuner::new(&schedules, &backend, &cache)

@@ -8,7 +8,6 @@ use cc_backend::CcBackend;
 use kernel_cache::store::KernelStore;
 use memo_cache::with_cache;
 use reference_ir::schedule::RefOp;
-use schedule_cache::{Measurements, StorePolicy, Subject};
 use support::{Matmul, RefWorkload, base_options, kernel_cache};
 use tuner::{Measure, ProgressMode, RandomSearch, Replayed, SearchOptions, Tuned, Tuner, Workload};
 
@@ -70,29 +69,6 @@ fn failing_candidates_are_skipped_reported_and_remembered() {
     assert_eq!(second.census.kernels_failed, 0);
 }
 
-/// Stores `point`'s schedule of `w`'s code as its winner, unchecked (as a foreign or
-/// stale writer could).
-fn store_point(
-    w: &RefWorkload<Matmul>,
-    backend: &CcBackend,
-    dir: &std::path::Path,
-    point: &[usize],
-) {
-    let schedules = w.schedules(backend, dir);
-    let code = w.build();
-    let ops = w.ops_at(&code, point).expect("a schedule");
-    let placements = w.placements(&code);
-    let published = schedules
-        .store_with_policy(
-            Subject::new(&code).with_placements(&placements),
-            &ops,
-            Measurements::new(vec![1e-9]),
-            StorePolicy::LastWriteWins,
-        )
-        .expect("stored");
-    assert!(published.outcome.is_stored());
-}
-
 #[test]
 fn a_stored_winner_that_does_not_apply_is_unusable_and_replaced() {
     let backend = CcBackend::new().expect("a C compiler");
@@ -100,7 +76,7 @@ fn a_stored_winner_that_does_not_apply_is_unusable_and_replaced() {
     // n = 8: a split by 16 does not apply to its loops of 8; stored anyway.
     let w = RefWorkload::new(Matmul { n: 8 }, &backend, base_options());
     let bad = [1, 0, 3, 0, 0];
-    store_point(&w, &backend, dir.path(), &bad);
+    w.store_point(&backend, dir.path(), &bad);
     let schedules = w.schedules(&backend, dir.path());
     let cache = kernel_cache();
     let tuner = Tuner::new(&schedules, &backend, &cache)
@@ -136,7 +112,7 @@ fn seeds_that_fail_or_exceed_the_cap_are_counted_with_reasons() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A winner at n = 32 that splits by 16: near code at n = 8, where it cannot apply.
     let big = RefWorkload::new(Matmul { n: 32 }, &backend, base_options());
-    store_point(&big, &backend, dir.path(), &[1, 0, 3, 0, 0]);
+    big.store_point(&backend, dir.path(), &[1, 0, 3, 0, 0]);
     let small = RefWorkload::new(Matmul { n: 8 }, &backend, base_options());
     let schedules = small.schedules(&backend, dir.path());
     let cache = kernel_cache();

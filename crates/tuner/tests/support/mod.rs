@@ -15,8 +15,8 @@ use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, Tensor
 use reference_ir::render::{Naming, Param, ParamKind, render, segments, signature_of};
 use reference_ir::schedule::{RefOp, ReferenceLanguage, Schedule, apply_ops};
 use schedule_cache::{
-    Config, DiskCache, LoopCode, NodeId, Placement, ScheduleCache, TimingIdentity, Toolchain,
-    Visitor,
+    Config, DiskCache, LoopCode, Measurements, NodeId, Placement, ScheduleCache, StorePolicy,
+    Subject, TimingIdentity, Toolchain, Visitor,
 };
 use tuner::{Rendered, Space, Workload};
 
@@ -297,6 +297,24 @@ impl<P: Problem> RefWorkload<P> {
         ScheduleCache::new(ReferenceLanguage, "cc", timing, DiskCache::new(dir))
             .with_config(self.config.clone())
             .with_toolchain(Toolchain::new(backend.identity(), &self.options))
+    }
+
+    /// Stores `point`'s schedule of this workload's code in `dir` as the winner under its
+    /// regime, unchecked (as a foreign or stale writer could), replacing what is there.
+    pub fn store_point(&self, backend: &CcBackend, dir: &std::path::Path, point: &[usize]) {
+        let schedules = self.schedules(backend, dir);
+        let code = self.build();
+        let ops = self.ops_at(&code, point).expect("a schedule at that point");
+        let placements = self.placements(&code);
+        let published = schedules
+            .store_with_policy(
+                Subject::new(&code).with_placements(&placements),
+                &ops,
+                Measurements::new(vec![1e-9]),
+                StorePolicy::LastWriteWins,
+            )
+            .expect("stored");
+        assert!(published.outcome.is_stored(), "{:?}", published.outcome);
     }
 }
 
