@@ -140,7 +140,10 @@ fn unix(url: &str, rest: &str) -> Result<Parsed, WireError> {
     if !(authority.is_empty() || authority.eq_ignore_ascii_case("localhost")) {
         return Err(bad(url, "no host but localhost (unix:///path/to/socket)"));
     }
-    if path.is_empty() || path.split('/').any(|seg| seg == "." || seg == "..") {
+    // A segment that decodes to `.` or `..` (`%2e`, `.%2E`, ...) is a dot segment to URL
+    // libraries too, which drop it or its parent: refused, never read another way.
+    let dot_segment = |seg: &str| matches!(percent_decode_bytes(seg).as_slice(), b"." | b"..");
+    if path.is_empty() || path.split('/').any(dot_segment) {
         return Err(bad(url, "the socket's absolute path, without . or .."));
     }
     let decoded = percent_decode_bytes(path);
@@ -291,6 +294,9 @@ mod tests {
             "http://h",
             "unix://other/x",
             "unix:///a/../b",
+            "unix:///%2e",
+            "unix:///a/%2E%2e/b",
+            "unix:///a/.%2e",
             "unix:///s?db=x",
             "unix:///a:",
             "unix:///a%7C/s",
