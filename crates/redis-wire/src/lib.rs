@@ -60,7 +60,7 @@
 //! Every URL accepted here, redis-rs 1.8 accepts too and reads as the same address, user,
 //! password and database (a property test over generated URLs); some it accepts are refused
 //! here (international host names, control characters or spaces, a signed database, `.` and
-//! `..` in a socket path), never the other way round.
+//! `..` in a socket path, spelled or percent-encoded as `%2e`), never the other way round.
 //!
 //! # Versions
 //!
