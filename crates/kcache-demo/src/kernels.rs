@@ -126,54 +126,15 @@ pub(crate) const MM: usize = 64;
 pub(crate) const MATMUL_SIZES: std::ops::RangeInclusive<usize> = 4..=256;
 
 fn matmul_build(mm: usize) -> Built {
-    let (i0, j0) = (Symbol::fresh("i"), Symbol::fresh("j"));
-    let (i, j, k) = (Symbol::fresh("i"), Symbol::fresh("j"), Symbol::fresh("k"));
-    let c = f32n("c", &[mm, mm]);
-    let a = f32n("a", &[mm, mm]);
-    let b = f32n("b", &[mm, mm]);
-    let m = mm as i64;
-    let init = Stmt::for_(
-        &i0,
-        0,
-        m,
-        vec![Stmt::for_(
-            &j0,
-            0,
-            m,
-            vec![Stmt::set(&c, vec![ix(&i0), ix(&j0)], Expr::Const(0.0))],
-        )],
-    );
-    let update = Stmt::set(
-        &c,
-        vec![ix(&i), ix(&j)],
-        bin(
-            BinOp::Add,
-            get(&c, vec![ix(&i), ix(&j)]),
-            bin(
-                BinOp::Mul,
-                get(&a, vec![ix(&i), ix(&k)]),
-                get(&b, vec![ix(&k), ix(&j)]),
-            ),
-        ),
-    );
-    let compute = Stmt::for_(
-        &i,
-        0,
-        m,
-        vec![Stmt::for_(
-            &j,
-            0,
-            m,
-            vec![Stmt::for_(&k, 0, m, vec![update])],
-        )],
-    );
+    let m = reference_ir::space::MatmulCode::new(mm);
+    let ([i0, j0], [i, j, k]) = (&m.fill, &m.loops);
     Built::new(
-        Code::new(vec![init, compute]),
-        &[("i0", &i0), ("j0", &j0), ("i", &i), ("j", &j), ("k", &k)],
+        m.code.clone(),
+        &[("i0", i0), ("j0", j0), ("i", i), ("j", j), ("k", k)],
         &[
-            ("c", &c, Binding::Out),
-            ("a", &a, Binding::A),
-            ("b", &b, Binding::B),
+            ("c", &m.c, Binding::Out),
+            ("a", &m.a, Binding::A),
+            ("b", &m.b, Binding::B),
         ],
     )
 }

@@ -76,6 +76,67 @@ pub struct MatmulCode {
     /// The accumulation's loops `i`, `j` and `k`, outermost first (`i` binds rows of `c`
     /// and `a`, `j` columns of `c` and `b`, `k` the reduction).
     pub loops: [Symbol; 3],
+    /// The zero fill's loops (rows, then columns of `c`).
+    pub fill: [Symbol; 2],
+}
+
+impl MatmulCode {
+    /// The plain (unscheduled) `n x n x n` product at any size `n`, built afresh (fresh
+    /// symbol and node ids on every call, as a compiler lowering anew); the labels are
+    /// always the same (`i`, `j`, `k`; `c`, `a`, `b`), so two builds at one size have
+    /// one identity. [`TiledMatmul`] sizes are multiples of 32; other callers (tests, the
+    /// demo) build any size.
+    pub fn new(n: usize) -> MatmulCode {
+        let m = n as i64;
+        let (i0, j0) = (Symbol::fresh("i"), Symbol::fresh("j"));
+        let (i, j, k) = (Symbol::fresh("i"), Symbol::fresh("j"), Symbol::fresh("k"));
+        let f32n = |label: &str| TensorNode::new(label, &[n, n], Precision::F32);
+        let (c, a, b) = (f32n("c"), f32n("a"), f32n("b"));
+        let ix = Index::var;
+        let init = Stmt::for_(
+            &i0,
+            0,
+            m,
+            vec![Stmt::for_(
+                &j0,
+                0,
+                m,
+                vec![Stmt::set(&c, vec![ix(&i0), ix(&j0)], Expr::Const(0.0))],
+            )],
+        );
+        let update = Stmt::set(
+            &c,
+            vec![ix(&i), ix(&j)],
+            Expr::bin(
+                BinOp::Add,
+                Expr::get(&c, vec![ix(&i), ix(&j)]),
+                Expr::bin(
+                    BinOp::Mul,
+                    Expr::get(&a, vec![ix(&i), ix(&k)]),
+                    Expr::get(&b, vec![ix(&k), ix(&j)]),
+                ),
+            ),
+        );
+        let nest = Stmt::for_(
+            &i,
+            0,
+            m,
+            vec![Stmt::for_(
+                &j,
+                0,
+                m,
+                vec![Stmt::for_(&k, 0, m, vec![update])],
+            )],
+        );
+        MatmulCode {
+            code: Code::new(vec![init, nest]),
+            c,
+            a,
+            b,
+            loops: [i, j, k],
+            fill: [i0, j0],
+        }
+    }
 }
 
 impl TiledMatmul {
@@ -117,56 +178,10 @@ impl TiledMatmul {
         false
     }
 
-    /// The code, built afresh (fresh ids on every call, as a compiler lowering anew).
+    /// The code, built afresh (fresh ids on every call, as a compiler lowering anew):
+    /// [`MatmulCode::new`] at this size.
     pub fn build(&self) -> MatmulCode {
-        let n = self.n as i64;
-        let (i0, j0) = (Symbol::fresh("i"), Symbol::fresh("j"));
-        let (i, j, k) = (Symbol::fresh("i"), Symbol::fresh("j"), Symbol::fresh("k"));
-        let f32n = |label: &str| TensorNode::new(label, &[self.n, self.n], Precision::F32);
-        let (c, a, b) = (f32n("c"), f32n("a"), f32n("b"));
-        let ix = Index::var;
-        let init = Stmt::for_(
-            &i0,
-            0,
-            n,
-            vec![Stmt::for_(
-                &j0,
-                0,
-                n,
-                vec![Stmt::set(&c, vec![ix(&i0), ix(&j0)], Expr::Const(0.0))],
-            )],
-        );
-        let update = Stmt::set(
-            &c,
-            vec![ix(&i), ix(&j)],
-            Expr::bin(
-                BinOp::Add,
-                Expr::get(&c, vec![ix(&i), ix(&j)]),
-                Expr::bin(
-                    BinOp::Mul,
-                    Expr::get(&a, vec![ix(&i), ix(&k)]),
-                    Expr::get(&b, vec![ix(&k), ix(&j)]),
-                ),
-            ),
-        );
-        let nest = Stmt::for_(
-            &i,
-            0,
-            n,
-            vec![Stmt::for_(
-                &j,
-                0,
-                n,
-                vec![Stmt::for_(&k, 0, n, vec![update])],
-            )],
-        );
-        MatmulCode {
-            code: Code::new(vec![init, nest]),
-            c,
-            a,
-            b,
-            loops: [i, j, k],
-        }
+        MatmulCode::new(self.n)
     }
 
     /// The schedule of `point` (one choice index per dimension of [`Self::DIMS`]) on

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use cc_backend::{Arg, CcBackend, CcProgram, Elem, Extent, Kernel, Signature, Source};
 use kernel_cache::{BatchKernel, KernelCache, Names, Resolved};
-use reference_ir::ir::{BinOp, Code, Expr, Index, Precision, Stmt, Symbol, TensorNode};
+use reference_ir::ir::{Code, Symbol, TensorNode};
 use reference_ir::render::{Naming, Param, ParamKind, render, segments, signature_of};
 use reference_ir::schedule::{RefOp, ReferenceLanguage, Schedule, apply_ops};
 use schedule_cache::{
@@ -70,57 +70,16 @@ impl Problem for Matmul {
         self.n * self.n
     }
     fn build(&self) -> Built {
-        let mm = self.n;
-        let (i0, j0) = (Symbol::fresh("i"), Symbol::fresh("j"));
-        let (i, j, k) = (Symbol::fresh("i"), Symbol::fresh("j"), Symbol::fresh("k"));
-        let c = TensorNode::new("c", &[mm, mm], Precision::F32);
-        let a = TensorNode::new("a", &[mm, mm], Precision::F32);
-        let b = TensorNode::new("b", &[mm, mm], Precision::F32);
-        let m = mm as i64;
-        let ix = Index::var;
-        let init = Stmt::for_(
-            &i0,
-            0,
-            m,
-            vec![Stmt::for_(
-                &j0,
-                0,
-                m,
-                vec![Stmt::set(&c, vec![ix(&i0), ix(&j0)], Expr::Const(0.0))],
-            )],
-        );
-        let update = Stmt::set(
-            &c,
-            vec![ix(&i), ix(&j)],
-            Expr::bin(
-                BinOp::Add,
-                Expr::get(&c, vec![ix(&i), ix(&j)]),
-                Expr::bin(
-                    BinOp::Mul,
-                    Expr::get(&a, vec![ix(&i), ix(&k)]),
-                    Expr::get(&b, vec![ix(&k), ix(&j)]),
-                ),
-            ),
-        );
-        let compute = Stmt::for_(
-            &i,
-            0,
-            m,
-            vec![Stmt::for_(
-                &j,
-                0,
-                m,
-                vec![Stmt::for_(&k, 0, m, vec![update])],
-            )],
-        );
+        let m = reference_ir::space::MatmulCode::new(self.n);
+        let ([i0, j0], [i, j, k]) = (m.fill, m.loops);
         Built {
-            code: Code::new(vec![init, compute]),
+            code: m.code,
             tiled: None,
             loops: [("i0", i0), ("j0", j0), ("i", i), ("j", j), ("k", k)]
                 .into_iter()
                 .collect(),
-            params: vec![(c.id(), Buf::Out), (a.id(), Buf::A), (b.id(), Buf::B)],
-            nodes: [("c", c), ("a", a), ("b", b)].into_iter().collect(),
+            params: vec![(m.c.id(), Buf::Out), (m.a.id(), Buf::A), (m.b.id(), Buf::B)],
+            nodes: [("c", m.c), ("a", m.a), ("b", m.b)].into_iter().collect(),
         }
     }
     /// order (ijk, ikj) x hoist (-, a) x tile (1, 4, 8, 16) x inner (serial, unroll,
