@@ -864,8 +864,8 @@ pub(crate) fn unknown_reserved(src: &[u8]) -> Option<(usize, String)> {
 
 /// The GNU and Microsoft attribute regions and the feature-test regions of `src` as the
 /// lexer reads them: from an identifier `__attribute__`, `__attribute`, `__declspec` or
-/// a feature test ([`is_feature_test`]) whose next token (white space and comments
-/// skipped) is `(`, to the `)` that balances it (or the end of the text). Like `[[...]]`,
+/// a feature test ([`is_feature_test`]) whose next token (white space, comments and
+/// directive lines skipped) is `(`, to the `)` that balances it (or the end of the text). Like `[[...]]`,
 /// nothing inside one may be renamed: a bound name spelled like an attribute word
 /// (`always_inline`, `packed`, `aligned`) would change the attribute, one spelled like a
 /// built-in (`abs`) the answer of `__has_builtin`.
@@ -904,10 +904,16 @@ pub(crate) fn attribute_regions_at(src: &[u8], introducers: &[usize]) -> Vec<(us
             continue;
         }
         let mut next = tokens.next();
+        // A directive line may stand between the introducer and its `(`: the preprocessor
+        // reads it and goes on looking for the `(` (`__has_attribute\n#define Q 1\n(cold)`
+        // is `__has_attribute(cold)`), so the region spans it.
         while next.is_some_and(|u| {
             matches!(
                 u.kind,
-                TokenKind::Whitespace | TokenKind::LineComment | TokenKind::BlockComment
+                TokenKind::Whitespace
+                    | TokenKind::LineComment
+                    | TokenKind::BlockComment
+                    | TokenKind::Preprocessor
             )
         }) {
             next = tokens.next();

@@ -287,15 +287,19 @@ fn unknown_reserved_word(src: &[u8], tokens: &[Token]) -> Option<String> {
 
 /// The GNU and Microsoft attribute regions and the feature tests', read from the tokens on
 /// their own: an `__attribute__`, `__attribute`, `__declspec`, `__has_*` or `__is_*`
-/// identifier, then (past white space and comments) a `(`, up to the `)` that balances it
-/// or the end of the text.
+/// identifier, then (past white space, comments and directive lines, which the
+/// preprocessor reads while it looks for the `(`) a `(`, up to the `)` that balances it or
+/// the end of the text.
 fn gnu_attribute_spans(src: &[u8], tokens: &[Token]) -> Vec<(usize, usize)> {
     let code: Vec<&Token> = tokens
         .iter()
         .filter(|t| {
             !matches!(
                 t.kind,
-                TokenKind::Whitespace | TokenKind::LineComment | TokenKind::BlockComment
+                TokenKind::Whitespace
+                    | TokenKind::LineComment
+                    | TokenKind::BlockComment
+                    | TokenKind::Preprocessor
             )
         })
         .collect();

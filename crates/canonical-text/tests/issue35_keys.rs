@@ -77,6 +77,31 @@ fn feature_test_arguments_are_never_renamed() {
     );
 }
 
+/// Point 6, across a directive line: the preprocessor reads a directive standing between a
+/// feature test and its `(` and goes on to the `(` (`__has_attribute\n#define Q 1\n(packed)`
+/// is `__has_attribute(packed)`), so nothing inside is renamed there either (found by the
+/// object-code oracle, `cargo xtask soundness --cases 100 --seed 4242`, case 81).
+#[test]
+fn a_directive_between_a_feature_test_and_its_parenthesis_hides_nothing() {
+    told_apart(&[
+        (
+            "int k(int packed) { return __has_attribute\n#define Q 1\n(packed) + packed; }\n",
+            "int k(int n1_w) { return __has_attribute\n#define Q 1\n(n1_w) + n1_w; }\n",
+            &["packed", "n1_w"],
+        ),
+        (
+            "int k(int abs) { return __has_builtin /* c */\n#pragma kcache note x\n (abs) + abs; }\n",
+            "int k(int n1_w) { return __has_builtin /* c */\n#pragma kcache note x\n (n1_w) + n1_w; }\n",
+            &["abs", "n1_w"],
+        ),
+        (
+            "int k(int cold) { return __has_attribute\n#if 1\n#endif\n(cold) + cold; }\n",
+            "int k(int f7_w) { return __has_attribute\n#if 1\n#endif\n(f7_w) + f7_w; }\n",
+            &["cold", "f7_w"],
+        ),
+    ]);
+}
+
 /// Point 6: a text that includes `<stdint.h>` itself calls its pasting `INT64_C` on a
 /// renamed local (`x ## L` reads `xL`): keyed with canonical-text alone (no macro table),
 /// the two must not share a key.
