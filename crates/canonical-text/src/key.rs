@@ -22,10 +22,13 @@ use crate::sha::BlockHasher;
 /// Unicode spaces as white space: `i1 -\u{a0}i2` and `\u{a0}assert(i1)` were renamed);
 /// v6 -- the names the text binds itself are renamed by default (`Names::text_names`);
 /// v7 -- the kernel's own name is keyed by its role where sound
-/// (`Names::kernel_name_by_role`): its key part is `R` instead of `K` and the token.
+/// (`Names::kernel_name_by_role`): its key part is `R` instead of `K` and the token;
+/// v8 -- a directive line between a feature test (`__has_attribute`, ...) or an attribute
+/// introducer and its `(` no longer ends the region nothing is renamed in (v7 renamed
+/// `__has_attribute\n#define Q 1\n(cold)`'s argument).
 /// Its length part and it fill exactly one SHA-256 block, so each key starts from a
 /// hash state computed once ([`key_state`]).
-pub(crate) const KEY_DOMAIN: &[u8] = b"kcache canonical-text v7 -- the key of a kernel encoding";
+pub(crate) const KEY_DOMAIN: &[u8] = b"kcache canonical-text v8 -- the key of a kernel encoding";
 const _: () = assert!(8 + KEY_DOMAIN.len() == 64);
 
 /// The SHA-256 state after the length-prefixed [`KEY_DOMAIN`] (one whole block).

@@ -361,7 +361,7 @@ fn key_is_pinned() {
 }
 
 /// Computed independently by `tests/data/pinned_key.py`.
-const PINNED_KEY: &str = "8aa58ee233c0b422581bea94421a4921312ae8cdd59d0a76bfc49f0f65cd16bc";
+const PINNED_KEY: &str = "1f73d1cafd362dfa8256d568b9feedd5edb3997d1c22576bb4fca5c854797665";
 
 /// (6) Determinism across threads: every thread computes the same keys.
 #[test]

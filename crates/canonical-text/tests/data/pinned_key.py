@@ -31,6 +31,6 @@ for m in re.finditer(r'[A-Za-z_][A-Za-z0-9_]*', text):
         last = m.end()
 enc += text[last:].encode()
 h = hashlib.sha256()
-for p in [b'kcache canonical-text v7 -- the key of a kernel encoding', b'R', enc, b'-O3']:
+for p in [b'kcache canonical-text v8 -- the key of a kernel encoding', b'R', enc, b'-O3']:
     h.update(struct.pack('<Q', len(p))); h.update(p)
 print(h.hexdigest())
