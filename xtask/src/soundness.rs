@@ -1,6 +1,7 @@
 //! `cargo xtask soundness [--cases N] [--seed S] [--cc COMPILER]`: a long soak of the
 //! object-code oracle (`crates/canonical-text/tests/gcc_oracle.rs`): N adversarial
-//! templates (four kernels and six pairs each) compiled by the real `cc`, or the
+//! templates (four kernels and six pairs each; one in three adds the renamed twins of a
+//! template holding nothing that refuses renaming) compiled by the real `cc`, or the
 //! `--cc` given (`clang`; one template in eight by `clang` whatever it is, with Unicode
 //! outside and inside literals), in release mode; the templates draw from that
 //! compiler's macro table (`-dM -E`), clang's and gcc's spelling and position built-ins,
