@@ -354,8 +354,29 @@ fn observing_call_spans(src: &[u8], tokens: &[Token]) -> Vec<(usize, usize)> {
     let mut includes = false;
     let mut defined: Vec<&[u8]> = Vec::new();
     for d in directives {
-        let words: Vec<&[u8]> = d
-            .bytes(src)
+        // The directive's name is the identifier right after the `#` (or `%:`), past
+        // blanks and comments, as the preprocessor reads it: `#]include` names nothing.
+        let line = d.bytes(src);
+        let mut rest = line
+            .strip_prefix(b"#")
+            .or_else(|| line.strip_prefix(b"%:"))
+            .unwrap_or(line);
+        loop {
+            rest = rest.trim_ascii_start();
+            match rest.strip_prefix(b"/*") {
+                Some(r) => {
+                    rest = r
+                        .windows(2)
+                        .position(|w| w == b"*/")
+                        .map_or(&[][..], |k| &r[k + 2..]);
+                }
+                None => break,
+            }
+        }
+        if !rest.first().is_some_and(|&b| is_ident_continue(b)) {
+            continue;
+        }
+        let words: Vec<&[u8]> = rest
             .split(|&x| !is_ident_continue(x))
             .filter(|w| !w.is_empty())
             .collect();
@@ -417,6 +438,35 @@ mod tests {
         let text = "#include <stdio.h>\nlong k(long n1_x) { return INT64_C(1 /* n1_x */) + n1_x; }";
         assert_eq!(disagreement(text, Some("k"), &names), None);
         assert_eq!(canonical_kernel(text, Some("k"), &names).renamed_count(), 1);
+    }
+
+    /// Found by the differential fuzz target: `#]include <stdio.h>` names no directive
+    /// (the preprocessor reads the identifier right after the `#`), so the text includes
+    /// nothing and an observing call's arguments may be renamed; a comment before the name
+    /// (`# /* c */ include`) still makes an include.
+    #[test]
+    fn a_directive_is_named_by_the_word_right_after_its_hash() {
+        let names = Names::new().with_bound(["n_b"]);
+        for (text, renamed) in [
+            (
+                "#]include <stdint.h>\nlong k(long n_b) { return INT64_C(n_b) + n_b; }",
+                1,
+            ),
+            (
+                "# /* c */ include <stdint.h>\nlong k(long n_b) { return INT64_C(n_b) + n_b; }",
+                0,
+            ),
+            (
+                "#include <stdint.h>\nlong k(long n_b) { return INT64_C(n_b) + n_b; }",
+                0,
+            ),
+        ] {
+            assert_eq!(disagreement(text, Some("k"), &names), None, "{text:?}");
+            let c = canonical_kernel(text, Some("k"), &names);
+            assert_eq!(c.renamed_count(), renamed, "{text:?}");
+        }
+        let found = "#incl2`_d<stdint.h>\n#]include\u{16} <stdio.h>\n#inclu _4 + 2.5e+3f + .5 + 07;\n_has_attribute`(n_b);\n  long x = INT64_C(n_b\u{4}  n_b[i12] = v3_0cc > 0.0?????????????f ? v3_acc : 8888888888888888888888888888f;\n d/* tiled) + M(7_(n1_wt(alu_typeof__(alu0) nclud`";
+        assert_eq!(disagreement(found, Some("k__seg1"), &names), None);
     }
 
     #[test]
