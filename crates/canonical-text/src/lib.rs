@@ -202,7 +202,9 @@
 //! * **Feature tests.** `__has_builtin(x)` and its kin (every `__has_*` and `__is_*`)
 //!   answer for the *spelling* of their argument (`__has_builtin(abs)` is 1 for a local
 //!   named `abs`, 0 for `n1`): their parentheses are regions like an attribute's
-//!   ([`Refusal::NameInFeatureTest`]), and a `#define` naming one is an observer.
+//!   ([`Refusal::NameInFeatureTest`]), and a `#define` naming one is an observer. A
+//!   region starts at its introducer even when a directive line stands before the `(`
+//!   (the preprocessor reads the line and goes on to the `(`).
 //! * **Headers the text includes.** A header's function-like macro may paste its argument
 //!   (`<stdint.h>`'s `INT64_C(x)` reads `xL`). Without the header's macro table, a text
 //!   that includes a header keeps as spelled every name inside the arguments of a call
