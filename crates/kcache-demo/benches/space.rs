@@ -156,18 +156,6 @@ fn median(v: &[f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// SplitMix64, for the data and a sample's order.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 fn main() {
     let bench = std::env::args().any(|a| a == "--bench");
     let n = if bench { TiledMatmul::DEFAULT_SIZE } else { 64 };
@@ -177,10 +165,10 @@ fn main() {
         .ok()
         .and_then(|s| s.parse::<usize>().ok())
         .or((!bench).then_some(SMALL_POINTS));
-    let mut rng = Rng(0x5EED ^ std::process::id() as u64);
+    let mut rng = test_support::Rng::new(0x5EED ^ u64::from(std::process::id()));
     if let Some(k) = sample.filter(|&k| k < points.len()) {
         for i in (1..points.len()).rev() {
-            let j = (rng.next() % (i as u64 + 1)) as usize;
+            let j = (rng.next_u64() % (i as u64 + 1)) as usize;
             points.swap(i, j);
         }
         points.truncate(k);
@@ -189,10 +177,10 @@ fn main() {
             points[0] = vec![0; TiledMatmul::DIMS.len()];
         }
     }
-    let mut data_rng = Rng(42);
+    let mut data_rng = test_support::Rng::new(42);
     let mut values = || -> Vec<f32> {
         (0..mm.len())
-            .map(|_| (data_rng.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0)
+            .map(|_| (data_rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0)
             .collect()
     };
     let (a, b) = (values(), values());
